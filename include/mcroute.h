@@ -1,0 +1,337 @@
+/* mcroute.h: the public API of libmcroute, client-side memcached key placement.
+ *
+ * INTRODUCTION
+ *
+ * An application that talks to many memcached servers must pick, for every key,
+ * the server that holds it. libmcroute computes that placement exactly as the
+ * established clients do (libmemcached 1.1.4, libketama), so a deployment can
+ * switch to it without a single extra cache miss.
+ *
+ * Concepts, one opaque handle each:
+ *
+ *   mcr_config  A mutable description of a placement: the servers (host, port,
+ *               weight, in order), the placement mode and the hash functions.
+ *               Owned by one thread at a time.
+ *   mcr_ring    The continuum built from a config. Immutable once built: any
+ *               number of threads may look keys up in the same ring at once
+ *               without locking. Freed with mcr_ring_free() once no thread uses it.
+ *
+ * Conventions:
+ *
+ *   - Functions that can fail return an int status: MCR_OK (0) or one of the
+ *     negative mcr_status codes. mcr_strerror() names a code.
+ *   - Functions that can fail on user input also take an `mcr_error *err`
+ *     (may be NULL). On failure it receives the code and a message naming the
+ *     problem (the offending text, line or value). On success it is untouched.
+ *   - A function that fails leaves its output arguments and the objects it was
+ *     given unchanged, unless its block says otherwise.
+ *   - `*_free(NULL)` is a no-op.
+ *   - Nothing is reported through globals; nothing aborts the process.
+ *
+ * The libmemcached option-string and behaviour emulation lives in
+ * <mcroute_libmemcached.h>.
+ */
+#ifndef MCROUTE_H
+#define MCROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MCR_BUILDING_LIBRARY) && defined(__GNUC__)
+#define MCR_EXTERN __attribute__((visibility("default")))
+#else
+#define MCR_EXTERN
+#endif
+
+/* ==================================================================== */
+/*  Version                                                              */
+/* ==================================================================== */
+
+/* The SONAME changes with MCR_VERSION_MAJOR; minor and patch releases keep
+ * the ABI. */
+#define MCR_VERSION_MAJOR 0
+#define MCR_VERSION_MINOR 1
+#define MCR_VERSION_PATCH 0
+#define MCR_VERSION_HEX \
+    ((MCR_VERSION_MAJOR << 16) | (MCR_VERSION_MINOR << 8) | MCR_VERSION_PATCH)
+
+/* mcr_version: the MCR_VERSION_HEX of the library actually loaded at run time.
+ * Cannot fail. Thread-safe. */
+MCR_EXTERN unsigned mcr_version(void);
+
+/* mcr_version_string: "MAJOR.MINOR.PATCH" of the loaded library, a static
+ * string. Cannot fail. Thread-safe. */
+MCR_EXTERN const char *mcr_version_string(void);
+
+/* ==================================================================== */
+/*  Errors                                                               */
+/* ==================================================================== */
+
+typedef enum mcr_status {
+    MCR_OK = 0,
+    MCR_ERR_INVALID = -1,     /* an argument is invalid (NULL, out of range) */
+    MCR_ERR_NOMEM = -2,       /* memory allocation failed */
+    MCR_ERR_SYNTAX = -3,      /* malformed text: server list, option, file line */
+    MCR_ERR_RANGE = -4,       /* a number outside its range: port, weight */
+    MCR_ERR_DUPLICATE = -5,   /* the same server (host and port) given twice */
+    MCR_ERR_UNKNOWN = -6,     /* an unknown name: hash, mode, option, behaviour */
+    MCR_ERR_EMPTY = -7,       /* no servers where at least one is needed */
+    MCR_ERR_IO = -8,          /* a file could not be read */
+    MCR_ERR_TOO_LONG = -9,    /* a hostname over 255 bytes, a label too long */
+    MCR_ERR_UNSUPPORTED = -10 /* valid for the reference, not reproducible here */
+} mcr_status;
+
+/* mcr_strerror: a static, human-readable name for a status code ("invalid
+ * argument", ...). Unknown codes give "unknown error". Cannot fail.
+ * Thread-safe. */
+MCR_EXTERN const char *mcr_strerror(int status);
+
+/* Detailed error report. Caller-owned, usually on the stack. `code` is the
+ * returned status, `message` a NUL-terminated sentence naming the problem
+ * (truncated to fit). */
+#define MCR_ERROR_MESSAGE_SIZE 256
+typedef struct mcr_error {
+    int code;
+    char message[MCR_ERROR_MESSAGE_SIZE];
+} mcr_error;
+
+/* ==================================================================== */
+/*  Key hashes                                                           */
+/* ==================================================================== */
+
+/* The key hashes of libhashkit 1.1.4, bit-exact on any bytes and any length.
+ * The numbering follows libhashkit's hashkit_hash_algorithm_t, so a value read
+ * from MEMCACHED_BEHAVIOR_HASH converts by a cast. */
+typedef enum mcr_hash {
+    MCR_HASH_DEFAULT = 0,  /* "default": Bob Jenkins' one-at-a-time */
+    MCR_HASH_MD5 = 1,      /* "md5": digest bytes 0..3, little-endian */
+    MCR_HASH_CRC = 2,      /* "crc": (CRC-32 >> 16) & 0x7fff */
+    MCR_HASH_FNV1_64 = 3,  /* "fnv1_64": 64-bit FNV-1, low 32 bits */
+    MCR_HASH_FNV1A_64 = 4, /* "fnv1a_64": 64-bit FNV-1a, low 32 bits */
+    MCR_HASH_FNV1_32 = 5,  /* "fnv1_32" */
+    MCR_HASH_FNV1A_32 = 6, /* "fnv1a_32" */
+    MCR_HASH_HSIEH = 7,    /* "hsieh": Paul Hsieh's SuperFastHash */
+    MCR_HASH_MURMUR = 8,   /* "murmur": MurmurHash2, libhashkit's seed */
+    MCR_HASH_JENKINS = 9,  /* "jenkins": Bob Jenkins' lookup3 */
+    MCR_HASH_MURMUR3 = 10, /* "murmur3": MurmurHash3 x86_32 */
+    MCR_HASH_COUNT
+} mcr_hash;
+
+/* mcr_hash_key: the 32-bit hash `h` of `len` bytes at `data` (`data` may be
+ * NULL when `len` is 0). Any byte values, any length. Returns 0 for an
+ * unknown `h`. Cannot fail otherwise. Thread-safe. */
+MCR_EXTERN uint32_t mcr_hash_key(mcr_hash h, const void *data, size_t len);
+
+/* mcr_hash_from_name: parse a libmemcached hash name ("default", "md5",
+ * "crc", "fnv1_64", "fnv1a_64", "fnv1_32", "fnv1a_32", "hsieh", "murmur",
+ * "jenkins", "murmur3"; case-insensitive; "one_at_a_time" is accepted for
+ * "default"). Returns MCR_OK and sets *out, or MCR_ERR_UNKNOWN
+ * (MCR_ERR_INVALID for NULL arguments) with *out unchanged. Thread-safe. */
+MCR_EXTERN int mcr_hash_from_name(const char *name, mcr_hash *out);
+
+/* mcr_hash_name: the canonical lower-case name of `h`, a static string, or
+ * NULL for an unknown value. Thread-safe. */
+MCR_EXTERN const char *mcr_hash_name(mcr_hash h);
+
+/* mcr_md5: the 16-byte MD5 digest of `len` bytes at `data` into `out`.
+ * Cannot fail. Thread-safe. */
+MCR_EXTERN void mcr_md5(const void *data, size_t len, unsigned char out[16]);
+
+/* ==================================================================== */
+/*  Placement modes                                                      */
+/* ==================================================================== */
+
+typedef enum mcr_mode {
+    /* "ketama": libketama. Labels "host:port-i" (port always written),
+     * floorf(weight/total * 40 * servers) labels per server, 4 points per
+     * MD5 digest. Default key hash: md5. */
+    MCR_MODE_KETAMA = 0,
+    /* "consistent": libmemcached CONSISTENT / CONSISTENT_KETAMA with weighting
+     * off. 100 points per server, labels "host-i" (port 11211) or
+     * "host:port-i", one point per label, valued by the point hash. */
+    MCR_MODE_CONSISTENT = 1,
+    /* "weighted": libmemcached with weighting on (KETAMA_WEIGHTED). Labels as
+     * "consistent", 160 points per server scaled by weight, 4 per MD5 digest. */
+    MCR_MODE_WEIGHTED = 2,
+    /* "spy": libmemcached CONSISTENT_KETAMA_SPY, weighting off. 100 labels
+     * "/host:port-i", one point each, valued by the point hash. */
+    MCR_MODE_SPY = 3,
+    /* "spy-weighted": CONSISTENT_KETAMA_SPY with weighting on: "/host:port-i"
+     * labels, weighted point counts, 4 points per MD5 digest. */
+    MCR_MODE_SPY_WEIGHTED = 4,
+    /* "modula": libmemcached MODULA, server = hash % server count. Weights
+     * are ignored, as libmemcached ignores them. */
+    MCR_MODE_MODULA = 5,
+    MCR_MODE_COUNT
+} mcr_mode;
+
+/* mcr_mode_from_name: parse a mode name given above (case-insensitive).
+ * MCR_OK, or MCR_ERR_UNKNOWN / MCR_ERR_INVALID with *out unchanged.
+ * Thread-safe. */
+MCR_EXTERN int mcr_mode_from_name(const char *name, mcr_mode *out);
+
+/* mcr_mode_name: canonical name of `m`, a static string, or NULL if unknown. */
+MCR_EXTERN const char *mcr_mode_name(mcr_mode m);
+
+/* ==================================================================== */
+/*  Config                                                               */
+/* ==================================================================== */
+
+typedef struct mcr_config mcr_config;
+
+/* Limits. A hostname is at most 255 bytes (DNS); ports are 1..65535;
+ * weights are 1..MCR_WEIGHT_MAX. */
+#define MCR_HOSTNAME_MAX 255
+#define MCR_DEFAULT_PORT 11211
+#define MCR_WEIGHT_MAX 1000000u
+
+/* mcr_config_new: a config with no servers, mode "ketama", key hash md5 and
+ * point hash following the key hash. Returns NULL only when out of memory.
+ * Free with mcr_config_free(). */
+MCR_EXTERN mcr_config *mcr_config_new(void);
+
+/* mcr_config_free: release `cfg` and everything it owns. NULL is a no-op.
+ * Rings built from it stay valid: they own copies of what they need. */
+MCR_EXTERN void mcr_config_free(mcr_config *cfg);
+
+/* mcr_config_set_mode: choose the placement mode. MCR_OK, or MCR_ERR_INVALID
+ * for NULL or an unknown mode. */
+MCR_EXTERN int mcr_config_set_mode(mcr_config *cfg, mcr_mode mode);
+
+/* mcr_config_set_hash: the key hash (what a key is hashed with before the
+ * continuum lookup or the modulo). MCR_OK or MCR_ERR_INVALID. */
+MCR_EXTERN int mcr_config_set_hash(mcr_config *cfg, mcr_hash hash);
+
+/* mcr_config_set_point_hash: the hash applied to labels in the "consistent"
+ * and "spy" modes. By default it follows the key hash; after this call it is
+ * fixed to `hash`. libmemcached hashes labels with the key hash in force when
+ * its continuum was last rebuilt, which can differ from the current key hash;
+ * this setting reproduces that. The weighted and ketama modes always use MD5
+ * for points and ignore it. MCR_OK or MCR_ERR_INVALID. */
+MCR_EXTERN int mcr_config_set_point_hash(mcr_config *cfg, mcr_hash hash);
+
+/* mcr_config_set_key_prefix: hash `len` bytes at `prefix` in front of every
+ * key, with the rules of libmemcached's NAMESPACE + HASH_WITH_NAMESPACE: a
+ * prefixed key longer than 250 bytes hashes to 0 instead of being hashed, and
+ * key bytes after a NUL byte are hashed as NUL (libmemcached copies them with
+ * strncpy). A non-NULL prefix of length 0 applies those rules with nothing
+ * prepended; a NULL prefix (len 0) turns prefixing off, the default. The
+ * bytes are copied. MCR_OK, or MCR_ERR_INVALID (NULL cfg, NULL prefix with
+ * len > 0, len > 255). */
+MCR_EXTERN int mcr_config_set_key_prefix(mcr_config *cfg, const void *prefix,
+                                         size_t len);
+
+/* mcr_config_add_server: append a server. `host` is a hostname, an IPv4
+ * address or a bare IPv6 address (no brackets), 1..255 bytes, no whitespace,
+ * no ',' and no NUL; `port` 1..65535; `weight` 1..MCR_WEIGHT_MAX. The host
+ * is copied. Errors (the config is unchanged): MCR_ERR_INVALID (NULL),
+ * MCR_ERR_SYNTAX (empty host, forbidden byte), MCR_ERR_TOO_LONG,
+ * MCR_ERR_RANGE (port, weight), MCR_ERR_DUPLICATE (same host and port
+ * already present, compared byte for byte), MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_config_add_server(mcr_config *cfg, const char *host,
+                                     int port, uint32_t weight, mcr_error *err);
+
+/* mcr_config_add_servers: append every server of a comma-separated list of
+ * `host[:port[:weight]]` items, `[v6addr]` or `[v6addr]:port[:weight]` for
+ * IPv6; default port 11211 and weight 1. Spaces around items are ignored.
+ * All or nothing: on any error (an empty list or item, a bad number, the
+ * errors of mcr_config_add_server) no server of the list is added, and the
+ * message names the item. */
+MCR_EXTERN int mcr_config_add_servers(mcr_config *cfg, const char *list,
+                                      mcr_error *err);
+
+/* mcr_config_load_server_file: append the servers of a file with one
+ * `host[:port[:weight]]` item a line (same syntax as one item of
+ * mcr_config_add_servers); blank lines and lines whose first non-blank byte
+ * is '#' are skipped, as is anything after a '#'. All or nothing, like
+ * mcr_config_add_servers; messages name the file and line. A file with no
+ * server is MCR_ERR_EMPTY; an unreadable one MCR_ERR_IO. */
+MCR_EXTERN int mcr_config_load_server_file(mcr_config *cfg, const char *path,
+                                           mcr_error *err);
+
+/* mcr_config_sort_servers: reorder the servers as libmemcached's SORT_HOSTS
+ * does: by strcmp() of the host, then by port. MCR_OK or MCR_ERR_INVALID. */
+MCR_EXTERN int mcr_config_sort_servers(mcr_config *cfg);
+
+/* mcr_config_server_count: number of servers added so far (0 for NULL). */
+MCR_EXTERN size_t mcr_config_server_count(const mcr_config *cfg);
+
+/* ==================================================================== */
+/*  Ring                                                                 */
+/* ==================================================================== */
+
+typedef struct mcr_ring mcr_ring;
+
+/* mcr_ring_new: build the continuum described by `cfg` into a new ring.
+ * `cfg` is only read and may be freed or changed afterwards. Any number of
+ * servers (10,000 and more); lookups stay O(1) expected, O(log points) at
+ * worst. Errors (*out unchanged): MCR_ERR_INVALID (NULL), MCR_ERR_EMPTY
+ * (no servers), MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_ring_new(const mcr_config *cfg, mcr_ring **out,
+                            mcr_error *err);
+
+/* mcr_ring_free: release a ring. NULL is a no-op. No thread may use the ring
+ * during or after this call. */
+MCR_EXTERN void mcr_ring_free(mcr_ring *ring);
+
+/* mcr_ring_hash: the key hash of the ring (key prefix included) of `len`
+ * bytes at `key`. Thread-safe, cannot fail. */
+MCR_EXTERN uint32_t mcr_ring_hash(const mcr_ring *ring, const void *key,
+                                  size_t len);
+
+/* mcr_ring_find: the index (0-based, config order) of the server owning hash
+ * value `hash`: the first point whose value is >= hash, wrapping past the
+ * last point; ties go to the earlier server. In "modula" mode,
+ * hash % server count. Thread-safe, cannot fail. */
+MCR_EXTERN uint32_t mcr_ring_find(const mcr_ring *ring, uint32_t hash);
+
+/* mcr_ring_locate: the index of the server owning `key`, exactly as the
+ * reference of the ring's mode picks it (with one server: 0, without
+ * hashing, as libmemcached). Thread-safe, cannot fail. */
+MCR_EXTERN uint32_t mcr_ring_locate(const mcr_ring *ring, const void *key,
+                                    size_t len);
+
+/* mcr_ring_locate_many: mcr_ring_locate() for `n` keys at once, writing
+ * out[i] for keys[i] / lens[i]. Same results; faster per key, because the
+ * hashing of several keys is interleaved. Thread-safe, cannot fail. */
+MCR_EXTERN void mcr_ring_locate_many(const mcr_ring *ring,
+                                     const void *const *keys,
+                                     const size_t *lens, size_t n,
+                                     uint32_t *out);
+
+/* mcr_ring_server_count: number of servers in the ring. */
+MCR_EXTERN size_t mcr_ring_server_count(const mcr_ring *ring);
+
+/* mcr_ring_point_count: number of points of the continuum (0 in "modula"). */
+MCR_EXTERN size_t mcr_ring_point_count(const mcr_ring *ring);
+
+/* mcr_ring_point: point `i` (ascending by value, ties by server order) into
+ * *value and *server (either may be NULL). MCR_OK, or MCR_ERR_INVALID when
+ * `i` is out of range. */
+MCR_EXTERN int mcr_ring_point(const mcr_ring *ring, size_t i, uint32_t *value,
+                              uint32_t *server);
+
+/* mcr_ring_server_name: "host:port" of server `i` as configured, with
+ * brackets for IPv6 ("[::1]:11211"); a string owned by the ring, or NULL if
+ * `i` is out of range. */
+MCR_EXTERN const char *mcr_ring_server_name(const mcr_ring *ring, size_t i);
+
+/* mcr_ring_server_host / _port / _weight: the parts of server `i` (host
+ * without brackets, owned by the ring). NULL / 0 if `i` is out of range. */
+MCR_EXTERN const char *mcr_ring_server_host(const mcr_ring *ring, size_t i);
+MCR_EXTERN int mcr_ring_server_port(const mcr_ring *ring, size_t i);
+MCR_EXTERN uint32_t mcr_ring_server_weight(const mcr_ring *ring, size_t i);
+
+/* mcr_ring_mode / mcr_ring_key_hash: what the ring was built with. */
+MCR_EXTERN mcr_mode mcr_ring_mode(const mcr_ring *ring);
+MCR_EXTERN mcr_hash mcr_ring_key_hash(const mcr_ring *ring);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MCROUTE_H */

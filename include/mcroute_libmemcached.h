@@ -1,0 +1,119 @@
+/* mcroute_libmemcached.h: libmemcached 1.1.4 configuration vocabulary for mcroute.
+ *
+ * An application configured through libmemcached (an option string given to
+ * memcached(), then memcached_behavior_set() calls) can hand the same
+ * configuration to mcroute and get the same placement for every key.
+ *
+ * mcr_lmc reproduces libmemcached's placement state machine, not just its
+ * final settings: the order of the settings matters, as it does there. In
+ * libmemcached every server add and every setting of DISTRIBUTION, KETAMA,
+ * KETAMA_WEIGHTED or SORT_HOSTS rebuilds the continuum with the key hash in
+ * force at that moment; HASH and KETAMA_HASH do not. So
+ * "DISTRIBUTION=consistent, HASH=fnv1a_32" hashes labels with one-at-a-time
+ * and keys with fnv1a_32, while the other order uses fnv1a_32 for both.
+ *
+ * An mcr_lmc belongs to one thread at a time. The rings it builds are
+ * independent immutable objects (see mcroute.h).
+ *
+ * Differences from libmemcached, on purpose: no 100-server limit in the
+ * consistent distributions (libmemcached aborts there); a real "hsieh" (the
+ * Debian build returns 1 for every key); the "random" distribution cannot be
+ * reproduced and is refused with MCR_ERR_UNSUPPORTED; a server given twice is
+ * refused with MCR_ERR_DUPLICATE.
+ */
+#ifndef MCROUTE_LIBMEMCACHED_H
+#define MCROUTE_LIBMEMCACHED_H
+
+#include <stdint.h>
+
+#include "mcroute.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mcr_lmc mcr_lmc;
+
+/* The behaviours that affect placement, numbered as libmemcached's
+ * memcached_behavior_t. */
+typedef enum mcr_lmc_behavior {
+    MCR_LMC_DISTRIBUTION = 9,     /* value: mcr_lmc_distribution */
+    MCR_LMC_HASH = 2,             /* value: mcr_hash */
+    MCR_LMC_KETAMA = 10,          /* value: 0 or 1 */
+    MCR_LMC_KETAMA_WEIGHTED = 20, /* value: 0 or 1 */
+    MCR_LMC_KETAMA_HASH = 21,     /* value: mcr_hash; no effect on placement */
+    MCR_LMC_SORT_HOSTS = 12       /* value: 0 or 1 */
+} mcr_lmc_behavior;
+
+/* Distributions, numbered as libmemcached's memcached_server_distribution_t. */
+typedef enum mcr_lmc_distribution {
+    MCR_LMC_DIST_MODULA = 0,
+    MCR_LMC_DIST_CONSISTENT = 1,
+    MCR_LMC_DIST_RANDOM = 2, /* refused: not reproducible */
+    MCR_LMC_DIST_CONSISTENT_KETAMA_SPY = 3,
+    MCR_LMC_DIST_CONSISTENT_WEIGHTED = 4,
+    MCR_LMC_DIST_VIRTUAL_BUCKET = 5 /* refused: needs a bucket table */
+} mcr_lmc_distribution;
+
+/* mcr_lmc_new: the state of a fresh memcached_st: no servers, MODULA,
+ * one-at-a-time, weighting off, no sorting, no namespace. NULL only when out
+ * of memory. */
+MCR_EXTERN mcr_lmc *mcr_lmc_new(void);
+
+/* mcr_lmc_free: release. NULL is a no-op. */
+MCR_EXTERN void mcr_lmc_free(mcr_lmc *lmc);
+
+/* mcr_lmc_parse_options: apply a libmemcached option string, left to right,
+ * as memcached() would: --SERVER=host[:port][/?weight] (also --SERVERS= with
+ * a comma-separated list), --DISTRIBUTION=modula|consistent|random
+ * (optionally ",<hash>" after consistent), --HASH=<name>, --SORT-HOSTS,
+ * --NAMESPACE=<ns>, --HASH-WITH-NAMESPACE, and the options that do not
+ * affect placement (timeouts, --BINARY-PROTOCOL, --TCP-NODELAY, ...), which
+ * are accepted and ignored. Options are separated by spaces.
+ * Errors: MCR_ERR_SYNTAX (malformed option or value), MCR_ERR_UNKNOWN
+ * (unknown option or hash), MCR_ERR_RANGE, MCR_ERR_DUPLICATE,
+ * MCR_ERR_TOO_LONG, MCR_ERR_UNSUPPORTED (random distribution); the message
+ * names the option. All or nothing: on error the state is unchanged. */
+MCR_EXTERN int mcr_lmc_parse_options(mcr_lmc *lmc, const char *options,
+                                     mcr_error *err);
+
+/* mcr_lmc_set_behavior: memcached_behavior_set() for one of the six
+ * behaviours that affect placement, with libmemcached's side effects
+ * (KETAMA=1 means CONSISTENT_KETAMA without weighting, KETAMA_WEIGHTED=1 also
+ * sets the key hash to MD5, ...). Errors: MCR_ERR_UNKNOWN (behaviour),
+ * MCR_ERR_RANGE (value), MCR_ERR_UNSUPPORTED (random, virtual bucket). */
+MCR_EXTERN int mcr_lmc_set_behavior(mcr_lmc *lmc, mcr_lmc_behavior behavior,
+                                    uint64_t value, mcr_error *err);
+
+/* mcr_lmc_set_behavior_name: the same with text, as the CLI takes it: NAME is
+ * DISTRIBUTION, HASH, KETAMA, KETAMA_WEIGHTED, KETAMA_HASH or SORT_HOSTS
+ * (optionally prefixed MEMCACHED_BEHAVIOR_, case-insensitive); VALUE is one of
+ * modula consistent ketama spy weighted (DISTRIBUTION), a hash name (HASH,
+ * KETAMA_HASH), or 0 / 1. Errors as mcr_lmc_set_behavior(), plus
+ * MCR_ERR_SYNTAX for a malformed value. */
+MCR_EXTERN int mcr_lmc_set_behavior_name(mcr_lmc *lmc, const char *name,
+                                         const char *value, mcr_error *err);
+
+/* mcr_lmc_add_server: memcached_server_add_with_weight(): append a server
+ * (weight 0 is taken as 1, as libmemcached does). Adding a server with
+ * weight > 1 under a consistent distribution turns weighting on. Errors as
+ * mcr_config_add_server(). */
+MCR_EXTERN int mcr_lmc_add_server(mcr_lmc *lmc, const char *host, int port,
+                                  uint32_t weight, mcr_error *err);
+
+/* mcr_lmc_ring: build the ring that places keys as libmemcached would in
+ * the current state. Errors: MCR_ERR_INVALID, MCR_ERR_EMPTY (no server),
+ * MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_lmc_ring(const mcr_lmc *lmc, mcr_ring **out,
+                            mcr_error *err);
+
+/* mcr_lmc_config: the same placement as a new mcr_config (owned by the
+ * caller), to inspect or change further. Errors as mcr_lmc_ring(). */
+MCR_EXTERN int mcr_lmc_config(const mcr_lmc *lmc, mcr_config **out,
+                              mcr_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MCROUTE_LIBMEMCACHED_H */

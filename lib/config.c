@@ -1,0 +1,423 @@
+/* config.c: the mutable placement description (servers, mode, hashes) and its text parsers. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+static const char *const mode_names[MCR_MODE_COUNT] = {
+    [MCR_MODE_KETAMA] = "ketama",
+    [MCR_MODE_CONSISTENT] = "consistent",
+    [MCR_MODE_WEIGHTED] = "weighted",
+    [MCR_MODE_SPY] = "spy",
+    [MCR_MODE_SPY_WEIGHTED] = "spy-weighted",
+    [MCR_MODE_MODULA] = "modula",
+};
+
+int mcr_mode_from_name(const char *name, mcr_mode *out)
+{
+    if (name == NULL || out == NULL)
+        return MCR_ERR_INVALID;
+    for (int m = 0; m < MCR_MODE_COUNT; m++) {
+        if (strcasecmp(name, mode_names[m]) == 0) {
+            *out = (mcr_mode)m;
+            return MCR_OK;
+        }
+    }
+    return MCR_ERR_UNKNOWN;
+}
+
+const char *mcr_mode_name(mcr_mode m)
+{
+    if ((int)m < 0 || m >= MCR_MODE_COUNT)
+        return NULL;
+    return mode_names[m];
+}
+
+mcr_config *mcr_config_new(void)
+{
+    mcr_config *cfg = calloc(1, sizeof(*cfg));
+    if (cfg == NULL)
+        return NULL;
+    cfg->mode = MCR_MODE_KETAMA;
+    cfg->key_hash = MCR_HASH_MD5;
+    cfg->point_hash = MCR_HASH_MD5;
+    return cfg;
+}
+
+void mcr_config_free(mcr_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    for (size_t i = 0; i < cfg->count; i++)
+        free(cfg->servers[i].host);
+    free(cfg->servers);
+    free(cfg);
+}
+
+int mcr_config_set_mode(mcr_config *cfg, mcr_mode mode)
+{
+    if (cfg == NULL || (int)mode < 0 || mode >= MCR_MODE_COUNT)
+        return MCR_ERR_INVALID;
+    cfg->mode = mode;
+    return MCR_OK;
+}
+
+int mcr_config_set_hash(mcr_config *cfg, mcr_hash hash)
+{
+    if (cfg == NULL || (int)hash < 0 || hash >= MCR_HASH_COUNT)
+        return MCR_ERR_INVALID;
+    cfg->key_hash = hash;
+    if (!cfg->point_hash_set)
+        cfg->point_hash = hash;
+    return MCR_OK;
+}
+
+int mcr_config_set_point_hash(mcr_config *cfg, mcr_hash hash)
+{
+    if (cfg == NULL || (int)hash < 0 || hash >= MCR_HASH_COUNT)
+        return MCR_ERR_INVALID;
+    cfg->point_hash = hash;
+    cfg->point_hash_set = true;
+    return MCR_OK;
+}
+
+int mcr_config_set_key_prefix(mcr_config *cfg, const void *prefix, size_t len)
+{
+    if (cfg == NULL || (prefix == NULL && len > 0) || len > sizeof(cfg->prefix) - 1)
+        return MCR_ERR_INVALID;
+    if (len > 0)
+        memcpy(cfg->prefix, prefix, len);
+    cfg->prefix_len = len;
+    cfg->prefix_on = prefix != NULL;
+    return MCR_OK;
+}
+
+size_t mcr_config_server_count(const mcr_config *cfg)
+{
+    return cfg == NULL ? 0 : cfg->count;
+}
+
+int mcr__check_host(const char *host, size_t len, mcr_error *err)
+{
+    char q[80];
+
+    if (len == 0)
+        return mcr__error(err, MCR_ERR_SYNTAX, "empty hostname");
+    if (len > MCR_HOSTNAME_MAX)
+        return mcr__error(err, MCR_ERR_TOO_LONG,
+                          "hostname of %zu bytes is longer than %d bytes: \"%s\"", len,
+                          MCR_HOSTNAME_MAX, mcr__quote(q, sizeof(q), host, len));
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)host[i];
+        /* Bytes that would break the label formats, the list syntax or the
+         * line-oriented CLI output. */
+        if (c <= 0x20 || c == 0x7f || c == ',' || c == '[' || c == ']' || c == '#' ||
+            c == '/')
+            return mcr__error(err, MCR_ERR_SYNTAX,
+                              "hostname \"%s\" contains a forbidden byte 0x%02x at offset %zu",
+                              mcr__quote(q, sizeof(q), host, len), c, i);
+    }
+    return MCR_OK;
+}
+
+static bool find_server(const mcr_config *cfg, const char *host, size_t len, int port)
+{
+    for (size_t i = 0; i < cfg->count; i++) {
+        const mcr__server *s = &cfg->servers[i];
+        if (s->port == port && s->host_len == len && memcmp(s->host, host, len) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Append without validation of duplicates against pending items; callers
+ * have validated. Returns MCR_OK or MCR_ERR_NOMEM. */
+static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
+                       uint32_t weight, mcr_error *err)
+{
+    if (cfg->count == cfg->cap) {
+        size_t cap = cfg->cap ? cfg->cap * 2 : 8;
+        mcr__server *n = realloc(cfg->servers, cap * sizeof(*n));
+        if (n == NULL)
+            return mcr__error(err, MCR_ERR_NOMEM, "out of memory adding a server");
+        cfg->servers = n;
+        cfg->cap = cap;
+    }
+    char *h = malloc(len + 1);
+    if (h == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory adding a server");
+    memcpy(h, host, len);
+    h[len] = '\0';
+    mcr__server *s = &cfg->servers[cfg->count++];
+    s->host = h;
+    s->host_len = len;
+    s->port = port;
+    s->weight = weight;
+    s->ipv6 = memchr(h, ':', len) != NULL;
+    return MCR_OK;
+}
+
+static int add_server_n(mcr_config *cfg, const char *host, size_t len, int port,
+                        uint32_t weight, mcr_error *err)
+{
+    char q[80];
+    int rc = mcr__check_host(host, len, err);
+
+    if (rc != MCR_OK)
+        return rc;
+    if (port < 1 || port > 65535)
+        return mcr__error(err, MCR_ERR_RANGE, "port %d of \"%s\" is outside 1..65535", port,
+                          mcr__quote(q, sizeof(q), host, len));
+    if (weight < 1 || weight > MCR_WEIGHT_MAX)
+        return mcr__error(err, MCR_ERR_RANGE, "weight %u of \"%s\" is outside 1..%u",
+                          (unsigned)weight, mcr__quote(q, sizeof(q), host, len),
+                          (unsigned)MCR_WEIGHT_MAX);
+    if (find_server(cfg, host, len, port))
+        return mcr__error(err, MCR_ERR_DUPLICATE, "duplicate server %s%s%s:%d",
+                          memchr(host, ':', len) ? "[" : "", mcr__quote(q, sizeof(q), host, len),
+                          memchr(host, ':', len) ? "]" : "", port);
+    return push_server(cfg, host, len, port, weight, err);
+}
+
+int mcr_config_add_server(mcr_config *cfg, const char *host, int port, uint32_t weight,
+                          mcr_error *err)
+{
+    if (cfg == NULL || host == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL config or host");
+    return add_server_n(cfg, host, strlen(host), port, weight, err);
+}
+
+/* Parse an unsigned decimal field of `len` bytes. Returns MCR_OK, or
+ * MCR_ERR_SYNTAX (not a number) / MCR_ERR_RANGE (> max). */
+static int parse_uint(const char *s, size_t len, unsigned long max, unsigned long *out)
+{
+    unsigned long v = 0;
+
+    if (len == 0)
+        return MCR_ERR_SYNTAX;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return MCR_ERR_SYNTAX;
+        if (v > max) /* keep going to report syntax errors first, without overflow */
+            continue;
+        v = v * 10 + (unsigned long)(s[i] - '0');
+    }
+    if (v > max)
+        return MCR_ERR_RANGE;
+    *out = v;
+    return MCR_OK;
+}
+
+int mcr__parse_server_item(const char *item, size_t len, const char **host, size_t *host_len,
+                           int *port, uint32_t *weight, const char *what, mcr_error *err)
+{
+    char q[300];
+    const char *h = item, *rest;
+    size_t hl, restlen;
+    unsigned long v;
+    int rc;
+
+    mcr__quote(q, sizeof(q), item, len);
+    if (len == 0)
+        return mcr__error(err, MCR_ERR_SYNTAX, "%s: empty server entry", what);
+    if (item[0] == '[') {
+        const char *close = memchr(item, ']', len);
+        if (close == NULL)
+            return mcr__error(err, MCR_ERR_SYNTAX, "%s: \"%s\": '[' without ']'", what, q);
+        h = item + 1;
+        hl = (size_t)(close - h);
+        rest = close + 1;
+        restlen = len - (size_t)(rest - item);
+        if (restlen > 0 && rest[0] != ':')
+            return mcr__error(err, MCR_ERR_SYNTAX, "%s: \"%s\": expected ':' after ']'", what, q);
+    } else {
+        const char *c = memchr(item, ':', len);
+        hl = c ? (size_t)(c - item) : len;
+        rest = item + hl;
+        restlen = len - hl;
+        size_t colons = 0;
+        for (size_t i = 0; i < len; i++)
+            colons += item[i] == ':';
+        if (colons > 2)
+            return mcr__error(err, MCR_ERR_SYNTAX,
+                              "%s: \"%s\": too many ':' (write IPv6 addresses as [addr]:port)",
+                              what, q);
+    }
+    rc = mcr__check_host(h, hl, NULL);
+    if (rc != MCR_OK) {
+        mcr_error e;
+        mcr__check_host(h, hl, &e);
+        return mcr__error(err, rc, "%s: \"%s\": %s", what, q, e.message);
+    }
+    *port = MCR_DEFAULT_PORT;
+    *weight = 1;
+    if (restlen > 0) { /* ":port" or ":port:weight" */
+        const char *p = rest + 1;
+        size_t plen = restlen - 1;
+        const char *c = memchr(p, ':', plen);
+        size_t portlen = c ? (size_t)(c - p) : plen;
+        rc = parse_uint(p, portlen, 65535, &v);
+        if (rc == MCR_ERR_SYNTAX)
+            return mcr__error(err, rc, "%s: \"%s\": port \"%.*s\" is not a number", what, q,
+                              (int)(portlen > 20 ? 20 : portlen), p);
+        if (rc == MCR_ERR_RANGE || v == 0)
+            return mcr__error(err, MCR_ERR_RANGE, "%s: \"%s\": port %.*s is outside 1..65535",
+                              what, q, (int)(portlen > 20 ? 20 : portlen), p);
+        *port = (int)v;
+        if (c != NULL) {
+            const char *w = c + 1;
+            size_t wlen = plen - portlen - 1;
+            rc = parse_uint(w, wlen, MCR_WEIGHT_MAX, &v);
+            if (rc == MCR_ERR_SYNTAX)
+                return mcr__error(err, rc, "%s: \"%s\": weight \"%.*s\" is not a number", what,
+                                  q, (int)(wlen > 20 ? 20 : wlen), w);
+            if (rc == MCR_ERR_RANGE || v == 0)
+                return mcr__error(err, MCR_ERR_RANGE, "%s: \"%s\": weight %.*s is outside 1..%u",
+                                  what, q, (int)(wlen > 20 ? 20 : wlen), w,
+                                  (unsigned)MCR_WEIGHT_MAX);
+            *weight = (uint32_t)v;
+        }
+    }
+    *host = h;
+    *host_len = hl;
+    return MCR_OK;
+}
+
+/* Drop servers appended after `keep` (all-or-nothing parsers). */
+static void truncate_servers(mcr_config *cfg, size_t keep)
+{
+    while (cfg->count > keep)
+        free(cfg->servers[--cfg->count].host);
+}
+
+static int add_item(mcr_config *cfg, const char *item, size_t len, const char *what,
+                    mcr_error *err)
+{
+    const char *host;
+    size_t hl;
+    int port, rc;
+    uint32_t weight;
+    mcr_error e;
+
+    rc = mcr__parse_server_item(item, len, &host, &hl, &port, &weight, what, err);
+    if (rc != MCR_OK)
+        return rc;
+    rc = add_server_n(cfg, host, hl, port, weight, &e);
+    if (rc != MCR_OK)
+        return mcr__error(err, rc, "%s: %s", what, e.message);
+    return MCR_OK;
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+int mcr_config_add_servers(mcr_config *cfg, const char *list, mcr_error *err)
+{
+    size_t keep, n = 0;
+    const char *p;
+
+    if (cfg == NULL || list == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL config or server list");
+    keep = cfg->count;
+    p = list;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *s = p, *e = p + len;
+        char what[64];
+        while (s < e && is_blank(*s))
+            s++;
+        while (e > s && is_blank(e[-1]))
+            e--;
+        n++;
+        snprintf(what, sizeof(what), "server list item %zu", n);
+        if (s == e) {
+            truncate_servers(cfg, keep);
+            return mcr__error(err, list[0] == '\0' ? MCR_ERR_EMPTY : MCR_ERR_SYNTAX,
+                              list[0] == '\0' ? "empty server list" : "%s is empty", what);
+        }
+        int rc = add_item(cfg, s, (size_t)(e - s), what, err);
+        if (rc != MCR_OK) {
+            truncate_servers(cfg, keep);
+            return rc;
+        }
+        if (end == NULL)
+            break;
+        p = end + 1;
+    }
+    return MCR_OK;
+}
+
+int mcr_config_load_server_file(mcr_config *cfg, const char *path, mcr_error *err)
+{
+    FILE *f;
+    char *line = NULL;
+    size_t cap = 0, lineno = 0, keep, added = 0;
+    ssize_t n;
+    int rc = MCR_OK;
+
+    if (cfg == NULL || path == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL config or path");
+    f = fopen(path, "r");
+    if (f == NULL)
+        return mcr__error(err, MCR_ERR_IO, "cannot open server file %s: %s", path,
+                          strerror(errno));
+    keep = cfg->count;
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        char what[300];
+        const char *s = line, *e;
+        lineno++;
+        if (memchr(line, '\0', (size_t)n) != NULL) {
+            rc = mcr__error(err, MCR_ERR_SYNTAX, "%s line %zu: contains a NUL byte", path,
+                            lineno);
+            break;
+        }
+        e = memchr(line, '#', (size_t)n);
+        if (e == NULL)
+            e = line + n;
+        while (s < e && is_blank(*s))
+            s++;
+        while (e > s && is_blank(e[-1]))
+            e--;
+        if (s == e)
+            continue;
+        snprintf(what, sizeof(what), "%s line %zu", path, lineno);
+        rc = add_item(cfg, s, (size_t)(e - s), what, err);
+        if (rc != MCR_OK)
+            break;
+        added++;
+    }
+    if (rc == MCR_OK && ferror(f))
+        rc = mcr__error(err, MCR_ERR_IO, "error reading server file %s", path);
+    if (rc == MCR_OK && added == 0)
+        rc = mcr__error(err, MCR_ERR_EMPTY, "server file %s has no server", path);
+    if (rc != MCR_OK)
+        truncate_servers(cfg, keep);
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+static int cmp_sort_hosts(const void *a, const void *b)
+{
+    const mcr__server *x = a, *y = b;
+    int c = strcmp(x->host, y->host);
+    if (c != 0)
+        return c;
+    return (x->port > y->port) - (x->port < y->port);
+}
+
+int mcr_config_sort_servers(mcr_config *cfg)
+{
+    if (cfg == NULL)
+        return MCR_ERR_INVALID;
+    if (cfg->count > 1)
+        qsort(cfg->servers, cfg->count, sizeof(cfg->servers[0]), cmp_sort_hosts);
+    return MCR_OK;
+}

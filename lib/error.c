@@ -1,0 +1,76 @@
+/* error.c: status names, error reports and the version functions. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+#define MCR__STR2(x) #x
+#define MCR__STR(x) MCR__STR2(x)
+
+unsigned mcr_version(void)
+{
+    return MCR_VERSION_HEX;
+}
+
+const char *mcr_version_string(void)
+{
+    return MCR__STR(MCR_VERSION_MAJOR) "." MCR__STR(MCR_VERSION_MINOR) "." MCR__STR(
+        MCR_VERSION_PATCH);
+}
+
+const char *mcr_strerror(int status)
+{
+    switch (status) {
+    case MCR_OK: return "success";
+    case MCR_ERR_INVALID: return "invalid argument";
+    case MCR_ERR_NOMEM: return "out of memory";
+    case MCR_ERR_SYNTAX: return "syntax error";
+    case MCR_ERR_RANGE: return "value out of range";
+    case MCR_ERR_DUPLICATE: return "duplicate server";
+    case MCR_ERR_UNKNOWN: return "unknown name";
+    case MCR_ERR_EMPTY: return "no servers";
+    case MCR_ERR_IO: return "input/output error";
+    case MCR_ERR_TOO_LONG: return "too long";
+    case MCR_ERR_UNSUPPORTED: return "not supported";
+    default: return "unknown error";
+    }
+}
+
+int mcr__error(mcr_error *err, int code, const char *fmt, ...)
+{
+    if (err != NULL) {
+        va_list ap;
+        err->code = code;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+const char *mcr__quote(char *out, size_t cap, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+
+    if (cap == 0)
+        return out;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        size_t need = (c >= 0x20 && c < 0x7f && c != '\\') ? 1 : 4;
+        if (o + need + 4 > cap) {          /* keep room for "..." and NUL */
+            if (o + 4 <= cap) {
+                out[o++] = '.'; out[o++] = '.'; out[o++] = '.';
+            }
+            break;
+        }
+        if (need == 1) {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '\\'; out[o++] = 'x';
+            out[o++] = hex[c >> 4]; out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
+    return out;
+}

@@ -1,0 +1,85 @@
+/* internal.h: declarations shared between libmcroute's source files, never installed. */
+#ifndef MCR_INTERNAL_H
+#define MCR_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcroute.h"
+
+#if defined(__GNUC__)
+#define MCR__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define MCR__LIKELY(x) __builtin_expect(!!(x), 1)
+#define MCR__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define MCR__PRINTF(f, a)
+#define MCR__LIKELY(x) (x)
+#define MCR__UNLIKELY(x) (x)
+#endif
+
+/* ---- errors (error.c) ---- */
+
+/* Fill `err` (if not NULL) with `code` and a formatted message; returns
+ * `code` so callers can `return mcr__error(err, MCR_ERR_RANGE, ...)`. */
+int mcr__error(mcr_error *err, int code, const char *fmt, ...) MCR__PRINTF(3, 4);
+
+/* Write `len` bytes of `s` into `out` (size `cap`, NUL-terminated), quoting
+ * non-printable bytes as \xNN and cutting long text with "...": for messages
+ * that name user input. Returns `out`. */
+const char *mcr__quote(char *out, size_t cap, const char *s, size_t len);
+
+/* ---- hashing (hash.c, md5.c) ---- */
+
+/* Low 32 bits, little-endian, of the MD5 digest of data: the "md5" key hash.
+ * Faster than a full digest (skips work that does not reach those bits). */
+uint32_t mcr__md5_u32(const void *data, size_t len);
+
+/* The four little-endian 32-bit words of the MD5 digest: ketama's four
+ * points per label. */
+void mcr__md5_words(const void *data, size_t len, uint32_t out[4]);
+
+/* ---- config (config.c) ---- */
+
+typedef struct mcr__server {
+    char *host;      /* as given, without brackets; NUL-terminated */
+    size_t host_len;
+    int port;
+    uint32_t weight;
+    bool ipv6;       /* host contains ':', written with brackets in names */
+} mcr__server;
+
+struct mcr_config {
+    mcr__server *servers;
+    size_t count;
+    size_t cap;
+    mcr_mode mode;
+    mcr_hash key_hash;
+    mcr_hash point_hash;
+    bool point_hash_set;      /* false: point hash follows the key hash */
+    bool prefix_on;           /* libmemcached HASH_WITH_NAMESPACE rules apply */
+    unsigned char prefix[256];/* hashed before each key (namespace) */
+    size_t prefix_len;
+};
+
+/* Parse one `host[:port[:weight]]` / `[v6]:port:weight` item of `len` bytes
+ * (already trimmed). On success fills host (pointer into item, not
+ * NUL-terminated), host_len, port, weight. `what` names the item's origin in
+ * messages ("server list", "file x line 3"). */
+int mcr__parse_server_item(const char *item, size_t len, const char **host,
+                           size_t *host_len, int *port, uint32_t *weight,
+                           const char *what, mcr_error *err);
+
+/* Validate a host of `len` bytes (not NUL-terminated) as add_server does. */
+int mcr__check_host(const char *host, size_t len, mcr_error *err);
+
+/* ---- ring (ring.c) ---- */
+
+/* A ring over cfg's servers with the given points instead of computed ones
+ * (tests, imported continua). Points are sorted stably; lookups follow the
+ * usual successor rule. Errors: MCR_ERR_INVALID (server index out of range),
+ * MCR_ERR_EMPTY, MCR_ERR_NOMEM. */
+int mcr__ring_new_points(const mcr_config *cfg, const uint32_t *values,
+                         const uint32_t *servers, size_t n, mcr_ring **out, mcr_error *err);
+
+#endif /* MCR_INTERNAL_H */

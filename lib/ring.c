@@ -1,0 +1,481 @@
+/* ring.c: building the immutable continuum from a config, and the key lookups on it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* libmemcached: MEMCACHED_POINTS_PER_SERVER (unweighted consistent modes). */
+#define LMC_POINTS_PER_SERVER 100
+/* libmemcached and twemproxy: points per server at average weight, weighted. */
+#define KETAMA_POINTS_PER_SERVER 160
+/* Points drawn from one MD5 digest: four little-endian 32-bit words. */
+#define POINTS_PER_DIGEST 4
+/* libketama: labels per server at average weight (160 points / 4 per digest). */
+#define LIBKETAMA_LABELS_PER_SERVER 40.0
+/* libmemcached (MEMCACHED_MAX_KEY - 1): with HASH_WITH_NAMESPACE, a
+ * namespace + key longer than this hashes to 0 instead of being hashed. */
+#define LMC_PREFIXED_KEY_MAX 250
+/* Largest bucket index: 2^22 buckets (16 MiB) is plenty for 1.6 M points. */
+#define INDEX_BITS_MAX 22
+/* A bucket holding more points than this is searched by bisection. */
+#define LINEAR_SCAN_MAX 8
+
+typedef struct point {
+    uint32_t value;
+    uint32_t server;
+} point;
+
+typedef struct ring_server {
+    const char *host; /* points into ring->strings */
+    const char *name; /* "host:port" / "[host]:port", into ring->strings */
+    int port;
+    uint32_t weight;
+} ring_server;
+
+struct mcr_ring {
+    mcr_mode mode;
+    mcr_hash key_hash;
+    uint32_t nservers;
+    size_t npoints;
+    point *points;        /* ascending by value; ties in server order */
+    uint32_t *index;      /* index[b]: first point with value >= b << shift */
+    unsigned shift;       /* 32 - index bits */
+    ring_server *servers;
+    char *strings;        /* hosts and names of all servers */
+    bool prefix_on;       /* libmemcached HASH_WITH_NAMESPACE rules apply */
+    size_t prefix_len;
+    unsigned char prefix[256];
+};
+
+/* ------------------------------------------------------------ building */
+
+/* How many labels server `s` gets, and how many points each label yields. */
+static uint32_t labels_for(const mcr_config *cfg, const mcr__server *s, uint64_t total_weight,
+                           uint32_t *per_label)
+{
+    float pct = (float)s->weight / (float)total_weight;
+    uint32_t n = (uint32_t)cfg->count;
+
+    switch (cfg->mode) {
+    case MCR_MODE_KETAMA:
+        /* libketama: floorf(pct * 40.0 * (float)numservers); the product is
+         * a double, converted to float by floorf's parameter. */
+        *per_label = POINTS_PER_DIGEST;
+        return (uint32_t)floorf((float)(pct * LIBKETAMA_LABELS_PER_SERVER * (float)n));
+    case MCR_MODE_WEIGHTED:
+    case MCR_MODE_SPY_WEIGHTED: {
+        /* libmemcached: floorf((float)(pct * 160 / 4 * live + 1e-10F)) * 4
+         * points, all in float arithmetic. */
+        float f = pct * (float)KETAMA_POINTS_PER_SERVER / (float)POINTS_PER_DIGEST * (float)n +
+                  0.0000000001F;
+        *per_label = POINTS_PER_DIGEST;
+        return (uint32_t)floorf(f);
+    }
+    case MCR_MODE_CONSISTENT:
+    case MCR_MODE_SPY:
+        *per_label = 1;
+        return LMC_POINTS_PER_SERVER;
+    default:
+        *per_label = 0;
+        return 0;
+    }
+}
+
+/* Write the label prefix (everything before the index) of server `s` into
+ * buf; returns its length. buf holds at least MCR_HOSTNAME_MAX + 16. */
+static size_t label_prefix(mcr_mode mode, const mcr__server *s, char *buf)
+{
+    switch (mode) {
+    case MCR_MODE_KETAMA: /* libketama: the address as written, "host:port-" */
+        if (s->ipv6)
+            return (size_t)sprintf(buf, "[%s]:%d-", s->host, s->port);
+        return (size_t)sprintf(buf, "%s:%d-", s->host, s->port);
+    case MCR_MODE_SPY:
+    case MCR_MODE_SPY_WEIGHTED: /* spymemcached's "/host:port-" */
+        return (size_t)sprintf(buf, "/%s:%d-", s->host, s->port);
+    default: /* libmemcached drops the default port */
+        if (s->port == MCR_DEFAULT_PORT)
+            return (size_t)sprintf(buf, "%s-", s->host);
+        return (size_t)sprintf(buf, "%s:%d-", s->host, s->port);
+    }
+}
+
+static size_t put_uint(char *p, uint32_t v)
+{
+    char tmp[10];
+    size_t n = 0, i;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* Stable sort by value. Points are generated in server order, so stability
+ * gives the references' tie rule (their merge-based qsort keeps insertion
+ * order): among equal values the earlier server comes first. */
+static int sort_points(point *p, size_t n)
+{
+    if (n <= 32) {
+        for (size_t i = 1; i < n; i++) {
+            point x = p[i];
+            size_t j = i;
+            while (j > 0 && p[j - 1].value > x.value) {
+                p[j] = p[j - 1];
+                j--;
+            }
+            p[j] = x;
+        }
+        return MCR_OK;
+    }
+    point *tmp = malloc(n * sizeof(*tmp));
+    if (tmp == NULL)
+        return MCR_ERR_NOMEM;
+    point *src = p, *dst = tmp;
+    for (unsigned sh = 0; sh < 32; sh += 8) {
+        size_t count[256] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[(src[i].value >> sh) & 0xff]++;
+        if (count[(src[0].value >> sh) & 0xff] == n)
+            continue; /* every value has the same byte here */
+        size_t sum = 0;
+        for (int b = 0; b < 256; b++) {
+            size_t c = count[b];
+            count[b] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            dst[count[(src[i].value >> sh) & 0xff]++] = src[i];
+        point *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != p)
+        memcpy(p, src, n * sizeof(*p));
+    free(tmp);
+    return MCR_OK;
+}
+
+static int build_index(mcr_ring *r)
+{
+    unsigned bits = 1;
+    while (bits < INDEX_BITS_MAX && ((size_t)1 << (bits + 1)) <= r->npoints)
+        bits++;
+    size_t nb = (size_t)1 << bits;
+    r->shift = 32 - bits;
+    r->index = malloc((nb + 1) * sizeof(*r->index));
+    if (r->index == NULL)
+        return MCR_ERR_NOMEM;
+    size_t i = 0;
+    for (size_t b = 0; b < nb; b++) {
+        uint64_t lo = (uint64_t)b << r->shift;
+        while (i < r->npoints && r->points[i].value < lo)
+            i++;
+        r->index[b] = (uint32_t)i;
+    }
+    r->index[nb] = (uint32_t)r->npoints;
+    return MCR_OK;
+}
+
+/* Sort, check and index r->points (r->npoints of them). */
+static int finish_points(mcr_ring *r, mcr_error *err)
+{
+    if (sort_points(r->points, r->npoints) != MCR_OK)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory sorting %zu points", r->npoints);
+    for (size_t i = 1; i < r->npoints; i++) /* the lookup relies on it; cheap to check */
+        if (r->points[i - 1].value > r->points[i].value)
+            return mcr__error(err, MCR_ERR_INVALID, "internal error: continuum not sorted");
+    if (build_index(r) != MCR_OK)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for the continuum index");
+    return MCR_OK;
+}
+
+static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
+{
+    uint64_t total_weight = 0;
+    size_t total = 0;
+    uint32_t per_label;
+    char label[MCR_HOSTNAME_MAX + 32];
+
+    for (size_t i = 0; i < cfg->count; i++)
+        total_weight += cfg->servers[i].weight;
+    for (size_t i = 0; i < cfg->count; i++)
+        total += (size_t)labels_for(cfg, &cfg->servers[i], total_weight, &per_label) * per_label;
+    if (total > UINT32_MAX)
+        return mcr__error(err, MCR_ERR_RANGE, "continuum of %zu points is too large", total);
+    r->points = malloc((total ? total : 1) * sizeof(*r->points));
+    if (r->points == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu points", total);
+
+    size_t k = 0;
+    for (size_t i = 0; i < cfg->count; i++) {
+        const mcr__server *s = &cfg->servers[i];
+        uint32_t nl = labels_for(cfg, s, total_weight, &per_label);
+        size_t pl = label_prefix(cfg->mode, s, label);
+        for (uint32_t j = 0; j < nl; j++) {
+            size_t len = pl + put_uint(label + pl, j);
+            if (per_label == POINTS_PER_DIGEST) {
+                uint32_t w[4];
+                mcr__md5_words(label, len, w);
+                for (int x = 0; x < 4; x++) {
+                    r->points[k].value = w[x];
+                    r->points[k++].server = (uint32_t)i;
+                }
+            } else {
+                r->points[k].value = mcr_hash_key(cfg->point_hash, label, len);
+                r->points[k++].server = (uint32_t)i;
+            }
+        }
+    }
+    r->npoints = k;
+    return finish_points(r, err);
+}
+
+static int copy_servers(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < cfg->count; i++)
+        bytes += 2 * cfg->servers[i].host_len + 16;
+    r->servers = calloc(cfg->count, sizeof(*r->servers));
+    r->strings = malloc(bytes);
+    if (r->servers == NULL || r->strings == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory copying servers");
+    char *p = r->strings;
+    for (size_t i = 0; i < cfg->count; i++) {
+        const mcr__server *s = &cfg->servers[i];
+        ring_server *d = &r->servers[i];
+        d->port = s->port;
+        d->weight = s->weight;
+        d->host = p;
+        memcpy(p, s->host, s->host_len + 1);
+        p += s->host_len + 1;
+        d->name = p;
+        p += (size_t)sprintf(p, s->ipv6 ? "[%s]:%d" : "%s:%d", s->host, s->port) + 1;
+    }
+    return MCR_OK;
+}
+
+static int ring_alloc(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
+{
+    mcr_ring *r;
+
+    if (cfg == NULL || out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL config or output");
+    if (cfg->count == 0)
+        return mcr__error(err, MCR_ERR_EMPTY, "no servers configured");
+    if (cfg->count > UINT32_MAX / 2)
+        return mcr__error(err, MCR_ERR_RANGE, "too many servers: %zu", cfg->count);
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for a ring");
+    r->mode = cfg->mode;
+    r->key_hash = cfg->key_hash;
+    r->nservers = (uint32_t)cfg->count;
+    r->prefix_on = cfg->prefix_on;
+    r->prefix_len = cfg->prefix_len;
+    memcpy(r->prefix, cfg->prefix, cfg->prefix_len);
+    int rc = copy_servers(r, cfg, err);
+    if (rc != MCR_OK) {
+        mcr_ring_free(r);
+        return rc;
+    }
+    *out = r;
+    return MCR_OK;
+}
+
+int mcr__ring_new_points(const mcr_config *cfg, const uint32_t *values,
+                         const uint32_t *servers, size_t n, mcr_ring **out, mcr_error *err)
+{
+    mcr_ring *r;
+    int rc = ring_alloc(cfg, &r, err);
+
+    if (rc != MCR_OK)
+        return rc;
+    r->points = malloc((n ? n : 1) * sizeof(*r->points));
+    if (r->points == NULL) {
+        mcr_ring_free(r);
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu points", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (servers[i] >= r->nservers) {
+            mcr_ring_free(r);
+            return mcr__error(err, MCR_ERR_INVALID, "point %zu names server %u of %u", i,
+                              (unsigned)servers[i], (unsigned)r->nservers);
+        }
+        r->points[i].value = values[i];
+        r->points[i].server = servers[i];
+    }
+    r->npoints = n;
+    rc = n > 0 ? finish_points(r, err) : mcr__error(err, MCR_ERR_EMPTY, "no points");
+    if (rc != MCR_OK) {
+        mcr_ring_free(r);
+        return rc;
+    }
+    *out = r;
+    return MCR_OK;
+}
+
+int mcr_ring_new(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
+{
+    mcr_ring *r;
+    int rc = ring_alloc(cfg, &r, err);
+
+    if (rc != MCR_OK)
+        return rc;
+    if (r->mode != MCR_MODE_MODULA)
+        rc = build_points(r, cfg, err);
+    if (rc != MCR_OK) {
+        mcr_ring_free(r);
+        return rc;
+    }
+    *out = r;
+    return MCR_OK;
+}
+
+void mcr_ring_free(mcr_ring *r)
+{
+    if (r == NULL)
+        return;
+    free(r->points);
+    free(r->index);
+    free(r->servers);
+    free(r->strings);
+    free(r);
+}
+
+/* ------------------------------------------------------------ lookups */
+
+uint32_t mcr_ring_hash(const mcr_ring *r, const void *key, size_t len)
+{
+    if (MCR__LIKELY(!r->prefix_on))
+        return mcr_hash_key(r->key_hash, key, len);
+    /* libmemcached builds namespace + key in a fixed buffer with strncpy:
+     * too long gives 0, and key bytes after a NUL become NUL. */
+    unsigned char buf[LMC_PREFIXED_KEY_MAX + 1];
+    size_t total = r->prefix_len + len;
+    if (total > LMC_PREFIXED_KEY_MAX)
+        return 0;
+    memcpy(buf, r->prefix, r->prefix_len);
+    const unsigned char *k = key;
+    size_t i = 0;
+    for (; i < len && k[i] != 0; i++)
+        buf[r->prefix_len + i] = k[i];
+    memset(buf + r->prefix_len + i, 0, len - i);
+    return mcr_hash_key(r->key_hash, buf, total);
+}
+
+static inline uint32_t find_point(const mcr_ring *r, uint32_t h)
+{
+    uint32_t b = h >> r->shift;
+    uint32_t lo = r->index[b], hi = r->index[b + 1];
+    const point *p = r->points;
+
+    if (MCR__UNLIKELY(hi - lo > LINEAR_SCAN_MAX)) {
+        while (lo < hi) { /* lower bound in [lo, hi) */
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (p[mid].value < h)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+    } else {
+        while (lo < hi && p[lo].value < h)
+            lo++;
+    }
+    if (MCR__UNLIKELY(lo == r->npoints))
+        lo = 0; /* past the last point: wrap to the first */
+    return p[lo].server;
+}
+
+uint32_t mcr_ring_find(const mcr_ring *r, uint32_t hash)
+{
+    if (r->mode == MCR_MODE_MODULA)
+        return hash % r->nservers;
+    if (MCR__UNLIKELY(r->npoints == 0))
+        return 0;
+    return find_point(r, hash);
+}
+
+uint32_t mcr_ring_locate(const mcr_ring *r, const void *key, size_t len)
+{
+    if (r->nservers == 1)
+        return 0; /* libmemcached does not even hash */
+    return mcr_ring_find(r, mcr_ring_hash(r, key, len));
+}
+
+void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size_t *lens,
+                          size_t n, uint32_t *out)
+{
+    if (r->nservers == 1) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = 0;
+        return;
+    }
+    /* Hash everything first, touching the index for each hash so the cache
+     * misses of many keys overlap, then resolve. */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t h = mcr_ring_hash(r, keys[i], lens[i]);
+        out[i] = h;
+        if (r->npoints != 0)
+            __builtin_prefetch(&r->index[h >> r->shift]);
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = mcr_ring_find(r, out[i]);
+}
+
+/* ------------------------------------------------------------ inspection */
+
+size_t mcr_ring_server_count(const mcr_ring *r)
+{
+    return r == NULL ? 0 : r->nservers;
+}
+
+size_t mcr_ring_point_count(const mcr_ring *r)
+{
+    return r == NULL ? 0 : r->npoints;
+}
+
+int mcr_ring_point(const mcr_ring *r, size_t i, uint32_t *value, uint32_t *server)
+{
+    if (r == NULL || i >= r->npoints)
+        return MCR_ERR_INVALID;
+    if (value != NULL)
+        *value = r->points[i].value;
+    if (server != NULL)
+        *server = r->points[i].server;
+    return MCR_OK;
+}
+
+const char *mcr_ring_server_name(const mcr_ring *r, size_t i)
+{
+    return (r == NULL || i >= r->nservers) ? NULL : r->servers[i].name;
+}
+
+const char *mcr_ring_server_host(const mcr_ring *r, size_t i)
+{
+    return (r == NULL || i >= r->nservers) ? NULL : r->servers[i].host;
+}
+
+int mcr_ring_server_port(const mcr_ring *r, size_t i)
+{
+    return (r == NULL || i >= r->nservers) ? 0 : r->servers[i].port;
+}
+
+uint32_t mcr_ring_server_weight(const mcr_ring *r, size_t i)
+{
+    return (r == NULL || i >= r->nservers) ? 0 : r->servers[i].weight;
+}
+
+mcr_mode mcr_ring_mode(const mcr_ring *r)
+{
+    return r->mode;
+}
+
+mcr_hash mcr_ring_key_hash(const mcr_ring *r)
+{
+    return r->key_hash;
+}
