@@ -302,9 +302,10 @@ int mcr__ring_new_points(const mcr_config *cfg, const uint32_t *values,
     }
     for (size_t i = 0; i < n; i++) {
         if (servers[i] >= r->nservers) {
+            rc = mcr__error(err, MCR_ERR_INVALID, "point %zu names server %u of %u", i,
+                            (unsigned)servers[i], (unsigned)r->nservers);
             mcr_ring_free(r);
-            return mcr__error(err, MCR_ERR_INVALID, "point %zu names server %u of %u", i,
-                              (unsigned)servers[i], (unsigned)r->nservers);
+            return rc;
         }
         r->points[i].value = values[i];
         r->points[i].server = servers[i];
