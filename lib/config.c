@@ -215,7 +215,7 @@ static int parse_uint(const char *s, size_t len, unsigned long max, unsigned lon
 int mcr__parse_server_item(const char *item, size_t len, const char **host, size_t *host_len,
                            int *port, uint32_t *weight, const char *what, mcr_error *err)
 {
-    char q[300];
+    char q[64];
     const char *h = item, *rest;
     size_t hl, restlen;
     unsigned long v;
@@ -242,7 +242,8 @@ int mcr__parse_server_item(const char *item, size_t len, const char **host, size
         size_t colons = 0;
         for (size_t i = 0; i < len; i++)
             colons += item[i] == ':';
-        if (colons > 2)
+        /* "fe80::1", "::1": an IPv6 address without brackets */
+        if (colons > 2 || (colons == 2 && (hl == 0 || memchr(rest + 1, ':', restlen - 1) == rest + 1)))
             return mcr__error(err, MCR_ERR_SYNTAX,
                               "%s: \"%s\": too many ':' (write IPv6 addresses as [addr]:port)",
                               what, q);

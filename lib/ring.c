@@ -263,8 +263,8 @@ static int ring_alloc(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
 {
     mcr_ring *r;
 
-    if (cfg == NULL || out == NULL)
-        return mcr__error(err, MCR_ERR_INVALID, "NULL config or output");
+    if (cfg == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL config");
     if (cfg->count == 0)
         return mcr__error(err, MCR_ERR_EMPTY, "no servers configured");
     if (cfg->count > UINT32_MAX / 2)
@@ -291,8 +291,11 @@ int mcr__ring_new_points(const mcr_config *cfg, const uint32_t *values,
                          const uint32_t *servers, size_t n, mcr_ring **out, mcr_error *err)
 {
     mcr_ring *r;
-    int rc = ring_alloc(cfg, &r, err);
+    int rc;
 
+    if (out == NULL || (n > 0 && (values == NULL || servers == NULL)))
+        return mcr__error(err, MCR_ERR_INVALID, "NULL output or points");
+    rc = ring_alloc(cfg, &r, err);
     if (rc != MCR_OK)
         return rc;
     r->points = malloc((n ? n : 1) * sizeof(*r->points));
@@ -323,8 +326,11 @@ int mcr__ring_new_points(const mcr_config *cfg, const uint32_t *values,
 int mcr_ring_new(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
 {
     mcr_ring *r;
-    int rc = ring_alloc(cfg, &r, err);
+    int rc;
 
+    if (out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL output");
+    rc = ring_alloc(cfg, &r, err);
     if (rc != MCR_OK)
         return rc;
     if (r->mode != MCR_MODE_MODULA)

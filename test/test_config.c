@@ -1,0 +1,217 @@
+/* test_config.c: Check suite of the config: server list and file parsing, bad input, sorting, names. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "mcroute.h"
+#include "testutil.h"
+
+/* Expect `list` to fail with `code` and a message containing `needle`, and
+ * leave the config as it was. */
+static void expect_bad(const char *list, int code, const char *needle)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_add_servers(cfg, "keep:1", NULL), MCR_OK);
+    memset(&err, 0, sizeof(err));
+    int rc = mcr_config_add_servers(cfg, list, &err);
+    ck_assert_msg(rc == code, "list \"%.60s\": got %d (%s), want %d", list, rc, err.message, code);
+    ck_assert_int_eq(err.code, code);
+    ck_assert_msg(strstr(err.message, needle) != NULL, "list \"%.60s\": message \"%s\" lacks \"%s\"",
+                  list, err.message, needle);
+    ck_assert_uint_eq(mcr_config_server_count(cfg), 1);
+    mcr_config_free(cfg);
+}
+
+START_TEST(parse_good_lists)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    int rc = mcr_config_add_servers(
+        cfg, "a, b:1, c:2:3 ,10.0.0.1:65535:1000000,[::1],[fe80::1]:11212,[::2]:5:6", &err);
+    ck_assert_msg(rc == MCR_OK, "%s", err.message);
+    ck_assert_uint_eq(mcr_config_server_count(cfg), 7);
+    const struct { const char *host; int port; uint32_t w; } want[] = {
+        {"a", 11211, 1}, {"b", 1, 1}, {"c", 2, 3}, {"10.0.0.1", 65535, 1000000},
+        {"::1", 11211, 1}, {"fe80::1", 11212, 1}, {"::2", 5, 6}};
+    mcr_ring *ring = NULL;
+    ck_assert_int_eq(mcr_ring_new(cfg, &ring, NULL), MCR_OK);
+    for (int i = 0; i < 7; i++) {
+        ck_assert_str_eq(mcr_ring_server_host(ring, (size_t)i), want[i].host);
+        ck_assert_int_eq(mcr_ring_server_port(ring, (size_t)i), want[i].port);
+        ck_assert_uint_eq(mcr_ring_server_weight(ring, (size_t)i), want[i].w);
+    }
+    ck_assert_str_eq(mcr_ring_server_name(ring, 0), "a:11211");
+    ck_assert_str_eq(mcr_ring_server_name(ring, 5), "[fe80::1]:11212");
+    mcr_ring_free(ring);
+    /* the same host on another port is a different server */
+    ck_assert_int_eq(mcr_config_add_servers(cfg, "a:11212", NULL), MCR_OK);
+    mcr_config_free(cfg);
+}
+END_TEST
+
+START_TEST(parse_bad_lists)
+{
+    char longhost[300];
+    memset(longhost, 'h', 256);
+    longhost[256] = '\0';
+    expect_bad("", MCR_ERR_EMPTY, "empty server list");
+    expect_bad("a,,b", MCR_ERR_SYNTAX, "item 2 is empty");
+    expect_bad("a,", MCR_ERR_SYNTAX, "empty");
+    expect_bad(" ", MCR_ERR_SYNTAX, "empty");
+    expect_bad("a:0", MCR_ERR_RANGE, "port 0");
+    expect_bad("a:65536", MCR_ERR_RANGE, "port 65536");
+    expect_bad("a:99999999999999999999", MCR_ERR_RANGE, "port");
+    expect_bad("a:http", MCR_ERR_SYNTAX, "port \"http\" is not a number");
+    expect_bad("a:", MCR_ERR_SYNTAX, "port");
+    expect_bad("a:-1", MCR_ERR_SYNTAX, "port");
+    expect_bad("a:1:0", MCR_ERR_RANGE, "weight 0");
+    expect_bad("a:1:x", MCR_ERR_SYNTAX, "weight \"x\" is not a number");
+    expect_bad("a:1:1.5", MCR_ERR_SYNTAX, "weight");
+    expect_bad("a:1:", MCR_ERR_SYNTAX, "weight");
+    expect_bad("a:1:2000000", MCR_ERR_RANGE, "weight 2000000");
+    expect_bad("x,y,x", MCR_ERR_DUPLICATE, "duplicate server x:11211");
+    expect_bad("keep:1", MCR_ERR_DUPLICATE, "keep:1");
+    expect_bad("[::1]:5,[::1]:5", MCR_ERR_DUPLICATE, "[::1]:5");
+    expect_bad(longhost, MCR_ERR_TOO_LONG, "longer than 255");
+    expect_bad("::1", MCR_ERR_SYNTAX, "IPv6");
+    expect_bad("[::1", MCR_ERR_SYNTAX, "without ']'");
+    expect_bad("[::1]x", MCR_ERR_SYNTAX, "after ']'");
+    expect_bad("[]:1", MCR_ERR_SYNTAX, "empty hostname");
+    expect_bad(":11211", MCR_ERR_SYNTAX, "empty hostname");
+    expect_bad("a b", MCR_ERR_SYNTAX, "forbidden byte");
+    expect_bad("a\x01", MCR_ERR_SYNTAX, "\\x01");
+    /* all or nothing: a good item before a bad one is not kept */
+    expect_bad("good1,good2,bad:0", MCR_ERR_RANGE, "item 3");
+    memset(longhost, 'h', 255);
+    longhost[255] = '\0';
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_add_servers(cfg, longhost, NULL), MCR_OK);
+    mcr_config_free(cfg);
+}
+END_TEST
+
+START_TEST(add_server_checks)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_add_server(cfg, "h", 11211, 1, &err), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server(cfg, "h", 11211, 1, &err), MCR_ERR_DUPLICATE);
+    ck_assert_int_eq(mcr_config_add_server(cfg, "h", 0, 1, &err), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_config_add_server(cfg, "h", 70000, 1, &err), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_config_add_server(cfg, "h", 1, 0, &err), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_config_add_server(cfg, "", 1, 1, &err), MCR_ERR_SYNTAX);
+    ck_assert_int_eq(mcr_config_add_server(cfg, NULL, 1, 1, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_config_add_server(NULL, "h", 1, 1, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_config_add_server(cfg, "fe80::2", 1, 1, &err), MCR_OK);
+    ck_assert_uint_eq(mcr_config_server_count(cfg), 2);
+    ck_assert_int_eq(mcr_config_set_mode(cfg, MCR_MODE_COUNT), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_config_set_hash(cfg, MCR_HASH_COUNT), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_config_set_point_hash(cfg, (mcr_hash)-1), MCR_ERR_INVALID);
+    mcr_config_free(cfg);
+    mcr_config_free(NULL);
+}
+END_TEST
+
+static char *write_file(const char *text)
+{
+    char *path = strdup("/tmp/mcr-test-servers-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+START_TEST(server_files)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    char *p = write_file("# cache tier\n\n  a:1:2  \nb # trailing comment\r\n\t[::1]:3\n");
+    ck_assert_int_eq(mcr_config_load_server_file(cfg, p, &err), MCR_OK);
+    ck_assert_uint_eq(mcr_config_server_count(cfg), 3);
+    unlink(p);
+    free(p);
+
+    p = write_file("d:1\ne:2\nf:0\n");
+    ck_assert_int_eq(mcr_config_load_server_file(cfg, p, &err), MCR_ERR_RANGE);
+    ck_assert_msg(strstr(err.message, "line 3") != NULL, "%s", err.message);
+    ck_assert_uint_eq(mcr_config_server_count(cfg), 3); /* all or nothing */
+    unlink(p);
+    free(p);
+
+    p = write_file("# nothing\n\n");
+    ck_assert_int_eq(mcr_config_load_server_file(cfg, p, &err), MCR_ERR_EMPTY);
+    unlink(p);
+    free(p);
+
+    p = write_file("x\ny\nx\n");
+    ck_assert_int_eq(mcr_config_load_server_file(cfg, p, &err), MCR_ERR_DUPLICATE);
+    ck_assert_msg(strstr(err.message, "line 3") != NULL, "%s", err.message);
+    unlink(p);
+    free(p);
+
+    ck_assert_int_eq(mcr_config_load_server_file(cfg, "/nonexistent/servers", &err), MCR_ERR_IO);
+    ck_assert(strstr(err.message, "/nonexistent/servers") != NULL);
+    ck_assert_uint_eq(mcr_config_server_count(cfg), 3);
+    mcr_config_free(cfg);
+}
+END_TEST
+
+START_TEST(sort_hosts_order)
+{
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_add_servers(cfg, "b:2,a:9,b:1,A:5,ab:1", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_config_sort_servers(cfg), MCR_OK);
+    mcr_ring *ring = NULL;
+    ck_assert_int_eq(mcr_ring_new(cfg, &ring, NULL), MCR_OK);
+    const char *want[] = {"A:5", "a:9", "ab:1", "b:1", "b:2"};
+    for (size_t i = 0; i < 5; i++)
+        ck_assert_str_eq(mcr_ring_server_name(ring, i), want[i]);
+    mcr_ring_free(ring);
+    mcr_config_free(cfg);
+}
+END_TEST
+
+START_TEST(mode_names)
+{
+    for (int m = 0; m < MCR_MODE_COUNT; m++) {
+        mcr_mode out;
+        const char *n = mcr_mode_name((mcr_mode)m);
+        ck_assert_ptr_nonnull(n);
+        ck_assert_int_eq(mcr_mode_from_name(n, &out), MCR_OK);
+        ck_assert_int_eq(out, m);
+    }
+    mcr_mode out = MCR_MODE_MODULA;
+    ck_assert_int_eq(mcr_mode_from_name("KETAMA", &out), MCR_OK);
+    ck_assert_int_eq(out, MCR_MODE_KETAMA);
+    ck_assert_int_eq(mcr_mode_from_name("ring", &out), MCR_ERR_UNKNOWN);
+    ck_assert_int_eq(mcr_mode_from_name(NULL, &out), MCR_ERR_INVALID);
+    ck_assert_ptr_null(mcr_mode_name(MCR_MODE_COUNT));
+    ck_assert_str_eq(mcr_strerror(MCR_ERR_DUPLICATE), "duplicate server");
+    ck_assert_str_eq(mcr_strerror(12345), "unknown error");
+    ck_assert_uint_eq(mcr_version(), MCR_VERSION_HEX);
+    ck_assert_str_eq(mcr_version_string(), "0.1.0");
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, parse_good_lists);
+    tcase_add_test(tc, parse_bad_lists);
+    tcase_add_test(tc, add_server_checks);
+    tcase_add_test(tc, server_files);
+    tcase_add_test(tc, sort_hosts_order);
+    tcase_add_test(tc, mode_names);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(config_suite());
+}
