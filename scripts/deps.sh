@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# deps.sh: install the Debian 12 packages mcroute needs, only those that are missing.
+set -euo pipefail
+
+PKGS=(build-essential cmake pkg-config libssl-dev libevent-dev check
+      libmemcached-dev libhashkit-dev memcached valgrind)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "deps: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,356 @@
+/* test_cli.c: Check suite of the mcroute command line, run as a real process: output contract, stdin keys, bad input. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mcroute.h"
+#include "mcroute_libmemcached.h"
+#include "testutil.h"
+
+typedef struct run {
+    int status;   /* exit status, or -1 if killed */
+    char *out;    /* whole stdout, NUL-terminated (may contain NULs) */
+    size_t outlen;
+    char *err;    /* whole stderr */
+} run;
+
+static char *slurp(int fd, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    ssize_t r;
+    lseek(fd, 0, SEEK_SET);
+    while ((r = read(fd, buf + n, cap - n)) > 0) {
+        n += (size_t)r;
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+        }
+    }
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+static int tmpfd(void)
+{
+    char path[] = "/tmp/mcr-cli-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    return fd;
+}
+
+/* Run the built mcroute with argv (NULL-terminated, argv[0] ignored) and the
+ * given standard input. */
+static run run_cli(const char *in, size_t inlen, const char *const *argv)
+{
+    const char *dir = getenv("MCR_TEST_BIN_DIR");
+    char exe[4096];
+    snprintf(exe, sizeof(exe), "%s/mcroute", dir ? dir : ".");
+    int fin = tmpfd(), fout = tmpfd(), ferr = tmpfd();
+    if (inlen > 0)
+        ck_assert_int_eq(write(fin, in, inlen), (ssize_t)inlen);
+    lseek(fin, 0, SEEK_SET);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fin, 0);
+        dup2(fout, 1);
+        dup2(ferr, 2);
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    run r;
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out = slurp(fout, &r.outlen);
+    r.err = slurp(ferr, NULL);
+    close(fin);
+    close(fout);
+    close(ferr);
+    return r;
+}
+
+static void run_free(run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+#define ARGS(...) ((const char *const[]){"mcroute", __VA_ARGS__, NULL})
+
+/* Bad input: exit 2, nothing on stdout, a message containing `needle`. */
+static void expect_usage_error(const char *const *argv, const char *needle)
+{
+    run r = run_cli(NULL, 0, argv);
+    ck_assert_msg(r.status == 2, "%s %s: status %d, stderr %s", argv[1], argv[2] ? argv[2] : "",
+                  r.status, r.err);
+    ck_assert_msg(r.outlen == 0, "%s: stdout not empty: %s", argv[1], r.out);
+    ck_assert_msg(strstr(r.err, needle) != NULL, "stderr \"%s\" lacks \"%s\"", r.err, needle);
+    run_free(&r);
+}
+
+static mcr_ring *lib_ring(const char *list, mcr_mode mode, mcr_hash hash)
+{
+    mcr_config *cfg = mcr_config_new();
+    mcr_ring *ring = NULL;
+    mcr_config_set_mode(cfg, mode);
+    mcr_config_set_hash(cfg, hash);
+    ck_assert_int_eq(mcr_config_add_servers(cfg, list, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_ring_new(cfg, &ring, NULL), MCR_OK);
+    mcr_config_free(cfg);
+    return ring;
+}
+
+START_TEST(locate_arguments)
+{
+    const char *list = "10.0.0.1:11211,10.0.0.2:11212:3,cache:11213,[::1]:11214";
+    run r = run_cli(NULL, 0, ARGS("locate", "-s", list, "foo", "bar", "user:42"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    mcr_ring *ring = lib_ring(list, MCR_MODE_KETAMA, MCR_HASH_MD5);
+    char want[1024];
+    const char *keys[] = {"foo", "bar", "user:42"};
+    size_t o = 0;
+    for (int i = 0; i < 3; i++)
+        o += (size_t)snprintf(want + o, sizeof(want) - o, "%s\t%s\n", keys[i],
+                              mcr_ring_server_name(ring, mcr_ring_locate(ring, keys[i], strlen(keys[i]))));
+    ck_assert_str_eq(r.out, want);
+    ck_assert_str_eq(r.err, "");
+    mcr_ring_free(ring);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(locate_stdin_bytes)
+{
+    /* lines keep every byte but the newline: CR, NUL, control bytes, spaces,
+     * an empty line, and a last line without newline */
+    static const char in[] = "a\r\n\x01 b\n\nnul\0inside\n\xff\xfe\nlast";
+    size_t inlen = sizeof(in) - 1;
+    const char *list = "a:1,b:2,c:3";
+    run r = run_cli(in, inlen, ARGS("locate", "-s", list, "--mode", "consistent", "--hash", "fnv1a_32"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    mcr_ring *ring = lib_ring(list, MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32);
+    char want[512];
+    size_t o = 0, start = 0;
+    for (size_t i = 0; i <= inlen; i++) {
+        if (i == inlen || in[i] == '\n') {
+            const char *name = mcr_ring_server_name(ring, mcr_ring_locate(ring, in + start, i - start));
+            memcpy(want + o, in + start, i - start);
+            o += i - start;
+            o += (size_t)sprintf(want + o, "\t%s\n", name);
+            start = i + 1;
+        }
+    }
+    ck_assert_uint_eq(r.outlen, o);
+    ck_assert(memcmp(r.out, want, o) == 0);
+    mcr_ring_free(ring);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(locate_many_keys_match_library)
+{
+    tu_rng rng;
+    tu_rng_init(&rng, 77);
+    const char *list = "h1:1:5,h2:2:1,h3:3:2,h4:4:9,h5:5:1,h6:6:3";
+    enum { N = 3000 };
+    char *in = malloc(N * 70), *want = malloc(N * 100);
+    size_t inlen = 0, wl = 0;
+    mcr_ring *ring = lib_ring(list, MCR_MODE_WEIGHTED, MCR_HASH_MD5);
+    for (int i = 0; i < N; i++) {
+        char k[64];
+        size_t kl = tu_key(&rng, k, 60);
+        memcpy(in + inlen, k, kl);
+        inlen += kl;
+        in[inlen++] = '\n';
+        wl += (size_t)sprintf(want + wl, "%s\t%s\n", k,
+                              mcr_ring_server_name(ring, mcr_ring_locate(ring, k, kl)));
+    }
+    run r = run_cli(in, inlen, ARGS("locate", "-s", list, "-m", "weighted"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_uint_eq(r.outlen, wl);
+    ck_assert(memcmp(r.out, want, wl) == 0);
+    run_free(&r);
+    mcr_ring_free(ring);
+    free(in);
+    free(want);
+}
+END_TEST
+
+START_TEST(server_file_source)
+{
+    char path[] = "/tmp/mcr-cli-servers-XXXXXX";
+    int fd = mkstemp(path);
+    const char *text = "# pool\n10.0.0.1:11211:2\n10.0.0.2  # second\n\n[::1]:11212\n";
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    run a = run_cli(NULL, 0, ARGS("locate", "--server-file", path, "k1", "k2", "k3"));
+    run b = run_cli(NULL, 0, ARGS("locate", "-s", "10.0.0.1:11211:2,10.0.0.2,[::1]:11212", "k1", "k2", "k3"));
+    ck_assert_msg(a.status == 0, "%s", a.err);
+    ck_assert_str_eq(a.out, b.out);
+    run_free(&a);
+    run_free(&b);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(dump_continuum)
+{
+    const char *list = "a:1,b:2:2,c:3";
+    run r = run_cli(NULL, 0, ARGS("dump", "-s", list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    mcr_ring *ring = lib_ring(list, MCR_MODE_KETAMA, MCR_HASH_MD5);
+    size_t n = mcr_ring_point_count(ring), lines = 0;
+    char *p = r.out;
+    unsigned long prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v, s;
+        char want[128];
+        mcr_ring_point(ring, i, &v, &s);
+        int wl = snprintf(want, sizeof(want), "%u\t%s\n", (unsigned)v, mcr_ring_server_name(ring, s));
+        ck_assert_msg(strncmp(p, want, (size_t)wl) == 0, "line %zu", i);
+        unsigned long cur = strtoul(p, NULL, 10);
+        ck_assert_uint_ge(cur, prev);
+        prev = cur;
+        p += wl;
+        lines++;
+    }
+    ck_assert_uint_eq(lines, 160 * 3);
+    ck_assert(*p == '\0');
+    mcr_ring_free(ring);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(hash_command)
+{
+    for (int h = 0; h < MCR_HASH_COUNT; h++) {
+        const char *name = mcr_hash_name((mcr_hash)h);
+        run r = run_cli("stdin-key\n\n", 11, ARGS("hash", "--hash", name));
+        ck_assert_msg(r.status == 0, "%s: %s", name, r.err);
+        char want[128];
+        snprintf(want, sizeof(want), "stdin-key\t%u\n\t%u\n",
+                 (unsigned)mcr_hash_key((mcr_hash)h, "stdin-key", 9),
+                 (unsigned)mcr_hash_key((mcr_hash)h, "", 0));
+        ck_assert_str_eq(r.out, want);
+        run_free(&r);
+    }
+    run r = run_cli(NULL, 0, ARGS("hash", "--hash", "md5", "hello"));
+    /* MD5("hello") = 5d41402a...: first four bytes little-endian */
+    ck_assert_str_eq(r.out, "hello\t708854109\n");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    char longhost[300];
+    memset(longhost, 'x', 256);
+    longhost[256] = '\0';
+    expect_usage_error(ARGS("locate", "-s", "", "k"), "empty server list");
+    expect_usage_error(ARGS("locate", "-s", "a,,b", "k"), "empty");
+    expect_usage_error(ARGS("locate", "-s", "a:0", "k"), "port 0");
+    expect_usage_error(ARGS("locate", "-s", "a:65536", "k"), "port 65536");
+    expect_usage_error(ARGS("locate", "-s", "a:1:0", "k"), "weight 0");
+    expect_usage_error(ARGS("locate", "-s", "a:1:heavy", "k"), "weight \"heavy\"");
+    expect_usage_error(ARGS("locate", "-s", "a,b,a", "k"), "duplicate server a:11211");
+    expect_usage_error(ARGS("locate", "-s", longhost, "k"), "longer than 255");
+    expect_usage_error(ARGS("locate", "-s", "a", "--mode", "ring", "k"), "unknown mode 'ring'");
+    expect_usage_error(ARGS("locate", "-s", "a", "--hash", "sha1", "k"), "unknown hash 'sha1'");
+    expect_usage_error(ARGS("locate", "--bogus", "k"), "unknown option '--bogus'");
+    expect_usage_error(ARGS("locate", "k"), "no servers");
+    expect_usage_error(ARGS("locate", "-s", "a", "-f", "/etc/hostname", "k"), "only one");
+    expect_usage_error(ARGS("locate", "-f", "/nonexistent/file", "k"), "/nonexistent/file");
+    expect_usage_error(ARGS("frobnicate"), "unknown command 'frobnicate'");
+    expect_usage_error(ARGS("hash", "k"), "--hash NAME is required");
+    expect_usage_error(ARGS("hash", "--hash", "nope", "k"), "unknown hash 'nope'");
+    expect_usage_error(ARGS("dump", "-s", "a,b", "-m", "modula"), "no continuum");
+    expect_usage_error(ARGS("dump", "-s", "a,b", "extra"), "unexpected argument");
+    expect_usage_error(ARGS("locate", "-l", "--SERVER=a --NOPE", "k"), "--NOPE");
+    expect_usage_error(ARGS("locate", "-l", "--SERVER=a", "-b", "FROB=1", "k"), "FROB");
+    expect_usage_error(ARGS("locate", "-l", "--SERVER=a", "-b", "DISTRIBUTION=circle", "k"), "circle");
+    expect_usage_error(ARGS("locate", "-l", "--SERVER=a", "-b", "HASH", "k"), "NAME=VALUE");
+    expect_usage_error(ARGS("locate", "-l", "--SERVER=a", "-m", "ketama", "k"), "--behavior");
+    expect_usage_error(ARGS("locate", "-s", "a", "-b", "KETAMA=1", "k"), "--libmemcached");
+    run r = run_cli(NULL, 0, ARGS("locate"));
+    ck_assert_int_eq(r.status, 2);
+    run_free(&r);
+    r = run_cli(NULL, 0, (const char *const[]){"mcroute", NULL});
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_uint_eq(r.outlen, 0);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(help_everywhere)
+{
+    const char *const *cases[] = {ARGS("--help"), ARGS("-h"), ARGS("help"), ARGS("help", "locate"),
+                                  ARGS("locate", "--help"), ARGS("dump", "--help"),
+                                  ARGS("hash", "--help")};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        run r = run_cli(NULL, 0, cases[i]);
+        ck_assert_int_eq(r.status, 0);
+        ck_assert_msg(strstr(r.out, "Usage: mcroute") != NULL, "case %zu: %s", i, r.out);
+        run_free(&r);
+    }
+    run r = run_cli(NULL, 0, ARGS("--version"));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(strstr(r.out, mcr_version_string()) != NULL);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(libmemcached_source)
+{
+    const char *opts = "--SERVER=10.0.1.1:11211 --SERVER=10.0.1.2:11212/?3 --SERVER=cache-x";
+    run r = run_cli(NULL, 0, ARGS("locate", "--libmemcached", opts, "-b", "DISTRIBUTION=consistent",
+                                  "--behavior", "MEMCACHED_BEHAVIOR_HASH=fnv1a_32", "k1", "k2", "k3"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    mcr_lmc *lmc = mcr_lmc_new();
+    mcr_ring *ring = NULL;
+    ck_assert_int_eq(mcr_lmc_parse_options(lmc, opts, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_lmc_set_behavior_name(lmc, "DISTRIBUTION", "consistent", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_lmc_set_behavior_name(lmc, "HASH", "fnv1a_32", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_lmc_ring(lmc, &ring, NULL), MCR_OK);
+    char want[512];
+    size_t o = 0;
+    const char *keys[] = {"k1", "k2", "k3"};
+    for (int i = 0; i < 3; i++)
+        o += (size_t)snprintf(want + o, sizeof(want) - o, "%s\t%s\n", keys[i],
+                              mcr_ring_server_name(ring, mcr_ring_locate(ring, keys[i], 2)));
+    ck_assert_str_eq(r.out, want);
+    mcr_ring_free(ring);
+    mcr_lmc_free(lmc);
+    run_free(&r);
+}
+END_TEST
+
+static Suite *cli_suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, locate_arguments);
+    tcase_add_test(tc, locate_stdin_bytes);
+    tcase_add_test(tc, locate_many_keys_match_library);
+    tcase_add_test(tc, server_file_source);
+    tcase_add_test(tc, dump_continuum);
+    tcase_add_test(tc, hash_command);
+    tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, help_everywhere);
+    tcase_add_test(tc, libmemcached_source);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(cli_suite());
+}
