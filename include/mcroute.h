@@ -103,7 +103,10 @@ typedef struct mcr_error {
 /*  Key hashes                                                           */
 /* ==================================================================== */
 
-/* The key hashes of libhashkit 1.1.4, bit-exact on any bytes and any length.
+/* The key hashes of libhashkit 1.1.4, bit-exact on any bytes and any length
+ * with its x86/amd64 builds, where `char` is signed: libhashkit sign-extends
+ * bytes >= 0x80 in one-at-a-time and the FNV hashes, and mcroute does so on
+ * every platform (an ARM64 build of libhashkit gives other values there).
  * The numbering follows libhashkit's hashkit_hash_algorithm_t, so a value read
  * from MEMCACHED_BEHAVIOR_HASH converts by a cast. */
 typedef enum mcr_hash {
@@ -114,10 +117,11 @@ typedef enum mcr_hash {
     MCR_HASH_FNV1A_64 = 4, /* "fnv1a_64": 64-bit FNV-1a, low 32 bits */
     MCR_HASH_FNV1_32 = 5,  /* "fnv1_32" */
     MCR_HASH_FNV1A_32 = 6, /* "fnv1a_32" */
-    MCR_HASH_HSIEH = 7,    /* "hsieh": Paul Hsieh's SuperFastHash */
+    MCR_HASH_HSIEH = 7,    /* "hsieh": SuperFastHash as libmemcached and twemproxy
+                              compute it (start value 0, not Hsieh's length) */
     MCR_HASH_MURMUR = 8,   /* "murmur": MurmurHash2, libhashkit's seed */
     MCR_HASH_JENKINS = 9,  /* "jenkins": Bob Jenkins' lookup3 */
-    MCR_HASH_MURMUR3 = 10, /* "murmur3": MurmurHash3 x86_32 */
+    MCR_HASH_MURMUR3 = 10, /* "murmur3": MurmurHash3 x86_32, libhashkit's seed */
     MCR_HASH_COUNT
 } mcr_hash;
 
@@ -137,8 +141,8 @@ MCR_EXTERN int mcr_hash_from_name(const char *name, mcr_hash *out);
  * NULL for an unknown value. Thread-safe. */
 MCR_EXTERN const char *mcr_hash_name(mcr_hash h);
 
-/* mcr_md5: the 16-byte MD5 digest of `len` bytes at `data` into `out`.
- * Cannot fail. Thread-safe. */
+/* mcr_md5: the 16-byte MD5 digest of `len` bytes at `data` into `out`
+ * (`data` may be NULL when `len` is 0). Cannot fail. Thread-safe. */
 MCR_EXTERN void mcr_md5(const void *data, size_t len, unsigned char out[16]);
 
 /* ==================================================================== */
