@@ -39,9 +39,9 @@ typedef struct mcr_lmc mcr_lmc;
 typedef enum mcr_lmc_behavior {
     MCR_LMC_DISTRIBUTION = 9,     /* value: mcr_lmc_distribution */
     MCR_LMC_HASH = 2,             /* value: mcr_hash */
-    MCR_LMC_KETAMA = 10,          /* value: 0 or 1 */
-    MCR_LMC_KETAMA_WEIGHTED = 20, /* value: 0 or 1 */
-    MCR_LMC_KETAMA_HASH = 21,     /* value: mcr_hash; no effect on placement */
+    MCR_LMC_KETAMA = 3,           /* value: 0 or 1 */
+    MCR_LMC_KETAMA_WEIGHTED = 16, /* value: 0 or 1 */
+    MCR_LMC_KETAMA_HASH = 17,     /* value: mcr_hash; no effect on placement */
     MCR_LMC_SORT_HOSTS = 12       /* value: 0 or 1 */
 } mcr_lmc_behavior;
 
@@ -49,10 +49,11 @@ typedef enum mcr_lmc_behavior {
 typedef enum mcr_lmc_distribution {
     MCR_LMC_DIST_MODULA = 0,
     MCR_LMC_DIST_CONSISTENT = 1,
-    MCR_LMC_DIST_RANDOM = 2, /* refused: not reproducible */
-    MCR_LMC_DIST_CONSISTENT_KETAMA_SPY = 3,
-    MCR_LMC_DIST_CONSISTENT_WEIGHTED = 4,
-    MCR_LMC_DIST_VIRTUAL_BUCKET = 5 /* refused: needs a bucket table */
+    MCR_LMC_DIST_CONSISTENT_KETAMA = 2,
+    MCR_LMC_DIST_RANDOM = 3, /* refused: not reproducible */
+    MCR_LMC_DIST_CONSISTENT_KETAMA_SPY = 4,
+    MCR_LMC_DIST_CONSISTENT_WEIGHTED = 5,
+    MCR_LMC_DIST_VIRTUAL_BUCKET = 6 /* refused: needs a bucket table */
 } mcr_lmc_distribution;
 
 /* mcr_lmc_new: the state of a fresh memcached_st: no servers, MODULA,

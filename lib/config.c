@@ -55,6 +55,7 @@ void mcr_config_free(mcr_config *cfg)
     for (size_t i = 0; i < cfg->count; i++)
         free(cfg->servers[i].host);
     free(cfg->servers);
+    free(cfg->set);
     free(cfg);
 }
 
@@ -124,14 +125,57 @@ int mcr__check_host(const char *host, size_t len, mcr_error *err)
     return MCR_OK;
 }
 
-static bool find_server(const mcr_config *cfg, const char *host, size_t len, int port)
+static size_t server_slot_hash(const char *host, size_t len, int port)
 {
-    for (size_t i = 0; i < cfg->count; i++) {
-        const mcr__server *s = &cfg->servers[i];
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a, 64 bit */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)host[i]) * 0x100000001b3ULL;
+    h = (h ^ (uint64_t)port) * 0x100000001b3ULL;
+    return (size_t)(h ^ (h >> 29));
+}
+
+/* Index of server (host, port) in cfg, or -1. */
+static long find_server(const mcr_config *cfg, const char *host, size_t len, int port)
+{
+    if (cfg->set_cap == 0)
+        return -1;
+    size_t mask = cfg->set_cap - 1;
+    for (size_t i = server_slot_hash(host, len, port) & mask;; i = (i + 1) & mask) {
+        uint32_t e = cfg->set[i];
+        if (e == 0)
+            return -1;
+        const mcr__server *s = &cfg->servers[e - 1];
         if (s->port == port && s->host_len == len && memcmp(s->host, host, len) == 0)
-            return true;
+            return (long)(e - 1);
     }
-    return false;
+}
+
+static void set_insert(mcr_config *cfg, size_t idx)
+{
+    const mcr__server *s = &cfg->servers[idx];
+    size_t mask = cfg->set_cap - 1;
+    size_t i = server_slot_hash(s->host, s->host_len, s->port) & mask;
+    while (cfg->set[i] != 0)
+        i = (i + 1) & mask;
+    cfg->set[i] = (uint32_t)idx + 1;
+}
+
+/* Rebuild the set for the current servers with room for `want` of them.
+ * MCR_OK or MCR_ERR_NOMEM (the old set is kept). */
+static int set_rebuild(mcr_config *cfg, size_t want)
+{
+    size_t cap = 16;
+    while (cap < 2 * want)
+        cap *= 2;
+    uint32_t *set = calloc(cap, sizeof(*set));
+    if (set == NULL)
+        return MCR_ERR_NOMEM;
+    free(cfg->set);
+    cfg->set = set;
+    cfg->set_cap = cap;
+    for (size_t i = 0; i < cfg->count; i++)
+        set_insert(cfg, i);
+    return MCR_OK;
 }
 
 /* Append without validation of duplicates against pending items; callers
@@ -147,6 +191,8 @@ static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
         cfg->servers = n;
         cfg->cap = cap;
     }
+    if (2 * (cfg->count + 1) > cfg->set_cap && set_rebuild(cfg, cfg->count + 1) != MCR_OK)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory adding a server");
     char *h = malloc(len + 1);
     if (h == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory adding a server");
@@ -158,6 +204,7 @@ static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
     s->port = port;
     s->weight = weight;
     s->ipv6 = memchr(h, ':', len) != NULL;
+    set_insert(cfg, cfg->count - 1);
     return MCR_OK;
 }
 
@@ -176,7 +223,7 @@ static int add_server_n(mcr_config *cfg, const char *host, size_t len, int port,
         return mcr__error(err, MCR_ERR_RANGE, "weight %u of \"%s\" is outside 1..%u",
                           (unsigned)weight, mcr__quote(q, sizeof(q), host, len),
                           (unsigned)MCR_WEIGHT_MAX);
-    if (find_server(cfg, host, len, port))
+    if (find_server(cfg, host, len, port) >= 0)
         return mcr__error(err, MCR_ERR_DUPLICATE, "duplicate server %s%s%s:%d",
                           memchr(host, ':', len) ? "[" : "", mcr__quote(q, sizeof(q), host, len),
                           memchr(host, ':', len) ? "]" : "", port);
@@ -291,8 +338,14 @@ int mcr__parse_server_item(const char *item, size_t len, const char **host, size
 /* Drop servers appended after `keep` (all-or-nothing parsers). */
 static void truncate_servers(mcr_config *cfg, size_t keep)
 {
+    if (cfg->count == keep)
+        return;
     while (cfg->count > keep)
         free(cfg->servers[--cfg->count].host);
+    /* Same capacity: cannot fail. */
+    memset(cfg->set, 0, cfg->set_cap * sizeof(*cfg->set));
+    for (size_t i = 0; i < cfg->count; i++)
+        set_insert(cfg, i);
 }
 
 static int add_item(mcr_config *cfg, const char *item, size_t len, const char *what,
@@ -418,7 +471,11 @@ int mcr_config_sort_servers(mcr_config *cfg)
 {
     if (cfg == NULL)
         return MCR_ERR_INVALID;
-    if (cfg->count > 1)
+    if (cfg->count > 1) {
         qsort(cfg->servers, cfg->count, sizeof(cfg->servers[0]), cmp_sort_hosts);
+        memset(cfg->set, 0, cfg->set_cap * sizeof(*cfg->set));
+        for (size_t i = 0; i < cfg->count; i++)
+            set_insert(cfg, i);
+    }
     return MCR_OK;
 }

@@ -53,6 +53,10 @@ struct mcr_config {
     mcr__server *servers;
     size_t count;
     size_t cap;
+    uint32_t *set;            /* open-addressing set of (host, port): server
+                                 index + 1, 0 = empty; makes the duplicate
+                                 check O(1) for 10,000+ servers */
+    size_t set_cap;           /* power of two, >= 2 * count, or 0 */
     mcr_mode mode;
     mcr_hash key_hash;
     mcr_hash point_hash;

@@ -19,8 +19,12 @@
 #define LMC_PREFIXED_KEY_MAX 250
 /* Largest bucket index: 2^22 buckets (16 MiB) is plenty for 1.6 M points. */
 #define INDEX_BITS_MAX 22
-/* A bucket holding more points than this is searched by bisection. */
-#define LINEAR_SCAN_MAX 8
+/* A bucket holding at most this many points is resolved by counting, without
+ * branches, how many of the next SCAN_WIDTH points lie below the hash; larger
+ * buckets (rare) are bisected. The points array ends with SCAN_WIDTH sentinels
+ * so the count never reads past it. */
+#define SCAN_WIDTH 4
+_Static_assert(SCAN_WIDTH == 4, "find_point() counts exactly four points");
 
 typedef struct point {
     uint32_t value;
@@ -39,7 +43,9 @@ struct mcr_ring {
     mcr_hash key_hash;
     uint32_t nservers;
     size_t npoints;
-    point *points;        /* ascending by value; ties in server order */
+    point *points;        /* ascending by value; ties in server order; then
+                             SCAN_WIDTH sentinels {UINT32_MAX, owner of
+                             points[0]} that make the wrap-around implicit */
     uint32_t *index;      /* index[b]: first point with value >= b << shift */
     unsigned shift;       /* 32 - index bits */
     ring_server *servers;
@@ -189,6 +195,10 @@ static int finish_points(mcr_ring *r, mcr_error *err)
     for (size_t i = 1; i < r->npoints; i++) /* the lookup relies on it; cheap to check */
         if (r->points[i - 1].value > r->points[i].value)
             return mcr__error(err, MCR_ERR_INVALID, "internal error: continuum not sorted");
+    for (size_t i = 0; i < SCAN_WIDTH; i++) {
+        r->points[r->npoints + i].value = UINT32_MAX;
+        r->points[r->npoints + i].server = r->points[0].server;
+    }
     if (build_index(r) != MCR_OK)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for the continuum index");
     return MCR_OK;
@@ -207,7 +217,7 @@ static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
         total += (size_t)labels_for(cfg, &cfg->servers[i], total_weight, &per_label) * per_label;
     if (total > UINT32_MAX)
         return mcr__error(err, MCR_ERR_RANGE, "continuum of %zu points is too large", total);
-    r->points = malloc((total ? total : 1) * sizeof(*r->points));
+    r->points = malloc((total + SCAN_WIDTH) * sizeof(*r->points));
     if (r->points == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu points", total);
 
@@ -298,7 +308,7 @@ int mcr__ring_new_points(const mcr_config *cfg, const uint32_t *values,
     rc = ring_alloc(cfg, &r, err);
     if (rc != MCR_OK)
         return rc;
-    r->points = malloc((n ? n : 1) * sizeof(*r->points));
+    r->points = malloc((n + SCAN_WIDTH) * sizeof(*r->points));
     if (r->points == NULL) {
         mcr_ring_free(r);
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu points", n);
@@ -381,7 +391,12 @@ static inline uint32_t find_point(const mcr_ring *r, uint32_t h)
     uint32_t lo = r->index[b], hi = r->index[b + 1];
     const point *p = r->points;
 
-    if (MCR__UNLIKELY(hi - lo > LINEAR_SCAN_MAX)) {
+    if (MCR__LIKELY(hi - lo <= SCAN_WIDTH)) {
+        /* The answer is in [lo, hi]; points from hi on are >= h (or are
+         * sentinels), so counting those below h gives the lower bound. */
+        lo += (uint32_t)(p[lo].value < h) + (uint32_t)(p[lo + 1].value < h) +
+              (uint32_t)(p[lo + 2].value < h) + (uint32_t)(p[lo + 3].value < h);
+    } else {
         while (lo < hi) { /* lower bound in [lo, hi) */
             uint32_t mid = lo + (hi - lo) / 2;
             if (p[mid].value < h)
@@ -389,13 +404,8 @@ static inline uint32_t find_point(const mcr_ring *r, uint32_t h)
             else
                 hi = mid;
         }
-    } else {
-        while (lo < hi && p[lo].value < h)
-            lo++;
     }
-    if (MCR__UNLIKELY(lo == r->npoints))
-        lo = 0; /* past the last point: wrap to the first */
-    return p[lo].server;
+    return p[lo].server; /* lo == npoints: a sentinel, the wrap to point 0 */
 }
 
 uint32_t mcr_ring_find(const mcr_ring *r, uint32_t hash)

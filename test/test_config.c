@@ -160,6 +160,28 @@ START_TEST(server_files)
 }
 END_TEST
 
+START_TEST(duplicate_set_survives_rollback_and_sort)
+{
+    mcr_config *cfg = mcr_config_new();
+    char host[32];
+    for (int i = 0; i < 3000; i++) { /* many servers: the set grows */
+        snprintf(host, sizeof(host), "h%d", i);
+        ck_assert_int_eq(mcr_config_add_server(cfg, host, 11211, 1, NULL), MCR_OK);
+    }
+    /* a failed list leaves no trace: its good items can be added afterwards */
+    ck_assert_int_eq(mcr_config_add_servers(cfg, "new1,new2,h7", NULL), MCR_ERR_DUPLICATE);
+    ck_assert_int_eq(mcr_config_add_servers(cfg, "new1,new2", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_config_sort_servers(cfg), MCR_OK);
+    for (int i = 0; i < 3000; i += 7) {
+        snprintf(host, sizeof(host), "h%d", i);
+        ck_assert_int_eq(mcr_config_add_server(cfg, host, 11211, 1, NULL), MCR_ERR_DUPLICATE);
+        ck_assert_int_eq(mcr_config_add_server(cfg, host, 11212 + i, 1, NULL), MCR_OK);
+    }
+    ck_assert_int_eq(mcr_config_add_server(cfg, "new2", 11211, 1, NULL), MCR_ERR_DUPLICATE);
+    mcr_config_free(cfg);
+}
+END_TEST
+
 START_TEST(sort_hosts_order)
 {
     mcr_config *cfg = mcr_config_new();
@@ -205,6 +227,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, parse_bad_lists);
     tcase_add_test(tc, add_server_checks);
     tcase_add_test(tc, server_files);
+    tcase_add_test(tc, duplicate_set_survives_rollback_and_sort);
     tcase_add_test(tc, sort_hosts_order);
     tcase_add_test(tc, mode_names);
     suite_add_tcase(s, tc);
