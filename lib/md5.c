@@ -237,3 +237,119 @@ uint32_t mcr__md5_u32(const void *data, size_t len)
         md5_block(h, tail);
     return md5_block_a(h, tail + n - 64);
 }
+
+/* ------------------------------------------------------------------
+ * Many keys at once. One MD5 is a chain of 61 dependent steps (~4.5 cycles
+ * each), so a single key cannot go faster than ~65 ns here; independent keys
+ * can share the steps in SIMD lanes. The same step macros run on GCC vector
+ * types, compiled for AVX-512 (16 lanes) or AVX2 (8 lanes) and picked at run
+ * time from what the CPU supports; other machines use the scalar code.
+ * ------------------------------------------------------------------ */
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(MD5_BIG_ENDIAN)
+#define MD5_HAVE_LANES 1
+
+typedef uint32_t md5_v16 __attribute__((vector_size(64)));
+typedef uint32_t md5_v8 __attribute__((vector_size(32)));
+
+/* Word A of the digest of N one-block messages, given transposed: w[j*N+k]
+ * is word j of message k. */
+#define MD5_LANES_FN(NAME, VT, N, TARGET)                                      \
+    __attribute__((target(TARGET))) static void NAME(const uint32_t *w,       \
+                                                     uint32_t *out)           \
+    {                                                                          \
+        VT X0, X1, X2, X3, X4, X5, X6, X7, X8, X9, X10, X11, X12, X13, X14, X15; \
+        VT *xs[16] = {&X0, &X1, &X2,  &X3,  &X4,  &X5,  &X6,  &X7,            \
+                      &X8, &X9, &X10, &X11, &X12, &X13, &X14, &X15};          \
+        for (int j = 0; j < 16; j++)                                           \
+            memcpy(xs[j], w + j * (N), sizeof(VT));                            \
+        VT zero = {0};                                                         \
+        VT a = zero + MD5_INIT_A, b = zero + MD5_INIT_B;                       \
+        VT c = zero + MD5_INIT_C, d = zero + MD5_INIT_D;                       \
+        MD5_STEPS_1_TO_61;                                                     \
+        a += MD5_INIT_A;                                                       \
+        memcpy(out, &a, sizeof(VT));                                           \
+    }
+
+MD5_LANES_FN(md5_a_x16, md5_v16, 16, "avx512f")
+MD5_LANES_FN(md5_a_x8, md5_v8, 8, "avx2")
+
+/* Set by tests to exercise every path; -1: pick from the CPU. */
+static int md5_lanes_forced = -1;
+
+/* 16, 8, or 0 when neither AVX-512F nor AVX2 is available. */
+static size_t md5_lane_count(void)
+{
+    if (md5_lanes_forced >= 0) {
+        if (md5_lanes_forced == 16 && __builtin_cpu_supports("avx512f"))
+            return 16;
+        if (md5_lanes_forced >= 8 && __builtin_cpu_supports("avx2"))
+            return 8;
+        return 0;
+    }
+    if (__builtin_cpu_supports("avx512f"))
+        return 16;
+    if (__builtin_cpu_supports("avx2"))
+        return 8;
+    return 0;
+}
+
+static void md5_a_lanes(size_t lanes, const uint32_t *w, uint32_t *out)
+{
+    if (lanes == 16)
+        md5_a_x16(w, out);
+    else
+        md5_a_x8(w, out);
+}
+#endif
+
+int mcr__md5_force_lanes(int lanes)
+{
+#ifdef MD5_HAVE_LANES
+    md5_lanes_forced = lanes;
+    return (int)md5_lane_count();
+#else
+    (void)lanes;
+    return 0;
+#endif
+}
+
+void mcr__md5_u32_many(const void *const *keys, const size_t *lens, size_t n, uint32_t *out)
+{
+#ifdef MD5_HAVE_LANES
+    size_t lanes = md5_lane_count();
+    if (lanes != 0 && n >= 4) {
+        uint32_t w[16 * 16], res[16];
+        size_t idx[16], k = 0;
+        unsigned char blk[128];
+
+        for (size_t i = 0; i < n; i++) {
+            if (lens[i] >= 56) { /* more than one block: rare for keys */
+                out[i] = mcr__md5_u32(keys[i], lens[i]);
+                continue;
+            }
+            md5_pad(blk, keys[i], lens[i], lens[i]);
+            for (size_t j = 0; j < 16; j++)
+                w[j * lanes + k] = md5_load(blk + 4 * j);
+            idx[k++] = i;
+            if (k == lanes) {
+                md5_a_lanes(lanes, w, res);
+                for (size_t l = 0; l < lanes; l++)
+                    out[idx[l]] = res[l];
+                k = 0;
+            }
+        }
+        if (k > 0) { /* a partial group: fill the spare lanes with copies */
+            for (size_t l = k; l < lanes; l++)
+                for (size_t j = 0; j < 16; j++)
+                    w[j * lanes + l] = w[j * lanes];
+            md5_a_lanes(lanes, w, res);
+            for (size_t l = 0; l < k; l++)
+                out[idx[l]] = res[l];
+        }
+        return;
+    }
+#endif
+    for (size_t i = 0; i < n; i++)
+        out[i] = mcr__md5_u32(keys[i], lens[i]);
+}

@@ -432,16 +432,24 @@ void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size
             out[i] = 0;
         return;
     }
-    /* Hash everything first, touching the index for each hash so the cache
-     * misses of many keys overlap, then resolve. */
-    for (size_t i = 0; i < n; i++) {
-        uint32_t h = mcr_ring_hash(r, keys[i], lens[i]);
-        out[i] = h;
-        if (r->npoints != 0)
-            __builtin_prefetch(&r->index[h >> r->shift]);
+    /* Hash a chunk of keys first (MD5 several keys at a time in SIMD lanes),
+     * touching the index for each hash so the cache misses of many keys
+     * overlap, then resolve the chunk. */
+    enum { CHUNK = 64 };
+    for (size_t base = 0; base < n; base += CHUNK) {
+        size_t m = n - base < CHUNK ? n - base : CHUNK;
+        uint32_t *h = out + base;
+        if (r->key_hash == MCR_HASH_MD5 && !r->prefix_on)
+            mcr__md5_u32_many(keys + base, lens + base, m, h);
+        else
+            for (size_t i = 0; i < m; i++)
+                h[i] = mcr_ring_hash(r, keys[base + i], lens[base + i]);
+        if (r->mode != MCR_MODE_MODULA && r->npoints != 0)
+            for (size_t i = 0; i < m; i++)
+                __builtin_prefetch(&r->index[h[i] >> r->shift]);
+        for (size_t i = 0; i < m; i++)
+            h[i] = mcr_ring_find(r, h[i]);
     }
-    for (size_t i = 0; i < n; i++)
-        out[i] = mcr_ring_find(r, out[i]);
 }
 
 /* ------------------------------------------------------------ inspection */

@@ -638,6 +638,41 @@ START_TEST(md5_key_hash_is_u32)
 }
 END_TEST
 
+/* The SIMD many-keys MD5 equals the scalar one, in every lane width the CPU
+ * has (16, 8, scalar), for group sizes that leave partial groups, and with
+ * keys of 56+ bytes (two blocks) mixed in. */
+START_TEST(md5_many_equals_scalar)
+{
+    enum { N = 1000 };
+    static unsigned char buf[N][130];
+    const void *keys[N];
+    size_t lens[N];
+    uint32_t out[N];
+    tu_rng r;
+    int forced[] = {16, 8, 0};
+
+    tu_rng_init(&r, 900);
+    for (int i = 0; i < N; i++) {
+        lens[i] = tu_below(&r, 10) == 0 ? tu_below(&r, 130) : tu_below(&r, 56);
+        tu_bytes(&r, buf[i], lens[i]);
+        keys[i] = buf[i];
+    }
+    for (int f = 0; f < 3; f++) {
+        int lanes = mcr__md5_force_lanes(forced[f]);
+        ck_assert_int_le(lanes, forced[f]);
+        size_t sizes[] = {N, 1, 3, 4, 7, 15, 17, 33, 100};
+        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+            memset(out, 0, sizeof(out));
+            mcr__md5_u32_many(keys, lens, sizes[z], out);
+            for (size_t i = 0; i < sizes[z]; i++)
+                ck_assert_msg(out[i] == mcr__md5_u32(keys[i], lens[i]),
+                              "lanes %d, n %zu, key %zu (len %zu)", lanes, sizes[z], i, lens[i]);
+        }
+    }
+    mcr__md5_force_lanes(-1);
+}
+END_TEST
+
 static Suite *hash_suite(void)
 {
     Suite *s = suite_create("hash");
@@ -669,6 +704,7 @@ static Suite *hash_suite(void)
     tcase_add_test(tc, md5_published);
     tcase_add_test(tc, md5_null_empty);
     tcase_add_test(tc, md5_key_hash_is_u32);
+    tcase_add_test(tc, md5_many_equals_scalar);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("api");
