@@ -357,6 +357,11 @@ static uint32_t hash_murmur3(const unsigned char *p, size_t len)
 
 uint32_t mcr_hash_key(mcr_hash h, const void *data, size_t len)
 {
+    return mcr__hash_key(h, data, len);
+}
+
+uint32_t mcr__hash_key(mcr_hash h, const void *data, size_t len)
+{
     /* A NULL pointer with len 0 is never read or offset: every loop above
      * runs zero times, no tail is taken and no memcpy() is given it. */
     const unsigned char *p = data;
@@ -376,6 +381,82 @@ uint32_t mcr_hash_key(mcr_hash h, const void *data, size_t len)
     case MCR_HASH_COUNT: break;
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------- many keys */
+
+/*
+ * One-at-a-time and FNV are one chain of dependent steps per byte (FNV: an
+ * xor and a 3-cycle multiply), so a single key runs at the latency of that
+ * chain. Hashing four keys in lockstep gives the CPU four independent chains
+ * to overlap; each key's remaining bytes are then finished on their own.
+ * Same values as the one-key functions above (test/test_hash.c checks).
+ */
+#define STEP_OAAT(h, c) ((h) += (c), (h) += (h) << 10, (h) ^= (h) >> 6)
+#define FINAL_OAAT(h) ((h) += (h) << 3, (h) ^= (h) >> 11, (h) += (h) << 15, (uint32_t)(h))
+#define STEP_FNV1(h, c, P) ((h) *= (P), (h) ^= (c))
+#define STEP_FNV1A(h, c, P) ((h) ^= (c), (h) *= (P))
+#define STEP_FNV1_32(h, c) STEP_FNV1(h, c, FNV32_PRIME)
+#define STEP_FNV1A_32(h, c) STEP_FNV1A(h, c, FNV32_PRIME)
+#define STEP_FNV1_64(h, c) STEP_FNV1(h, c, FNV64_PRIME)
+#define STEP_FNV1A_64(h, c) STEP_FNV1A(h, c, FNV64_PRIME)
+#define FINAL_TRUNC(h) ((uint32_t)(h))
+
+#define SERIAL_X4(NAME, T, INIT, STEP, FINAL, SCHAR)                          \
+    static void NAME(const void *const *keys, const size_t *lens, uint32_t *out) \
+    {                                                                         \
+        const unsigned char *p0 = keys[0], *p1 = keys[1], *p2 = keys[2],      \
+                            *p3 = keys[3];                                    \
+        size_t m = lens[0];                                                   \
+        T h0 = (INIT), h1 = (INIT), h2 = (INIT), h3 = (INIT);                 \
+        for (int k = 1; k < 4; k++)                                           \
+            m = lens[k] < m ? lens[k] : m;                                    \
+        for (size_t i = 0; i < m; i++) {                                      \
+            STEP(h0, SCHAR(p0, i));                                           \
+            STEP(h1, SCHAR(p1, i));                                           \
+            STEP(h2, SCHAR(p2, i));                                           \
+            STEP(h3, SCHAR(p3, i));                                           \
+        }                                                                     \
+        for (size_t i = m; i < lens[0]; i++)                                  \
+            STEP(h0, SCHAR(p0, i));                                           \
+        for (size_t i = m; i < lens[1]; i++)                                  \
+            STEP(h1, SCHAR(p1, i));                                           \
+        for (size_t i = m; i < lens[2]; i++)                                  \
+            STEP(h2, SCHAR(p2, i));                                           \
+        for (size_t i = m; i < lens[3]; i++)                                  \
+            STEP(h3, SCHAR(p3, i));                                           \
+        out[0] = FINAL(h0);                                                   \
+        out[1] = FINAL(h1);                                                   \
+        out[2] = FINAL(h2);                                                   \
+        out[3] = FINAL(h3);                                                   \
+    }
+
+SERIAL_X4(oaat_x4, uint32_t, 0, STEP_OAAT, FINAL_OAAT, HK_SCHAR32)
+SERIAL_X4(fnv1_32_x4, uint32_t, FNV32_OFFSET, STEP_FNV1_32, FINAL_TRUNC, HK_SCHAR32)
+SERIAL_X4(fnv1a_32_x4, uint32_t, FNV32_OFFSET, STEP_FNV1A_32, FINAL_TRUNC, HK_SCHAR32)
+SERIAL_X4(fnv1_64_x4, uint64_t, FNV64_OFFSET, STEP_FNV1_64, FINAL_TRUNC, HK_SCHAR64)
+SERIAL_X4(fnv1a_64_x4, uint64_t, FNV64_OFFSET, STEP_FNV1A_64, FINAL_TRUNC, HK_SCHAR64)
+
+void mcr__hash_many(mcr_hash h, const void *const *keys, const size_t *lens, size_t n,
+                    uint32_t *out)
+{
+    void (*x4)(const void *const *, const size_t *, uint32_t *) = NULL;
+    size_t i = 0;
+
+    switch (h) {
+    case MCR_HASH_MD5: mcr__md5_u32_many(keys, lens, n, out); return;
+    case MCR_HASH_DEFAULT: x4 = oaat_x4; break;
+    case MCR_HASH_FNV1_32: x4 = fnv1_32_x4; break;
+    case MCR_HASH_FNV1A_32: x4 = fnv1a_32_x4; break;
+    case MCR_HASH_FNV1_64: x4 = fnv1_64_x4; break;
+    case MCR_HASH_FNV1A_64: x4 = fnv1a_64_x4; break;
+    default: break;
+    }
+    if (x4 != NULL)
+        for (; i + 4 <= n; i += 4)
+            x4(keys + i, lens + i, out + i);
+    for (; i < n; i++)
+        out[i] = mcr__hash_key(h, keys[i], lens[i]);
 }
 
 /* ---------------------------------------------------------------- names */

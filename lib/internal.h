@@ -31,6 +31,15 @@ const char *mcr__quote(char *out, size_t cap, const char *s, size_t len);
 
 /* ---- hashing (hash.c, md5.c) ---- */
 
+/* mcr_hash_key() without the exported entry point: a direct call from
+ * inside the library (no PLT), same results. */
+uint32_t mcr__hash_key(mcr_hash h, const void *data, size_t len);
+
+/* mcr__hash_key() of n keys into out[0..n-1]: same values, higher
+ * throughput (MD5 in SIMD lanes, byte-serial hashes four keys in lockstep). */
+void mcr__hash_many(mcr_hash h, const void *const *keys, const size_t *lens, size_t n,
+                    uint32_t *out);
+
 /* Low 32 bits, little-endian, of the MD5 digest of data: the "md5" key hash.
  * Faster than a full digest (skips work that does not reach those bits). */
 uint32_t mcr__md5_u32(const void *data, size_t len);

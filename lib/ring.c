@@ -236,7 +236,7 @@ static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
                     r->points[k++].server = (uint32_t)i;
                 }
             } else {
-                r->points[k].value = mcr_hash_key(cfg->point_hash, label, len);
+                r->points[k].value = mcr__hash_key(cfg->point_hash, label, len);
                 r->points[k++].server = (uint32_t)i;
             }
         }
@@ -366,12 +366,12 @@ void mcr_ring_free(mcr_ring *r)
 
 /* ------------------------------------------------------------ lookups */
 
-uint32_t mcr_ring_hash(const mcr_ring *r, const void *key, size_t len)
+/* libmemcached builds namespace + key in a fixed buffer with strncpy: too
+ * long gives 0, and key bytes after a NUL become NUL. Out of line so the
+ * common path keeps a small stack frame. */
+static __attribute__((noinline)) uint32_t prefixed_hash(const mcr_ring *r, const void *key,
+                                                        size_t len)
 {
-    if (MCR__LIKELY(!r->prefix_on))
-        return mcr_hash_key(r->key_hash, key, len);
-    /* libmemcached builds namespace + key in a fixed buffer with strncpy:
-     * too long gives 0, and key bytes after a NUL become NUL. */
     unsigned char buf[LMC_PREFIXED_KEY_MAX + 1];
     size_t total = r->prefix_len + len;
     if (total > LMC_PREFIXED_KEY_MAX)
@@ -382,7 +382,19 @@ uint32_t mcr_ring_hash(const mcr_ring *r, const void *key, size_t len)
     for (; i < len && k[i] != 0; i++)
         buf[r->prefix_len + i] = k[i];
     memset(buf + r->prefix_len + i, 0, len - i);
-    return mcr_hash_key(r->key_hash, buf, total);
+    return mcr__hash_key(r->key_hash, buf, total);
+}
+
+static inline uint32_t ring_hash(const mcr_ring *r, const void *key, size_t len)
+{
+    if (MCR__LIKELY(!r->prefix_on))
+        return mcr__hash_key(r->key_hash, key, len);
+    return prefixed_hash(r, key, len);
+}
+
+uint32_t mcr_ring_hash(const mcr_ring *r, const void *key, size_t len)
+{
+    return ring_hash(r, key, len);
 }
 
 static inline uint32_t find_point(const mcr_ring *r, uint32_t h)
@@ -408,7 +420,7 @@ static inline uint32_t find_point(const mcr_ring *r, uint32_t h)
     return p[lo].server; /* lo == npoints: a sentinel, the wrap to point 0 */
 }
 
-uint32_t mcr_ring_find(const mcr_ring *r, uint32_t hash)
+static inline uint32_t ring_find(const mcr_ring *r, uint32_t hash)
 {
     if (r->mode == MCR_MODE_MODULA)
         return hash % r->nservers;
@@ -417,11 +429,16 @@ uint32_t mcr_ring_find(const mcr_ring *r, uint32_t hash)
     return find_point(r, hash);
 }
 
+uint32_t mcr_ring_find(const mcr_ring *r, uint32_t hash)
+{
+    return ring_find(r, hash);
+}
+
 uint32_t mcr_ring_locate(const mcr_ring *r, const void *key, size_t len)
 {
     if (r->nservers == 1)
         return 0; /* libmemcached does not even hash */
-    return mcr_ring_find(r, mcr_ring_hash(r, key, len));
+    return ring_find(r, ring_hash(r, key, len));
 }
 
 void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size_t *lens,
@@ -439,16 +456,16 @@ void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size
     for (size_t base = 0; base < n; base += CHUNK) {
         size_t m = n - base < CHUNK ? n - base : CHUNK;
         uint32_t *h = out + base;
-        if (r->key_hash == MCR_HASH_MD5 && !r->prefix_on)
-            mcr__md5_u32_many(keys + base, lens + base, m, h);
+        if (!r->prefix_on)
+            mcr__hash_many(r->key_hash, keys + base, lens + base, m, h);
         else
             for (size_t i = 0; i < m; i++)
-                h[i] = mcr_ring_hash(r, keys[base + i], lens[base + i]);
+                h[i] = ring_hash(r, keys[base + i], lens[base + i]);
         if (r->mode != MCR_MODE_MODULA && r->npoints != 0)
             for (size_t i = 0; i < m; i++)
                 __builtin_prefetch(&r->index[h[i] >> r->shift]);
         for (size_t i = 0; i < m; i++)
-            h[i] = mcr_ring_find(r, h[i]);
+            h[i] = ring_find(r, h[i]);
     }
 }
 

@@ -273,11 +273,11 @@ START_TEST(bad_input)
     expect_usage_error(ARGS("hash", "--hash", "nope", "k"), "unknown hash 'nope'");
     expect_usage_error(ARGS("dump", "-s", "a,b", "-m", "modula"), "no continuum");
     expect_usage_error(ARGS("dump", "-s", "a,b", "extra"), "unexpected argument");
-    expect_usage_error(ARGS("locate", "-l", "--SERVER=a --NOPE", "k"), "--NOPE");
-    expect_usage_error(ARGS("locate", "-l", "--SERVER=a", "-b", "FROB=1", "k"), "FROB");
-    expect_usage_error(ARGS("locate", "-l", "--SERVER=a", "-b", "DISTRIBUTION=circle", "k"), "circle");
-    expect_usage_error(ARGS("locate", "-l", "--SERVER=a", "-b", "HASH", "k"), "NAME=VALUE");
-    expect_usage_error(ARGS("locate", "-l", "--SERVER=a", "-m", "ketama", "k"), "--behavior");
+    expect_usage_error(ARGS("locate", "-l", "--SERVER=cache-a --NOPE", "k"), "--NOPE");
+    expect_usage_error(ARGS("locate", "-l", "--SERVER=cache-a", "-b", "FROB=1", "k"), "FROB");
+    expect_usage_error(ARGS("locate", "-l", "--SERVER=cache-a", "-b", "DISTRIBUTION=circle", "k"), "circle");
+    expect_usage_error(ARGS("locate", "-l", "--SERVER=cache-a", "-b", "HASH", "k"), "NAME=VALUE");
+    expect_usage_error(ARGS("locate", "-l", "--SERVER=cache-a", "-m", "ketama", "k"), "--behavior");
     expect_usage_error(ARGS("locate", "-s", "a", "-b", "KETAMA=1", "k"), "--libmemcached");
     run r = run_cli(NULL, 0, ARGS("locate"));
     ck_assert_int_eq(r.status, 2);

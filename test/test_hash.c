@@ -673,6 +673,35 @@ START_TEST(md5_many_equals_scalar)
 }
 END_TEST
 
+/* mcr__hash_many (lockstep and SIMD paths) equals the one-key hash for every
+ * hash, with group sizes that leave remainders and keys of unequal lengths,
+ * high bytes included. */
+START_TEST(hash_many_equals_one)
+{
+    enum { N = 203 };
+    static unsigned char buf[N][300];
+    const void *keys[N];
+    size_t lens[N];
+    uint32_t out[N];
+    tu_rng r;
+
+    tu_rng_init(&r, 901 + (uint64_t)_i);
+    for (int i = 0; i < N; i++) {
+        lens[i] = tu_below(&r, 8) == 0 ? tu_below(&r, 300) : tu_below(&r, 48);
+        tu_bytes(&r, buf[i], lens[i]);
+        keys[i] = buf[i];
+    }
+    for (size_t n = 0; n <= 9; n++) {
+        size_t cnt = n == 9 ? N : n;
+        mcr__hash_many((mcr_hash)_i, keys, lens, cnt, out);
+        for (size_t i = 0; i < cnt; i++)
+            ck_assert_msg(out[i] == mcr_hash_key((mcr_hash)_i, keys[i], lens[i]),
+                          "hash %s, n %zu, key %zu (len %zu)", mcr_hash_name((mcr_hash)_i), cnt, i,
+                          lens[i]);
+    }
+}
+END_TEST
+
 static Suite *hash_suite(void)
 {
     Suite *s = suite_create("hash");
@@ -705,6 +734,7 @@ static Suite *hash_suite(void)
     tcase_add_test(tc, md5_null_empty);
     tcase_add_test(tc, md5_key_hash_is_u32);
     tcase_add_test(tc, md5_many_equals_scalar);
+    tcase_add_loop_test(tc, hash_many_equals_one, 0, MCR_HASH_COUNT);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("api");
