@@ -25,7 +25,11 @@
  *     problem (the offending text, line or value). On success it is untouched.
  *   - A function that fails leaves its output arguments and the objects it was
  *     given unchanged, unless its block says otherwise.
- *   - `*_free(NULL)` is a no-op.
+ *   - `*_free(NULL)` is a no-op. The lookup functions (mcr_ring_hash, _find,
+ *     _locate, _locate_many, _mode, _key_hash) take a ring that must not be
+ *     NULL: they sit on the hot path and check nothing. The inspection
+ *     getters (counts, points, servers) accept NULL and return 0 / NULL /
+ *     MCR_ERR_INVALID.
  *   - Nothing is reported through globals; nothing aborts the process.
  *
  * The libmemcached option-string and behaviour emulation lives in
@@ -230,8 +234,9 @@ MCR_EXTERN int mcr_config_set_key_prefix(mcr_config *cfg, const void *prefix,
                                          size_t len);
 
 /* mcr_config_add_server: append a server. `host` is a hostname, an IPv4
- * address or a bare IPv6 address (no brackets), 1..255 bytes, no whitespace,
- * no ',' and no NUL; `port` 1..65535; `weight` 1..MCR_WEIGHT_MAX. The host
+ * address or a bare IPv6 address (no brackets), 1..255 bytes, none of them a
+ * space, control byte, DEL, ',', '[', ']', '#' or '/'; `port` 1..65535;
+ * `weight` 1..MCR_WEIGHT_MAX. The host
  * is copied. Errors (the config is unchanged): MCR_ERR_INVALID (NULL),
  * MCR_ERR_SYNTAX (empty host, forbidden byte), MCR_ERR_TOO_LONG,
  * MCR_ERR_RANGE (port, weight), MCR_ERR_DUPLICATE (same host and port
@@ -242,9 +247,10 @@ MCR_EXTERN int mcr_config_add_server(mcr_config *cfg, const char *host,
 /* mcr_config_add_servers: append every server of a comma-separated list of
  * `host[:port[:weight]]` items, `[v6addr]` or `[v6addr]:port[:weight]` for
  * IPv6; default port 11211 and weight 1. Spaces around items are ignored.
- * All or nothing: on any error (an empty list or item, a bad number, the
- * errors of mcr_config_add_server) no server of the list is added, and the
- * message names the item. */
+ * All or nothing: on any error no server of the list is added, and the
+ * message names the item. Errors: MCR_ERR_EMPTY (an empty list),
+ * MCR_ERR_SYNTAX (an empty item, a malformed item or number, an IPv6 address
+ * without brackets), MCR_ERR_RANGE, and those of mcr_config_add_server(). */
 MCR_EXTERN int mcr_config_add_servers(mcr_config *cfg, const char *list,
                                       mcr_error *err);
 
@@ -274,7 +280,8 @@ typedef struct mcr_ring mcr_ring;
  * `cfg` is only read and may be freed or changed afterwards. Any number of
  * servers (10,000 and more); lookups stay O(1) expected, O(log points) at
  * worst. Errors (*out unchanged): MCR_ERR_INVALID (NULL), MCR_ERR_EMPTY
- * (no servers), MCR_ERR_NOMEM. */
+ * (no servers), MCR_ERR_RANGE (more than 2^31 servers or 2^32 points),
+ * MCR_ERR_NOMEM. */
 MCR_EXTERN int mcr_ring_new(const mcr_config *cfg, mcr_ring **out,
                             mcr_error *err);
 

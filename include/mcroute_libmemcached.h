@@ -65,8 +65,7 @@ MCR_EXTERN mcr_lmc *mcr_lmc_new(void);
 MCR_EXTERN void mcr_lmc_free(mcr_lmc *lmc);
 
 /* mcr_lmc_parse_options: apply a libmemcached option string, left to right,
- * as memcached() would: --SERVER=host[:port][/?weight] (also --SERVERS= with
- * a comma-separated list), --DISTRIBUTION=modula|consistent|random
+ * as memcached() would: --SERVER=host[:port][/?weight], --DISTRIBUTION=modula|consistent|random
  * (optionally ",<hash>" after consistent), --HASH=<name>, --SORT-HOSTS,
  * --NAMESPACE=<ns>, --HASH-WITH-NAMESPACE, and the options that do not
  * affect placement (timeouts, --BINARY-PROTOCOL, --TCP-NODELAY, ...), which

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "internal.h"
 
@@ -22,7 +21,7 @@ int mcr_mode_from_name(const char *name, mcr_mode *out)
     if (name == NULL || out == NULL)
         return MCR_ERR_INVALID;
     for (int m = 0; m < MCR_MODE_COUNT; m++) {
-        if (strcasecmp(name, mode_names[m]) == 0) {
+        if (mcr__ascii_caseeq(name, mode_names[m])) {
             *out = (mcr_mode)m;
             return MCR_OK;
         }

@@ -1,4 +1,4 @@
-/* error.c: status names, error reports and the version functions. */
+/* error.c: status names, error reports, the version functions and small text helpers. */
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -73,4 +73,19 @@ const char *mcr__quote(char *out, size_t cap, const char *s, size_t len)
     }
     out[o] = '\0';
     return out;
+}
+
+int mcr__ascii_caseeq(const char *a, const char *b)
+{
+    for (;; a++, b++) {
+        unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
+        if (x >= 'A' && x <= 'Z')
+            x = (unsigned char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z')
+            y = (unsigned char)(y - 'A' + 'a');
+        if (x != y)
+            return 0;
+        if (x == '\0')
+            return 1;
+    }
 }

@@ -470,36 +470,19 @@ static const char *const hash_names[MCR_HASH_COUNT] = {
     [MCR_HASH_MURMUR3] = "murmur3",
 };
 
-/* ASCII-only case folding: names are ASCII, and strcasecmp() would follow
- * the process locale (a Turkish locale folds 'I' differently). */
-static int ascii_caseeq(const char *a, const char *b)
-{
-    for (;; a++, b++) {
-        unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
-        if (x >= 'A' && x <= 'Z')
-            x = (unsigned char)(x - 'A' + 'a');
-        if (y >= 'A' && y <= 'Z')
-            y = (unsigned char)(y - 'A' + 'a');
-        if (x != y)
-            return 0;
-        if (x == '\0')
-            return 1;
-    }
-}
-
 int mcr_hash_from_name(const char *name, mcr_hash *out)
 {
     if (name == NULL || out == NULL)
         return MCR_ERR_INVALID;
     for (int i = 0; i < MCR_HASH_COUNT; i++) {
-        if (ascii_caseeq(name, hash_names[i])) {
+        if (mcr__ascii_caseeq(name, hash_names[i])) {
             *out = (mcr_hash)i;
             return MCR_OK;
         }
     }
     /* The name of the default hash in twemproxy and in libhashkit's API
      * (libhashkit_one_at_a_time). */
-    if (ascii_caseeq(name, "one_at_a_time")) {
+    if (mcr__ascii_caseeq(name, "one_at_a_time")) {
         *out = MCR_HASH_DEFAULT;
         return MCR_OK;
     }

@@ -29,6 +29,11 @@ int mcr__error(mcr_error *err, int code, const char *fmt, ...) MCR__PRINTF(3, 4)
  * that name user input. Returns `out`. */
 const char *mcr__quote(char *out, size_t cap, const char *s, size_t len);
 
+/* 1 if a and b are equal ignoring ASCII case, else 0. Names are ASCII, and
+ * strcasecmp() would follow the process locale (a Turkish locale folds 'I'
+ * differently). */
+int mcr__ascii_caseeq(const char *a, const char *b);
+
 /* ---- hashing (hash.c, md5.c) ---- */
 
 /* mcr_hash_key() without the exported entry point: a direct call from

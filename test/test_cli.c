@@ -279,6 +279,11 @@ START_TEST(bad_input)
     expect_usage_error(ARGS("locate", "-l", "--SERVER=cache-a", "-b", "HASH", "k"), "NAME=VALUE");
     expect_usage_error(ARGS("locate", "-l", "--SERVER=cache-a", "-m", "ketama", "k"), "--behavior");
     expect_usage_error(ARGS("locate", "-s", "a", "-b", "KETAMA=1", "k"), "--libmemcached");
+    expect_usage_error(ARGS("locate", "-s"), "option '-s' needs a value");
+    expect_usage_error(ARGS("hash", "--hash"), "option '--hash' needs a value");
+    expect_usage_error(ARGS("hash", "--hash", "md5", "-s", "a", "k"),
+                       "option '--servers' is not valid here");
+    expect_usage_error(ARGS("help", "frob"), "help: unknown command 'frob'");
     run r = run_cli(NULL, 0, ARGS("locate"));
     ck_assert_int_eq(r.status, 2);
     run_free(&r);
@@ -332,6 +337,19 @@ START_TEST(libmemcached_source)
 }
 END_TEST
 
+START_TEST(write_errors_are_reported)
+{
+    /* stdout on a full device: the lines are lost, so the exit status says so */
+    const char *dir = getenv("MCR_TEST_BIN_DIR");
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "%s/mcroute locate -s a,b k1 k2 >/dev/full 2>/dev/null",
+             dir ? dir : ".");
+    int st = system(cmd);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_ne(WEXITSTATUS(st), 0);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -346,6 +364,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, help_everywhere);
     tcase_add_test(tc, libmemcached_source);
+    tcase_add_test(tc, write_errors_are_reported);
     suite_add_tcase(s, tc);
     return s;
 }

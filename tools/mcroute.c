@@ -101,10 +101,35 @@ typedef struct source {
     size_t nbehaviors;
 } source;
 
+/* Flush stdout and fail if anything could not be written (a full disk, a
+ * closed pipe): output that silently lost lines is worse than an error. */
+static int finish_output(void)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "%s: error writing standard output\n", progname);
+        return 1;
+    }
+    return EXIT_SUCCESS;
+}
+
 static void print_usage_and_exit(const char *usage)
 {
     fputs(usage, stdout);
-    exit(EXIT_SUCCESS);
+    exit(finish_output());
+}
+
+/* The spelling of option `c` for messages. */
+static const char *opt_name(int c)
+{
+    switch (c) {
+    case 's': return "--servers";
+    case 'f': return "--server-file";
+    case 'l': return "--libmemcached";
+    case 'b': return "--behavior";
+    case 'm': return "--mode";
+    case OPT_HASH: return "--hash";
+    default: return "?";
+    }
 }
 
 /* Parse argv with getopt_long; returns the index of the first non-option. */
@@ -118,9 +143,9 @@ static int parse_options(int argc, char **argv, source *src, const char *usage, 
         die("out of memory");
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+s:f:l:b:m:h", source_opts, NULL)) != -1) {
-        if (!allow_source && c != OPT_HASH && c != 'h')
-            die("%s: option '%s' is not valid here (see --help)", argv[0], argv[optind - 1]);
+    while ((c = getopt_long(argc, argv, "+:s:f:l:b:m:h", source_opts, NULL)) != -1) {
+        if (!allow_source && c != OPT_HASH && c != 'h' && c != ':' && c != '?')
+            die("%s: option '%s' is not valid here (see --help)", argv[0], opt_name(c));
         switch (c) {
         case 's':
             if (src->servers)
@@ -281,7 +306,7 @@ static int cmd_locate(int argc, char **argv)
     for_each_key(argc - first, argv + first, locate_one, ring);
     mcr_ring_free(ring);
     free(src.behaviors);
-    return EXIT_SUCCESS;
+    return finish_output();
 }
 
 static int cmd_dump(int argc, char **argv)
@@ -302,7 +327,7 @@ static int cmd_dump(int argc, char **argv)
     }
     mcr_ring_free(ring);
     free(src.behaviors);
-    return EXIT_SUCCESS;
+    return finish_output();
 }
 
 static void hash_one(const char *key, size_t len, void *ctx)
@@ -321,7 +346,7 @@ static int cmd_hash(int argc, char **argv)
     mcr_hash h = parse_hash(src.hash);
     for_each_key(argc - first, argv + first, hash_one, &h);
     free(src.behaviors);
-    return EXIT_SUCCESS;
+    return finish_output();
 }
 
 int main(int argc, char **argv)
@@ -333,14 +358,19 @@ int main(int argc, char **argv)
         print_usage_and_exit(usage_main);
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
         printf("mcroute %s\n", mcr_version_string());
-        return EXIT_SUCCESS;
+        return finish_output();
     }
     if (strcmp(cmd, "help") == 0) {
-        const char *c = argc > 2 ? argv[2] : "";
-        print_usage_and_exit(strcmp(c, "locate") == 0 ? usage_locate
-                             : strcmp(c, "dump") == 0 ? usage_dump
-                             : strcmp(c, "hash") == 0 ? usage_hash
-                                                      : usage_main);
+        if (argc <= 2)
+            print_usage_and_exit(usage_main);
+        const char *c = argv[2];
+        if (strcmp(c, "locate") == 0)
+            print_usage_and_exit(usage_locate);
+        if (strcmp(c, "dump") == 0)
+            print_usage_and_exit(usage_dump);
+        if (strcmp(c, "hash") == 0)
+            print_usage_and_exit(usage_hash);
+        die("help: unknown command '%s' (commands: locate dump hash)", c);
     }
     progname = "mcroute";
     if (strcmp(cmd, "locate") == 0)

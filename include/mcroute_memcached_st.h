@@ -1,0 +1,90 @@
+/* mcroute_memcached_st.h: an mcroute ring equivalent to a live libmemcached handle.
+ *
+ * INTRODUCTION
+ *
+ * An application that already configured a memcached_st (with memcached(),
+ * memcached_server_add*(), memcached_behavior_set(), ...) can adopt mcroute
+ * beside it without restating its configuration: mcr_ring_from_memcached()
+ * reads the handle and returns a ring that places every key on the same
+ * server as memcached_generate_hash() / memcached_server_by_key() would.
+ * Index i of the ring is position i of memcached_server_instance_by_position().
+ *
+ * This is a separate library, libmcroute_libmemcached, because it links
+ * libmemcached; link with -lmcroute_libmemcached -lmcroute -lmemcached.
+ *
+ * How it works. Only libmemcached's public API and the public fields of
+ * struct memcached_st are used. Most of the placement state is readable
+ * there: the servers and their order, the distribution, the key hash, the
+ * weighting flag (memc->ketama.weighted_), the namespace and
+ * HASH_WITH_NAMESPACE. Two things are not, and are found by probing the
+ * handle with memcached_generate_hash(), which is pure computation (it
+ * never connects):
+ *
+ *   - the hash that valued the labels of the continuum: libmemcached uses
+ *     the key hash in force when the continuum was last rebuilt, which may
+ *     differ from the current one. Each candidate hash is tried on fixed
+ *     probe keys; the one that agrees on all of them is kept.
+ *   - the weights, which only matter when weighting is on. They are
+ *     recovered exactly from the continuum itself: a private copy of the
+ *     handle (memcached_clone()) is given a hash function that returns a
+ *     chosen value, which reveals the owner of every candidate point. The
+ *     resulting ring is checked to give the same owner as libmemcached for
+ *     every point of both continua, so it is equivalent for all keys. The
+ *     weights it carries may be a multiple of the configured ones, or differ
+ *     where no key could tell the difference.
+ *
+ * Every ring returned has then agreed with the handle on a few hundred probe
+ * keys; if anything cannot be matched, the function fails instead of
+ * returning an approximation.
+ *
+ * Thread-safety. The handle is only read, but libmemcached's accessors are
+ * not documented as thread-safe: no other thread may use or change `memc`
+ * during the call. The ring returned is immutable and may be shared (see
+ * mcroute.h). It is a snapshot: later changes to `memc` do not reach it.
+ */
+#ifndef MCROUTE_MEMCACHED_ST_H
+#define MCROUTE_MEMCACHED_ST_H
+
+#include <libmemcached/memcached.h>
+
+#include "mcroute.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* mcr_ring_from_memcached: build into *out the ring that places keys as
+ * `memc` does now. The caller owns the ring (mcr_ring_free()). `memc` is
+ * not modified and not connected.
+ *
+ * The ring uses the distribution of `memc` (modula, consistent / ketama,
+ * weighted ketama, spy, spy weighted), its key hash, its server order, and
+ * its namespace when HASH_WITH_NAMESPACE is on (with libmemcached's rules
+ * for prefixed keys, see mcr_config_set_key_prefix()). Like libmemcached,
+ * it places every key on server 0 when there is one server.
+ *
+ * Errors (*out unchanged, err filled):
+ *   MCR_ERR_INVALID      `memc` or `out` is NULL.
+ *   MCR_ERR_EMPTY        `memc` has no server.
+ *   MCR_ERR_UNSUPPORTED  a state mcroute cannot reproduce: the random or
+ *                        virtual-bucket distribution, a custom hash function,
+ *                        a UNIX socket server, a continuum that matches no
+ *                        candidate (e.g. servers ejected by AUTO_EJECT_HOSTS,
+ *                        or a hash that differs from mcroute's, such as a
+ *                        build of libhashkit without hsieh); the message says
+ *                        which.
+ *   MCR_ERR_DUPLICATE    the same host and port twice (libmemcached allows it,
+ *                        mcroute does not).
+ *   MCR_ERR_TOO_LONG, MCR_ERR_SYNTAX, MCR_ERR_RANGE
+ *                        a server mcr_config_add_server() refuses (hostname
+ *                        over 255 bytes, forbidden byte, weight above
+ *                        MCR_WEIGHT_MAX).
+ *   MCR_ERR_NOMEM        out of memory (in mcroute or in memcached_clone()). */
+MCR_EXTERN int mcr_ring_from_memcached(const memcached_st *memc, mcr_ring **out,
+                                       mcr_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MCROUTE_MEMCACHED_ST_H */
