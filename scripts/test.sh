@@ -1,21 +1,42 @@
 #!/usr/bin/env bash
-# test.sh: install what is missing, build with warnings as errors, run every suite plain and under ASan+UBSan.
+# test.sh: install what is missing, build with warnings as errors, run every suite plain, under ASan+UBSan, TSan and valgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 
 jobs=$(nproc 2>/dev/null || echo 2)
-run_suite() { # name, extra cmake args...
-  local name=$1; shift
-  local dir="build-$name"
-  echo "=== $name build ==="
+build() { # dir, extra cmake args...
+  local dir=$1; shift
+  echo "=== build $dir ==="
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMCR_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j"$jobs" >/dev/null
-  echo "=== $name tests ==="
-  (cd "$dir" && ctest --output-on-failure -j"$jobs")
+}
+run_ctest() { # dir
+  echo "=== tests in $1 ==="
+  (cd "$1" && ctest --output-on-failure -j"$jobs")
 }
 
-run_suite plain
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run_suite asan -DMCR_ASAN=ON -DMCR_BUILD_BENCH=OFF
-echo "=== all suites passed (plain, asan+ubsan) ==="
+# 1. Plain: every suite, the docs check and a benchmark smoke run.
+build build-plain
+run_ctest build-plain
+
+# 2. AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
+build build-asan -DMCR_ASAN=ON -DMCR_BUILD_BENCH=OFF
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  run_ctest build-asan
+
+# 3. ThreadSanitizer: rings are read by many threads at once without locks.
+build build-tsan -DMCR_TSAN=ON -DMCR_BUILD_BENCH=OFF
+TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan
+
+# 4. valgrind on the plain build: memory errors and leaks, the CLI included.
+#    (test_compat_libmemcached runs under ASan above: it is too slow here.)
+echo "=== valgrind ==="
+for t in test_config test_hash test_ring test_cli; do
+  echo "--- valgrind $t"
+  (cd build-plain && CK_FORK=no MCR_TEST_BIN_DIR="$PWD" MCR_TEST_SRC_DIR="$(cd .. && pwd)" \
+     valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+       --trace-children=yes "./test/$t")
+done
+echo "=== all suites passed (plain, asan+ubsan, tsan, valgrind) ==="

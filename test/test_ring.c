@@ -1,6 +1,7 @@
 /* test_ring.c: Check suite of the continuum: successor rule, point counts, labels, index, 10,000 servers. */
 #include <math.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -450,6 +451,58 @@ START_TEST(ring_outlives_config)
 }
 END_TEST
 
+/* A ring is immutable: many threads look keys up in it at once, with no
+ * lock, and all see what one thread sees (run under TSan by the CI too). */
+enum { THREADS = 4, THREAD_KEYS = 20000 };
+
+typedef struct reader {
+    const mcr_ring *ring;
+    const uint32_t *want;
+    int id;
+    int mismatches;
+} reader;
+
+static void *reader_main(void *arg)
+{
+    reader *rd = arg;
+    char key[32];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < THREAD_KEYS; i++) {
+            int k = (i * 7 + rd->id * 1000 + round) % THREAD_KEYS;
+            int len = snprintf(key, sizeof(key), "key:%d", k);
+            if (mcr_ring_locate(rd->ring, key, (size_t)len) != rd->want[k])
+                rd->mismatches++;
+        }
+    }
+    return NULL;
+}
+
+START_TEST(concurrent_readers)
+{
+    mcr_config *cfg = cfg_with("a:1:1,b:2:2,c:3:3,d:4:4,e:5:5", MCR_MODE_WEIGHTED, MCR_HASH_MD5);
+    mcr_ring *ring = ring_of(cfg);
+    uint32_t *want = malloc(THREAD_KEYS * sizeof(*want));
+    char key[32];
+    for (int k = 0; k < THREAD_KEYS; k++) {
+        int len = snprintf(key, sizeof(key), "key:%d", k);
+        want[k] = mcr_ring_locate(ring, key, (size_t)len);
+    }
+    pthread_t th[THREADS];
+    reader rd[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        rd[t] = (reader){ring, want, t, 0};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, reader_main, &rd[t]), 0);
+    }
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_int_eq(rd[t].mismatches, 0);
+    }
+    free(want);
+    mcr_ring_free(ring);
+    mcr_config_free(cfg);
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
     Suite *s = suite_create("ring");
@@ -466,6 +519,7 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, ten_thousand_servers);
     tcase_add_test(tc, ring_errors);
     tcase_add_test(tc, ring_outlives_config);
+    tcase_add_test(tc, concurrent_readers);
     suite_add_tcase(s, tc);
     return s;
 }
