@@ -24,18 +24,25 @@
  *     the key hash in force when the continuum was last rebuilt, which may
  *     differ from the current one. Each candidate hash is tried on fixed
  *     probe keys; the one that agrees on all of them is kept.
- *   - the weights, which only matter when weighting is on. They are
- *     recovered exactly from the continuum itself: a private copy of the
- *     handle (memcached_clone()) is given a hash function that returns a
- *     chosen value, which reveals the owner of every candidate point. The
- *     resulting ring is checked to give the same owner as libmemcached for
- *     every point of both continua, so it is equivalent for all keys. The
- *     weights it carries may be a multiple of the configured ones, or differ
- *     where no key could tell the difference.
+ *   - the weights, which only matter when weighting is on (libmemcached has
+ *     no accessor for them). They are recovered from the continuum itself: a
+ *     private copy of the handle (memcached_clone()) is given a hash
+ *     function that returns a chosen value, which reveals the owner of any
+ *     hash value. The resulting ring is checked to give the same owner as
+ *     libmemcached at every point of both continua, so it is equivalent for
+ *     all keys. The weights it carries (mcr_ring_server_weight()) give the
+ *     same point counts as the configured ones but may differ from them.
  *
- * Every ring returned has then agreed with the handle on a few hundred probe
- * keys; if anything cannot be matched, the function fails instead of
- * returning an approximation.
+ * The label hash chosen by the probes is then checked the same way, on a
+ * private handle built with it. Every ring returned has also agreed with the
+ * handle on a few hundred probe keys; if anything cannot be matched, the
+ * function fails instead of returning an approximation.
+ *
+ * Side effects. None on `memc`. When weighting is on, the private copy is
+ * made with memcached_clone() and released with memcached_free(), so clone
+ * and cleanup callbacks installed on `memc`
+ * (MEMCACHED_CALLBACK_CLONE_FUNCTION, MEMCACHED_CALLBACK_CLEANUP_FUNCTION)
+ * run once for it. Nothing connects to a server.
  *
  * Thread-safety. The handle is only read, but libmemcached's accessors are
  * not documented as thread-safe: no other thread may use or change `memc`

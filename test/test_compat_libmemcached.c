@@ -1,0 +1,1299 @@
+/* test_compat_libmemcached.c: mcr_lmc and mcr_ring_from_memcached against the real libmemcached 1.1.4. */
+/*
+ * Every differential test builds the same configuration twice: in
+ * libmemcached (memcached() with an option string, then
+ * memcached_behavior_set() and memcached_server_add_with_weight() calls in a
+ * random order) and in mcr_lmc (mcr_lmc_parse_options(), then
+ * mcr_lmc_set_behavior[_name]() and mcr_lmc_add_server() in the same
+ * order), and compares memcached_generate_hash() with mcr_ring_locate() on
+ * random keys. memcached_generate_hash() is pure computation: nothing here
+ * connects to a server.
+ *
+ * hsieh is never used as a hash here: Debian's libhashkit is built without
+ * it (libhashkit_digest() returns 1 for every key and memcached_behavior_set
+ * refuses it), while mcroute has the real function, so there is nothing to
+ * compare against.
+ *
+ * libmemcached aborts (an assertion in hosts.cc) above 100 servers in the
+ * consistent distributions, so the reference is only run with 1..100
+ * servers; larger rings are checked without it.
+ */
+#include <libmemcached/memcached.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "mcroute_libmemcached.h"
+#include "mcroute_memcached_st.h"
+#include "testutil.h"
+
+#define MAX_SERVERS 100
+#define MAX_OPS 160
+#define OPTS_MAX 16384
+
+/* Families of final states, for coverage accounting. */
+enum { FAM_MODULA, FAM_CONSISTENT, FAM_KETAMA, FAM_WEIGHTED, FAM_SPY, FAM_SPY_WEIGHTED, FAM_COUNT };
+static const char *const fam_names[FAM_COUNT] = {"modula", "consistent", "ketama",
+                                                 "weighted", "spy", "spy-weighted"};
+
+/* The hashes both sides have (no hsieh, see above). */
+static const mcr_hash usable_hashes[] = {MCR_HASH_DEFAULT, MCR_HASH_MD5,      MCR_HASH_CRC,
+                                         MCR_HASH_FNV1_64, MCR_HASH_FNV1A_64, MCR_HASH_FNV1_32,
+                                         MCR_HASH_FNV1A_32, MCR_HASH_MURMUR,  MCR_HASH_JENKINS,
+                                         MCR_HASH_MURMUR3};
+#define NUSABLE (sizeof(usable_hashes) / sizeof(usable_hashes[0]))
+/* The hash words of the option language (no default, murmur3 or hsieh). */
+static const char *const opt_hashes[] = {"md5",     "crc",      "fnv1_64", "fnv1a_64",
+                                         "fnv1_32", "fnv1a_32", "murmur",  "jenkins"};
+#define NOPTHASHES (sizeof(opt_hashes) / sizeof(opt_hashes[0]))
+
+/* Options that do not affect placement, with a value where they take one. */
+static const char *const noise_options[] = {
+    "--BINARY-PROTOCOL",     "--BUFFER-REQUESTS",       "--CONNECT-TIMEOUT=250",
+    "--IO-BYTES-WATERMARK=65536", "--IO-KEY-PREFETCH=3", "--IO-MSG-WATERMARK=500",
+    "--NOREPLY",             "--NUMBER-OF-REPLICAS=2",  "--POLL-TIMEOUT=1000",
+    "--RANDOMIZE-REPLICA-READ", "--RCV-TIMEOUT=99",     "--REMOVE-FAILED-SERVERS=1",
+    "--RETRY-TIMEOUT=2",     "--SND-TIMEOUT=7",         "--SOCKET-RECV-SIZE=4096",
+    "--SOCKET-SEND-SIZE=4096", "--SUPPORT-CAS",         "--TCP-KEEPALIVE",
+    "--TCP-KEEPIDLE",        "--TCP-NODELAY",           "--USER-DATA",
+    "--POOL-MIN=1",          "--POOL-MAX=8",            "--FETCH-VERSION",
+    "--tcp-nodelay",         "--Connect-Timeout=0",
+};
+#define NNOISE (sizeof(noise_options) / sizeof(noise_options[0]))
+
+/* Counts of the current test (each test runs in its own process). */
+static size_t g_keys, g_configs;
+
+static void print_counts(const char *test)
+{
+    printf("%s: %zu configurations, %zu keys compared\n", test, g_configs, g_keys);
+    fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ configs */
+
+typedef struct srvspec {
+    char host[96];
+    int port;         /* as given: 0 means default */
+    uint32_t weight;  /* as given: 0 means none / default */
+    bool weight_given;
+    bool in_string;   /* added by the option string, else by an API call */
+} srvspec;
+
+typedef enum { OP_ADD, OP_BEHAVIOR } opkind;
+
+typedef struct op {
+    opkind kind;
+    int srv;        /* OP_ADD */
+    int behavior;   /* OP_BEHAVIOR: libmemcached number */
+    uint64_t value;
+    bool by_name;   /* give it to mcr_lmc_set_behavior_name */
+} op;
+
+typedef struct cfgspec {
+    char opts[OPTS_MAX];
+    srvspec srv[MAX_SERVERS];
+    int nsrv;
+    op ops[MAX_OPS];
+    int nops;
+    bool hwn_possible; /* HASH_WITH_NAMESPACE may be on: use long keys too */
+} cfgspec;
+
+static bool is_keyword(const char *s)
+{
+    static const char *const kw[] = {"include", "reset", "debug", "servers", "end", "csl_error",
+                                     "true", "false", "consistent", "modula", "random", "md5",
+                                     "crc", "fnv1_64", "fnv1a_64", "fnv1_32", "fnv1a_32",
+                                     "hsieh", "murmur", "jenkins"};
+    for (size_t i = 0; i < sizeof(kw) / sizeof(kw[0]); i++)
+        if (strcasecmp(s, kw[i]) == 0)
+            return true;
+    return false;
+}
+
+/* A hostname both libmemcached's scanner and mcroute accept. */
+static void gen_host(tu_rng *r, char *buf, size_t cap)
+{
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    static const char mid[] = "abcdefghijklmnopqrstuvwxyz0123456789.-_";
+    for (;;) {
+        switch (tu_below(r, 5)) {
+        case 0:
+            snprintf(buf, cap, "%u.%u.%u.%u", tu_below(r, 256), tu_below(r, 256),
+                     tu_below(r, 256), tu_below(r, 256));
+            return;
+        case 1:
+            snprintf(buf, cap, "cache-%u.example.com", tu_below(r, 100000));
+            return;
+        case 2:
+            snprintf(buf, cap, "mc%02u.dc%u.internal", tu_below(r, 100), tu_below(r, 9));
+            return;
+        default: {
+            size_t len = 3 + tu_below(r, 40);
+            buf[0] = alnum[tu_below(r, sizeof(alnum) - 1)];
+            for (size_t i = 1; i + 1 < len; i++)
+                buf[i] = mid[tu_below(r, sizeof(mid) - 1)];
+            buf[len - 1] = alnum[tu_below(r, sizeof(alnum) - 1)];
+            buf[len] = '\0';
+            bool digits = true;
+            for (size_t i = 0; i < len; i++)
+                digits = digits && buf[i] >= '0' && buf[i] <= '9';
+            if (!digits && !is_keyword(buf))
+                return;
+        }
+        }
+    }
+}
+
+static bool duplicate(const cfgspec *c, int upto, const char *host, int port)
+{
+    int p = port ? port : 11211;
+    for (int i = 0; i < upto; i++)
+        if ((c->srv[i].port ? c->srv[i].port : 11211) == p && strcmp(c->srv[i].host, host) == 0)
+            return true;
+    return false;
+}
+
+static size_t append(char *buf, size_t o, const char *s)
+{
+    size_t n = strlen(s);
+    ck_assert_msg(o + n + 1 < OPTS_MAX, "option string too long");
+    memcpy(buf + o, s, n + 1);
+    return o + n;
+}
+
+static void push_op(cfgspec *c, op o)
+{
+    ck_assert(c->nops < MAX_OPS);
+    c->ops[c->nops++] = o;
+}
+
+static op behavior_op(tu_rng *r, int b, uint64_t v)
+{
+    op o = {OP_BEHAVIOR, -1, b, v, tu_below(r, 3) == 0};
+    return o;
+}
+
+/* The distribution setting that leads to family `fam`. */
+static op family_op(tu_rng *r, int fam)
+{
+    switch (fam) {
+    case FAM_MODULA:
+        return tu_below(r, 2) ? behavior_op(r, MEMCACHED_BEHAVIOR_KETAMA, 0)
+                              : behavior_op(r, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                            MEMCACHED_DISTRIBUTION_MODULA);
+    case FAM_CONSISTENT:
+        return behavior_op(r, MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_CONSISTENT);
+    case FAM_KETAMA:
+        switch (tu_below(r, 3)) {
+        case 0: return behavior_op(r, MEMCACHED_BEHAVIOR_KETAMA, 1 + tu_below(r, 3));
+        case 1: return behavior_op(r, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 0);
+        default:
+            return behavior_op(r, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                               MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA);
+        }
+    case FAM_WEIGHTED:
+        return tu_below(r, 2) ? behavior_op(r, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1)
+                              : behavior_op(r, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                            MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED);
+    default: /* spy: weighting is whatever came before, see gen_config */
+        return behavior_op(r, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                           MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY);
+    }
+}
+
+/* A random placement-relevant behaviour setting. */
+static op random_behavior(tu_rng *r)
+{
+    switch (tu_below(r, 8)) {
+    case 0:
+    case 1: return behavior_op(r, MEMCACHED_BEHAVIOR_HASH, usable_hashes[tu_below(r, NUSABLE)]);
+    case 2: return behavior_op(r, MEMCACHED_BEHAVIOR_KETAMA_HASH, usable_hashes[tu_below(r, NUSABLE)]);
+    case 3: return behavior_op(r, MEMCACHED_BEHAVIOR_SORT_HOSTS, tu_below(r, 2));
+    case 4: return behavior_op(r, MEMCACHED_BEHAVIOR_HASH_WITH_PREFIX_KEY, tu_below(r, 2));
+    case 5: return behavior_op(r, MEMCACHED_BEHAVIOR_KETAMA, tu_below(r, 2));
+    case 6: return behavior_op(r, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, tu_below(r, 2));
+    default: {
+        static const int d[] = {MEMCACHED_DISTRIBUTION_MODULA, MEMCACHED_DISTRIBUTION_CONSISTENT,
+                                MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA,
+                                MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY,
+                                MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED};
+        return behavior_op(r, MEMCACHED_BEHAVIOR_DISTRIBUTION, (uint64_t)d[tu_below(r, 5)]);
+    }
+    }
+}
+
+/* A server count: mostly small, sometimes up to the reference's limit. */
+static int gen_count(tu_rng *r)
+{
+    switch (tu_below(r, 4)) {
+    case 0: return 1 + (int)tu_below(r, 4);
+    case 1: return 2 + (int)tu_below(r, 15);
+    case 2: return 10 + (int)tu_below(r, 40);
+    default: return 1 + (int)tu_below(r, MAX_SERVERS);
+    }
+}
+
+/* A random configuration aiming at family `fam`. */
+static void gen_config(tu_rng *r, cfgspec *c, int fam)
+{
+    const char *stmts[MAX_SERVERS + 32];
+    static char stmtbuf[MAX_SERVERS + 32][320];
+    int ns = 0;
+    bool weights = fam == FAM_WEIGHTED || fam == FAM_SPY_WEIGHTED || tu_below(r, 3) == 0;
+
+    memset(c, 0, sizeof(*c));
+    c->nsrv = gen_count(r);
+    for (int i = 0; i < c->nsrv; i++) {
+        srvspec *s = &c->srv[i];
+        do {
+            gen_host(r, s->host, sizeof(s->host));
+            switch (tu_below(r, 5)) {
+            case 0: s->port = 11211; break;
+            case 1: s->port = 11212 + (int)tu_below(r, 8); break;
+            case 2: s->port = 1 + (int)tu_below(r, 65535); break;
+            default: s->port = 0; break;
+            }
+        } while (duplicate(c, i, s->host, s->port));
+        if (weights && tu_below(r, 6) != 0) {
+            s->weight_given = true;
+            s->weight = tu_below(r, 4) == 0 ? tu_below(r, 200) : tu_below(r, 8);
+        }
+        s->in_string = tu_below(r, 3) != 0;
+    }
+
+    /* The option string: servers and settings in a random order. */
+    for (int i = 0; i < c->nsrv; i++) {
+        const srvspec *s = &c->srv[i];
+        if (!s->in_string)
+            continue;
+        char *b = stmtbuf[ns];
+        int o = snprintf(b, 320, "%s%s", tu_below(r, 8) == 0 ? "--server=" : "--SERVER=", s->host);
+        if (s->port != 0)
+            o += snprintf(b + o, 320 - (size_t)o, ":%d", s->port);
+        else if (tu_below(r, 6) == 0)
+            o += snprintf(b + o, 320 - (size_t)o, ":11211");
+        if (s->weight_given)
+            snprintf(b + o, 320 - (size_t)o, "/?%u", (unsigned)s->weight);
+        stmts[ns] = b;
+        ns++;
+    }
+    if (tu_below(r, 2) == 0) {
+        snprintf(stmtbuf[ns], 320, "--HASH=%s", opt_hashes[tu_below(r, NOPTHASHES)]);
+        stmts[ns] = stmtbuf[ns];
+        ns++;
+    }
+    if (tu_below(r, 3) == 0) {
+        switch (tu_below(r, 3)) {
+        case 0: snprintf(stmtbuf[ns], 320, "--DISTRIBUTION=consistent"); break;
+        case 1: snprintf(stmtbuf[ns], 320, "--DISTRIBUTION=modula"); break;
+        default:
+            snprintf(stmtbuf[ns], 320, "--DISTRIBUTION=consistent,%s",
+                     opt_hashes[tu_below(r, NOPTHASHES)]);
+        }
+        stmts[ns] = stmtbuf[ns];
+        ns++;
+    }
+    if (tu_below(r, 4) == 0)
+        stmts[ns++] = "--SORT-HOSTS";
+    if (tu_below(r, 3) == 0) {
+        /* a word of the scanner (not an address, number or keyword), or a
+         * quoted string */
+        if (tu_below(r, 2))
+            snprintf(stmtbuf[ns], 320, "--NAMESPACE=app%u.v%u_x", tu_below(r, 1000), tu_below(r, 10));
+        else
+            snprintf(stmtbuf[ns], 320, "--NAMESPACE=\"app:%u/%u\"", tu_below(r, 100000),
+                     tu_below(r, 10));
+        stmts[ns] = stmtbuf[ns];
+        ns++;
+        c->hwn_possible = true;
+    }
+    if (tu_below(r, 3) == 0) {
+        stmts[ns++] = "--HASH-WITH-NAMESPACE";
+        c->hwn_possible = true;
+    }
+    for (int k = (int)tu_below(r, 4); k > 0; k--)
+        stmts[ns++] = noise_options[tu_below(r, NNOISE)];
+    for (int i = ns - 1; i > 0; i--) {
+        int j = (int)tu_below(r, (uint32_t)i + 1);
+        const char *t = stmts[i];
+        stmts[i] = stmts[j];
+        stmts[j] = t;
+    }
+    size_t o = 0;
+    for (int i = 0; i < ns; i++) {
+        if (i > 0) {
+            static const char *const seps[] = {" ", " ", " ", " ", "\t ", " \n", "\r\n "};
+            o = append(c->opts, o, seps[tu_below(r, 7)]);
+        }
+        o = append(c->opts, o, stmts[i]);
+    }
+
+    /* Then behaviours and the remaining servers, interleaved. */
+    int pending[MAX_SERVERS], np = 0;
+    for (int i = 0; i < c->nsrv; i++)
+        if (!c->srv[i].in_string)
+            pending[np++] = i;
+    for (int k = (int)tu_below(r, 7); k > 0; k--)
+        push_op(c, random_behavior(r));
+    if (fam == FAM_SPY_WEIGHTED)
+        push_op(c, behavior_op(r, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1));
+    if (fam == FAM_SPY && tu_below(r, 2))
+        push_op(c, behavior_op(r, MEMCACHED_BEHAVIOR_KETAMA, 1)); /* weighting off */
+    int split = np ? (int)tu_below(r, (uint32_t)np + 1) : 0;
+    for (int i = 0; i < split; i++) {
+        op a = {OP_ADD, pending[i], 0, 0, false};
+        push_op(c, a);
+        if (tu_below(r, 5) == 0)
+            push_op(c, random_behavior(r));
+    }
+    push_op(c, family_op(r, fam));
+    for (int i = split; i < np; i++) {
+        op a = {OP_ADD, pending[i], 0, 0, false};
+        push_op(c, a);
+        if (tu_below(r, 6) == 0)
+            push_op(c, behavior_op(r, MEMCACHED_BEHAVIOR_HASH, usable_hashes[tu_below(r, NUSABLE)]));
+    }
+    if (tu_below(r, 2))
+        push_op(c, behavior_op(r, MEMCACHED_BEHAVIOR_HASH, usable_hashes[tu_below(r, NUSABLE)]));
+    for (int i = 0; i < c->nops; i++)
+        if (c->ops[i].kind == OP_BEHAVIOR && c->ops[i].behavior == MEMCACHED_BEHAVIOR_HASH_WITH_PREFIX_KEY)
+            c->hwn_possible = true;
+}
+
+/* Human-readable description of a configuration, for failure messages. */
+static const char *describe(const cfgspec *c)
+{
+    static char buf[OPTS_MAX + 8192];
+    size_t o = (size_t)snprintf(buf, sizeof(buf), "memcached(\"%s\")", c->opts);
+    for (int i = 0; i < c->nops && o < sizeof(buf) - 200; i++) {
+        const op *p = &c->ops[i];
+        if (p->kind == OP_ADD)
+            o += (size_t)snprintf(buf + o, sizeof(buf) - o, "; add(%s, %d, %u)",
+                                  c->srv[p->srv].host, c->srv[p->srv].port,
+                                  (unsigned)c->srv[p->srv].weight);
+        else
+            o += (size_t)snprintf(buf + o, sizeof(buf) - o, "; %s=%llu%s",
+                                  libmemcached_string_behavior((memcached_behavior_t)p->behavior),
+                                  (unsigned long long)p->value, p->by_name ? " (by name)" : "");
+    }
+    return buf;
+}
+
+static memcached_st *build_reference(const cfgspec *c)
+{
+    memcached_st *m = c->opts[0] ? memcached(c->opts, strlen(c->opts)) : memcached_create(NULL);
+    ck_assert_msg(m != NULL, "libmemcached refused %s", describe(c));
+    for (int i = 0; i < c->nops; i++) {
+        const op *p = &c->ops[i];
+        memcached_return_t rc;
+        if (p->kind == OP_ADD)
+            rc = memcached_server_add_with_weight(m, c->srv[p->srv].host,
+                                                  (in_port_t)c->srv[p->srv].port,
+                                                  c->srv[p->srv].weight);
+        else
+            rc = memcached_behavior_set(m, (memcached_behavior_t)p->behavior, p->value);
+        ck_assert_msg(rc == MEMCACHED_SUCCESS, "libmemcached step %d failed: %s", i,
+                      describe(c));
+    }
+    return m;
+}
+
+/* Text for a behaviour and value, as mcr_lmc_set_behavior_name() takes it. */
+static void behavior_text(tu_rng *r, const op *p, char *name, char *value)
+{
+    static const char *const dist[] = {"modula", "consistent", "ketama", "random", "spy",
+                                       "weighted", "virtual_bucket"};
+    const char *full = libmemcached_string_behavior((memcached_behavior_t)p->behavior);
+    strcpy(name, tu_below(r, 2) ? full : full + strlen("MEMCACHED_BEHAVIOR_"));
+    if (p->behavior == MEMCACHED_BEHAVIOR_DISTRIBUTION && tu_below(r, 3))
+        strcpy(value, dist[p->value]);
+    else if ((p->behavior == MEMCACHED_BEHAVIOR_HASH ||
+              p->behavior == MEMCACHED_BEHAVIOR_KETAMA_HASH) && tu_below(r, 3))
+        strcpy(value, mcr_hash_name((mcr_hash)p->value));
+    else
+        sprintf(value, "%llu", (unsigned long long)p->value);
+}
+
+static mcr_lmc *build_mcr(tu_rng *r, const cfgspec *c)
+{
+    mcr_lmc *l = mcr_lmc_new();
+    mcr_error e;
+    ck_assert(l != NULL);
+    if (c->opts[0])
+        ck_assert_msg(mcr_lmc_parse_options(l, c->opts, &e) == MCR_OK, "%s: %s", e.message,
+                      describe(c));
+    for (int i = 0; i < c->nops; i++) {
+        const op *p = &c->ops[i];
+        int rc;
+        if (p->kind == OP_ADD) {
+            rc = mcr_lmc_add_server(l, c->srv[p->srv].host, c->srv[p->srv].port,
+                                    c->srv[p->srv].weight, &e);
+        } else if (p->by_name) {
+            char name[96], value[64];
+            behavior_text(r, p, name, value);
+            rc = mcr_lmc_set_behavior_name(l, name, value, &e);
+        } else {
+            rc = mcr_lmc_set_behavior(l, (mcr_lmc_behavior)p->behavior, p->value, &e);
+        }
+        ck_assert_msg(rc == MCR_OK, "mcr_lmc step %d: %s; %s", i, e.message, describe(c));
+    }
+    return l;
+}
+
+static int family_of(memcached_st *m)
+{
+    uint64_t d = memcached_behavior_get(m, MEMCACHED_BEHAVIOR_DISTRIBUTION);
+    bool w = m->ketama.weighted_;
+    switch (d) {
+    case MEMCACHED_DISTRIBUTION_MODULA: return FAM_MODULA;
+    case MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY: return w ? FAM_SPY_WEIGHTED : FAM_SPY;
+    case MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA: return w ? FAM_WEIGHTED : FAM_KETAMA;
+    case MEMCACHED_DISTRIBUTION_CONSISTENT: return w ? FAM_WEIGHTED : FAM_CONSISTENT;
+    default: return FAM_WEIGHTED;
+    }
+}
+
+/* A random key: printable or arbitrary bytes, 1..250 bytes, and with
+ * `longer` sometimes up to 300 (libmemcached's prefixed-key limit). */
+static size_t gen_key(tu_rng *r, unsigned char *buf, bool longer)
+{
+    size_t max = longer && tu_below(r, 8) == 0 ? 300 : 250;
+    if (tu_below(r, 2))
+        return tu_key(r, (char *)buf, max);
+    size_t len = 1 + tu_below(r, (uint32_t)max);
+    tu_bytes(r, buf, len);
+    if (tu_below(r, 4) == 0) /* NUL bytes matter with HASH_WITH_NAMESPACE */
+        buf[tu_below(r, (uint32_t)len)] = 0;
+    return len;
+}
+
+/* Compare placement of `nkeys` random keys. Returns the number compared. */
+static size_t compare_keys(tu_rng *r, memcached_st *m, const mcr_ring *ring, size_t nkeys,
+                           bool longer, const char *what)
+{
+    unsigned char key[320];
+    ck_assert_uint_eq(mcr_ring_server_count(ring), memcached_server_count(m));
+    for (uint32_t i = 0; i < memcached_server_count(m); i++) {
+        const memcached_instance_st *in = memcached_server_instance_by_position(m, i);
+        ck_assert_msg(strcmp(mcr_ring_server_host(ring, i), memcached_server_name(in)) == 0 &&
+                          mcr_ring_server_port(ring, i) == memcached_server_port(in),
+                      "server %u: %s:%d vs libmemcached %s:%u; %s", (unsigned)i,
+                      mcr_ring_server_host(ring, i), mcr_ring_server_port(ring, i),
+                      memcached_server_name(in), (unsigned)memcached_server_port(in), what);
+    }
+    g_keys += nkeys;
+    for (size_t k = 0; k < nkeys; k++) {
+        size_t len = gen_key(r, key, longer);
+        uint32_t want = memcached_generate_hash(m, (const char *)key, len);
+        uint32_t got = mcr_ring_locate(ring, key, len);
+        if (want != got) {
+            char hex[700];
+            for (size_t i = 0; i < len; i++)
+                sprintf(hex + 2 * i, "%02x", key[i]);
+            ck_abort_msg("key %s (%zu bytes): libmemcached %u, mcroute %u; %s", hex, len,
+                         (unsigned)want, (unsigned)got, what);
+        }
+    }
+    return nkeys;
+}
+
+/* ------------------------------------------------------------------ differential */
+
+
+static void run_family(int fam, int nconfigs, size_t keys_per_config, uint64_t salt)
+{
+    tu_rng r;
+    static cfgspec c;
+    size_t fams[FAM_COUNT] = {0};
+
+    tu_rng_init(&r, salt);
+    for (int i = 0; i < nconfigs; i++) {
+        gen_config(&r, &c, fam);
+        memcached_st *m = build_reference(&c);
+        mcr_lmc *l = build_mcr(&r, &c);
+        mcr_ring *ring = NULL;
+        mcr_error e;
+        ck_assert_msg(mcr_lmc_ring(l, &ring, &e) == MCR_OK, "%s; %s", e.message, describe(&c));
+        fams[family_of(m)]++;
+        compare_keys(&r, m, ring, keys_per_config, c.hwn_possible, describe(&c));
+        g_configs++;
+        mcr_ring_free(ring);
+        mcr_lmc_free(l);
+        memcached_free(m);
+    }
+    /* The final distribution step makes the family the intended one, except
+     * that a weight > 1 added later turns weighting on. */
+    print_counts(fam_names[fam]);
+    ck_assert_msg(fams[fam] >= (size_t)nconfigs / 2, "only %zu of %d configs ended as %s",
+                  fams[fam], nconfigs, fam_names[fam]);
+}
+
+#define CONFIGS_PER_FAMILY 110
+#define KEYS_PER_CONFIG 1600
+
+START_TEST(differential_modula) { run_family(FAM_MODULA, CONFIGS_PER_FAMILY, KEYS_PER_CONFIG, 11); }
+END_TEST
+START_TEST(differential_consistent) { run_family(FAM_CONSISTENT, CONFIGS_PER_FAMILY, KEYS_PER_CONFIG, 12); }
+END_TEST
+START_TEST(differential_ketama) { run_family(FAM_KETAMA, CONFIGS_PER_FAMILY, KEYS_PER_CONFIG, 13); }
+END_TEST
+START_TEST(differential_weighted) { run_family(FAM_WEIGHTED, CONFIGS_PER_FAMILY, KEYS_PER_CONFIG, 14); }
+END_TEST
+START_TEST(differential_spy) { run_family(FAM_SPY, CONFIGS_PER_FAMILY, KEYS_PER_CONFIG, 15); }
+END_TEST
+START_TEST(differential_spy_weighted) { run_family(FAM_SPY_WEIGHTED, CONFIGS_PER_FAMILY, KEYS_PER_CONFIG, 16); }
+END_TEST
+
+/* mcr_ring_from_memcached on the same kind of random handles. */
+START_TEST(from_memcached_random)
+{
+    tu_rng r;
+    static cfgspec c;
+    tu_rng_init(&r, 21);
+    for (int i = 0; i < 240; i++) {
+        gen_config(&r, &c, i % FAM_COUNT);
+        memcached_st *m = build_reference(&c);
+        mcr_ring *ring = NULL, *ring2 = NULL;
+        mcr_error e;
+        ck_assert_msg(mcr_ring_from_memcached(m, &ring, &e) == MCR_OK, "%s; %s", e.message,
+                      describe(&c));
+        compare_keys(&r, m, ring, 1000, c.hwn_possible, describe(&c));
+        g_configs++;
+        /* The same placement as the mcr_lmc route. */
+        mcr_lmc *l = build_mcr(&r, &c);
+        ck_assert_int_eq(mcr_lmc_ring(l, &ring2, NULL), MCR_OK);
+        ck_assert_uint_eq(mcr_ring_mode(ring), mcr_ring_mode(ring2));
+        for (int k = 0; k < 200; k++) {
+            unsigned char key[320];
+            size_t len = gen_key(&r, key, c.hwn_possible);
+            ck_assert_uint_eq(mcr_ring_locate(ring, key, len), mcr_ring_locate(ring2, key, len));
+        }
+        mcr_ring_free(ring2);
+        mcr_lmc_free(l);
+        mcr_ring_free(ring);
+        memcached_free(m);
+    }
+    print_counts("from_memcached_random");
+}
+END_TEST
+
+/* Weighted handles where weights are large, skewed, or give a server no
+ * point at all: the weights must be recovered from the continuum. */
+START_TEST(from_memcached_weights)
+{
+    tu_rng r;
+    tu_rng_init(&r, 22);
+    for (int i = 0; i < 60; i++) {
+        memcached_st *m = memcached_create(NULL);
+        int n = 2 + (int)tu_below(&r, 99);
+        /* weighted ketama, or spy with weighting on */
+        memcached_behavior_set(m, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1);
+        if (i % 2 == 0)
+            memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                   MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY);
+        for (int s = 0; s < n; s++) {
+            char host[64];
+            uint32_t w;
+            switch (i % 4) {
+            case 0: w = 1 + tu_below(&r, 3); break;
+            case 1: w = 1 + tu_below(&r, 100000); break;
+            case 2: w = s == 0 ? 5000 : 1 + tu_below(&r, 2); break; /* tiny shares */
+            default: w = 7; break;
+            }
+            snprintf(host, sizeof(host), "w%d-%u.example.net", s, tu_below(&r, 1000));
+            ck_assert_int_eq(memcached_server_add_with_weight(m, host, (in_port_t)(11211 + s % 3), w),
+                             MEMCACHED_SUCCESS);
+        }
+        mcr_ring *ring = NULL;
+        mcr_error e;
+        ck_assert_msg(mcr_ring_from_memcached(m, &ring, &e) == MCR_OK, "case %d: %s", i,
+                      e.message);
+        compare_keys(&r, m, ring, 3000, false, "from_memcached_weights");
+        g_configs++;
+        mcr_ring_free(ring);
+        memcached_free(m);
+    }
+    print_counts("from_memcached_weights");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ fixed vectors */
+
+static void check_vector(const char *opts, int b1, uint64_t v1, int b2, uint64_t v2,
+                         const uint32_t want[8])
+{
+    static const char *const keys[8] = {"user:1", "user:2", "user:3", "session:abcdef",
+                                        "a", "the quick brown fox", "k42", "x"};
+    mcr_lmc *l = mcr_lmc_new();
+    mcr_ring *ring = NULL;
+    mcr_error e;
+    ck_assert_msg(mcr_lmc_parse_options(l, opts, &e) == MCR_OK, "%s", e.message);
+    if (b1 >= 0)
+        ck_assert_int_eq(mcr_lmc_set_behavior(l, (mcr_lmc_behavior)b1, v1, &e), MCR_OK);
+    if (b2 >= 0)
+        ck_assert_int_eq(mcr_lmc_set_behavior(l, (mcr_lmc_behavior)b2, v2, &e), MCR_OK);
+    ck_assert_int_eq(mcr_lmc_ring(l, &ring, &e), MCR_OK);
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(mcr_ring_locate(ring, keys[i], strlen(keys[i])) == want[i],
+                      "%s: key %s: got %u, want %u", opts, keys[i],
+                      (unsigned)mcr_ring_locate(ring, keys[i], strlen(keys[i])),
+                      (unsigned)want[i]);
+    mcr_ring_free(ring);
+    mcr_lmc_free(l);
+}
+
+/* Expected indices written down from libmemcached 1.1.4 (Debian 1.1.4-1). */
+START_TEST(fixed_vectors)
+{
+    static const uint32_t v1[8] = {0, 1, 2, 1, 2, 2, 3, 0};
+    static const uint32_t v2[8] = {3, 3, 3, 3, 3, 1, 0, 2};
+    static const uint32_t v3[8] = {3, 1, 3, 0, 2, 1, 2, 1};
+    static const uint32_t v4[8] = {1, 0, 3, 3, 3, 1, 2, 0};
+    static const uint32_t v5[8] = {3, 0, 1, 2, 3, 1, 3, 1};
+    const char *four = "--SERVER=10.0.1.1 --SERVER=10.0.1.2:11212 "
+                       "--SERVER=cache-3.example.com --SERVER=cache-4.example.com:22122";
+    char o[512];
+
+    /* labels valued with one-at-a-time (the hash at the rebuild), keys
+     * with fnv1a_32 */
+    snprintf(o, sizeof(o), "%s --DISTRIBUTION=consistent --HASH=fnv1a_32", four);
+    check_vector(o, -1, 0, -1, 0, v1);
+    /* the other order: both with fnv1a_32 */
+    snprintf(o, sizeof(o), "--HASH=fnv1a_32 %s --DISTRIBUTION=consistent", four);
+    check_vector(o, -1, 0, -1, 0, v2);
+    check_vector("--SERVER=10.0.1.1/?1 --SERVER=10.0.1.2:11212/?3 "
+                 "--SERVER=cache-3.example.com/?2 --SERVER=cache-4.example.com:22122/?5",
+                 MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1, -1, 0, v3);
+    snprintf(o, sizeof(o), "%s --HASH=crc", four);
+    check_vector(o, -1, 0, -1, 0, v4);
+    snprintf(o, sizeof(o), "%s --NAMESPACE=\"app1:\" --HASH-WITH-NAMESPACE --SORT-HOSTS", four);
+    check_vector(o, MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY,
+                 MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_MURMUR3, v5);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ state machine */
+
+/* Build both sides from an option string and API steps written as text,
+ * and compare on keys. Steps: "B<behavior>=<value>" or "A<host>:<port>/<w>". */
+static void check_script(const char *opts, const char *const *steps, size_t nsteps)
+{
+    tu_rng r;
+    memcached_st *m = opts ? memcached(opts, strlen(opts)) : memcached_create(NULL);
+    mcr_lmc *l = mcr_lmc_new();
+    mcr_ring *ring = NULL;
+    mcr_error e;
+
+    tu_rng_init(&r, 31);
+    ck_assert_msg(m != NULL, "libmemcached refused %s", opts);
+    if (opts)
+        ck_assert_msg(mcr_lmc_parse_options(l, opts, &e) == MCR_OK, "%s", e.message);
+    for (size_t i = 0; i < nsteps; i++) {
+        if (steps[i][0] == 'B') {
+            int b;
+            unsigned long long v;
+            ck_assert(sscanf(steps[i] + 1, "%d=%llu", &b, &v) == 2);
+            ck_assert_int_eq(memcached_behavior_set(m, (memcached_behavior_t)b, v), MEMCACHED_SUCCESS);
+            ck_assert_msg(mcr_lmc_set_behavior(l, (mcr_lmc_behavior)b, v, &e) == MCR_OK, "%s",
+                          e.message);
+        } else {
+            char host[128];
+            int port;
+            unsigned w;
+            ck_assert(sscanf(steps[i] + 1, "%127[^:]:%d/%u", host, &port, &w) == 3);
+            ck_assert_int_eq(memcached_server_add_with_weight(m, host, (in_port_t)port, w),
+                             MEMCACHED_SUCCESS);
+            ck_assert_msg(mcr_lmc_add_server(l, host, port, w, &e) == MCR_OK, "%s", e.message);
+        }
+    }
+    ck_assert_msg(mcr_lmc_ring(l, &ring, &e) == MCR_OK, "%s", e.message);
+    compare_keys(&r, m, ring, 20000, true, opts ? opts : "(script)");
+    mcr_ring_free(ring);
+    mcr_lmc_free(l);
+    memcached_free(m);
+}
+
+#define B(b, v) "B" #b "=" #v
+START_TEST(state_machine_cases)
+{
+    const char *base = "--SERVER=zeta.example --SERVER=alpha.example:11300 "
+                       "--SERVER=alpha.example:11299 --SERVER=mid.example";
+    /* SORT_HOSTS sorts in modula too, and the order stays after turning it
+     * off: later servers are appended after the sorted ones. */
+    const char *s1[] = {B(12, 1), B(12, 0), "Aaaa.example:11211/1"};
+    check_script(base, s1, 3);
+    /* KETAMA_WEIGHTED=0 means KETAMA=1: consistent ketama, weighting off. */
+    const char *s2[] = {"Aw1.example:11211/3", B(16, 1), B(16, 0)};
+    check_script(base, s2, 3);
+    /* Weighting survives MODULA and applies again under SPY. */
+    const char *s3[] = {B(16, 1), B(9, 0), B(9, 4), "Aw2.example:5000/9"};
+    check_script(base, s3, 4);
+    /* KETAMA=0 keeps the weighting flag; weight 0 is stored as 1. */
+    const char *s4[] = {B(9, 5), B(3, 0), "Aw3.example:11211/0", B(9, 4)};
+    check_script(base, s4, 4);
+    /* HASH after the last rebuild only changes the key hash... */
+    const char *s5[] = {B(9, 1), B(2, 6)};
+    check_script(base, s5, 2);
+    /* ...KETAMA_HASH changes nothing, SORT_HOSTS=0 still rebuilds. */
+    const char *s6[] = {B(9, 1), B(2, 6), B(17, 2), B(12, 0)};
+    check_script(base, s6, 4);
+    /* HASH_WITH_PREFIX_KEY without a namespace: keys over 250 bytes hash to 0. */
+    const char *s7[] = {B(25, 1), B(9, 2)};
+    check_script(base, s7, 2);
+    const char *s9[] = {B(9, 1)};
+    check_script("--SERVER=abc --HASH=md5 RESET --SERVER=def.example --SERVER=ghi.example",
+                 s9, 1);
+    check_script("--SERVER=abc.example END --this is ignored", NULL, 0);
+    check_script("# a comment\n --SERVER=abc.example \n# another\n --SERVER=1.2.3.4:5/?2 "
+                 "--DISTRIBUTION=consistent",
+                 NULL, 0);
+    check_script("--SERVER=abc.example:0 --SERVER=def.example/?0 --DISTRIBUTION=consistent,crc "
+                 "--HASH=murmur",
+                 NULL, 0);
+    check_script("--BINARY-PROTOCOL --NAMESPACE=\"name space\" --HASH-WITH-NAMESPACE "
+                 "--SERVER=abc.example --SERVER=def.example",
+                 NULL, 0);
+    check_script("--NAMESPACE=L\"xy\" --HASH-WITH-NAMESPACE --SERVER=abc.example "
+                 "--SERVER=def.example --HASH=jenkins",
+                 NULL, 0);
+}
+END_TEST
+
+/* IPv6 hosts through the API (the option language cannot express them). */
+START_TEST(ipv6_api)
+{
+    static const char *const hosts[] = {"::1", "fe80::1", "2001:db8::7", "10.1.1.1"};
+    for (int dist = 0; dist < 6; dist++) {
+        if (dist == MEMCACHED_DISTRIBUTION_RANDOM)
+            continue;
+        tu_rng r;
+        memcached_st *m = memcached_create(NULL);
+        mcr_lmc *l = mcr_lmc_new();
+        mcr_ring *ring = NULL;
+        tu_rng_init(&r, 40 + (uint64_t)dist);
+        memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION, (uint64_t)dist);
+        ck_assert_int_eq(mcr_lmc_set_behavior(l, (mcr_lmc_behavior)MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                              (uint64_t)dist, NULL),
+                         MCR_OK);
+        for (int i = 0; i < 4; i++) {
+            ck_assert_int_eq(memcached_server_add_with_weight(m, hosts[i], (in_port_t)(11211 + i), (uint32_t)i + 1),
+                             MEMCACHED_SUCCESS);
+            ck_assert_int_eq(mcr_lmc_add_server(l, hosts[i], 11211 + i, (uint32_t)i + 1, NULL), MCR_OK);
+        }
+        ck_assert_int_eq(mcr_lmc_ring(l, &ring, NULL), MCR_OK);
+        compare_keys(&r, m, ring, 5000, false, "ipv6");
+        mcr_ring_free(ring);
+        mcr_lmc_free(l);
+        memcached_free(m);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ option language */
+
+/* An option string both sides see: acceptance must match, and placement
+ * when accepted. */
+static void check_same_acceptance(tu_rng *r, const char *opts)
+{
+    char ebuf[1024];
+    memcached_return_t chk = libmemcached_check_configuration(opts, strlen(opts), ebuf, sizeof(ebuf));
+    mcr_lmc *l = mcr_lmc_new();
+    mcr_error e;
+    int rc = mcr_lmc_parse_options(l, opts, &e);
+    ck_assert_msg((chk == MEMCACHED_SUCCESS) == (rc == MCR_OK),
+                  "\"%s\": libmemcached %s (%s), mcroute %s (%s)", opts,
+                  memcached_strerror(NULL, chk), ebuf, mcr_strerror(rc),
+                  rc == MCR_OK ? "" : e.message);
+    if (rc == MCR_OK) {
+        memcached_st *m = memcached(opts, strlen(opts));
+        mcr_ring *ring = NULL;
+        ck_assert(m != NULL);
+        if (memcached_server_count(m) == 0) {
+            ck_assert_int_eq(mcr_lmc_ring(l, &ring, NULL), MCR_ERR_EMPTY);
+        } else {
+            ck_assert_int_eq(mcr_lmc_ring(l, &ring, &e), MCR_OK);
+            compare_keys(r, m, ring, 300, true, opts);
+        }
+        mcr_ring_free(ring);
+        memcached_free(m);
+    }
+    mcr_lmc_free(l);
+}
+
+START_TEST(option_language_table)
+{
+    static const char *const cases[] = {
+        /* accepted */
+        "--SERVER=abc", "--server=abc:11212/?3 --SERVER=bcd/?2", "--SERVER=12a",
+        "--SERVER=a_b", "--SERVER=a..b", "--SERVER=999.999.999.999", "--SERVER=1.2.3.4.5",
+        "--SERVER=consistentx", "--SERVER=abc END --FOO", "--SERVER=abc\t --SERVER=bcd",
+        "--SERVER=abc \n--SERVER=bcd", "--SERVER=abc\t:11212", "# c\n --SERVER=abc",
+        "--SERVER=abc/?99999", "--SERVER=1.2.3.4567", "--SERVER=abc:0", "--NAMESPACE=abc",
+        "--NAMESPACE=\"a\\\"b\" --SERVER=abc --HASH-WITH-NAMESPACE",
+        "--DISTRIBUTION=consistent,murmur --SERVER=abc --SERVER=def",
+        "--DISTRIBUTION=modula,md5 --SERVER=abc --SERVER=def", "--HASH=Md5 --SERVER=abc --SERVER=def",
+        "--SORT-HOSTS --SERVER=zzz --SERVER=aaa --SERVER=mmm", "--VERIFY-KEY --BINARY-PROTOCOL",
+        "--USE-UDP --SERVER=abc --SERVER=def", "--SERVER=abc --USE-UDP", "END", "RESET",
+        "--SERVER=abc RESET --SERVER=def", "--TCP-KEEPIDLE", "--REMOVE-FAILED-SERVERS=1",
+        "--CONNECT-TIMEOUT=99999999999999", "--DISTRIBUTION=consistent --DISTRIBUTION=modula",
+        "--SERVER=abc --SERVER=def --DISTRIBUTION=consistent --SORT-HOSTS",
+        /* refused by both */
+        "--SERVER=a", "--SERVER=ab", "--SERVER=123", "--SERVER=-ab", "--SERVER=consistent",
+        "--SERVER=END", "--SERVER=md5", " --SERVER=abc", "--SERVER=abc ", "--SERVER=abc  --SERVER=bcd",
+        "--SERVER=abc\n--SERVER=bcd", "#x", "--SERVER=abc #x", "--SERVER=abc:123456",
+        "--SERVER=abc:11211/?x", "--SERVER=abc:11211:3", "--SERVER=abc/?100000",
+        "--SERVER=abc:11211 /?3", "--SERVER=[::1]:11211", "--SERVER=::1", "--SERVERS=abc,def",
+        "--FOO", "--REMOVE_FAILED_SERVERS", "--SERVER-FAILURE-LIMIT=3", "--POOL-MIN",
+        "--TCP-KEEPIDLE=5", "--CONNECT-TIMEOUT=-1", "--CONNECT-TIMEOUT=", "--HASH=murmur3",
+        "--HASH=default", "--HASH=MD5 --HASH=crc", "--HASH=md5 RESET --HASH=crc",
+        "--DISTRIBUTION=ketama", "--DISTRIBUTION=consistent, md5", "--NAMESPACE=foo --NAMESPACE=bar",
+        "--NAMESPACE=\"foo bar\"", "--NAMESPACE=ab", "--NAMESPACE=1.2.3.4", "--NAMESPACE=\"\"",
+        "--NAMESPACE=md5", "--USE-UDP --BUFFER-REQUESTS", "--BINARY-PROTOCOL --VERIFY-KEY",
+        "TRUE", "CSL_ERROR", "ERROR", "--NOREPLYX", "--SORT-HOSTSXYZ", "--", "=", ",",
+        "--SERVER=abc,def", "--SERVER=\"abc\"", "SERVERS", "--SERVER=abc-",
+    };
+    tu_rng r;
+    tu_rng_init(&r, 50);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        check_same_acceptance(&r, cases[i]);
+}
+END_TEST
+
+/* Random strings of the language: valid statements joined by separators,
+ * sometimes mutated byte by byte, and soups of its pieces. Acceptance must
+ * be the same, and placement when accepted. Kept out on purpose: DEBUG
+ * (turns on libmemcached's parser trace for the whole process), file
+ * options, sockets and random, and whatever mcroute refuses on purpose
+ * (ports over 65535, duplicate servers, long hostnames: see bad_inputs). */
+static const char *const fuzz_statements[] = {
+    "--SERVER=host-a.example", "--SERVER=host-b:11212", "--SERVER=10.0.0.1/?3",
+    "--SERVER=1.2.3.4:11300/?2", "--SERVER=cache_c", "--server=mixed.Case.example:7/?0",
+    "--SERVER=q\"uote", "--DISTRIBUTION=consistent", "--DISTRIBUTION=modula",
+    "--DISTRIBUTION=consistent,md5", "--HASH=crc", "--HASH=fnv1a_32", "--hash=JENKINS",
+    "--NAMESPACE=ns.one", "--NAMESPACE=\"quoted ns\"", "--NAMESPACE=L\"x\"",
+    "--SORT-HOSTS", "--HASH-WITH-NAMESPACE", "--BINARY-PROTOCOL", "--VERIFY-KEY",
+    "--TCP-NODELAY", "--CONNECT-TIMEOUT=10", "--POOL-MAX=4", "--USE-UDP", "--BUFFER-REQUESTS",
+    "--NOREPLY", "RESET", "END", "#comment\n", "--USER-DATA", "--FETCH-VERSION",
+};
+static const char *const fuzz_pieces[] = {
+    "--SERVER=", "--DISTRIBUTION=", "--HASH=", "--NAMESPACE=", "--SORT-HOSTS", "RESET", "END",
+    "TRUE", "--FOO", " ", " ", " ", "\t", "\n", "=", ",", ":", ":11212", ":0", "/?", "/?3",
+    "123", "7", "consistent", "modula", "md5", "murmur", "ketama", "\"", "\"q s\"", "L\"xy\"",
+    "#", "-", ".", "_", "x", "1.2.3.4", "host-a.example", "host-b", "ab",
+};
+static const char fuzz_bytes[] = " \t\n\"#-_.:/?=,0123456789abcdeEND";
+
+static void fuzz_string(tu_rng *r, char *s, size_t cap)
+{
+    size_t o = 0;
+    s[0] = '\0';
+    if (tu_below(r, 4) == 0) { /* a soup of pieces */
+        for (int k = 1 + (int)tu_below(r, 12); k > 0; k--) {
+            const char *p = fuzz_pieces[tu_below(r, sizeof(fuzz_pieces) / sizeof(fuzz_pieces[0]))];
+            if (o + strlen(p) + 1 >= cap)
+                break;
+            o = append(s, o, p);
+        }
+        return;
+    }
+    for (int k = 1 + (int)tu_below(r, 6); k > 0; k--) {
+        const char *p =
+            fuzz_statements[tu_below(r, sizeof(fuzz_statements) / sizeof(fuzz_statements[0]))];
+        static const char *const seps[] = {" ", " ", " ", " ", " ", " \n", "\t ", "  ", ""};
+        if (o + strlen(p) + 4 >= cap)
+            break;
+        if (o > 0)
+            o = append(s, o, seps[tu_below(r, sizeof(seps) / sizeof(seps[0]))]);
+        o = append(s, o, p);
+    }
+    for (int m = tu_below(r, 3) == 0 ? 1 + (int)tu_below(r, 3) : 0; m > 0 && o > 0; m--) {
+        size_t at = tu_below(r, (uint32_t)o);
+        char c = fuzz_bytes[tu_below(r, sizeof(fuzz_bytes) - 1)];
+        switch (tu_below(r, 3)) {
+        case 0: /* replace */
+            s[at] = c;
+            break;
+        case 1: /* delete */
+            memmove(s + at, s + at + 1, o - at);
+            o--;
+            break;
+        default: /* insert */
+            if (o + 2 < cap) {
+                memmove(s + at + 1, s + at, o - at + 1);
+                s[at] = c;
+                o++;
+            }
+        }
+    }
+}
+
+START_TEST(option_language_fuzz)
+{
+    tu_rng r;
+    tu_rng_init(&r, 51);
+    size_t accepted = 0, refused = 0;
+    for (int i = 0; i < 20000; i++) {
+        char s[512];
+        fuzz_string(&r, s, sizeof(s));
+        if (s[0] == '\0' || strstr(s, "DEBUG") != NULL)
+            continue;
+        mcr_lmc *l = mcr_lmc_new();
+        mcr_error e;
+        int rc = mcr_lmc_parse_options(l, s, &e);
+        mcr_lmc_free(l);
+        if (rc == MCR_ERR_UNSUPPORTED || rc == MCR_ERR_DUPLICATE || rc == MCR_ERR_TOO_LONG ||
+            rc == MCR_ERR_RANGE)
+            continue;
+        check_same_acceptance(&r, s);
+        if (rc == MCR_OK)
+            accepted++;
+        else
+            refused++;
+        g_configs++;
+    }
+    printf("option_language_fuzz: %zu strings accepted by both, %zu refused by both\n", accepted,
+           refused);
+    print_counts("option_language_fuzz");
+    ck_assert_msg(accepted > 3000 && refused > 3000, "fuzz too one-sided: %zu / %zu", accepted,
+                  refused);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ bad inputs */
+
+/* A fingerprint of an mcr_lmc's placement: its ring on fixed keys. */
+static void fingerprint(const mcr_lmc *l, char *out, size_t cap)
+{
+    mcr_ring *ring = NULL;
+    size_t o = 0;
+    int rc = mcr_lmc_ring(l, &ring, NULL);
+    o += (size_t)snprintf(out + o, cap - o, "rc=%d", rc);
+    if (rc == MCR_OK) {
+        o += (size_t)snprintf(out + o, cap - o, " mode=%d hash=%d n=%zu pts=%zu",
+                              (int)mcr_ring_mode(ring), (int)mcr_ring_key_hash(ring),
+                              mcr_ring_server_count(ring), mcr_ring_point_count(ring));
+        for (size_t i = 0; i < mcr_ring_server_count(ring) && o < cap - 64; i++)
+            o += (size_t)snprintf(out + o, cap - o, " %s/%u", mcr_ring_server_name(ring, i),
+                                  (unsigned)mcr_ring_server_weight(ring, i));
+        for (int k = 0; k < 64 && o < cap - 16; k++) {
+            char key[16];
+            int len = snprintf(key, sizeof(key), "key%d", k);
+            o += (size_t)snprintf(out + o, cap - o, " %u",
+                                  (unsigned)mcr_ring_locate(ring, key, (size_t)len));
+        }
+    }
+    mcr_ring_free(ring);
+}
+
+static mcr_lmc *base_lmc(void)
+{
+    mcr_lmc *l = mcr_lmc_new();
+    ck_assert_int_eq(mcr_lmc_parse_options(l, "--SERVER=host1.example --SERVER=host2.example:11212/?3 "
+                                              "--DISTRIBUTION=consistent --HASH=crc --NAMESPACE=ns1 "
+                                              "--HASH-WITH-NAMESPACE",
+                                           NULL),
+                     MCR_OK);
+    ck_assert_int_eq(mcr_lmc_set_behavior(l, (mcr_lmc_behavior)MEMCACHED_BEHAVIOR_HASH, MCR_HASH_FNV1A_32, NULL), MCR_OK);
+    return l;
+}
+
+static void expect_option_error(const char *opts, int code, const char *needle)
+{
+    mcr_lmc *l = base_lmc();
+    char before[4096], after[4096];
+    mcr_error e;
+    memset(&e, 0, sizeof(e));
+    fingerprint(l, before, sizeof(before));
+    int rc = mcr_lmc_parse_options(l, opts, &e);
+    ck_assert_msg(rc == code, "\"%s\": got %d (%s), want %d", opts, rc, e.message, code);
+    ck_assert_int_eq(e.code, code);
+    ck_assert_msg(strstr(e.message, needle) != NULL, "\"%s\": message \"%s\" lacks \"%s\"", opts,
+                  e.message, needle);
+    fingerprint(l, after, sizeof(after));
+    ck_assert_msg(strcmp(before, after) == 0, "\"%s\" changed the state", opts);
+    mcr_lmc_free(l);
+}
+
+static void expect_behavior_error(const char *name, const char *value, int code, const char *needle)
+{
+    mcr_lmc *l = base_lmc();
+    char before[4096], after[4096];
+    mcr_error e;
+    fingerprint(l, before, sizeof(before));
+    int rc = mcr_lmc_set_behavior_name(l, name, value, &e);
+    ck_assert_msg(rc == code, "%s=%s: got %d (%s), want %d", name, value, rc,
+                  rc ? e.message : "", code);
+    ck_assert_msg(strstr(e.message, needle) != NULL, "%s=%s: message \"%s\" lacks \"%s\"", name,
+                  value, e.message, needle);
+    fingerprint(l, after, sizeof(after));
+    ck_assert_str_eq(before, after);
+    mcr_lmc_free(l);
+}
+
+START_TEST(bad_inputs)
+{
+    char longhost[400], opt[512];
+    memset(longhost, 'h', 256);
+    longhost[256] = '\0';
+
+    expect_option_error("--SERVER=ok.example --FOO-BAR=1", MCR_ERR_UNKNOWN, "--FOO-BAR");
+    expect_option_error("--SERVERS=a.example,b.example", MCR_ERR_UNKNOWN, "--SERVERS");
+    expect_option_error("--SERVER=ok.example --HASH=sha1", MCR_ERR_UNKNOWN, "sha1");
+    expect_option_error("--HASH=murmur3", MCR_ERR_UNKNOWN, "murmur3");
+    expect_option_error("--DISTRIBUTION=ketama", MCR_ERR_UNKNOWN, "ketama");
+    expect_option_error("--DISTRIBUTION=consistent,sha1", MCR_ERR_UNKNOWN, "sha1");
+    expect_option_error("--SERVER=ok.example --SERVER=bad.example:70000", MCR_ERR_RANGE, "70000");
+    expect_option_error("--SERVER=bad.example:65536", MCR_ERR_RANGE, "65536");
+    expect_option_error("--SERVER=ok.example --SERVER=bad.example/?x", MCR_ERR_SYNTAX, "/?x");
+    expect_option_error("--SERVER=bad.example:x1", MCR_ERR_SYNTAX, ":x1");
+    expect_option_error("--SERVER=bad.example:11211:3", MCR_ERR_SYNTAX, ":3");
+    expect_option_error("--SERVER=dup.example --SERVER=dup.example:11211", MCR_ERR_DUPLICATE,
+                        "dup.example");
+    expect_option_error("--SERVER=host1.example", MCR_ERR_DUPLICATE, "host1.example");
+    expect_option_error("--SERVER=ok.example --DISTRIBUTION=random", MCR_ERR_UNSUPPORTED, "random");
+    expect_option_error("--DISTRIBUTION=random,md5", MCR_ERR_UNSUPPORTED, "random");
+    snprintf(opt, sizeof(opt), "--SERVER=ok.example --SERVER=%s", longhost);
+    expect_option_error(opt, MCR_ERR_TOO_LONG, "255");
+    expect_option_error("--SOCKET=\"/tmp/mc.sock\"", MCR_ERR_UNSUPPORTED, "socket");
+    expect_option_error("--CONFIGURE-FILE=conf.txt", MCR_ERR_UNSUPPORTED, "CONFIGURE-FILE");
+    expect_option_error("INCLUDE \"conf.txt\"", MCR_ERR_UNSUPPORTED, "INCLUDE");
+    expect_option_error("--NAMESPACE=again", MCR_ERR_SYNTAX, "once");
+    expect_option_error("--HASH=md5 --HASH=crc", MCR_ERR_SYNTAX, "once");
+    expect_option_error("--SERVER=ab", MCR_ERR_SYNTAX, "hostname");
+    expect_option_error("--SERVER=ok.example ", MCR_ERR_SYNTAX, "expected");
+    expect_option_error("--BINARY-PROTOCOL --VERIFY-KEY", MCR_ERR_INVALID, "VERIFY-KEY");
+    expect_option_error("CSL_ERROR", MCR_ERR_SYNTAX, "CSL_ERROR");
+    expect_option_error("", MCR_ERR_SYNTAX, "empty");
+
+    expect_behavior_error("NO_SUCH_BEHAVIOR", "1", MCR_ERR_UNKNOWN, "NO_SUCH_BEHAVIOR");
+    expect_behavior_error("TCP_NODELAY", "1", MCR_ERR_UNKNOWN, "TCP_NODELAY");
+    expect_behavior_error("DISTRIBUTION", "ring", MCR_ERR_UNKNOWN, "ring");
+    expect_behavior_error("DISTRIBUTION", "random", MCR_ERR_UNSUPPORTED, "random");
+    expect_behavior_error("DISTRIBUTION", "virtual_bucket", MCR_ERR_UNSUPPORTED, "bucket");
+    expect_behavior_error("DISTRIBUTION", "7", MCR_ERR_RANGE, "7");
+    expect_behavior_error("MEMCACHED_BEHAVIOR_HASH", "sha1", MCR_ERR_UNKNOWN, "sha1");
+    expect_behavior_error("HASH", "11", MCR_ERR_RANGE, "11");
+    expect_behavior_error("SORT_HOSTS", "yes please", MCR_ERR_SYNTAX, "yes please");
+    expect_behavior_error("KETAMA", "99999999999999999999999", MCR_ERR_RANGE, "too large");
+
+    /* the numeric API */
+    mcr_lmc *l = base_lmc();
+    mcr_error e;
+    ck_assert_int_eq(mcr_lmc_set_behavior(l, (mcr_lmc_behavior)MEMCACHED_BEHAVIOR_TCP_NODELAY, 1, &e),
+                     MCR_ERR_UNKNOWN);
+    ck_assert_int_eq(mcr_lmc_set_behavior(l, (mcr_lmc_behavior)MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                          MEMCACHED_DISTRIBUTION_RANDOM, &e),
+                     MCR_ERR_UNSUPPORTED);
+    ck_assert_int_eq(mcr_lmc_add_server(l, longhost, 11211, 1, &e), MCR_ERR_TOO_LONG);
+    ck_assert_int_eq(mcr_lmc_add_server(l, "ok.example", 70000, 1, &e), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_lmc_add_server(l, "ok.example", 11211, MCR_WEIGHT_MAX + 1, &e), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_lmc_add_server(l, "host1.example", 0, 1, &e), MCR_ERR_DUPLICATE);
+    ck_assert_int_eq(mcr_lmc_add_server(l, "bad host", 11211, 1, &e), MCR_ERR_SYNTAX);
+    ck_assert_int_eq(mcr_lmc_add_server(NULL, "x", 1, 1, &e), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_lmc_parse_options(NULL, "--SERVER=abc", &e), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_lmc_parse_options(l, NULL, &e), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_lmc_ring(l, NULL, &e), MCR_ERR_INVALID);
+    mcr_lmc_free(l);
+    mcr_lmc_free(NULL);
+
+    mcr_lmc *empty = mcr_lmc_new();
+    mcr_ring *ring = NULL;
+    mcr_config *cfg = NULL;
+    ck_assert_int_eq(mcr_lmc_ring(empty, &ring, &e), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_lmc_config(empty, &cfg, &e), MCR_ERR_EMPTY);
+    ck_assert(ring == NULL && cfg == NULL);
+    mcr_lmc_free(empty);
+}
+END_TEST
+
+static uint32_t constant_hash(const char *key, size_t len, void *ctx)
+{
+    (void)key;
+    (void)len;
+    (void)ctx;
+    return 42;
+}
+
+START_TEST(from_memcached_bad_inputs)
+{
+    mcr_ring *ring = NULL;
+    mcr_error e;
+    memcached_st *m = memcached_create(NULL);
+
+    ck_assert_int_eq(mcr_ring_from_memcached(NULL, &ring, &e), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_ring_from_memcached(m, NULL, &e), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_ERR_EMPTY);
+    memcached_server_add(m, "one.example", 11211);
+    memcached_server_add(m, "two.example", 11211);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_RANDOM);
+    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(e.message, "random") != NULL, "%s", e.message);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_CONSISTENT);
+    memcached_server_add(m, "two.example", 11211); /* libmemcached keeps duplicates */
+    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_ERR_DUPLICATE);
+    ck_assert_msg(strstr(e.message, "two.example") != NULL, "%s", e.message);
+    memcached_free(m);
+
+    const char *sock = "--SERVER=one.example --SOCKET=\"/tmp/mcr.sock\"";
+    m = memcached(sock, strlen(sock));
+    ck_assert(m != NULL);
+    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(e.message, "socket") != NULL, "%s", e.message);
+    memcached_free(m);
+
+    /* a custom hash function */
+    const char *two = "--SERVER=one.example --SERVER=two.example";
+    m = memcached(two, strlen(two));
+    hashkit_st *hk = hashkit_create(NULL);
+    ck_assert_int_eq(hashkit_set_custom_function(hk, constant_hash, NULL), HASHKIT_SUCCESS);
+    memcached_set_hashkit(m, hk);
+    hashkit_free(hk);
+    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(e.message, "custom") != NULL, "%s", e.message);
+    memcached_free(m);
+    ck_assert(ring == NULL);
+
+    /* one server: everything on it */
+    const char *one = "--SERVER=one.example --DISTRIBUTION=consistent";
+    m = memcached(one, strlen(one));
+    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_OK);
+    ck_assert_uint_eq(mcr_ring_locate(ring, "k", 1), 0);
+    mcr_ring_free(ring);
+    memcached_free(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ beyond the reference */
+
+/* More servers than libmemcached can handle in the consistent modes: no
+ * reference, but the ring must build and place every key on a server. */
+START_TEST(many_servers)
+{
+    static const int dists[] = {MEMCACHED_DISTRIBUTION_MODULA, MEMCACHED_DISTRIBUTION_CONSISTENT,
+                                MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA,
+                                MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY,
+                                MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED};
+    tu_rng r;
+    tu_rng_init(&r, 60);
+    for (size_t d = 0; d < sizeof(dists) / sizeof(dists[0]); d++) {
+        const int n = 1500;
+        mcr_lmc *l = mcr_lmc_new();
+        mcr_ring *ring = NULL;
+        mcr_error e;
+        /* half through one option string, half through the API */
+        char *opts = malloc((size_t)n * 48);
+        size_t o = 0;
+        for (int i = 0; i < n / 2; i++)
+            o += (size_t)sprintf(opts + o, "%s--SERVER=node%d.example:%d/?%d", i ? " " : "", i,
+                                 11211 + i % 5, 1 + i % 4);
+        ck_assert_int_eq(mcr_lmc_parse_options(l, opts, &e), MCR_OK);
+        free(opts);
+        ck_assert_int_eq(mcr_lmc_set_behavior(l, (mcr_lmc_behavior)MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                              (uint64_t)dists[d], &e),
+                         MCR_OK);
+        for (int i = n / 2; i < n; i++) {
+            char host[32];
+            snprintf(host, sizeof(host), "10.%d.%d.%d", i / 65536, (i / 256) % 256, i % 256);
+            ck_assert_int_eq(mcr_lmc_add_server(l, host, 11211, (uint32_t)(1 + i % 3), &e), MCR_OK);
+        }
+        ck_assert_int_eq(mcr_lmc_ring(l, &ring, &e), MCR_OK);
+        ck_assert_uint_eq(mcr_ring_server_count(ring), (size_t)n);
+        if (dists[d] == MEMCACHED_DISTRIBUTION_MODULA)
+            ck_assert_uint_eq(mcr_ring_point_count(ring), 0);
+        else if (dists[d] == MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED)
+            ck_assert(mcr_ring_point_count(ring) > (size_t)n * 150);
+        else /* the string's weights > 1 turned weighting on, except after CONSISTENT */
+            ck_assert(mcr_ring_point_count(ring) >= (size_t)n * 100);
+        size_t hit[1500] = {0};
+        for (int k = 0; k < 200000; k++) {
+            unsigned char key[320];
+            size_t len = gen_key(&r, key, false);
+            uint32_t s = mcr_ring_locate(ring, key, len);
+            ck_assert_uint_lt(s, (uint32_t)n);
+            hit[s]++;
+        }
+        size_t used = 0;
+        for (int i = 0; i < n; i++)
+            used += hit[i] != 0;
+        ck_assert_msg(used > (size_t)n * 9 / 10, "only %zu of %d servers got keys", used, n);
+        mcr_ring_free(ring);
+        mcr_lmc_free(l);
+    }
+}
+END_TEST
+
+/* mcr_lmc_config gives the same placement as mcr_lmc_ring, as a config the
+ * caller owns. */
+START_TEST(config_roundtrip)
+{
+    mcr_lmc *l = base_lmc();
+    mcr_config *cfg = NULL;
+    mcr_ring *a = NULL, *b = NULL;
+    ck_assert_int_eq(mcr_lmc_config(l, &cfg, NULL), MCR_OK);
+    ck_assert_uint_eq(mcr_config_server_count(cfg), 2);
+    ck_assert_int_eq(mcr_ring_new(cfg, &a, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_lmc_ring(l, &b, NULL), MCR_OK);
+    for (int k = 0; k < 1000; k++) {
+        char key[16];
+        int len = snprintf(key, sizeof(key), "k%d", k);
+        ck_assert_uint_eq(mcr_ring_locate(a, key, (size_t)len), mcr_ring_locate(b, key, (size_t)len));
+    }
+    mcr_ring_free(a);
+    mcr_ring_free(b);
+    mcr_config_free(cfg);
+    mcr_lmc_free(l);
+}
+END_TEST
+
+/* The header promises libmemcached's numbering for its enums. */
+START_TEST(header_enum_numbering)
+{
+    ck_assert_int_eq(MCR_LMC_HASH, MEMCACHED_BEHAVIOR_HASH);
+    ck_assert_int_eq(MCR_LMC_DISTRIBUTION, MEMCACHED_BEHAVIOR_DISTRIBUTION);
+    ck_assert_int_eq(MCR_LMC_SORT_HOSTS, MEMCACHED_BEHAVIOR_SORT_HOSTS);
+    ck_assert_int_eq(MCR_LMC_KETAMA, MEMCACHED_BEHAVIOR_KETAMA);
+    ck_assert_int_eq(MCR_LMC_KETAMA_WEIGHTED, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED);
+    ck_assert_int_eq(MCR_LMC_KETAMA_HASH, MEMCACHED_BEHAVIOR_KETAMA_HASH);
+    ck_assert_int_eq(MCR_LMC_DIST_MODULA, MEMCACHED_DISTRIBUTION_MODULA);
+    ck_assert_int_eq(MCR_LMC_DIST_CONSISTENT, MEMCACHED_DISTRIBUTION_CONSISTENT);
+    ck_assert_int_eq(MCR_LMC_DIST_CONSISTENT_KETAMA, MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA);
+    ck_assert_int_eq(MCR_LMC_DIST_RANDOM, MEMCACHED_DISTRIBUTION_RANDOM);
+    ck_assert_int_eq(MCR_LMC_DIST_CONSISTENT_KETAMA_SPY, MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY);
+    ck_assert_int_eq(MCR_LMC_DIST_CONSISTENT_WEIGHTED, MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED);
+    ck_assert_int_eq(MCR_LMC_DIST_VIRTUAL_BUCKET, MEMCACHED_DISTRIBUTION_VIRTUAL_BUCKET);
+}
+END_TEST
+
+static Suite *compat_suite(void)
+{
+    Suite *s = suite_create("compat_libmemcached");
+    TCase *t = tcase_create("core");
+    tcase_set_timeout(t, 600);
+    tcase_add_test(t, header_enum_numbering);
+    tcase_add_test(t, fixed_vectors);
+    tcase_add_test(t, state_machine_cases);
+    tcase_add_test(t, ipv6_api);
+    tcase_add_test(t, option_language_table);
+    tcase_add_test(t, option_language_fuzz);
+    tcase_add_test(t, bad_inputs);
+    tcase_add_test(t, config_roundtrip);
+    tcase_add_test(t, differential_modula);
+    tcase_add_test(t, differential_consistent);
+    tcase_add_test(t, differential_ketama);
+    tcase_add_test(t, differential_weighted);
+    tcase_add_test(t, differential_spy);
+    tcase_add_test(t, differential_spy_weighted);
+    tcase_add_test(t, from_memcached_random);
+    tcase_add_test(t, from_memcached_weights);
+    tcase_add_test(t, from_memcached_bad_inputs);
+    tcase_add_test(t, many_servers);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(compat_suite());
+}
