@@ -65,37 +65,50 @@ MCR_EXTERN mcr_lmc *mcr_lmc_new(void);
 MCR_EXTERN void mcr_lmc_free(mcr_lmc *lmc);
 
 /* mcr_lmc_parse_options: apply a libmemcached option string, left to right,
- * as memcached() would: --SERVER=host[:port][/?weight], --DISTRIBUTION=modula|consistent|random
- * (optionally ",<hash>" after consistent), --HASH=<name>, --SORT-HOSTS,
+ * as memcached() would, with libmemcached's own grammar: --SERVER=host[:port]
+ * [/?weight], --DISTRIBUTION=modula|consistent|random (optionally ",<hash>",
+ * which only sets KETAMA_HASH), --HASH=<name>, --SORT-HOSTS,
  * --NAMESPACE=<ns>, --HASH-WITH-NAMESPACE, and the options that do not
  * affect placement (timeouts, --BINARY-PROTOCOL, --TCP-NODELAY, ...), which
- * are accepted and ignored. Options are separated by spaces.
- * Errors: MCR_ERR_SYNTAX (malformed option or value), MCR_ERR_UNKNOWN
- * (unknown option or hash), MCR_ERR_RANGE, MCR_ERR_DUPLICATE,
- * MCR_ERR_TOO_LONG, MCR_ERR_UNSUPPORTED (random distribution); the message
- * names the option. All or nothing: on error the state is unchanged. */
+ * are accepted and ignored. Statements are separated by one space; a
+ * hostname has at least three characters and is not all digits (libmemcached's
+ * scanner); IPv6 addresses cannot be written there (use mcr_lmc_add_server).
+ * Errors: MCR_ERR_SYNTAX (an empty string, a malformed option or value),
+ * MCR_ERR_UNKNOWN (unknown option or hash), MCR_ERR_RANGE (a port above
+ * 65535, which libmemcached would wrap), MCR_ERR_DUPLICATE, MCR_ERR_TOO_LONG,
+ * MCR_ERR_INVALID (a combination libmemcached refuses, such as
+ * --BINARY-PROTOCOL with --VERIFY-KEY), MCR_ERR_UNSUPPORTED (random
+ * distribution, --SOCKET servers, --CONFIGURE-FILE and INCLUDE, which read
+ * files), MCR_ERR_NOMEM; the message names the option. All or nothing: on
+ * error the state is unchanged. */
 MCR_EXTERN int mcr_lmc_parse_options(mcr_lmc *lmc, const char *options,
                                      mcr_error *err);
 
 /* mcr_lmc_set_behavior: memcached_behavior_set() for one of the six
- * behaviours that affect placement, with libmemcached's side effects
- * (KETAMA=1 means CONSISTENT_KETAMA without weighting, KETAMA_WEIGHTED=1 also
- * sets the key hash to MD5, ...). Errors: MCR_ERR_UNKNOWN (behaviour),
- * MCR_ERR_RANGE (value), MCR_ERR_UNSUPPORTED (random, virtual bucket). */
+ * behaviours that affect placement, or HASH_WITH_PREFIX_KEY (25, also known
+ * as HASH_WITH_NAMESPACE), with libmemcached's side effects (KETAMA=1 means
+ * CONSISTENT_KETAMA without weighting, KETAMA_WEIGHTED=1 also sets the key
+ * hash to MD5, KETAMA_WEIGHTED=0 acts as KETAMA=1, ...). Errors:
+ * MCR_ERR_UNKNOWN (behaviour), MCR_ERR_RANGE (value), MCR_ERR_UNSUPPORTED
+ * (random, virtual bucket). */
 MCR_EXTERN int mcr_lmc_set_behavior(mcr_lmc *lmc, mcr_lmc_behavior behavior,
                                     uint64_t value, mcr_error *err);
 
 /* mcr_lmc_set_behavior_name: the same with text, as the CLI takes it: NAME is
- * DISTRIBUTION, HASH, KETAMA, KETAMA_WEIGHTED, KETAMA_HASH or SORT_HOSTS
- * (optionally prefixed MEMCACHED_BEHAVIOR_, case-insensitive); VALUE is one of
- * modula consistent ketama spy weighted (DISTRIBUTION), a hash name (HASH,
- * KETAMA_HASH), or 0 / 1. Errors as mcr_lmc_set_behavior(), plus
- * MCR_ERR_SYNTAX for a malformed value. */
+ * DISTRIBUTION, HASH, KETAMA, KETAMA_WEIGHTED, KETAMA_HASH, SORT_HOSTS or
+ * HASH_WITH_NAMESPACE (alias HASH_WITH_PREFIX_KEY), optionally prefixed
+ * MEMCACHED_BEHAVIOR_, case-insensitive. VALUE is one of modula consistent
+ * ketama (alias consistent_ketama) spy weighted, or a MEMCACHED_DISTRIBUTION_*
+ * name (DISTRIBUTION); a hash name or MEMCACHED_HASH_* name (HASH,
+ * KETAMA_HASH); 0 / 1 / true / false for the flags; or libmemcached's number
+ * for any of them. Errors as mcr_lmc_set_behavior(), plus MCR_ERR_SYNTAX for
+ * a malformed value. */
 MCR_EXTERN int mcr_lmc_set_behavior_name(mcr_lmc *lmc, const char *name,
                                          const char *value, mcr_error *err);
 
 /* mcr_lmc_add_server: memcached_server_add_with_weight(): append a server
- * (weight 0 is taken as 1, as libmemcached does). Adding a server with
+ * (as libmemcached does: weight 0 is taken as 1, port 0 as 11211, a NULL or
+ * empty host as "localhost"; IPv6 addresses without brackets). Adding a server with
  * weight > 1 under a consistent distribution turns weighting on. Errors as
  * mcr_config_add_server(). */
 MCR_EXTERN int mcr_lmc_add_server(mcr_lmc *lmc, const char *host, int port,

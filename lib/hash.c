@@ -30,19 +30,6 @@ static inline uint32_t rotl32(uint32_t x, unsigned r)
     return (x << r) | (x >> (32 - r));
 }
 
-/* Little-endian 32-bit load; memcpy compiles to one unaligned mov. */
-static inline uint32_t load_le32(const unsigned char *p)
-{
-#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
-    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-#else
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-#endif
-}
 
 /* The last n (1..3) bytes as a little-endian word, zero-extended: what the
  * Murmur tails build byte by byte with shifts. */
@@ -51,7 +38,7 @@ static inline uint32_t load_tail(const unsigned char *p, size_t n)
     unsigned char b[4] = {0, 0, 0, 0};
 
     memcpy(b, p, n);
-    return load_le32(b);
+    return mcr__load_le32(b);
 }
 
 /* ---------------------------------------------------------------- default */
@@ -248,7 +235,7 @@ static uint32_t hash_murmur(const unsigned char *p, size_t len)
     uint32_t h = seed ^ (uint32_t)len;
 
     for (size_t n = len >> 2; n > 0; n--, p += 4) {
-        uint32_t k = load_le32(p);
+        uint32_t k = mcr__load_le32(p);
         k *= m;
         k ^= k >> 24;
         k *= m;
@@ -302,9 +289,9 @@ static uint32_t hash_jenkins(const unsigned char *p, size_t len)
     /* All blocks but the last, which may be full (12 bytes) and must then
      * go through the final mix, not the block mix. */
     while (len > 12) {
-        a += load_le32(p);
-        b += load_le32(p + 4);
-        c += load_le32(p + 8);
+        a += mcr__load_le32(p);
+        b += mcr__load_le32(p + 4);
+        c += mcr__load_le32(p + 8);
         LOOKUP3_MIX(a, b, c);
         p += 12;
         len -= 12;
@@ -312,9 +299,9 @@ static uint32_t hash_jenkins(const unsigned char *p, size_t len)
     /* 1..12 bytes left, zero-padded: the same as lookup3's byte switch. */
     memset(last, 0, sizeof last);
     memcpy(last, p, len);
-    a += load_le32(last);
-    b += load_le32(last + 4);
-    c += load_le32(last + 8);
+    a += mcr__load_le32(last);
+    b += mcr__load_le32(last + 4);
+    c += mcr__load_le32(last + 8);
     LOOKUP3_FINAL(a, b, c);
     return c;
 }
@@ -329,7 +316,7 @@ static uint32_t hash_murmur3(const unsigned char *p, size_t len)
     uint32_t h = 0xdeadbeefu * (uint32_t)len, k;
 
     for (size_t n = len >> 2; n > 0; n--, p += 4) {
-        k = load_le32(p);
+        k = mcr__load_le32(p);
         k *= c1;
         k = rotl32(k, 15);
         k *= c2;

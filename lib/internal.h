@@ -18,6 +18,22 @@
 #define MCR__UNLIKELY(x) (x)
 #endif
 
+/* Little-endian 32-bit load from any address: what MD5 and the Murmur
+ * hashes read their input as. memcpy() is how C spells an unaligned load;
+ * compilers turn it into one mov. */
+static inline uint32_t mcr__load_le32(const unsigned char *p)
+{
+#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+#else
+    uint32_t v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
+#endif
+}
+
 /* ---- errors (error.c) ---- */
 
 /* Fill `err` (if not NULL) with `code` and a formatted message; returns

@@ -17,19 +17,6 @@
 #define MD5_BIG_ENDIAN 1
 #endif
 
-/* MD5 reads its message as little-endian words. memcpy() is how C spells an
- * unaligned load; compilers turn it into one mov. */
-static inline uint32_t md5_load(const unsigned char *p)
-{
-#ifdef MD5_BIG_ENDIAN
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-#else
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-#endif
-}
 
 /* The round functions, written so that the part that does not depend on the
  * newest word b can start before b is known: F and I each leave two
@@ -51,14 +38,14 @@ static inline uint32_t md5_load(const unsigned char *p)
     } while (0)
 
 #define MD5_LOAD_WORDS(p)                                                   \
-    const uint32_t X0 = md5_load((p) + 0), X1 = md5_load((p) + 4),          \
-                   X2 = md5_load((p) + 8), X3 = md5_load((p) + 12),         \
-                   X4 = md5_load((p) + 16), X5 = md5_load((p) + 20),        \
-                   X6 = md5_load((p) + 24), X7 = md5_load((p) + 28),        \
-                   X8 = md5_load((p) + 32), X9 = md5_load((p) + 36),        \
-                   X10 = md5_load((p) + 40), X11 = md5_load((p) + 44),      \
-                   X12 = md5_load((p) + 48), X13 = md5_load((p) + 52),      \
-                   X14 = md5_load((p) + 56), X15 = md5_load((p) + 60)
+    const uint32_t X0 = mcr__load_le32((p) + 0), X1 = mcr__load_le32((p) + 4),          \
+                   X2 = mcr__load_le32((p) + 8), X3 = mcr__load_le32((p) + 12),         \
+                   X4 = mcr__load_le32((p) + 16), X5 = mcr__load_le32((p) + 20),        \
+                   X6 = mcr__load_le32((p) + 24), X7 = mcr__load_le32((p) + 28),        \
+                   X8 = mcr__load_le32((p) + 32), X9 = mcr__load_le32((p) + 36),        \
+                   X10 = mcr__load_le32((p) + 40), X11 = mcr__load_le32((p) + 44),      \
+                   X12 = mcr__load_le32((p) + 48), X13 = mcr__load_le32((p) + 52),      \
+                   X14 = mcr__load_le32((p) + 56), X15 = mcr__load_le32((p) + 60)
 
 /* Steps 1..61: everything the final word A depends on. */
 #define MD5_STEPS_1_TO_61                                    \
@@ -330,7 +317,7 @@ void mcr__md5_u32_many(const void *const *keys, const size_t *lens, size_t n, ui
             }
             md5_pad(blk, keys[i], lens[i], lens[i]);
             for (size_t j = 0; j < 16; j++)
-                w[j * lanes + k] = md5_load(blk + 4 * j);
+                w[j * lanes + k] = mcr__load_le32(blk + 4 * j);
             idx[k++] = i;
             if (k == lanes) {
                 md5_a_lanes(lanes, w, res);
