@@ -864,7 +864,7 @@ int main(int argc, char **argv)
     /* Every other key hash, consistent (labels one-at-a-time) and modula. */
     bool hsieh = reference_has_hsieh();
     for (int mode = 0; mode < 2; mode++) {
-        for (int h = 0; h < MCR_HASH_COUNT; h++) {
+        for (int h = 0; h <= MCR_HASH_MURMUR3; h++) { /* libmemcached's hashes */
             placement pl = {mode ? MCR_MODE_MODULA : MCR_MODE_CONSISTENT, (mcr_hash)h,
                             MCR_HASH_DEFAULT};
             if (pl.mode == MCR_MODE_CONSISTENT && pl.hash == MCR_HASH_FNV1A_32)

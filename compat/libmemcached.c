@@ -493,6 +493,11 @@ int mcr_lmc_set_behavior_name(mcr_lmc *lmc, const char *name, const char *value,
         if (mcr_hash_from_name(skip_prefix(value, "MEMCACHED_HASH_"), &h) != MCR_OK)
             return mcr__error(err, *value ? MCR_ERR_UNKNOWN : MCR_ERR_SYNTAX,
                               "behaviour %s: unknown hash \"%s\"", qn, qv);
+        if ((int)h > LMC_HASH_LAST)
+            return mcr__error(err, MCR_ERR_UNKNOWN,
+                              "behaviour %s: \"%s\" is a twemproxy hash, libmemcached has none "
+                              "of that name",
+                              qn, qv);
         v = (uint64_t)h;
     } else if (rc != MCR_OK) {
         if (ieq(value, "true"))

@@ -126,6 +126,11 @@ typedef enum mcr_hash {
     MCR_HASH_MURMUR = 8,   /* "murmur": MurmurHash2, libhashkit's seed */
     MCR_HASH_JENKINS = 9,  /* "jenkins": Bob Jenkins' lookup3 */
     MCR_HASH_MURMUR3 = 10, /* "murmur3": MurmurHash3 x86_32, libhashkit's seed */
+    /* From 11 on, twemproxy's hashes that libhashkit does not have (its 11,
+     * CUSTOM, has no equivalent: cast only 0..10 from libmemcached). */
+    MCR_HASH_CRC16 = 11,   /* "crc16": twemproxy's CRC-16 (polynomial 0x1021,
+                              initial value 0, not reflected: XMODEM) */
+    MCR_HASH_CRC32A = 12,  /* "crc32a": twemproxy's full CRC-32 (IEEE) */
     MCR_HASH_COUNT
 } mcr_hash;
 
@@ -134,10 +139,10 @@ typedef enum mcr_hash {
  * unknown `h`. Cannot fail otherwise. Thread-safe. */
 MCR_EXTERN uint32_t mcr_hash_key(mcr_hash h, const void *data, size_t len);
 
-/* mcr_hash_from_name: parse a libmemcached hash name ("default", "md5",
- * "crc", "fnv1_64", "fnv1a_64", "fnv1_32", "fnv1a_32", "hsieh", "murmur",
- * "jenkins", "murmur3"; case-insensitive; "one_at_a_time" is accepted for
- * "default"). Returns MCR_OK and sets *out, or MCR_ERR_UNKNOWN
+/* mcr_hash_from_name: parse a hash name ("default", "md5", "crc", "fnv1_64",
+ * "fnv1a_64", "fnv1_32", "fnv1a_32", "hsieh", "murmur", "jenkins",
+ * "murmur3", "crc16", "crc32a"; case-insensitive; "one_at_a_time" is
+ * accepted for "default"). Returns MCR_OK and sets *out, or MCR_ERR_UNKNOWN
  * (MCR_ERR_INVALID for NULL arguments) with *out unchanged. Thread-safe. */
 MCR_EXTERN int mcr_hash_from_name(const char *name, mcr_hash *out);
 
@@ -174,6 +179,16 @@ typedef enum mcr_mode {
     /* "modula": libmemcached MODULA, server = hash % server count. Weights
      * are ignored, as libmemcached ignores them. */
     MCR_MODE_MODULA = 5,
+    /* "twemproxy-ketama": nutcracker 0.5.0's ketama. Labels "label-i", the
+     * label being the server's name when it has one (see
+     * mcr_config_add_server_named), else "host" (port 11211) or "host:port";
+     * points as "weighted" but with the epsilon added in double; an empty key
+     * hashes to 0. Servers are used in config order: nutcracker's own order
+     * is by label, shorter first (the twemproxy compat layer sorts so). */
+    MCR_MODE_TWEMPROXY_KETAMA = 6,
+    /* "twemproxy-modula": nutcracker's modula: every server repeated `weight`
+     * times in config order, server = entry[hash % total weight]. */
+    MCR_MODE_TWEMPROXY_MODULA = 7,
     MCR_MODE_COUNT
 } mcr_mode;
 
@@ -243,6 +258,23 @@ MCR_EXTERN int mcr_config_set_key_prefix(mcr_config *cfg, const void *prefix,
  * already present, compared byte for byte), MCR_ERR_NOMEM. */
 MCR_EXTERN int mcr_config_add_server(mcr_config *cfg, const char *host,
                                      int port, uint32_t weight, mcr_error *err);
+
+/* mcr_config_add_server_named: mcr_config_add_server() with a label: the
+ * text the "ketama" and "twemproxy-ketama" modes hash with "-i" to place the
+ * server's points instead of its address (libketama's address as written in
+ * its file, a twemproxy server's name). NULL means none. 1..255 bytes, no NUL;
+ * copied. Errors as mcr_config_add_server(), and MCR_ERR_SYNTAX /
+ * MCR_ERR_TOO_LONG for the label. */
+MCR_EXTERN int mcr_config_add_server_named(mcr_config *cfg, const char *host, int port,
+                                           uint32_t weight, const char *label,
+                                           mcr_error *err);
+
+/* mcr_config_set_hash_tag: twemproxy's hash_tag: with the two bytes
+ * "{}" (any two), only the part of a key between the first '{' and the next
+ * '}' after it is hashed, when both exist and that part is not empty;
+ * otherwise the whole key. NULL or "" removes it. MCR_OK, or MCR_ERR_INVALID
+ * for a NULL cfg or a tag that is not exactly two bytes. */
+MCR_EXTERN int mcr_config_set_hash_tag(mcr_config *cfg, const char *tag);
 
 /* mcr_config_add_servers: append every server of a comma-separated list of
  * `host[:port[:weight]]` items, `[v6addr]` or `[v6addr]:port[:weight]` for

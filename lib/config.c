@@ -14,6 +14,8 @@ static const char *const mode_names[MCR_MODE_COUNT] = {
     [MCR_MODE_SPY] = "spy",
     [MCR_MODE_SPY_WEIGHTED] = "spy-weighted",
     [MCR_MODE_MODULA] = "modula",
+    [MCR_MODE_TWEMPROXY_KETAMA] = "twemproxy-ketama",
+    [MCR_MODE_TWEMPROXY_MODULA] = "twemproxy-modula",
 };
 
 int mcr_mode_from_name(const char *name, mcr_mode *out)
@@ -51,8 +53,10 @@ void mcr_config_free(mcr_config *cfg)
 {
     if (cfg == NULL)
         return;
-    for (size_t i = 0; i < cfg->count; i++)
+    for (size_t i = 0; i < cfg->count; i++) {
         free(cfg->servers[i].host);
+        free(cfg->servers[i].label);
+    }
     free(cfg->servers);
     free(cfg->set);
     free(cfg);
@@ -82,6 +86,22 @@ int mcr_config_set_point_hash(mcr_config *cfg, mcr_hash hash)
         return MCR_ERR_INVALID;
     cfg->point_hash = hash;
     cfg->point_hash_set = true;
+    return MCR_OK;
+}
+
+int mcr_config_set_hash_tag(mcr_config *cfg, const char *tag)
+{
+    if (cfg == NULL)
+        return MCR_ERR_INVALID;
+    if (tag == NULL || tag[0] == '\0') {
+        cfg->tag_on = false;
+        return MCR_OK;
+    }
+    if (tag[1] == '\0' || tag[2] != '\0')
+        return MCR_ERR_INVALID;
+    cfg->tag[0] = tag[0];
+    cfg->tag[1] = tag[1];
+    cfg->tag_on = true;
     return MCR_OK;
 }
 
@@ -180,7 +200,7 @@ static int set_rebuild(mcr_config *cfg, size_t want)
 /* Append without validation of duplicates against pending items; callers
  * have validated. Returns MCR_OK or MCR_ERR_NOMEM. */
 static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
-                       uint32_t weight, mcr_error *err)
+                       uint32_t weight, const char *label, mcr_error *err)
 {
     if (cfg->count == cfg->cap) {
         size_t cap = cfg->cap ? cfg->cap * 2 : 8;
@@ -193,8 +213,12 @@ static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
     if (2 * (cfg->count + 1) > cfg->set_cap && set_rebuild(cfg, cfg->count + 1) != MCR_OK)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory adding a server");
     char *h = malloc(len + 1);
-    if (h == NULL)
+    char *l = label != NULL ? strdup(label) : NULL;
+    if (h == NULL || (label != NULL && l == NULL)) {
+        free(h);
+        free(l);
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory adding a server");
+    }
     memcpy(h, host, len);
     h[len] = '\0';
     mcr__server *s = &cfg->servers[cfg->count++];
@@ -203,18 +227,29 @@ static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
     s->port = port;
     s->weight = weight;
     s->ipv6 = memchr(h, ':', len) != NULL;
+    s->label = l;
     set_insert(cfg, cfg->count - 1);
     return MCR_OK;
 }
 
 static int add_server_n(mcr_config *cfg, const char *host, size_t len, int port,
-                        uint32_t weight, mcr_error *err)
+                        uint32_t weight, const char *label, mcr_error *err)
 {
     char q[80];
     int rc = mcr__check_host(host, len, err);
 
     if (rc != MCR_OK)
         return rc;
+    if (label != NULL) {
+        size_t ll = strlen(label);
+        if (ll == 0)
+            return mcr__error(err, MCR_ERR_SYNTAX, "empty label for server \"%s\"",
+                              mcr__quote(q, sizeof(q), host, len));
+        if (ll > MCR_HOSTNAME_MAX)
+            return mcr__error(err, MCR_ERR_TOO_LONG,
+                              "label of %zu bytes for server \"%s\" is longer than %d bytes", ll,
+                              mcr__quote(q, sizeof(q), host, len), MCR_HOSTNAME_MAX);
+    }
     if (port < 1 || port > 65535)
         return mcr__error(err, MCR_ERR_RANGE, "port %d of \"%s\" is outside 1..65535", port,
                           mcr__quote(q, sizeof(q), host, len));
@@ -226,15 +261,21 @@ static int add_server_n(mcr_config *cfg, const char *host, size_t len, int port,
         return mcr__error(err, MCR_ERR_DUPLICATE, "duplicate server %s%s%s:%d",
                           memchr(host, ':', len) ? "[" : "", mcr__quote(q, sizeof(q), host, len),
                           memchr(host, ':', len) ? "]" : "", port);
-    return push_server(cfg, host, len, port, weight, err);
+    return push_server(cfg, host, len, port, weight, label, err);
 }
 
 int mcr_config_add_server(mcr_config *cfg, const char *host, int port, uint32_t weight,
                           mcr_error *err)
 {
+    return mcr_config_add_server_named(cfg, host, port, weight, NULL, err);
+}
+
+int mcr_config_add_server_named(mcr_config *cfg, const char *host, int port, uint32_t weight,
+                                const char *label, mcr_error *err)
+{
     if (cfg == NULL || host == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL config or host");
-    return add_server_n(cfg, host, strlen(host), port, weight, err);
+    return add_server_n(cfg, host, strlen(host), port, weight, label, err);
 }
 
 /* Parse an unsigned decimal field of `len` bytes. Returns MCR_OK, or
@@ -339,8 +380,11 @@ static void truncate_servers(mcr_config *cfg, size_t keep)
 {
     if (cfg->count == keep)
         return;
-    while (cfg->count > keep)
-        free(cfg->servers[--cfg->count].host);
+    while (cfg->count > keep) {
+        cfg->count--;
+        free(cfg->servers[cfg->count].host);
+        free(cfg->servers[cfg->count].label);
+    }
     /* Same capacity: cannot fail. */
     memset(cfg->set, 0, cfg->set_cap * sizeof(*cfg->set));
     for (size_t i = 0; i < cfg->count; i++)
@@ -359,7 +403,7 @@ static int add_item(mcr_config *cfg, const char *item, size_t len, const char *w
     rc = mcr__parse_server_item(item, len, &host, &hl, &port, &weight, what, err);
     if (rc != MCR_OK)
         return rc;
-    rc = add_server_n(cfg, host, hl, port, weight, &e);
+    rc = add_server_n(cfg, host, hl, port, weight, NULL, &e);
     if (rc != MCR_OK)
         return mcr__error(err, rc, "%s: %s", what, e.message);
     return MCR_OK;

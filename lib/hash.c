@@ -122,6 +122,32 @@ static uint32_t hash_crc(const unsigned char *p, size_t len)
     return (crc >> 16) & 0x7fff;
 }
 
+/* twemproxy's "crc32a": the full CRC-32 that "crc" keeps 15 bits of. */
+static uint32_t hash_crc32a(const unsigned char *p, size_t len)
+{
+    uint32_t crc = 0xffffffffu;
+
+    for (size_t i = 0; i < len; i++)
+        crc = crc32_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* twemproxy's "crc16": CRC-16 with polynomial 0x1021, initial value 0, MSB
+ * first (the XMODEM variant), computed a bit at a time: it is a rare choice
+ * and a table would cost 512 bytes of cache for little. */
+static uint32_t hash_crc16(const unsigned char *p, size_t len)
+{
+    uint32_t crc = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint32_t)p[i] << 8;
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) : (crc << 1);
+        crc &= 0xffff;
+    }
+    return crc;
+}
+
 /* ---------------------------------------------------------------- FNV */
 
 #define FNV64_OFFSET 0xcbf29ce484222325ULL
@@ -365,6 +391,8 @@ uint32_t mcr__hash_key(mcr_hash h, const void *data, size_t len)
     case MCR_HASH_MURMUR: return hash_murmur(p, len);
     case MCR_HASH_JENKINS: return hash_jenkins(p, len);
     case MCR_HASH_MURMUR3: return hash_murmur3(p, len);
+    case MCR_HASH_CRC16: return hash_crc16(p, len);
+    case MCR_HASH_CRC32A: return hash_crc32a(p, len);
     case MCR_HASH_COUNT: break;
     }
     return 0;
@@ -454,7 +482,8 @@ static const char *const hash_names[MCR_HASH_COUNT] = {
     [MCR_HASH_FNV1A_64] = "fnv1a_64", [MCR_HASH_FNV1_32] = "fnv1_32",
     [MCR_HASH_FNV1A_32] = "fnv1a_32", [MCR_HASH_HSIEH] = "hsieh",
     [MCR_HASH_MURMUR] = "murmur",     [MCR_HASH_JENKINS] = "jenkins",
-    [MCR_HASH_MURMUR3] = "murmur3",
+    [MCR_HASH_MURMUR3] = "murmur3",   [MCR_HASH_CRC16] = "crc16",
+    [MCR_HASH_CRC32A] = "crc32a",
 };
 
 int mcr_hash_from_name(const char *name, mcr_hash *out)

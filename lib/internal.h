@@ -86,6 +86,8 @@ typedef struct mcr__server {
     int port;
     uint32_t weight;
     bool ipv6;       /* host contains ':', written with brackets in names */
+    char *label;     /* ketama label base (libketama address, twemproxy
+                        name), or NULL for the mode's default */
 } mcr__server;
 
 struct mcr_config {
@@ -100,6 +102,8 @@ struct mcr_config {
     mcr_hash key_hash;
     mcr_hash point_hash;
     bool point_hash_set;      /* false: point hash follows the key hash */
+    bool tag_on;              /* twemproxy hash_tag in force */
+    char tag[2];              /* its opening and closing bytes */
     bool prefix_on;           /* libmemcached HASH_WITH_NAMESPACE rules apply */
     unsigned char prefix[256];/* hashed before each key (namespace) */
     size_t prefix_len;

@@ -50,6 +50,12 @@ struct mcr_ring {
     unsigned shift;       /* 32 - index bits */
     ring_server *servers;
     char *strings;        /* hosts and names of all servers */
+    bool special_hash;    /* any of the key rules below: take the slow path */
+    bool empty_is_zero;   /* twemproxy: an empty key hashes to 0 */
+    bool tag_on;          /* twemproxy hash_tag */
+    char tag[2];
+    uint64_t *cum_weight; /* twemproxy-modula: running sums of the weights */
+    uint64_t total_weight;
     bool prefix_on;       /* libmemcached HASH_WITH_NAMESPACE rules apply */
     size_t prefix_len;
     unsigned char prefix[256];
@@ -79,6 +85,13 @@ static uint32_t labels_for(const mcr_config *cfg, const mcr__server *s, uint64_t
         *per_label = POINTS_PER_DIGEST;
         return (uint32_t)floorf(f);
     }
+    case MCR_MODE_TWEMPROXY_KETAMA: {
+        /* nutcracker: floorf((float)(pct * 160 / 4 * live + 0.0000000001)) * 4
+         * points: float products, the epsilon added in double. */
+        float f = pct * (float)KETAMA_POINTS_PER_SERVER / (float)POINTS_PER_DIGEST * (float)n;
+        *per_label = POINTS_PER_DIGEST;
+        return (uint32_t)floorf((float)((double)f + 0.0000000001));
+    }
     case MCR_MODE_CONSISTENT:
     case MCR_MODE_SPY:
         *per_label = 1;
@@ -93,6 +106,8 @@ static uint32_t labels_for(const mcr_config *cfg, const mcr__server *s, uint64_t
  * buf; returns its length. buf holds at least MCR_HOSTNAME_MAX + 16. */
 static size_t label_prefix(mcr_mode mode, const mcr__server *s, char *buf)
 {
+    if (s->label != NULL && (mode == MCR_MODE_KETAMA || mode == MCR_MODE_TWEMPROXY_KETAMA))
+        return (size_t)sprintf(buf, "%s-", s->label);
     switch (mode) {
     case MCR_MODE_KETAMA: /* libketama: the address as written, "host:port-" */
         if (s->ipv6)
@@ -245,6 +260,20 @@ static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
     return finish_points(r, err);
 }
 
+static int build_cum_weights(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
+{
+    r->cum_weight = malloc(cfg->count * sizeof(*r->cum_weight));
+    if (r->cum_weight == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu weights", cfg->count);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < cfg->count; i++) {
+        sum += cfg->servers[i].weight;
+        r->cum_weight[i] = sum;
+    }
+    r->total_weight = sum;
+    return MCR_OK;
+}
+
 static int copy_servers(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
 {
     size_t bytes = 0;
@@ -288,6 +317,11 @@ static int ring_alloc(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
     r->prefix_on = cfg->prefix_on;
     r->prefix_len = cfg->prefix_len;
     memcpy(r->prefix, cfg->prefix, cfg->prefix_len);
+    r->tag_on = cfg->tag_on;
+    memcpy(r->tag, cfg->tag, sizeof(r->tag));
+    r->empty_is_zero =
+        cfg->mode == MCR_MODE_TWEMPROXY_KETAMA || cfg->mode == MCR_MODE_TWEMPROXY_MODULA;
+    r->special_hash = r->prefix_on || r->tag_on || r->empty_is_zero;
     int rc = copy_servers(r, cfg, err);
     if (rc != MCR_OK) {
         mcr_ring_free(r);
@@ -343,7 +377,9 @@ int mcr_ring_new(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
     rc = ring_alloc(cfg, &r, err);
     if (rc != MCR_OK)
         return rc;
-    if (r->mode != MCR_MODE_MODULA)
+    if (r->mode == MCR_MODE_TWEMPROXY_MODULA)
+        rc = build_cum_weights(r, cfg, err);
+    else if (r->mode != MCR_MODE_MODULA)
         rc = build_points(r, cfg, err);
     if (rc != MCR_OK) {
         mcr_ring_free(r);
@@ -359,6 +395,7 @@ void mcr_ring_free(mcr_ring *r)
         return;
     free(r->points);
     free(r->index);
+    free(r->cum_weight);
     free(r->servers);
     free(r->strings);
     free(r);
@@ -385,11 +422,34 @@ static __attribute__((noinline)) uint32_t prefixed_hash(const mcr_ring *r, const
     return mcr__hash_key(r->key_hash, buf, total);
 }
 
+/* twemproxy's key rules: the hash tag narrows the key; an empty key is 0. */
+static __attribute__((noinline)) uint32_t special_hash(const mcr_ring *r, const void *key,
+                                                       size_t len)
+{
+    if (r->tag_on) {
+        const char *k = key;
+        const char *open = len ? memchr(k, r->tag[0], len) : NULL;
+        if (open != NULL) {
+            size_t rest = len - (size_t)(open + 1 - k);
+            const char *close = rest ? memchr(open + 1, r->tag[1], rest) : NULL;
+            if (close != NULL && close - open > 1) {
+                key = open + 1;
+                len = (size_t)(close - open - 1);
+            }
+        }
+    }
+    if (r->empty_is_zero && len == 0)
+        return 0;
+    if (r->prefix_on)
+        return prefixed_hash(r, key, len);
+    return mcr__hash_key(r->key_hash, key, len);
+}
+
 static inline uint32_t ring_hash(const mcr_ring *r, const void *key, size_t len)
 {
-    if (MCR__LIKELY(!r->prefix_on))
+    if (MCR__LIKELY(!r->special_hash))
         return mcr__hash_key(r->key_hash, key, len);
-    return prefixed_hash(r, key, len);
+    return special_hash(r, key, len);
 }
 
 uint32_t mcr_ring_hash(const mcr_ring *r, const void *key, size_t len)
@@ -420,10 +480,28 @@ static inline uint32_t find_point(const mcr_ring *r, uint32_t h)
     return p[lo].server; /* lo == npoints: a sentinel, the wrap to point 0 */
 }
 
+/* nutcracker lays every server out `weight` times in a row and takes entry
+ * hash % total; the same entry is found here by bisecting the running sums. */
+static uint32_t weighted_modula(const mcr_ring *r, uint32_t hash)
+{
+    uint64_t e = hash % r->total_weight;
+    size_t lo = 0, hi = r->nservers - 1;
+    while (lo < hi) { /* first i with cum_weight[i] > e */
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->cum_weight[mid] > e)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return (uint32_t)lo;
+}
+
 static inline uint32_t ring_find(const mcr_ring *r, uint32_t hash)
 {
     if (r->mode == MCR_MODE_MODULA)
         return hash % r->nservers;
+    if (r->mode == MCR_MODE_TWEMPROXY_MODULA)
+        return weighted_modula(r, hash);
     if (MCR__UNLIKELY(r->npoints == 0))
         return 0;
     return find_point(r, hash);
@@ -456,12 +534,12 @@ void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size
     for (size_t base = 0; base < n; base += CHUNK) {
         size_t m = n - base < CHUNK ? n - base : CHUNK;
         uint32_t *h = out + base;
-        if (!r->prefix_on)
+        if (!r->special_hash)
             mcr__hash_many(r->key_hash, keys + base, lens + base, m, h);
         else
             for (size_t i = 0; i < m; i++)
                 h[i] = ring_hash(r, keys[base + i], lens[base + i]);
-        if (r->mode != MCR_MODE_MODULA && r->npoints != 0)
+        if (r->npoints != 0)
             for (size_t i = 0; i < m; i++)
                 __builtin_prefetch(&r->index[h[i] >> r->shift]);
         for (size_t i = 0; i < m; i++)

@@ -3,7 +3,8 @@
 set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libssl-dev libevent-dev check
-      libmemcached-dev libhashkit-dev memcached valgrind groff-base)
+      libmemcached-dev libhashkit-dev memcached valgrind groff-base
+      libyaml-dev nutcracker)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -451,6 +451,98 @@ START_TEST(ring_outlives_config)
 }
 END_TEST
 
+START_TEST(twemproxy_modes)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    mcr_config_set_mode(cfg, MCR_MODE_TWEMPROXY_KETAMA);
+    mcr_config_set_hash(cfg, MCR_HASH_FNV1A_64);
+    ck_assert_int_eq(mcr_config_add_server_named(cfg, "10.0.0.1", 11211, 1, NULL, &err), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server_named(cfg, "10.0.0.2", 11212, 3, NULL, &err), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server_named(cfg, "10.0.0.3", 11213, 2, "cache-c", &err), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server_named(cfg, "10.0.0.4", 1, 1, "", &err), MCR_ERR_SYNTAX);
+    mcr_ring *ring = ring_of(cfg);
+    /* labels: "host" for port 11211, "host:port" otherwise, the name if any;
+     * floorf((float)(pct*160/4*n + 1e-10)) labels of 4 MD5 points */
+    const char *label[] = {"10.0.0.1", "10.0.0.2:11212", "cache-c"};
+    uint32_t w[] = {1, 3, 2}, total = 0;
+    for (uint32_t i = 0; i < 3; i++) {
+        float pct = (float)w[i] / 6.0f;
+        float f = pct * 160.0f / 4.0f * 3.0f;
+        uint32_t nl = (uint32_t)floorf((float)((double)f + 0.0000000001));
+        total += nl * 4;
+        for (uint32_t k = 0; k < nl; k++) {
+            char l[64];
+            uint32_t d[4];
+            snprintf(l, sizeof(l), "%s-%u", label[i], k);
+            md5_words(l, d);
+            ck_assert_msg(has_point(ring, d[k & 3], i), "%s", l);
+        }
+    }
+    ck_assert_uint_eq(mcr_ring_point_count(ring), total);
+    /* an empty key hashes to 0 under twemproxy's rules */
+    ck_assert_uint_eq(mcr_ring_hash(ring, "", 0), 0);
+    ck_assert_uint_eq(mcr_ring_locate(ring, "", 0), mcr_ring_find(ring, 0));
+    mcr_ring_free(ring);
+
+    /* modula: each server `weight` times in order, entry hash % total */
+    mcr_config_set_mode(cfg, MCR_MODE_TWEMPROXY_MODULA);
+    ring = ring_of(cfg);
+    uint32_t table[] = {0, 1, 1, 1, 2, 2};
+    for (int i = 0; i < 2000; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "k%d", i);
+        uint32_t h = mcr_hash_key(MCR_HASH_FNV1A_64, k, strlen(k));
+        ck_assert_uint_eq(mcr_ring_locate(ring, k, strlen(k)), table[h % 6]);
+    }
+    mcr_ring_free(ring);
+    mcr_config_free(cfg);
+}
+END_TEST
+
+START_TEST(hash_tag_rule)
+{
+    mcr_config *cfg = cfg_with("a,b,c", MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32);
+    ck_assert_int_eq(mcr_config_set_hash_tag(cfg, "{}"), MCR_OK);
+    ck_assert_int_eq(mcr_config_set_hash_tag(cfg, "{"), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_config_set_hash_tag(cfg, "{}}"), MCR_ERR_INVALID);
+    mcr_ring *ring = ring_of(cfg);
+    const struct { const char *key, *hashed; } cases[] = {
+        {"user:{42}:cart", "42"}, {"{x}", "x"},          {"a{}b", "a{}b"},
+        {"no tag", "no tag"},     {"open{only", "open{only"}, {"}{ab}", "ab"},
+        {"{a{b}c}", "a{b"},       {"{}{x}", "{}{x}"},    {"x{y}", "y"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ck_assert_msg(mcr_ring_hash(ring, cases[i].key, strlen(cases[i].key)) ==
+                          mcr_hash_key(MCR_HASH_FNV1A_32, cases[i].hashed, strlen(cases[i].hashed)),
+                      "key %s", cases[i].key);
+    mcr_ring_free(ring);
+    ck_assert_int_eq(mcr_config_set_hash_tag(cfg, NULL), MCR_OK);
+    ring = ring_of(cfg);
+    ck_assert_uint_eq(mcr_ring_hash(ring, "x{y}", 4), mcr_hash_key(MCR_HASH_FNV1A_32, "x{y}", 4));
+    mcr_ring_free(ring);
+    mcr_config_free(cfg);
+}
+END_TEST
+
+START_TEST(ketama_label_as_written)
+{
+    /* libketama hashes the address as written in its file */
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_add_server_named(cfg, "cache-a", 11211, 1, "cache-a", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server_named(cfg, "cache-b", 11211, 1, NULL, NULL), MCR_OK);
+    mcr_ring *ring = ring_of(cfg);
+    uint32_t d[4];
+    md5_words("cache-a-0", d);
+    ck_assert(has_point(ring, d[0], 0));
+    md5_words("cache-b:11211-0", d);
+    ck_assert(has_point(ring, d[0], 1));
+    ck_assert_str_eq(mcr_ring_server_name(ring, 0), "cache-a:11211");
+    mcr_ring_free(ring);
+    mcr_config_free(cfg);
+}
+END_TEST
+
 /* A ring is immutable: many threads look keys up in it at once, with no
  * lock, and all see what one thread sees (run under TSan by the CI too). */
 enum { THREADS = 4, THREAD_KEYS = 20000 };
@@ -520,6 +612,9 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, ring_errors);
     tcase_add_test(tc, ring_outlives_config);
     tcase_add_test(tc, concurrent_readers);
+    tcase_add_test(tc, twemproxy_modes);
+    tcase_add_test(tc, hash_tag_rule);
+    tcase_add_test(tc, ketama_label_as_written);
     suite_add_tcase(s, tc);
     return s;
 }
