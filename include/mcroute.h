@@ -332,6 +332,12 @@ MCR_EXTERN uint32_t mcr_ring_hash(const mcr_ring *ring, const void *key,
  * hash % server count. Thread-safe, cannot fail. */
 MCR_EXTERN uint32_t mcr_ring_find(const mcr_ring *ring, uint32_t hash);
 
+/* mcr_ring_find_point: the index (0 .. mcr_ring_point_count() - 1, as
+ * mcr_ring_point() numbers them) of the point owning hash value `hash`, by the
+ * rule of mcr_ring_find(): what libketama's ketama_get_server() returns.
+ * SIZE_MAX for the modula modes, which have no points. Thread-safe. */
+MCR_EXTERN size_t mcr_ring_find_point(const mcr_ring *ring, uint32_t hash);
+
 /* mcr_ring_locate: the index of the server owning `key`, exactly as the
  * reference of the ring's mode picks it (with one server: 0, without
  * hashing, as libmemcached). Thread-safe, cannot fail. */

@@ -457,19 +457,17 @@ uint32_t mcr_ring_hash(const mcr_ring *r, const void *key, size_t len)
     return ring_hash(r, key, len);
 }
 
-static inline uint32_t find_point(const mcr_ring *r, uint32_t h)
+static inline uint32_t find_index(const mcr_ring *r, uint32_t h)
 {
     uint32_t b = h >> r->shift;
     uint32_t lo = r->index[b], hi = r->index[b + 1];
     const point *p = r->points;
 
     if (MCR__LIKELY(hi - lo <= SCAN_WIDTH)) {
-        /* The answer is in [lo, hi]; points from hi on are >= h (or are
-         * sentinels), so counting those below h gives the lower bound. */
         lo += (uint32_t)(p[lo].value < h) + (uint32_t)(p[lo + 1].value < h) +
               (uint32_t)(p[lo + 2].value < h) + (uint32_t)(p[lo + 3].value < h);
     } else {
-        while (lo < hi) { /* lower bound in [lo, hi) */
+        while (lo < hi) {
             uint32_t mid = lo + (hi - lo) / 2;
             if (p[mid].value < h)
                 lo = mid + 1;
@@ -477,7 +475,15 @@ static inline uint32_t find_point(const mcr_ring *r, uint32_t h)
                 hi = mid;
         }
     }
-    return p[lo].server; /* lo == npoints: a sentinel, the wrap to point 0 */
+    return lo;
+}
+
+static inline uint32_t find_point(const mcr_ring *r, uint32_t h)
+{
+    /* The answer is in [lo, hi] of h's bucket; points from hi on are >= h (or
+     * are sentinels), so counting those below h gives the lower bound; an
+     * index of npoints is a sentinel, which carries the wrap to point 0. */
+    return r->points[find_index(r, h)].server;
 }
 
 /* nutcracker lays every server out `weight` times in a row and takes entry
@@ -510,6 +516,14 @@ static inline uint32_t ring_find(const mcr_ring *r, uint32_t hash)
 uint32_t mcr_ring_find(const mcr_ring *r, uint32_t hash)
 {
     return ring_find(r, hash);
+}
+
+size_t mcr_ring_find_point(const mcr_ring *r, uint32_t hash)
+{
+    if (r->npoints == 0)
+        return SIZE_MAX;
+    size_t i = find_index(r, hash);
+    return i == r->npoints ? 0 : i;
 }
 
 uint32_t mcr_ring_locate(const mcr_ring *r, const void *key, size_t len)

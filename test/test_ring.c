@@ -1,5 +1,6 @@
 /* test_ring.c: Check suite of the continuum: successor rule, point counts, labels, index, 10,000 servers. */
 #include <math.h>
+#include <stdint.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -116,6 +117,19 @@ END_TEST
 
 /* ---- every lookup equals the naive rule, at and around every point ---- */
 
+/* Index of the first point >= h, or 0 past the end: the point rule. */
+static size_t naive_point(const mcr_ring *ring, uint32_t h)
+{
+    size_t n = mcr_ring_point_count(ring);
+    uint32_t v;
+    for (size_t i = 0; i < n; i++) {
+        mcr_ring_point(ring, i, &v, NULL);
+        if (v >= h)
+            return i;
+    }
+    return 0;
+}
+
 static void check_against_naive(const mcr_ring *ring, tu_rng *rng, int randoms)
 {
     size_t n = mcr_ring_point_count(ring);
@@ -133,7 +147,11 @@ static void check_against_naive(const mcr_ring *ring, tu_rng *rng, int randoms)
     for (int k = 0; k < randoms; k++) {
         uint32_t h = (uint32_t)tu_rand(rng);
         ck_assert_msg(mcr_ring_find(ring, h) == naive_find(ring, h), "hash %u", h);
+        if (k % 8 == 0)
+            ck_assert_uint_eq(mcr_ring_find_point(ring, h), naive_point(ring, h));
     }
+    for (int e = 0; e < 4; e++)
+        ck_assert_uint_eq(mcr_ring_find_point(ring, edges[e]), naive_point(ring, edges[e]));
 }
 
 START_TEST(lookup_matches_naive_rule)
@@ -300,6 +318,7 @@ START_TEST(modula_and_single_server)
                           mcr_hash_key(MCR_HASH_CRC, k, strlen(k)) % 5);
     }
     ck_assert_int_eq(mcr_ring_point(ring, 0, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert_uint_eq(mcr_ring_find_point(ring, 123), SIZE_MAX);
     mcr_ring_free(ring);
     mcr_config_free(cfg);
 
