@@ -348,24 +348,25 @@ int mcr__parse_server_item(const char *item, size_t len, const char **host, size
         size_t plen = restlen - 1;
         const char *c = memchr(p, ':', plen);
         size_t portlen = c ? (size_t)(c - p) : plen;
+        char f[32];
         rc = parse_uint(p, portlen, 65535, &v);
         if (rc == MCR_ERR_SYNTAX)
-            return mcr__error(err, rc, "%s: \"%s\": port \"%.*s\" is not a number", what, q,
-                              (int)(portlen > 20 ? 20 : portlen), p);
+            return mcr__error(err, rc, "%s: \"%s\": port \"%s\" is not a number", what, q,
+                              mcr__quote(f, sizeof(f), p, portlen));
         if (rc == MCR_ERR_RANGE || v == 0)
-            return mcr__error(err, MCR_ERR_RANGE, "%s: \"%s\": port %.*s is outside 1..65535",
-                              what, q, (int)(portlen > 20 ? 20 : portlen), p);
+            return mcr__error(err, MCR_ERR_RANGE, "%s: \"%s\": port %s is outside 1..65535",
+                              what, q, mcr__quote(f, sizeof(f), p, portlen));
         *port = (int)v;
         if (c != NULL) {
             const char *w = c + 1;
             size_t wlen = plen - portlen - 1;
             rc = parse_uint(w, wlen, MCR_WEIGHT_MAX, &v);
             if (rc == MCR_ERR_SYNTAX)
-                return mcr__error(err, rc, "%s: \"%s\": weight \"%.*s\" is not a number", what,
-                                  q, (int)(wlen > 20 ? 20 : wlen), w);
+                return mcr__error(err, rc, "%s: \"%s\": weight \"%s\" is not a number", what,
+                                  q, mcr__quote(f, sizeof(f), w, wlen));
             if (rc == MCR_ERR_RANGE || v == 0)
-                return mcr__error(err, MCR_ERR_RANGE, "%s: \"%s\": weight %.*s is outside 1..%u",
-                                  what, q, (int)(wlen > 20 ? 20 : wlen), w,
+                return mcr__error(err, MCR_ERR_RANGE, "%s: \"%s\": weight %s is outside 1..%u",
+                                  what, q, mcr__quote(f, sizeof(f), w, wlen),
                                   (unsigned)MCR_WEIGHT_MAX);
             *weight = (uint32_t)v;
         }
@@ -466,6 +467,7 @@ int mcr_config_load_server_file(mcr_config *cfg, const char *path, mcr_error *er
         return mcr__error(err, MCR_ERR_IO, "cannot open server file %s: %s", path,
                           strerror(errno));
     keep = cfg->count;
+    errno = 0;
     while ((n = getline(&line, &cap, f)) >= 0) {
         char what[300];
         const char *s = line, *e;
@@ -491,7 +493,8 @@ int mcr_config_load_server_file(mcr_config *cfg, const char *path, mcr_error *er
         added++;
     }
     if (rc == MCR_OK && ferror(f))
-        rc = mcr__error(err, MCR_ERR_IO, "error reading server file %s", path);
+        rc = mcr__error(err, MCR_ERR_IO, "error reading server file %s: %s", path,
+                        strerror(errno ? errno : EIO));
     if (rc == MCR_OK && added == 0)
         rc = mcr__error(err, MCR_ERR_EMPTY, "server file %s has no server", path);
     if (rc != MCR_OK)

@@ -16,6 +16,11 @@ fi
 echo "deps: installing ${missing[*]}" >&2
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "deps: missing packages: ${missing[*]}" >&2
+    echo "deps: run this script as root, or install sudo, to install them" >&2
+    exit 1
+  fi
   SUDO="sudo"
 fi
 export DEBIAN_FRONTEND=noninteractive

@@ -264,7 +264,7 @@ START_TEST(bad_input)
     expect_usage_error(ARGS("locate", "-s", longhost, "k"), "longer than 255");
     expect_usage_error(ARGS("locate", "-s", "a", "--mode", "ring", "k"), "unknown mode 'ring'");
     expect_usage_error(ARGS("locate", "-s", "a", "--hash", "sha1", "k"), "unknown hash 'sha1'");
-    expect_usage_error(ARGS("locate", "--bogus", "k"), "unknown option '--bogus'");
+    expect_usage_error(ARGS("locate", "--bogus", "k"), "option '--bogus'");
     expect_usage_error(ARGS("locate", "k"), "no servers");
     expect_usage_error(ARGS("locate", "-s", "a", "-f", "/etc/hostname", "k"), "only one");
     expect_usage_error(ARGS("locate", "-f", "/nonexistent/file", "k"), "/nonexistent/file");
@@ -284,6 +284,14 @@ START_TEST(bad_input)
     expect_usage_error(ARGS("hash", "--hash", "md5", "-s", "a", "k"),
                        "option '--servers' is not valid here");
     expect_usage_error(ARGS("help", "frob"), "help: unknown command 'frob'");
+    expect_usage_error(ARGS("locate", "-s", "a", "-qz", "k"), "unknown option '-q'");
+    expect_usage_error(ARGS("locate", "--serv=a", "k"), "ambiguous option '--serv=a'");
+    expect_usage_error(ARGS("locate", "-s", "a", "-m", "ketama", "-m", "modula", "k"),
+                       "--mode given twice");
+    expect_usage_error(ARGS("locate", "-s", "a", "--hash", "md5", "--hash", "crc", "k"),
+                       "--hash given twice");
+    expect_usage_error(ARGS("locate", "-s", "a:1\x1b[31m", "k"), "port \"1\\x1b[31m\"");
+    expect_usage_error(ARGS("locate", "-f", "/tmp", "k"), "Is a directory");
     run r = run_cli(NULL, 0, ARGS("locate"));
     ck_assert_int_eq(r.status, 2);
     run_free(&r);

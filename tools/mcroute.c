@@ -45,7 +45,8 @@ static const char usage_main[] =
     "                              followed by any number of:\n"
     "  -b, --behavior NAME=VALUE   DISTRIBUTION (modula consistent ketama spy weighted),\n"
     "                              HASH, KETAMA_HASH (hash names), KETAMA,\n"
-    "                              KETAMA_WEIGHTED, SORT_HOSTS (0 or 1); applied in order\n"
+    "                              KETAMA_WEIGHTED, SORT_HOSTS, HASH_WITH_NAMESPACE\n"
+    "                              (0 or 1); applied in order\n"
     "  -m, --mode MODE             with -s/-f: ketama (default, libketama), consistent,\n"
     "                              weighted, spy, spy-weighted, modula\n"
     "      --hash NAME             with -s/-f: key hash (default md5 for ketama,\n"
@@ -163,13 +164,23 @@ static int parse_options(int argc, char **argv, source *src, const char *usage, 
             src->libmemcached = optarg;
             break;
         case 'b': src->behaviors[src->nbehaviors++] = optarg; break;
-        case 'm': src->mode = optarg; break;
-        case OPT_HASH: src->hash = optarg; break;
+        case 'm':
+            if (src->mode)
+                die("--mode given twice");
+            src->mode = optarg;
+            break;
+        case OPT_HASH:
+            if (src->hash)
+                die("--hash given twice");
+            src->hash = optarg;
+            break;
         case 'h': print_usage_and_exit(usage); break;
-        case ':':
+        case ':': /* the option was the last argument */
             die("%s: option '%s' needs a value", argv[0], argv[optind - 1]);
         default:
-            die("%s: unknown option '%s' (see --help)", argv[0], argv[optind - 1]);
+            if (optopt != 0)
+                die("%s: unknown option '-%c' (see --help)", argv[0], optopt);
+            die("%s: unknown or ambiguous option '%s' (see --help)", argv[0], argv[optind - 1]);
         }
     }
     return optind;
