@@ -345,6 +345,122 @@ START_TEST(libmemcached_source)
 }
 END_TEST
 
+static char *temp_file(const char *text)
+{
+    char *path = strdup("/tmp/mcr-cli-src-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+START_TEST(twemproxy_source)
+{
+    char *yml = temp_file("alpha:\n  listen: 127.0.0.1:22121\n  hash: fnv1a_64\n"
+                          "  distribution: ketama\n  servers:\n"
+                          "   - 127.0.0.1:11211:1 cache-a\n   - 127.0.0.1:11212:2\n"
+                          "beta:\n  listen: 127.0.0.1:22122\n  hash: md5\n"
+                          "  distribution: modula\n  hash_tag: \"{}\"\n  servers:\n"
+                          "   - 127.0.0.2:11211:1\n   - 127.0.0.3:11211:3\n");
+    /* the same placements built through the library */
+    mcr_config *cfg = mcr_config_new();
+    mcr_config_set_mode(cfg, MCR_MODE_TWEMPROXY_KETAMA);
+    mcr_config_set_hash(cfg, MCR_HASH_FNV1A_64);
+    /* nutcracker's order: by ketama name, shorter first */
+    mcr_config_add_server_named(cfg, "127.0.0.1", 11211, 1, "cache-a", NULL);
+    mcr_config_add_server_named(cfg, "127.0.0.1", 11212, 2, NULL, NULL);
+    mcr_ring *a = NULL;
+    ck_assert_int_eq(mcr_ring_new(cfg, &a, NULL), MCR_OK);
+    mcr_config_free(cfg);
+    cfg = mcr_config_new();
+    mcr_config_set_mode(cfg, MCR_MODE_TWEMPROXY_MODULA);
+    mcr_config_set_hash(cfg, MCR_HASH_MD5);
+    mcr_config_set_hash_tag(cfg, "{}");
+    mcr_config_add_servers(cfg, "127.0.0.2:11211:1,127.0.0.3:11211:3", NULL);
+    mcr_ring *b = NULL;
+    ck_assert_int_eq(mcr_ring_new(cfg, &b, NULL), MCR_OK);
+    mcr_config_free(cfg);
+
+    const char *keys[] = {"k1", "user:{7}:a", "user:{7}:b", "zz"};
+    char want_a[512], want_b[512];
+    size_t oa = 0, ob = 0;
+    for (int i = 0; i < 4; i++) {
+        size_t l = strlen(keys[i]);
+        oa += (size_t)snprintf(want_a + oa, sizeof(want_a) - oa, "%s\t%s\n", keys[i],
+                               mcr_ring_server_name(a, mcr_ring_locate(a, keys[i], l)));
+        ob += (size_t)snprintf(want_b + ob, sizeof(want_b) - ob, "%s\t%s\n", keys[i],
+                               mcr_ring_server_name(b, mcr_ring_locate(b, keys[i], l)));
+    }
+    run r = run_cli(NULL, 0, ARGS("locate", "--twemproxy", yml, keys[0], keys[1], keys[2], keys[3]));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, want_a);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("locate", "-t", yml, "--pool", "beta", keys[0], keys[1], keys[2], keys[3]));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, want_b);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("dump", "-t", yml));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_uint_gt(r.outlen, 0);
+    run_free(&r);
+    expect_usage_error(ARGS("locate", "-t", yml, "-p", "gamma", "k"), "gamma");
+    expect_usage_error(ARGS("dump", "-t", yml, "-p", "beta"), "no continuum");
+    expect_usage_error(ARGS("locate", "-t", yml, "--hash", "md5", "k"), "the file sets");
+    expect_usage_error(ARGS("locate", "-s", "a", "-p", "beta", "k"), "--pool applies only");
+    unlink(yml);
+    free(yml);
+
+    char *bad = temp_file("alpha:\n  servers:\n   - 127.0.0.1:11211:0\n");
+    expect_usage_error(ARGS("locate", "-t", bad, "k"), bad);
+    unlink(bad);
+    free(bad);
+    bad = temp_file("alpha: [unclosed\n");
+    expect_usage_error(ARGS("locate", "-t", bad, "k"), bad);
+    unlink(bad);
+    free(bad);
+    mcr_ring_free(a);
+    mcr_ring_free(b);
+}
+END_TEST
+
+START_TEST(ketama_file_source)
+{
+    char *f = temp_file("# servers\n10.0.1.1:11211\t600\n10.0.1.2:11211\t300\n10.0.1.3:11211\t200\n");
+    /* libketama's sample file; vectors derived in test_compat_ketama */
+    run r = run_cli(NULL, 0, ARGS("locate", "--ketama-file", f, "foo", "bar", "hello"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, "foo\t10.0.1.2:11211\nbar\t10.0.1.1:11211\nhello\t10.0.1.3:11211\n");
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("dump", "-k", f));
+    ck_assert_int_eq(r.status, 0);
+    size_t lines = 0;
+    for (size_t i = 0; i < r.outlen; i++)
+        lines += r.out[i] == '\n';
+    ck_assert_uint_eq(lines, 472); /* 65 + 32 + 21 labels, 4 points each */
+    run_free(&r);
+    unlink(f);
+    free(f);
+    /* an address written without a port prints as written */
+    f = temp_file("cache-a\t100\ncache-b:11212\t100\n");
+    r = run_cli(NULL, 0, ARGS("dump", "-k", f));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(strstr(r.out, "\tcache-a\n") != NULL);
+    ck_assert(strstr(r.out, "\tcache-b:11212\n") != NULL);
+    run_free(&r);
+    unlink(f);
+    free(f);
+    f = temp_file("10.0.0.1:11211\t0\n");
+    expect_usage_error(ARGS("locate", "-k", f, "k"), "line 1");
+    unlink(f);
+    free(f);
+    f = temp_file("# nothing\n");
+    expect_usage_error(ARGS("locate", "-k", f, "k"), f);
+    unlink(f);
+    free(f);
+}
+END_TEST
+
 START_TEST(write_errors_are_reported)
 {
     /* stdout on a full device: the lines are lost, so the exit status says so */
@@ -373,6 +489,8 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, help_everywhere);
     tcase_add_test(tc, libmemcached_source);
     tcase_add_test(tc, write_errors_are_reported);
+    tcase_add_test(tc, twemproxy_source);
+    tcase_add_test(tc, ketama_file_source);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "mcroute.h"
+#include "mcroute_ketama.h"
 #include "mcroute_libmemcached.h"
+#include "mcroute_twemproxy.h"
 
 #define EXIT_USAGE 2 /* bad input of any kind: nothing was printed on stdout */
 
@@ -47,12 +49,18 @@ static const char usage_main[] =
     "                              HASH, KETAMA_HASH (hash names), KETAMA,\n"
     "                              KETAMA_WEIGHTED, SORT_HOSTS, HASH_WITH_NAMESPACE\n"
     "                              (0 or 1); applied in order\n"
+    "  -t, --twemproxy FILE        a nutcracker (twemproxy) YAML configuration;\n"
+    "  -p, --pool NAME             with -t: the pool to use (default: the first)\n"
+    "  -k, --ketama-file FILE      a libketama server file: 'address<TAB>memory' lines\n"
     "  -m, --mode MODE             with -s/-f: ketama (default, libketama), consistent,\n"
-    "                              weighted, spy, spy-weighted, modula\n"
+    "                              weighted, spy, spy-weighted, modula,\n"
+    "                              twemproxy-ketama, twemproxy-modula\n"
     "      --hash NAME             with -s/-f: key hash (default md5 for ketama,\n"
-    "                              weighted, spy-weighted; 'default' otherwise)\n"
+    "                              weighted, spy-weighted; fnv1a_64 for twemproxy-*;\n"
+    "                              'default' otherwise)\n"
     "\n"
     "Hashes: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 hsieh murmur jenkins murmur3\n"
+    "        crc16 crc32a\n"
     "\n"
     "With no KEY, keys are read from standard input, one per line (the line without\n"
     "its newline; every other byte is kept). Bad input prints a message on stderr,\n"
@@ -65,20 +73,23 @@ static const char usage_locate[] =
     "Print KEY<TAB>HOST:PORT for every key: the server that owns it, as it was\n"
     "configured. With no KEY, reads keys from standard input, one per line.\n"
     "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME]\n"
-    "        | -l 'OPTION STRING' [-b NAME=VALUE]...   (see mcroute --help)\n";
+    "        | -l 'OPTION STRING' [-b NAME=VALUE]...\n"
+    "        | -t FILE [-p POOL] | -k FILE            (see mcroute --help)\n";
 
 static const char usage_dump[] =
     "Usage: mcroute dump SOURCE\n"
     "Print the continuum, one point per line: VALUE<TAB>HOST:PORT, ascending,\n"
     "VALUE in decimal. Modula placement has no continuum and is refused.\n"
     "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME]\n"
-    "        | -l 'OPTION STRING' [-b NAME=VALUE]...   (see mcroute --help)\n";
+    "        | -l 'OPTION STRING' [-b NAME=VALUE]...\n"
+    "        | -t FILE [-p POOL] | -k FILE            (see mcroute --help)\n";
 
 static const char usage_hash[] =
     "Usage: mcroute hash --hash NAME [KEY...]\n"
     "Print KEY<TAB>VALUE for every key, VALUE the decimal 32-bit hash.\n"
     "With no KEY, reads keys from standard input, one per line.\n"
-    "NAME: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 hsieh murmur jenkins murmur3\n";
+    "NAME: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 hsieh murmur jenkins murmur3\n"
+    "      crc16 crc32a\n";
 
 enum { OPT_HASH = 256 };
 
@@ -89,6 +100,9 @@ static const struct option source_opts[] = {
     {"behavior", required_argument, NULL, 'b'},
     {"behaviour", required_argument, NULL, 'b'},
     {"mode", required_argument, NULL, 'm'},
+    {"twemproxy", required_argument, NULL, 't'},
+    {"pool", required_argument, NULL, 'p'},
+    {"ketama-file", required_argument, NULL, 'k'},
     {"hash", required_argument, NULL, OPT_HASH},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -98,6 +112,7 @@ static const struct option source_opts[] = {
  * combinations can be checked. */
 typedef struct source {
     const char *servers, *server_file, *libmemcached, *mode, *hash;
+    const char *twemproxy, *pool, *ketama_file;
     const char **behaviors;
     size_t nbehaviors;
 } source;
@@ -128,6 +143,9 @@ static const char *opt_name(int c)
     case 'l': return "--libmemcached";
     case 'b': return "--behavior";
     case 'm': return "--mode";
+    case 't': return "--twemproxy";
+    case 'p': return "--pool";
+    case 'k': return "--ketama-file";
     case OPT_HASH: return "--hash";
     default: return "?";
     }
@@ -144,7 +162,7 @@ static int parse_options(int argc, char **argv, source *src, const char *usage, 
         die("out of memory");
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+:s:f:l:b:m:h", source_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:s:f:l:b:m:t:p:k:h", source_opts, NULL)) != -1) {
         if (!allow_source && c != OPT_HASH && c != 'h' && c != ':' && c != '?')
             die("%s: option '%s' is not valid here (see --help)", argv[0], opt_name(c));
         switch (c) {
@@ -162,6 +180,21 @@ static int parse_options(int argc, char **argv, source *src, const char *usage, 
             if (src->libmemcached)
                 die("--libmemcached given twice");
             src->libmemcached = optarg;
+            break;
+        case 't':
+            if (src->twemproxy)
+                die("--twemproxy given twice");
+            src->twemproxy = optarg;
+            break;
+        case 'p':
+            if (src->pool)
+                die("--pool given twice");
+            src->pool = optarg;
+            break;
+        case 'k':
+            if (src->ketama_file)
+                die("--ketama-file given twice");
+            src->ketama_file = optarg;
             break;
         case 'b': src->behaviors[src->nbehaviors++] = optarg; break;
         case 'm':
@@ -194,6 +227,26 @@ static mcr_hash parse_hash(const char *name)
             "hsieh murmur jenkins murmur3)",
             name);
     return h;
+}
+
+/* A ring and the name to print for each of its servers. */
+typedef struct placement {
+    mcr_ring *ring;
+    char **names; /* NULL: mcr_ring_server_name() */
+} placement;
+
+static const char *server_label(const placement *pl, uint32_t s)
+{
+    return pl->names ? pl->names[s] : mcr_ring_server_name(pl->ring, s);
+}
+
+static void placement_free(placement *pl)
+{
+    if (pl->names != NULL)
+        for (size_t i = 0; i < mcr_ring_server_count(pl->ring); i++)
+            free(pl->names[i]);
+    free(pl->names);
+    mcr_ring_free(pl->ring);
 }
 
 static mcr_ring *build_from_lmc(const source *src)
@@ -234,31 +287,93 @@ static mcr_hash default_hash_for(mcr_mode m)
     case MCR_MODE_KETAMA:
     case MCR_MODE_WEIGHTED:
     case MCR_MODE_SPY_WEIGHTED: return MCR_HASH_MD5;
+    case MCR_MODE_TWEMPROXY_KETAMA:
+    case MCR_MODE_TWEMPROXY_MODULA: return MCR_HASH_FNV1A_64; /* nutcracker's default */
     default: return MCR_HASH_DEFAULT;
     }
 }
 
-static mcr_ring *build_ring(const source *src)
+static mcr_ring *build_from_twemproxy(const source *src)
 {
-    int nsrc = (src->servers != NULL) + (src->server_file != NULL) + (src->libmemcached != NULL);
     mcr_error err;
+    mcr_twem *tw = NULL;
     mcr_ring *ring = NULL;
+    size_t pool = 0;
+
+    if (mcr_twem_load(src->twemproxy, &tw, &err) != MCR_OK)
+        die("%s", err.message);
+    if (src->pool != NULL && mcr_twem_pool_index(tw, src->pool, &pool, &err) != MCR_OK)
+        die("%s", err.message);
+    if (mcr_twem_ring(tw, pool, &ring, &err) != MCR_OK)
+        die("%s", err.message);
+    mcr_twem_free(tw);
+    return ring;
+}
+
+/* A libketama file: its servers print as their addresses are written. */
+static placement build_from_ketama_file(const source *src)
+{
+    mcr_error err;
+    placement pl = {NULL, NULL};
+    mcr_config *cfg = mcr_config_new();
+
+    if (cfg == NULL)
+        die("out of memory");
+    if (mcr_config_load_ketama_file(cfg, src->ketama_file, &err) != MCR_OK)
+        die("%s", err.message);
+    if (mcr_ring_new(cfg, &pl.ring, &err) != MCR_OK)
+        die("%s", err.message);
+    size_t n = mcr_ring_server_count(pl.ring);
+    pl.names = calloc(n, sizeof(*pl.names));
+    if (pl.names == NULL)
+        die("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *a = mcr_config_ketama_address(cfg, i);
+        pl.names[i] = strdup(a ? a : mcr_ring_server_name(pl.ring, i));
+        if (pl.names[i] == NULL)
+            die("out of memory");
+    }
+    mcr_config_free(cfg);
+    return pl;
+}
+
+static placement build_placement(const source *src)
+{
+    int nsrc = (src->servers != NULL) + (src->server_file != NULL) +
+               (src->libmemcached != NULL) + (src->twemproxy != NULL) +
+               (src->ketama_file != NULL);
+    mcr_error err;
+    placement pl = {NULL, NULL};
     mcr_mode mode = MCR_MODE_KETAMA;
 
     if (nsrc == 0)
-        die("no servers: give -s LIST, --server-file FILE or --libmemcached OPTIONS");
+        die("no servers: give -s LIST, --server-file FILE, --libmemcached OPTIONS, "
+            "--twemproxy FILE or --ketama-file FILE");
     if (nsrc > 1)
-        die("give only one of -s, --server-file and --libmemcached");
-    if (src->libmemcached != NULL) {
-        if (src->mode != NULL || src->hash != NULL)
-            die("--mode and --hash do not apply to --libmemcached; use --behavior "
-                "DISTRIBUTION=... or HASH=...");
-        return build_from_lmc(src);
-    }
-    if (src->nbehaviors > 0)
+        die("give only one of -s, --server-file, --libmemcached, --twemproxy and "
+            "--ketama-file");
+    if (src->pool != NULL && src->twemproxy == NULL)
+        die("--pool applies only to --twemproxy");
+    if (src->nbehaviors > 0 && src->libmemcached == NULL)
         die("--behavior applies only to --libmemcached");
+    if ((src->mode != NULL || src->hash != NULL) && src->servers == NULL &&
+        src->server_file == NULL)
+        die("--mode and --hash apply only to -s and --server-file; %s",
+            src->libmemcached ? "use --behavior DISTRIBUTION=... or HASH=..."
+                              : "the file sets the placement");
+    if (src->libmemcached != NULL) {
+        pl.ring = build_from_lmc(src);
+        return pl;
+    }
+    if (src->twemproxy != NULL) {
+        pl.ring = build_from_twemproxy(src);
+        return pl;
+    }
+    if (src->ketama_file != NULL)
+        return build_from_ketama_file(src);
     if (src->mode != NULL && mcr_mode_from_name(src->mode, &mode) != MCR_OK)
-        die("unknown mode '%s' (known: ketama consistent weighted spy spy-weighted modula)",
+        die("unknown mode '%s' (known: ketama consistent weighted spy spy-weighted modula "
+            "twemproxy-ketama twemproxy-modula)",
             src->mode);
 
     mcr_config *cfg = mcr_config_new();
@@ -270,10 +385,10 @@ static mcr_ring *build_ring(const source *src)
                           : mcr_config_load_server_file(cfg, src->server_file, &err);
     if (rc != MCR_OK)
         die("%s", err.message);
-    if (mcr_ring_new(cfg, &ring, &err) != MCR_OK)
+    if (mcr_ring_new(cfg, &pl.ring, &err) != MCR_OK)
         die("%s", err.message);
     mcr_config_free(cfg);
-    return ring;
+    return pl;
 }
 
 /* Call fn for every key: the arguments, or the lines of standard input. */
@@ -301,11 +416,11 @@ static void for_each_key(int argc, char **argv, key_fn fn, void *ctx)
 
 static void locate_one(const char *key, size_t len, void *ctx)
 {
-    const mcr_ring *ring = ctx;
-    uint32_t s = mcr_ring_locate(ring, key, len);
+    const placement *pl = ctx;
+    uint32_t s = mcr_ring_locate(pl->ring, key, len);
     fwrite(key, 1, len, stdout);
     putchar('\t');
-    fputs(mcr_ring_server_name(ring, s), stdout);
+    fputs(server_label(pl, s), stdout);
     putchar('\n');
 }
 
@@ -313,9 +428,9 @@ static int cmd_locate(int argc, char **argv)
 {
     source src;
     int first = parse_options(argc, argv, &src, usage_locate, true);
-    mcr_ring *ring = build_ring(&src);
-    for_each_key(argc - first, argv + first, locate_one, ring);
-    mcr_ring_free(ring);
+    placement pl = build_placement(&src);
+    for_each_key(argc - first, argv + first, locate_one, &pl);
+    placement_free(&pl);
     free(src.behaviors);
     return finish_output();
 }
@@ -326,17 +441,18 @@ static int cmd_dump(int argc, char **argv)
     int first = parse_options(argc, argv, &src, usage_dump, true);
     if (first < argc)
         die("dump: unexpected argument '%s'", argv[first]);
-    mcr_ring *ring = build_ring(&src);
-    if (mcr_ring_mode(ring) == MCR_MODE_MODULA)
-        die("dump: modula placement has no continuum (server = hash %% %zu)",
-            mcr_ring_server_count(ring));
-    size_t n = mcr_ring_point_count(ring);
+    placement pl = build_placement(&src);
+    mcr_mode m = mcr_ring_mode(pl.ring);
+    if (m == MCR_MODE_MODULA || m == MCR_MODE_TWEMPROXY_MODULA)
+        die("dump: modula placement has no continuum (server = hash %% %s)",
+            m == MCR_MODE_MODULA ? "server count" : "total weight");
+    size_t n = mcr_ring_point_count(pl.ring);
     for (size_t i = 0; i < n; i++) {
         uint32_t v, s;
-        mcr_ring_point(ring, i, &v, &s);
-        printf("%u\t%s\n", (unsigned)v, mcr_ring_server_name(ring, s));
+        mcr_ring_point(pl.ring, i, &v, &s);
+        printf("%u\t%s\n", (unsigned)v, server_label(&pl, s));
     }
-    mcr_ring_free(ring);
+    placement_free(&pl);
     free(src.behaviors);
     return finish_output();
 }
