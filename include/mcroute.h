@@ -128,8 +128,10 @@ typedef enum mcr_hash {
     MCR_HASH_MURMUR3 = 10, /* "murmur3": MurmurHash3 x86_32, libhashkit's seed */
     /* From 11 on, twemproxy's hashes that libhashkit does not have (its 11,
      * CUSTOM, has no equivalent: cast only 0..10 from libmemcached). */
-    MCR_HASH_CRC16 = 11,   /* "crc16": twemproxy's CRC-16 (polynomial 0x1021,
-                              initial value 0, not reflected: XMODEM) */
+    MCR_HASH_CRC16 = 11,   /* "crc16": twemproxy's, as nutcracker computes it:
+                              CRC-16/XMODEM steps on a 32-bit accumulator
+                              never cut to 16 bits (the low half is the
+                              CRC-16; the bits above are kept) */
     MCR_HASH_CRC32A = 12,  /* "crc32a": twemproxy's full CRC-32 (IEEE) */
     MCR_HASH_COUNT
 } mcr_hash;

@@ -132,19 +132,26 @@ static uint32_t hash_crc32a(const unsigned char *p, size_t len)
     return ~crc;
 }
 
-/* twemproxy's "crc16": CRC-16 with polynomial 0x1021, initial value 0, MSB
- * first (the XMODEM variant), computed a bit at a time: it is a rare choice
- * and a table would cost 512 bytes of cache for little. */
+/* twemproxy's "crc16" as nutcracker 0.5.0 computes it: the CRC-16/XMODEM
+ * table step (polynomial 0x1021, initial value 0, MSB first), but on a 32-bit
+ * accumulator that is never cut to 16 bits, so the bytes shifted out of the
+ * CRC pile up above it: crc = (crc << 8) ^ T[((crc >> 8) ^ byte) & 0xff]. The
+ * low 16 bits are the real CRC-16. Found by test_compat_twemproxy against a
+ * live nutcracker; T[i] is computed a bit at a time (a rare choice of hash). */
+static uint32_t crc16_table_entry(uint32_t i)
+{
+    uint32_t c = i << 8;
+    for (int b = 0; b < 8; b++)
+        c = (c & 0x8000) ? ((c << 1) ^ 0x1021) : (c << 1);
+    return c & 0xffff;
+}
+
 static uint32_t hash_crc16(const unsigned char *p, size_t len)
 {
     uint32_t crc = 0;
 
-    for (size_t i = 0; i < len; i++) {
-        crc ^= (uint32_t)p[i] << 8;
-        for (int b = 0; b < 8; b++)
-            crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) : (crc << 1);
-        crc &= 0xffff;
-    }
+    for (size_t i = 0; i < len; i++)
+        crc = (crc << 8) ^ crc16_table_entry(((crc >> 8) ^ p[i]) & 0xff);
     return crc;
 }
 

@@ -133,13 +133,17 @@ static const uint32_t words_murmur3[25] = {
     3860119212u, 3439537197u, 3044240981u, 1464271804u, 3896193724u, 2915115798u,
     1702843840u};
 
-/* twemproxy's two extra hashes, computed with Python's binascii (crc_hqx with
- * initial value 0 is CRC-16/XMODEM, crc32 the IEEE CRC-32): an independent
- * implementation. nutcracker's placement is checked in test_compat_twemproxy. */
+/* twemproxy's two extra hashes. crc32a from Python's binascii.crc32 (the IEEE
+ * CRC-32), an independent implementation; crc16 from a Python model of
+ * nutcracker's recurrence (XMODEM table, 32-bit accumulator never cut), which
+ * test_compat_twemproxy confirms against a live nutcracker; "123456789"
+ * gives 0x869031c3 there. */
 static const uint32_t words_crc16[25] = {
-    23476u, 49705u, 7687u,  48503u, 18698u, 15008u, 55353u, 8710u,  34382u,
-    7830u,  49539u, 21103u, 252u,   27581u, 49836u, 59293u, 62346u, 21023u,
-    28499u, 4283u,  35131u, 7812u,  22565u, 55931u, 53484u};
+    3662830516u, 1367196201u, 1587355143u, 1408286071u, 2151303434u, 2245540512u,
+    1282857017u, 2142183942u, 4260202062u, 2553814678u, 713474435u,  3017953903u,
+    1074266364u, 3715722173u, 2387329708u, 1347872669u, 1689449354u, 2040418847u,
+    206139219u,  3098611899u, 3049787u,    4183891588u, 2095274021u, 577624699u,
+    3743076588u};
 static const uint32_t words_crc32a[25] = {
     2838417488u, 3589867164u, 3099497678u, 3426096493u, 3421029968u, 2815934938u,
     3499814433u, 2761542443u, 754428169u,  2826627544u, 517332741u,  4198098741u,
@@ -193,9 +197,9 @@ static const uint32_t high_values[MCR_HASH_COUNT][9] = {
     [MCR_HASH_MURMUR3] = {980348736u, 3038764589u, 1099788212u, 1008338451u,
                           1595954104u, 1355244800u, 2076232955u, 2176322755u,
                           3450864568u},
-    /* Python binascii, as above */
-    [MCR_HASH_CRC16] = {59695u, 26564u, 18889u, 3613u, 29622u, 63732u, 49906u, 1503u,
-                        3100u},
+    /* Python models, as above */
+    [MCR_HASH_CRC16] = {59695u, 15296452u, 3915860425u, 1732840989u, 1225683894u,
+                        242481396u, 1945682674u, 4173465055u, 3255110684u},
     [MCR_HASH_CRC32A] = {3496967303u, 235179326u, 4275402123u, 2241105885u, 3932142022u,
                          2700072881u, 1864364614u, 400018369u, 3464059172u},
 };
@@ -671,6 +675,14 @@ END_TEST
 /* The SIMD many-keys MD5 equals the scalar one, in every lane width the CPU
  * has (16, 8, scalar), for group sizes that leave partial groups, and with
  * keys of 56+ bytes (two blocks) mixed in. */
+START_TEST(crc16_check_value)
+{
+    /* nutcracker 0.5.0 gives 0x869031c3 for the CRC catalogue's check string;
+     * its low half 0x31c3 is CRC-16/XMODEM's check value */
+    ck_assert_uint_eq(mcr_hash_key(MCR_HASH_CRC16, "123456789", 9), 0x869031c3u);
+}
+END_TEST
+
 START_TEST(md5_many_equals_scalar)
 {
     enum { N = 1000 };
@@ -764,6 +776,7 @@ static Suite *hash_suite(void)
     tcase_add_test(tc, md5_null_empty);
     tcase_add_test(tc, md5_key_hash_is_u32);
     tcase_add_test(tc, md5_many_equals_scalar);
+    tcase_add_test(tc, crc16_check_value);
     tcase_add_loop_test(tc, hash_many_equals_one, 0, MCR_HASH_COUNT);
     suite_add_tcase(s, tc);
 
