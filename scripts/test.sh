@@ -31,9 +31,10 @@ build build-tsan -DMCR_TSAN=ON -DMCR_BUILD_BENCH=OFF
 TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan
 
 # 4. valgrind on the plain build: memory errors and leaks, the CLI included.
-#    (test_compat_libmemcached runs under ASan above: it is too slow here.)
+#    (test_compat_libmemcached and test_compat_twemproxy run under ASan above:
+#    the first is too slow here, the second drives real servers.)
 echo "=== valgrind ==="
-for t in test_config test_hash test_ring test_cli; do
+for t in test_config test_hash test_ring test_cli test_compat_ketama; do
   echo "--- valgrind $t"
   (cd build-plain && CK_FORK=no MCR_TEST_BIN_DIR="$PWD" MCR_TEST_SRC_DIR="$(cd .. && pwd)" \
      valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
