@@ -31,7 +31,8 @@ static void die(const char *fmt, ...)
 static const char usage_main[] =
     "Usage: mcroute COMMAND [OPTIONS] [ARGS]\n"
     "\n"
-    "Client-side memcached key placement, bit-exact with libmemcached and libketama.\n"
+    "Client-side memcached key placement, bit-exact with libmemcached, twemproxy\n"
+    "and libketama.\n"
     "\n"
     "Commands:\n"
     "  locate SOURCE [KEY...]      print KEY<TAB>HOST:PORT for each key\n"
