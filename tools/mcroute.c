@@ -258,25 +258,34 @@ static mcr_ring *build_from_lmc(const source *src)
 
     if (lmc == NULL)
         die("out of memory");
-    if (mcr_lmc_parse_options(lmc, src->libmemcached, &err) != MCR_OK)
+    if (mcr_lmc_parse_options(lmc, src->libmemcached, &err) != MCR_OK) {
+        mcr_lmc_free(lmc);
         die("libmemcached options: %s", err.message);
+    }
     for (size_t i = 0; i < src->nbehaviors; i++) {
         const char *b = src->behaviors[i];
         const char *eq = strchr(b, '=');
-        if (eq == NULL || eq == b)
+        if (eq == NULL || eq == b) {
+            mcr_lmc_free(lmc);
             die("--behavior '%s': expected NAME=VALUE", b);
+        }
         char name[128];
         size_t nl = (size_t)(eq - b);
-        if (nl >= sizeof(name))
+        if (nl >= sizeof(name)) {
+            mcr_lmc_free(lmc);
             die("--behavior '%.40s...': unknown behavior name", b);
+        }
         memcpy(name, b, nl);
         name[nl] = '\0';
-        if (mcr_lmc_set_behavior_name(lmc, name, eq + 1, &err) != MCR_OK)
+        if (mcr_lmc_set_behavior_name(lmc, name, eq + 1, &err) != MCR_OK) {
+            mcr_lmc_free(lmc);
             die("--behavior %s: %s", b, err.message);
+        }
     }
-    if (mcr_lmc_ring(lmc, &ring, &err) != MCR_OK)
-        die("%s", err.message);
+    int rc = mcr_lmc_ring(lmc, &ring, &err);
     mcr_lmc_free(lmc);
+    if (rc != MCR_OK)
+        die("%s", err.message);
     return ring;
 }
 
@@ -303,11 +312,14 @@ static mcr_ring *build_from_twemproxy(const source *src)
 
     if (mcr_twem_load(src->twemproxy, &tw, &err) != MCR_OK)
         die("%s", err.message);
-    if (src->pool != NULL && mcr_twem_pool_index(tw, src->pool, &pool, &err) != MCR_OK)
-        die("%s", err.message);
-    if (mcr_twem_ring(tw, pool, &ring, &err) != MCR_OK)
-        die("%s", err.message);
+    int rc = MCR_OK;
+    if (src->pool != NULL)
+        rc = mcr_twem_pool_index(tw, src->pool, &pool, &err);
+    if (rc == MCR_OK)
+        rc = mcr_twem_ring(tw, pool, &ring, &err);
     mcr_twem_free(tw);
+    if (rc != MCR_OK)
+        die("%s", err.message);
     return ring;
 }
 
@@ -320,10 +332,13 @@ static placement build_from_ketama_file(const source *src)
 
     if (cfg == NULL)
         die("out of memory");
-    if (mcr_config_load_ketama_file(cfg, src->ketama_file, &err) != MCR_OK)
+    int rc = mcr_config_load_ketama_file(cfg, src->ketama_file, &err);
+    if (rc == MCR_OK)
+        rc = mcr_ring_new(cfg, &pl.ring, &err);
+    if (rc != MCR_OK) {
+        mcr_config_free(cfg);
         die("%s", err.message);
-    if (mcr_ring_new(cfg, &pl.ring, &err) != MCR_OK)
-        die("%s", err.message);
+    }
     size_t n = mcr_ring_server_count(pl.ring);
     pl.names = calloc(n, sizeof(*pl.names));
     if (pl.names == NULL)
@@ -377,18 +392,19 @@ static placement build_placement(const source *src)
             "twemproxy-ketama twemproxy-modula)",
             src->mode);
 
+    mcr_hash hash = src->hash ? parse_hash(src->hash) : default_hash_for(mode);
     mcr_config *cfg = mcr_config_new();
     if (cfg == NULL)
         die("out of memory");
     mcr_config_set_mode(cfg, mode);
-    mcr_config_set_hash(cfg, src->hash ? parse_hash(src->hash) : default_hash_for(mode));
+    mcr_config_set_hash(cfg, hash);
     int rc = src->servers ? mcr_config_add_servers(cfg, src->servers, &err)
                           : mcr_config_load_server_file(cfg, src->server_file, &err);
+    if (rc == MCR_OK)
+        rc = mcr_ring_new(cfg, &pl.ring, &err);
+    mcr_config_free(cfg);
     if (rc != MCR_OK)
         die("%s", err.message);
-    if (mcr_ring_new(cfg, &pl.ring, &err) != MCR_OK)
-        die("%s", err.message);
-    mcr_config_free(cfg);
     return pl;
 }
 
@@ -444,9 +460,12 @@ static int cmd_dump(int argc, char **argv)
         die("dump: unexpected argument '%s'", argv[first]);
     placement pl = build_placement(&src);
     mcr_mode m = mcr_ring_mode(pl.ring);
-    if (m == MCR_MODE_MODULA || m == MCR_MODE_TWEMPROXY_MODULA)
+    if (m == MCR_MODE_MODULA || m == MCR_MODE_TWEMPROXY_MODULA) {
+        placement_free(&pl);
+        free(src.behaviors);
         die("dump: modula placement has no continuum (server = hash %% %s)",
             m == MCR_MODE_MODULA ? "server count" : "total weight");
+    }
     size_t n = mcr_ring_point_count(pl.ring);
     for (size_t i = 0; i < n; i++) {
         uint32_t v, s;
