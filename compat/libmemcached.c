@@ -12,8 +12,14 @@
  * SORT_HOSTS is on (in every distribution, modula included) and hashes the
  * labels with the key hash in force at that moment. So the order of the
  * servers is a state, not a flag: turning SORT_HOSTS off later keeps the
- * sorted order and appends new servers after it. We keep that order
- * materialised and remember the key hash of the last rebuild ("point hash").
+ * sorted order and appends new servers after it. We keep that order and
+ * remember the key hash of the last rebuild ("point hash"). Sorting at every
+ * rebuild would make n adds with SORT_HOSTS on cost n sorts, so the sort is
+ * deferred: while SORT_HOSTS stays on, every rebuild leaves the whole list
+ * sorted, and since no two servers compare equal (duplicates are refused)
+ * one sort before the order is next used gives that same order. It is done
+ * when SORT_HOSTS is turned off (the order then stops being re-sorted and
+ * new servers go after it) and, on a copy, when a config is built.
  *
  * Side effects of the behaviours (libmemcached behavior.cc):
  *   DISTRIBUTION=CONSISTENT or CONSISTENT_KETAMA  weighting off
@@ -90,12 +96,19 @@ struct mcr_lmc {
     lmc_server *servers; /* current order: insertion, or sorted at a rebuild */
     size_t count;
     size_t cap;
+    /* The servers as a hash set for the duplicate check of each add: open
+     * addressing, entries are index + 1 in `servers` (0: empty), at most
+     * half full; rebuilt when `servers` is reordered or copied. */
+    uint32_t *set;
+    size_t set_cap;
     int distribution;  /* LMC_DIST_*, never RANDOM or VIRTUAL_BUCKET */
     bool weighted;     /* memcached_st ketama.weighted_ */
     mcr_hash key_hash; /* MEMCACHED_BEHAVIOR_HASH */
     mcr_hash dist_hash; /* MEMCACHED_BEHAVIOR_KETAMA_HASH: kept, never used */
     mcr_hash point_hash; /* key hash at the last rebuild: labels use it */
     bool sort_hosts;
+    bool sort_pending; /* SORT_HOSTS was on at the last rebuild and `servers`
+                          is not sorted yet: the real order is the sorted one */
     bool hash_with_namespace;
     bool has_namespace;
     size_t ns_len;
@@ -116,6 +129,7 @@ static void lmc_defaults(mcr_lmc *l)
     l->dist_hash = MCR_HASH_DEFAULT;
     l->point_hash = MCR_HASH_DEFAULT;
     l->sort_hosts = false;
+    l->sort_pending = false;
     l->hash_with_namespace = false;
     l->has_namespace = false;
     l->ns_len = 0;
@@ -124,12 +138,67 @@ static void lmc_defaults(mcr_lmc *l)
     l->use_udp = false;
 }
 
-/* Free the hosts; the server array stays allocated. */
+/* Free the hosts; the server array and the set stay allocated (empty). */
 static void lmc_clear_servers(mcr_lmc *l)
 {
     for (size_t i = 0; i < l->count; i++)
         free(l->servers[i].host);
     l->count = 0;
+    if (l->set != NULL)
+        memset(l->set, 0, l->set_cap * sizeof(*l->set));
+}
+
+/* Slot hash of a server (FNV-1a of the host and the port). */
+static size_t server_slot(const char *host, size_t len, int port)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)host[i]) * 0x100000001b3ULL;
+    h = (h ^ (uint32_t)port) * 0x100000001b3ULL;
+    return (size_t)(h ^ (h >> 32));
+}
+
+/* Enter servers[idx] in the set, which has room. */
+static void set_put(mcr_lmc *l, size_t idx)
+{
+    const lmc_server *s = &l->servers[idx];
+    size_t mask = l->set_cap - 1;
+    size_t i = server_slot(s->host, s->host_len, s->port) & mask;
+    while (l->set[i] != 0)
+        i = (i + 1) & mask;
+    l->set[i] = (uint32_t)idx + 1;
+}
+
+/* Rebuild the set for the current servers with room for `want` of them.
+ * MCR_OK, or MCR_ERR_NOMEM with the old set kept. */
+static int set_reindex(mcr_lmc *l, size_t want)
+{
+    size_t cap = 16;
+    while (cap < 2 * want)
+        cap *= 2;
+    uint32_t *set = calloc(cap, sizeof(*set));
+    if (set == NULL)
+        return MCR_ERR_NOMEM;
+    free(l->set);
+    l->set = set;
+    l->set_cap = cap;
+    for (size_t i = 0; i < l->count; i++)
+        set_put(l, i);
+    return MCR_OK;
+}
+
+/* Whether host (len bytes) and port are already a server. */
+static bool set_has(const mcr_lmc *l, const char *host, size_t len, int port)
+{
+    if (l->set_cap == 0)
+        return false;
+    size_t mask = l->set_cap - 1;
+    for (size_t i = server_slot(host, len, port) & mask; l->set[i] != 0; i = (i + 1) & mask) {
+        const lmc_server *s = &l->servers[l->set[i] - 1];
+        if (s->port == port && s->host_len == len && memcmp(s->host, host, len) == 0)
+            return true;
+    }
+    return false;
 }
 
 mcr_lmc *mcr_lmc_new(void)
@@ -147,6 +216,7 @@ void mcr_lmc_free(mcr_lmc *lmc)
         return;
     lmc_clear_servers(lmc);
     free(lmc->servers);
+    free(lmc->set);
     free(lmc);
 }
 
@@ -157,6 +227,8 @@ static int lmc_copy(mcr_lmc *dst, const mcr_lmc *src)
     *dst = *src;
     dst->servers = NULL;
     dst->count = dst->cap = 0;
+    dst->set = NULL;
+    dst->set_cap = 0;
     if (src->count == 0)
         return MCR_OK;
     dst->servers = malloc(src->count * sizeof(*dst->servers));
@@ -177,6 +249,13 @@ static int lmc_copy(mcr_lmc *dst, const mcr_lmc *src)
         memcpy(d->host, src->servers[i].host, d->host_len + 1);
         dst->count++;
     }
+    if (set_reindex(dst, dst->count) != MCR_OK) {
+        lmc_clear_servers(dst);
+        free(dst->servers);
+        dst->servers = NULL;
+        dst->cap = 0;
+        return MCR_ERR_NOMEM;
+    }
     return MCR_OK;
 }
 
@@ -185,6 +264,7 @@ static void lmc_commit(mcr_lmc *l, mcr_lmc *tmp)
 {
     lmc_clear_servers(l);
     free(l->servers);
+    free(l->set);
     *l = *tmp;
 }
 
@@ -193,6 +273,7 @@ static void lmc_discard(mcr_lmc *tmp)
 {
     lmc_clear_servers(tmp);
     free(tmp->servers);
+    free(tmp->set);
 }
 
 /* libmemcached memcached_is_consistent_distribution(). */
@@ -212,12 +293,29 @@ static int cmp_servers(const void *a, const void *b)
     return (x->port > y->port) - (x->port < y->port);
 }
 
+/* Apply a deferred sort. */
+static void lmc_settle(mcr_lmc *l)
+{
+    if (l->sort_pending && l->count > 1) {
+        qsort(l->servers, l->count, sizeof(*l->servers), cmp_servers);
+        memset(l->set, 0, l->set_cap * sizeof(*l->set)); /* indices moved */
+        for (size_t i = 0; i < l->count; i++)
+            set_put(l, i);
+    }
+    l->sort_pending = false;
+}
+
 /* libmemcached run_distribution(): sort if asked, and (re)hash the labels
- * with the current key hash. Cannot fail. */
+ * with the current key hash. The sort is deferred (see the top of this
+ * file): with SORT_HOSTS on it is only recorded; with it off, a pending
+ * sort is applied now, before servers can be appended after it. Cannot
+ * fail. */
 static void lmc_rebuild(mcr_lmc *l)
 {
-    if (l->sort_hosts && l->count > 1)
-        qsort(l->servers, l->count, sizeof(*l->servers), cmp_servers);
+    if (l->sort_hosts)
+        l->sort_pending = l->count > 1;
+    else
+        lmc_settle(l);
     l->point_hash = l->key_hash;
 }
 
@@ -264,14 +362,15 @@ static int lmc_add(mcr_lmc *l, const char *host, size_t len, long port, uint32_t
         return mcr__error(err, MCR_ERR_RANGE, "%sweight %lu of \"%s\" is outside 1..%lu", what,
                           (unsigned long)weight, mcr__quote(q, sizeof(q), host, len),
                           (unsigned long)MCR_WEIGHT_MAX);
-    for (size_t i = 0; i < l->count; i++) {
-        const lmc_server *s = &l->servers[i];
-        if (s->port == (int)port && s->host_len == len && memcmp(s->host, host, len) == 0)
-            return mcr__error(err, MCR_ERR_DUPLICATE,
-                              "%sduplicate server %s:%ld (libmemcached would keep both; "
-                              "mcroute refuses it)",
-                              what, mcr__quote(q, sizeof(q), host, len), port);
-    }
+    if (set_has(l, host, len, (int)port))
+        return mcr__error(err, MCR_ERR_DUPLICATE,
+                          "%sduplicate server %s:%ld (libmemcached would keep both; "
+                          "mcroute refuses it)",
+                          what, mcr__quote(q, sizeof(q), host, len), port);
+    if (l->count >= UINT32_MAX - 1)
+        return mcr__error(err, MCR_ERR_RANGE, "%stoo many servers", what);
+    if (2 * (l->count + 1) > l->set_cap && set_reindex(l, 2 * (l->count + 1)) != MCR_OK)
+        return mcr__error(err, MCR_ERR_NOMEM, "%sout of memory", what);
     if (l->count == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
         lmc_server *n = realloc(l->servers, cap * sizeof(*n));
@@ -290,6 +389,7 @@ static int lmc_add(mcr_lmc *l, const char *host, size_t len, long port, uint32_t
     l->servers[l->count].port = (int)port;
     l->servers[l->count].weight = weight;
     l->count++;
+    set_put(l, l->count - 1);
     if (weight > 1 && is_consistent(l->distribution))
         l->weighted = true;
     lmc_rebuild(l);
@@ -506,7 +606,8 @@ int mcr_lmc_set_behavior_name(mcr_lmc *lmc, const char *name, const char *value,
             v = 0;
         else
             return mcr__error(err, MCR_ERR_SYNTAX,
-                              "behaviour %s: value \"%s\" is not a number (0 or 1)", qn, qv);
+                              "behaviour %s: value \"%s\" is not a number, true or false", qn,
+                              qv);
     }
     return lmc_behavior(lmc, b, v, err);
 }
@@ -1179,8 +1280,10 @@ int mcr_lmc_config(const mcr_lmc *lmc, mcr_config **out, mcr_error *err)
      * even without a namespace (an empty prefix). */
     if (lmc->hash_with_namespace)
         mcr_config_set_key_prefix(cfg, lmc->ns, lmc->has_namespace ? lmc->ns_len : 0);
-    /* The servers are already in libmemcached's order (sorted at the last
-     * rebuild if SORT_HOSTS was on then): no mcr_config_sort_servers(). */
+    /* The servers are in libmemcached's order, unless a sort is pending
+     * (SORT_HOSTS on at the last rebuild): then libmemcached's order is the
+     * sorted one, which mcr_config_sort_servers() gives (same comparison:
+     * strcmp of the hosts, then the ports; no two servers are equal). */
     for (size_t i = 0; i < lmc->count; i++) {
         const lmc_server *s = &lmc->servers[i];
         rc = mcr_config_add_server(cfg, s->host, s->port, s->weight, err);
@@ -1189,6 +1292,8 @@ int mcr_lmc_config(const mcr_lmc *lmc, mcr_config **out, mcr_error *err)
             return rc;
         }
     }
+    if (lmc->sort_pending)
+        mcr_config_sort_servers(cfg);
     *out = cfg;
     return MCR_OK;
 }

@@ -11,11 +11,12 @@
 
 #include "mcroute_memcached_st.h"
 
-/* Probe keys compared between the handle and a candidate ring: the first
- * SELECT_KEYS choose among the candidate label hashes, all PROBE_KEYS must
- * then agree. A wrong candidate agrees with a key with probability about
- * 1/servers, so 64 keys already leave no doubt. */
-#define SELECT_KEYS 64
+/* Probe keys compared between the handle and a candidate ring; a ring must
+ * agree on all of them. They rule out almost every wrong label hash: when
+ * both spread their values over 32 bits, a wrong candidate agrees with a key
+ * with probability about 1/servers. Not when the key hash has few values
+ * (crc: 15 bits), where candidates can agree on most or all keys; those
+ * that pass are told apart afterwards (from_unweighted). */
 #define PROBE_KEYS 320
 #define PROBE_KEY_MAX 48
 /* libmemcached MEMCACHED_POINTS_PER_SERVER: points per server, unweighted. */
@@ -230,7 +231,10 @@ typedef struct oracle {
  * the clone's continuum is then rebuilt with the handle's distribution and
  * weighting, because memcached_clone() rebuilds with the current key hash
  * and turns weighting on whenever a server has a weight > 1.
- * MCR_ERR_UNSUPPORTED (no message) if this libmemcached refuses `relabel`. */
+ * Returns MCR_OK; ORACLE_REFUSED, with err untouched, if this libmemcached
+ * refuses `relabel` as a hash (then no handle can have it); or an error
+ * code with err filled. */
+#define ORACLE_REFUSED 1
 static int oracle_open(const source *src, mcr_hash relabel, oracle *o, mcr_error *err)
 {
     bool weighted = src->mode == MCR_MODE_WEIGHTED || src->mode == MCR_MODE_SPY_WEIGHTED;
@@ -240,26 +244,33 @@ static int oracle_open(const source *src, mcr_hash relabel, oracle *o, mcr_error
     o->clone = weighted ? memcached_clone(NULL, src->memc) : memcached_create(NULL);
     if (o->clone == NULL)
         return fail(err, MCR_ERR_NOMEM, "cannot create a libmemcached handle");
-    /* CONSISTENT turns weighting off, CONSISTENT_WEIGHTED on; SPY keeps it. */
     if (memcached_behavior_set(o->clone, MEMCACHED_BEHAVIOR_HASH, (uint64_t)relabel) !=
-            MEMCACHED_SUCCESS ||
-        memcached_behavior_set(o->clone, MEMCACHED_BEHAVIOR_DISTRIBUTION,
-                               weighted ? MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED
-                                        : MEMCACHED_DISTRIBUTION_CONSISTENT) != MEMCACHED_SUCCESS) {
+        MEMCACHED_SUCCESS) {
         memcached_free(o->clone);
-        return MCR_ERR_UNSUPPORTED;
+        return ORACLE_REFUSED;
     }
+    /* A fresh handle is MODULA: adding the servers there builds no
+     * continuum (under a consistent distribution every add would rebuild
+     * it, quadratic in the servers); the distribution set next builds it
+     * once, with `relabel`. */
     for (uint32_t i = 0; !weighted && i < src->n; i++)
         if (memcached_server_add_with_weight(o->clone, src->hosts[i], (in_port_t)src->ports[i],
                                              1) != MEMCACHED_SUCCESS) {
             memcached_free(o->clone);
             return fail(err, MCR_ERR_UNSUPPORTED, "cannot rebuild the continuum");
         }
-    if (spy && memcached_behavior_set(o->clone, MEMCACHED_BEHAVIOR_DISTRIBUTION,
-                                      MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY) !=
-                   MEMCACHED_SUCCESS) {
+    /* CONSISTENT turns weighting off, CONSISTENT_WEIGHTED on; SPY keeps it
+     * (off on a fresh handle, on after CONSISTENT_WEIGHTED). */
+    if (memcached_behavior_set(o->clone, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                               weighted ? MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED
+                               : spy    ? MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY
+                                        : MEMCACHED_DISTRIBUTION_CONSISTENT) != MEMCACHED_SUCCESS ||
+        (weighted && spy &&
+         memcached_behavior_set(o->clone, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY) !=
+             MEMCACHED_SUCCESS)) {
         memcached_free(o->clone);
-        return MCR_ERR_UNSUPPORTED;
+        return fail(err, MCR_ERR_UNSUPPORTED, "a private handle refuses the distribution");
     }
     hk = hashkit_create(NULL);
     if (hk == NULL) {
@@ -326,11 +337,157 @@ static int from_plain(const source *src, const probe *p, mcr_ring **out, mcr_err
     return MCR_OK;
 }
 
-/* Consistent or spy without weighting: find the label hash by probing. */
+/* One candidate label hash and the ring it gives. */
+typedef struct candidate {
+    mcr_hash hash;
+    mcr_ring *ring;
+} candidate;
+
+/* Hash values lo..hi, inclusive. */
+typedef struct span {
+    uint32_t lo, hi;
+} span;
+
+/* The largest value the key hash can produce: crc keeps 15 bits. */
+static uint32_t key_hash_max(mcr_hash h)
+{
+    return h == MCR_HASH_CRC ? 0x7fffu : UINT32_MAX;
+}
+
+/* The hash values in [0, hmax] that rings a and b (same servers, same
+ * order) give to different servers, as ascending, disjoint, non-adjacent
+ * spans in *out (malloc'd; NULL and 0 when the rings agree on all of them).
+ * Between two consecutive point values of the merged point lists each ring
+ * has a single owner (the next point, or the first one past the last), so
+ * comparing the two owners at the right end of every such stretch is exact.
+ * MCR_OK or MCR_ERR_NOMEM (err filled). */
+static int disagreement(const mcr_ring *a, const mcr_ring *b, uint32_t hmax, span **out,
+                        size_t *nout, mcr_error *err)
+{
+    size_t na = mcr_ring_point_count(a), nb = mcr_ring_point_count(b);
+    size_t i = 0, j = 0, n = 0, cap = 0;
+    span *s = NULL;
+    uint32_t lo = 0;
+
+    for (;;) {
+        uint32_t v = hmax, va = 0, vb = 0;
+        if (i < na) {
+            mcr_ring_point(a, i, &va, NULL);
+            if (va < v)
+                v = va;
+        }
+        if (j < nb) {
+            mcr_ring_point(b, j, &vb, NULL);
+            if (vb < v)
+                v = vb;
+        }
+        /* [lo, v] has one owner in each ring: the one at v. */
+        if (mcr_ring_find(a, v) != mcr_ring_find(b, v)) {
+            if (n > 0 && s[n - 1].hi + 1 == lo) {
+                s[n - 1].hi = v;
+            } else {
+                if (n == cap) {
+                    size_t c2 = cap ? 2 * cap : 16;
+                    span *t = realloc(s, c2 * sizeof(*t));
+                    if (t == NULL) {
+                        free(s);
+                        return fail(err, MCR_ERR_NOMEM, "out of memory");
+                    }
+                    s = t;
+                    cap = c2;
+                }
+                s[n].lo = lo;
+                s[n].hi = v;
+                n++;
+            }
+        }
+        if (v == hmax)
+            break;
+        /* v < hmax is a point value of a or b: step past it. */
+        lo = v + 1;
+        while (i < na && (mcr_ring_point(a, i, &va, NULL), va == v))
+            i++;
+        while (j < nb && (mcr_ring_point(b, j, &vb, NULL), vb == v))
+            j++;
+    }
+    *out = s;
+    *nout = n;
+    return MCR_OK;
+}
+
+/* Keys tried, at most, to find one whose hash falls where two candidates
+ * differ. They differ on at least one hash value; with crc (32,768 values,
+ * the only key hash with which distinct candidates pass the probes) 2^21
+ * keys all miss a given value with probability e^-64. */
+#define SPLIT_KEYS_MAX (1u << 21)
+#define SPLIT_KEY_MAX 24
+
+/* Deterministic printable keys of 4..SPLIT_KEY_MAX bytes into key; returns
+ * the length. */
+static size_t next_split_key(uint64_t *state, char *key)
+{
+    uint64_t s = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    size_t len = 4 + (size_t)((s >> 33) % (SPLIT_KEY_MAX - 3));
+    for (size_t j = 0; j < len; j++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        key[j] = (char)(0x21 + (s >> 33) % 94); /* '!'..'~' */
+    }
+    *state = s;
+    return len;
+}
+
+/* A key whose hash under `ring` (key hash and prefix, which every
+ * candidate shares) lies in one of the spans s[0..n). False if none of
+ * SPLIT_KEYS_MAX keys does. */
+static bool split_key(const mcr_ring *ring, const span *s, size_t n, uint64_t *state,
+                      char *key, size_t *len)
+{
+    for (uint32_t t = 0; t < SPLIT_KEYS_MAX; t++) {
+        size_t l = next_split_key(state, key);
+        uint32_t h = mcr_ring_hash(ring, key, l);
+        size_t lo = 0, hi = n; /* first span with s.hi >= h */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (s[mid].hi < h)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < n && s[lo].lo <= h) {
+            *len = l;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Remove candidate i of c[0..*nc), freeing its ring. */
+static void drop_candidate(candidate *c, size_t *nc, size_t i)
+{
+    mcr_ring_free(c[i].ring);
+    memmove(&c[i], &c[i + 1], (*nc - i - 1) * sizeof(*c));
+    (*nc)--;
+}
+
+/* Consistent or spy without weighting. The hash that valued the labels is
+ * not readable: it is one of the hashes libmemcached accepts. Every
+ * candidate whose ring agrees with the handle on all probes is kept and
+ * checked to be libmemcached's own continuum for that hash. Two candidates
+ * that agree on every value the key hash can produce are equivalent; for
+ * two that do not, a key whose hash falls where they differ is asked of the
+ * handle, which eliminates at least one. What remains is one equivalence
+ * class, which contains the handle's real label hash. */
 static int from_unweighted(const source *src, const probe *p, mcr_ring **out, mcr_error *err)
 {
     char m[MCR_ERROR_MESSAGE_SIZE];
     uint32_t have = src->memc->ketama.continuum_points_counter;
+    uint32_t want[PROBE_KEYS];
+    candidate c[LMC_HASH_LAST + 1];
+    size_t nc = 0;
+    mcr_config *cfg = NULL;
+    memcached_st *accepts = NULL;
+    uint64_t state = 0x73706c69746b6579ULL;
+    int rc = MCR_OK;
 
     if (have != src->n * LMC_POINTS_PER_SERVER) {
         snprintf(m, sizeof(m),
@@ -339,42 +496,126 @@ static int from_unweighted(const source *src, const probe *p, mcr_ring **out, mc
                  (unsigned)have, (unsigned)src->n, (unsigned)(src->n * LMC_POINTS_PER_SERVER));
         return fail(err, MCR_ERR_UNSUPPORTED, m);
     }
-    for (int c = -1; c <= LMC_HASH_LAST; c++) {
-        mcr_hash ph = c < 0 ? src->key_hash : (mcr_hash)c;
-        mcr_ring *ring;
-        int rc;
-        if (c >= 0 && ph == src->key_hash)
-            continue;
-        rc = make_ring(src, ph, NULL, &ring, err);
-        if (rc != MCR_OK)
-            return rc;
-        if (agree(src, ring, p, 0, SELECT_KEYS) == SELECT_KEYS &&
-            agree(src, ring, p, SELECT_KEYS, PROBE_KEYS) == PROBE_KEYS - SELECT_KEYS) {
-            /* The probes chose the label hash; now check every point of
-             * libmemcached's continuum for that hash against the ring. */
-            oracle o;
-            rc = oracle_open(src, ph, &o, err);
-            if (rc == MCR_OK) {
-                bool same = same_owners(&o, ring, NULL, 0);
-                oracle_close(&o);
-                if (!same) {
-                    mcr_ring_free(ring);
-                    return fail(err, MCR_ERR_UNSUPPORTED,
-                                "the continuum differs from mcroute's for the label hash the "
-                                "probes chose");
-                }
-            } else if (rc != MCR_ERR_UNSUPPORTED) {
-                mcr_ring_free(ring);
-                return rc;
-            }
-            *out = ring;
-            return MCR_OK;
-        }
-        mcr_ring_free(ring);
+    for (size_t k = 0; k < PROBE_KEYS; k++)
+        want[k] = memcached_generate_hash(src->memc, p[k].key, p[k].len);
+
+    /* Every candidate that agrees on all probes, the key hash first (the
+     * usual case, and the one kept when equivalent ones remain). */
+    rc = make_config(src, src->key_hash, NULL, &cfg, err);
+    if (rc != MCR_OK)
+        return rc;
+    accepts = memcached_create(NULL);
+    if (accepts == NULL) {
+        rc = fail(err, MCR_ERR_NOMEM, "cannot create a libmemcached handle");
+        goto done;
     }
-    return fail(err, MCR_ERR_UNSUPPORTED,
-                "no label hash reproduces the continuum (servers ejected, or a hash that differs "
-                "from mcroute's, such as a libhashkit without hsieh?)");
+    for (int i = -1; i <= LMC_HASH_LAST; i++) {
+        mcr_hash ph = i < 0 ? src->key_hash : (mcr_hash)i;
+        mcr_ring *ring;
+        size_t k;
+        if (i >= 0 && ph == src->key_hash)
+            continue;
+        /* A hash libmemcached refuses cannot have valued the labels (this
+         * libhashkit may lack hsieh). */
+        if (memcached_behavior_set(accepts, MEMCACHED_BEHAVIOR_HASH, (uint64_t)ph) !=
+            MEMCACHED_SUCCESS)
+            continue;
+        mcr_config_set_point_hash(cfg, ph);
+        rc = mcr_ring_new(cfg, &ring, err);
+        if (rc != MCR_OK)
+            goto done;
+        for (k = 0; k < PROBE_KEYS && mcr_ring_locate(ring, p[k].key, p[k].len) == want[k]; k++)
+            ;
+        if (k < PROBE_KEYS) {
+            mcr_ring_free(ring);
+            continue;
+        }
+        c[nc].hash = ph;
+        c[nc].ring = ring;
+        nc++;
+    }
+    mcr_config_free(cfg);
+    cfg = NULL;
+    memcached_free(accepts);
+    accepts = NULL;
+
+    /* Each must be the continuum libmemcached itself builds with that hash
+     * (a libhashkit may compute a hash differently). */
+    for (size_t i = 0; i < nc;) {
+        oracle o;
+        bool same;
+        rc = oracle_open(src, c[i].hash, &o, err);
+        if (rc == ORACLE_REFUSED) {
+            drop_candidate(c, &nc, i);
+            continue;
+        }
+        if (rc != MCR_OK)
+            goto done;
+        same = same_owners(&o, c[i].ring, NULL, 0);
+        oracle_close(&o);
+        if (!same) {
+            snprintf(m, sizeof(m),
+                     "libmemcached's continuum with label hash %s differs from mcroute's (a "
+                     "libhashkit whose %s differs?)",
+                     mcr_hash_name(c[i].hash), mcr_hash_name(c[i].hash));
+            rc = fail(err, MCR_ERR_UNSUPPORTED, m);
+            goto done;
+        }
+        i++;
+    }
+
+    /* Down to one equivalence class. */
+    while (nc > 1) {
+        uint32_t hmax = key_hash_max(src->key_hash);
+        span *s = NULL;
+        size_t ns = 0;
+        while (nc > 1) {
+            rc = disagreement(c[0].ring, c[1].ring, hmax, &s, &ns, err);
+            if (rc != MCR_OK)
+                goto done;
+            if (ns > 0)
+                break;
+            drop_candidate(c, &nc, 1); /* equivalent to c[0] for every key */
+        }
+        if (nc == 1)
+            break;
+        char key[SPLIT_KEY_MAX];
+        size_t len = 0;
+        bool found = split_key(c[0].ring, s, ns, &state, key, &len);
+        free(s);
+        if (!found) {
+            snprintf(m, sizeof(m),
+                     "cannot tell whether label hash %s or %s valued the continuum: they place "
+                     "differently only hash values that none of %u generated keys reaches",
+                     mcr_hash_name(c[0].hash), mcr_hash_name(c[1].hash),
+                     (unsigned)SPLIT_KEYS_MAX);
+            rc = fail(err, MCR_ERR_UNSUPPORTED, m);
+            goto done;
+        }
+        uint32_t t = memcached_generate_hash(src->memc, key, len);
+        for (size_t i = 0; i < nc;) {
+            if (mcr_ring_locate(c[i].ring, key, len) != t)
+                drop_candidate(c, &nc, i);
+            else
+                i++;
+        }
+    }
+    if (nc == 0) {
+        rc = fail(err, MCR_ERR_UNSUPPORTED,
+                  "no label hash reproduces the continuum (servers ejected, or a hash that "
+                  "differs from mcroute's, such as a libhashkit without hsieh?)");
+        goto done;
+    }
+    *out = c[0].ring;
+    c[0].ring = NULL;
+    rc = MCR_OK;
+done:
+    mcr_config_free(cfg);
+    if (accepts != NULL)
+        memcached_free(accepts);
+    for (size_t i = 0; i < nc; i++)
+        mcr_ring_free(c[i].ring);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- weighted */
@@ -521,8 +762,10 @@ static int from_weighted(const source *src, const probe *p, mcr_ring **out, mcr_
     if (total % 4 != 0)
         return fail(err, MCR_ERR_UNSUPPORTED, "the continuum has a point count not a multiple of 4");
     rc = oracle_open(src, MCR_HASH_MD5, &o, err);
+    if (rc == ORACLE_REFUSED)
+        return fail(err, MCR_ERR_UNSUPPORTED, "a clone of the handle refuses the MD5 hash");
     if (rc != MCR_OK)
-        return rc == MCR_ERR_UNSUPPORTED ? fail(err, rc, "cannot rebuild a clone") : rc;
+        return rc;
     if (o.clone->ketama.continuum_points_counter != total) {
         oracle_close(&o);
         return fail(err, MCR_ERR_UNSUPPORTED,

@@ -35,14 +35,16 @@ extern "C" {
 typedef struct mcr_lmc mcr_lmc;
 
 /* The behaviours that affect placement, numbered as libmemcached's
- * memcached_behavior_t. */
+ * memcached_behavior_t. A seventh, HASH_WITH_PREFIX_KEY (25, also known as
+ * HASH_WITH_NAMESPACE; value: 0 off, any other on), has no constant here but
+ * is taken by mcr_lmc_set_behavior() too. */
 typedef enum mcr_lmc_behavior {
     MCR_LMC_DISTRIBUTION = 9,     /* value: mcr_lmc_distribution */
     MCR_LMC_HASH = 2,             /* value: mcr_hash */
-    MCR_LMC_KETAMA = 3,           /* value: 0 or 1 */
-    MCR_LMC_KETAMA_WEIGHTED = 16, /* value: 0 or 1 */
+    MCR_LMC_KETAMA = 3,           /* value: 0 off, any other on */
+    MCR_LMC_KETAMA_WEIGHTED = 16, /* value: 0 off, any other on */
     MCR_LMC_KETAMA_HASH = 17,     /* value: mcr_hash; no effect on placement */
-    MCR_LMC_SORT_HOSTS = 12       /* value: 0 or 1 */
+    MCR_LMC_SORT_HOSTS = 12       /* value: 0 off, any other on */
 } mcr_lmc_behavior;
 
 /* Distributions, numbered as libmemcached's memcached_server_distribution_t. */
@@ -84,25 +86,33 @@ MCR_EXTERN void mcr_lmc_free(mcr_lmc *lmc);
 MCR_EXTERN int mcr_lmc_parse_options(mcr_lmc *lmc, const char *options,
                                      mcr_error *err);
 
-/* mcr_lmc_set_behavior: memcached_behavior_set() for one of the six
- * behaviours that affect placement, or HASH_WITH_PREFIX_KEY (25, also known
- * as HASH_WITH_NAMESPACE), with libmemcached's side effects (KETAMA=1 means
- * CONSISTENT_KETAMA without weighting, KETAMA_WEIGHTED=1 also sets the key
- * hash to MD5, KETAMA_WEIGHTED=0 acts as KETAMA=1, ...). Errors:
- * MCR_ERR_UNKNOWN (behaviour), MCR_ERR_RANGE (value), MCR_ERR_UNSUPPORTED
- * (random, virtual bucket). */
+/* mcr_lmc_set_behavior: memcached_behavior_set() for one of the seven
+ * behaviours that affect placement: the six of mcr_lmc_behavior and
+ * HASH_WITH_PREFIX_KEY (25, also known as HASH_WITH_NAMESPACE), with
+ * libmemcached's side effects (KETAMA=1 means CONSISTENT_KETAMA without
+ * weighting, KETAMA_WEIGHTED=1 also sets the key hash to MD5,
+ * KETAMA_WEIGHTED=0 acts as KETAMA=1, ...). As in libmemcached, the flags
+ * (KETAMA, KETAMA_WEIGHTED, SORT_HOSTS, HASH_WITH_PREFIX_KEY) take any
+ * value: 0 is off, any other on. Errors: MCR_ERR_UNKNOWN (behaviour),
+ * MCR_ERR_RANGE (a hash above 10, a distribution above 6),
+ * MCR_ERR_UNSUPPORTED (random, virtual bucket). */
 MCR_EXTERN int mcr_lmc_set_behavior(mcr_lmc *lmc, mcr_lmc_behavior behavior,
                                     uint64_t value, mcr_error *err);
 
 /* mcr_lmc_set_behavior_name: the same with text, as the CLI takes it: NAME is
  * DISTRIBUTION, HASH, KETAMA, KETAMA_WEIGHTED, KETAMA_HASH, SORT_HOSTS or
  * HASH_WITH_NAMESPACE (alias HASH_WITH_PREFIX_KEY), optionally prefixed
- * MEMCACHED_BEHAVIOR_, case-insensitive. VALUE is one of modula consistent
- * ketama (alias consistent_ketama) spy weighted, or a MEMCACHED_DISTRIBUTION_*
- * name (DISTRIBUTION); a hash name or MEMCACHED_HASH_* name (HASH,
- * KETAMA_HASH); 0 / 1 / true / false for the flags; or libmemcached's number
- * for any of them. Errors as mcr_lmc_set_behavior(), plus MCR_ERR_SYNTAX for
- * a malformed value. */
+ * MEMCACHED_BEHAVIOR_, case-insensitive. VALUE, case-insensitive, is one of
+ * modula consistent ketama (alias consistent_ketama) spy (alias
+ * consistent_ketama_spy) weighted (alias consistent_weighted), optionally
+ * prefixed MEMCACHED_DISTRIBUTION_ (DISTRIBUTION; random and virtual_bucket
+ * are recognised and refused); a hash name of mcr_hash_from_name(),
+ * optionally prefixed MEMCACHED_HASH_ (HASH, KETAMA_HASH); true or false for
+ * the flags; or, for any of them, libmemcached's decimal number, checked as
+ * mcr_lmc_set_behavior() checks it (so a flag takes any number: 0 is off).
+ * Errors as mcr_lmc_set_behavior() (MCR_ERR_UNKNOWN also for an unknown
+ * distribution or hash name, MCR_ERR_RANGE also for a number above 2^64-1),
+ * plus MCR_ERR_SYNTAX for a malformed value. */
 MCR_EXTERN int mcr_lmc_set_behavior_name(mcr_lmc *lmc, const char *name,
                                          const char *value, mcr_error *err);
 

@@ -22,8 +22,23 @@
  *
  *   - the hash that valued the labels of the continuum: libmemcached uses
  *     the key hash in force when the continuum was last rebuilt, which may
- *     differ from the current one. Each candidate hash is tried on fixed
- *     probe keys; the one that agrees on all of them is kept.
+ *     differ from the current one. Every hash libmemcached accepts is a
+ *     candidate. Those whose ring agrees with the handle on a few hundred
+ *     fixed probe keys are kept, and each of them is checked against the
+ *     continuum libmemcached itself builds with that hash on a private
+ *     handle (a hash libmemcached refuses cannot have valued the labels).
+ *     With a key hash of 32-bit values, in practice one candidate remains
+ *     (a wrong one agrees with the handle on about 1/servers of the keys).
+ *     With crc,
+ *     whose values are 0..32767, several can: two candidates whose rings
+ *     place every value the key hash can produce alike are equivalent, and
+ *     no key can tell which one the handle used (the ring keeps one; its
+ *     points, mcr_ring_point(), may then be those of the other). For two
+ *     that differ, the intervals of hash values where they disagree are
+ *     computed, keys hashing into them are generated (deterministically, at
+ *     most 2^21 per pair) and asked of memcached_generate_hash(), which
+ *     eliminates one or both; this repeats until one equivalence class is
+ *     left. If no key reaches the difference, the function fails.
  *   - the weights, which only matter when weighting is on (libmemcached has
  *     no accessor for them). They are recovered from the continuum itself: a
  *     private copy of the handle (memcached_clone()) is given a hash
@@ -33,10 +48,9 @@
  *     all keys. The weights it carries (mcr_ring_server_weight()) give the
  *     same point counts as the configured ones but may differ from them.
  *
- * The label hash chosen by the probes is then checked the same way, on a
- * private handle built with it. Every ring returned has also agreed with the
- * handle on a few hundred probe keys; if anything cannot be matched, the
- * function fails instead of returning an approximation.
+ * Every ring returned has also agreed with the handle on all the probe
+ * keys; if anything cannot be matched or decided, the function fails
+ * instead of returning an approximation.
  *
  * Side effects. None on `memc`. When weighting is on, the private copy is
  * made with memcached_clone() and released with memcached_free(), so clone
@@ -78,8 +92,9 @@ extern "C" {
  *                        a UNIX socket server, a continuum that matches no
  *                        candidate (e.g. servers ejected by AUTO_EJECT_HOSTS,
  *                        or a hash that differs from mcroute's, such as a
- *                        build of libhashkit without hsieh); the message says
- *                        which.
+ *                        build of libhashkit without hsieh), or two
+ *                        candidate label hashes that no generated key tells
+ *                        apart (see above); the message says which.
  *   MCR_ERR_DUPLICATE    the same host and port twice (libmemcached allows it,
  *                        mcroute does not).
  *   MCR_ERR_TOO_LONG, MCR_ERR_SYNTAX, MCR_ERR_RANGE

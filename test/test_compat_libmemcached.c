@@ -619,6 +619,266 @@ START_TEST(from_memcached_weights)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ label hash */
+
+/* True if rings a and b (same servers) put every hash value in [0, hmax]
+ * on the same server: compared at every value with crc (hmax 32767), else
+ * at every point of both rings and at the top, where owners can change. */
+static bool same_placement(const mcr_ring *a, const mcr_ring *b, uint32_t hmax)
+{
+    if (hmax <= 0xffff) {
+        for (uint32_t h = 0; h <= hmax; h++)
+            if (mcr_ring_find(a, h) != mcr_ring_find(b, h))
+                return false;
+        return true;
+    }
+    const mcr_ring *both[2] = {a, b};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < mcr_ring_point_count(both[k]); i++) {
+            uint32_t v;
+            mcr_ring_point(both[k], i, &v, NULL);
+            if (mcr_ring_find(a, v) != mcr_ring_find(b, v))
+                return false;
+        }
+    return mcr_ring_find(a, UINT32_MAX) == mcr_ring_find(b, UINT32_MAX);
+}
+
+static uint32_t reachable_max(const mcr_ring *ring)
+{
+    return mcr_ring_key_hash(ring) == MCR_HASH_CRC ? 0x7fff : UINT32_MAX;
+}
+
+/* Key hash crc keeps 15 bits, so the 320 probe keys of
+ * mcr_ring_from_memcached() cannot tell most label hashes apart: here
+ * md5 valued the labels, and the other candidates agree with it on nearly
+ * every key. The ring must agree with libmemcached on every one of the
+ * 32,768 crc values, reached by keys. */
+START_TEST(from_memcached_crc_label_hash)
+{
+    memcached_st *m = memcached_create(NULL);
+    mcr_ring *ring = NULL;
+    mcr_error e;
+    static unsigned char seen[32768];
+    size_t covered = 0, compared = 0;
+
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_MD5);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_CONSISTENT);
+    memcached_server_add(m, "h724-0.example", 11211);
+    memcached_server_add(m, "h724-1.example", 11211);
+    memcached_server_add(m, "h724-2.example", 11211);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_CRC);
+    ck_assert_msg(mcr_ring_from_memcached(m, &ring, &e) == MCR_OK, "%s", e.message);
+    ck_assert_uint_eq(memcached_generate_hash(m, "key38548", 8), 2);
+    ck_assert_uint_eq(mcr_ring_locate(ring, "key38548", 8), 2);
+    memset(seen, 0, sizeof(seen));
+    for (uint32_t i = 0; covered < 32768 && i < 4000000; i++) {
+        char key[24];
+        int len = snprintf(key, sizeof(key), "key%u", i);
+        uint32_t h = mcr_ring_hash(ring, key, (size_t)len);
+        ck_assert_uint_le(h, 0x7fff);
+        if (seen[h])
+            continue;
+        seen[h] = 1;
+        covered++;
+        compared++;
+        ck_assert_msg(memcached_generate_hash(m, key, (size_t)len) ==
+                          mcr_ring_locate(ring, key, (size_t)len),
+                      "key %s (crc %u): libmemcached %u, mcroute %u", key, (unsigned)h,
+                      (unsigned)memcached_generate_hash(m, key, (size_t)len),
+                      (unsigned)mcr_ring_locate(ring, key, (size_t)len));
+    }
+    ck_assert_uint_eq(covered, 32768);
+    g_keys += compared;
+    g_configs++;
+    mcr_ring_free(ring);
+    memcached_free(m);
+    print_counts("from_memcached_crc_label_hash");
+}
+END_TEST
+
+/* Hosts with a label that the given hash values below 202, the lowest crc
+ * value of the probe keys of mcr_ring_from_memcached() (found by search;
+ * checked below). With key hash crc, the server owning that point gets
+ * only keys that no probe has, so label hashes that differ exactly there
+ * pass every probe. style 0: labels "host-i" (consistent and ketama,
+ * port 11211); 1: "/host:11211-i" (spy). */
+static const struct {
+    mcr_hash hash;
+    int style;
+    const char *host;
+} low_label_hosts[] = {
+    {MCR_HASH_DEFAULT, 0, "hot113766.example"}, {MCR_HASH_DEFAULT, 1, "hot113804.example"},
+    {MCR_HASH_MD5, 0, "hot171301.example"},     {MCR_HASH_MD5, 1, "hot583574.example"},
+    {MCR_HASH_FNV1_64, 0, "hot937099.example"}, {MCR_HASH_FNV1_64, 1, "hot3903288.example"},
+    {MCR_HASH_FNV1A_64, 0, "hot84901.example"}, {MCR_HASH_FNV1A_64, 1, "hot197114.example"},
+    {MCR_HASH_FNV1_32, 0, "hot1131695.example"}, {MCR_HASH_FNV1_32, 1, "hot51398.example"},
+    {MCR_HASH_FNV1A_32, 0, "hot32207.example"}, {MCR_HASH_FNV1A_32, 1, "hot195273.example"},
+    {MCR_HASH_MURMUR, 0, "hot68252.example"},   {MCR_HASH_MURMUR, 1, "hot41761.example"},
+    {MCR_HASH_JENKINS, 0, "hot151369.example"}, {MCR_HASH_JENKINS, 1, "hot293460.example"},
+    {MCR_HASH_MURMUR3, 0, "hot200283.example"}, {MCR_HASH_MURMUR3, 1, "hot67157.example"},
+};
+
+/* Handles whose continuum has a point below every probe's crc value, the
+ * labels valued by another hash than the key hash crc. */
+START_TEST(from_memcached_crc_low_points)
+{
+    tu_rng r;
+    size_t n_low = 0;
+    tu_rng_init(&r, 23);
+    for (size_t t = 0; t < sizeof(low_label_hosts) / sizeof(low_label_hosts[0]); t++) {
+        for (int v = 0; v < 12; v++) {
+            const char *hosts[4];
+            char other[3][32];
+            int n = 2 + (int)tu_below(&r, 3), hot = (int)tu_below(&r, (uint32_t)n), o = 0;
+            int dist = low_label_hosts[t].style ? MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY
+                       : v % 2 ? MEMCACHED_DISTRIBUTION_CONSISTENT
+                               : MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA;
+            int dist_at = (int)tu_below(&r, (uint32_t)n + 1); /* before add number dist_at */
+            for (int i = 0; i < n; i++) {
+                if (i == hot) {
+                    hosts[i] = low_label_hosts[t].host;
+                } else {
+                    snprintf(other[o], sizeof(other[o]), "peer%u-%d.example", tu_below(&r, 100000), i);
+                    hosts[i] = other[o++];
+                }
+            }
+            memcached_st *m = memcached_create(NULL);
+            mcr_config *cfg = mcr_config_new();
+            mcr_ring *want = NULL, *ring = NULL;
+            mcr_error e;
+            memcached_behavior_set(m, MEMCACHED_BEHAVIOR_HASH, (uint64_t)low_label_hosts[t].hash);
+            for (int i = 0; i <= n; i++) {
+                if (i == dist_at)
+                    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION, (uint64_t)dist);
+                if (i < n) {
+                    memcached_server_add(m, hosts[i], 11211);
+                    mcr_config_add_server(cfg, hosts[i], 11211, 1, NULL);
+                }
+            }
+            memcached_behavior_set(m, MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_CRC);
+            mcr_config_set_mode(cfg, low_label_hosts[t].style ? MCR_MODE_SPY : MCR_MODE_CONSISTENT);
+            mcr_config_set_hash(cfg, MCR_HASH_CRC);
+            mcr_config_set_point_hash(cfg, low_label_hosts[t].hash);
+            ck_assert_int_eq(mcr_ring_new(cfg, &want, NULL), MCR_OK);
+            uint32_t first;
+            mcr_ring_point(want, 0, &first, NULL);
+            ck_assert_msg(first < 202, "%s: lowest point %u", low_label_hosts[t].host,
+                          (unsigned)first);
+            ck_assert_msg(mcr_ring_from_memcached(m, &ring, &e) == MCR_OK, "%s: %s",
+                          low_label_hosts[t].host, e.message);
+            ck_assert_msg(same_placement(ring, want, 0x7fff), "%s (%s), %d servers, hot %d",
+                          low_label_hosts[t].host, mcr_hash_name(low_label_hosts[t].hash), n,
+                          hot);
+            /* and libmemcached itself, on keys hashing below 1024 */
+            for (int k = 0, low = 0; low < 48 && k < 200000; k++) {
+                char key[32];
+                size_t len = tu_key(&r, key, 24);
+                if (mcr_ring_hash(ring, key, len) >= 1024)
+                    continue;
+                low++;
+                n_low++;
+                ck_assert_uint_eq(mcr_ring_locate(ring, key, len),
+                                  memcached_generate_hash(m, key, len));
+            }
+            compare_keys(&r, m, ring, 200, false, low_label_hosts[t].host);
+            g_configs++;
+            mcr_ring_free(ring);
+            mcr_ring_free(want);
+            mcr_config_free(cfg);
+            memcached_free(m);
+        }
+    }
+    g_keys += n_low;
+    print_counts("from_memcached_crc_low_points");
+}
+END_TEST
+
+/* Many small handles with the key hash set before and after the
+ * distribution and the adds (so labels and keys often use different
+ * hashes), every hash including crc: the ring must place every hash value
+ * the key hash can produce as mcr_lmc does (itself checked against
+ * libmemcached above), and keys as libmemcached does. */
+START_TEST(from_memcached_label_hash_sweep)
+{
+    static const int dists[] = {MEMCACHED_DISTRIBUTION_CONSISTENT,
+                                MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA,
+                                MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY};
+    tu_rng r;
+    size_t differ = 0;
+    tu_rng_init(&r, 24);
+    for (int it = 0; it < 2000; it++) {
+        const char *opts = NULL;
+        char ns[64];
+        int n = 2 + (int)tu_below(&r, 3);
+        int dist = dists[tu_below(&r, 3)];
+        int dist_at = (int)tu_below(&r, (uint32_t)n + 1);
+        int hash_at = (int)tu_below(&r, (uint32_t)n + 2); /* a second HASH, n + 1: none */
+        uint64_t h1 = usable_hashes[tu_below(&r, NUSABLE)];
+        uint64_t h2 = usable_hashes[tu_below(&r, NUSABLE)];
+        uint64_t h3 = usable_hashes[tu_below(&r, NUSABLE)];
+        if (tu_below(&r, 4) == 0) {
+            snprintf(ns, sizeof(ns), "--NAMESPACE=ns%u --HASH-WITH-NAMESPACE", tu_below(&r, 1000));
+            opts = ns;
+        }
+        memcached_st *m = opts ? memcached(opts, strlen(opts)) : memcached_create(NULL);
+        mcr_lmc *l = mcr_lmc_new();
+        ck_assert(m != NULL && l != NULL);
+        if (opts)
+            ck_assert_int_eq(mcr_lmc_parse_options(l, opts, NULL), MCR_OK);
+#define BOTH(b, v)                                                                        \
+    do {                                                                                  \
+        ck_assert_int_eq(memcached_behavior_set(m, (b), (v)), MEMCACHED_SUCCESS);         \
+        ck_assert_int_eq(mcr_lmc_set_behavior(l, (mcr_lmc_behavior)(b), (v), NULL), MCR_OK); \
+    } while (0)
+        if (tu_below(&r, 4) != 0)
+            BOTH(MEMCACHED_BEHAVIOR_HASH, h1);
+        for (int i = 0; i <= n; i++) {
+            if (i == dist_at)
+                BOTH(MEMCACHED_BEHAVIOR_DISTRIBUTION, (uint64_t)dist);
+            if (i == hash_at)
+                BOTH(MEMCACHED_BEHAVIOR_HASH, h2);
+            if (i < n) {
+                char host[48];
+                int port = tu_below(&r, 4) ? 11211 : 11212 + (int)tu_below(&r, 50);
+                snprintf(host, sizeof(host), "s%u-%d.example", tu_below(&r, 1000000), i);
+                ck_assert_int_eq(memcached_server_add(m, host, (in_port_t)port), MEMCACHED_SUCCESS);
+                ck_assert_int_eq(mcr_lmc_add_server(l, host, port, 1, NULL), MCR_OK);
+            }
+        }
+        if (tu_below(&r, 4) != 0)
+            BOTH(MEMCACHED_BEHAVIOR_HASH, h3);
+#undef BOTH
+        mcr_ring *ring = NULL, *want = NULL;
+        mcr_error e, untouched;
+        memset(&e, 0x5a, sizeof(e));
+        memcpy(&untouched, &e, sizeof(e));
+        ck_assert_msg(mcr_ring_from_memcached(m, &ring, &e) == MCR_OK, "handle %d: %s", it,
+                      e.message);
+        ck_assert_msg(memcmp(&e, &untouched, sizeof(e)) == 0, "handle %d: err written on success",
+                      it);
+        ck_assert_int_eq(mcr_lmc_ring(l, &want, NULL), MCR_OK);
+        ck_assert_msg(same_placement(ring, want, reachable_max(want)),
+                      "handle %d: labels %llu/%llu, keys %s, %d servers", it,
+                      (unsigned long long)h1, (unsigned long long)h2,
+                      mcr_hash_name(mcr_ring_key_hash(want)), n);
+        /* (the label hash itself may differ where no key can tell) */
+        uint32_t v1, v2;
+        mcr_ring_point(ring, 0, &v1, NULL);
+        mcr_ring_point(want, 0, &v2, NULL);
+        differ += v1 != v2;
+        compare_keys(&r, m, ring, 150, opts != NULL, "from_memcached_label_hash_sweep");
+        g_configs++;
+        mcr_ring_free(ring);
+        mcr_ring_free(want);
+        mcr_lmc_free(l);
+        memcached_free(m);
+    }
+    print_counts("from_memcached_label_hash_sweep");
+    printf("from_memcached_label_hash_sweep: %zu rings with another, equivalent label hash\n",
+           differ);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ fixed vectors */
 
 static void check_vector(const char *opts, int b1, uint64_t v1, int b2, uint64_t v2,
@@ -724,6 +984,17 @@ START_TEST(state_machine_cases)
      * off: later servers are appended after the sorted ones. */
     const char *s1[] = {B(12, 1), B(12, 0), "Aaaa.example:11211/1"};
     check_script(base, s1, 3);
+    /* The same with adds while sorting, a weight turning weighting on, and
+     * sorting turned on again (mcr_lmc defers the sort; the order must be
+     * libmemcached's at every step). */
+    const char *s10[] = {B(12, 1), "Abbb.example:11211/1", B(9, 1), "Aaab.example:11300/1",
+                         B(12, 0), "Aaaa.example:11211/2", "A0ne.example:11211/1",
+                         B(2, 5), B(12, 1), "Accc.example:11211/1", B(12, 0),
+                         "Aaaa.example:11212/1"};
+    check_script(base, s10, 12);
+    check_script("--SORT-HOSTS --SERVER=zeta.example --SERVER=alpha.example:11300 "
+                 "--DISTRIBUTION=consistent --SERVER=alpha.example:11299 --SERVER=mid.example",
+                 s1, 3);
     /* KETAMA_WEIGHTED=0 means KETAMA=1: consistent ketama, weighting off. */
     const char *s2[] = {"Aw1.example:11211/3", B(16, 1), B(16, 0)};
     check_script(base, s2, 3);
@@ -1108,6 +1379,75 @@ START_TEST(bad_inputs)
 }
 END_TEST
 
+/* The value forms the man pages promise: any number for a flag (0 off), as
+ * libmemcached takes it, true/false, MEMCACHED_* names, the seventh
+ * behaviour HASH_WITH_NAMESPACE; each compared with libmemcached. */
+START_TEST(behavior_values)
+{
+    static const struct {
+        const char *name, *value;
+        int behavior;
+        uint64_t number;
+    } ok[] = {
+        {"SORT_HOSTS", "7", MEMCACHED_BEHAVIOR_SORT_HOSTS, 7},
+        {"sort_hosts", "TRUE", MEMCACHED_BEHAVIOR_SORT_HOSTS, 1},
+        {"MEMCACHED_BEHAVIOR_SORT_HOSTS", "false", MEMCACHED_BEHAVIOR_SORT_HOSTS, 0},
+        {"KETAMA", "42", MEMCACHED_BEHAVIOR_KETAMA, 42},
+        {"KETAMA_WEIGHTED", "True", MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1},
+        {"HASH_WITH_NAMESPACE", "2", MEMCACHED_BEHAVIOR_HASH_WITH_PREFIX_KEY, 2},
+        {"MEMCACHED_BEHAVIOR_HASH_WITH_PREFIX_KEY", "true",
+         MEMCACHED_BEHAVIOR_HASH_WITH_PREFIX_KEY, 1},
+        {"DISTRIBUTION", "MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY",
+         MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY},
+        {"DISTRIBUTION", "consistent_weighted", MEMCACHED_BEHAVIOR_DISTRIBUTION,
+         MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED},
+        {"DISTRIBUTION", "Consistent_Ketama", MEMCACHED_BEHAVIOR_DISTRIBUTION,
+         MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA},
+        {"DISTRIBUTION", "1", MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_CONSISTENT},
+        {"HASH", "MEMCACHED_HASH_FNV1A_32", MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_FNV1A_32},
+        {"HASH", "one_at_a_time", MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_DEFAULT},
+        {"KETAMA_HASH", "10", MEMCACHED_BEHAVIOR_KETAMA_HASH, MEMCACHED_HASH_MURMUR3},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        const char *opts = "--SERVER=a1.example --SERVER=b2.example:11300 --SERVER=a1.example:5 "
+                           "--NAMESPACE=nsx --HASH=crc";
+        memcached_st *m = memcached(opts, strlen(opts));
+        mcr_lmc *byname = mcr_lmc_new(), *bynum = mcr_lmc_new();
+        mcr_ring *r1 = NULL, *r2 = NULL;
+        mcr_error e;
+        tu_rng r;
+        tu_rng_init(&r, 50 + i);
+        ck_assert(m != NULL);
+        ck_assert_int_eq(mcr_lmc_parse_options(byname, opts, NULL), MCR_OK);
+        ck_assert_int_eq(mcr_lmc_parse_options(bynum, opts, NULL), MCR_OK);
+        ck_assert_int_eq(memcached_behavior_set(m, (memcached_behavior_t)ok[i].behavior, ok[i].number),
+                         MEMCACHED_SUCCESS);
+        ck_assert_msg(mcr_lmc_set_behavior_name(byname, ok[i].name, ok[i].value, &e) == MCR_OK,
+                      "%s=%s: %s", ok[i].name, ok[i].value, e.message);
+        ck_assert_int_eq(mcr_lmc_set_behavior(bynum, (mcr_lmc_behavior)ok[i].behavior, ok[i].number, &e),
+                         MCR_OK);
+        /* a server after the setting shows the sort order and the weighting */
+        memcached_server_add_with_weight(m, "0first.example", 11211, 3);
+        ck_assert_int_eq(mcr_lmc_add_server(byname, "0first.example", 11211, 3, NULL), MCR_OK);
+        ck_assert_int_eq(mcr_lmc_add_server(bynum, "0first.example", 11211, 3, NULL), MCR_OK);
+        ck_assert_int_eq(mcr_lmc_ring(byname, &r1, NULL), MCR_OK);
+        ck_assert_int_eq(mcr_lmc_ring(bynum, &r2, NULL), MCR_OK);
+        compare_keys(&r, m, r1, 2000, true, ok[i].value);
+        compare_keys(&r, m, r2, 2000, true, ok[i].value);
+        mcr_ring_free(r1);
+        mcr_ring_free(r2);
+        mcr_lmc_free(byname);
+        mcr_lmc_free(bynum);
+        memcached_free(m);
+    }
+    expect_behavior_error("DISTRIBUTION", "", MCR_ERR_SYNTAX, "DISTRIBUTION");
+    expect_behavior_error("HASH", "12x", MCR_ERR_UNKNOWN, "12x");
+    expect_behavior_error("HASH_WITH_NAMESPACE", "", MCR_ERR_SYNTAX, "HASH_WITH_NAMESPACE");
+    expect_behavior_error("SORT_HOSTS", "on", MCR_ERR_SYNTAX, "true or false");
+    expect_behavior_error("KETAMA_HASH", "11", MCR_ERR_RANGE, "11");
+}
+END_TEST
+
 static uint32_t constant_hash(const char *key, size_t len, void *ctx)
 {
     (void)key;
@@ -1224,6 +1564,88 @@ START_TEST(many_servers)
 }
 END_TEST
 
+/* True if servers [from, to) of the ring are in SORT_HOSTS order. */
+static bool sorted_range(const mcr_ring *ring, size_t from, size_t to)
+{
+    for (size_t i = from + 1; i < to; i++) {
+        int c = strcmp(mcr_ring_server_host(ring, i - 1), mcr_ring_server_host(ring, i));
+        if (c > 0 || (c == 0 && mcr_ring_server_port(ring, i - 1) >= mcr_ring_server_port(ring, i)))
+            return false;
+    }
+    return true;
+}
+
+/* SORT_HOSTS with 10,000 servers (libmemcached re-sorts at every add; so
+ * must the result, not the cost): through one option string, and through
+ * SORT_HOSTS=1 then API adds, then SORT_HOSTS=0 and more adds, which go
+ * after the sorted ones. */
+START_TEST(many_servers_sorted)
+{
+    const int n = 10000;
+    char *opts = malloc((size_t)n * 48 + 64);
+    size_t o = (size_t)sprintf(opts, "--SORT-HOSTS --DISTRIBUTION=consistent");
+    mcr_lmc *l = mcr_lmc_new();
+    mcr_ring *ring = NULL;
+    mcr_error e;
+
+    ck_assert(opts != NULL && l != NULL);
+    for (int i = 0; i < n; i++) /* a scrambled order, several ports per host */
+        o += (size_t)sprintf(opts + o, " --SERVER=node%d.example:%d", (i * 7919) % (n / 2),
+                             11211 + (i * 7919) / (n / 2) % n);
+    ck_assert_msg(mcr_lmc_parse_options(l, opts, &e) == MCR_OK, "%s", e.message);
+    free(opts);
+    ck_assert_msg(mcr_lmc_ring(l, &ring, &e) == MCR_OK, "%s", e.message);
+    ck_assert_uint_eq(mcr_ring_server_count(ring), (size_t)n);
+    ck_assert_uint_eq(mcr_ring_point_count(ring), (size_t)n * 100);
+    ck_assert(sorted_range(ring, 0, (size_t)n));
+    for (int k = 0; k < 1000; k++) {
+        char key[16];
+        int len = snprintf(key, sizeof(key), "k%d", k);
+        ck_assert_uint_lt(mcr_ring_locate(ring, key, (size_t)len), (uint32_t)n);
+    }
+    /* the same placement as mcroute's own sort of the same servers */
+    mcr_config *cfg = NULL;
+    mcr_ring *ring2 = NULL;
+    ck_assert_int_eq(mcr_lmc_config(l, &cfg, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_config_sort_servers(cfg), MCR_OK);
+    ck_assert_int_eq(mcr_ring_new(cfg, &ring2, NULL), MCR_OK);
+    for (size_t i = 0; i < (size_t)n; i += 97)
+        ck_assert_str_eq(mcr_ring_server_name(ring, i), mcr_ring_server_name(ring2, i));
+    mcr_ring_free(ring2);
+    mcr_config_free(cfg);
+    mcr_ring_free(ring);
+    mcr_lmc_free(l);
+
+    l = mcr_lmc_new();
+    ck_assert_int_eq(mcr_lmc_set_behavior(l, MCR_LMC_SORT_HOSTS, 1, NULL), MCR_OK);
+    for (int i = 0; i < n; i++) {
+        char host[32];
+        snprintf(host, sizeof(host), "10.%d.%d.%d", (i * 7919) % n / 65536, (i * 7919) % n / 256 % 256,
+                 (i * 7919) % n % 256);
+        ck_assert_int_eq(mcr_lmc_add_server(l, host, 11211, 1, &e), MCR_OK);
+    }
+    ck_assert_int_eq(mcr_lmc_set_behavior(l, MCR_LMC_DISTRIBUTION, MCR_LMC_DIST_CONSISTENT_KETAMA_SPY, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_lmc_set_behavior(l, MCR_LMC_SORT_HOSTS, 0, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_lmc_add_server(l, "zz.example", 11211, 1, &e), MCR_OK);
+    ck_assert_int_eq(mcr_lmc_add_server(l, "00.example", 11211, 1, &e), MCR_OK);
+    ck_assert_int_eq(mcr_lmc_add_server(l, "10.0.0.0", 11211, 1, &e), MCR_ERR_DUPLICATE);
+    ck_assert_msg(mcr_lmc_ring(l, &ring, &e) == MCR_OK, "%s", e.message);
+    ck_assert_uint_eq(mcr_ring_server_count(ring), (size_t)n + 2);
+    ck_assert_uint_eq(mcr_ring_point_count(ring), ((size_t)n + 2) * 100);
+    ck_assert(sorted_range(ring, 0, (size_t)n));
+    ck_assert_str_eq(mcr_ring_server_host(ring, 0), "10.0.0.0");
+    ck_assert_str_eq(mcr_ring_server_host(ring, (size_t)n), "zz.example");
+    ck_assert_str_eq(mcr_ring_server_host(ring, (size_t)n + 1), "00.example");
+    for (int k = 0; k < 1000; k++) {
+        char key[16];
+        int len = snprintf(key, sizeof(key), "k%d", k);
+        ck_assert_uint_lt(mcr_ring_locate(ring, key, (size_t)len), (uint32_t)n + 2);
+    }
+    mcr_ring_free(ring);
+    mcr_lmc_free(l);
+}
+END_TEST
+
 /* mcr_lmc_config gives the same placement as mcr_lmc_ring, as a config the
  * caller owns. */
 START_TEST(config_roundtrip)
@@ -1278,6 +1700,7 @@ static Suite *compat_suite(void)
     tcase_add_test(t, option_language_table);
     tcase_add_test(t, option_language_fuzz);
     tcase_add_test(t, bad_inputs);
+    tcase_add_test(t, behavior_values);
     tcase_add_test(t, config_roundtrip);
     tcase_add_test(t, differential_modula);
     tcase_add_test(t, differential_consistent);
@@ -1287,8 +1710,12 @@ static Suite *compat_suite(void)
     tcase_add_test(t, differential_spy_weighted);
     tcase_add_test(t, from_memcached_random);
     tcase_add_test(t, from_memcached_weights);
+    tcase_add_test(t, from_memcached_crc_label_hash);
+    tcase_add_test(t, from_memcached_crc_low_points);
+    tcase_add_test(t, from_memcached_label_hash_sweep);
     tcase_add_test(t, from_memcached_bad_inputs);
     tcase_add_test(t, many_servers);
+    tcase_add_test(t, many_servers_sorted);
     suite_add_tcase(s, t);
     return s;
 }
