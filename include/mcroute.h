@@ -15,6 +15,10 @@
  *   mcr_ring    The continuum built from a config. Immutable once built: any
  *               number of threads may look keys up in the same ring at once
  *               without locking. Freed with mcr_ring_free() once no thread uses it.
+ *   mcr_snapshot  (<mcroute_snapshot.h>) A versioned, reference-counted,
+ *               immutable placement: servers with stable ids, zones and
+ *               states, a ring, an epoch and a checksum; membership changes
+ *               build the next snapshot incrementally.
  *
  * Conventions:
  *
@@ -191,8 +195,32 @@ typedef enum mcr_mode {
     /* "twemproxy-modula": nutcracker's modula: every server repeated `weight`
      * times in config order, server = entry[hash % total weight]. */
     MCR_MODE_TWEMPROXY_MODULA = 7,
+    /* "stable-ketama": mcroute's native mode for changing memberships. A
+     * server's points depend only on its own id and weight: 40 * weight
+     * labels "id-k" (k = 0, 1, ...), 4 points per MD5 digest, so 160 points
+     * per unit of weight. The id is the server's label if it has one (see
+     * mcr_config_add_server_named), else "host:port" ("[v6]:port").
+     * Adding or removing a server, or changing one weight, moves keys only
+     * to or from that server; every other server keeps every point.
+     *
+     * The trade-off against "ketama": libketama normalises, giving each
+     * server floorf(weight / total * 40 * servers) labels, so the continuum
+     * stays near 160 points per server whatever the weights are, but one
+     * change of membership or weight changes (by rounding) the point counts
+     * of many servers and moves keys between servers the change did not
+     * name. Here expected shares are exactly weight / total weight, at the
+     * price of point counts growing with weight: keep weights small (the
+     * ratios are what matter: 1, 2, 4 rather than 1000, 2000, 4000). Weights
+     * are bounded by MCR_STABLE_WEIGHT_MAX (160,000 points for one server);
+     * a larger one is refused with MCR_ERR_RANGE when the ring or snapshot
+     * is built. Not compatible with any other client. Default key hash:
+     * md5 (what mcr_config_new() sets). */
+    MCR_MODE_STABLE_KETAMA = 8,
     MCR_MODE_COUNT
 } mcr_mode;
+
+/* Largest weight of a server in "stable-ketama" (see above). */
+#define MCR_STABLE_WEIGHT_MAX 1000u
 
 /* mcr_mode_from_name: parse a mode name given above (case-insensitive).
  * MCR_OK, or MCR_ERR_UNKNOWN / MCR_ERR_INVALID with *out unchanged.
@@ -262,14 +290,63 @@ MCR_EXTERN int mcr_config_add_server(mcr_config *cfg, const char *host,
                                      int port, uint32_t weight, mcr_error *err);
 
 /* mcr_config_add_server_named: mcr_config_add_server() with a label: the
- * text the "ketama" and "twemproxy-ketama" modes hash with "-i" to place the
- * server's points instead of its address (libketama's address as written in
- * its file, a twemproxy server's name). NULL means none. 1..255 bytes, no NUL;
- * copied. Errors as mcr_config_add_server(), and MCR_ERR_SYNTAX /
- * MCR_ERR_TOO_LONG for the label. */
+ * text the "ketama", "stable-ketama" and "twemproxy-ketama" modes hash with
+ * "-i" to place the server's points instead of its address (libketama's
+ * address as written in its file, a twemproxy server's name). The label is
+ * also the server's id in a snapshot (see mcr_config_add_server_desc). NULL
+ * means none. 1..255 bytes, no NUL; copied. Unlike
+ * mcr_config_add_server_desc(), labels are not checked for uniqueness here
+ * (mcr_snapshot_new() does). Errors as mcr_config_add_server(), and
+ * MCR_ERR_SYNTAX / MCR_ERR_TOO_LONG for the label. */
 MCR_EXTERN int mcr_config_add_server_named(mcr_config *cfg, const char *host, int port,
                                            uint32_t weight, const char *label,
                                            mcr_error *err);
+
+/* Server state in a snapshot (<mcroute_snapshot.h>). Only ACTIVE servers
+ * own points and receive keys; a DRAINING server (being emptied: a pool
+ * finishes its in-flight requests) and a DOWN one stay listed, with their
+ * id, weight and zone, and own no key. */
+typedef enum mcr_server_state {
+    MCR_STATE_ACTIVE = 0,   /* owns points, receives keys */
+    MCR_STATE_DRAINING = 1, /* listed, owns no keys */
+    MCR_STATE_DOWN = 2      /* listed, owns no keys */
+} mcr_server_state;
+
+/* Description of one server: given to mcr_config_add_server_desc() and
+ * mcr_changes_add(), read back from a snapshot with mcr_snapshot_server().
+ * Strings are NUL-terminated. Given to a function, they are copied; read
+ * back, they belong to the snapshot and live as long as it does.
+ *
+ *   id     The server's stable identity: how changes, diffs and hooks name
+ *          it, and, in the native modes ("ketama", "stable-ketama"), what
+ *          its point labels hash (so a named server moved to another address
+ *          moves no key). NULL: "host:port" ("[v6]:port" for IPv6). Given:
+ *          1..255 bytes, none of them a control byte (below 0x20, or 0x7f).
+ *          In "twemproxy-ketama" an id given is the server's twemproxy name.
+ *   zone   A failure domain (rack, availability zone) for replica
+ *          placement. NULL or "": none. Same byte rules as the id.
+ *   state  See mcr_server_state. */
+typedef struct mcr_server_desc {
+    const char *id;
+    const char *host;
+    int port;
+    uint32_t weight;
+    const char *zone;
+    mcr_server_state state;
+} mcr_server_desc;
+
+/* mcr_config_add_server_desc: append the server `d` describes: host, port
+ * and weight as mcr_config_add_server(), an id (the label of
+ * mcr_config_add_server_named(); NULL for the default "host:port") and a
+ * zone. A config describes servers that take keys: `d->state` must be
+ * MCR_STATE_ACTIVE (states change through mcr_changes_set_state()).
+ * Everything is copied. Errors (the config is unchanged): those of
+ * mcr_config_add_server(); MCR_ERR_INVALID (NULL `cfg` or `d`, a state
+ * other than ACTIVE); MCR_ERR_SYNTAX / MCR_ERR_TOO_LONG (id or zone empty,
+ * over 255 bytes, or with a control byte); MCR_ERR_DUPLICATE (the id, given
+ * or default, is the id of a server already in the config). */
+MCR_EXTERN int mcr_config_add_server_desc(mcr_config *cfg, const mcr_server_desc *d,
+                                          mcr_error *err);
 
 /* mcr_config_set_hash_tag: twemproxy's hash_tag: with the two bytes
  * "{}" (any two), only the part of a key between the first '{' and the next
@@ -289,11 +366,21 @@ MCR_EXTERN int mcr_config_add_servers(mcr_config *cfg, const char *list,
                                       mcr_error *err);
 
 /* mcr_config_load_server_file: append the servers of a file with one
- * `host[:port[:weight]]` item a line (same syntax as one item of
- * mcr_config_add_servers); blank lines and lines whose first non-blank byte
- * is '#' are skipped, as is anything after a '#'. All or nothing, like
- * mcr_config_add_servers; messages name the file and line. A file with no
- * server is MCR_ERR_EMPTY; an unreadable one MCR_ERR_IO. */
+ * server a line, either `host[:port[:weight]]` (same syntax as one item of
+ * mcr_config_add_servers) or that item followed by blank-separated
+ * attributes:
+ *
+ *     host[:port] [weight=W] [zone=Z] [id=NAME]
+ *
+ * in any order, each at most once (and `weight=` not with a
+ * `host:port:weight` item). Blank lines and lines whose first non-blank byte
+ * is '#' are skipped, as is anything after a '#'. The zone and id follow
+ * the rules of mcr_config_add_server_desc(); ids must be unique among the
+ * config's servers. All or nothing, like mcr_config_add_servers; messages
+ * name the file, the line and the problem: MCR_ERR_SYNTAX (malformed item,
+ * unknown attribute, attribute given twice, empty or malformed value),
+ * MCR_ERR_RANGE (port, weight), MCR_ERR_DUPLICATE (address or id). A file
+ * with no server is MCR_ERR_EMPTY; an unreadable one MCR_ERR_IO. */
 MCR_EXTERN int mcr_config_load_server_file(mcr_config *cfg, const char *path,
                                            mcr_error *err);
 

@@ -16,6 +16,7 @@ static const char *const mode_names[MCR_MODE_COUNT] = {
     [MCR_MODE_MODULA] = "modula",
     [MCR_MODE_TWEMPROXY_KETAMA] = "twemproxy-ketama",
     [MCR_MODE_TWEMPROXY_MODULA] = "twemproxy-modula",
+    [MCR_MODE_STABLE_KETAMA] = "stable-ketama",
 };
 
 int mcr_mode_from_name(const char *name, mcr_mode *out)
@@ -56,10 +57,60 @@ void mcr_config_free(mcr_config *cfg)
     for (size_t i = 0; i < cfg->count; i++) {
         free(cfg->servers[i].host);
         free(cfg->servers[i].label);
+        free(cfg->servers[i].zone);
     }
     free(cfg->servers);
     free(cfg->set);
+    free(cfg->idset);
     free(cfg);
+}
+
+void mcr__config_params(const mcr_config *cfg, mcr__params *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->mode = cfg->mode;
+    out->key_hash = cfg->key_hash;
+    out->point_hash = cfg->point_hash;
+    out->tag_on = cfg->tag_on;
+    memcpy(out->tag, cfg->tag, sizeof(out->tag));
+    out->prefix_on = cfg->prefix_on;
+    out->prefix_len = cfg->prefix_len;
+    memcpy(out->prefix, cfg->prefix, cfg->prefix_len);
+}
+
+size_t mcr__default_id(const char *host, int port, char *buf)
+{
+    bool v6 = strchr(host, ':') != NULL;
+    return (size_t)snprintf(buf, MCR__NAME_BUF, v6 ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+const char *mcr__server_id(const mcr__server *s, char *buf)
+{
+    if (s->label != NULL)
+        return s->label;
+    mcr__default_id(s->host, s->port, buf);
+    return buf;
+}
+
+int mcr__check_name(const char *what, const char *s, mcr_error *err)
+{
+    char q[80];
+    size_t len = strlen(s);
+
+    if (len == 0)
+        return mcr__error(err, MCR_ERR_SYNTAX, "empty %s", what);
+    if (len > MCR_HOSTNAME_MAX)
+        return mcr__error(err, MCR_ERR_TOO_LONG, "%s of %zu bytes is longer than %d bytes: \"%s\"",
+                          what, len, MCR_HOSTNAME_MAX, mcr__quote(q, sizeof(q), s, len));
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        /* ids and zones are printed one a line, tab-separated */
+        if (c < 0x20 || c == 0x7f)
+            return mcr__error(err, MCR_ERR_SYNTAX,
+                              "%s \"%s\" contains a control byte 0x%02x at offset %zu", what,
+                              mcr__quote(q, sizeof(q), s, len), c, i);
+    }
+    return MCR_OK;
 }
 
 int mcr_config_set_mode(mcr_config *cfg, mcr_mode mode)
@@ -169,28 +220,70 @@ static long find_server(const mcr_config *cfg, const char *host, size_t len, int
     }
 }
 
+static size_t id_slot_hash(const char *id)
+{
+    return server_slot_hash(id, strlen(id), 0);
+}
+
+/* Index of a server whose id is `id`, or -1. */
+static long find_id(const mcr_config *cfg, const char *id)
+{
+    char buf[MCR__NAME_BUF];
+
+    if (cfg->set_cap == 0)
+        return -1;
+    size_t mask = cfg->set_cap - 1;
+    for (size_t i = id_slot_hash(id) & mask;; i = (i + 1) & mask) {
+        uint32_t e = cfg->idset[i];
+        if (e == 0)
+            return -1;
+        if (strcmp(mcr__server_id(&cfg->servers[e - 1], buf), id) == 0)
+            return (long)(e - 1);
+    }
+}
+
 static void set_insert(mcr_config *cfg, size_t idx)
 {
     const mcr__server *s = &cfg->servers[idx];
+    char buf[MCR__NAME_BUF];
     size_t mask = cfg->set_cap - 1;
     size_t i = server_slot_hash(s->host, s->host_len, s->port) & mask;
     while (cfg->set[i] != 0)
         i = (i + 1) & mask;
     cfg->set[i] = (uint32_t)idx + 1;
+    i = id_slot_hash(mcr__server_id(s, buf)) & mask;
+    while (cfg->idset[i] != 0)
+        i = (i + 1) & mask;
+    cfg->idset[i] = (uint32_t)idx + 1;
 }
 
-/* Rebuild the set for the current servers with room for `want` of them.
- * MCR_OK or MCR_ERR_NOMEM (the old set is kept). */
+/* Refill both sets (same capacity) from the servers. Cannot fail. */
+static void set_refill(mcr_config *cfg)
+{
+    memset(cfg->set, 0, cfg->set_cap * sizeof(*cfg->set));
+    memset(cfg->idset, 0, cfg->set_cap * sizeof(*cfg->idset));
+    for (size_t i = 0; i < cfg->count; i++)
+        set_insert(cfg, i);
+}
+
+/* Rebuild the sets for the current servers with room for `want` of them.
+ * MCR_OK or MCR_ERR_NOMEM (the old sets are kept). */
 static int set_rebuild(mcr_config *cfg, size_t want)
 {
     size_t cap = 16;
     while (cap < 2 * want)
         cap *= 2;
     uint32_t *set = calloc(cap, sizeof(*set));
-    if (set == NULL)
+    uint32_t *idset = calloc(cap, sizeof(*idset));
+    if (set == NULL || idset == NULL) {
+        free(set);
+        free(idset);
         return MCR_ERR_NOMEM;
+    }
     free(cfg->set);
+    free(cfg->idset);
     cfg->set = set;
+    cfg->idset = idset;
     cfg->set_cap = cap;
     for (size_t i = 0; i < cfg->count; i++)
         set_insert(cfg, i);
@@ -200,7 +293,7 @@ static int set_rebuild(mcr_config *cfg, size_t want)
 /* Append without validation of duplicates against pending items; callers
  * have validated. Returns MCR_OK or MCR_ERR_NOMEM. */
 static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
-                       uint32_t weight, const char *label, mcr_error *err)
+                       uint32_t weight, const char *label, const char *zone, mcr_error *err)
 {
     if (cfg->count == cfg->cap) {
         size_t cap = cfg->cap ? cfg->cap * 2 : 8;
@@ -214,9 +307,11 @@ static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory adding a server");
     char *h = malloc(len + 1);
     char *l = label != NULL ? strdup(label) : NULL;
-    if (h == NULL || (label != NULL && l == NULL)) {
+    char *z = zone != NULL ? strdup(zone) : NULL;
+    if (h == NULL || (label != NULL && l == NULL) || (zone != NULL && z == NULL)) {
         free(h);
         free(l);
+        free(z);
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory adding a server");
     }
     memcpy(h, host, len);
@@ -228,12 +323,16 @@ static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
     s->weight = weight;
     s->ipv6 = memchr(h, ':', len) != NULL;
     s->label = l;
+    s->zone = z;
     set_insert(cfg, cfg->count - 1);
     return MCR_OK;
 }
 
+/* Validate and append. With `check_id`, the label must be a valid id
+ * (mcr__check_name) and the id (label or default) must be new. */
 static int add_server_n(mcr_config *cfg, const char *host, size_t len, int port,
-                        uint32_t weight, const char *label, mcr_error *err)
+                        uint32_t weight, const char *label, const char *zone, bool check_id,
+                        mcr_error *err)
 {
     char q[80];
     int rc = mcr__check_host(host, len, err);
@@ -261,7 +360,24 @@ static int add_server_n(mcr_config *cfg, const char *host, size_t len, int port,
         return mcr__error(err, MCR_ERR_DUPLICATE, "duplicate server %s%s%s:%d",
                           memchr(host, ':', len) ? "[" : "", mcr__quote(q, sizeof(q), host, len),
                           memchr(host, ':', len) ? "]" : "", port);
-    return push_server(cfg, host, len, port, weight, label, err);
+    if (zone != NULL && (rc = mcr__check_name("zone", zone, err)) != MCR_OK)
+        return rc;
+    if (check_id) {
+        char buf[MCR__NAME_BUF], hbuf[MCR_HOSTNAME_MAX + 1];
+        const char *id = label;
+        if (label != NULL && (rc = mcr__check_name("id", label, err)) != MCR_OK)
+            return rc;
+        if (id == NULL) {
+            memcpy(hbuf, host, len);
+            hbuf[len] = '\0';
+            mcr__default_id(hbuf, port, buf);
+            id = buf;
+        }
+        if (find_id(cfg, id) >= 0)
+            return mcr__error(err, MCR_ERR_DUPLICATE, "duplicate server id \"%s\"",
+                              mcr__quote(q, sizeof(q), id, strlen(id)));
+    }
+    return push_server(cfg, host, len, port, weight, label, zone, err);
 }
 
 int mcr_config_add_server(mcr_config *cfg, const char *host, int port, uint32_t weight,
@@ -275,7 +391,19 @@ int mcr_config_add_server_named(mcr_config *cfg, const char *host, int port, uin
 {
     if (cfg == NULL || host == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL config or host");
-    return add_server_n(cfg, host, strlen(host), port, weight, label, err);
+    return add_server_n(cfg, host, strlen(host), port, weight, label, NULL, false, err);
+}
+
+int mcr_config_add_server_desc(mcr_config *cfg, const mcr_server_desc *d, mcr_error *err)
+{
+    if (cfg == NULL || d == NULL || d->host == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL config, description or host");
+    if (d->state != MCR_STATE_ACTIVE)
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "a config lists active servers only (state %d given)", (int)d->state);
+    const char *zone = d->zone != NULL && d->zone[0] != '\0' ? d->zone : NULL;
+    return add_server_n(cfg, d->host, strlen(d->host), d->port, d->weight, d->id, zone, true,
+                        err);
 }
 
 /* Parse an unsigned decimal field of `len` bytes. Returns MCR_OK, or
@@ -385,11 +513,9 @@ static void truncate_servers(mcr_config *cfg, size_t keep)
         cfg->count--;
         free(cfg->servers[cfg->count].host);
         free(cfg->servers[cfg->count].label);
+        free(cfg->servers[cfg->count].zone);
     }
-    /* Same capacity: cannot fail. */
-    memset(cfg->set, 0, cfg->set_cap * sizeof(*cfg->set));
-    for (size_t i = 0; i < cfg->count; i++)
-        set_insert(cfg, i);
+    set_refill(cfg); /* same capacity: cannot fail */
 }
 
 static int add_item(mcr_config *cfg, const char *item, size_t len, const char *what,
@@ -404,7 +530,7 @@ static int add_item(mcr_config *cfg, const char *item, size_t len, const char *w
     rc = mcr__parse_server_item(item, len, &host, &hl, &port, &weight, what, err);
     if (rc != MCR_OK)
         return rc;
-    rc = add_server_n(cfg, host, hl, port, weight, NULL, &e);
+    rc = add_server_n(cfg, host, hl, port, weight, NULL, NULL, false, &e);
     if (rc != MCR_OK)
         return mcr__error(err, rc, "%s: %s", what, e.message);
     return MCR_OK;
@@ -452,6 +578,104 @@ int mcr_config_add_servers(mcr_config *cfg, const char *list, mcr_error *err)
     return MCR_OK;
 }
 
+/* Whether a parsed `host:port:weight` / `[v6]:port:weight` item wrote a weight. */
+static bool item_has_weight(const char *item, size_t len)
+{
+    const char *p = item, *end = item + len;
+    size_t colons = 0;
+
+    if (len > 0 && item[0] == '[') {
+        p = memchr(item, ']', len);
+        if (p == NULL)
+            return false;
+    }
+    for (; p < end; p++)
+        colons += *p == ':';
+    return colons == 2;
+}
+
+/* One line of a server file, trimmed, comment removed: an item, then
+ * `key=value` attributes separated by blanks. */
+static int add_file_line(mcr_config *cfg, const char *s, size_t len, const char *what,
+                         mcr_error *err)
+{
+    const char *end = s + len, *p = s;
+    const char *host;
+    size_t hl, il;
+    int port, rc;
+    uint32_t weight;
+    bool weight_set;
+    char id[MCR_HOSTNAME_MAX + 1], zone[MCR_HOSTNAME_MAX + 1];
+    bool id_set = false, zone_set = false;
+    char q[80];
+    mcr_error e;
+
+    while (p < end && !is_blank(*p))
+        p++;
+    il = (size_t)(p - s);
+    rc = mcr__parse_server_item(s, il, &host, &hl, &port, &weight, what, err);
+    if (rc != MCR_OK)
+        return rc;
+    weight_set = item_has_weight(s, il);
+    for (;;) {
+        while (p < end && is_blank(*p))
+            p++;
+        if (p == end)
+            break;
+        const char *tok = p;
+        while (p < end && !is_blank(*p))
+            p++;
+        size_t tl = (size_t)(p - tok);
+        const char *eq = memchr(tok, '=', tl);
+        if (eq == NULL)
+            return mcr__error(err, MCR_ERR_SYNTAX,
+                              "%s: \"%s\" is not an attribute (write weight=W, zone=Z or id=NAME)",
+                              what, mcr__quote(q, sizeof(q), tok, tl));
+        size_t kl = (size_t)(eq - tok), vl = tl - kl - 1;
+        const char *v = eq + 1;
+        if (kl == 6 && memcmp(tok, "weight", 6) == 0) {
+            unsigned long w;
+            if (weight_set)
+                return mcr__error(err, MCR_ERR_SYNTAX, "%s: weight given twice", what);
+            rc = parse_uint(v, vl, MCR_WEIGHT_MAX, &w);
+            if (rc == MCR_ERR_SYNTAX)
+                return mcr__error(err, rc, "%s: weight \"%s\" is not a number", what,
+                                  mcr__quote(q, sizeof(q), v, vl));
+            if (rc == MCR_ERR_RANGE || w == 0)
+                return mcr__error(err, MCR_ERR_RANGE, "%s: weight %s is outside 1..%u", what,
+                                  mcr__quote(q, sizeof(q), v, vl), (unsigned)MCR_WEIGHT_MAX);
+            weight = (uint32_t)w;
+            weight_set = true;
+        } else if ((kl == 4 && memcmp(tok, "zone", 4) == 0) ||
+                   (kl == 2 && memcmp(tok, "id", 2) == 0)) {
+            bool is_zone = kl == 4;
+            bool *seen = is_zone ? &zone_set : &id_set;
+            char *dst = is_zone ? zone : id;
+            if (*seen)
+                return mcr__error(err, MCR_ERR_SYNTAX, "%s: %s given twice", what,
+                                  is_zone ? "zone" : "id");
+            if (vl == 0)
+                return mcr__error(err, MCR_ERR_SYNTAX, "%s: empty %s", what,
+                                  is_zone ? "zone" : "id");
+            if (vl > MCR_HOSTNAME_MAX)
+                return mcr__error(err, MCR_ERR_TOO_LONG, "%s: %s of %zu bytes is longer than %d",
+                                  what, is_zone ? "zone" : "id", vl, MCR_HOSTNAME_MAX);
+            memcpy(dst, v, vl);
+            dst[vl] = '\0';
+            *seen = true;
+        } else {
+            return mcr__error(err, MCR_ERR_SYNTAX,
+                              "%s: unknown attribute \"%s\" (known: weight, zone, id)", what,
+                              mcr__quote(q, sizeof(q), tok, kl));
+        }
+    }
+    rc = add_server_n(cfg, host, hl, port, weight, id_set ? id : NULL, zone_set ? zone : NULL,
+                      true, &e);
+    if (rc != MCR_OK)
+        return mcr__error(err, rc, "%s: %s", what, e.message);
+    return MCR_OK;
+}
+
 int mcr_config_load_server_file(mcr_config *cfg, const char *path, mcr_error *err)
 {
     FILE *f;
@@ -487,7 +711,7 @@ int mcr_config_load_server_file(mcr_config *cfg, const char *path, mcr_error *er
         if (s == e)
             continue;
         snprintf(what, sizeof(what), "%s line %zu", path, lineno);
-        rc = add_item(cfg, s, (size_t)(e - s), what, err);
+        rc = add_file_line(cfg, s, (size_t)(e - s), what, err);
         if (rc != MCR_OK)
             break;
         added++;
@@ -519,9 +743,7 @@ int mcr_config_sort_servers(mcr_config *cfg)
         return MCR_ERR_INVALID;
     if (cfg->count > 1) {
         qsort(cfg->servers, cfg->count, sizeof(cfg->servers[0]), cmp_sort_hosts);
-        memset(cfg->set, 0, cfg->set_cap * sizeof(*cfg->set));
-        for (size_t i = 0; i < cfg->count; i++)
-            set_insert(cfg, i);
+        set_refill(cfg);
     }
     return MCR_OK;
 }

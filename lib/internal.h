@@ -87,7 +87,9 @@ typedef struct mcr__server {
     uint32_t weight;
     bool ipv6;       /* host contains ':', written with brackets in names */
     char *label;     /* ketama label base (libketama address, twemproxy
-                        name), or NULL for the mode's default */
+                        name), or NULL for the mode's default; also the
+                        server's id in a snapshot (NULL: "host:port") */
+    char *zone;      /* failure domain for replicas, or NULL */
 } mcr__server;
 
 struct mcr_config {
@@ -107,7 +109,43 @@ struct mcr_config {
     bool prefix_on;           /* libmemcached HASH_WITH_NAMESPACE rules apply */
     unsigned char prefix[256];/* hashed before each key (namespace) */
     size_t prefix_len;
+    uint32_t *idset;          /* open-addressing set of the servers' ids
+                                 (label, else "host:port"): index + 1; same
+                                 capacity as `set`, rebuilt with it; makes
+                                 the id check of add_server_desc O(1) */
 };
+
+/* Everything of a placement but its servers: what a ring and a snapshot
+ * copy from a config, and what a snapshot file records. */
+typedef struct mcr__params {
+    mcr_mode mode;
+    mcr_hash key_hash;
+    mcr_hash point_hash;      /* resolved: the key hash unless set apart */
+    bool tag_on;
+    char tag[2];
+    bool prefix_on;
+    size_t prefix_len;
+    unsigned char prefix[256];
+} mcr__params;
+
+/* The parameters of cfg. Cannot fail. */
+void mcr__config_params(const mcr_config *cfg, mcr__params *out);
+
+/* Room for an id, a label prefix ("[host]:65535-"), a label with its
+ * index: 255 bytes of text and a little more. */
+#define MCR__NAME_BUF (MCR_HOSTNAME_MAX + 32)
+
+/* The default id of a server, "host:port" or "[host]:port" for IPv6, into
+ * buf (MCR__NAME_BUF bytes); returns its length. */
+size_t mcr__default_id(const char *host, int port, char *buf);
+
+/* The id of config server s: its label, else the default id written into
+ * buf (MCR__NAME_BUF bytes). */
+const char *mcr__server_id(const mcr__server *s, char *buf);
+
+/* Check an id or a zone (`what` names it in messages): 1..255 bytes, no
+ * byte below 0x20, no 0x7f. MCR_OK, MCR_ERR_SYNTAX or MCR_ERR_TOO_LONG. */
+int mcr__check_name(const char *what, const char *s, mcr_error *err);
 
 /* Parse one `host[:port[:weight]]` / `[v6]:port:weight` item of `len` bytes
  * (already trimmed). On success fills host (pointer into item, not
@@ -121,6 +159,54 @@ int mcr__parse_server_item(const char *item, size_t len, const char **host,
 int mcr__check_host(const char *host, size_t len, mcr_error *err);
 
 /* ---- ring (ring.c) ---- */
+
+/* One point of a continuum: a value and the ring index of its server. */
+typedef struct mcr__point {
+    uint32_t value;
+    uint32_t server;
+} mcr__point;
+
+/* A ring's point array has this many slots after its last point, for the
+ * sentinels of the lookup. */
+#define MCR__RING_PAD 4
+
+/* Points-per-label of a mode that hashes labels with MD5: 4 words. */
+#define MCR__POINTS_PER_DIGEST 4
+
+/* How many labels a server of `weight` gets in `mode` among `n` servers of
+ * `total_weight`, and (in *per_label) how many points each label yields;
+ * 0 labels and per_label 0 for the modula modes. The references' float
+ * arithmetic, bit for bit. Cannot fail. */
+uint32_t mcr__labels_for(mcr_mode mode, uint32_t weight, uint64_t total_weight, uint32_t n,
+                         uint32_t *per_label);
+
+/* The label prefix (everything before the index) of server s in `mode`
+ * into buf (MCR__NAME_BUF bytes); returns its length. */
+size_t mcr__label_prefix(mcr_mode mode, const mcr__server *s, char *buf);
+
+/* The point values of labels from..to-1 of a server whose label prefix is
+ * prefix[0..plen) (writable, MCR__NAME_BUF bytes; restored), in label
+ * order: per_label 4 gives the MD5 words, 1 the point hash of the label.
+ * out receives (to - from) * per_label values. Cannot fail. */
+void mcr__label_values(char *prefix, size_t plen, uint32_t per_label, mcr_hash point_hash,
+                       uint32_t from, uint32_t to, uint32_t *out);
+
+/* Stable sort of n points by value (LSD radix). MCR_OK or MCR_ERR_NOMEM
+ * (the points unchanged). */
+int mcr__sort_points(mcr__point *p, size_t n);
+
+/* A ring with parameters p over servers[0..n) (copied: the ring owns what it
+ * needs) and the continuum `points`, which must hold npoints points sorted
+ * by value then server, each server < n, and MCR__RING_PAD free slots
+ * after them. The ring takes `points` over in every case (freed on error).
+ * The modula modes take no points (NULL, 0). Errors: MCR_ERR_INVALID,
+ * MCR_ERR_EMPTY (no server), MCR_ERR_RANGE, MCR_ERR_NOMEM. */
+int mcr__ring_build(const mcr__params *p, const mcr__server *servers, size_t n,
+                    mcr__point *points, size_t npoints, mcr_ring **out, mcr_error *err);
+
+/* The continuum of r (mcr_ring_point_count() points), owned by r; NULL in
+ * the modula modes. */
+const mcr__point *mcr__ring_points(const mcr_ring *r);
 
 /* A ring over cfg's servers with the given points instead of computed ones
  * (tests, imported continua). Points are sorted stably; lookups follow the

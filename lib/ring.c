@@ -11,7 +11,10 @@
 /* libmemcached and twemproxy: points per server at average weight, weighted. */
 #define KETAMA_POINTS_PER_SERVER 160
 /* Points drawn from one MD5 digest: four little-endian 32-bit words. */
-#define POINTS_PER_DIGEST 4
+#define POINTS_PER_DIGEST MCR__POINTS_PER_DIGEST
+/* stable-ketama: labels per unit of weight (160 points, as a libmemcached
+ * server of average weight). */
+#define STABLE_LABELS_PER_WEIGHT 40
 /* libketama: labels per server at average weight (160 points / 4 per digest). */
 #define LIBKETAMA_LABELS_PER_SERVER 40.0
 /* libmemcached (MEMCACHED_MAX_KEY - 1): with HASH_WITH_NAMESPACE, a
@@ -23,13 +26,10 @@
  * branches, how many of the next SCAN_WIDTH points lie below the hash; larger
  * buckets (rare) are bisected. The points array ends with SCAN_WIDTH sentinels
  * so the count never reads past it. */
-#define SCAN_WIDTH 4
+#define SCAN_WIDTH MCR__RING_PAD
 _Static_assert(SCAN_WIDTH == 4, "find_point() counts exactly four points");
 
-typedef struct point {
-    uint32_t value;
-    uint32_t server;
-} point;
+typedef mcr__point point;
 
 typedef struct ring_server {
     const char *host; /* points into ring->strings */
@@ -63,14 +63,12 @@ struct mcr_ring {
 
 /* ------------------------------------------------------------ building */
 
-/* How many labels server `s` gets, and how many points each label yields. */
-static uint32_t labels_for(const mcr_config *cfg, const mcr__server *s, uint64_t total_weight,
-                           uint32_t *per_label)
+uint32_t mcr__labels_for(mcr_mode mode, uint32_t weight, uint64_t total_weight, uint32_t n,
+                         uint32_t *per_label)
 {
-    float pct = (float)s->weight / (float)total_weight;
-    uint32_t n = (uint32_t)cfg->count;
+    float pct = (float)weight / (float)total_weight;
 
-    switch (cfg->mode) {
+    switch (mode) {
     case MCR_MODE_KETAMA:
         /* libketama: floorf(pct * 40.0 * (float)numservers); the product is
          * a double, converted to float by floorf's parameter. */
@@ -96,20 +94,23 @@ static uint32_t labels_for(const mcr_config *cfg, const mcr__server *s, uint64_t
     case MCR_MODE_SPY:
         *per_label = 1;
         return LMC_POINTS_PER_SERVER;
+    case MCR_MODE_STABLE_KETAMA: /* its own weight only: nobody else's count moves */
+        *per_label = POINTS_PER_DIGEST;
+        return STABLE_LABELS_PER_WEIGHT * weight;
     default:
         *per_label = 0;
         return 0;
     }
 }
 
-/* Write the label prefix (everything before the index) of server `s` into
- * buf; returns its length. buf holds at least MCR_HOSTNAME_MAX + 16. */
-static size_t label_prefix(mcr_mode mode, const mcr__server *s, char *buf)
+size_t mcr__label_prefix(mcr_mode mode, const mcr__server *s, char *buf)
 {
-    if (s->label != NULL && (mode == MCR_MODE_KETAMA || mode == MCR_MODE_TWEMPROXY_KETAMA))
+    if (s->label != NULL && (mode == MCR_MODE_KETAMA || mode == MCR_MODE_TWEMPROXY_KETAMA ||
+                             mode == MCR_MODE_STABLE_KETAMA))
         return (size_t)sprintf(buf, "%s-", s->label);
     switch (mode) {
     case MCR_MODE_KETAMA: /* libketama: the address as written, "host:port-" */
+    case MCR_MODE_STABLE_KETAMA: /* the default id, "host:port-" */
         if (s->ipv6)
             return (size_t)sprintf(buf, "[%s]:%d-", s->host, s->port);
         return (size_t)sprintf(buf, "%s:%d-", s->host, s->port);
@@ -136,10 +137,24 @@ static size_t put_uint(char *p, uint32_t v)
     return n;
 }
 
+void mcr__label_values(char *prefix, size_t plen, uint32_t per_label, mcr_hash point_hash,
+                       uint32_t from, uint32_t to, uint32_t *out)
+{
+    for (uint32_t j = from; j < to; j++) {
+        size_t len = plen + put_uint(prefix + plen, j);
+        if (per_label == POINTS_PER_DIGEST) {
+            mcr__md5_words(prefix, len, out);
+            out += POINTS_PER_DIGEST;
+        } else {
+            *out++ = mcr__hash_key(point_hash, prefix, len);
+        }
+    }
+}
+
 /* Stable sort by value. Points are generated in server order, so stability
  * gives the references' tie rule (their merge-based qsort keeps insertion
  * order): among equal values the earlier server comes first. */
-static int sort_points(point *p, size_t n)
+int mcr__sort_points(point *p, size_t n)
 {
     if (n <= 32) {
         for (size_t i = 1; i < n; i++) {
@@ -181,7 +196,10 @@ static int sort_points(point *p, size_t n)
     return MCR_OK;
 }
 
-static int build_index(mcr_ring *r)
+/* Index r->points, checking on the way what the lookup relies on: values
+ * ascending, servers in range. MCR_OK, MCR_ERR_NOMEM, or MCR_ERR_INVALID
+ * (with `err` filled) for a broken continuum. */
+static int build_index(mcr_ring *r, mcr_error *err)
 {
     unsigned bits = 1;
     while (bits < INDEX_BITS_MAX && ((size_t)1 << (bits + 1)) <= r->npoints)
@@ -190,46 +208,65 @@ static int build_index(mcr_ring *r)
     r->shift = 32 - bits;
     r->index = malloc((nb + 1) * sizeof(*r->index));
     if (r->index == NULL)
-        return MCR_ERR_NOMEM;
-    size_t i = 0;
-    for (size_t b = 0; b < nb; b++) {
-        uint64_t lo = (uint64_t)b << r->shift;
-        while (i < r->npoints && r->points[i].value < lo)
-            i++;
-        r->index[b] = (uint32_t)i;
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for the continuum index");
+    /* index[b], the first point whose bucket is >= b, is the number of
+     * points in buckets below b: count the points of each bucket (into the
+     * slot after it), then sum. No data-dependent branch, unlike walking
+     * buckets and points together, whose mispredictions cost ~8x as much
+     * (publishing a snapshot pays this for every build). */
+    const point *pts = r->points;
+    uint32_t *idx = r->index, n = (uint32_t)r->npoints, sum = 0;
+    uint32_t prev = 0, nservers = r->nservers, bad = 0;
+    unsigned shift = r->shift;
+    memset(idx, 0, (nb + 1) * sizeof(*idx));
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t v = pts[i].value;
+        bad |= (uint32_t)(v < prev) | (uint32_t)(pts[i].server >= nservers);
+        prev = v;
+        idx[(v >> shift) + 1]++;
     }
-    r->index[nb] = (uint32_t)r->npoints;
+    if (bad)
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "internal error: continuum not sorted, or a point names no server");
+    for (size_t b = 0; b <= nb; b++) {
+        sum += idx[b];
+        idx[b] = sum;
+    }
     return MCR_OK;
 }
 
-/* Sort, check and index r->points (r->npoints of them). */
-static int finish_points(mcr_ring *r, mcr_error *err)
+/* Sort (unless `sorted`), check and index r->points (r->npoints of them). */
+static int finish_points(mcr_ring *r, bool sorted, mcr_error *err)
 {
-    if (sort_points(r->points, r->npoints) != MCR_OK)
+    if (!sorted && mcr__sort_points(r->points, r->npoints) != MCR_OK)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory sorting %zu points", r->npoints);
-    for (size_t i = 1; i < r->npoints; i++) /* the lookup relies on it; cheap to check */
-        if (r->points[i - 1].value > r->points[i].value)
-            return mcr__error(err, MCR_ERR_INVALID, "internal error: continuum not sorted");
     for (size_t i = 0; i < SCAN_WIDTH; i++) {
         r->points[r->npoints + i].value = UINT32_MAX;
-        r->points[r->npoints + i].server = r->points[0].server;
+        r->points[r->npoints + i].server = r->npoints > 0 ? r->points[0].server : 0;
     }
-    if (build_index(r) != MCR_OK)
-        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for the continuum index");
-    return MCR_OK;
+    return build_index(r, err);
 }
 
 static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
 {
     uint64_t total_weight = 0;
     size_t total = 0;
-    uint32_t per_label;
-    char label[MCR_HOSTNAME_MAX + 32];
+    uint32_t per_label, n = (uint32_t)cfg->count;
+    char label[MCR__NAME_BUF];
 
+    for (size_t i = 0; i < cfg->count; i++) {
+        const mcr__server *s = &cfg->servers[i];
+        if (cfg->mode == MCR_MODE_STABLE_KETAMA && s->weight > MCR_STABLE_WEIGHT_MAX)
+            return mcr__error(err, MCR_ERR_RANGE,
+                              "weight %u of %s is above %u, the limit of stable-ketama",
+                              (unsigned)s->weight, mcr__server_id(s, label),
+                              (unsigned)MCR_STABLE_WEIGHT_MAX);
+        total_weight += s->weight;
+    }
     for (size_t i = 0; i < cfg->count; i++)
-        total_weight += cfg->servers[i].weight;
-    for (size_t i = 0; i < cfg->count; i++)
-        total += (size_t)labels_for(cfg, &cfg->servers[i], total_weight, &per_label) * per_label;
+        total += (size_t)mcr__labels_for(cfg->mode, cfg->servers[i].weight, total_weight, n,
+                                         &per_label) *
+                 per_label;
     if (total > UINT32_MAX)
         return mcr__error(err, MCR_ERR_RANGE, "continuum of %zu points is too large", total);
     r->points = malloc((total + SCAN_WIDTH) * sizeof(*r->points));
@@ -239,8 +276,8 @@ static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
     size_t k = 0;
     for (size_t i = 0; i < cfg->count; i++) {
         const mcr__server *s = &cfg->servers[i];
-        uint32_t nl = labels_for(cfg, s, total_weight, &per_label);
-        size_t pl = label_prefix(cfg->mode, s, label);
+        uint32_t nl = mcr__labels_for(cfg->mode, s->weight, total_weight, n, &per_label);
+        size_t pl = mcr__label_prefix(cfg->mode, s, label);
         for (uint32_t j = 0; j < nl; j++) {
             size_t len = pl + put_uint(label + pl, j);
             if (per_label == POINTS_PER_DIGEST) {
@@ -257,35 +294,36 @@ static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
         }
     }
     r->npoints = k;
-    return finish_points(r, err);
+    return finish_points(r, false, err);
 }
 
-static int build_cum_weights(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
+static int build_cum_weights(mcr_ring *r, const mcr__server *servers, size_t n,
+                             mcr_error *err)
 {
-    r->cum_weight = malloc(cfg->count * sizeof(*r->cum_weight));
+    r->cum_weight = malloc(n * sizeof(*r->cum_weight));
     if (r->cum_weight == NULL)
-        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu weights", cfg->count);
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu weights", n);
     uint64_t sum = 0;
-    for (size_t i = 0; i < cfg->count; i++) {
-        sum += cfg->servers[i].weight;
+    for (size_t i = 0; i < n; i++) {
+        sum += servers[i].weight;
         r->cum_weight[i] = sum;
     }
     r->total_weight = sum;
     return MCR_OK;
 }
 
-static int copy_servers(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
+static int copy_servers(mcr_ring *r, const mcr__server *servers, size_t n, mcr_error *err)
 {
     size_t bytes = 0;
-    for (size_t i = 0; i < cfg->count; i++)
-        bytes += 2 * cfg->servers[i].host_len + 16;
-    r->servers = calloc(cfg->count, sizeof(*r->servers));
+    for (size_t i = 0; i < n; i++)
+        bytes += 2 * servers[i].host_len + 16;
+    r->servers = calloc(n, sizeof(*r->servers));
     r->strings = malloc(bytes);
     if (r->servers == NULL || r->strings == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory copying servers");
     char *p = r->strings;
-    for (size_t i = 0; i < cfg->count; i++) {
-        const mcr__server *s = &cfg->servers[i];
+    for (size_t i = 0; i < n; i++) {
+        const mcr__server *s = &servers[i];
         ring_server *d = &r->servers[i];
         d->port = s->port;
         d->weight = s->weight;
@@ -293,36 +331,88 @@ static int copy_servers(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
         memcpy(p, s->host, s->host_len + 1);
         p += s->host_len + 1;
         d->name = p;
-        p += (size_t)sprintf(p, s->ipv6 ? "[%s]:%d" : "%s:%d", s->host, s->port) + 1;
+        if (s->ipv6)
+            *p++ = '[';
+        memcpy(p, s->host, s->host_len);
+        p += s->host_len;
+        if (s->ipv6)
+            *p++ = ']';
+        *p++ = ':';
+        p += put_uint(p, (uint32_t)s->port); /* not sprintf: 1,000 servers a publish */
+        *p++ = '\0';
     }
     return MCR_OK;
 }
 
-static int ring_alloc(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
+static int ring_alloc(const mcr__params *p, const mcr__server *servers, size_t n,
+                      mcr_ring **out, mcr_error *err)
 {
     mcr_ring *r;
 
-    if (cfg == NULL)
-        return mcr__error(err, MCR_ERR_INVALID, "NULL config");
-    if (cfg->count == 0)
+    if (n == 0)
         return mcr__error(err, MCR_ERR_EMPTY, "no servers configured");
-    if (cfg->count > UINT32_MAX / 2)
-        return mcr__error(err, MCR_ERR_RANGE, "too many servers: %zu", cfg->count);
+    if (n > UINT32_MAX / 2)
+        return mcr__error(err, MCR_ERR_RANGE, "too many servers: %zu", n);
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for a ring");
-    r->mode = cfg->mode;
-    r->key_hash = cfg->key_hash;
-    r->nservers = (uint32_t)cfg->count;
-    r->prefix_on = cfg->prefix_on;
-    r->prefix_len = cfg->prefix_len;
-    memcpy(r->prefix, cfg->prefix, cfg->prefix_len);
-    r->tag_on = cfg->tag_on;
-    memcpy(r->tag, cfg->tag, sizeof(r->tag));
+    r->mode = p->mode;
+    r->key_hash = p->key_hash;
+    r->nservers = (uint32_t)n;
+    r->prefix_on = p->prefix_on;
+    r->prefix_len = p->prefix_len;
+    memcpy(r->prefix, p->prefix, p->prefix_len);
+    r->tag_on = p->tag_on;
+    memcpy(r->tag, p->tag, sizeof(r->tag));
     r->empty_is_zero =
-        cfg->mode == MCR_MODE_TWEMPROXY_KETAMA || cfg->mode == MCR_MODE_TWEMPROXY_MODULA;
+        p->mode == MCR_MODE_TWEMPROXY_KETAMA || p->mode == MCR_MODE_TWEMPROXY_MODULA;
     r->special_hash = r->prefix_on || r->tag_on || r->empty_is_zero;
-    int rc = copy_servers(r, cfg, err);
+    int rc = copy_servers(r, servers, n, err);
+    if (rc != MCR_OK) {
+        mcr_ring_free(r);
+        return rc;
+    }
+    *out = r;
+    return MCR_OK;
+}
+
+static int ring_alloc_cfg(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
+{
+    mcr__params p;
+
+    if (cfg == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL config");
+    mcr__config_params(cfg, &p);
+    return ring_alloc(&p, cfg->servers, cfg->count, out, err);
+}
+
+int mcr__ring_build(const mcr__params *p, const mcr__server *servers, size_t n,
+                    mcr__point *points, size_t npoints, mcr_ring **out, mcr_error *err)
+{
+    mcr_ring *r;
+    int rc;
+    bool modula = p->mode == MCR_MODE_MODULA || p->mode == MCR_MODE_TWEMPROXY_MODULA;
+
+    if (out == NULL || (int)p->mode < 0 || p->mode >= MCR_MODE_COUNT ||
+        modula != (points == NULL)) {
+        free(points);
+        return mcr__error(err, MCR_ERR_INVALID, "invalid ring parameters");
+    }
+    rc = ring_alloc(p, servers, n, &r, err);
+    if (rc != MCR_OK) {
+        free(points);
+        return rc;
+    }
+    if (p->mode == MCR_MODE_TWEMPROXY_MODULA) {
+        rc = build_cum_weights(r, servers, n, err);
+    } else if (!modula) {
+        r->points = points;
+        r->npoints = npoints;
+        if (npoints > UINT32_MAX)
+            rc = mcr__error(err, MCR_ERR_RANGE, "continuum of %zu points is too large", npoints);
+        else
+            rc = finish_points(r, true, err);
+    }
     if (rc != MCR_OK) {
         mcr_ring_free(r);
         return rc;
@@ -339,7 +429,7 @@ int mcr__ring_new_points(const mcr_config *cfg, const uint32_t *values,
 
     if (out == NULL || (n > 0 && (values == NULL || servers == NULL)))
         return mcr__error(err, MCR_ERR_INVALID, "NULL output or points");
-    rc = ring_alloc(cfg, &r, err);
+    rc = ring_alloc_cfg(cfg, &r, err);
     if (rc != MCR_OK)
         return rc;
     r->points = malloc((n + SCAN_WIDTH) * sizeof(*r->points));
@@ -358,7 +448,7 @@ int mcr__ring_new_points(const mcr_config *cfg, const uint32_t *values,
         r->points[i].server = servers[i];
     }
     r->npoints = n;
-    rc = n > 0 ? finish_points(r, err) : mcr__error(err, MCR_ERR_EMPTY, "no points");
+    rc = n > 0 ? finish_points(r, false, err) : mcr__error(err, MCR_ERR_EMPTY, "no points");
     if (rc != MCR_OK) {
         mcr_ring_free(r);
         return rc;
@@ -374,11 +464,11 @@ int mcr_ring_new(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
 
     if (out == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL output");
-    rc = ring_alloc(cfg, &r, err);
+    rc = ring_alloc_cfg(cfg, &r, err);
     if (rc != MCR_OK)
         return rc;
     if (r->mode == MCR_MODE_TWEMPROXY_MODULA)
-        rc = build_cum_weights(r, cfg, err);
+        rc = build_cum_weights(r, cfg->servers, cfg->count, err);
     else if (r->mode != MCR_MODE_MODULA)
         rc = build_points(r, cfg, err);
     if (rc != MCR_OK) {
@@ -566,6 +656,11 @@ void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size
 size_t mcr_ring_server_count(const mcr_ring *r)
 {
     return r == NULL ? 0 : r->nservers;
+}
+
+const mcr__point *mcr__ring_points(const mcr_ring *r)
+{
+    return r->points;
 }
 
 size_t mcr_ring_point_count(const mcr_ring *r)

@@ -4,7 +4,7 @@ set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libssl-dev libevent-dev check
       libmemcached-dev libhashkit-dev memcached valgrind groff-base
-      libyaml-dev nutcracker)
+      libyaml-dev nutcracker liburcu-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -34,7 +34,7 @@ TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan
 #    (test_compat_libmemcached and test_compat_twemproxy run under ASan above:
 #    the first is too slow here, the second drives real servers.)
 echo "=== valgrind ==="
-for t in test_config test_hash test_ring test_cli test_compat_ketama; do
+for t in test_config test_hash test_ring test_cli test_compat_ketama test_router; do
   echo "--- valgrind $t"
   (cd build-plain && CK_FORK=no MCR_TEST_BIN_DIR="$PWD" MCR_TEST_SRC_DIR="$(cd .. && pwd)" \
      valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \

@@ -8,6 +8,7 @@
 
 #include "mcroute.h"
 #include "mcroute_libmemcached.h"
+#include "mcroute_snapshot.h"
 #include "testutil.h"
 
 typedef struct run {
@@ -461,6 +462,89 @@ START_TEST(ketama_file_source)
 }
 END_TEST
 
+START_TEST(snapshot_diff_replicas)
+{
+    char dir[] = "/tmp/mcr-cli-snap-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char snap[256], keys[256];
+    snprintf(snap, sizeof(snap), "%s/ring.snap", dir);
+    snprintf(keys, sizeof(keys), "%s/keys", dir);
+
+    /* snapshot -o, then --snapshot as a source places like the list */
+    const char *list = "10.0.0.1:11211,10.0.0.2:11211:2,10.0.0.3:11211";
+    run r = run_cli(NULL, 0, ARGS("snapshot", "-s", list, "-o", snap));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    run a = run_cli(NULL, 0, ARGS("locate", "--snapshot", snap, "k1", "k2", "k3", "user:9"));
+    run b = run_cli(NULL, 0, ARGS("locate", "-s", list, "k1", "k2", "k3", "user:9"));
+    ck_assert_msg(a.status == 0, "%s", a.err);
+    ck_assert_str_eq(a.out, b.out);
+    run_free(&a);
+    run_free(&b);
+    a = run_cli(NULL, 0, ARGS("dump", "--snapshot", snap));
+    b = run_cli(NULL, 0, ARGS("dump", "-s", list));
+    ck_assert_str_eq(a.out, b.out);
+    run_free(&a);
+    run_free(&b);
+
+    /* a corrupted snapshot file is refused */
+    FILE *f = fopen(snap, "r+");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 30, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, 30, SEEK_SET);
+    fputc(c == 'x' ? 'y' : 'x', f);
+    fclose(f);
+    expect_usage_error(ARGS("locate", "--snapshot", snap, "k"), snap);
+
+    /* diff: adding a fourth server moves about a quarter, all to it */
+    FILE *kf = fopen(keys, "w");
+    for (int i = 0; i < 2000; i++)
+        fprintf(kf, "key:%d\n", i);
+    fclose(kf);
+    r = run_cli(NULL, 0, ARGS("diff", "a:1,b:2,c:3", "a:1,b:2,c:3,d:4", "--keys", keys));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    double moved = -1;
+    ck_assert_int_eq(sscanf(r.out, "moved\t%lf", &moved), 1);
+    ck_assert(moved > 0.15 && moved < 0.35);
+    ck_assert(strstr(r.out, "\td:4\t") != NULL);
+    const char *last = strstr(r.out, "keys_moved\t");
+    ck_assert_ptr_nonnull(last);
+    unsigned long km = 0, kt = 0;
+    ck_assert_int_eq(sscanf(last, "keys_moved\t%lu\t%lu", &km, &kt), 2);
+    ck_assert_uint_eq(kt, 2000);
+    ck_assert(km > 300 && km < 700);
+    /* every pair line goes to the new server */
+    for (const char *p = strchr(r.out, '\n') + 1; p < last; p = strchr(p, '\n') + 1)
+        ck_assert_msg(strncmp(strchr(p, '\t') + 1, "d:4\t", 4) == 0, "%.40s", p);
+    run_free(&r);
+    /* identical placements: nothing moves */
+    r = run_cli(NULL, 0, ARGS("diff", "a:1,b:2", "b:2,a:1", "--mode", "stable-ketama"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, "moved\t0.000000\n");
+    run_free(&r);
+    expect_usage_error(ARGS("diff", "a:1"), "expected OLD and NEW");
+
+    /* replicas: distinct servers; more than there are is under-replicated */
+    r = run_cli(NULL, 0, ARGS("locate", "-s", "a:1,b:2,c:3", "--replicas", "2", "k1"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char s1[64], s2[64];
+    ck_assert_int_eq(sscanf(r.out, "k1\t%63[^\t]\t%63[^\t\n]\n", s1, s2), 2);
+    ck_assert_str_ne(s1, s2);
+    ck_assert(strstr(r.out, "under-replicated") == NULL);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("locate", "-s", "a:1,b:2", "--replicas", "3", "k1"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert(strstr(r.out, "\tunder-replicated\n") != NULL);
+    run_free(&r);
+    expect_usage_error(ARGS("locate", "-s", "a:1", "--replicas", "0", "k"), "--replicas");
+
+    unlink(snap);
+    unlink(keys);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(write_errors_are_reported)
 {
     /* stdout on a full device: the lines are lost, so the exit status says so */
@@ -491,6 +575,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, write_errors_are_reported);
     tcase_add_test(tc, twemproxy_source);
     tcase_add_test(tc, ketama_file_source);
+    tcase_add_test(tc, snapshot_diff_replicas);
     suite_add_tcase(s, tc);
     return s;
 }

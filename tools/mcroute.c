@@ -1,4 +1,5 @@
 /* mcroute.c: the mcroute command line: where keys go (locate), the continuum (dump), key hashes (hash). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -9,6 +10,7 @@
 #include "mcroute.h"
 #include "mcroute_ketama.h"
 #include "mcroute_libmemcached.h"
+#include "mcroute_snapshot.h"
 #include "mcroute_twemproxy.h"
 
 #define EXIT_USAGE 2 /* bad input of any kind: nothing was printed on stdout */
@@ -38,6 +40,8 @@ static const char usage_main[] =
     "  locate SOURCE [KEY...]      print KEY<TAB>HOST:PORT for each key\n"
     "  dump SOURCE                 print the continuum, VALUE<TAB>HOST:PORT per point\n"
     "  hash --hash NAME [KEY...]   print KEY<TAB>VALUE (decimal uint32) for each key\n"
+    "  snapshot SOURCE -o FILE     save the placement as a snapshot file\n"
+    "  diff OLD NEW [--keys FILE]  what moves between two placements\n"
     "  help [COMMAND]              show help\n"
     "\n"
     "SOURCE (exactly one):\n"
@@ -53,7 +57,14 @@ static const char usage_main[] =
     "  -t, --twemproxy FILE        a nutcracker (twemproxy) YAML configuration;\n"
     "  -p, --pool NAME             with -t: the pool to use (default: the first)\n"
     "  -k, --ketama-file FILE      a libketama server file: 'address<TAB>memory' lines\n"
-    "  -m, --mode MODE             with -s/-f: ketama (default, libketama), consistent,\n"
+    "      --snapshot FILE         a snapshot file (see mcroute snapshot)\n"
+    "      --replicas N            locate: KEY<TAB>PRIMARY<TAB>REPLICA..., distinct\n"
+    "                              servers (and zones first), '<TAB>under-replicated'\n"
+    "                              when fewer than N could be found\n"
+    "  -o, --output FILE           snapshot: the file to write\n"
+    "      --keys FILE             diff: count the keys of FILE that move\n"
+    "  -m, --mode MODE             with -s/-f: ketama (default, libketama), stable-ketama,\n"
+    "                              consistent,\n"
     "                              weighted, spy, spy-weighted, modula,\n"
     "                              twemproxy-ketama, twemproxy-modula\n"
     "      --hash NAME             with -s/-f: key hash (default md5 for ketama,\n"
@@ -75,7 +86,9 @@ static const char usage_locate[] =
     "configured. With no KEY, reads keys from standard input, one per line.\n"
     "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME]\n"
     "        | -l 'OPTION STRING' [-b NAME=VALUE]...\n"
-    "        | -t FILE [-p POOL] | -k FILE            (see mcroute --help)\n";
+    "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE  (see mcroute --help)\n"
+    "With --replicas N: KEY<TAB>PRIMARY<TAB>REPLICA..., '<TAB>under-replicated' last\n"
+    "when fewer than N distinct servers (or zones) could be found.\n";
 
 static const char usage_dump[] =
     "Usage: mcroute dump SOURCE\n"
@@ -83,7 +96,7 @@ static const char usage_dump[] =
     "VALUE in decimal. Modula placement has no continuum and is refused.\n"
     "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME]\n"
     "        | -l 'OPTION STRING' [-b NAME=VALUE]...\n"
-    "        | -t FILE [-p POOL] | -k FILE            (see mcroute --help)\n";
+    "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE  (see mcroute --help)\n";
 
 static const char usage_hash[] =
     "Usage: mcroute hash --hash NAME [KEY...]\n"
@@ -92,7 +105,21 @@ static const char usage_hash[] =
     "NAME: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 hsieh murmur jenkins murmur3\n"
     "      crc16 crc32a\n";
 
-enum { OPT_HASH = 256 };
+static const char usage_snapshot[] =
+    "Usage: mcroute snapshot SOURCE -o FILE\n"
+    "Save the placement of SOURCE as a snapshot file (epoch 1 unless SOURCE is a\n"
+    "snapshot): canonical text with its epoch and checksum, written atomically.\n"
+    "SOURCE: as for locate (see mcroute --help)\n";
+
+static const char usage_diff[] =
+    "Usage: mcroute diff OLD NEW [--keys FILE] [--mode MODE] [--hash NAME]\n"
+    "Compare two placements. OLD and NEW are each a server list, a server file or\n"
+    "a snapshot file; --mode and --hash apply to lists and server files. Prints\n"
+    "moved<TAB>FRACTION (share of the hash space whose owner changed, 6 decimals),\n"
+    "then FROM<TAB>TO<TAB>FRACTION per pair of server ids, largest first; with\n"
+    "--keys, a last line keys_moved<TAB>N<TAB>TOTAL for the keys of FILE.\n";
+
+enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -105,6 +132,10 @@ static const struct option source_opts[] = {
     {"pool", required_argument, NULL, 'p'},
     {"ketama-file", required_argument, NULL, 'k'},
     {"hash", required_argument, NULL, OPT_HASH},
+    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+    {"replicas", required_argument, NULL, OPT_REPLICAS},
+    {"keys", required_argument, NULL, OPT_KEYS},
+    {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -113,7 +144,9 @@ static const struct option source_opts[] = {
  * combinations can be checked. */
 typedef struct source {
     const char *servers, *server_file, *libmemcached, *mode, *hash;
-    const char *twemproxy, *pool, *ketama_file;
+    const char *twemproxy, *pool, *ketama_file, *snapshot;
+    const char *output, *keys; /* snapshot -o, diff --keys */
+    long replicas;             /* locate --replicas, 0 when not given */
     const char **behaviors;
     size_t nbehaviors;
 } source;
@@ -147,13 +180,38 @@ static const char *opt_name(int c)
     case 't': return "--twemproxy";
     case 'p': return "--pool";
     case 'k': return "--ketama-file";
+    case 'o': return "--output";
+    case OPT_SNAPSHOT: return "--snapshot";
+    case OPT_REPLICAS: return "--replicas";
+    case OPT_KEYS: return "--keys";
     case OPT_HASH: return "--hash";
     default: return "?";
     }
 }
 
 /* Parse argv with getopt_long; returns the index of the first non-option. */
-static int parse_options(int argc, char **argv, source *src, const char *usage, bool allow_source)
+/* What a command takes besides --hash and --help. */
+enum {
+    ALLOW_SOURCE = 1,   /* -s -f -l -b -m -t -p -k --snapshot */
+    ALLOW_REPLICAS = 2, /* --replicas */
+    ALLOW_OUTPUT = 4,   /* -o */
+    ALLOW_KEYS = 8,     /* --keys */
+    MIXED_ARGS = 16     /* options may follow the arguments (diff OLD NEW --keys F) */
+};
+
+static bool option_allowed(int c, unsigned allowed)
+{
+    switch (c) {
+    case OPT_HASH: case 'h': case ':': case '?': return true;
+    case 'm': return (allowed & (ALLOW_SOURCE | MIXED_ARGS)) != 0;
+    case OPT_REPLICAS: return (allowed & ALLOW_REPLICAS) != 0;
+    case 'o': return (allowed & ALLOW_OUTPUT) != 0;
+    case OPT_KEYS: return (allowed & ALLOW_KEYS) != 0;
+    default: return (allowed & ALLOW_SOURCE) != 0;
+    }
+}
+
+static int parse_options(int argc, char **argv, source *src, const char *usage, unsigned allowed)
 {
     int c;
 
@@ -163,10 +221,35 @@ static int parse_options(int argc, char **argv, source *src, const char *usage, 
         die("out of memory");
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+:s:f:l:b:m:t:p:k:h", source_opts, NULL)) != -1) {
-        if (!allow_source && c != OPT_HASH && c != 'h' && c != ':' && c != '?')
+    const char *optstring = (allowed & MIXED_ARGS) ? ":s:f:l:b:m:t:p:k:o:h"
+                                                   : "+:s:f:l:b:m:t:p:k:o:h";
+    while ((c = getopt_long(argc, argv, optstring, source_opts, NULL)) != -1) {
+        if (!option_allowed(c, allowed))
             die("%s: option '%s' is not valid here (see --help)", argv[0], opt_name(c));
         switch (c) {
+        case OPT_SNAPSHOT:
+            if (src->snapshot)
+                die("--snapshot given twice");
+            src->snapshot = optarg;
+            break;
+        case OPT_REPLICAS: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || n < 1 || n > 1000)
+                die("--replicas '%s': expected a number from 1 to 1000", optarg);
+            src->replicas = n;
+            break;
+        }
+        case 'o':
+            if (src->output)
+                die("--output given twice");
+            src->output = optarg;
+            break;
+        case OPT_KEYS:
+            if (src->keys)
+                die("--keys given twice");
+            src->keys = optarg;
+            break;
         case 's':
             if (src->servers)
                 die("-s given twice");
@@ -232,8 +315,10 @@ static mcr_hash parse_hash(const char *name)
 
 /* A ring and the name to print for each of its servers. */
 typedef struct placement {
-    mcr_ring *ring;
-    char **names; /* NULL: mcr_ring_server_name() */
+    const mcr_ring *ring;
+    mcr_ring *owned;    /* ring built here, or NULL */
+    mcr_snapshot *snap; /* snapshot the ring belongs to, or NULL */
+    char **names;       /* NULL: mcr_ring_server_name() */
 } placement;
 
 static const char *server_label(const placement *pl, uint32_t s)
@@ -241,19 +326,25 @@ static const char *server_label(const placement *pl, uint32_t s)
     return pl->names ? pl->names[s] : mcr_ring_server_name(pl->ring, s);
 }
 
-static void placement_free(placement *pl)
+static void free_names(char **names, size_t n)
 {
-    if (pl->names != NULL)
-        for (size_t i = 0; i < mcr_ring_server_count(pl->ring); i++)
-            free(pl->names[i]);
-    free(pl->names);
-    mcr_ring_free(pl->ring);
+    if (names != NULL)
+        for (size_t i = 0; i < n; i++)
+            free(names[i]);
+    free(names);
 }
 
-static mcr_ring *build_from_lmc(const source *src)
+static void placement_free(placement *pl)
+{
+    free_names(pl->names, mcr_ring_server_count(pl->ring));
+    mcr_ring_free(pl->owned);
+    mcr_snapshot_unref(pl->snap);
+}
+
+static mcr_config *config_from_lmc(const source *src)
 {
     mcr_error err;
-    mcr_ring *ring = NULL;
+    mcr_config *cfg = NULL;
     mcr_lmc *lmc = mcr_lmc_new();
 
     if (lmc == NULL)
@@ -282,11 +373,11 @@ static mcr_ring *build_from_lmc(const source *src)
             die("--behavior %s: %s", b, err.message);
         }
     }
-    int rc = mcr_lmc_ring(lmc, &ring, &err);
+    int rc = mcr_lmc_config(lmc, &cfg, &err);
     mcr_lmc_free(lmc);
     if (rc != MCR_OK)
         die("%s", err.message);
-    return ring;
+    return cfg;
 }
 
 /* Key hash that a user of each mode expects when none is given: the one of
@@ -295,6 +386,7 @@ static mcr_hash default_hash_for(mcr_mode m)
 {
     switch (m) {
     case MCR_MODE_KETAMA:
+    case MCR_MODE_STABLE_KETAMA:
     case MCR_MODE_WEIGHTED:
     case MCR_MODE_SPY_WEIGHTED: return MCR_HASH_MD5;
     case MCR_MODE_TWEMPROXY_KETAMA:
@@ -303,11 +395,11 @@ static mcr_hash default_hash_for(mcr_mode m)
     }
 }
 
-static mcr_ring *build_from_twemproxy(const source *src)
+static mcr_config *config_from_twemproxy(const source *src)
 {
     mcr_error err;
     mcr_twem *tw = NULL;
-    mcr_ring *ring = NULL;
+    mcr_config *cfg = NULL;
     size_t pool = 0;
 
     if (mcr_twem_load(src->twemproxy, &tw, &err) != MCR_OK)
@@ -316,58 +408,75 @@ static mcr_ring *build_from_twemproxy(const source *src)
     if (src->pool != NULL)
         rc = mcr_twem_pool_index(tw, src->pool, &pool, &err);
     if (rc == MCR_OK)
-        rc = mcr_twem_ring(tw, pool, &ring, &err);
+        rc = mcr_twem_config(tw, pool, &cfg, &err);
     mcr_twem_free(tw);
     if (rc != MCR_OK)
         die("%s", err.message);
-    return ring;
+    return cfg;
 }
 
-/* A libketama file: its servers print as their addresses are written. */
-static placement build_from_ketama_file(const source *src)
+/* A libketama file: its servers print as their addresses are written, so
+ * *names gets them, in config order. */
+static mcr_config *config_from_ketama_file(const source *src, char ***names)
 {
     mcr_error err;
-    placement pl = {NULL, NULL};
     mcr_config *cfg = mcr_config_new();
 
     if (cfg == NULL)
         die("out of memory");
-    int rc = mcr_config_load_ketama_file(cfg, src->ketama_file, &err);
-    if (rc == MCR_OK)
-        rc = mcr_ring_new(cfg, &pl.ring, &err);
+    if (mcr_config_load_ketama_file(cfg, src->ketama_file, &err) != MCR_OK) {
+        mcr_config_free(cfg);
+        die("%s", err.message);
+    }
+    size_t n = mcr_config_server_count(cfg);
+    *names = calloc(n, sizeof(**names));
+    if (*names == NULL)
+        die("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *a = mcr_config_ketama_address(cfg, i);
+        (*names)[i] = a ? strdup(a) : NULL;
+    }
+    return cfg;
+}
+
+/* A server list or server file with --mode and --hash. */
+static mcr_config *config_from_list(const char *list, const char *file, const source *src)
+{
+    mcr_error err;
+    mcr_mode mode = MCR_MODE_KETAMA;
+
+    if (src->mode != NULL && mcr_mode_from_name(src->mode, &mode) != MCR_OK)
+        die("unknown mode '%s' (known: ketama stable-ketama consistent weighted spy "
+            "spy-weighted modula twemproxy-ketama twemproxy-modula)",
+            src->mode);
+    mcr_hash hash = src->hash ? parse_hash(src->hash) : default_hash_for(mode);
+    mcr_config *cfg = mcr_config_new();
+    if (cfg == NULL)
+        die("out of memory");
+    mcr_config_set_mode(cfg, mode);
+    mcr_config_set_hash(cfg, hash);
+    int rc = list ? mcr_config_add_servers(cfg, list, &err)
+                  : mcr_config_load_server_file(cfg, file, &err);
     if (rc != MCR_OK) {
         mcr_config_free(cfg);
         die("%s", err.message);
     }
-    size_t n = mcr_ring_server_count(pl.ring);
-    pl.names = calloc(n, sizeof(*pl.names));
-    if (pl.names == NULL)
-        die("out of memory");
-    for (size_t i = 0; i < n; i++) {
-        const char *a = mcr_config_ketama_address(cfg, i);
-        pl.names[i] = strdup(a ? a : mcr_ring_server_name(pl.ring, i));
-        if (pl.names[i] == NULL)
-            die("out of memory");
-    }
-    mcr_config_free(cfg);
-    return pl;
+    return cfg;
 }
 
-static placement build_placement(const source *src)
+/* Check the combination of source options; returns 1 for a snapshot file. */
+static int check_source(const source *src)
 {
     int nsrc = (src->servers != NULL) + (src->server_file != NULL) +
                (src->libmemcached != NULL) + (src->twemproxy != NULL) +
-               (src->ketama_file != NULL);
-    mcr_error err;
-    placement pl = {NULL, NULL};
-    mcr_mode mode = MCR_MODE_KETAMA;
+               (src->ketama_file != NULL) + (src->snapshot != NULL);
 
     if (nsrc == 0)
         die("no servers: give -s LIST, --server-file FILE, --libmemcached OPTIONS, "
-            "--twemproxy FILE or --ketama-file FILE");
+            "--twemproxy FILE, --ketama-file FILE or --snapshot FILE");
     if (nsrc > 1)
-        die("give only one of -s, --server-file, --libmemcached, --twemproxy and "
-            "--ketama-file");
+        die("give only one of -s, --server-file, --libmemcached, --twemproxy, "
+            "--ketama-file and --snapshot");
     if (src->pool != NULL && src->twemproxy == NULL)
         die("--pool applies only to --twemproxy");
     if (src->nbehaviors > 0 && src->libmemcached == NULL)
@@ -377,34 +486,75 @@ static placement build_placement(const source *src)
         die("--mode and --hash apply only to -s and --server-file; %s",
             src->libmemcached ? "use --behavior DISTRIBUTION=... or HASH=..."
                               : "the file sets the placement");
-    if (src->libmemcached != NULL) {
-        pl.ring = build_from_lmc(src);
-        return pl;
-    }
-    if (src->twemproxy != NULL) {
-        pl.ring = build_from_twemproxy(src);
-        return pl;
-    }
-    if (src->ketama_file != NULL)
-        return build_from_ketama_file(src);
-    if (src->mode != NULL && mcr_mode_from_name(src->mode, &mode) != MCR_OK)
-        die("unknown mode '%s' (known: ketama consistent weighted spy spy-weighted modula "
-            "twemproxy-ketama twemproxy-modula)",
-            src->mode);
+    return src->snapshot != NULL;
+}
 
-    mcr_hash hash = src->hash ? parse_hash(src->hash) : default_hash_for(mode);
-    mcr_config *cfg = mcr_config_new();
-    if (cfg == NULL)
-        die("out of memory");
-    mcr_config_set_mode(cfg, mode);
-    mcr_config_set_hash(cfg, hash);
-    int rc = src->servers ? mcr_config_add_servers(cfg, src->servers, &err)
-                          : mcr_config_load_server_file(cfg, src->server_file, &err);
-    if (rc == MCR_OK)
-        rc = mcr_ring_new(cfg, &pl.ring, &err);
+/* The config a SOURCE other than --snapshot describes. */
+static mcr_config *build_config(const source *src, char ***names)
+{
+    *names = NULL;
+    if (src->libmemcached != NULL)
+        return config_from_lmc(src);
+    if (src->twemproxy != NULL)
+        return config_from_twemproxy(src);
+    if (src->ketama_file != NULL)
+        return config_from_ketama_file(src, names);
+    return config_from_list(src->servers, src->server_file, src);
+}
+
+static mcr_snapshot *load_snapshot(const char *path)
+{
+    mcr_error err;
+    mcr_snapshot *snap = NULL;
+    if (mcr_snapshot_load(path, NULL, 0, &snap, &err) != MCR_OK)
+        die("%s", err.message);
+    return snap;
+}
+
+/* The snapshot of a SOURCE: loaded, or built (epoch 1) from its config. */
+static mcr_snapshot *build_snapshot(const source *src)
+{
+    mcr_error err;
+    mcr_snapshot *snap = NULL;
+    char **names;
+
+    if (check_source(src))
+        return load_snapshot(src->snapshot);
+    mcr_config *cfg = build_config(src, &names);
+    size_t n = mcr_config_server_count(cfg);
+    int rc = mcr_snapshot_new(cfg, 1, &snap, &err);
     mcr_config_free(cfg);
+    free_names(names, n);
     if (rc != MCR_OK)
         die("%s", err.message);
+    return snap;
+}
+
+static placement build_placement(const source *src)
+{
+    mcr_error err;
+    placement pl = {NULL, NULL, NULL, NULL};
+    char **names;
+
+    if (check_source(src)) {
+        pl.snap = load_snapshot(src->snapshot);
+        pl.ring = mcr_snapshot_ring(pl.snap);
+        return pl;
+    }
+    mcr_config *cfg = build_config(src, &names);
+    size_t n = mcr_config_server_count(cfg);
+    int rc = mcr_ring_new(cfg, &pl.owned, &err);
+    mcr_config_free(cfg);
+    if (rc != MCR_OK) {
+        free_names(names, n);
+        die("%s", err.message);
+    }
+    pl.ring = pl.owned;
+    if (names != NULL) /* ketama file: NULL entries fall back to the ring's name */
+        for (size_t i = 0; i < n; i++)
+            if (names[i] == NULL && (names[i] = strdup(mcr_ring_server_name(pl.ring, i))) == NULL)
+                die("out of memory");
+    pl.names = names;
     return pl;
 }
 
@@ -441,13 +591,146 @@ static void locate_one(const char *key, size_t len, void *ctx)
     putchar('\n');
 }
 
+/* "host:port" of snapshot server i, brackets for IPv6, into buf. */
+static const char *snapshot_address(const mcr_snapshot *snap, uint32_t i, char *buf, size_t cap)
+{
+    mcr_server_desc d;
+    if (mcr_snapshot_server(snap, i, &d) != MCR_OK)
+        return "?";
+    snprintf(buf, cap, strchr(d.host, ':') ? "[%s]:%d" : "%s:%d", d.host, d.port);
+    return buf;
+}
+
+typedef struct replica_ctx {
+    const mcr_snapshot *snap;
+    size_t n;
+    uint32_t *out;
+} replica_ctx;
+
+static void locate_replicas_one(const char *key, size_t len, void *ctx)
+{
+    const replica_ctx *rc = ctx;
+    char buf[300];
+    int under = 0;
+    size_t got = mcr_snapshot_replicas(rc->snap, key, len, rc->n, rc->out, &under);
+    fwrite(key, 1, len, stdout);
+    for (size_t i = 0; i < got; i++) {
+        putchar('\t');
+        fputs(snapshot_address(rc->snap, rc->out[i], buf, sizeof(buf)), stdout);
+    }
+    if (under)
+        fputs("\tunder-replicated", stdout);
+    putchar('\n');
+}
+
 static int cmd_locate(int argc, char **argv)
 {
     source src;
-    int first = parse_options(argc, argv, &src, usage_locate, true);
-    placement pl = build_placement(&src);
-    for_each_key(argc - first, argv + first, locate_one, &pl);
-    placement_free(&pl);
+    int first = parse_options(argc, argv, &src, usage_locate, ALLOW_SOURCE | ALLOW_REPLICAS);
+    if (src.replicas > 0) {
+        replica_ctx rc = {build_snapshot(&src), (size_t)src.replicas, NULL};
+        rc.out = calloc(rc.n, sizeof(*rc.out));
+        if (rc.out == NULL)
+            die("out of memory");
+        for_each_key(argc - first, argv + first, locate_replicas_one, &rc);
+        free(rc.out);
+        mcr_snapshot_unref((mcr_snapshot *)rc.snap);
+    } else {
+        placement pl = build_placement(&src);
+        for_each_key(argc - first, argv + first, locate_one, &pl);
+        placement_free(&pl);
+    }
+    free(src.behaviors);
+    return finish_output();
+}
+
+static int cmd_snapshot(int argc, char **argv)
+{
+    source src;
+    mcr_error err;
+    int first = parse_options(argc, argv, &src, usage_snapshot, ALLOW_SOURCE | ALLOW_OUTPUT);
+    if (first < argc)
+        die("snapshot: unexpected argument '%s'", argv[first]);
+    if (src.output == NULL)
+        die("snapshot: -o FILE is required");
+    mcr_snapshot *snap = build_snapshot(&src);
+    int rc = mcr_snapshot_save(snap, src.output, &err);
+    mcr_snapshot_unref(snap);
+    free(src.behaviors);
+    if (rc != MCR_OK)
+        die("%s", err.message);
+    return finish_output();
+}
+
+/* One operand of diff: a snapshot file, a server file or a server list. */
+static mcr_snapshot *diff_operand(const char *arg, const source *opts)
+{
+    FILE *f = fopen(arg, "r");
+    if (f != NULL) {
+        char head[32] = "";
+        size_t n = fread(head, 1, sizeof(head) - 1, f);
+        fclose(f);
+        head[n] = '\0';
+        if (strncmp(head, "mcroute-snapshot", 16) == 0) {
+            if (opts->mode != NULL || opts->hash != NULL)
+                die("diff: %s is a snapshot file, which sets its own mode and hash", arg);
+            return load_snapshot(arg);
+        }
+    }
+    source one = *opts;
+    if (f != NULL)
+        one.server_file = arg;
+    else
+        one.servers = arg;
+    return build_snapshot(&one);
+}
+
+static int cmd_diff(int argc, char **argv)
+{
+    source src;
+    mcr_error err;
+    int first = parse_options(argc, argv, &src, usage_diff, ALLOW_KEYS | MIXED_ARGS);
+    if (argc - first != 2)
+        die("diff: expected OLD and NEW (a server list, a server file or a snapshot file)");
+    mcr_snapshot *a = diff_operand(argv[first], &src);
+    mcr_snapshot *b = diff_operand(argv[first + 1], &src);
+    mcr_diff *d = NULL;
+    if (mcr_diff_new(a, b, &d, &err) != MCR_OK) {
+        mcr_snapshot_unref(a);
+        mcr_snapshot_unref(b);
+        die("diff: %s", err.message);
+    }
+    printf("moved\t%.6f\n", mcr_diff_moved(d));
+    size_t np = mcr_diff_pair_count(d);
+    for (size_t i = 0; i < np; i++) {
+        mcr_diff_pair pr;
+        if (mcr_diff_pair_get(d, i, &pr) == MCR_OK)
+            printf("%s\t%s\t%.6f\n", pr.from, pr.to, pr.fraction);
+    }
+    if (src.keys != NULL) {
+        FILE *kf = fopen(src.keys, "r");
+        if (kf == NULL) {
+            mcr_diff_free(d);
+            mcr_snapshot_unref(a);
+            mcr_snapshot_unref(b);
+            die("diff: cannot open %s: %s", src.keys, strerror(errno));
+        }
+        char *line = NULL;
+        size_t cap = 0, moved = 0, total = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, kf)) >= 0) {
+            if (n > 0 && line[n - 1] == '\n')
+                n--;
+            moved += mcr_diff_key_moved(d, line, (size_t)n) != 0;
+            total++;
+        }
+        free(line);
+        fclose(kf);
+        printf("keys_moved\t%zu\t%zu\n", moved, total);
+    }
+    mcr_diff_free(d);
+    mcr_snapshot_unref(a);
+    mcr_snapshot_unref(b);
     free(src.behaviors);
     return finish_output();
 }
@@ -455,7 +738,7 @@ static int cmd_locate(int argc, char **argv)
 static int cmd_dump(int argc, char **argv)
 {
     source src;
-    int first = parse_options(argc, argv, &src, usage_dump, true);
+    int first = parse_options(argc, argv, &src, usage_dump, ALLOW_SOURCE);
     if (first < argc)
         die("dump: unexpected argument '%s'", argv[first]);
     placement pl = build_placement(&src);
@@ -487,7 +770,7 @@ static void hash_one(const char *key, size_t len, void *ctx)
 static int cmd_hash(int argc, char **argv)
 {
     source src;
-    int first = parse_options(argc, argv, &src, usage_hash, false);
+    int first = parse_options(argc, argv, &src, usage_hash, 0);
     if (src.hash == NULL)
         die("hash: --hash NAME is required");
     mcr_hash h = parse_hash(src.hash);
@@ -517,7 +800,11 @@ int main(int argc, char **argv)
             print_usage_and_exit(usage_dump);
         if (strcmp(c, "hash") == 0)
             print_usage_and_exit(usage_hash);
-        die("help: unknown command '%s' (commands: locate dump hash)", c);
+        if (strcmp(c, "snapshot") == 0)
+            print_usage_and_exit(usage_snapshot);
+        if (strcmp(c, "diff") == 0)
+            print_usage_and_exit(usage_diff);
+        die("help: unknown command '%s' (commands: locate dump hash snapshot diff)", c);
     }
     progname = "mcroute";
     if (strcmp(cmd, "locate") == 0)
@@ -526,5 +813,9 @@ int main(int argc, char **argv)
         return cmd_dump(argc - 1, argv + 1);
     if (strcmp(cmd, "hash") == 0)
         return cmd_hash(argc - 1, argv + 1);
+    if (strcmp(cmd, "snapshot") == 0)
+        return cmd_snapshot(argc - 1, argv + 1);
+    if (strcmp(cmd, "diff") == 0)
+        return cmd_diff(argc - 1, argv + 1);
     die("unknown command '%s' (see mcroute --help)", cmd);
 }

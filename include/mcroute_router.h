@@ -1,0 +1,276 @@
+/* mcroute_router.h: the current snapshot, published atomically to lock-free readers, with hooks and a file watcher.
+ *
+ * INTRODUCTION
+ *
+ * A router holds the current snapshot (mcroute_snapshot.h) of a placement.
+ * Request threads look keys up through it; one writer at a time replaces the
+ * snapshot (a new server list, a weight, a server going down). A lookup sees
+ * one whole snapshot, the old or the new, never a mix, and never waits.
+ *
+ *   mcr_router   The current snapshot, its epoch, the hooks. Any number of
+ *                threads may use one router at once.
+ *   mcr_watcher  A thread that reloads a server file or a snapshot file when
+ *                it changes and publishes the result through a router.
+ *
+ * Readers. mcr_router_acquire() returns the current snapshot and enters a
+ * read-side critical section (userspace RCU); mcr_router_release() leaves
+ * it. In between the snapshot stays valid even if a writer publishes another
+ * one, so several lookups (mcr_snapshot_locate(), _replicas(), ...) can be
+ * made against the same placement. Neither call takes a lock, allocates or
+ * fails. mcr_router_locate() is one acquire + locate + release.
+ * mcr_router_current() returns a counted reference instead, for a snapshot
+ * kept beyond a short section (a connection pool built for one epoch).
+ *
+ * Writers. mcr_router_publish() replaces the snapshot with one of a higher
+ * epoch; mcr_router_apply() builds the next snapshot from the current one and
+ * a batch of changes and publishes it. Writers are serialized by a mutex.
+ * A publish returns once no reader can still be using the replaced snapshot
+ * (it waits for an RCU grace period, typically microseconds, longer while a
+ * reader is inside a section), then drops the router's reference to it: the
+ * memory held by replaced snapshots is bounded by one snapshot plus the
+ * references callers hold themselves.
+ *
+ * Hooks. After each publish, the hooks registered with mcr_router_add_hook()
+ * are called, in registration order, in the publishing thread (the caller of
+ * mcr_router_publish() / _apply(), or a watcher's thread), with the writer
+ * mutex held: hooks of one router never run concurrently, and they see the
+ * publishes in epoch order. They get the old snapshot, the new one and their
+ * diff (mcr_diff_new()), valid during the call (take a reference to keep a
+ * snapshot). A hook must not publish to, nor add or remove hooks of, a router
+ * whose hooks are running in its thread: these calls return MCR_ERR_INVALID
+ * instead of deadlocking. A hook may look keys up in any router, and may
+ * publish to another router B, provided no hook of B publishes back to this
+ * one (two threads publishing to both at once would wait for each other's
+ * writer mutex).
+ *
+ * Rules for read-side sections (between acquire and release):
+ *   - release in the thread that acquired, with the router acquired from;
+ *     sections nest (also across routers);
+ *   - keep them short: a publish waits for every section in progress;
+ *   - no mcr_router_publish(), _apply(), _add_hook(), _remove_hook(),
+ *     mcr_watcher_new() or _free() inside one: they would wait for the
+ *     section that waits for them. Publish and apply detect it and return
+ *     MCR_ERR_INVALID; the others must not be called there.
+ *
+ * Lifetime. A router takes its own reference to every snapshot it is given;
+ * the caller keeps (and must drop) its own. mcr_router_free() may only be
+ * called once no other thread uses the router, no section is open and no
+ * watcher is attached.
+ *
+ * Threads and processes. Reader threads need no registration: the
+ * "bulletproof" flavor of liburcu registers a thread on its first read-side
+ * section and unregisters it when the thread exits. A process that forks
+ * without exec and uses routers in the child must follow liburcu-bp's fork
+ * protocol (urcu_bp_before_fork(), urcu_bp_after_fork_parent(),
+ * urcu_bp_after_fork_child()).
+ *
+ * Errors follow mcroute.h: MCR_OK or a negative mcr_status, details in an
+ * optional mcr_error. A call that fails publishes nothing and calls no hook.
+ */
+#ifndef MCROUTE_ROUTER_H
+#define MCROUTE_ROUTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcroute.h"
+#include "mcroute_snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==================================================================== */
+/*  Router                                                               */
+/* ==================================================================== */
+
+typedef struct mcr_router mcr_router;
+
+/* mcr_router_new: a router whose current snapshot is `initial` (the router
+ * takes its own reference), or that holds none yet when `initial` is NULL:
+ * then acquire returns NULL and the first publish may have any epoch.
+ * Errors (*out unchanged): MCR_ERR_INVALID (NULL out), MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_router_new(mcr_snapshot *initial, mcr_router **out, mcr_error *err);
+
+/* mcr_router_free: drop the router's reference to its snapshot and free the
+ * router. NULL is a no-op. See "Lifetime" above. */
+MCR_EXTERN void mcr_router_free(mcr_router *router);
+
+/* ---- readers: any thread, no lock ---- */
+
+/* mcr_router_acquire: enter a read-side section and return the current
+ * snapshot, valid until the matching mcr_router_release(); NULL when the
+ * router holds none yet (release anyway). `router` must not be NULL. Cannot
+ * fail; does not block. */
+MCR_EXTERN const mcr_snapshot *mcr_router_acquire(mcr_router *router);
+
+/* mcr_router_release: leave the section entered by mcr_router_acquire() on
+ * `router`; `snap` is what it returned (unused, for symmetry and checking
+ * tools). The snapshot must not be used afterwards. Cannot fail. */
+MCR_EXTERN void mcr_router_release(mcr_router *router, const mcr_snapshot *snap);
+
+/* Where mcr_router_locate() sent a key: copied out, so it stays valid after
+ * the snapshot is replaced. */
+typedef struct mcr_route {
+    uint64_t epoch;                     /* epoch of the snapshot used */
+    uint32_t index;                     /* server index in that snapshot */
+    int port;
+    char host[MCR_HOSTNAME_MAX + 1];    /* NUL-terminated, no brackets */
+} mcr_route;
+
+/* mcr_router_locate: the server owning `key` (`len` bytes) in the current
+ * snapshot, as mcr_snapshot_locate() picks it. MCR_OK, MCR_ERR_EMPTY (the
+ * router holds no snapshot yet; *out untouched) or MCR_ERR_INVALID (NULL
+ * router or out, or NULL key with len > 0). Lock-free, like acquire. */
+MCR_EXTERN int mcr_router_locate(mcr_router *router, const void *key, size_t len,
+                                 mcr_route *out);
+
+/* mcr_router_current: a new reference to the current snapshot (release it
+ * with mcr_snapshot_unref()), or NULL when there is none (or router is
+ * NULL). Lock-free. */
+MCR_EXTERN mcr_snapshot *mcr_router_current(mcr_router *router);
+
+/* mcr_router_epoch: the current snapshot's epoch, 0 when there is none.
+ * Lock-free. */
+MCR_EXTERN uint64_t mcr_router_epoch(mcr_router *router);
+
+/* ---- writers: serialized, may block ---- */
+
+/* mcr_router_publish: make `snap` current (the router takes its own
+ * reference), call the hooks, wait until no reader uses the replaced
+ * snapshot, drop it. The epoch of `snap` must be above the current one.
+ * Errors (nothing published, no hook called): MCR_ERR_INVALID (NULL
+ * argument; called inside a read-side section, or from a hook of this router
+ * in its thread), MCR_ERR_RANGE (stale: epoch not above the current one),
+ * and MCR_ERR_NOMEM (also when hooks need a diff and it cannot be built). */
+MCR_EXTERN int mcr_router_publish(mcr_router *router, mcr_snapshot *snap, mcr_error *err);
+
+/* mcr_router_apply: build the next snapshot (epoch + 1) from the current one
+ * and `changes` with mcr_snapshot_apply(), and publish it; the changes are
+ * applied to the snapshot current when the writer mutex is taken, so
+ * concurrent writers never lose an update. Errors (nothing published):
+ * those of mcr_router_publish(), MCR_ERR_EMPTY (the router holds no
+ * snapshot yet), and those of mcr_snapshot_apply(): MCR_ERR_UNKNOWN,
+ * MCR_ERR_DUPLICATE, MCR_ERR_EMPTY (no active server would remain), ... */
+MCR_EXTERN int mcr_router_apply(mcr_router *router, const mcr_changes *changes, mcr_error *err);
+
+/* A hook: `old_snap` is the snapshot replaced, `new_snap` the one published
+ * and `diff` their diff (mcr_diff_new()). `old_snap` and `diff` are NULL for
+ * the first snapshot of a router created empty; `diff` alone is NULL when
+ * the two cannot be compared (different key hashes, see mcr_diff_new()).
+ * All three are valid during the call only. */
+typedef void (*mcr_router_hook)(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
+                                const mcr_diff *diff, void *arg);
+
+/* mcr_router_add_hook: call `fn(old, new, diff, arg)` after every later
+ * publish. The same pair may be added twice (then called twice). MCR_OK,
+ * MCR_ERR_INVALID (NULL router or fn; from a hook of this router),
+ * MCR_ERR_NOMEM. Takes the writer mutex: waits for a publish in progress. */
+MCR_EXTERN int mcr_router_add_hook(mcr_router *router, mcr_router_hook fn, void *arg);
+
+/* mcr_router_remove_hook: remove the first registration of (fn, arg); it is
+ * not called by publishes that start after this returns. MCR_OK,
+ * MCR_ERR_UNKNOWN (not registered), MCR_ERR_INVALID (as add_hook). */
+MCR_EXTERN int mcr_router_remove_hook(mcr_router *router, mcr_router_hook fn, void *arg);
+
+/* ==================================================================== */
+/*  Watcher                                                              */
+/* ==================================================================== */
+
+typedef struct mcr_watcher mcr_watcher;
+
+typedef enum mcr_watch_format {
+    /* A server file, read by mcr_config_load_server_file() (one server a
+     * line, `host[:port[:weight]]` or `host[:port] [weight=W] [zone=Z]
+     * [id=NAME]`). The file is the whole list: it becomes the changes that
+     * turn the current snapshot into it (servers added, removed,
+     * re-weighted, moved to another address or zone under the same id),
+     * published as one snapshot of epoch + 1; a file that changes nothing
+     * publishes nothing. Servers are matched by id ("host:port" unless
+     * given). The file says nothing about states: a server it keeps keeps
+     * its state (DOWN or DRAINING set with mcr_changes_set_state()), a new
+     * one joins ACTIVE; a file whose servers would leave no ACTIVE one is
+     * refused (MCR_ERR_EMPTY). */
+    MCR_WATCH_SERVER_FILE = 0,
+    /* A snapshot file (mcr_snapshot_save()): loaded with its checksum
+     * verified; published when its epoch is above the current one; the
+     * current snapshot itself (same epoch and checksum) is "no change";
+     * anything older is refused as stale (MCR_ERR_RANGE). */
+    MCR_WATCH_SNAPSHOT_FILE = 1
+} mcr_watch_format;
+
+/* What a watcher reports after each attempt to load its file. */
+typedef struct mcr_watch_event {
+    const char *path;      /* the watched file */
+    int status;            /* MCR_OK: loaded; else why the file was refused */
+    const mcr_error *err;  /* status != MCR_OK: the details (file, line); else NULL */
+    int published;         /* 1: a new snapshot was published */
+    uint64_t epoch;        /* the router's epoch after this attempt */
+} mcr_watch_event;
+
+typedef void (*mcr_watch_fn)(const mcr_watch_event *ev, void *arg);
+
+/* Watcher settings; all-zero means the defaults. */
+typedef struct mcr_watch_options {
+    /* How often the file's identity (device, inode, size, mtime, ctime) is
+     * checked, in ms. 0: MCR_WATCH_POLL_MS. */
+    unsigned poll_ms;
+    /* Debounce: a changed file is read only after its identity has stayed
+     * the same for at least this long (and at least one poll), so a file
+     * still being written is not read. 0: MCR_WATCH_SETTLE_MS. */
+    unsigned settle_ms;
+    /* Called in the watcher's thread after each load attempt, success or
+     * not (NULL: nothing reported). It must not free its own watcher. */
+    mcr_watch_fn report;
+    void *report_arg;
+} mcr_watch_options;
+
+#define MCR_WATCH_POLL_MS 500u
+#define MCR_WATCH_SETTLE_MS 1000u
+
+/* mcr_watcher_new: load `path` now, publish it through `router` if it
+ * changes anything, then start a thread that reloads the file whenever it
+ * changes (debounced, see mcr_watch_options) and publishes the result.
+ *
+ * A file that cannot be read or parsed, is incomplete (a snapshot file
+ * whose checksum does not match), stale, or would leave no active server
+ * never replaces the current snapshot: the error is reported and the file is
+ * tried again once it changes. The file should be replaced atomically
+ * (written to a temporary file and renamed): a server file has no checksum,
+ * and only the debounce protects against reading one half-written. A file
+ * that changes while being read is read again later.
+ *
+ * `tmpl` matters only for a server file when the router holds no snapshot
+ * yet: the first snapshot (epoch 1) then takes the parameters of `tmpl`
+ * (mode, hashes, hash tag, key prefix), which must hold no server; the
+ * file's servers are added to it (mcr_config_add_server_desc()). Otherwise
+ * `tmpl` is not used and may be NULL: the parameters of the current
+ * snapshot carry over to the next. `opts` may be NULL (defaults); it is
+ * copied.
+ *
+ * Returns MCR_OK and the watcher in *out, or an error and no watcher:
+ * MCR_ERR_INVALID (NULL router, path or out; an unknown format; a server
+ * file, an empty router and no usable `tmpl`), the errors of reading the
+ * file (those of mcr_config_load_server_file() or mcr_snapshot_load():
+ * MCR_ERR_IO, MCR_ERR_SYNTAX, MCR_ERR_RANGE, MCR_ERR_DUPLICATE,
+ * MCR_ERR_EMPTY, ...), of applying it (mcr_snapshot_apply()) and of
+ * publishing it (MCR_ERR_RANGE for a stale snapshot file); the router is
+ * then unchanged. MCR_ERR_NOMEM: out of memory, or the thread could not be
+ * started (the first load may have been published then). Publishes run the
+ * router's hooks in the thread that publishes: this one for the first load,
+ * the watcher's thread afterwards. */
+MCR_EXTERN int mcr_watcher_new(mcr_router *router, const char *path, mcr_watch_format format,
+                               mcr_config *tmpl, const mcr_watch_options *opts,
+                               mcr_watcher **out, mcr_error *err);
+
+/* mcr_watcher_free: stop the watcher's thread, wait for it (a load in
+ * progress completes first) and free the watcher. The router stays as it
+ * is. NULL is a no-op. Must not be called from the watcher's own report
+ * callback. */
+MCR_EXTERN void mcr_watcher_free(mcr_watcher *watcher);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MCROUTE_ROUTER_H */

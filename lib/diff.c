@@ -1,0 +1,552 @@
+/* diff.c: what moved between two snapshots: changed arcs, shares per server pair, per-key test. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "mcroute_snapshot.h"
+
+/* Number of hash values: shares are counts over this. */
+#define HASH_SPACE 4294967296.0
+/* Both snapshots modula: ownership repeats every lcm(modulus, modulus) hash
+ * values, and one period is walked run by run. Beyond this many values the
+ * walk would take too long to be worth it (2^24 values: tens of ms). */
+#define MODULA_PERIOD_MAX ((uint64_t)1 << 24)
+/* A continuum against a modulus costs (continuum servers x modulus) steps;
+ * beyond this the diff is refused rather than take seconds. */
+#define MIXED_WORK_MAX ((uint64_t)1 << 26)
+/* Marks "no server" in the old -> new index map. */
+#define NONE UINT32_MAX
+
+/* One snapshot as the diff reads it: who owns each hash value. Ring servers
+ * (the snapshot's active servers) are numbered as mcr_ring_find() does. */
+typedef struct side {
+    const mcr_ring *ring;
+    uint32_t nring;
+    uint32_t *owner;     /* ring server -> owner key; equal keys on both
+                            sides mean the same id (see owner_keys) */
+    const char **id;     /* ring server -> its id, owned by the snapshot */
+    /* Continuum modes: a step function, segment k covering the values
+     * (end[k-1], end[k]] (from 0 for k == 0), the last ending at 2^32 - 1. */
+    uint32_t *end;
+    uint32_t *seg;       /* segment -> ring server owning it */
+    size_t nseg;
+    /* Modula modes: the owner of h is the server whose block holds
+     * h % period; server b owns the residues [block_end[b-1], block_end[b]). */
+    uint64_t period;     /* 0 in the continuum modes */
+    uint64_t *block_end;
+} side;
+
+/* Moved hash values per (old ring server, new ring server), open
+ * addressing on the pair: a diff has at most a few entries per arc. */
+typedef struct pair_slot {
+    uint64_t key;        /* from << 32 | to, plus one; 0 = empty */
+    uint64_t count;
+} pair_slot;
+
+typedef struct pair_map {
+    pair_slot *slots;
+    size_t cap;          /* power of two, or 0 */
+    size_t used;
+} pair_map;
+
+struct mcr_diff {
+    mcr_snapshot *old_snap, *new_snap; /* references: ids point into them,
+                                          and key_moved locates in them */
+    uint32_t *old_to_new;   /* old snapshot index -> new snapshot index of
+                               the same id, or NONE: makes key_moved O(1) */
+    mcr_diff_arc *arcs;
+    size_t narcs, arcs_cap;
+    mcr_diff_pair *pairs;
+    size_t npairs;
+    uint64_t moved;         /* hash values whose owner changed */
+};
+
+/* ------------------------------------------------------------ pair map */
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static int pair_add(pair_map *m, uint32_t from, uint32_t to, uint64_t count)
+{
+    if (2 * (m->used + 1) > m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        pair_slot *s = calloc(cap, sizeof(*s));
+        if (s == NULL)
+            return MCR_ERR_NOMEM;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->slots[i].key == 0)
+                continue;
+            size_t j = (size_t)mix64(m->slots[i].key) & (cap - 1);
+            while (s[j].key != 0)
+                j = (j + 1) & (cap - 1);
+            s[j] = m->slots[i];
+        }
+        free(m->slots);
+        m->slots = s;
+        m->cap = cap;
+    }
+    uint64_t key = ((uint64_t)from << 32 | to) + 1;
+    size_t j = (size_t)mix64(key) & (m->cap - 1);
+    while (m->slots[j].key != 0 && m->slots[j].key != key)
+        j = (j + 1) & (m->cap - 1);
+    if (m->slots[j].key == 0) {
+        m->slots[j].key = key;
+        m->used++;
+    }
+    m->slots[j].count += count;
+    return MCR_OK;
+}
+
+/* ------------------------------------------------------------ sides */
+
+static void side_release(side *s)
+{
+    free(s->owner);
+    free(s->id);
+    free(s->end);
+    free(s->seg);
+    free(s->block_end);
+}
+
+/* The ids of the ring servers of `snap`, and their owner keys: for the new
+ * snapshot its own index; for the old one the new index of the same id, or
+ * (no such id in the new one) new_count + its old index, which matches no
+ * new server. */
+static int owner_keys(side *s, const mcr_snapshot *snap, const mcr_snapshot *new_snap,
+                      int is_old, mcr_error *err)
+{
+    size_t new_count = mcr_snapshot_server_count(new_snap);
+
+    s->owner = malloc(s->nring * sizeof(*s->owner));
+    s->id = malloc(s->nring * sizeof(*s->id));
+    if (s->owner == NULL || s->id == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %u servers", (unsigned)s->nring);
+    for (uint32_t r = 0; r < s->nring; r++) {
+        uint32_t i = mcr_snapshot_ring_server(snap, r);
+        mcr_server_desc d;
+        if (i == UINT32_MAX || mcr_snapshot_server(snap, i, &d) != MCR_OK)
+            return mcr__error(err, MCR_ERR_INVALID,
+                              "internal error: ring server %u has no snapshot server",
+                              (unsigned)r);
+        s->id[r] = d.id;
+        if (!is_old) {
+            s->owner[r] = i;
+            continue;
+        }
+        long k = mcr_snapshot_find(new_snap, d.id);
+        s->owner[r] = k >= 0 ? (uint32_t)k : (uint32_t)(new_count + i);
+    }
+    return MCR_OK;
+}
+
+/* The continuum as a step function (see side). Among points of equal value
+ * only the first owns anything, and the first point also owns the values
+ * above the last one. */
+static int continuum_steps(side *s, mcr_error *err)
+{
+    size_t np = mcr_ring_point_count(s->ring);
+
+    s->end = malloc((np + 1) * sizeof(*s->end));
+    s->seg = malloc((np + 1) * sizeof(*s->seg));
+    if (s->end == NULL || s->seg == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu points", np);
+    size_t k = 0;
+    for (size_t i = 0; i < np; i++) {
+        uint32_t v, srv;
+        mcr_ring_point(s->ring, i, &v, &srv);
+        if (k > 0 && s->end[k - 1] == v)
+            continue; /* a tie: the earlier point owns it */
+        s->end[k] = v;
+        s->seg[k++] = srv;
+    }
+    if (k == 0) { /* no point at all: mcr_ring_find() answers server 0 */
+        s->end[k] = UINT32_MAX;
+        s->seg[k++] = 0;
+    } else if (s->end[k - 1] != UINT32_MAX) {
+        s->end[k] = UINT32_MAX; /* the wrap-around, back to the first point */
+        s->seg[k] = s->seg[0];
+        k++;
+    }
+    s->nseg = k;
+    return MCR_OK;
+}
+
+/* The modula modes as blocks of residues (see side): "modula" is one
+ * residue per server, "twemproxy-modula" `weight` residues per server. */
+static int modula_blocks(side *s, mcr_error *err)
+{
+    int weighted = mcr_ring_mode(s->ring) == MCR_MODE_TWEMPROXY_MODULA;
+
+    s->block_end = malloc(s->nring * sizeof(*s->block_end));
+    if (s->block_end == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %u servers", (unsigned)s->nring);
+    uint64_t sum = 0;
+    for (uint32_t b = 0; b < s->nring; b++) {
+        sum += weighted ? mcr_ring_server_weight(s->ring, b) : 1;
+        s->block_end[b] = sum;
+    }
+    s->period = sum;
+    return MCR_OK;
+}
+
+static int side_init(side *s, const mcr_snapshot *snap, const mcr_snapshot *new_snap, int is_old,
+                     mcr_error *err)
+{
+    memset(s, 0, sizeof(*s));
+    s->ring = mcr_snapshot_ring(snap);
+    s->nring = (uint32_t)mcr_ring_server_count(s->ring);
+    if (s->ring == NULL || s->nring == 0)
+        return mcr__error(err, MCR_ERR_INVALID, "internal error: a snapshot without a ring");
+    int rc = owner_keys(s, snap, new_snap, is_old, err);
+    if (rc != MCR_OK)
+        return rc;
+    mcr_mode mode = mcr_ring_mode(s->ring);
+    if (mode == MCR_MODE_MODULA || mode == MCR_MODE_TWEMPROXY_MODULA)
+        return modula_blocks(s, err);
+    return continuum_steps(s, err);
+}
+
+/* ------------------------------------------------------------ building */
+
+static int add_arc(mcr_diff *d, uint32_t first, uint32_t last, const char *from, const char *to)
+{
+    if (d->narcs > 0) {
+        mcr_diff_arc *a = &d->arcs[d->narcs - 1];
+        /* Same ring servers give the same id pointers. */
+        if (a->last + 1 == first && a->from == from && a->to == to) {
+            a->last = last;
+            return MCR_OK;
+        }
+    }
+    if (d->narcs == d->arcs_cap) {
+        size_t cap = d->arcs_cap ? 2 * d->arcs_cap : 64;
+        mcr_diff_arc *a = realloc(d->arcs, cap * sizeof(*a));
+        if (a == NULL)
+            return MCR_ERR_NOMEM;
+        d->arcs = a;
+        d->arcs_cap = cap;
+    }
+    d->arcs[d->narcs++] = (mcr_diff_arc){first, last, from, to};
+    return MCR_OK;
+}
+
+/* Two continua: merge their step functions. Each step of the merge is a
+ * range where both owners are constant; the ranges cover [0, 2^32) once. */
+static int diff_continua(mcr_diff *d, const side *a, const side *b, pair_map *pm)
+{
+    uint64_t cur = 0;
+    size_t ia = 0, ib = 0;
+
+    while (cur <= UINT32_MAX) {
+        uint32_t e = a->end[ia] < b->end[ib] ? a->end[ia] : b->end[ib];
+        uint32_t oa = a->seg[ia], ob = b->seg[ib];
+        if (a->owner[oa] != b->owner[ob]) {
+            if (add_arc(d, (uint32_t)cur, e, a->id[oa], b->id[ob]) != MCR_OK ||
+                pair_add(pm, oa, ob, (uint64_t)e - cur + 1) != MCR_OK)
+                return MCR_ERR_NOMEM;
+        }
+        if (a->end[ia] == e)
+            ia++;
+        if (b->end[ib] == e)
+            ib++;
+        cur = (uint64_t)e + 1;
+    }
+    return MCR_OK;
+}
+
+static uint64_t gcd64(uint64_t x, uint64_t y)
+{
+    while (y != 0) {
+        uint64_t t = x % y;
+        x = y;
+        y = t;
+    }
+    return x;
+}
+
+/* Two modula snapshots. Owners repeat every L = lcm of the two periods:
+ * [0, 2^32) is q whole periods and the first r values of one more, so a
+ * run [h, next) of one period with both owners constant stands for
+ * q * (next - h) values plus its overlap with [0, r). */
+static int diff_modula(const side *a, const side *b, pair_map *pm, mcr_error *err)
+{
+    uint64_t g = gcd64(a->period, b->period);
+    uint64_t la = a->period / g;
+    if (la > MODULA_PERIOD_MAX / b->period)
+        return mcr__error(err, MCR_ERR_UNSUPPORTED,
+                          "modula diff: ownership repeats only every %llu x %llu hash "
+                          "values, too long to count (at most %llu)",
+                          (unsigned long long)la, (unsigned long long)b->period,
+                          (unsigned long long)MODULA_PERIOD_MAX);
+    uint64_t period = la * b->period;
+    uint64_t q = ((uint64_t)1 << 32) / period, r = ((uint64_t)1 << 32) % period;
+    uint64_t h = 0, ra = 0, rb = 0; /* h % a->period, h % b->period */
+    uint32_t ba = 0, bb = 0;        /* the blocks holding them */
+
+    while (h < period) {
+        uint64_t next = h + (a->block_end[ba] - ra);
+        uint64_t nb = h + (b->block_end[bb] - rb);
+        if (nb < next)
+            next = nb;
+        uint64_t len = next - h;
+        if (a->owner[ba] != b->owner[bb]) {
+            uint64_t tail = next <= r ? len : (h < r ? r - h : 0);
+            if (pair_add(pm, ba, bb, q * len + tail) != MCR_OK)
+                return mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a modula diff");
+        }
+        ra += len;
+        rb += len;
+        if (ra == a->block_end[ba] && ++ba == a->nring)
+            ba = 0, ra = 0;
+        if (rb == b->block_end[bb] && ++bb == b->nring)
+            bb = 0, rb = 0;
+        h = next;
+    }
+    return MCR_OK;
+}
+
+/* A continuum `c` against a modula snapshot `m`. For each continuum server,
+ * count how many of its hash values fall on each residue: a segment of
+ * length len covers every residue len / period times, plus a cyclic run of
+ * len % period residues, added to a difference array. Then each modula
+ * block sums its residues. Steps: segments + continuum servers x period. */
+static int diff_mixed(const side *c, const side *m, int modula_is_old, pair_map *pm,
+                      mcr_error *err)
+{
+    uint64_t p = m->period;
+    if (p > MIXED_WORK_MAX / c->nring)
+        return mcr__error(err, MCR_ERR_UNSUPPORTED,
+                          "diff of a continuum of %u servers and a modulus of %llu: "
+                          "too long to count (at most %llu steps)",
+                          (unsigned)c->nring, (unsigned long long)p,
+                          (unsigned long long)MIXED_WORK_MAX);
+
+    /* Segments grouped by owner (a counting sort). */
+    size_t *first = calloc((size_t)c->nring + 1, sizeof(*first));
+    size_t *order = malloc(c->nseg * sizeof(*order));
+    int64_t *delta = malloc(((size_t)p + 1) * sizeof(*delta));
+    uint64_t *count = malloc(m->nring * sizeof(*count));
+    int rc = MCR_OK;
+    if (first == NULL || order == NULL || delta == NULL || count == NULL) {
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a modula diff");
+        goto done;
+    }
+    for (size_t k = 0; k < c->nseg; k++)
+        first[c->seg[k] + 1]++;
+    for (uint32_t o = 0; o < c->nring; o++)
+        first[o + 1] += first[o];
+    for (size_t k = 0; k < c->nseg; k++)
+        order[first[c->seg[k]]++] = k;
+    for (uint32_t o = c->nring; o > 0; o--) /* restore the starts */
+        first[o] = first[o - 1];
+    first[0] = 0;
+
+    for (uint32_t o = 0; o < c->nring; o++) {
+        if (first[o] == first[o + 1])
+            continue; /* owns nothing */
+        uint64_t whole = 0;
+        memset(delta, 0, ((size_t)p + 1) * sizeof(*delta));
+        for (size_t x = first[o]; x < first[o + 1]; x++) {
+            size_t k = order[x];
+            uint64_t s = k == 0 ? 0 : (uint64_t)c->end[k - 1] + 1;
+            uint64_t len = (uint64_t)c->end[k] - s + 1;
+            uint64_t rem = len % p, rs = s % p;
+            whole += len / p;
+            if (rem == 0)
+                continue;
+            delta[rs]++;
+            if (rs + rem <= p) {
+                delta[rs + rem]--;
+            } else {
+                delta[p]--;
+                delta[0]++;
+                delta[rs + rem - p]--;
+            }
+        }
+        int64_t run = 0;
+        uint32_t b = 0;
+        memset(count, 0, m->nring * sizeof(*count));
+        for (uint64_t res = 0; res < p; res++) {
+            run += delta[res];
+            if (res == m->block_end[b])
+                b++;
+            count[b] += whole + (uint64_t)run;
+        }
+        for (b = 0; b < m->nring; b++) {
+            if (count[b] == 0 || m->owner[b] == c->owner[o])
+                continue;
+            rc = modula_is_old ? pair_add(pm, b, o, count[b]) : pair_add(pm, o, b, count[b]);
+            if (rc != MCR_OK) {
+                rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a modula diff");
+                goto done;
+            }
+        }
+    }
+done:
+    free(first);
+    free(order);
+    free(delta);
+    free(count);
+    return rc;
+}
+
+/* Largest first; equal shares by ids, so the order is reproducible. */
+static int pair_cmp(const void *x, const void *y)
+{
+    const mcr_diff_pair *a = x, *b = y;
+    if (a->fraction != b->fraction)
+        return a->fraction > b->fraction ? -1 : 1;
+    int c = strcmp(a->from, b->from);
+    return c != 0 ? c : strcmp(a->to, b->to);
+}
+
+static int collect_pairs(mcr_diff *d, const pair_map *pm, const side *a, const side *b)
+{
+    d->pairs = malloc((pm->used ? pm->used : 1) * sizeof(*d->pairs));
+    if (d->pairs == NULL)
+        return MCR_ERR_NOMEM;
+    d->moved = 0;
+    for (size_t i = 0; i < pm->cap; i++) {
+        const pair_slot *s = &pm->slots[i];
+        if (s->key == 0 || s->count == 0)
+            continue;
+        uint64_t k = s->key - 1;
+        mcr_diff_pair *p = &d->pairs[d->npairs++];
+        p->from = a->id[k >> 32];
+        p->to = b->id[k & UINT32_MAX];
+        p->fraction = (double)s->count / HASH_SPACE;
+        d->moved += s->count;
+    }
+    qsort(d->pairs, d->npairs, sizeof(*d->pairs), pair_cmp);
+    return MCR_OK;
+}
+
+/* old snapshot index -> new snapshot index of the same id. */
+static int index_map(mcr_diff *d, const mcr_snapshot *old, const mcr_snapshot *new_snap,
+                     mcr_error *err)
+{
+    size_t n = mcr_snapshot_server_count(old);
+    d->old_to_new = malloc((n ? n : 1) * sizeof(*d->old_to_new));
+    if (d->old_to_new == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu servers", n);
+    for (size_t i = 0; i < n; i++) {
+        mcr_server_desc s;
+        long k = mcr_snapshot_server(old, i, &s) == MCR_OK ? mcr_snapshot_find(new_snap, s.id)
+                                                           : -1;
+        d->old_to_new[i] = k >= 0 ? (uint32_t)k : NONE;
+    }
+    return MCR_OK;
+}
+
+int mcr_diff_new(const mcr_snapshot *old, const mcr_snapshot *new_snap, mcr_diff **out,
+                 mcr_error *err)
+{
+    side a, b;
+    pair_map pm = {NULL, 0, 0};
+    mcr_diff *d;
+    int rc;
+
+    if (old == NULL || new_snap == NULL || out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL snapshot or output");
+    mcr_hash ha = mcr_ring_key_hash(mcr_snapshot_ring(old));
+    mcr_hash hb = mcr_ring_key_hash(mcr_snapshot_ring(new_snap));
+    if (ha != hb)
+        return mcr__error(err, MCR_ERR_UNSUPPORTED,
+                          "the snapshots hash keys differently (%s, %s): their hash "
+                          "spaces do not describe the same keys",
+                          mcr_hash_name(ha), mcr_hash_name(hb));
+    d = calloc(1, sizeof(*d));
+    if (d == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for a diff");
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    rc = side_init(&a, old, new_snap, 1, err);
+    if (rc == MCR_OK)
+        rc = side_init(&b, new_snap, new_snap, 0, err);
+    if (rc == MCR_OK)
+        rc = index_map(d, old, new_snap, err);
+    if (rc == MCR_OK) {
+        if (a.period == 0 && b.period == 0)
+            rc = diff_continua(d, &a, &b, &pm);
+        else if (a.period != 0 && b.period != 0)
+            rc = diff_modula(&a, &b, &pm, err);
+        else if (a.period != 0)
+            rc = diff_mixed(&b, &a, 1, &pm, err);
+        else
+            rc = diff_mixed(&a, &b, 0, &pm, err);
+        if (rc == MCR_ERR_NOMEM)
+            rc = mcr__error(err, rc, "out of memory for the arcs of a diff");
+    }
+    if (rc == MCR_OK && collect_pairs(d, &pm, &a, &b) != MCR_OK)
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory for the pairs of a diff");
+    side_release(&a);
+    side_release(&b);
+    free(pm.slots);
+    if (rc != MCR_OK) {
+        mcr_diff_free(d);
+        return rc;
+    }
+    /* The diff only reads the snapshots; a reference count is not part of
+     * what "const" promises here. */
+    d->old_snap = mcr_snapshot_ref((mcr_snapshot *)(uintptr_t)old);
+    d->new_snap = mcr_snapshot_ref((mcr_snapshot *)(uintptr_t)new_snap);
+    *out = d;
+    return MCR_OK;
+}
+
+void mcr_diff_free(mcr_diff *d)
+{
+    if (d == NULL)
+        return;
+    mcr_snapshot_unref(d->old_snap);
+    mcr_snapshot_unref(d->new_snap);
+    free(d->old_to_new);
+    free(d->arcs);
+    free(d->pairs);
+    free(d);
+}
+
+/* ------------------------------------------------------------ reading */
+
+double mcr_diff_moved(const mcr_diff *d)
+{
+    return d == NULL ? 0.0 : (double)d->moved / HASH_SPACE;
+}
+
+size_t mcr_diff_arc_count(const mcr_diff *d)
+{
+    return d == NULL ? 0 : d->narcs;
+}
+
+int mcr_diff_arc_get(const mcr_diff *d, size_t i, mcr_diff_arc *out)
+{
+    if (d == NULL || out == NULL || i >= d->narcs)
+        return MCR_ERR_INVALID;
+    *out = d->arcs[i];
+    return MCR_OK;
+}
+
+size_t mcr_diff_pair_count(const mcr_diff *d)
+{
+    return d == NULL ? 0 : d->npairs;
+}
+
+int mcr_diff_pair_get(const mcr_diff *d, size_t i, mcr_diff_pair *out)
+{
+    if (d == NULL || out == NULL || i >= d->npairs)
+        return MCR_ERR_INVALID;
+    *out = d->pairs[i];
+    return MCR_OK;
+}
+
+int mcr_diff_key_moved(const mcr_diff *d, const void *key, size_t len)
+{
+    uint32_t o = mcr_snapshot_locate(d->old_snap, key, len);
+    uint32_t n = mcr_snapshot_locate(d->new_snap, key, len);
+    return d->old_to_new[o] != n;
+}

@@ -1,0 +1,407 @@
+/* router.c: the current snapshot behind an RCU-protected pointer: lock-free lookups, serialized publishes, hooks. */
+
+/*
+ * Why userspace RCU, and why its "bp" flavor.
+ *
+ * Readers must take no lock and never touch freed memory, however often the
+ * snapshot is replaced. The candidates:
+ *
+ *  - a reader-writer lock: readers write the lock word, so every lookup on
+ *    every core bounces one cache line, and a writer stalls all readers;
+ *  - an atomic reference count on the snapshot, taken by each lookup: the
+ *    same shared cache line on every lookup, and the load-then-increment
+ *    race needs a second mechanism anyway (split counts, hazard pointers);
+ *  - hazard pointers: correct and bounded, but a store + full fence per
+ *    lookup and a scan per retire; hand-written, so unproven;
+ *  - epoch-based reclamation / RCU: readers only mark "I am reading" in
+ *    their own cache line; the writer waits for a grace period before
+ *    freeing. liburcu (userspace RCU, the design of the Linux kernel's RCU,
+ *    LGPL, packaged by Debian as liburcu-dev, used by LTTng and Knot DNS)
+ *    is the proven implementation.
+ *
+ * liburcu's flavors differ in what they ask of reader threads. "qsbr" and
+ * "memb" need every reader thread registered (and qsbr needs periodic
+ * quiescent-state calls): a library cannot impose that on the application's
+ * threads. "bp" (bulletproof) registers a thread on its first read-side
+ * section and unregisters it when the thread exits, so any thread may look
+ * keys up with no setup. Its read side is a counter update in the thread's
+ * own slot and a compiler barrier (the kernel's sys_membarrier() moves the
+ * memory barrier to the writer); as we do not define _LGPL_SOURCE (that
+ * would inline LGPL code into ours), it is also two calls into the shared
+ * library and their thread-local lookups: about 4 ns per section, which
+ * bench_router measures. Its slower grace periods do not matter: we
+ * publish rarely.
+ *
+ * Bounded reclamation: every publish waits for a grace period
+ * (urcu_bp_synchronize_rcu()) before dropping the router's reference to the
+ * replaced snapshot. At most one replaced snapshot per router is awaiting
+ * reclamation, in the writer, at any time; call_rcu with its queue would be
+ * cheaper for the writer but unbounded under a publish storm, and writers
+ * here are rare.
+ *
+ * ThreadSanitizer. liburcu is not instrumented, and its grace period rests
+ * on membarrier()/fences TSan cannot see. Two consequences, two measures:
+ *
+ *  1. The pointer itself is published with C11 atomics (release store,
+ *     acquire load) instead of rcu_assign_pointer()/rcu_dereference(),
+ *     whose inline assembly and volatile accesses TSan does not model. On
+ *     x86 the instructions are the same (on weakly ordered CPUs an acquire
+ *     load costs a few cycles more than a dependent load), and the edge
+ *     "snapshot built -> snapshot read" is visible to TSan.
+ *  2. The edge "reader done with the old snapshot -> writer frees it" exists
+ *     only through the grace period. We tell TSan about it: each read-side
+ *     exit does __tsan_release() on a per-router address, and the writer,
+ *     after urcu_bp_synchronize_rcu() returns, does __tsan_acquire() on it.
+ *     TSan's release accumulates (joins) the vector clocks of every
+ *     releasing thread, and synchronize_rcu() returns only after every
+ *     section that could see the old pointer has called release, so the
+ *     acquire orders all of them before the unref that frees. These are
+ *     compiled only under TSan; without them TSan reports every free of a
+ *     snapshot as racing with the readers (and, the other way round, it
+ *     still reports a real race if the grace period is removed: the stress
+ *     test of test_router.c was checked to fail that way).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urcu-bp.h>
+
+#include "internal.h"
+#include "mcroute_router.h"
+
+/* ---- TSan annotations (see the top of the file) ---- */
+
+#if defined(__SANITIZE_THREAD__)
+#define MCR__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MCR__TSAN 1
+#endif
+#endif
+
+#ifdef MCR__TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define MCR__TSAN_RELEASE(addr) __tsan_release(addr)
+#define MCR__TSAN_ACQUIRE(addr) __tsan_acquire(addr)
+#else
+#define MCR__TSAN_RELEASE(addr) ((void)(addr))
+#define MCR__TSAN_ACQUIRE(addr) ((void)(addr))
+#endif
+
+typedef struct hook {
+    mcr_router_hook fn;
+    void *arg;
+} hook;
+
+struct mcr_router {
+    /* The current snapshot, or NULL. Written only with write_mu held
+     * (release), read by anyone inside a read-side section (acquire). The
+     * router owns one reference to it. */
+    _Atomic(mcr_snapshot *) current;
+    /* Serializes publishers, and guards the hook list (publishes read it). */
+    pthread_mutex_t write_mu;
+    hook *hooks;
+    size_t nhooks, hooks_cap;
+    /* Only its address matters: the TSan synchronization object of the
+     * grace period (see the top of the file). */
+    char tsan_grace_period;
+};
+
+/* Routers whose hooks are running in this thread, innermost first: a
+ * publish from a hook would wait forever for the writer mutex its own
+ * thread holds. A list because a hook may publish to another router, whose
+ * hooks may in turn try the first. */
+typedef struct hook_frame {
+    const mcr_router *router;
+    const struct hook_frame *up;
+} hook_frame;
+
+static _Thread_local const hook_frame *tls_hook_frames;
+
+static int in_own_hook(const mcr_router *router)
+{
+    for (const hook_frame *f = tls_hook_frames; f != NULL; f = f->up)
+        if (f->router == router)
+            return 1;
+    return 0;
+}
+
+int mcr_router_new(mcr_snapshot *initial, mcr_router **out, mcr_error *err)
+{
+    mcr_router *r;
+
+    if (out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_router_new: NULL output argument");
+    r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: out of memory");
+    if (pthread_mutex_init(&r->write_mu, NULL) != 0) {
+        free(r);
+        return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: cannot create a mutex");
+    }
+    atomic_init(&r->current, initial ? mcr_snapshot_ref(initial) : NULL);
+    *out = r;
+    return MCR_OK;
+}
+
+void mcr_router_free(mcr_router *router)
+{
+    if (router == NULL)
+        return;
+    /* No reader may be left (the contract), so no grace period: the
+     * reference can go at once. */
+    mcr_snapshot_unref(atomic_load_explicit(&router->current, memory_order_relaxed));
+    pthread_mutex_destroy(&router->write_mu);
+    free(router->hooks);
+    free(router);
+}
+
+/* ---- readers ---- */
+
+const mcr_snapshot *mcr_router_acquire(mcr_router *router)
+{
+    urcu_bp_read_lock();
+    return atomic_load_explicit(&router->current, memory_order_acquire);
+}
+
+void mcr_router_release(mcr_router *router, const mcr_snapshot *snap)
+{
+    (void)snap;
+    /* Before the unlock: once unlocked, the writer may already be past its
+     * grace period, and the release would come too late to order our reads
+     * before its free. */
+    MCR__TSAN_RELEASE(&router->tsan_grace_period);
+    urcu_bp_read_unlock();
+}
+
+int mcr_router_locate(mcr_router *router, const void *key, size_t len, mcr_route *out)
+{
+    const mcr_snapshot *snap;
+    mcr_server_desc d;
+    int rc = MCR_ERR_EMPTY;
+
+    if (router == NULL || out == NULL || (key == NULL && len > 0))
+        return MCR_ERR_INVALID;
+    snap = mcr_router_acquire(router);
+    if (snap != NULL) {
+        uint32_t i = mcr_snapshot_locate(snap, key, len);
+        rc = mcr_snapshot_server(snap, i, &d);
+        if (rc == MCR_OK) {
+            size_t n = strlen(d.host);
+            if (n > MCR_HOSTNAME_MAX) /* hosts are at most that long: cannot happen */
+                n = MCR_HOSTNAME_MAX;
+            out->epoch = mcr_snapshot_epoch(snap);
+            out->index = i;
+            out->port = d.port;
+            memcpy(out->host, d.host, n);
+            out->host[n] = '\0';
+        }
+    }
+    mcr_router_release(router, snap);
+    return rc;
+}
+
+mcr_snapshot *mcr_router_current(mcr_router *router)
+{
+    mcr_snapshot *snap;
+
+    if (router == NULL)
+        return NULL;
+    urcu_bp_read_lock();
+    snap = atomic_load_explicit(&router->current, memory_order_acquire);
+    /* Inside the section the snapshot cannot be freed, so its count is
+     * above zero and may be raised. */
+    if (snap != NULL)
+        mcr_snapshot_ref(snap);
+    MCR__TSAN_RELEASE(&router->tsan_grace_period);
+    urcu_bp_read_unlock();
+    return snap;
+}
+
+uint64_t mcr_router_epoch(mcr_router *router)
+{
+    const mcr_snapshot *snap;
+    uint64_t epoch;
+
+    if (router == NULL)
+        return 0;
+    snap = mcr_router_acquire(router);
+    epoch = snap ? mcr_snapshot_epoch(snap) : 0;
+    mcr_router_release(router, snap);
+    return epoch;
+}
+
+/* ---- writers ---- */
+
+/* Refuses the calls that would deadlock: from a read-side section (the
+ * grace period would wait for the caller), from this router's hooks (the
+ * writer mutex is held by the caller). */
+static int check_writer(const mcr_router *router, const char *what, mcr_error *err)
+{
+    if (urcu_bp_read_ongoing())
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "%s: called between mcr_router_acquire() and mcr_router_release(); "
+                          "it would wait for that section forever",
+                          what);
+    if (in_own_hook(router))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "%s: called from a hook of the same router; hooks must not "
+                          "change the router that calls them",
+                          what);
+    return MCR_OK;
+}
+
+static void lock(mcr_router *router)
+{
+    /* Cannot fail with a default mutex taken by a thread that does not hold
+     * it (check_writer() ruled out the recursive case). */
+    (void)pthread_mutex_lock(&router->write_mu);
+}
+
+static void unlock(mcr_router *router)
+{
+    (void)pthread_mutex_unlock(&router->write_mu);
+}
+
+/* The publish, writer mutex held. */
+static int publish_locked(mcr_router *router, mcr_snapshot *snap, mcr_error *err)
+{
+    mcr_snapshot *old = atomic_load_explicit(&router->current, memory_order_relaxed);
+    mcr_diff *diff = NULL;
+    int rc;
+
+    if (old != NULL && mcr_snapshot_epoch(snap) <= mcr_snapshot_epoch(old))
+        return mcr__error(err, MCR_ERR_RANGE,
+                          "mcr_router_publish: stale snapshot: epoch %llu is not above the "
+                          "current epoch %llu",
+                          (unsigned long long)mcr_snapshot_epoch(snap),
+                          (unsigned long long)mcr_snapshot_epoch(old));
+    /* The diff before the swap, so that running out of memory publishes
+     * nothing. Snapshots that cannot be compared (different key hashes, a
+     * modula period too long to count) are still published: the hooks get
+     * a NULL diff. */
+    if (old != NULL && router->nhooks > 0) {
+        mcr_error derr = {0, ""};
+        rc = mcr_diff_new(old, snap, &diff, &derr);
+        if (rc != MCR_OK && rc != MCR_ERR_UNSUPPORTED) {
+            if (err != NULL)
+                *err = derr;
+            return rc;
+        }
+    }
+
+    atomic_store_explicit(&router->current, mcr_snapshot_ref(snap), memory_order_release);
+
+    if (router->nhooks > 0) {
+        hook_frame frame = {router, tls_hook_frames};
+        tls_hook_frames = &frame;
+        for (size_t i = 0; i < router->nhooks; i++)
+            router->hooks[i].fn(old, snap, diff, router->hooks[i].arg);
+        tls_hook_frames = frame.up;
+    }
+    mcr_diff_free(diff);
+
+    if (old != NULL) {
+        /* Every section that may hold `old` started before the store above;
+         * when synchronize returns, all of them have ended. */
+        urcu_bp_synchronize_rcu();
+        MCR__TSAN_ACQUIRE(&router->tsan_grace_period);
+        mcr_snapshot_unref(old);
+    }
+    return MCR_OK;
+}
+
+int mcr_router_publish(mcr_router *router, mcr_snapshot *snap, mcr_error *err)
+{
+    int rc;
+
+    if (router == NULL || snap == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_router_publish: NULL argument");
+    rc = check_writer(router, "mcr_router_publish", err);
+    if (rc != MCR_OK)
+        return rc;
+    lock(router);
+    rc = publish_locked(router, snap, err);
+    unlock(router);
+    return rc;
+}
+
+int mcr_router_apply(mcr_router *router, const mcr_changes *changes, mcr_error *err)
+{
+    mcr_snapshot *cur, *next = NULL;
+    int rc;
+
+    if (router == NULL || changes == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_router_apply: NULL argument");
+    rc = check_writer(router, "mcr_router_apply", err);
+    if (rc != MCR_OK)
+        return rc;
+    lock(router);
+    /* Only writers change `current`, and we are the writer: no section
+     * needed to read it. */
+    cur = atomic_load_explicit(&router->current, memory_order_relaxed);
+    if (cur == NULL)
+        rc = mcr__error(err, MCR_ERR_EMPTY,
+                        "mcr_router_apply: the router holds no snapshot to apply changes to");
+    else
+        rc = mcr_snapshot_apply(cur, changes, &next, err);
+    if (rc == MCR_OK)
+        rc = publish_locked(router, next, err);
+    unlock(router);
+    mcr_snapshot_unref(next); /* the router holds its own reference */
+    return rc;
+}
+
+/* ---- hooks ---- */
+
+int mcr_router_add_hook(mcr_router *router, mcr_router_hook fn, void *arg)
+{
+    int rc;
+
+    if (router == NULL || fn == NULL)
+        return MCR_ERR_INVALID;
+    rc = check_writer(router, "mcr_router_add_hook", NULL);
+    if (rc != MCR_OK)
+        return rc;
+    lock(router);
+    if (router->nhooks == router->hooks_cap) {
+        size_t cap = router->hooks_cap ? 2 * router->hooks_cap : 4;
+        hook *h = realloc(router->hooks, cap * sizeof *h);
+        if (h == NULL) {
+            unlock(router);
+            return MCR_ERR_NOMEM;
+        }
+        router->hooks = h;
+        router->hooks_cap = cap;
+    }
+    router->hooks[router->nhooks].fn = fn;
+    router->hooks[router->nhooks].arg = arg;
+    router->nhooks++;
+    unlock(router);
+    return MCR_OK;
+}
+
+int mcr_router_remove_hook(mcr_router *router, mcr_router_hook fn, void *arg)
+{
+    int rc = MCR_ERR_UNKNOWN;
+
+    if (router == NULL || fn == NULL)
+        return MCR_ERR_INVALID;
+    if (check_writer(router, "mcr_router_remove_hook", NULL) != MCR_OK)
+        return MCR_ERR_INVALID;
+    lock(router);
+    for (size_t i = 0; i < router->nhooks; i++) {
+        if (router->hooks[i].fn == fn && router->hooks[i].arg == arg) {
+            memmove(&router->hooks[i], &router->hooks[i + 1],
+                    (router->nhooks - i - 1) * sizeof router->hooks[0]);
+            router->nhooks--;
+            rc = MCR_OK;
+            break;
+        }
+    }
+    unlock(router);
+    return rc;
+}

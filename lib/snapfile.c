@@ -1,0 +1,751 @@
+/* snapfile.c: the canonical text of a snapshot: its checksum, and saving and loading snapshot files. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "snapshot.h"
+
+/*
+ * The text (see mcroute_snapshot.h for an example):
+ *
+ *   header  "mcroute-snapshot 1", "algorithm A", "epoch E", "mode M",
+ *           "hash H", "point-hash P", "hash-tag off|value=T",
+ *           "key-prefix off|value=K", "servers N"
+ *   N lines "server id= host= port= weight= zone= state= named= points=
+ *           digest=", in snapshot order
+ *   last    "checksum C"
+ *
+ * C = MD5(header || MD5(server line 1) || ... || MD5(server line N)), each
+ * line with its '\n'. Hashing each server line apart lets a new snapshot
+ * reuse the digests of the servers a change did not touch, so publishing
+ * costs 16 bytes of MD5 input per server instead of a whole text.
+ */
+
+#define FORMAT_VERSION 1
+#define MAGIC "mcroute-snapshot"
+/* A server line: three fields of up to 255 bytes, each byte possibly
+ * written as %XX, and the fixed parts. */
+#define LINE_BUF (3 * 3 * MCR_HOSTNAME_MAX + 256)
+/* The header: the key prefix (255 bytes as %XX) and fixed parts. */
+#define HEADER_BUF (3 * 256 + 512)
+/* Snapshot files larger than this are refused (10,000 servers take ~2 MB). */
+#define FILE_MAX ((size_t)1 << 30)
+
+static const char hexdigits[] = "0123456789abcdef";
+
+/* Percent-encode n bytes of s at p (bytes outside 0x21..0x7e, and '%'). */
+static char *put_pct(char *p, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c >= 0x7f || c == '%') {
+            *p++ = '%';
+            *p++ = hexdigits[c >> 4];
+            *p++ = hexdigits[c & 15];
+        } else {
+            *p++ = (char)c;
+        }
+    }
+    return p;
+}
+
+static char *put_str(char *p, const char *s)
+{
+    size_t n = strlen(s);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static char *put_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (n > 0)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_hex64(char *p, uint64_t v)
+{
+    for (int sh = 60; sh >= 0; sh -= 4)
+        *p++ = hexdigits[(v >> sh) & 15];
+    return p;
+}
+
+/* The header lines of s into buf (HEADER_BUF bytes); returns the length. */
+static size_t header_text(const mcr_snapshot *s, char *buf)
+{
+    const mcr__params *p = &s->params;
+    char *o = buf;
+
+    o = put_str(o, MAGIC " ");
+    o = put_u64(o, FORMAT_VERSION);
+    o = put_str(o, "\nalgorithm ");
+    o = put_u64(o, MCR_SNAPSHOT_ALGORITHM);
+    o = put_str(o, "\nepoch ");
+    o = put_u64(o, s->epoch);
+    o = put_str(o, "\nmode ");
+    o = put_str(o, mcr_mode_name(p->mode));
+    o = put_str(o, "\nhash ");
+    o = put_str(o, mcr_hash_name(p->key_hash));
+    o = put_str(o, "\npoint-hash ");
+    o = put_str(o, mcr_hash_name(p->point_hash));
+    o = put_str(o, "\nhash-tag ");
+    if (p->tag_on) {
+        o = put_str(o, "value=");
+        o = put_pct(o, p->tag, 2);
+    } else {
+        o = put_str(o, "off");
+    }
+    o = put_str(o, "\nkey-prefix ");
+    if (p->prefix_on) {
+        o = put_str(o, "value=");
+        o = put_pct(o, (const char *)p->prefix, p->prefix_len);
+    } else {
+        o = put_str(o, "off");
+    }
+    o = put_str(o, "\nservers ");
+    o = put_u64(o, s->nservers);
+    *o++ = '\n';
+    return (size_t)(o - buf);
+}
+
+/* The line of server e of s into buf (LINE_BUF bytes); returns its length. */
+static size_t server_line(const mcr_snapshot *s, const mcr__entry *e, char *buf)
+{
+    char *o = buf;
+
+    o = put_str(o, "server id=");
+    o = put_pct(o, e->id, strlen(e->id));
+    o = put_str(o, " host=");
+    o = put_pct(o, e->host, e->host_len);
+    o = put_str(o, " port=");
+    o = put_u64(o, (uint64_t)e->port);
+    o = put_str(o, " weight=");
+    o = put_u64(o, e->weight);
+    o = put_str(o, " zone=");
+    if (e->zone != NULL)
+        o = put_pct(o, e->zone, strlen(e->zone));
+    o = put_str(o, " state=");
+    o = put_str(o, mcr__state_name(e->state));
+    o = put_str(o, e->named ? " named=1 points=" : " named=0 points=");
+    o = put_u64(o, (uint64_t)e->labels * s->per_label);
+    o = put_str(o, " digest=");
+    o = put_hex64(o, e->pdigest);
+    *o++ = '\n';
+    return (size_t)(o - buf);
+}
+
+static void hex16(const unsigned char d[16], char out[MCR_SNAPSHOT_CHECKSUM_LEN + 1])
+{
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = hexdigits[d[i] >> 4];
+        out[2 * i + 1] = hexdigits[d[i] & 15];
+    }
+    out[MCR_SNAPSHOT_CHECKSUM_LEN] = '\0';
+}
+
+int mcr__snapshot_digest(mcr_snapshot *s, const mcr_snapshot *old, const long *from,
+                         mcr_error *err)
+{
+    char header[HEADER_BUF], line[LINE_BUF];
+    size_t hlen = header_text(s, header);
+    unsigned char *buf = malloc(hlen + s->nservers * 16);
+
+    if (buf == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for the checksum");
+    unsigned char *digests = buf + hlen;
+    for (size_t i = 0; i < s->nservers; i++) {
+        mcr__entry *e = &s->servers[i];
+        const mcr__entry *o = old != NULL && from[i] >= 0 ? &old->servers[from[i]] : NULL;
+        /* Same server (same id, address, zone), same variable fields: same
+         * line. The entry was copied from o, digest included. */
+        if (o == NULL || o->weight != e->weight || o->state != e->state ||
+            o->labels != e->labels || o->pdigest != e->pdigest)
+            mcr_md5(line, server_line(s, e, line), e->ldigest);
+        memcpy(digests + 16 * i, e->ldigest, 16);
+    }
+    memcpy(buf, header, hlen);
+    unsigned char d[16];
+    mcr_md5(buf, hlen + s->nservers * 16, d);
+    hex16(d, s->checksum);
+    free(buf);
+    return MCR_OK;
+}
+
+/* The whole text of s with its checksum line, malloc'ed, into *out. */
+static int snapshot_text(const mcr_snapshot *s, char **out, size_t *len, mcr_error *err)
+{
+    size_t cap = HEADER_BUF + 64, n;
+    for (size_t i = 0; i < s->nservers; i++) {
+        const mcr__entry *e = &s->servers[i];
+        cap += 3 * (strlen(e->id) + e->host_len + (e->zone ? strlen(e->zone) : 0)) + 160;
+    }
+    char *t = malloc(cap);
+    if (t == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory writing a snapshot");
+    n = header_text(s, t);
+    for (size_t i = 0; i < s->nservers; i++)
+        n += server_line(s, &s->servers[i], t + n);
+    n += (size_t)sprintf(t + n, "checksum %s\n", s->checksum);
+    *out = t;
+    *len = n;
+    return MCR_OK;
+}
+
+/* ------------------------------------------------------------ saving */
+
+int mcr_snapshot_save(const mcr_snapshot *s, const char *path, mcr_error *err)
+{
+    char *text, *tmp;
+    size_t len;
+    int rc, fd, e;
+
+    if (s == NULL || path == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL snapshot or path");
+    rc = snapshot_text(s, &text, &len, err);
+    if (rc != MCR_OK)
+        return rc;
+    tmp = malloc(strlen(path) + sizeof(".tmp.XXXXXX"));
+    if (tmp == NULL) {
+        free(text);
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory writing a snapshot");
+    }
+    sprintf(tmp, "%s.tmp.XXXXXX", path);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        e = errno;
+        free(text);
+        rc = mcr__error(err, MCR_ERR_IO, "cannot create a temporary file for %s: %s", path,
+                        strerror(e));
+        free(tmp);
+        return rc;
+    }
+    const char *what = "write";
+    size_t off = 0;
+    e = 0;
+    if (fchmod(fd, 0644) != 0) {
+        what = "chmod";
+        e = errno;
+    }
+    while (e == 0 && off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            e = w < 0 ? errno : EIO;
+            break;
+        }
+        off += (size_t)w;
+    }
+    if (e == 0 && fsync(fd) != 0) {
+        what = "sync";
+        e = errno;
+    }
+    if (close(fd) != 0 && e == 0) {
+        what = "close";
+        e = errno;
+    }
+    if (e == 0 && rename(tmp, path) != 0) {
+        what = "rename";
+        e = errno;
+    }
+    free(text);
+    if (e != 0) {
+        unlink(tmp);
+        free(tmp);
+        return mcr__error(err, MCR_ERR_IO, "cannot %s snapshot file %s: %s", what, path,
+                          strerror(e));
+    }
+    free(tmp);
+    /* Make the rename itself durable: sync the directory (best effort: some
+     * file systems refuse to open or sync a directory). */
+    char *dir = strdup(path);
+    if (dir != NULL) {
+        char *slash = strrchr(dir, '/');
+        const char *d = slash == NULL ? "." : slash == dir ? "/" : (*slash = '\0', dir);
+        int dfd = open(d, O_RDONLY);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+        free(dir);
+    }
+    return MCR_OK;
+}
+
+/* ------------------------------------------------------------ loading */
+
+static int read_file(const char *path, char **out, size_t *len, mcr_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    size_t cap = 1 << 16, n = 0;
+    char *buf;
+
+    if (f == NULL)
+        return mcr__error(err, MCR_ERR_IO, "cannot open snapshot file %s: %s", path,
+                          strerror(errno));
+    buf = malloc(cap);
+    for (;;) {
+        if (buf == NULL) {
+            fclose(f);
+            return mcr__error(err, MCR_ERR_NOMEM, "out of memory reading %s", path);
+        }
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        if (cap >= FILE_MAX) {
+            free(buf);
+            fclose(f);
+            return mcr__error(err, MCR_ERR_RANGE, "snapshot file %s is larger than %zu bytes",
+                              path, FILE_MAX);
+        }
+        char *nb = realloc(buf, 2 * cap);
+        if (nb == NULL)
+            free(buf);
+        buf = nb;
+        cap *= 2;
+    }
+    if (ferror(f)) {
+        int e = errno;
+        free(buf);
+        fclose(f);
+        return mcr__error(err, MCR_ERR_IO, "error reading snapshot file %s: %s", path,
+                          strerror(e ? e : EIO));
+    }
+    fclose(f);
+    *out = buf;
+    *len = n;
+    return MCR_OK;
+}
+
+/* A line of the file: [p, p + len) without its '\n'; `no` counts from 1. */
+typedef struct line {
+    const char *p;
+    size_t len;
+    size_t no;
+} line;
+
+typedef struct loader {
+    const char *path;
+    mcr_error *err;
+    char *scratch;   /* decoded strings (never longer than the file) */
+    size_t used;
+} loader;
+
+static int bad(loader *L, const line *l, int code, const char *msg, const char *a)
+{
+    char q[80];
+    return mcr__error(L->err, code, "%s line %zu: %s%s%s", L->path, l->no, msg,
+                      a != NULL ? ": " : "", a != NULL ? mcr__quote(q, sizeof(q), a, strlen(a)) : "");
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1; /* upper case is not canonical */
+}
+
+/* Decode n percent-encoded bytes at s into the scratch area; *out is a
+ * NUL-terminated string of *dlen bytes. */
+static int decode(loader *L, const line *l, const char *s, size_t n, const char **out,
+                  size_t *dlen)
+{
+    char *d = L->scratch + L->used, *o = d;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            *o++ = s[i];
+            continue;
+        }
+        int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
+        int lo = hi >= 0 ? hexval(s[i + 2]) : -1;
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+            return bad(L, l, MCR_ERR_SYNTAX, "bad %-escape", NULL);
+        *o++ = (char)(hi << 4 | lo);
+        i += 2;
+    }
+    *o = '\0';
+    L->used += (size_t)(o - d) + 1;
+    *out = d;
+    if (dlen != NULL)
+        *dlen = (size_t)(o - d);
+    return MCR_OK;
+}
+
+/* Parse a decimal number of l's text [s, s + n) up to max. */
+static int number(loader *L, const line *l, const char *s, size_t n, uint64_t max,
+                  const char *what, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (n == 0 || n > 20 || (n > 1 && s[0] == '0'))
+        return bad(L, l, MCR_ERR_SYNTAX, what, "not a canonical number");
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return bad(L, l, MCR_ERR_SYNTAX, what, "not a number");
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (max - d) / 10)
+            return bad(L, l, MCR_ERR_RANGE, what, "out of range");
+        v = v * 10 + d;
+    }
+    *out = v;
+    return MCR_OK;
+}
+
+/* The value after "key " on line l, into [*v, *v + *vn). */
+static int keyword(loader *L, const line *l, const char *key, const char **v, size_t *vn)
+{
+    size_t k = strlen(key);
+    if (l->len <= k || memcmp(l->p, key, k) != 0 || l->p[k] != ' ') {
+        char want[64];
+        snprintf(want, sizeof(want), "expected \"%s ...\"", key);
+        return bad(L, l, MCR_ERR_SYNTAX, want, NULL);
+    }
+    *v = l->p + k + 1;
+    *vn = l->len - k - 1;
+    return MCR_OK;
+}
+
+static bool is(const char *v, size_t n, const char *word)
+{
+    return strlen(word) == n && memcmp(v, word, n) == 0;
+}
+
+/* "off" or "value=X": *on and the decoded value. */
+static int optional_value(loader *L, const line *l, const char *v, size_t n, bool *on,
+                          const char **val, size_t *vlen)
+{
+    if (is(v, n, "off")) {
+        *on = false;
+        return MCR_OK;
+    }
+    if (n < 6 || memcmp(v, "value=", 6) != 0)
+        return bad(L, l, MCR_ERR_SYNTAX, "expected \"off\" or \"value=...\"", NULL);
+    *on = true;
+    return decode(L, l, v + 6, n - 6, val, vlen);
+}
+
+static int parse_header(loader *L, const line *ls, size_t nl, mcr__params *p, uint64_t *epoch,
+                        size_t *nservers)
+{
+    const char *v, *val;
+    size_t n, vlen;
+    uint64_t x;
+    int rc;
+    char tmp[64];
+
+    memset(p, 0, sizeof(*p));
+    if (nl < 10)
+        return mcr__error(L->err, MCR_ERR_SYNTAX, "%s: truncated: %zu lines", L->path, nl);
+    if ((rc = keyword(L, &ls[0], MAGIC, &v, &n)) != MCR_OK)
+        return mcr__error(L->err, MCR_ERR_SYNTAX, "%s line 1: not an mcroute snapshot file",
+                          L->path);
+    if ((rc = number(L, &ls[0], v, n, UINT32_MAX, "format version", &x)) != MCR_OK)
+        return rc;
+    if (x != FORMAT_VERSION)
+        return mcr__error(L->err, MCR_ERR_UNSUPPORTED,
+                          "%s line 1: snapshot format %llu (this build reads format %d)",
+                          L->path, (unsigned long long)x, FORMAT_VERSION);
+    if ((rc = keyword(L, &ls[1], "algorithm", &v, &n)) != MCR_OK ||
+        (rc = number(L, &ls[1], v, n, UINT32_MAX, "algorithm", &x)) != MCR_OK)
+        return rc;
+    if (x != MCR_SNAPSHOT_ALGORITHM)
+        return mcr__error(L->err, MCR_ERR_UNSUPPORTED,
+                          "%s line 2: placement algorithm %llu (this build places keys with "
+                          "algorithm %d)",
+                          L->path, (unsigned long long)x, MCR_SNAPSHOT_ALGORITHM);
+    if ((rc = keyword(L, &ls[2], "epoch", &v, &n)) != MCR_OK ||
+        (rc = number(L, &ls[2], v, n, UINT64_MAX, "epoch", epoch)) != MCR_OK)
+        return rc;
+    if ((rc = keyword(L, &ls[3], "mode", &v, &n)) != MCR_OK)
+        return rc;
+    snprintf(tmp, sizeof(tmp), "%.*s", (int)(n < 60 ? n : 60), v);
+    if (mcr_mode_from_name(tmp, &p->mode) != MCR_OK)
+        return bad(L, &ls[3], MCR_ERR_UNKNOWN, "unknown mode", tmp);
+    static const char *const hk[2] = {"hash", "point-hash"};
+    for (int h = 0; h < 2; h++) {
+        const line *l = &ls[4 + h];
+        if ((rc = keyword(L, l, hk[h], &v, &n)) != MCR_OK)
+            return rc;
+        snprintf(tmp, sizeof(tmp), "%.*s", (int)(n < 60 ? n : 60), v);
+        if (mcr_hash_from_name(tmp, h == 0 ? &p->key_hash : &p->point_hash) != MCR_OK)
+            return bad(L, l, MCR_ERR_UNKNOWN, "unknown hash", tmp);
+    }
+    if ((rc = keyword(L, &ls[6], "hash-tag", &v, &n)) != MCR_OK ||
+        (rc = optional_value(L, &ls[6], v, n, &p->tag_on, &val, &vlen)) != MCR_OK)
+        return rc;
+    if (p->tag_on) {
+        if (vlen != 2)
+            return bad(L, &ls[6], MCR_ERR_SYNTAX, "a hash tag is two bytes", NULL);
+        memcpy(p->tag, val, 2);
+    }
+    if ((rc = keyword(L, &ls[7], "key-prefix", &v, &n)) != MCR_OK ||
+        (rc = optional_value(L, &ls[7], v, n, &p->prefix_on, &val, &vlen)) != MCR_OK)
+        return rc;
+    if (p->prefix_on) {
+        if (vlen > sizeof(p->prefix) - 1)
+            return bad(L, &ls[7], MCR_ERR_RANGE, "key prefix longer than 255 bytes", NULL);
+        memcpy(p->prefix, val, vlen);
+        p->prefix_len = vlen;
+    }
+    if ((rc = keyword(L, &ls[8], "servers", &v, &n)) != MCR_OK ||
+        (rc = number(L, &ls[8], v, n, UINT32_MAX / 2, "server count", &x)) != MCR_OK)
+        return rc;
+    if (x == 0)
+        return bad(L, &ls[8], MCR_ERR_EMPTY, "no servers", NULL);
+    if (x != nl - 10)
+        return mcr__error(L->err, MCR_ERR_SYNTAX,
+                          "%s line 9: %llu servers announced, %zu server lines follow", L->path,
+                          (unsigned long long)x, nl - 10);
+    *nservers = (size_t)x;
+    return MCR_OK;
+}
+
+static int parse_server(loader *L, const line *l, mcr__entry *e)
+{
+    static const char *const keys[] = {"id", "host", "port", "weight", "zone",
+                                       "state", "named", "points", "digest"};
+    const char *f[9];
+    size_t fn[9];
+    const char *p = l->p, *end = l->p + l->len;
+    uint64_t x;
+    int rc;
+
+    if (l->len < 7 || memcmp(p, "server ", 7) != 0)
+        return bad(L, l, MCR_ERR_SYNTAX, "expected \"server ...\"", NULL);
+    p += 7;
+    for (int k = 0; k < 9; k++) {
+        size_t kl = strlen(keys[k]);
+        const char *sp = memchr(p, ' ', (size_t)(end - p));
+        const char *fe = sp != NULL ? sp : end;
+        if ((size_t)(fe - p) <= kl || memcmp(p, keys[k], kl) != 0 || p[kl] != '=') {
+            char want[64];
+            snprintf(want, sizeof(want), "expected \"%s=\" as field %d", keys[k], k + 1);
+            return bad(L, l, MCR_ERR_SYNTAX, want, NULL);
+        }
+        if ((k < 8) != (sp != NULL))
+            return bad(L, l, MCR_ERR_SYNTAX, k < 8 ? "missing fields" : "extra fields", NULL);
+        f[k] = p + kl + 1;
+        fn[k] = (size_t)(fe - f[k]);
+        p = fe + 1;
+    }
+    const char *id, *host, *zone;
+    size_t hl, zl, il;
+    mcr_error e2;
+    if ((rc = decode(L, l, f[0], fn[0], &id, &il)) != MCR_OK ||
+        (rc = decode(L, l, f[1], fn[1], &host, &hl)) != MCR_OK ||
+        (rc = decode(L, l, f[4], fn[4], &zone, &zl)) != MCR_OK)
+        return rc;
+    if (il == 0 || il > MCR_HOSTNAME_MAX)
+        return bad(L, l, MCR_ERR_SYNTAX, "an id is 1..255 bytes", NULL);
+    if ((rc = mcr__check_host(host, hl, &e2)) != MCR_OK)
+        return bad(L, l, rc, e2.message, NULL);
+    if (zl > 0 && (rc = mcr__check_name("zone", zone, &e2)) != MCR_OK)
+        return bad(L, l, rc, e2.message, NULL);
+    if ((rc = number(L, l, f[2], fn[2], 65535, "port", &x)) != MCR_OK)
+        return rc;
+    if (x == 0)
+        return bad(L, l, MCR_ERR_RANGE, "port 0", NULL);
+    e->port = (int)x;
+    if ((rc = number(L, l, f[3], fn[3], MCR_WEIGHT_MAX, "weight", &x)) != MCR_OK)
+        return rc;
+    if (x == 0)
+        return bad(L, l, MCR_ERR_RANGE, "weight 0", NULL);
+    e->weight = (uint32_t)x;
+    if (is(f[5], fn[5], "active"))
+        e->state = MCR_STATE_ACTIVE;
+    else if (is(f[5], fn[5], "draining"))
+        e->state = MCR_STATE_DRAINING;
+    else if (is(f[5], fn[5], "down"))
+        e->state = MCR_STATE_DOWN;
+    else
+        return bad(L, l, MCR_ERR_UNKNOWN, "unknown state", NULL);
+    if (!is(f[6], fn[6], "0") && !is(f[6], fn[6], "1"))
+        return bad(L, l, MCR_ERR_SYNTAX, "named is 0 or 1", NULL);
+    e->named = f[6][0] == '1';
+    /* points= and digest= are checked by comparing with the rebuilt text. */
+    e->id = e->named ? id : NULL;
+    e->host = host;
+    e->host_len = hl;
+    e->ipv6 = memchr(host, ':', hl) != NULL;
+    e->zone = zl > 0 ? zone : NULL;
+    return MCR_OK;
+}
+
+/* Split text into lines; every line must end with '\n'. */
+static int split_lines(loader *L, const char *t, size_t n, line **out, size_t *nl)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        count += t[i] == '\n';
+    line *ls = malloc((count > 0 ? count : 1) * sizeof(*ls));
+    if (ls == NULL)
+        return mcr__error(L->err, MCR_ERR_NOMEM, "out of memory reading %s", L->path);
+    const char *p = t, *end = t + n;
+    size_t k = 0;
+    while (p < end) {
+        const char *nlp = memchr(p, '\n', (size_t)(end - p));
+        if (nlp == NULL)
+            break; /* an unterminated last line: reported by the caller */
+        ls[k].p = p;
+        ls[k].len = (size_t)(nlp - p);
+        ls[k].no = k + 1;
+        k++;
+        p = nlp + 1;
+    }
+    *out = ls;
+    *nl = k;
+    return MCR_OK;
+}
+
+int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
+                      mcr_snapshot **out, mcr_error *err)
+{
+    char *text = NULL, *rebuilt = NULL;
+    size_t len = 0, rlen = 0, nl = 0, nservers = 0;
+    line *ls = NULL;
+    mcr__entry *e = NULL;
+    long *from = NULL;
+    mcr_snapshot *snap = NULL;
+    loader L = {path, err, NULL, 0};
+    mcr__params p;
+    uint64_t epoch;
+    int rc;
+
+    if (path == NULL || out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL path or output");
+    rc = read_file(path, &text, &len, err);
+    if (rc != MCR_OK)
+        return rc;
+    if (memchr(text, '\0', len) != NULL) {
+        rc = mcr__error(err, MCR_ERR_SYNTAX, "%s: contains a NUL byte: not a snapshot file", path);
+        goto out;
+    }
+    rc = split_lines(&L, text, len, &ls, &nl);
+    if (rc != MCR_OK)
+        goto out;
+
+    /* 1. The checksum line, last. */
+    const line *cl = nl > 0 ? &ls[nl - 1] : NULL;
+    if (len == 0 || text[len - 1] != '\n' || cl == NULL || cl->len != 9 + MCR_SNAPSHOT_CHECKSUM_LEN ||
+        memcmp(cl->p, "checksum ", 9) != 0) {
+        rc = mcr__error(err, MCR_ERR_SYNTAX,
+                        "%s: truncated or not a snapshot file: the last line is not "
+                        "\"checksum <32 hex digits>\"",
+                        path);
+        goto out;
+    }
+
+    /* 2. The checksum of the text as it is. */
+    size_t first_server = 0;
+    while (first_server < nl - 1 && !(ls[first_server].len >= 7 &&
+                                      memcmp(ls[first_server].p, "server ", 7) == 0))
+        first_server++;
+    size_t hlen = (size_t)(ls[first_server].p - text);
+    size_t nd = nl - 1 - first_server;
+    unsigned char *buf = malloc(hlen + nd * 16);
+    if (buf == NULL) {
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading %s", path);
+        goto out;
+    }
+    memcpy(buf, text, hlen);
+    for (size_t i = 0; i < nd; i++) {
+        const line *l = &ls[first_server + i];
+        mcr_md5(l->p, l->len + 1, buf + hlen + 16 * i);
+    }
+    unsigned char d[16];
+    char sum[MCR_SNAPSHOT_CHECKSUM_LEN + 1];
+    mcr_md5(buf, hlen + nd * 16, d);
+    free(buf);
+    for (int i = 0; i < 16; i++) {
+        sum[2 * i] = hexdigits[d[i] >> 4];
+        sum[2 * i + 1] = hexdigits[d[i] & 15];
+    }
+    sum[MCR_SNAPSHOT_CHECKSUM_LEN] = '\0';
+    if (memcmp(sum, cl->p + 9, MCR_SNAPSHOT_CHECKSUM_LEN) != 0) {
+        char q[48];
+        rc = mcr__error(err, MCR_ERR_INVALID,
+                        "%s line %zu: checksum mismatch: the file says %s, its text gives %s "
+                        "(corrupted or edited)",
+                        path, cl->no, mcr__quote(q, sizeof(q), cl->p + 9, MCR_SNAPSHOT_CHECKSUM_LEN),
+                        sum);
+        goto out;
+    }
+
+    /* 3. Parse. */
+    L.scratch = malloc(len + 1);
+    if (L.scratch == NULL) {
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading %s", path);
+        goto out;
+    }
+    rc = parse_header(&L, ls, nl, &p, &epoch, &nservers);
+    if (rc != MCR_OK)
+        goto out;
+
+    /* 4. Stale? */
+    if (current != NULL && !force && epoch <= current->epoch) {
+        rc = mcr__error(err, MCR_ERR_RANGE,
+                        "%s line 3: stale snapshot: epoch %llu is not above the current epoch "
+                        "%llu (force to load it anyway)",
+                        path, (unsigned long long)epoch, (unsigned long long)current->epoch);
+        goto out;
+    }
+    e = calloc(nservers, sizeof(*e));
+    from = malloc(nservers * sizeof(*from));
+    if (e == NULL || from == NULL) {
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading %s", path);
+        goto out;
+    }
+    for (size_t i = 0; i < nservers; i++) {
+        from[i] = -1;
+        rc = parse_server(&L, &ls[9 + i], &e[i]);
+        if (rc != MCR_OK)
+            goto out;
+    }
+
+    /* 5. Rebuild and compare. */
+    {
+        mcr_error e2;
+        rc = mcr__snapshot_build(&p, e, nservers, from, NULL, epoch, true, &snap, &e2);
+        e = NULL; /* taken over */
+        if (rc != MCR_OK) {
+            rc = mcr__error(err, rc, "%s: %s", path, e2.message);
+            goto out;
+        }
+    }
+    if (strcmp(snap->checksum, sum) != 0) {
+        rc = snapshot_text(snap, &rebuilt, &rlen, err);
+        if (rc != MCR_OK)
+            goto out;
+        size_t i = 0, lineno = 1;
+        while (i < len && i < rlen && text[i] == rebuilt[i])
+            lineno += text[i++] == '\n';
+        rc = mcr__error(err, MCR_ERR_INVALID,
+                        "%s line %zu: differs from the snapshot rebuilt from the file (written "
+                        "by an incompatible build, or not canonical)",
+                        path, lineno);
+        goto out;
+    }
+    *out = snap;
+    snap = NULL;
+    rc = MCR_OK;
+out:
+    mcr_snapshot_unref(snap);
+    free(e);
+    free(from);
+    free(ls);
+    free(L.scratch);
+    free(rebuilt);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,1149 @@
+/* test_router.c: Check suite of the router (publish, apply, hooks, lock-free readers under a publish storm) and the file watcher. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mcroute.h"
+#include "mcroute_router.h"
+#include "mcroute_snapshot.h"
+#include "testutil.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static mcr_snapshot *snap_of(const char *list, mcr_mode mode, uint64_t epoch)
+{
+    mcr_error err = {0, ""};
+    mcr_config *cfg = mcr_config_new();
+    mcr_snapshot *s = NULL;
+    ck_assert_ptr_nonnull(cfg);
+    ck_assert_int_eq(mcr_config_set_mode(cfg, mode), MCR_OK);
+    ck_assert_msg(mcr_config_add_servers(cfg, list, &err) == MCR_OK, "%s", err.message);
+    ck_assert_msg(mcr_snapshot_new(cfg, epoch, &s, &err) == MCR_OK, "%s", err.message);
+    mcr_config_free(cfg);
+    return s;
+}
+
+static mcr_router *router_of(mcr_snapshot *initial)
+{
+    mcr_router *r = NULL;
+    ck_assert_int_eq(mcr_router_new(initial, &r, NULL), MCR_OK);
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* What a hook saw. Written by the publishing thread, read after it. */
+typedef struct hook_log {
+    int calls;
+    int bad;          /* calls whose arguments broke the contract */
+    uint64_t last_old, last_new;
+    double last_moved;
+    int null_old;     /* calls with old == NULL (first snapshot) */
+    int null_diff;    /* calls with an old snapshot but no diff */
+} hook_log;
+
+static void log_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
+                     const mcr_diff *diff, void *arg)
+{
+    hook_log *h = arg;
+    h->calls++;
+    if (new_snap == NULL || (old_snap == NULL && diff != NULL)) {
+        h->bad++;
+        return;
+    }
+    h->last_new = mcr_snapshot_epoch(new_snap);
+    if (old_snap == NULL) {
+        h->null_old++;
+        return;
+    }
+    h->last_old = mcr_snapshot_epoch(old_snap);
+    if (diff == NULL) {
+        h->null_diff++;
+        return;
+    }
+    h->last_moved = mcr_diff_moved(diff);
+    if (h->last_new <= h->last_old || h->last_moved < 0.0 || h->last_moved > 1.0)
+        h->bad++;
+}
+
+static mcr_changes *changes_add(const char *host, int port, uint32_t weight)
+{
+    mcr_changes *ch = mcr_changes_new();
+    mcr_server_desc d = {NULL, host, port, weight, NULL, MCR_STATE_ACTIVE};
+    ck_assert_ptr_nonnull(ch);
+    ck_assert_int_eq(mcr_changes_add(ch, &d, NULL), MCR_OK);
+    return ch;
+}
+
+/* ------------------------------------------------------------ router basics */
+
+START_TEST(empty_router)
+{
+    mcr_router *r = router_of(NULL);
+    mcr_route route;
+    hook_log h = {0};
+    mcr_error err = {0, ""};
+    mcr_changes *ch = changes_add("10.0.0.1", 11211, 1);
+
+    ck_assert_ptr_null(mcr_router_acquire(r));
+    mcr_router_release(r, NULL);
+    ck_assert_int_eq(mcr_router_locate(r, "k", 1, &route), MCR_ERR_EMPTY);
+    ck_assert_ptr_null(mcr_router_current(r));
+    ck_assert_uint_eq(mcr_router_epoch(r), 0);
+    ck_assert_int_eq(mcr_router_apply(r, ch, &err), MCR_ERR_EMPTY);
+    ck_assert_int_eq(err.code, MCR_ERR_EMPTY);
+
+    /* The first publish: any epoch; hooks see no old snapshot and no diff. */
+    ck_assert_int_eq(mcr_router_add_hook(r, log_hook, &h), MCR_OK);
+    mcr_snapshot *s = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 7);
+    ck_assert_int_eq(mcr_router_publish(r, s, NULL), MCR_OK);
+    mcr_snapshot_unref(s); /* the router keeps its own reference */
+    ck_assert_int_eq(h.calls, 1);
+    ck_assert_int_eq(h.null_old, 1);
+    ck_assert_int_eq(h.bad, 0);
+    ck_assert_uint_eq(mcr_router_epoch(r), 7);
+    ck_assert_int_eq(mcr_router_locate(r, "k", 1, &route), MCR_OK);
+    ck_assert_uint_eq(route.epoch, 7);
+    ck_assert_uint_lt(route.index, 2);
+    ck_assert(strcmp(route.host, "10.0.0.1") == 0 || strcmp(route.host, "10.0.0.2") == 0);
+    ck_assert_int_eq(route.port, 11211);
+
+    /* NULL arguments. */
+    ck_assert_int_eq(mcr_router_new(NULL, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_publish(NULL, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_publish(r, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_apply(r, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_locate(r, NULL, 3, &route), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_locate(r, "k", 1, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_add_hook(r, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert_ptr_null(mcr_router_current(NULL));
+    ck_assert_uint_eq(mcr_router_epoch(NULL), 0);
+    mcr_router_free(NULL);
+
+    mcr_changes_free(ch);
+    mcr_router_free(r);
+}
+END_TEST
+
+START_TEST(publish_and_apply)
+{
+    mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 1);
+    mcr_router *r = router_of(s1);
+    hook_log h = {0};
+    mcr_error err = {0, ""};
+
+    ck_assert_int_eq(mcr_router_add_hook(r, log_hook, &h), MCR_OK);
+
+    /* apply: epoch + 1, one hook call with (old, new, diff). */
+    mcr_changes *add = changes_add("10.0.0.4", 11211, 1);
+    ck_assert_msg(mcr_router_apply(r, add, &err) == MCR_OK, "%s", err.message);
+    ck_assert_uint_eq(mcr_router_epoch(r), 2);
+    ck_assert_int_eq(h.calls, 1);
+    ck_assert_int_eq(h.bad, 0);
+    ck_assert_uint_eq(h.last_old, 1);
+    ck_assert_uint_eq(h.last_new, 2);
+    ck_assert(h.last_moved > 0.0 && h.last_moved < 0.6);
+
+    /* The same add again: a duplicate, nothing published. */
+    ck_assert_int_eq(mcr_router_apply(r, add, &err), MCR_ERR_DUPLICATE);
+    ck_assert_uint_eq(mcr_router_epoch(r), 2);
+    ck_assert_int_eq(h.calls, 1);
+    mcr_changes_free(add);
+
+    /* Unknown id: refused. */
+    mcr_changes *ch = mcr_changes_new();
+    ck_assert_int_eq(mcr_changes_remove(ch, "10.9.9.9:11211", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(r, ch, &err), MCR_ERR_UNKNOWN);
+    mcr_changes_free(ch);
+
+    /* A batch leaving no active server: refused, nothing published. */
+    ch = mcr_changes_new();
+    ck_assert_int_eq(mcr_changes_remove(ch, "10.0.0.1:11211", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_changes_set_state(ch, "10.0.0.2:11211", MCR_STATE_DOWN, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_changes_set_state(ch, "10.0.0.3:11211", MCR_STATE_DRAINING, NULL),
+                     MCR_OK);
+    ck_assert_int_eq(mcr_changes_remove(ch, "10.0.0.4:11211", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(r, ch, &err), MCR_ERR_EMPTY);
+    ck_assert_uint_eq(mcr_router_epoch(r), 2);
+    ck_assert_int_eq(h.calls, 1);
+    mcr_changes_free(ch);
+
+    /* Stale publishes: the current epoch again, and an older one. */
+    mcr_snapshot *cur = mcr_router_current(r);
+    ck_assert_int_eq(mcr_router_publish(r, cur, &err), MCR_ERR_RANGE);
+    ck_assert_ptr_nonnull(strstr(err.message, "stale"));
+    ck_assert_int_eq(mcr_router_publish(r, s1, &err), MCR_ERR_RANGE);
+    ck_assert_uint_eq(mcr_router_epoch(r), 2);
+    ck_assert_int_eq(h.calls, 1);
+
+    /* A publish with a jump in epochs is fine. */
+    mcr_snapshot *s9 = snap_of("10.0.0.7", MCR_MODE_KETAMA, 9);
+    ck_assert_int_eq(mcr_router_publish(r, s9, &err), MCR_OK);
+    ck_assert_uint_eq(mcr_router_epoch(r), 9);
+    ck_assert_int_eq(h.calls, 2);
+    ck_assert_uint_eq(h.last_old, 2);
+    ck_assert_uint_eq(h.last_new, 9);
+
+    /* A reference taken before stays usable after the router dropped it. */
+    ck_assert_uint_eq(mcr_snapshot_epoch(cur), 2);
+    ck_assert_uint_eq(mcr_snapshot_server_count(cur), 4);
+    ck_assert_uint_lt(mcr_snapshot_locate(cur, "key", 3), 4);
+
+    /* Snapshots that cannot be compared (another key hash) are published
+     * all the same; the hooks get no diff. */
+    mcr_config *fnv = mcr_config_new();
+    mcr_snapshot *s10 = NULL;
+    ck_assert_int_eq(mcr_config_set_mode(fnv, MCR_MODE_CONSISTENT), MCR_OK);
+    ck_assert_int_eq(mcr_config_set_hash(fnv, MCR_HASH_FNV1A_32), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_servers(fnv, "10.0.0.7", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_new(fnv, 10, &s10, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_publish(r, s10, &err), MCR_OK);
+    ck_assert_int_eq(h.calls, 3);
+    ck_assert_int_eq(h.null_diff, 1);
+    ck_assert_int_eq(h.bad, 0);
+    ck_assert_uint_eq(h.last_old, 9);
+    ck_assert_uint_eq(h.last_new, 10);
+    mcr_snapshot_unref(s10);
+    mcr_config_free(fnv);
+
+    /* Hooks removed are not called. */
+    ck_assert_int_eq(mcr_router_remove_hook(r, log_hook, &h), MCR_OK);
+    ck_assert_int_eq(mcr_router_remove_hook(r, log_hook, &h), MCR_ERR_UNKNOWN);
+    add = changes_add("10.0.0.8", 11211, 2);
+    ck_assert_int_eq(mcr_router_apply(r, add, &err), MCR_OK);
+    ck_assert_int_eq(h.calls, 3);
+    mcr_changes_free(add);
+
+    mcr_snapshot_unref(cur);
+    mcr_snapshot_unref(s9);
+    mcr_snapshot_unref(s1);
+    mcr_router_free(r);
+}
+END_TEST
+
+/* A batch under one acquire sees one snapshot, even across a publish. */
+START_TEST(acquire_holds_one_snapshot)
+{
+    mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
+    mcr_router *r = router_of(s1);
+    mcr_error err = {0, ""};
+
+    const mcr_snapshot *held = mcr_router_acquire(r);
+    ck_assert_ptr_eq(held, s1);
+    /* A publish from this thread now would wait for itself: refused. */
+    mcr_snapshot *s2 = snap_of("10.0.0.3", MCR_MODE_KETAMA, 2);
+    ck_assert_int_eq(mcr_router_publish(r, s2, &err), MCR_ERR_INVALID);
+    mcr_changes *add = changes_add("10.0.0.4", 11211, 1);
+    ck_assert_int_eq(mcr_router_apply(r, add, &err), MCR_ERR_INVALID);
+    /* Nested sections are fine. */
+    const mcr_snapshot *inner = mcr_router_acquire(r);
+    ck_assert_ptr_eq(inner, held);
+    mcr_router_release(r, inner);
+    ck_assert_uint_eq(mcr_snapshot_epoch(held), 1);
+    mcr_router_release(r, held);
+
+    ck_assert_int_eq(mcr_router_publish(r, s2, &err), MCR_OK);
+    ck_assert_uint_eq(mcr_router_epoch(r), 2);
+    ck_assert_uint_eq(mcr_snapshot_epoch(s1), 1); /* our own reference */
+
+    mcr_changes_free(add);
+    mcr_snapshot_unref(s1);
+    mcr_snapshot_unref(s2);
+    mcr_router_free(r);
+}
+END_TEST
+
+/* Hooks must not change the router that calls them: detected, not a
+ * deadlock. Another router is fine. */
+typedef struct reentry {
+    mcr_router *self, *other;
+    int publish_rc, apply_rc, add_hook_rc, remove_hook_rc, other_rc;
+    int calls;
+    uint64_t other_epoch;
+} reentry;
+
+static void noop_hook(const mcr_snapshot *o, const mcr_snapshot *n, const mcr_diff *d, void *a)
+{
+    (void)o, (void)n, (void)d, (void)a;
+}
+
+static void reentrant_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
+                           const mcr_diff *diff, void *arg)
+{
+    reentry *re = arg;
+    mcr_changes *ch;
+    mcr_server_desc d = {NULL, "10.1.1.1", 11211, 1, NULL, MCR_STATE_ACTIVE};
+    (void)old_snap, (void)diff;
+
+    if (re->calls++ > 0)
+        return;
+    re->publish_rc = mcr_router_publish(re->self, (mcr_snapshot *)new_snap, NULL);
+    ch = mcr_changes_new();
+    mcr_changes_add(ch, &d, NULL);
+    re->apply_rc = mcr_router_apply(re->self, ch, NULL);
+    re->add_hook_rc = mcr_router_add_hook(re->self, noop_hook, NULL);
+    re->remove_hook_rc = mcr_router_remove_hook(re->self, reentrant_hook, arg);
+    /* Reading the router from its hook is allowed. */
+    mcr_route route;
+    if (mcr_router_locate(re->self, "k", 1, &route) == MCR_OK)
+        re->other_epoch = route.epoch;
+    re->other_rc = mcr_router_apply(re->other, ch, NULL);
+    mcr_changes_free(ch);
+}
+
+START_TEST(hooks_cannot_reenter)
+{
+    mcr_snapshot *a = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
+    mcr_snapshot *b = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
+    reentry re = {0};
+    mcr_error err = {0, ""};
+
+    re.self = router_of(a);
+    re.other = router_of(b);
+    ck_assert_int_eq(mcr_router_add_hook(re.self, reentrant_hook, &re), MCR_OK);
+    mcr_changes *add = changes_add("10.0.0.3", 11211, 1);
+    ck_assert_int_eq(mcr_router_apply(re.self, add, &err), MCR_OK);
+    ck_assert_int_eq(re.calls, 1);
+    ck_assert_int_eq(re.publish_rc, MCR_ERR_INVALID);
+    ck_assert_int_eq(re.apply_rc, MCR_ERR_INVALID);
+    ck_assert_int_eq(re.add_hook_rc, MCR_ERR_INVALID);
+    ck_assert_int_eq(re.remove_hook_rc, MCR_ERR_INVALID);
+    ck_assert_uint_eq(re.other_epoch, 2); /* the new snapshot is already current */
+    ck_assert_int_eq(re.other_rc, MCR_OK);
+    ck_assert_uint_eq(mcr_router_epoch(re.self), 2);
+    ck_assert_uint_eq(mcr_router_epoch(re.other), 2);
+
+    mcr_changes_free(add);
+    mcr_snapshot_unref(a);
+    mcr_snapshot_unref(b);
+    mcr_router_free(re.self);
+    mcr_router_free(re.other);
+}
+END_TEST
+
+/* ------------------------------------------------------------ stress */
+
+/* Readers look keys up without pause while one writer publishes thousands
+ * of snapshots. Bounded by count and time, so sanitizer and valgrind runs
+ * stay short. Four readers and a writer: more threads than a small CI
+ * machine has cores, so readers get preempted inside sections, which is
+ * what makes grace periods long and interesting. The minimum
+ * makes sure the storm really happened; a slow run (valgrind runs one
+ * thread at a time, so each grace period waits for readers to be scheduled)
+ * gets up to STRESS_MAX_MS to reach it. */
+#define STRESS_READERS 4
+#define STRESS_MAX_PUBLISHES 5000
+#define STRESS_MIN_PUBLISHES 100
+#define STRESS_MS 4000
+#define STRESS_MAX_MS 16000
+#define STRESS_KEYS 256
+
+typedef struct stress {
+    mcr_router *router;
+    atomic_int stop;
+    char keys[STRESS_KEYS][24];
+    size_t key_len[STRESS_KEYS];
+} stress;
+
+typedef struct reader {
+    stress *st;
+    unsigned id;
+    unsigned long lookups, sections, currents;
+    unsigned long errors;
+    char first_error[200];
+} reader;
+
+static void reader_error(reader *rd, const char *what, unsigned long long a, unsigned long long b)
+{
+    if (rd->errors++ == 0)
+        snprintf(rd->first_error, sizeof rd->first_error, "reader %u: %s (%llu, %llu)", rd->id,
+                 what, a, b);
+}
+
+/* The server a lookup returned must be a valid, active server of the
+ * snapshot it was made in. Touching its strings lets ASan and TSan see a
+ * snapshot freed too early. */
+static void check_result(reader *rd, const mcr_snapshot *snap, uint32_t idx)
+{
+    mcr_server_desc d;
+    size_t n = mcr_snapshot_server_count(snap);
+    if (idx >= n) {
+        reader_error(rd, "server index out of range", idx, n);
+        return;
+    }
+    if (mcr_snapshot_server(snap, idx, &d) != MCR_OK || d.id == NULL || d.host == NULL ||
+        d.id[0] == '\0' || d.host[0] == '\0' || d.port <= 0 || d.weight == 0)
+        reader_error(rd, "invalid server description", idx, n);
+    else if (d.state != MCR_STATE_ACTIVE)
+        reader_error(rd, "a key on a server that is not active", idx, (unsigned)d.state);
+}
+
+static void *reader_main(void *arg)
+{
+    reader *rd = arg;
+    stress *st = rd->st;
+    tu_rng rng;
+    uint64_t last_epoch = 0;
+
+    tu_rng_init(&rng, 100 + rd->id);
+    while (!atomic_load_explicit(&st->stop, memory_order_relaxed)) {
+        unsigned mode = tu_below(&rng, 8);
+        if (mode < 5) {
+            /* Several lookups against one snapshot. */
+            const mcr_snapshot *snap = mcr_router_acquire(st->router);
+            uint64_t e = mcr_snapshot_epoch(snap);
+            if (e < last_epoch)
+                reader_error(rd, "epoch went backwards (acquire)", e, last_epoch);
+            last_epoch = e;
+            if (strlen(mcr_snapshot_checksum(snap)) != 32)
+                reader_error(rd, "bad checksum", 0, 0);
+            for (int i = 0; i < 8; i++) {
+                unsigned k = tu_below(&rng, STRESS_KEYS);
+                check_result(rd, snap, mcr_snapshot_locate(snap, st->keys[k], st->key_len[k]));
+                rd->lookups++;
+            }
+            if (mcr_snapshot_epoch(snap) != e)
+                reader_error(rd, "snapshot changed under a section", e, 0);
+            mcr_router_release(st->router, snap);
+            rd->sections++;
+        } else if (mode < 7) {
+            /* The convenience lookup. */
+            mcr_route route;
+            unsigned k = tu_below(&rng, STRESS_KEYS);
+            int rc = mcr_router_locate(st->router, st->keys[k], st->key_len[k], &route);
+            if (rc != MCR_OK)
+                reader_error(rd, "mcr_router_locate failed", (unsigned long long)-rc, 0);
+            else if (route.epoch < last_epoch)
+                reader_error(rd, "epoch went backwards (locate)", route.epoch, last_epoch);
+            else if (route.host[0] == '\0' || route.port <= 0)
+                reader_error(rd, "empty route", route.epoch, 0);
+            last_epoch = route.epoch > last_epoch ? route.epoch : last_epoch;
+            rd->lookups++;
+        } else {
+            /* A counted reference, kept across publishes for a while. */
+            mcr_snapshot *snap = mcr_router_current(st->router);
+            uint64_t e = mcr_snapshot_epoch(snap);
+            if (e < last_epoch)
+                reader_error(rd, "epoch went backwards (current)", e, last_epoch);
+            last_epoch = e;
+            for (int i = 0; i < 64; i++) {
+                unsigned k = tu_below(&rng, STRESS_KEYS);
+                check_result(rd, snap, mcr_snapshot_locate(snap, st->keys[k], st->key_len[k]));
+                rd->lookups++;
+            }
+            mcr_snapshot_unref(snap);
+            rd->currents++;
+        }
+    }
+    return NULL;
+}
+
+/* Hook checks of the storm: epochs one apart, a diff, in order. */
+typedef struct storm_log {
+    unsigned long calls, bad;
+    uint64_t last_new;
+} storm_log;
+
+static void storm_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
+                       const mcr_diff *diff, void *arg)
+{
+    storm_log *l = arg;
+    uint64_t o = mcr_snapshot_epoch(old_snap), n = mcr_snapshot_epoch(new_snap);
+    l->calls++;
+    if (diff == NULL || n != o + 1 || (l->last_new != 0 && o != l->last_new))
+        l->bad++;
+    else if (mcr_diff_moved(diff) < 0.0 || mcr_diff_moved(diff) > 1.0)
+        l->bad++;
+    l->last_new = n;
+}
+
+/* One random valid change batch against `cur`, or an invalid one (leaves
+ * no active server) when `invalid`. Returns the number of changes. */
+static int random_changes(tu_rng *rng, const mcr_snapshot *cur, mcr_changes *ch,
+                          unsigned *next_host, int invalid)
+{
+    size_t n = mcr_snapshot_server_count(cur), active = 0;
+    mcr_server_desc d;
+    int count = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        mcr_snapshot_server(cur, i, &d);
+        active += d.state == MCR_STATE_ACTIVE;
+    }
+    if (invalid) {
+        for (size_t i = 0; i < n; i++) {
+            mcr_snapshot_server(cur, i, &d);
+            if (d.state == MCR_STATE_ACTIVE)
+                ck_assert_int_eq(mcr_changes_set_state(ch, d.id, MCR_STATE_DOWN, NULL), MCR_OK);
+        }
+        return (int)active;
+    }
+    unsigned ops = 1 + tu_below(rng, 3);
+    for (unsigned k = 0; k < ops; k++) {
+        unsigned op = tu_below(rng, 4);
+        size_t i = tu_below(rng, (uint32_t)n);
+        mcr_snapshot_server(cur, i, &d);
+        if (op == 0 && n < 24) {
+            char host[32];
+            static const char *zones[] = {"a", "b", "c"};
+            unsigned h = (*next_host)++;
+            snprintf(host, sizeof host, "10.%u.%u.%u", 1 + h / 65536, h / 256 % 256, h % 256);
+            mcr_server_desc add = {NULL, host, 11211, 1 + tu_below(rng, 4),
+                                   zones[tu_below(rng, 3)], MCR_STATE_ACTIVE};
+            ck_assert_int_eq(mcr_changes_add(ch, &add, NULL), MCR_OK);
+            return count + 1; /* one structural change per batch keeps ids simple */
+        } else if (op == 1 && n > 4 && (d.state != MCR_STATE_ACTIVE || active > 2)) {
+            ck_assert_int_eq(mcr_changes_remove(ch, d.id, NULL), MCR_OK);
+            return count + 1;
+        } else if (op == 2) {
+            ck_assert_int_eq(mcr_changes_set_weight(ch, d.id, 1 + tu_below(rng, 8), NULL), MCR_OK);
+            count++;
+        } else if (d.state != MCR_STATE_ACTIVE) {
+            ck_assert_int_eq(mcr_changes_set_state(ch, d.id, MCR_STATE_ACTIVE, NULL), MCR_OK);
+            active++;
+            count++;
+        } else if (active > 2) {
+            mcr_server_state s = tu_below(rng, 2) ? MCR_STATE_DOWN : MCR_STATE_DRAINING;
+            ck_assert_int_eq(mcr_changes_set_state(ch, d.id, s, NULL), MCR_OK);
+            active--;
+            count++;
+        }
+    }
+    if (count == 0) { /* nothing applied: a weight change always is */
+        mcr_snapshot_server(cur, 0, &d);
+        ck_assert_int_eq(mcr_changes_set_weight(ch, d.id, 1 + tu_below(rng, 8), NULL), MCR_OK);
+        count++;
+    }
+    return count;
+}
+
+START_TEST(stress_publish_while_reading)
+{
+    stress st;
+    reader rd[STRESS_READERS];
+    pthread_t th[STRESS_READERS];
+    storm_log log = {0};
+    tu_rng rng;
+    mcr_error err = {0, ""};
+    unsigned next_host = 1000;
+    unsigned long published = 0, refused_empty = 0, refused_stale = 0;
+    uint64_t t0;
+
+    memset(&st, 0, sizeof st);
+    tu_rng_init(&rng, 42);
+    for (int k = 0; k < STRESS_KEYS; k++)
+        st.key_len[k] = tu_key(&rng, st.keys[k], sizeof st.keys[k] - 1);
+    mcr_snapshot *first =
+        snap_of("10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6", MCR_MODE_KETAMA, 1);
+    st.router = router_of(first);
+    mcr_snapshot_unref(first);
+    ck_assert_int_eq(mcr_router_add_hook(st.router, storm_hook, &log), MCR_OK);
+
+    for (unsigned i = 0; i < STRESS_READERS; i++) {
+        memset(&rd[i], 0, sizeof rd[i]);
+        rd[i].st = &st;
+        rd[i].id = i;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+    }
+
+    t0 = now_ms();
+    for (unsigned i = 0; published < STRESS_MAX_PUBLISHES; i++) {
+        uint64_t ms = now_ms() - t0;
+        if (ms >= STRESS_MAX_MS || (ms >= STRESS_MS && published >= STRESS_MIN_PUBLISHES))
+            break;
+        mcr_snapshot *cur = mcr_router_current(st.router);
+        mcr_changes *ch = mcr_changes_new();
+        uint64_t before = mcr_snapshot_epoch(cur);
+        int invalid = i % 97 == 96;
+        int rc;
+
+        random_changes(&rng, cur, ch, &next_host, invalid);
+        if (i % 3 == 0 && !invalid) {
+            /* Built outside the router, published as a whole. */
+            mcr_snapshot *next = NULL;
+            rc = mcr_snapshot_apply(cur, ch, &next, &err);
+            ck_assert_msg(rc == MCR_OK, "apply: %s", err.message);
+            rc = mcr_router_publish(st.router, next, &err);
+            mcr_snapshot_unref(next);
+        } else {
+            rc = mcr_router_apply(st.router, ch, &err);
+        }
+        if (invalid) {
+            ck_assert_int_eq(rc, MCR_ERR_EMPTY);
+            ck_assert_uint_eq(mcr_router_epoch(st.router), before);
+            refused_empty++;
+        } else {
+            ck_assert_msg(rc == MCR_OK, "publish %u: %s", i, err.message);
+            ck_assert_uint_eq(mcr_router_epoch(st.router), before + 1);
+            published++;
+        }
+        if (i % 50 == 49) {
+            /* Stale: the snapshot we started from. */
+            ck_assert_int_eq(mcr_router_publish(st.router, cur, &err), MCR_ERR_RANGE);
+            refused_stale++;
+        }
+        mcr_changes_free(ch);
+        mcr_snapshot_unref(cur);
+    }
+    atomic_store(&st.stop, 1);
+
+    unsigned long lookups = 0;
+    for (unsigned i = 0; i < STRESS_READERS; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert_msg(rd[i].errors == 0, "%lu errors, first: %s", rd[i].errors,
+                      rd[i].first_error);
+        ck_assert_msg(rd[i].sections > 0 && rd[i].currents > 0, "reader %u starved", i);
+        lookups += rd[i].lookups;
+    }
+    printf("stress: %lu publishes, %lu refused (empty), %lu refused (stale), %lu lookups by %d "
+           "readers in %llu ms\n",
+           published, refused_empty, refused_stale, lookups, STRESS_READERS,
+           (unsigned long long)(now_ms() - t0));
+    ck_assert_uint_ge(published, STRESS_MIN_PUBLISHES);
+    ck_assert_uint_eq(log.calls, published);
+    ck_assert_uint_eq(log.bad, 0);
+    ck_assert_uint_eq(log.last_new, mcr_router_epoch(st.router));
+    mcr_router_free(st.router);
+}
+END_TEST
+
+/* ------------------------------------------------------------ watcher */
+
+/* A scratch directory per test. */
+typedef struct scratch {
+    char dir[64];
+    char path[128], tmp[128];
+} scratch;
+
+static void scratch_init(scratch *s, const char *name)
+{
+    snprintf(s->dir, sizeof s->dir, "/tmp/mcr-router-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(s->dir));
+    snprintf(s->path, sizeof s->path, "%s/%s", s->dir, name);
+    snprintf(s->tmp, sizeof s->tmp, "%s/%s.tmp", s->dir, name);
+}
+
+static void scratch_free(scratch *s)
+{
+    unlink(s->path);
+    unlink(s->tmp);
+    ck_assert_int_eq(rmdir(s->dir), 0);
+}
+
+static void write_in_place(const char *path, const char *text, size_t len, const char *mode)
+{
+    FILE *f = fopen(path, mode);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* As a careful operator does it: a temporary file renamed over the file. */
+static void write_atomic(scratch *s, const char *text)
+{
+    write_in_place(s->tmp, text, strlen(text), "w");
+    ck_assert_int_eq(rename(s->tmp, s->path), 0);
+}
+
+/* What the report callback saw. It runs in the watcher's thread. */
+typedef struct watch_log {
+    pthread_mutex_t mu;
+    int ok, published, errors;
+    int last_status;
+    char last_error[MCR_ERROR_MESSAGE_SIZE];
+} watch_log;
+
+static void watch_report(const mcr_watch_event *ev, void *arg)
+{
+    watch_log *l = arg;
+    pthread_mutex_lock(&l->mu);
+    l->last_status = ev->status;
+    if (ev->status == MCR_OK) {
+        l->ok++;
+        l->published += ev->published;
+    } else {
+        l->errors++;
+        snprintf(l->last_error, sizeof l->last_error, "%s", ev->err ? ev->err->message : "?");
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void watch_log_get(watch_log *l, watch_log *copy)
+{
+    pthread_mutex_lock(&l->mu);
+    copy->ok = l->ok;
+    copy->published = l->published;
+    copy->errors = l->errors;
+    copy->last_status = l->last_status;
+    memcpy(copy->last_error, l->last_error, sizeof copy->last_error);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Waits (up to 10 s: sanitizers and valgrind are slow) for the report
+ * count `ok + errors` to reach `n`. */
+static void wait_reports(watch_log *l, int n)
+{
+    watch_log c;
+    uint64_t t0 = now_ms();
+    for (;;) {
+        watch_log_get(l, &c);
+        if (c.ok + c.errors >= n)
+            return;
+        ck_assert_msg(now_ms() - t0 < 10000, "no report after 10 s (%d of %d)", c.ok + c.errors,
+                      n);
+        sleep_ms(5);
+    }
+}
+
+static const mcr_watch_options fast = {.poll_ms = 10, .settle_ms = 60};
+
+static mcr_server_desc find_server(const mcr_snapshot *s, const char *id)
+{
+    mcr_server_desc d;
+    long at = mcr_snapshot_find(s, id);
+    ck_assert_msg(at >= 0, "no server %s", id);
+    ck_assert_int_eq(mcr_snapshot_server(s, (size_t)at, &d), MCR_OK);
+    return d;
+}
+
+START_TEST(watch_server_file)
+{
+    scratch sc;
+    watch_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    mcr_watch_options opt = fast;
+    mcr_router *r = router_of(NULL);
+    mcr_config *tmpl = mcr_config_new();
+    mcr_watcher *w = NULL;
+    mcr_error err = {0, ""};
+    mcr_snapshot *s;
+    mcr_server_desc d;
+    mcr_route route;
+    watch_log c;
+
+    scratch_init(&sc, "servers");
+    opt.report = watch_report;
+    opt.report_arg = &log;
+    ck_assert_int_eq(mcr_config_set_mode(tmpl, MCR_MODE_STABLE_KETAMA), MCR_OK);
+    write_atomic(&sc, "# cache tier\n"
+                      "10.0.0.1:11211:1 zone=a\n"
+                      "10.0.0.2 weight=2 zone=b id=cache-b   # named\n"
+                      "\n"
+                      "[::1]:11212\n"
+                      "10.0.0.4:11213\n");
+    /* An empty router: the first snapshot comes from the template. */
+    ck_assert_msg(mcr_watcher_new(r, sc.path, MCR_WATCH_SERVER_FILE, tmpl, &opt, &w, &err) ==
+                      MCR_OK,
+                  "%s", err.message);
+    s = mcr_router_current(r);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(mcr_snapshot_epoch(s), 1);
+    ck_assert_uint_eq(mcr_snapshot_server_count(s), 4);
+    ck_assert_int_eq(mcr_ring_mode(mcr_snapshot_ring(s)), MCR_MODE_STABLE_KETAMA);
+    d = find_server(s, "cache-b");
+    ck_assert_str_eq(d.host, "10.0.0.2");
+    ck_assert_int_eq(d.port, 11211);
+    ck_assert_uint_eq(d.weight, 2);
+    ck_assert_str_eq(d.zone, "b");
+    d = find_server(s, "[::1]:11212");
+    ck_assert_str_eq(d.host, "::1");
+    ck_assert_str_eq(find_server(s, "10.0.0.1:11211").zone, "a");
+    mcr_snapshot_unref(s);
+
+    /* A server taken out of rotation through the router stays so across
+     * reloads: the file says nothing about states. */
+    mcr_changes *ch = mcr_changes_new();
+    ck_assert_int_eq(mcr_changes_set_state(ch, "[::1]:11212", MCR_STATE_DRAINING, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(r, ch, &err), MCR_OK);
+    mcr_changes_free(ch);
+
+    /* A good rewrite: one server gone, one moved (same id), one new, a
+     * weight changed. Published as one snapshot, epoch + 1. */
+    write_atomic(&sc, "10.0.0.1:11211:3 zone=a\n"
+                      "10.0.0.3 weight=2 zone=b id=cache-b\n"
+                      "[::1]:11212\n"
+                      "10.0.0.5:11211 zone=c\n");
+    wait_reports(&log, 1);
+    watch_log_get(&log, &c);
+    ck_assert_msg(c.errors == 0, "%s", c.last_error);
+    ck_assert_int_eq(c.published, 1);
+    s = mcr_router_current(r);
+    ck_assert_uint_eq(mcr_snapshot_epoch(s), 3);
+    ck_assert_uint_eq(mcr_snapshot_server_count(s), 4);
+    ck_assert_int_lt(mcr_snapshot_find(s, "10.0.0.4:11213"), 0);
+    ck_assert_str_eq(find_server(s, "cache-b").host, "10.0.0.3");
+    ck_assert_uint_eq(find_server(s, "10.0.0.1:11211").weight, 3);
+    ck_assert_int_eq(find_server(s, "[::1]:11212").state, MCR_STATE_DRAINING);
+    ck_assert_str_eq(find_server(s, "10.0.0.5:11211").zone, "c");
+    mcr_snapshot_unref(s);
+
+    /* Rewritten without changing its servers: nothing published. */
+    write_atomic(&sc, "# reordered\n10.0.0.5:11211 zone=c\n10.0.0.1:11211 weight=3 zone=a\n"
+                      "10.0.0.3 weight=2 zone=b id=cache-b\n[::1]:11212\n");
+    wait_reports(&log, 2);
+    watch_log_get(&log, &c);
+    ck_assert_int_eq(c.ok, 2);
+    ck_assert_int_eq(c.published, 1);
+    ck_assert_uint_eq(mcr_router_epoch(r), 3);
+
+    /* A corrupted file is refused; the old snapshot keeps serving, and the
+     * file is not read again until it changes. */
+    write_atomic(&sc, "10.0.0.1:11211\n10.0.0.3:112x1\n");
+    wait_reports(&log, 3);
+    watch_log_get(&log, &c);
+    ck_assert_int_eq(c.errors, 1);
+    ck_assert_int_eq(c.last_status, MCR_ERR_SYNTAX);
+    ck_assert_msg(strstr(c.last_error, "line 2") != NULL, "%s", c.last_error);
+    ck_assert_uint_eq(mcr_router_epoch(r), 3);
+    ck_assert_int_eq(mcr_router_locate(r, "some key", 8, &route), MCR_OK);
+    ck_assert_uint_eq(route.epoch, 3);
+    sleep_ms(200);
+    watch_log_get(&log, &c);
+    ck_assert_int_eq(c.ok + c.errors, 3);
+
+    /* A list whose only server is draining leaves no active one: refused. */
+    write_atomic(&sc, "[::1]:11212\n");
+    wait_reports(&log, 4);
+    watch_log_get(&log, &c);
+    ck_assert_int_eq(c.last_status, MCR_ERR_EMPTY);
+    ck_assert_uint_eq(mcr_router_epoch(r), 3);
+
+    /* The file removed: reported once, still serving. */
+    ck_assert_int_eq(unlink(sc.path), 0);
+    wait_reports(&log, 5);
+    watch_log_get(&log, &c);
+    ck_assert_int_eq(c.last_status, MCR_ERR_IO);
+    sleep_ms(100);
+    watch_log_get(&log, &c);
+    ck_assert_int_eq(c.ok + c.errors, 5);
+
+    /* Back, good: picked up. */
+    write_atomic(&sc, "10.0.0.9\n");
+    wait_reports(&log, 6);
+    watch_log_get(&log, &c);
+    ck_assert_int_eq(c.last_status, MCR_OK);
+    ck_assert_int_eq(c.published, 2);
+    s = mcr_router_current(r);
+    ck_assert_uint_eq(mcr_snapshot_server_count(s), 1);
+    ck_assert_uint_eq(mcr_snapshot_epoch(s), 4);
+    mcr_snapshot_unref(s);
+
+    mcr_watcher_free(w);
+    mcr_config_free(tmpl);
+    mcr_router_free(r);
+    scratch_free(&sc);
+}
+END_TEST
+
+/* A file written slowly, in place, is read once, complete: never the
+ * invalid first half. */
+START_TEST(watch_debounce)
+{
+    scratch sc;
+    watch_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    /* The pieces come 40 ms apart; a settle time twenty times that keeps
+     * a loaded machine (sanitizers, valgrind) from reading a piece. */
+    mcr_watch_options opt = {.poll_ms = 10, .settle_ms = 800, .report = watch_report,
+                             .report_arg = &log};
+    mcr_snapshot *s0 = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
+    mcr_router *r = router_of(s0);
+    hook_log h = {0};
+    mcr_watcher *w = NULL;
+    mcr_error err = {0, ""};
+    watch_log c;
+
+    scratch_init(&sc, "servers");
+    write_atomic(&sc, "10.0.0.1\n10.0.0.2\n");
+    ck_assert_msg(mcr_watcher_new(r, sc.path, MCR_WATCH_SERVER_FILE, NULL, &opt, &w, &err) ==
+                      MCR_OK,
+                  "%s", err.message);
+    ck_assert_uint_eq(mcr_router_epoch(r), 1); /* the file matches: nothing published */
+    ck_assert_int_eq(mcr_router_add_hook(r, log_hook, &h), MCR_OK);
+
+    /* Three pieces, 40 ms apart; the first two do not parse. */
+    const char *part1 = "10.0.0.1\n10.0.0.2\n10.0.0.3 wei";
+    write_in_place(sc.path, part1, strlen(part1), "w");
+    sleep_ms(40);
+    write_in_place(sc.path, "ght=", 4, "a");
+    sleep_ms(40);
+    write_in_place(sc.path, "2\n", 2, "a");
+    wait_reports(&log, 1);
+    watch_log_get(&log, &c);
+    ck_assert_msg(c.errors == 0, "a half-written file was read: %s", c.last_error);
+    ck_assert_int_eq(c.published, 1);
+    ck_assert_int_eq(h.calls, 1);
+    ck_assert_uint_eq(h.last_old, 1);
+    ck_assert_uint_eq(h.last_new, 2);
+    mcr_snapshot *s = mcr_router_current(r);
+    ck_assert_uint_eq(find_server(s, "10.0.0.3:11211").weight, 2);
+    mcr_snapshot_unref(s);
+
+    mcr_watcher_free(w);
+    mcr_snapshot_unref(s0);
+    mcr_router_free(r);
+    scratch_free(&sc);
+}
+END_TEST
+
+START_TEST(watch_snapshot_file)
+{
+    scratch sc;
+    watch_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    mcr_watch_options opt = fast;
+    mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 1);
+    mcr_router *r = router_of(s1);
+    mcr_watcher *w = NULL;
+    mcr_error err = {0, ""};
+    watch_log c;
+    char other[160];
+
+    scratch_init(&sc, "snapshot");
+    snprintf(other, sizeof other, "%s/next", sc.dir);
+    opt.report = watch_report;
+    opt.report_arg = &log;
+    ck_assert_int_eq(mcr_snapshot_save(s1, sc.path, &err), MCR_OK);
+    ck_assert_msg(mcr_watcher_new(r, sc.path, MCR_WATCH_SNAPSHOT_FILE, NULL, &opt, &w, &err) ==
+                      MCR_OK,
+                  "%s", err.message);
+    ck_assert_uint_eq(mcr_router_epoch(r), 1); /* the snapshot in force: no change */
+
+    /* A newer snapshot saved over the file: published. */
+    mcr_changes *add = changes_add("10.0.0.4", 11211, 1);
+    mcr_snapshot *s2 = NULL, *s3 = NULL;
+    ck_assert_int_eq(mcr_snapshot_apply(s1, add, &s2, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_save(s2, sc.path, &err), MCR_OK);
+    wait_reports(&log, 1);
+    watch_log_get(&log, &c);
+    ck_assert_msg(c.last_status == MCR_OK, "%s", c.last_error);
+    ck_assert_int_eq(c.published, 1);
+    ck_assert_uint_eq(mcr_router_epoch(r), 2);
+    mcr_snapshot *cur = mcr_router_current(r);
+    ck_assert_str_eq(mcr_snapshot_checksum(cur), mcr_snapshot_checksum(s2));
+    mcr_snapshot_unref(cur);
+
+    /* Half of the next snapshot's file: refused, epoch 2 keeps serving. */
+    mcr_changes_free(add);
+    add = changes_add("10.0.0.5", 11211, 1);
+    ck_assert_int_eq(mcr_snapshot_apply(s2, add, &s3, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_save(s3, other, &err), MCR_OK);
+    FILE *f = fopen(other, "r");
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    ck_assert_uint_gt(n, 20);
+    write_in_place(sc.tmp, buf, n * 2 / 3, "w");
+    ck_assert_int_eq(rename(sc.tmp, sc.path), 0);
+    wait_reports(&log, 2);
+    watch_log_get(&log, &c);
+    ck_assert_int_ne(c.last_status, MCR_OK);
+    ck_assert_int_eq(c.errors, 1);
+    ck_assert_uint_eq(mcr_router_epoch(r), 2);
+
+    /* One byte changed in the middle: the checksum catches it. */
+    memcpy(buf + n, buf, n);
+    char *p = strstr(buf + n, "10.0.0.5");
+    ck_assert_ptr_nonnull(p);
+    p[7] = '6';
+    write_in_place(sc.tmp, buf + n, n, "w");
+    ck_assert_int_eq(rename(sc.tmp, sc.path), 0);
+    wait_reports(&log, 3);
+    watch_log_get(&log, &c);
+    ck_assert_int_ne(c.last_status, MCR_OK);
+    ck_assert_uint_eq(mcr_router_epoch(r), 2);
+
+    /* An older snapshot: stale, refused. */
+    ck_assert_int_eq(mcr_snapshot_save(s1, sc.path, &err), MCR_OK);
+    wait_reports(&log, 4);
+    watch_log_get(&log, &c);
+    ck_assert_int_eq(c.last_status, MCR_ERR_RANGE);
+    ck_assert_ptr_nonnull(strstr(c.last_error, "stale"));
+    ck_assert_uint_eq(mcr_router_epoch(r), 2);
+
+    /* The whole next snapshot: published. */
+    ck_assert_int_eq(rename(other, sc.path), 0);
+    wait_reports(&log, 5);
+    watch_log_get(&log, &c);
+    ck_assert_msg(c.last_status == MCR_OK, "%s", c.last_error);
+    ck_assert_uint_eq(mcr_router_epoch(r), 3);
+
+    mcr_watcher_free(w);
+    mcr_changes_free(add);
+    mcr_snapshot_unref(s1);
+    mcr_snapshot_unref(s2);
+    mcr_snapshot_unref(s3);
+    mcr_router_free(r);
+    scratch_free(&sc);
+}
+END_TEST
+
+/* Files that cannot start a watcher: the error names the file and line;
+ * no watcher, the router untouched. */
+START_TEST(watch_refuses_bad_files)
+{
+    static const struct {
+        const char *text;
+        int code;
+        const char *where;
+    } bad[] = {
+        {"10.0.0.1\n10.0.0.2 colour=red\n", MCR_ERR_SYNTAX, "line 2"},
+        {"10.0.0.1:11211:2 weight=3\n", MCR_ERR_SYNTAX, "line 1"},
+        {"fe80::1:11211\n", MCR_ERR_SYNTAX, "line 1"},
+        {"[fe80::1\n", MCR_ERR_SYNTAX, "line 1"},
+        {"10.0.0.1:70000\n", MCR_ERR_RANGE, "line 1"},
+        {"10.0.0.1 weight=0\n", MCR_ERR_RANGE, "line 1"},
+        {"10.0.0.1\n# x\n10.0.0.1:11211\n", MCR_ERR_DUPLICATE, "line 3"},
+        {"10.0.0.1 id=x\n10.0.0.2 id=x\n", MCR_ERR_DUPLICATE, "line 2"},
+        {"10.0.0.1 zone=\n", MCR_ERR_SYNTAX, "line 1"},
+        {"10.0.0.1 state=down\n", MCR_ERR_SYNTAX, "line 1"},
+        {"# nothing\n\n", MCR_ERR_EMPTY, "no server"},
+    };
+    scratch sc;
+    mcr_snapshot *s0 = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
+    mcr_router *r = router_of(s0);
+    mcr_router *empty = router_of(NULL);
+    mcr_watcher *w = NULL;
+    mcr_error err;
+
+    scratch_init(&sc, "servers");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_atomic(&sc, bad[i].text);
+        memset(&err, 0, sizeof err);
+        int rc = mcr_watcher_new(r, sc.path, MCR_WATCH_SERVER_FILE, NULL, &fast, &w, &err);
+        ck_assert_msg(rc == bad[i].code, "case %zu: %d (%s)", i, rc, err.message);
+        ck_assert_msg(strstr(err.message, bad[i].where) != NULL, "case %zu: %s", i, err.message);
+        ck_assert_ptr_null(w);
+        ck_assert_uint_eq(mcr_router_epoch(r), 1);
+    }
+    /* A missing file. */
+    unlink(sc.path);
+    ck_assert_int_eq(mcr_watcher_new(r, sc.path, MCR_WATCH_SERVER_FILE, NULL, &fast, &w, &err),
+                     MCR_ERR_IO);
+    ck_assert_int_eq(mcr_watcher_new(r, sc.path, MCR_WATCH_SNAPSHOT_FILE, NULL, &fast, &w, &err),
+                     MCR_ERR_IO);
+    /* An empty router needs a template without servers. */
+    write_atomic(&sc, "10.0.0.1\n");
+    ck_assert_int_eq(
+        mcr_watcher_new(empty, sc.path, MCR_WATCH_SERVER_FILE, NULL, &fast, &w, &err),
+        MCR_ERR_INVALID);
+    mcr_config *full = mcr_config_new();
+    ck_assert_int_eq(mcr_config_add_servers(full, "10.0.0.7", NULL), MCR_OK);
+    ck_assert_int_eq(
+        mcr_watcher_new(empty, sc.path, MCR_WATCH_SERVER_FILE, full, &fast, &w, &err),
+        MCR_ERR_INVALID);
+    ck_assert_uint_eq(mcr_router_epoch(empty), 0);
+    /* Bad arguments. */
+    ck_assert_int_eq(mcr_watcher_new(NULL, sc.path, MCR_WATCH_SERVER_FILE, NULL, NULL, &w, NULL),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_watcher_new(r, NULL, MCR_WATCH_SERVER_FILE, NULL, NULL, &w, NULL),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_watcher_new(r, sc.path, (mcr_watch_format)7, NULL, NULL, &w, NULL),
+                     MCR_ERR_INVALID);
+    mcr_watcher_free(NULL);
+
+    mcr_config_free(full);
+    mcr_snapshot_unref(s0);
+    mcr_router_free(r);
+    mcr_router_free(empty);
+    scratch_free(&sc);
+}
+END_TEST
+
+/* Lookups go on while a watcher publishes; freeing the watcher stops it. */
+START_TEST(watch_with_readers)
+{
+    scratch sc;
+    watch_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    mcr_watch_options opt = {.poll_ms = 5, .settle_ms = 10, .report = watch_report,
+                             .report_arg = &log};
+    stress st;
+    reader rd[2];
+    pthread_t th[2];
+    mcr_watcher *w = NULL;
+    mcr_error err = {0, ""};
+    tu_rng rng;
+    char text[256];
+
+    memset(&st, 0, sizeof st);
+    tu_rng_init(&rng, 7);
+    for (int k = 0; k < STRESS_KEYS; k++)
+        st.key_len[k] = tu_key(&rng, st.keys[k], sizeof st.keys[k] - 1);
+    scratch_init(&sc, "servers");
+    write_atomic(&sc, "10.0.0.1\n10.0.0.2\n");
+    mcr_snapshot *s0 = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
+    st.router = router_of(s0);
+    mcr_snapshot_unref(s0);
+    ck_assert_int_eq(mcr_watcher_new(st.router, sc.path, MCR_WATCH_SERVER_FILE, NULL, &opt, &w,
+                                     &err),
+                     MCR_OK);
+    for (unsigned i = 0; i < 2; i++) {
+        memset(&rd[i], 0, sizeof rd[i]);
+        rd[i].st = &st;
+        rd[i].id = i;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+    }
+    for (int v = 0; v < 5; v++) {
+        snprintf(text, sizeof text, "10.0.0.1\n10.0.0.2 weight=%d\n10.0.1.%d\n", v + 2, v);
+        write_atomic(&sc, text);
+        wait_reports(&log, v + 1);
+    }
+    mcr_watcher_free(w);
+    atomic_store(&st.stop, 1);
+    for (unsigned i = 0; i < 2; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert_msg(rd[i].errors == 0, "%s", rd[i].first_error);
+    }
+    watch_log c;
+    watch_log_get(&log, &c);
+    ck_assert_msg(c.errors == 0, "%s", c.last_error);
+    ck_assert_int_eq(c.published, 5);
+    ck_assert_uint_eq(mcr_router_epoch(st.router), 6);
+    mcr_router_free(st.router);
+    scratch_free(&sc);
+}
+END_TEST
+
+static Suite *router_suite(void)
+{
+    Suite *s = suite_create("router");
+    TCase *tc = tcase_create("router");
+    /* The stress test runs for seconds, longer under sanitizers; the
+     * watcher tests wait for reloads (each wait bounded by 10 s). */
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, empty_router);
+    tcase_add_test(tc, publish_and_apply);
+    tcase_add_test(tc, acquire_holds_one_snapshot);
+    tcase_add_test(tc, hooks_cannot_reenter);
+    tcase_add_test(tc, stress_publish_while_reading);
+    suite_add_tcase(s, tc);
+    TCase *tw = tcase_create("watcher");
+    tcase_set_timeout(tw, 120);
+    tcase_add_test(tw, watch_server_file);
+    tcase_add_test(tw, watch_debounce);
+    tcase_add_test(tw, watch_snapshot_file);
+    tcase_add_test(tw, watch_refuses_bad_files);
+    tcase_add_test(tw, watch_with_readers);
+    suite_add_tcase(s, tw);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(router_suite());
+}
