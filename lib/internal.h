@@ -195,6 +195,56 @@ void mcr__label_values(char *prefix, size_t plen, uint32_t per_label, mcr_hash p
  * (the points unchanged). */
 int mcr__sort_points(mcr__point *p, size_t n);
 
+/* Define `static int NAME(TYPE *p, size_t n)`: a stable sort of n TYPEs by
+ * their uint32_t member `value` (insertion sort when small, else an LSD
+ * radix sort on bytes, skipping a byte that all values share). Stability is
+ * what gives the references' tie rule: among equal values, the element that
+ * came first stays first. MCR_OK or MCR_ERR_NOMEM (p unchanged). One macro
+ * for the ring's points and the snapshot builder's labelled points, which
+ * differ in size. Needs <stdlib.h> and <string.h>. */
+#define MCR__DEFINE_STABLE_SORT(NAME, TYPE)                                        \
+    static int NAME(TYPE *p, size_t n)                                             \
+    {                                                                              \
+        if (n <= 64) {                                                             \
+            for (size_t i = 1; i < n; i++) {                                       \
+                TYPE x = p[i];                                                     \
+                size_t j = i;                                                      \
+                while (j > 0 && p[j - 1].value > x.value) {                        \
+                    p[j] = p[j - 1];                                               \
+                    j--;                                                           \
+                }                                                                  \
+                p[j] = x;                                                          \
+            }                                                                      \
+            return MCR_OK;                                                         \
+        }                                                                          \
+        TYPE *tmp = malloc(n * sizeof(*tmp));                                      \
+        if (tmp == NULL)                                                           \
+            return MCR_ERR_NOMEM;                                                  \
+        TYPE *src = p, *dst = tmp;                                                 \
+        for (unsigned sh = 0; sh < 32; sh += 8) {                                  \
+            size_t count[256] = {0};                                               \
+            for (size_t i = 0; i < n; i++)                                         \
+                count[(src[i].value >> sh) & 0xff]++;                              \
+            if (count[(src[0].value >> sh) & 0xff] == n)                           \
+                continue;                                                          \
+            size_t sum = 0;                                                        \
+            for (int b = 0; b < 256; b++) {                                        \
+                size_t c = count[b];                                               \
+                count[b] = sum;                                                    \
+                sum += c;                                                          \
+            }                                                                      \
+            for (size_t i = 0; i < n; i++)                                         \
+                dst[count[(src[i].value >> sh) & 0xff]++] = src[i];                \
+            TYPE *t = src;                                                         \
+            src = dst;                                                             \
+            dst = t;                                                               \
+        }                                                                          \
+        if (src != p)                                                              \
+            memcpy(p, src, n * sizeof(*p));                                        \
+        free(tmp);                                                                 \
+        return MCR_OK;                                                             \
+    }
+
 /* A ring with parameters p over servers[0..n) (copied: the ring owns what it
  * needs) and the continuum `points`, which must hold npoints points sorted
  * by value then server, each server < n, and MCR__RING_PAD free slots

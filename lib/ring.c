@@ -154,46 +154,11 @@ void mcr__label_values(char *prefix, size_t plen, uint32_t per_label, mcr_hash p
 /* Stable sort by value. Points are generated in server order, so stability
  * gives the references' tie rule (their merge-based qsort keeps insertion
  * order): among equal values the earlier server comes first. */
+MCR__DEFINE_STABLE_SORT(stable_sort_points, point)
+
 int mcr__sort_points(point *p, size_t n)
 {
-    if (n <= 32) {
-        for (size_t i = 1; i < n; i++) {
-            point x = p[i];
-            size_t j = i;
-            while (j > 0 && p[j - 1].value > x.value) {
-                p[j] = p[j - 1];
-                j--;
-            }
-            p[j] = x;
-        }
-        return MCR_OK;
-    }
-    point *tmp = malloc(n * sizeof(*tmp));
-    if (tmp == NULL)
-        return MCR_ERR_NOMEM;
-    point *src = p, *dst = tmp;
-    for (unsigned sh = 0; sh < 32; sh += 8) {
-        size_t count[256] = {0};
-        for (size_t i = 0; i < n; i++)
-            count[(src[i].value >> sh) & 0xff]++;
-        if (count[(src[0].value >> sh) & 0xff] == n)
-            continue; /* every value has the same byte here */
-        size_t sum = 0;
-        for (int b = 0; b < 256; b++) {
-            size_t c = count[b];
-            count[b] = sum;
-            sum += c;
-        }
-        for (size_t i = 0; i < n; i++)
-            dst[count[(src[i].value >> sh) & 0xff]++] = src[i];
-        point *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != p)
-        memcpy(p, src, n * sizeof(*p));
-    free(tmp);
-    return MCR_OK;
+    return stable_sort_points(p, n);
 }
 
 /* Index r->points, checking on the way what the lookup relies on: values

@@ -289,47 +289,7 @@ typedef struct tpoint {
 
 /* Stable sort by value (LSD radix; insertion sort when small). The points
  * come in ring order, so ties end up by ring index. */
-static int sort_tpoints(tpoint *p, size_t n)
-{
-    if (n <= 64) {
-        for (size_t i = 1; i < n; i++) {
-            tpoint x = p[i];
-            size_t j = i;
-            while (j > 0 && p[j - 1].value > x.value) {
-                p[j] = p[j - 1];
-                j--;
-            }
-            p[j] = x;
-        }
-        return MCR_OK;
-    }
-    tpoint *tmp = malloc(n * sizeof(*tmp));
-    if (tmp == NULL)
-        return MCR_ERR_NOMEM;
-    tpoint *src = p, *dst = tmp;
-    for (unsigned sh = 0; sh < 32; sh += 8) {
-        size_t count[256] = {0};
-        for (size_t i = 0; i < n; i++)
-            count[(src[i].value >> sh) & 0xff]++;
-        if (count[(src[0].value >> sh) & 0xff] == n)
-            continue;
-        size_t sum = 0;
-        for (int b = 0; b < 256; b++) {
-            size_t c = count[b];
-            count[b] = sum;
-            sum += c;
-        }
-        for (size_t i = 0; i < n; i++)
-            dst[count[(src[i].value >> sh) & 0xff]++] = src[i];
-        tpoint *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != p)
-        memcpy(p, src, n * sizeof(*p));
-    free(tmp);
-    return MCR_OK;
-}
+MCR__DEFINE_STABLE_SORT(sort_tpoints, tpoint)
 
 /* The continuum of s (its entries have ring indexes, caches and label
  * counts): old's points that stay, merged with the new ones. `from[i]` is
