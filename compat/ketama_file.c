@@ -115,13 +115,13 @@ static void swap_servers(mcr_config *a, mcr_config *b)
     a->servers = b->servers;
     a->count = b->count;
     a->cap = b->cap;
-    a->set = b->set;
-    a->set_cap = b->set_cap;
+    a->hosts = b->hosts;
+    a->ids = b->ids;
     b->servers = t.servers;
     b->count = t.count;
     b->cap = t.cap;
-    b->set = t.set;
-    b->set_cap = t.set_cap;
+    b->hosts = t.hosts;
+    b->ids = t.ids;
 }
 
 /* One non-comment line (without its line end) into tmp. */

@@ -99,8 +99,7 @@ struct mcr_lmc {
     /* The servers as a hash set for the duplicate check of each add: open
      * addressing, entries are index + 1 in `servers` (0: empty), at most
      * half full; rebuilt when `servers` is reordered or copied. */
-    uint32_t *set;
-    size_t set_cap;
+    mcr__slotset set;
     int distribution;  /* LMC_DIST_*, never RANDOM or VIRTUAL_BUCKET */
     bool weighted;     /* memcached_st ketama.weighted_ */
     mcr_hash key_hash; /* MEMCACHED_BEHAVIOR_HASH */
@@ -144,44 +143,35 @@ static void lmc_clear_servers(mcr_lmc *l)
     for (size_t i = 0; i < l->count; i++)
         free(l->servers[i].host);
     l->count = 0;
-    if (l->set != NULL)
-        memset(l->set, 0, l->set_cap * sizeof(*l->set));
+    mcr__slotset_clear(&l->set);
 }
 
-/* Slot hash of a server (FNV-1a of the host and the port). */
-static size_t server_slot(const char *host, size_t len, int port)
+typedef struct lmc_key {
+    const char *host;
+    size_t len;
+    int port;
+} lmc_key;
+
+static bool lmc_server_eq(const void *ctx, size_t idx, const void *key)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)host[i]) * 0x100000001b3ULL;
-    h = (h ^ (uint32_t)port) * 0x100000001b3ULL;
-    return (size_t)(h ^ (h >> 32));
+    const lmc_server *s = &((const mcr_lmc *)ctx)->servers[idx];
+    const lmc_key *k = key;
+    return s->port == k->port && s->host_len == k->len && memcmp(s->host, k->host, k->len) == 0;
 }
 
 /* Enter servers[idx] in the set, which has room. */
 static void set_put(mcr_lmc *l, size_t idx)
 {
     const lmc_server *s = &l->servers[idx];
-    size_t mask = l->set_cap - 1;
-    size_t i = server_slot(s->host, s->host_len, s->port) & mask;
-    while (l->set[i] != 0)
-        i = (i + 1) & mask;
-    l->set[i] = (uint32_t)idx + 1;
+    mcr__slotset_put(&l->set, mcr__slot_hash(s->host, s->host_len, (uint64_t)s->port), idx);
 }
 
-/* Rebuild the set for the current servers with room for `want` of them.
- * MCR_OK, or MCR_ERR_NOMEM with the old set kept. */
+/* Give the set room for `want` servers and refill it. MCR_OK, or
+ * MCR_ERR_NOMEM with the old set kept. */
 static int set_reindex(mcr_lmc *l, size_t want)
 {
-    size_t cap = 16;
-    while (cap < 2 * want)
-        cap *= 2;
-    uint32_t *set = calloc(cap, sizeof(*set));
-    if (set == NULL)
+    if (mcr__slotset_resize(&l->set, want) != MCR_OK)
         return MCR_ERR_NOMEM;
-    free(l->set);
-    l->set = set;
-    l->set_cap = cap;
     for (size_t i = 0; i < l->count; i++)
         set_put(l, i);
     return MCR_OK;
@@ -190,15 +180,9 @@ static int set_reindex(mcr_lmc *l, size_t want)
 /* Whether host (len bytes) and port are already a server. */
 static bool set_has(const mcr_lmc *l, const char *host, size_t len, int port)
 {
-    if (l->set_cap == 0)
-        return false;
-    size_t mask = l->set_cap - 1;
-    for (size_t i = server_slot(host, len, port) & mask; l->set[i] != 0; i = (i + 1) & mask) {
-        const lmc_server *s = &l->servers[l->set[i] - 1];
-        if (s->port == port && s->host_len == len && memcmp(s->host, host, len) == 0)
-            return true;
-    }
-    return false;
+    lmc_key k = {host, len, port};
+    return mcr__slotset_find(&l->set, mcr__slot_hash(host, len, (uint64_t)port), lmc_server_eq, l,
+                             &k) >= 0;
 }
 
 mcr_lmc *mcr_lmc_new(void)
@@ -216,7 +200,7 @@ void mcr_lmc_free(mcr_lmc *lmc)
         return;
     lmc_clear_servers(lmc);
     free(lmc->servers);
-    free(lmc->set);
+    mcr__slotset_free(&lmc->set);
     free(lmc);
 }
 
@@ -227,8 +211,7 @@ static int lmc_copy(mcr_lmc *dst, const mcr_lmc *src)
     *dst = *src;
     dst->servers = NULL;
     dst->count = dst->cap = 0;
-    dst->set = NULL;
-    dst->set_cap = 0;
+    dst->set = (mcr__slotset){NULL, 0};
     if (src->count == 0)
         return MCR_OK;
     dst->servers = malloc(src->count * sizeof(*dst->servers));
@@ -264,7 +247,7 @@ static void lmc_commit(mcr_lmc *l, mcr_lmc *tmp)
 {
     lmc_clear_servers(l);
     free(l->servers);
-    free(l->set);
+    mcr__slotset_free(&l->set);
     *l = *tmp;
 }
 
@@ -273,7 +256,7 @@ static void lmc_discard(mcr_lmc *tmp)
 {
     lmc_clear_servers(tmp);
     free(tmp->servers);
-    free(tmp->set);
+    mcr__slotset_free(&tmp->set);
 }
 
 /* libmemcached memcached_is_consistent_distribution(). */
@@ -298,7 +281,7 @@ static void lmc_settle(mcr_lmc *l)
 {
     if (l->sort_pending && l->count > 1) {
         qsort(l->servers, l->count, sizeof(*l->servers), cmp_servers);
-        memset(l->set, 0, l->set_cap * sizeof(*l->set)); /* indices moved */
+        mcr__slotset_clear(&l->set); /* indices moved */
         for (size_t i = 0; i < l->count; i++)
             set_put(l, i);
     }
@@ -369,7 +352,7 @@ static int lmc_add(mcr_lmc *l, const char *host, size_t len, long port, uint32_t
                           what, mcr__quote(q, sizeof(q), host, len), port);
     if (l->count >= UINT32_MAX - 1)
         return mcr__error(err, MCR_ERR_RANGE, "%stoo many servers", what);
-    if (2 * (l->count + 1) > l->set_cap && set_reindex(l, 2 * (l->count + 1)) != MCR_OK)
+    if (2 * (l->count + 1) > l->set.cap && set_reindex(l, l->count + 1) != MCR_OK)
         return mcr__error(err, MCR_ERR_NOMEM, "%sout of memory", what);
     if (l->count == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;

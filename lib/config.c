@@ -60,8 +60,8 @@ void mcr_config_free(mcr_config *cfg)
         free(cfg->servers[i].zone);
     }
     free(cfg->servers);
-    free(cfg->set);
-    free(cfg->idset);
+    mcr__slotset_free(&cfg->hosts);
+    mcr__slotset_free(&cfg->ids);
     free(cfg);
 }
 
@@ -195,96 +195,72 @@ int mcr__check_host(const char *host, size_t len, mcr_error *err)
     return MCR_OK;
 }
 
-static size_t server_slot_hash(const char *host, size_t len, int port)
+/* The keys of the two sets: a host and port, or an id. */
+typedef struct host_key {
+    const char *host;
+    size_t len;
+    int port;
+} host_key;
+
+static bool host_eq(const void *ctx, size_t idx, const void *key)
 {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a, 64 bit */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)host[i]) * 0x100000001b3ULL;
-    h = (h ^ (uint64_t)port) * 0x100000001b3ULL;
-    return (size_t)(h ^ (h >> 29));
+    const mcr__server *s = &((const mcr_config *)ctx)->servers[idx];
+    const host_key *k = key;
+    return s->port == k->port && s->host_len == k->len && memcmp(s->host, k->host, k->len) == 0;
+}
+
+static bool id_eq(const void *ctx, size_t idx, const void *key)
+{
+    char buf[MCR__NAME_BUF];
+    return strcmp(mcr__server_id(&((const mcr_config *)ctx)->servers[idx], buf), key) == 0;
 }
 
 /* Index of server (host, port) in cfg, or -1. */
 static long find_server(const mcr_config *cfg, const char *host, size_t len, int port)
 {
-    if (cfg->set_cap == 0)
-        return -1;
-    size_t mask = cfg->set_cap - 1;
-    for (size_t i = server_slot_hash(host, len, port) & mask;; i = (i + 1) & mask) {
-        uint32_t e = cfg->set[i];
-        if (e == 0)
-            return -1;
-        const mcr__server *s = &cfg->servers[e - 1];
-        if (s->port == port && s->host_len == len && memcmp(s->host, host, len) == 0)
-            return (long)(e - 1);
-    }
-}
-
-static size_t id_slot_hash(const char *id)
-{
-    return server_slot_hash(id, strlen(id), 0);
+    host_key k = {host, len, port};
+    return mcr__slotset_find(&cfg->hosts, mcr__slot_hash(host, len, (uint64_t)port), host_eq, cfg,
+                             &k);
 }
 
 /* Index of a server whose id is `id`, or -1. */
 static long find_id(const mcr_config *cfg, const char *id)
 {
-    char buf[MCR__NAME_BUF];
-
-    if (cfg->set_cap == 0)
-        return -1;
-    size_t mask = cfg->set_cap - 1;
-    for (size_t i = id_slot_hash(id) & mask;; i = (i + 1) & mask) {
-        uint32_t e = cfg->idset[i];
-        if (e == 0)
-            return -1;
-        if (strcmp(mcr__server_id(&cfg->servers[e - 1], buf), id) == 0)
-            return (long)(e - 1);
-    }
+    return mcr__slotset_find(&cfg->ids, mcr__slot_hash(id, strlen(id), 0), id_eq, cfg, id);
 }
 
 static void set_insert(mcr_config *cfg, size_t idx)
 {
     const mcr__server *s = &cfg->servers[idx];
     char buf[MCR__NAME_BUF];
-    size_t mask = cfg->set_cap - 1;
-    size_t i = server_slot_hash(s->host, s->host_len, s->port) & mask;
-    while (cfg->set[i] != 0)
-        i = (i + 1) & mask;
-    cfg->set[i] = (uint32_t)idx + 1;
-    i = id_slot_hash(mcr__server_id(s, buf)) & mask;
-    while (cfg->idset[i] != 0)
-        i = (i + 1) & mask;
-    cfg->idset[i] = (uint32_t)idx + 1;
+    const char *id = mcr__server_id(s, buf);
+    mcr__slotset_put(&cfg->hosts, mcr__slot_hash(s->host, s->host_len, (uint64_t)s->port), idx);
+    mcr__slotset_put(&cfg->ids, mcr__slot_hash(id, strlen(id), 0), idx);
 }
 
 /* Refill both sets (same capacity) from the servers. Cannot fail. */
 static void set_refill(mcr_config *cfg)
 {
-    memset(cfg->set, 0, cfg->set_cap * sizeof(*cfg->set));
-    memset(cfg->idset, 0, cfg->set_cap * sizeof(*cfg->idset));
+    mcr__slotset_clear(&cfg->hosts);
+    mcr__slotset_clear(&cfg->ids);
     for (size_t i = 0; i < cfg->count; i++)
         set_insert(cfg, i);
 }
 
-/* Rebuild the sets for the current servers with room for `want` of them.
- * MCR_OK or MCR_ERR_NOMEM (the old sets are kept). */
+/* Give the sets room for `want` servers and refill them. MCR_OK, or
+ * MCR_ERR_NOMEM with the old sets kept. */
 static int set_rebuild(mcr_config *cfg, size_t want)
 {
-    size_t cap = 16;
-    while (cap < 2 * want)
-        cap *= 2;
-    uint32_t *set = calloc(cap, sizeof(*set));
-    uint32_t *idset = calloc(cap, sizeof(*idset));
-    if (set == NULL || idset == NULL) {
-        free(set);
-        free(idset);
+    mcr__slotset hosts = {NULL, 0}, ids = {NULL, 0};
+    if (mcr__slotset_resize(&hosts, want) != MCR_OK || mcr__slotset_resize(&ids, want) != MCR_OK) {
+        mcr__slotset_free(&hosts);
+        mcr__slotset_free(&ids);
         return MCR_ERR_NOMEM;
     }
-    free(cfg->set);
-    free(cfg->idset);
-    cfg->set = set;
-    cfg->idset = idset;
-    cfg->set_cap = cap;
+    mcr__slotset_free(&cfg->hosts);
+    mcr__slotset_free(&cfg->ids);
+    cfg->hosts = hosts;
+    cfg->ids = ids;
     for (size_t i = 0; i < cfg->count; i++)
         set_insert(cfg, i);
     return MCR_OK;
@@ -303,7 +279,7 @@ static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
         cfg->servers = n;
         cfg->cap = cap;
     }
-    if (2 * (cfg->count + 1) > cfg->set_cap && set_rebuild(cfg, cfg->count + 1) != MCR_OK)
+    if (2 * (cfg->count + 1) > cfg->hosts.cap && set_rebuild(cfg, cfg->count + 1) != MCR_OK)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory adding a server");
     char *h = malloc(len + 1);
     char *l = label != NULL ? strdup(label) : NULL;

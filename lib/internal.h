@@ -34,6 +34,33 @@ static inline uint32_t mcr__load_le32(const unsigned char *p)
 #endif
 }
 
+/* ---- index sets (slotset.c) ---- */
+
+/* An open-addressing set of indexes into a caller's array (stored as
+ * index + 1, 0 = empty): the O(1) duplicate checks of configs (host:port,
+ * ids) and of mcr_lmc. The caller hashes keys (mcr__slot_hash) and says
+ * when an entry equals a key; it keeps the set at most half full with
+ * mcr__slotset_resize, which empties it (then put every entry again). */
+typedef struct mcr__slotset {
+    uint32_t *slots;
+    size_t cap; /* a power of two, or 0 */
+} mcr__slotset;
+
+typedef bool (*mcr__slot_eq)(const void *ctx, size_t idx, const void *key);
+
+/* FNV-1a 64 of `len` bytes then `extra` (a port, or 0), folded to size_t. */
+size_t mcr__slot_hash(const void *bytes, size_t len, uint64_t extra);
+/* The index equal to `key`, or -1. */
+long mcr__slotset_find(const mcr__slotset *s, size_t hash, mcr__slot_eq eq, const void *ctx,
+                       const void *key);
+/* Enter idx; the set must have room (cap > 2 * entries). */
+void mcr__slotset_put(mcr__slotset *s, size_t hash, size_t idx);
+/* Empty the set with room for `want` entries. MCR_OK, or MCR_ERR_NOMEM with
+ * the old set (and its entries) kept. */
+int mcr__slotset_resize(mcr__slotset *s, size_t want);
+void mcr__slotset_clear(mcr__slotset *s);
+void mcr__slotset_free(mcr__slotset *s);
+
 /* ---- errors (error.c) ---- */
 
 /* Fill `err` (if not NULL) with `code` and a formatted message; returns
@@ -96,10 +123,10 @@ struct mcr_config {
     mcr__server *servers;
     size_t count;
     size_t cap;
-    uint32_t *set;            /* open-addressing set of (host, port): server
-                                 index + 1, 0 = empty; makes the duplicate
-                                 check O(1) for 10,000+ servers */
-    size_t set_cap;           /* power of two, >= 2 * count, or 0 */
+    mcr__slotset hosts;       /* (host, port) -> index: O(1) duplicate check
+                                 for 10,000+ servers */
+    mcr__slotset ids;         /* id (label, else "host:port") -> index, for
+                                 add_server_desc; same capacity as hosts */
     mcr_mode mode;
     mcr_hash key_hash;
     mcr_hash point_hash;
@@ -109,10 +136,6 @@ struct mcr_config {
     bool prefix_on;           /* libmemcached HASH_WITH_NAMESPACE rules apply */
     unsigned char prefix[256];/* hashed before each key (namespace) */
     size_t prefix_len;
-    uint32_t *idset;          /* open-addressing set of the servers' ids
-                                 (label, else "host:port"): index + 1; same
-                                 capacity as `set`, rebuilt with it; makes
-                                 the id check of add_server_desc O(1) */
 };
 
 /* Everything of a placement but its servers: what a ring and a snapshot

@@ -6,6 +6,7 @@
 
 #include "internal.h"
 #include "mcroute.h"
+#include "mcroute_ketama.h"
 #include "testutil.h"
 
 /* Expect `list` to fail with `code` and a message containing `needle`, and
@@ -182,6 +183,30 @@ START_TEST(duplicate_set_survives_rollback_and_sort)
 }
 END_TEST
 
+START_TEST(ids_after_ketama_file)
+{
+    /* the id set follows servers read from a libketama file (it once kept
+     * the list from before the load, so their ids escaped the check) */
+    char *p = write_file("10.0.0.1:11211\t100\ncache-b\t100\n");
+    mcr_config *cfg = mcr_config_new();
+    mcr_error err;
+    ck_assert_int_eq(mcr_config_add_servers(cfg, "first:1", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_config_load_ketama_file(cfg, p, &err), MCR_OK);
+    mcr_server_desc d = {.id = "cache-b", .host = "10.9.9.9", .port = 1, .weight = 1};
+    ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_DUPLICATE);
+    d.id = "10.0.0.1:11211";
+    ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_DUPLICATE);
+    d.id = "first:1";
+    ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_DUPLICATE);
+    d.id = "fresh";
+    ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
+    ck_assert_uint_eq(mcr_config_server_count(cfg), 4);
+    mcr_config_free(cfg);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
 START_TEST(sort_hosts_order)
 {
     mcr_config *cfg = mcr_config_new();
@@ -228,6 +253,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, add_server_checks);
     tcase_add_test(tc, server_files);
     tcase_add_test(tc, duplicate_set_survives_rollback_and_sort);
+    tcase_add_test(tc, ids_after_ketama_file);
     tcase_add_test(tc, sort_hosts_order);
     tcase_add_test(tc, mode_names);
     suite_add_tcase(s, tc);
