@@ -26,6 +26,19 @@ $M locate -s "$POOL" -m modula < /tmp/mcroute-demo-keys.$$ > /tmp/mcroute-demo-a
 $M locate -s "$POOL,10.0.0.4:11211" -m modula < /tmp/mcroute-demo-keys.$$ > /tmp/mcroute-demo-b.$$
 moved=$(paste /tmp/mcroute-demo-a.$$ /tmp/mcroute-demo-b.$$ | awk -F'\t' '$2 != $4' | wc -l)
 echo "modula: $moved of 10000 keys moved"
+echo
+echo "# The same question answered by diff: which arcs of the ring change hands"
+echo "\$ mcroute diff $POOL $POOL,10.0.0.4:11211 --keys keys.txt"
+$M diff "$POOL" "$POOL,10.0.0.4:11211" --keys /tmp/mcroute-demo-keys.$$
+echo
+echo "# libketama's normalisation also moved keys between the old servers; stable-ketama does not:"
+echo "\$ mcroute diff -m stable-ketama $POOL $POOL,10.0.0.4:11211 --keys keys.txt"
+$M diff -m stable-ketama "$POOL" "$POOL,10.0.0.4:11211" --keys /tmp/mcroute-demo-keys.$$
+echo
+echo "# Primary and two replicas per key, in distinct zones where possible:"
+printf '10.0.0.1 zone=a\n10.0.0.2 zone=a\n10.0.0.3 weight=2 zone=b\n10.0.0.4 zone=c\n' > /tmp/mcroute-demo-servers.$$
+echo "\$ mcroute locate -f servers.txt --replicas 3 user:1 user:2"
+$M locate -f /tmp/mcroute-demo-servers.$$ --replicas 3 user:1 user:2
 rm -f /tmp/mcroute-demo-*.$$
 echo
 echo "# The first points of the continuum:"
