@@ -9,6 +9,7 @@
 
 #include <libmemcached/memcached.h>
 
+#include "benchutil.h"
 #include "mcroute.h"
 
 /*
@@ -131,44 +132,7 @@ static volatile uint64_t g_sink;  /* every checksum ends here: nothing is dead c
 
 /* ------------------------------------------------------------ utilities */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (p == NULL) {
-        fprintf(stderr, "bench_placement: out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
-
-/* splitmix64: a fixed, portable sequence, so the keys never change. */
-static uint64_t next_rand(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sorts v in place; returns the median. */
-static double median(double *v, unsigned n)
-{
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
+const char *bench_program = "bench_placement";
 
 /* --filter: a substring of the case name; a leading '^' or a trailing '$'
  * anchors it (the 10,000-server names contain the 100-server ones). */
@@ -223,8 +187,8 @@ static void fail(const char *name, const char *fmt, const char *detail)
  * keys, paths. Each gives 10..40 bytes. */
 static size_t make_key(char *out, uint64_t *rng)
 {
-    uint64_t r = next_rand(rng);
-    uint64_t s = next_rand(rng);
+    uint64_t r = bench_next_rand(rng);
+    uint64_t s = bench_next_rand(rng);
     unsigned a = (unsigned)(s % 100000000u), b = (unsigned)((s >> 32) % 100000u);
     int n;
 
@@ -273,9 +237,9 @@ static void keyset_init(keyset *ks, size_t n)
     size_t total = 0;
 
     ks->n = n;
-    ks->bytes = xmalloc(n * (KEY_LEN_MAX + 1));
-    ks->key = xmalloc(n * sizeof(*ks->key));
-    ks->len = xmalloc(n * sizeof(*ks->len));
+    ks->bytes = bench_xmalloc(n * (KEY_LEN_MAX + 1));
+    ks->key = bench_xmalloc(n * sizeof(*ks->key));
+    ks->len = bench_xmalloc(n * sizeof(*ks->len));
     char *p = ks->bytes;
     for (size_t i = 0; i < n; i++) {
         ks->len[i] = make_key(p, &rng);
@@ -300,7 +264,7 @@ static void keyset_free(keyset *ks)
 static server *make_servers(size_t n)
 {
     static const uint32_t weights[] = {1, 2, 4, 2};
-    server *sv = xmalloc(n * sizeof(*sv));
+    server *sv = bench_xmalloc(n * sizeof(*sv));
 
     for (size_t i = 0; i < n; i++) {
         snprintf(sv[i].host, sizeof sv[i].host, "10.%u.%u.%u", (unsigned)(i / 65536 + 1),
@@ -439,25 +403,25 @@ typedef struct side {
 
 static uint64_t rep_mcr(side *s, double *ns)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     uint64_t sum = loop_mcr(s->ring, s->ks);
-    *ns = (double)(now_ns() - t0) / (double)s->ks->n;
+    *ns = (double)(bench_now_ns() - t0) / (double)s->ks->n;
     return sum;
 }
 
 static uint64_t rep_mcr_many(side *s, double *ns)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     uint64_t sum = loop_mcr_many(s->ring, s->ks);
-    *ns = (double)(now_ns() - t0) / (double)s->ks->n;
+    *ns = (double)(bench_now_ns() - t0) / (double)s->ks->n;
     return sum;
 }
 
 static uint64_t rep_ref(side *s, double *ns)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     uint64_t sum = loop_ref(s->memc, s->ks);
-    *ns = (double)(now_ns() - t0) / (double)s->ks->n;
+    *ns = (double)(bench_now_ns() - t0) / (double)s->ks->n;
     return sum;
 }
 
@@ -465,9 +429,9 @@ static uint64_t rep_ref(side *s, double *ns)
 static uint64_t rep_mcr_build(side *s, double *ns)
 {
     mcr_ring *ring = NULL;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     int rc = mcr_ring_new(s->cfg, &ring, NULL);
-    *ns = (double)(now_ns() - t0);
+    *ns = (double)(bench_now_ns() - t0);
     if (rc != MCR_OK)
         return UINT64_MAX;
     mcr_ring_free(s->built); /* outside the timed part */
@@ -477,9 +441,9 @@ static uint64_t rep_mcr_build(side *s, double *ns)
 
 static uint64_t rep_ref_build(side *s, double *ns)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     memcached_return_t rc = memcached_behavior_set(s->rebuild, s->behavior, s->value);
-    *ns = (double)(now_ns() - t0);
+    *ns = (double)(bench_now_ns() - t0);
     return rc == MEMCACHED_SUCCESS ? 0 : UINT64_MAX;
 }
 
@@ -489,7 +453,7 @@ static uint64_t rep_ref_build(side *s, double *ns)
 static bool measure(const char *name, side *ms, side *rs, unsigned reps, uint64_t expect_m,
                     uint64_t expect_r, double *m, double *r)
 {
-    double *tm = xmalloc(reps * sizeof(*tm)), *tr = xmalloc(reps * sizeof(*tr));
+    double *tm = bench_xmalloc(reps * sizeof(*tm)), *tr = bench_xmalloc(reps * sizeof(*tr));
     bool ok = true;
 
     for (unsigned i = 0; i < reps && ok; i++) {
@@ -513,8 +477,8 @@ static bool measure(const char *name, side *ms, side *rs, unsigned reps, uint64_
         }
     }
     if (ok) {
-        *m = median(tm, reps);
-        *r = median(tr, reps);
+        *m = bench_median(tm, reps);
+        *r = bench_median(tr, reps);
         if (opt.verbose)
             printf("INFO %s reps=%u mcroute_min=%.2f mcroute_max=%.2f reference_min=%.2f "
                    "reference_max=%.2f\n",
@@ -539,7 +503,7 @@ static void report(const char *name, double m, double r, int goal_id)
 static bool verify(const char *name, const mcr_ring *ring, const memcached_st *memc,
                    const keyset *ks, bool many, uint64_t *sum)
 {
-    uint32_t *got = xmalloc(ks->n * sizeof(*got));
+    uint32_t *got = bench_xmalloc(ks->n * sizeof(*got));
     bool ok = true;
 
     if (many)
@@ -661,7 +625,7 @@ out:
 static bool verify_big(const char *name, const mcr_ring *ring, const keyset *ks, uint64_t *sum)
 {
     size_t np = mcr_ring_point_count(ring);
-    uint32_t *val = xmalloc(np * sizeof(*val)), *srv = xmalloc(np * sizeof(*srv));
+    uint32_t *val = bench_xmalloc(np * sizeof(*val)), *srv = bench_xmalloc(np * sizeof(*srv));
     bool ok = np > 0;
 
     for (size_t i = 0; i < np && ok; i++)
@@ -714,12 +678,12 @@ static void case_big(const char *tag, const placement *pl, const server *sv, con
         return;
 
     if (selected(build_name)) {
-        double *t = xmalloc(opt.big_build_reps * sizeof(*t));
+        double *t = bench_xmalloc(opt.big_build_reps * sizeof(*t));
         for (unsigned i = 0; i < opt.big_build_reps && ring == NULL; i++) {
             mcr_ring *r = NULL;
-            uint64_t t0 = now_ns();
+            uint64_t t0 = bench_now_ns();
             int rc = mcr_ring_new(cfg, &r, NULL);
-            t[i] = (double)(now_ns() - t0) / 1e6;
+            t[i] = (double)(bench_now_ns() - t0) / 1e6;
             if (rc != MCR_OK) {
                 fail(build_name, "mcr_ring_new: %s", mcr_strerror(rc));
                 free(t);
@@ -732,7 +696,7 @@ static void case_big(const char *tag, const placement *pl, const server *sv, con
                 mcr_ring_free(r);
         }
         printf("INFO %s mcroute_ms=%.2f points=%zu servers=%d\n", build_name,
-               median(t, opt.big_build_reps), mcr_ring_point_count(ring), BIG_SERVERS);
+               bench_median(t, opt.big_build_reps), mcr_ring_point_count(ring), BIG_SERVERS);
         fflush(stdout);
         free(t);
     } else {
@@ -748,7 +712,7 @@ static void case_big(const char *tag, const placement *pl, const server *sv, con
             if (!selected(name))
                 continue;
             side s = {.rep = many ? rep_mcr_many : rep_mcr, .ks = ks, .ring = ring};
-            double *t = xmalloc(opt.big_lookup_reps * sizeof(*t));
+            double *t = bench_xmalloc(opt.big_lookup_reps * sizeof(*t));
             bool ok = true;
             for (unsigned i = 0; i < opt.big_lookup_reps && ok; i++) {
                 uint64_t c = s.rep(&s, &t[i]);
@@ -759,7 +723,7 @@ static void case_big(const char *tag, const placement *pl, const server *sv, con
                 }
             }
             if (ok) {
-                printf("INFO %s mcroute_ns=%.2f servers=%d\n", name, median(t, opt.big_lookup_reps),
+                printf("INFO %s mcroute_ns=%.2f servers=%d\n", name, bench_median(t, opt.big_lookup_reps),
                        BIG_SERVERS);
                 if (opt.verbose)
                     printf("INFO %s reps=%u mcroute_min=%.2f mcroute_max=%.2f\n", name,

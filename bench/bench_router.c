@@ -9,6 +9,7 @@
 
 #include <libmemcached/memcached.h>
 
+#include "benchutil.h"
 #include "mcroute.h"
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
@@ -101,42 +102,7 @@ static volatile uint64_t g_sink;
 
 /* ------------------------------------------------------------ utilities */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (p == NULL) {
-        fprintf(stderr, "bench_router: out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
-
-static uint64_t next_rand(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, unsigned n)
-{
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
+const char *bench_program = "bench_router";
 
 static bool any_selected;
 
@@ -172,12 +138,12 @@ static void keyset_init(keyset *ks, size_t n)
     char *p;
 
     ks->n = n;
-    ks->bytes = xmalloc(n * (KEY_LEN_MAX + 1));
-    ks->key = xmalloc(n * sizeof(*ks->key));
-    ks->len = xmalloc(n * sizeof(*ks->len));
+    ks->bytes = bench_xmalloc(n * (KEY_LEN_MAX + 1));
+    ks->key = bench_xmalloc(n * sizeof(*ks->key));
+    ks->len = bench_xmalloc(n * sizeof(*ks->len));
     p = ks->bytes;
     for (size_t i = 0; i < n; i++) {
-        uint64_t r = next_rand(&rng), s = next_rand(&rng);
+        uint64_t r = bench_next_rand(&rng), s = bench_next_rand(&rng);
         unsigned a = (unsigned)(s % 100000000u);
         int len;
         switch (r % 4) {
@@ -337,19 +303,19 @@ static void case_lookup(const char *name, mcr_mode mode, mcr_hash hash, int via,
         fail(name, "the router and the bare snapshot disagree", NULL);
         ok = false;
     }
-    tm = xmalloc(opt.lookup_reps * sizeof *tm);
-    tr = xmalloc(opt.lookup_reps * sizeof *tr);
+    tm = bench_xmalloc(opt.lookup_reps * sizeof *tm);
+    tr = bench_xmalloc(opt.lookup_reps * sizeof *tr);
     for (unsigned i = 0; i < opt.lookup_reps && ok; i++) {
         uint64_t cm = 0, cr = 0, t0;
         for (int side = 0; side < 2; side++) {
             if ((side ^ (int)(i & 1)) == 0) {
-                t0 = now_ns();
+                t0 = bench_now_ns();
                 cm = run_via(via, router, ks);
-                tm[i] = (double)(now_ns() - t0) / (double)ks->n;
+                tm[i] = (double)(bench_now_ns() - t0) / (double)ks->n;
             } else {
-                t0 = now_ns();
+                t0 = bench_now_ns();
                 cr = loop_bare(snap, ks);
-                tr[i] = (double)(now_ns() - t0) / (double)ks->n;
+                tr[i] = (double)(bench_now_ns() - t0) / (double)ks->n;
             }
         }
         g_sink += cm + cr;
@@ -359,7 +325,7 @@ static void case_lookup(const char *name, mcr_mode mode, mcr_hash hash, int via,
         }
     }
     if (ok)
-        report(name, median(tm, opt.lookup_reps), median(tr, opt.lookup_reps), goal_id);
+        report(name, bench_median(tm, opt.lookup_reps), bench_median(tr, opt.lookup_reps), goal_id);
     free(tm);
     free(tr);
     mcr_router_free(router);
@@ -459,15 +425,15 @@ static void case_add_1000(const keyset *ks)
         goto out;
     }
 
-    tm = xmalloc(reps * sizeof *tm);
-    tr = xmalloc(reps * sizeof *tr);
+    tm = bench_xmalloc(reps * sizeof *tm);
+    tr = bench_xmalloc(reps * sizeof *tr);
     ok = true;
     for (unsigned i = 0; i < reps && ok; i++) {
         for (int side = 0; side < 2 && ok; side++) {
             if ((side ^ (int)(i & 1)) == 0) {
-                uint64_t t0 = now_ns();
+                uint64_t t0 = bench_now_ns();
                 int rc = mcr_router_apply(ri, add, &err);
-                tm[i] = (double)(now_ns() - t0);
+                tm[i] = (double)(bench_now_ns() - t0);
                 /* Back to 1,000 servers, untimed. */
                 if (rc != MCR_OK || mcr_router_apply(ri, del, &err) != MCR_OK) {
                     fail(name, "mcr_router_apply", err.message);
@@ -475,11 +441,11 @@ static void case_add_1000(const keyset *ks)
                 }
             } else {
                 mcr_snapshot *s = NULL;
-                uint64_t t0 = now_ns();
+                uint64_t t0 = bench_now_ns();
                 int rc = mcr_snapshot_new(cfg_full, mcr_router_epoch(rf) + 1, &s, &err);
                 if (rc == MCR_OK)
                     rc = mcr_router_publish(rf, s, &err);
-                tr[i] = (double)(now_ns() - t0);
+                tr[i] = (double)(bench_now_ns() - t0);
                 mcr_snapshot_unref(s); /* the router's reference keeps it */
                 if (rc != MCR_OK) {
                     fail(name, "rebuild", err.message);
@@ -490,7 +456,7 @@ static void case_add_1000(const keyset *ks)
     }
     if (ok) {
         printf("INFO %s mode=%s servers=%d reps=%u\n", name, mcr_mode_name(mode), BIG, reps);
-        report(name, median(tm, reps), median(tr, reps), GOAL_ADD_1000);
+        report(name, bench_median(tm, reps), bench_median(tr, reps), GOAL_ADD_1000);
     }
 out:
     free(tm);
@@ -592,15 +558,15 @@ static void case_add_100_lmc(const keyset *ks)
         goto out;
     }
 
-    tm = xmalloc(reps * sizeof *tm);
-    tr = xmalloc(reps * sizeof *tr);
+    tm = bench_xmalloc(reps * sizeof *tm);
+    tr = bench_xmalloc(reps * sizeof *tr);
     ok = true;
     for (unsigned i = 0; i < reps && ok; i++) {
         for (int side = 0; side < 2 && ok; side++) {
             if ((side ^ (int)(i & 1)) == 0) {
-                uint64_t t0 = now_ns();
+                uint64_t t0 = bench_now_ns();
                 int rc = mcr_router_apply(r, add, &err);
-                tm[i] = (double)(now_ns() - t0);
+                tm[i] = (double)(bench_now_ns() - t0);
                 if (rc != MCR_OK || mcr_router_apply(r, del, &err) != MCR_OK) {
                     fail(name, "mcr_router_apply", err.message);
                     ok = false;
@@ -611,10 +577,10 @@ static void case_add_100_lmc(const keyset *ks)
                  * the clone loses KETAMA_WEIGHTED. */
                 memcached_st *memc = lmc_new(name, SMALL);
                 memcached_return_t rc = MEMCACHED_FAILURE;
-                uint64_t t0 = now_ns();
+                uint64_t t0 = bench_now_ns();
                 if (memc != NULL)
                     rc = memcached_server_add_with_weight(memc, host, MCR_DEFAULT_PORT, 1);
-                tr[i] = (double)(now_ns() - t0);
+                tr[i] = (double)(bench_now_ns() - t0);
                 g_sink += memcached_server_count(memc);
                 memcached_free(memc);
                 if (rc != MEMCACHED_SUCCESS) {
@@ -626,7 +592,7 @@ static void case_add_100_lmc(const keyset *ks)
     }
     if (ok) {
         printf("INFO %s mode=weighted servers=%d reps=%u\n", name, SMALL, reps);
-        report(name, median(tm, reps), median(tr, reps), GOAL_ADD_100_LMC);
+        report(name, bench_median(tm, reps), bench_median(tr, reps), GOAL_ADD_100_LMC);
     }
 out:
     free(tm);

@@ -1,0 +1,22 @@
+/* benchutil.h: what the benchmark programs share: a clock, allocation, a fixed random sequence, medians. */
+#ifndef MCR_BENCHUTIL_H
+#define MCR_BENCHUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t bench_now_ns(void);
+
+/* malloc() that exits the program (naming `bench_program`) when out of
+ * memory: a benchmark has nothing useful to do then. */
+extern const char *bench_program;
+void *bench_xmalloc(size_t n);
+
+/* splitmix64: a fixed, portable sequence, so the keys never change. */
+uint64_t bench_next_rand(uint64_t *state);
+
+/* Sorts v[0..n) in place and returns its median. */
+double bench_median(double *v, unsigned n);
+
+#endif
