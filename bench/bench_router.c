@@ -216,6 +216,22 @@ static mcr_snapshot *snapshot_of(const char *name, const mcr_config *cfg, uint64
     return s;
 }
 
+/* One timed publish of `add`, then `del` untimed to get back to where it
+ * started. False (and a FAIL line) if either is refused. */
+static bool timed_add(const char *name, mcr_router *r, const mcr_changes *add,
+                      const mcr_changes *del, double *ns)
+{
+    mcr_error err = {0, ""};
+    uint64_t t0 = bench_now_ns();
+    int rc = mcr_router_apply(r, add, &err);
+    *ns = (double)(bench_now_ns() - t0);
+    if (rc != MCR_OK || mcr_router_apply(r, del, &err) != MCR_OK) {
+        fail(name, "mcr_router_apply", err.message);
+        return false;
+    }
+    return true;
+}
+
 /* ------------------------------------------------------------ lookups */
 
 static NOINLINE uint64_t loop_bare(const mcr_snapshot *snap, const keyset *ks)
@@ -431,14 +447,7 @@ static void case_add_1000(const keyset *ks)
     for (unsigned i = 0; i < reps && ok; i++) {
         for (int side = 0; side < 2 && ok; side++) {
             if ((side ^ (int)(i & 1)) == 0) {
-                uint64_t t0 = bench_now_ns();
-                int rc = mcr_router_apply(ri, add, &err);
-                tm[i] = (double)(bench_now_ns() - t0);
-                /* Back to 1,000 servers, untimed. */
-                if (rc != MCR_OK || mcr_router_apply(ri, del, &err) != MCR_OK) {
-                    fail(name, "mcr_router_apply", err.message);
-                    ok = false;
-                }
+                ok = timed_add(name, ri, add, del, &tm[i]);
             } else {
                 mcr_snapshot *s = NULL;
                 uint64_t t0 = bench_now_ns();
@@ -564,13 +573,7 @@ static void case_add_100_lmc(const keyset *ks)
     for (unsigned i = 0; i < reps && ok; i++) {
         for (int side = 0; side < 2 && ok; side++) {
             if ((side ^ (int)(i & 1)) == 0) {
-                uint64_t t0 = bench_now_ns();
-                int rc = mcr_router_apply(r, add, &err);
-                tm[i] = (double)(bench_now_ns() - t0);
-                if (rc != MCR_OK || mcr_router_apply(r, del, &err) != MCR_OK) {
-                    fail(name, "mcr_router_apply", err.message);
-                    ok = false;
-                }
+                ok = timed_add(name, r, add, del, &tm[i]);
             } else {
                 /* A fresh handle with the 99 servers (untimed), then the
                  * add that rebuilds its continuum. Not memcached_clone():

@@ -1031,25 +1031,24 @@ static int parse_distribution(parser *p)
                     "random)",
                     tok_desc(p, t, d, sizeof(d)));
     int dist = t.id;
+    int dist_hash = -1;
+    tok at = t;
     if (peek(p).kind == T_COMMA) {
         next(p);
-        tok h = next(p);
-        if (h.kind != T_HASH)
-            return fail(p, h.kind == T_WORD ? MCR_ERR_UNKNOWN : MCR_ERR_SYNTAX, h,
+        at = next(p);
+        if (at.kind != T_HASH)
+            return fail(p, at.kind == T_WORD ? MCR_ERR_UNKNOWN : MCR_ERR_SYNTAX, at,
                         "unknown hash %s after the ',' (the option string knows md5, crc, "
                         "fnv1_64, fnv1a_64, fnv1_32, fnv1a_32, hsieh, murmur, jenkins)",
-                        tok_desc(p, h, d, sizeof(d)));
-        if (dist == LMC_DIST_RANDOM)
-            return fail(p, MCR_ERR_UNSUPPORTED, h, "%s",
-                        "the random distribution cannot be reproduced");
-        lmc_set_distribution(p->st, dist);
-        p->st->dist_hash = (mcr_hash)h.id; /* ",hash" sets KETAMA_HASH only */
-        return MCR_OK;
+                        tok_desc(p, at, d, sizeof(d)));
+        dist_hash = at.id;
     }
     if (dist == LMC_DIST_RANDOM)
-        return fail(p, MCR_ERR_UNSUPPORTED, t, "%s",
+        return fail(p, MCR_ERR_UNSUPPORTED, at, "%s",
                     "the random distribution cannot be reproduced");
     lmc_set_distribution(p->st, dist);
+    if (dist_hash >= 0)
+        p->st->dist_hash = (mcr_hash)dist_hash; /* ",hash" sets KETAMA_HASH only */
     return MCR_OK;
 }
 
