@@ -90,7 +90,16 @@ typedef enum mcr_status {
     MCR_ERR_EMPTY = -7,       /* no servers where at least one is needed */
     MCR_ERR_IO = -8,          /* a file could not be read */
     MCR_ERR_TOO_LONG = -9,    /* a hostname over 255 bytes, a label too long */
-    MCR_ERR_UNSUPPORTED = -10 /* valid for the reference, not reproducible here */
+    MCR_ERR_UNSUPPORTED = -10, /* valid for the reference, not reproducible here */
+    /* Request outcomes of the connection pool (<mcroute_pool.h>). */
+    MCR_ERR_KEY = -11,       /* a key empty, too long, or with a space or control byte */
+    MCR_ERR_TOO_BIG = -12,   /* a value over the pool's max_value_size */
+    MCR_ERR_TIMEOUT = -13,   /* no connection or no reply within the timeout */
+    MCR_ERR_CONNECT = -14,   /* connection refused, reset, closed or unreachable */
+    MCR_ERR_DOWN = -15,      /* the server is down for this pool (failure policy) */
+    MCR_ERR_PROTOCOL = -16,  /* a reply that does not fit its request */
+    MCR_ERR_SERVER = -17,    /* the server answered ERROR, CLIENT_ERROR or SERVER_ERROR */
+    MCR_ERR_CANCELLED = -18  /* the pool was freed, or the server removed, first */
 } mcr_status;
 
 /* mcr_strerror: a static, human-readable name for a status code ("invalid

@@ -32,6 +32,14 @@ const char *mcr_strerror(int status)
     case MCR_ERR_IO: return "input/output error";
     case MCR_ERR_TOO_LONG: return "too long";
     case MCR_ERR_UNSUPPORTED: return "not supported";
+    case MCR_ERR_KEY: return "invalid key";
+    case MCR_ERR_TOO_BIG: return "value too big";
+    case MCR_ERR_TIMEOUT: return "timed out";
+    case MCR_ERR_CONNECT: return "connection failed";
+    case MCR_ERR_DOWN: return "server down";
+    case MCR_ERR_PROTOCOL: return "protocol error";
+    case MCR_ERR_SERVER: return "server error";
+    case MCR_ERR_CANCELLED: return "cancelled";
     default: return "unknown error";
     }
 }

@@ -1,0 +1,397 @@
+/* mcroute_pool.h: a libevent connection pool that routes every request through a router's current snapshot.
+ *
+ * INTRODUCTION
+ *
+ * A pool sends memcached requests to the servers that the current snapshot
+ * of a router (mcroute_router.h) names, over connections it keeps, from an
+ * event loop that the application owns (a libevent `struct event_base`).
+ *
+ *   mcr_pool  Connections to the servers of one router, driven by one
+ *             event_base. One pool per event-loop thread; several pools (in
+ *             several threads) may share one router.
+ *
+ * Routing. Each request is routed when it is submitted: the pool looks at
+ * the router's epoch (lock-free) and, when it changed, takes a reference to
+ * the new snapshot. The key goes to mcr_snapshot_locate()'s server. A
+ * request then completes against the server it was routed to, even if
+ * another snapshot is published meanwhile; servers that a new snapshot no
+ * longer lists (or lists as DRAINING / DOWN) get no new request, finish what
+ * they have in flight, and their connections close. mcr_pool_refresh() takes
+ * a new snapshot without submitting anything.
+ *
+ * Asynchronous calls. Every request function takes a callback and follows
+ * libuv's contract: when the function returns an error (MCR_ERR_INVALID,
+ * MCR_ERR_KEY, MCR_ERR_TOO_BIG, MCR_ERR_EMPTY, MCR_ERR_NOMEM), nothing was
+ * submitted and the callback is never called; when it returns MCR_OK, the
+ * callback is called exactly once, later, from the event loop (never from
+ * inside the submitting call), with a result or an error: a timeout, a
+ * refused connection, a server error, a malformed reply, or MCR_ERR_CANCELLED
+ * when the pool is freed first. The result and everything it points to are
+ * valid during the callback only. A callback may submit further requests on
+ * the same pool; it must not free the pool.
+ *
+ * Synchronous calls. mcr_pool_exec() submits a request and runs the event
+ * loop (EVLOOP_ONCE at a time) until it completes; mcr_pool_wait() runs it
+ * until every request of the pool has completed; other events of the same event_base run meanwhile. They must
+ * not be called from a callback running in that event loop.
+ *
+ * Wire protocol. MCR_PROTO_TEXT (default) speaks memcached's classic text
+ * protocol; MCR_PROTO_META turns gets, stores, deletes and arithmetic into
+ * meta commands (mg, ms, md, ma; mn closes a multi-get), each carrying an
+ * opaque token that the reply must echo. Replies on one connection come in
+ * request order; a reply that does not fit the request at the head of the
+ * queue (wrong key, wrong token, unknown line, a length over the limits)
+ * closes the connection and fails every request in flight on it with
+ * MCR_ERR_PROTOCOL: a reply is never delivered to another request.
+ *
+ * Failures. A connection that cannot be made (refused, unreachable, connect
+ * timeout) or breaks fails its requests; a request not answered within
+ * request_timeout_ms closes its connection and fails every request in
+ * flight there with MCR_ERR_TIMEOUT. Each such event counts one failure for
+ * the server (timeouts and refusals counted apart); any reply resets the
+ * consecutive count. After server_failure_limit consecutive failures the
+ * server is "down" for this pool, and the failure policy decides:
+ *
+ *   MCR_POLICY_FAIL_FAST  Requests for the server fail at once (MCR_ERR_DOWN)
+ *                         until retry_timeout_ms has passed; then the next
+ *                         request tries a new connection. The ring is never
+ *                         changed.
+ *   MCR_POLICY_EJECT      The pool publishes a snapshot with the server DOWN
+ *                         (mcr_router_apply()), so its keys move to the
+ *                         others, for every pool of the router. After
+ *                         retry_timeout_ms the pool probes it with `version`
+ *                         on a new connection, and publishes it ACTIVE again
+ *                         only when it answers. A server that fails again
+ *                         within retry_timeout_ms of coming back waits twice
+ *                         as long for its next probe (up to
+ *                         retry_max_ms), so the ring does not flap.
+ *   MCR_POLICY_FAILOVER   Reads (get, gets, gat, gats, touch) of a down
+ *                         server's keys go to the next replica
+ *                         (mcr_snapshot_replicas()); writes fail with
+ *                         MCR_ERR_DOWN. The ring is never changed.
+ *
+ * Keys and values. A key is 1 to 250 bytes together with the pool's key
+ * prefix, without space or control byte (0x00..0x20, 0x7f); anything else is
+ * refused before a byte is sent (MCR_ERR_KEY), so a key cannot inject a
+ * command. Values are at most max_value_size bytes (MCR_ERR_TOO_BIG). The
+ * key prefix (libmemcached's namespace) is prepended on the wire and taken
+ * off again in results; whether it is part of the hashed key is the
+ * snapshot's business (mcr_config_set_key_prefix()). A hash tag set on the
+ * config (mcr_config_set_hash_tag()) applies to routing as usual.
+ *
+ * Hot keys. While a plain get (or gets) of a key is in flight, further gets
+ * of the same key on the pool wait for its reply instead of sending another
+ * request, and each gets its own callback. Any write of the key on the pool
+ * ends that sharing, so a get submitted after a set never sees a value older
+ * than that set's request.
+ *
+ * Threads. A pool, and everything it calls back, lives in the thread that
+ * runs its event_base: its functions must be called from that thread only
+ * (except mcr_pool_free(), from the same thread once the loop is not
+ * running a callback of the pool). The router may be shared with any
+ * number of threads.
+ *
+ * Errors follow mcroute.h: MCR_OK or a negative status. The request
+ * outcomes MCR_ERR_KEY .. MCR_ERR_CANCELLED are listed in mcr_status.
+ */
+#ifndef MCROUTE_POOL_H
+#define MCROUTE_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcroute.h"
+#include "mcroute_router.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct event_base;
+
+/* ==================================================================== */
+/*  Options                                                              */
+/* ==================================================================== */
+
+typedef enum mcr_policy {
+    MCR_POLICY_FAIL_FAST = 0,
+    MCR_POLICY_EJECT = 1,
+    MCR_POLICY_FAILOVER = 2
+} mcr_policy;
+
+typedef enum mcr_protocol {
+    MCR_PROTO_TEXT = 0,
+    MCR_PROTO_META = 1
+} mcr_protocol;
+
+/* Pool settings. Zero-fill (or mcr_pool_options_init()) and set what you
+ * need; a field left 0 takes the default named beside it. */
+typedef struct mcr_pool_options {
+    unsigned connections;          /* per server; default 1, at most 64 */
+    int eager;                     /* 1: connect to every active server at
+                                      creation and on each new snapshot;
+                                      0: on first use */
+    unsigned connect_timeout_ms;   /* default 1000 */
+    unsigned request_timeout_ms;   /* default 1000 */
+    mcr_policy policy;             /* default MCR_POLICY_FAIL_FAST */
+    unsigned server_failure_limit; /* consecutive failures; default 2 */
+    unsigned retry_timeout_ms;     /* default 30000 */
+    unsigned retry_max_ms;         /* backoff ceiling; default 16 x retry_timeout_ms */
+    size_t max_value_size;         /* default 1 MiB (1048576) */
+    const char *key_prefix;        /* namespace sent before every key; NULL or "": none.
+                                      Copied. At most 128 bytes, key rules. */
+    mcr_protocol protocol;         /* default MCR_PROTO_TEXT */
+    unsigned max_in_flight;        /* per connection; default 1024: further
+                                      requests wait in the pool (and their
+                                      timeout starts when they are sent) */
+    int no_coalesce;               /* 1: turn hot-key sharing off */
+} mcr_pool_options;
+
+/* mcr_pool_options_init: zero-fill *opts (all defaults). NULL is a no-op. */
+MCR_EXTERN void mcr_pool_options_init(mcr_pool_options *opts);
+
+/* mcr_policy_from_name: "fail-fast", "eject" or "failover" into *out.
+ * MCR_OK, MCR_ERR_UNKNOWN, or MCR_ERR_INVALID (NULL argument). */
+MCR_EXTERN int mcr_policy_from_name(const char *name, mcr_policy *out);
+
+/* mcr_policy_name: the name of a policy, "unknown" for other values. */
+MCR_EXTERN const char *mcr_policy_name(mcr_policy policy);
+
+/* ==================================================================== */
+/*  Pool                                                                 */
+/* ==================================================================== */
+
+typedef struct mcr_pool mcr_pool;
+
+/* mcr_pool_new: a pool over `router` on `base`. Both must outlive the pool;
+ * the router may hold no snapshot yet (requests then fail with
+ * MCR_ERR_EMPTY at submission). `opts` may be NULL (defaults); it is
+ * copied. Errors (*out unchanged): MCR_ERR_INVALID (NULL base, router or
+ * out), MCR_ERR_RANGE (an option out of range: connections 0..64, a
+ * failure limit over 1000, a timeout over 1 day, max_value_size over 1 GiB,
+ * key_prefix too long or with a bad byte; `err` names it), MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_pool_new(struct event_base *base, mcr_router *router,
+                            const mcr_pool_options *opts, mcr_pool **out, mcr_error *err);
+
+/* mcr_pool_free: close every connection and free the pool. Requests still
+ * in flight or queued complete first, inside this call, with
+ * MCR_ERR_CANCELLED (their callbacks must not use the pool). NULL is a
+ * no-op. Not from a callback of this pool. */
+MCR_EXTERN void mcr_pool_free(mcr_pool *pool);
+
+/* mcr_pool_set_unix_path: connect to the server whose id is `id` through
+ * the Unix socket `path` instead of its host and port (which then only
+ * place keys). Takes effect for connections opened afterwards. `path`
+ * NULL removes the mapping. MCR_OK, MCR_ERR_INVALID (NULL pool or id),
+ * MCR_ERR_TOO_LONG (path too long for sockaddr_un), MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_pool_set_unix_path(mcr_pool *pool, const char *id, const char *path);
+
+/* mcr_pool_refresh: adopt the router's current snapshot now (servers it
+ * dropped start draining; with `eager`, new ones are connected). Called
+ * implicitly by every submission. MCR_OK, MCR_ERR_EMPTY (no snapshot),
+ * MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_pool_refresh(mcr_pool *pool);
+
+/* mcr_pool_pending: requests submitted and not yet called back. */
+MCR_EXTERN size_t mcr_pool_pending(const mcr_pool *pool);
+
+/* mcr_pool_wait: run the event loop (EVLOOP_ONCE at a time) until no
+ * request of the pool is pending. MCR_OK, or MCR_ERR_INVALID when called
+ * from a callback of the pool. Not thread-safe (the loop's thread). */
+MCR_EXTERN int mcr_pool_wait(mcr_pool *pool);
+
+/* ==================================================================== */
+/*  Requests                                                             */
+/* ==================================================================== */
+
+typedef enum mcr_op {
+    MCR_OP_GET = 0,
+    MCR_OP_GETS,      /* get with the CAS unique */
+    MCR_OP_GAT,       /* get and touch: exptime is the new expiry */
+    MCR_OP_GATS,
+    MCR_OP_SET,
+    MCR_OP_ADD,
+    MCR_OP_REPLACE,
+    MCR_OP_APPEND,
+    MCR_OP_PREPEND,
+    MCR_OP_CAS,       /* set if the item's CAS unique is still `cas` */
+    MCR_OP_DELETE,
+    MCR_OP_INCR,
+    MCR_OP_DECR,
+    MCR_OP_TOUCH,
+    /* Server commands: sent to the server named by `server` (an id of the
+     * current snapshot, in any state), not routed by key. */
+    MCR_OP_VERSION,
+    MCR_OP_STATS,     /* `key` (optional): the stats group, e.g. "slabs" */
+    MCR_OP_FLUSH_ALL, /* exptime: delay in seconds, 0 now */
+    MCR_OP_NOOP,      /* text: "version"; meta: "mn". A round trip. */
+    MCR_OP_COUNT
+} mcr_op;
+
+/* mcr_op_name: the command's name ("get", "set", "flush_all", ...). */
+MCR_EXTERN const char *mcr_op_name(mcr_op op);
+
+/* A request; only the fields its op uses are read. Everything is copied
+ * at submission: the caller may reuse the memory when the call returns. */
+typedef struct mcr_request {
+    mcr_op op;
+    const void *key;       /* without the pool's key prefix */
+    size_t key_len;
+    const void *value;     /* set, add, replace, append, prepend, cas */
+    size_t value_len;
+    uint32_t flags;        /* client flags stored with the value */
+    int64_t exptime;       /* TTL in seconds (or a Unix time, memcached's rule);
+                              also gat/gats/touch/flush_all; 0..2^31-1 */
+    uint64_t cas;          /* MCR_OP_CAS */
+    uint64_t delta;        /* incr, decr */
+    const char *server;    /* server commands: the server's id. Keyed ops:
+                              NULL routes by key; an id sends the request
+                              to that server of the snapshot instead,
+                              whatever its state (to probe where a key
+                              really is, or repair it); no failover. */
+} mcr_request;
+
+/* What a reply said, when status is MCR_OK. */
+typedef enum mcr_reply {
+    MCR_REPLY_HIT = 0,     /* get family: value, flags (and cas) set */
+    MCR_REPLY_MISS,        /* get family, touch, incr/decr, delete: no such key */
+    MCR_REPLY_STORED,
+    MCR_REPLY_NOT_STORED,  /* add of an existing key, replace/append of a missing one */
+    MCR_REPLY_EXISTS,      /* cas: the item changed since */
+    MCR_REPLY_DELETED,
+    MCR_REPLY_TOUCHED,
+    MCR_REPLY_NUMBER,      /* incr/decr: `number` holds the new value */
+    MCR_REPLY_OK,          /* flush_all, noop */
+    MCR_REPLY_VERSION,     /* value: the version string */
+    MCR_REPLY_STATS        /* value: "name value\n" lines */
+} mcr_reply;
+
+/* mcr_reply_name: "hit", "miss", "stored", ... */
+MCR_EXTERN const char *mcr_reply_name(mcr_reply reply);
+
+/* A completed request, valid during its callback only. */
+typedef struct mcr_result {
+    int status;            /* MCR_OK, or why the request failed */
+    mcr_reply reply;       /* status == MCR_OK: what the server said */
+    mcr_op op;
+    const char *key;       /* the key as given (without prefix); not NUL-terminated */
+    size_t key_len;
+    const char *value;     /* HIT, VERSION, STATS; else NULL */
+    size_t value_len;
+    uint32_t flags;
+    uint64_t cas;          /* gets, gats */
+    uint64_t number;       /* incr, decr */
+    const char *server;    /* id of the server it was sent to; NULL when it was
+                              refused before choosing one (MCR_ERR_EMPTY) */
+    uint64_t epoch;        /* epoch of the snapshot it was routed with */
+    const char *message;   /* status != MCR_OK: a sentence naming the problem */
+} mcr_result;
+
+typedef void (*mcr_pool_cb)(const mcr_result *res, void *arg);
+
+/* mcr_pool_submit: route and send one request; `cb(result, arg)` later.
+ * Errors (nothing sent, cb never called): MCR_ERR_INVALID (NULL pool, req
+ * or cb; an unknown op; a server command without `server`, or naming no
+ * server of the snapshot: MCR_ERR_UNKNOWN; exptime out of range),
+ * MCR_ERR_KEY, MCR_ERR_TOO_BIG, MCR_ERR_EMPTY (no snapshot, or no active
+ * server), MCR_ERR_NOMEM. `err` (may be NULL) names the problem. */
+MCR_EXTERN int mcr_pool_submit(mcr_pool *pool, const mcr_request *req, mcr_pool_cb cb,
+                               void *arg, mcr_error *err);
+
+/* Shorthands for mcr_pool_submit(). */
+MCR_EXTERN int mcr_pool_get(mcr_pool *pool, const void *key, size_t len, mcr_pool_cb cb,
+                            void *arg);
+MCR_EXTERN int mcr_pool_set(mcr_pool *pool, const void *key, size_t key_len,
+                            const void *value, size_t value_len, uint32_t flags,
+                            int64_t exptime, mcr_pool_cb cb, void *arg);
+MCR_EXTERN int mcr_pool_delete(mcr_pool *pool, const void *key, size_t len, mcr_pool_cb cb,
+                               void *arg);
+
+/* mcr_pool_get_multi: get (op MCR_OP_GET or MCR_OP_GETS) `n` keys: they
+ * are split by server, one request per server (several when a connection's
+ * share is large), and the results merged. `key_cb` is called once per
+ * key (keys[i], lens[i]), in any order, with a HIT, a MISS or an error for
+ * that key alone (MCR_ERR_KEY for a key that breaks the rules: the others
+ * are still fetched); then `done_cb` once, after every key_cb, with a
+ * result whose status is MCR_OK when every key got a reply (hits and
+ * misses) or the first error met otherwise, `number` the count of hits and
+ * key_len 0. Duplicate keys are fetched once and reported once per
+ * occurrence. Errors (no callback at all): MCR_ERR_INVALID (NULL pool,
+ * keys, lens or a callback; n == 0; another op), MCR_ERR_EMPTY,
+ * MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_pool_get_multi(mcr_pool *pool, mcr_op op, const void *const *keys,
+                                  const size_t *lens, size_t n, mcr_pool_cb key_cb,
+                                  mcr_pool_cb done_cb, void *arg);
+
+/* ==================================================================== */
+/*  Synchronous calls                                                    */
+/* ==================================================================== */
+
+/* An owned copy of a result, filled by mcr_pool_exec(). */
+typedef struct mcr_owned_result {
+    int status;
+    mcr_reply reply;
+    char *value;           /* malloc'd, NUL-terminated (also value_len), or NULL */
+    size_t value_len;
+    uint32_t flags;
+    uint64_t cas;
+    uint64_t number;
+    char server[256];      /* "" when none */
+    uint64_t epoch;
+    char message[256];
+} mcr_owned_result;
+
+/* mcr_pool_exec: submit `req` and run the loop until it completes; copy the
+ * result into *out (free out->value with mcr_owned_result_clear()).
+ * Returns the submission error (then *out holds it too, with the message),
+ * or the result's status. Not from a callback of the pool. */
+MCR_EXTERN int mcr_pool_exec(mcr_pool *pool, const mcr_request *req, mcr_owned_result *out);
+
+/* mcr_owned_result_clear: free out->value and zero *out. NULL is a no-op. */
+MCR_EXTERN void mcr_owned_result_clear(mcr_owned_result *out);
+
+/* ==================================================================== */
+/*  Observability                                                        */
+/* ==================================================================== */
+
+typedef enum mcr_server_health {
+    MCR_HEALTH_UP = 0,       /* in use */
+    MCR_HEALTH_DOWN = 1,     /* failure limit reached, waiting to retry (fail-fast, failover) */
+    MCR_HEALTH_EJECTED = 2,  /* published DOWN by this pool, waiting to probe */
+    MCR_HEALTH_DRAINING = 3  /* no longer in the pool's snapshot; finishing its requests */
+} mcr_server_health;
+
+/* Per-server counters of one pool, since the pool was created. */
+typedef struct mcr_pool_server_stats {
+    char id[256];
+    char host[MCR_HOSTNAME_MAX + 1];
+    int port;
+    mcr_server_health health;
+    uint64_t requests;        /* requests sent (one per key of a multi-get) */
+    uint64_t hits, misses;    /* get family */
+    uint64_t errors;          /* requests that ended with an error */
+    uint64_t timeouts;        /* timeout failures */
+    uint64_t refusals;        /* connect failures, resets, closes */
+    uint64_t ejections;       /* times published DOWN by this pool */
+    uint64_t coalesced;       /* gets answered by another get's reply */
+    unsigned consecutive_failures;
+    unsigned connections;     /* open now */
+    size_t in_flight;         /* requests sent, not answered */
+    uint64_t latency_count;   /* replies measured */
+    double p50_us, p90_us, p99_us, p999_us, max_us; /* send to reply */
+} mcr_pool_server_stats;
+
+/* mcr_pool_server_count: servers the pool knows (current and draining,
+ * with those removed and drained already forgotten). */
+MCR_EXTERN size_t mcr_pool_server_count(const mcr_pool *pool);
+
+/* mcr_pool_server_stats: counters of server i (0 .. count-1, in an order
+ * stable until the next refresh). MCR_OK or MCR_ERR_INVALID. Percentiles
+ * come from a log-linear histogram (relative error under 4%). */
+MCR_EXTERN int mcr_pool_server_stats(const mcr_pool *pool, size_t i, mcr_pool_server_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MCROUTE_POOL_H */
