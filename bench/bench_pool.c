@@ -1371,7 +1371,7 @@ static void pool_info(mcr_pool *p, const char *name)
 {
     size_t n = mcr_pool_server_count(p);
     for (size_t i = 0; i < n; i++) {
-        mcr_pool_server_stats st;
+        mcr_server_stats st;
         if (mcr_pool_server_stats(p, i, &st) != MCR_OK)
             continue;
         printf("INFO pool %s server=%s requests=%" PRIu64 " hits=%" PRIu64 " misses=%" PRIu64
