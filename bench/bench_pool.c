@@ -96,6 +96,8 @@ typedef struct settings {
     unsigned mget_depth;   /* multi-gets in flight */
     unsigned mc_threads;   /* memcached -t */
     unsigned proxy_conns;  /* pool connections to nutcracker */
+    const char *phase;     /* --phase: only this phase ("set", "get", "multiget") */
+    const char *system;    /* --system: only this system (and the readers checking it) */
 } settings;
 
 static settings opt = {
@@ -114,9 +116,17 @@ static int failures;
 
 /* ------------------------------------------------------------ systems and phases */
 
-enum { SYS_MCROUTE, SYS_MCROUTE_BATCH, SYS_LMC, SYS_NUT, SYS_MCROUTE_TWEM, SYS_COUNT };
-static const char *const sys_names[SYS_COUNT] = {"mcroute", "mcroute_batch", "libmemcached",
-                                                 "nutcracker", "mcroute_twem"};
+enum {
+    SYS_MCROUTE,       /* the pool, text protocol (the default) */
+    SYS_MCROUTE_META,  /* the pool, meta protocol */
+    SYS_MCROUTE_BATCH, /* the pool (text) in libmemcached's batches */
+    SYS_LMC,
+    SYS_NUT,
+    SYS_MCROUTE_TWEM,  /* the pool on nutcracker's placement, when it differs */
+    SYS_COUNT
+};
+static const char *const sys_names[SYS_COUNT] = {"mcroute",      "mcroute_meta", "mcroute_batch",
+                                                 "libmemcached", "nutcracker",   "mcroute_twem"};
 
 enum { PH_SET, PH_GET, PH_MGET, PH_COUNT };
 static const char *const ph_names[PH_COUNT] = {"set_pipelined", "get_pipelined", "multiget"};
@@ -162,7 +172,7 @@ typedef struct world {
     mcr_router *r_direct; /* "weighted" md5, the servers in order */
     mcr_router *r_twem;   /* from nutcracker's YAML (NULL when the same placement) */
     mcr_router *r_proxy;  /* nutcracker's listen address alone */
-    mcr_pool *p_direct, *p_twem, *p_proxy;
+    mcr_pool *p_direct, *p_meta, *p_twem, *p_proxy;
     memcached_st *memc;
     memcached_result_st result;
     bool result_ok;
@@ -748,6 +758,7 @@ static int verifier_of(int sys)
 {
     switch (sys) {
     case SYS_MCROUTE:
+    case SYS_MCROUTE_META:
     case SYS_MCROUTE_BATCH:
         return SYS_LMC;
     case SYS_LMC:
@@ -766,6 +777,8 @@ static mcr_pool *pool_of(int sys)
     switch (sys) {
     case SYS_NUT:
         return W.p_proxy;
+    case SYS_MCROUTE_META:
+        return W.p_meta;
     case SYS_MCROUTE_TWEM:
         return W.p_twem;
     default:
@@ -943,7 +956,8 @@ static mcr_router *router_of(mcr_config *cfg, const char *what)
     return r;
 }
 
-static mcr_pool *pool_on(mcr_router *r, unsigned connections, const char *what)
+static mcr_pool *pool_on(mcr_router *r, unsigned connections, mcr_protocol proto,
+                         const char *what)
 {
     mcr_pool_options o;
     mcr_pool *p = NULL;
@@ -955,6 +969,7 @@ static mcr_pool *pool_on(mcr_router *r, unsigned connections, const char *what)
     o.connect_timeout_ms = 2000;
     o.request_timeout_ms = 5000;
     o.retry_timeout_ms = 100;
+    o.protocol = proto;
     int rc = mcr_pool_new(W.base, r, &o, &p, &err);
     if (rc != MCR_OK) {
         printf("FAIL setup: %s pool: %s\n", what, err.code ? err.message : mcr_strerror(rc));
@@ -1192,11 +1207,14 @@ static bool setup(void)
         fail("setup: %s", "event_base_new failed");
         goto out;
     }
-    W.p_direct = pool_on(W.r_direct, 1, "servers");
-    W.p_proxy = pool_on(W.r_proxy, opt.proxy_conns, "nutcracker");
+    W.p_direct = pool_on(W.r_direct, 1, MCR_PROTO_TEXT, "servers");
+    W.p_meta = pool_on(W.r_direct, 1, MCR_PROTO_META, "servers (meta)");
+    /* nutcracker 0.5.0 speaks the text protocol only */
+    W.p_proxy = pool_on(W.r_proxy, opt.proxy_conns, MCR_PROTO_TEXT, "nutcracker");
     if (W.r_twem)
-        W.p_twem = pool_on(W.r_twem, 1, "servers (nutcracker's placement)");
-    if (W.p_direct == NULL || W.p_proxy == NULL || (W.r_twem && W.p_twem == NULL))
+        W.p_twem = pool_on(W.r_twem, 1, MCR_PROTO_TEXT, "servers (nutcracker's placement)");
+    if (W.p_direct == NULL || W.p_meta == NULL || W.p_proxy == NULL ||
+        (W.r_twem && W.p_twem == NULL))
         goto out;
     ok = setup_sentinels() && seed("setup");
 out:
@@ -1209,6 +1227,7 @@ out:
 static void teardown(void)
 {
     mcr_pool_free(W.p_direct);
+    mcr_pool_free(W.p_meta);
     mcr_pool_free(W.p_twem);
     mcr_pool_free(W.p_proxy);
     if (W.base)
@@ -1278,6 +1297,9 @@ static void summarize(void)
     fflush(stdout);
 }
 
+/* Set when --phase or --system left something out: goals may lack data. */
+static bool any_phase_skipped;
+
 typedef struct goal {
     const char *name;
     const char *rule;  /* how to read the target */
@@ -1286,11 +1308,11 @@ typedef struct goal {
     double measured;   /* < 0: not measured */
 } goal;
 
-static void goal_line(goal *g)
+static void goal_line(const goal *g)
 {
     if (g->measured < 0) {
-        printf("GOAL %s target=%s%.2fx measured=none MISS (not measured: a run failed)\n",
-               g->name, g->strict ? ">" : ">=", g->target);
+        printf("GOAL %s target=%s%.2fx measured=none %s\n", g->name, g->strict ? ">" : ">=",
+               g->target, any_phase_skipped ? "NOT RUN" : "MISS (a run failed)");
         return;
     }
     bool pass = g->strict ? g->measured > g->target : g->measured >= g->target;
@@ -1314,38 +1336,60 @@ static double ratio_p99(int ph, int a, int b) /* b's p99 over a's: > 1 when a is
     return y->med.p99_us / x->med.p99_us;
 }
 
+/* The goals of pool system `m` (`m_nut` against nutcracker) as GOAL lines,
+ * or with `info` as INFO lines for a variant of the pool (names + suffix). */
+static void goals_of(int m, int m_nut, const char *suffix, bool info)
+{
+    const goal g[] = {
+        {"multiget_vs_libmemcached", "keys/s over libmemcached's", 1.5, false,
+         ratio_tput(PH_MGET, m, SYS_LMC)},
+        {"get_pipelined_vs_libmemcached", "gets/s over libmemcached's", 1.5, false,
+         ratio_tput(PH_GET, m, SYS_LMC)},
+        {"get_pipelined_vs_nutcracker", "gets/s over nutcracker's", 1.0, true,
+         ratio_tput(PH_GET, m_nut, SYS_NUT)},
+        {"get_pipelined_p99_vs_nutcracker", "nutcracker's p99 over mcroute's: >1 = lower", 1.0,
+         true, ratio_p99(PH_GET, m_nut, SYS_NUT)},
+        {"set_pipelined_vs_nutcracker", "sets/s over nutcracker's", 1.0, true,
+         ratio_tput(PH_SET, m_nut, SYS_NUT)},
+        {"set_pipelined_p99_vs_nutcracker", "nutcracker's p99 over mcroute's: >1 = lower", 1.0,
+         true, ratio_p99(PH_SET, m_nut, SYS_NUT)},
+        {"multiget_vs_nutcracker", "keys/s over nutcracker's", 1.0, true,
+         ratio_tput(PH_MGET, m_nut, SYS_NUT)},
+        {"multiget_p99_vs_nutcracker", "nutcracker's p99 over mcroute's: >1 = lower", 1.0, true,
+         ratio_p99(PH_MGET, m_nut, SYS_NUT)},
+    };
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        char name[96];
+        goal x = g[i];
+        snprintf(name, sizeof name, "%s%s", g[i].name, suffix);
+        x.name = name;
+        if (!info) {
+            goal_line(&x);
+        } else if (x.measured >= 0) {
+            bool pass = x.strict ? x.measured > x.target : x.measured >= x.target;
+            printf("INFO %s measured=%.2fx (%s; would %s the goal of %s%.2fx)\n", name,
+                   x.measured, x.rule, pass ? "meet" : "miss", x.strict ? ">" : ">=", x.target);
+        }
+    }
+}
+
 static void goals(void)
 {
-    int mn = W.same_placement ? SYS_MCROUTE : SYS_MCROUTE_TWEM;
-    goal g[] = {
-        {"multiget_vs_libmemcached", "mcroute keys/s over libmemcached's", 1.5, false,
-         ratio_tput(PH_MGET, SYS_MCROUTE, SYS_LMC)},
-        {"get_pipelined_vs_libmemcached", "mcroute gets/s over libmemcached's", 1.5, false,
-         ratio_tput(PH_GET, SYS_MCROUTE, SYS_LMC)},
-        {"get_pipelined_vs_nutcracker", "mcroute gets/s over nutcracker's", 1.0, true,
-         ratio_tput(PH_GET, mn, SYS_NUT)},
-        {"get_pipelined_p99_vs_nutcracker", "nutcracker p99 over mcroute's: >1 = mcroute lower",
-         1.0, true, ratio_p99(PH_GET, mn, SYS_NUT)},
-        {"set_pipelined_vs_nutcracker", "mcroute sets/s over nutcracker's", 1.0, true,
-         ratio_tput(PH_SET, mn, SYS_NUT)},
-        {"set_pipelined_p99_vs_nutcracker", "nutcracker p99 over mcroute's: >1 = mcroute lower",
-         1.0, true, ratio_p99(PH_SET, mn, SYS_NUT)},
-        {"multiget_vs_nutcracker", "mcroute keys/s over nutcracker's", 1.0, true,
-         ratio_tput(PH_MGET, mn, SYS_NUT)},
-        {"multiget_p99_vs_nutcracker", "nutcracker p99 over mcroute's: >1 = mcroute lower", 1.0,
-         true, ratio_p99(PH_MGET, mn, SYS_NUT)},
-    };
     double r;
     if ((r = ratio_tput(PH_SET, SYS_MCROUTE, SYS_LMC)) > 0)
         printf("INFO set_pipelined_vs_libmemcached measured=%.2fx (no goal)\n", r);
     if ((r = ratio_tput(PH_GET, SYS_MCROUTE_BATCH, SYS_LMC)) > 0)
-        printf("INFO get_batch_vs_libmemcached measured=%.2fx (mcroute in libmemcached's "
+        printf("INFO get_batch_vs_libmemcached measured=%.2fx (the pool in libmemcached's "
                "batches, no goal)\n", r);
     if ((r = ratio_tput(PH_SET, SYS_MCROUTE_BATCH, SYS_LMC)) > 0)
-        printf("INFO set_batch_vs_libmemcached measured=%.2fx (mcroute in libmemcached's "
+        printf("INFO set_batch_vs_libmemcached measured=%.2fx (the pool in libmemcached's "
                "batches, no goal)\n", r);
-    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
-        goal_line(&g[i]);
+    if ((r = ratio_tput(PH_SET, SYS_MCROUTE_META, SYS_LMC)) > 0)
+        printf("INFO set_pipelined_meta_vs_libmemcached measured=%.2fx (no goal)\n", r);
+    /* The meta protocol against nutcracker, which speaks text only: the
+     * pool's best against the proxy's only way. */
+    goals_of(SYS_MCROUTE_META, SYS_MCROUTE_META, "_meta", true);
+    goals_of(SYS_MCROUTE, W.same_placement ? SYS_MCROUTE : SYS_MCROUTE_TWEM, "", false);
     fflush(stdout);
 }
 
@@ -1389,7 +1433,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: bench_pool [--quick] [--keys N] [--depth N] [--reps N] [--mget-keys N]\n"
             "                  [--mget-rounds N] [--mget-depth N] [--memcached-threads N]\n"
-            "                  [--proxy-connections N] [--verbose] [--keep]\n"
+            "                  [--proxy-connections N] [--phase set|get|multiget]\n"
+            "                  [--system NAME]\n"
+            "                  [--verbose] [--keep]\n"
             "  Starts %d memcached servers and a nutcracker over them, then times the\n"
             "  mcroute pool, libmemcached and nutcracker (through the mcroute pool) on the\n"
             "  same keys: pipelined sets and gets (`depth` in flight; libmemcached in\n"
@@ -1403,6 +1449,9 @@ static void usage(FILE *f)
             "  --mget-depth N        multi-gets in flight for mcroute (1)\n"
             "  --memcached-threads N memcached -t (default 1)\n"
             "  --proxy-connections N pool connections to nutcracker (default %d)\n"
+            "  --phase P             only the phase P: set, get or multiget (for profiles)\n"
+            "  --system S            only the system S: mcroute, mcroute_batch, libmemcached,\n"
+            "                        nutcracker (for profiles; set passes are still read back)\n"
             "  --keep                keep the temporary directory (YAML, logs)\n"
             "Output: RESULT <phase> <system> ops_per_s|keys_per_s=.. p50_us=.. p99_us=..\n"
             "client_cpu_ns=.. server_cpu_ns=.. (medians), GOAL lines, a table. Exit status\n"
@@ -1461,6 +1510,16 @@ static void parse_args(int argc, char **argv)
         } else if (v != NULL && strcmp(a, "--memcached-threads") == 0) {
             opt.mc_threads = arg_uint(a, v, 1, 64);
             i++;
+        } else if (v != NULL && strcmp(a, "--phase") == 0) {
+            if (strcmp(v, "set") != 0 && strcmp(v, "get") != 0 && strcmp(v, "multiget") != 0) {
+                fprintf(stderr, "bench_pool: --phase is set, get or multiget, not '%s'\n", v);
+                exit(2);
+            }
+            opt.phase = v;
+            i++;
+        } else if (v != NULL && strcmp(a, "--system") == 0) {
+            opt.system = v;
+            i++;
         } else if (v != NULL && strcmp(a, "--proxy-connections") == 0) {
             opt.proxy_conns = arg_uint(a, v, 1, 64);
             i++;
@@ -1518,11 +1577,19 @@ int main(int argc, char **argv)
     if (setup()) {
         for (size_t p = 0; p < sizeof phases / sizeof phases[0] && failures == 0; p++) {
             int ph = phases[p], sys_list[SYS_COUNT], ns = 0;
+            if (opt.phase != NULL && strncmp(ph_names[ph], opt.phase, strlen(opt.phase)) != 0) {
+                any_phase_skipped = true;
+                continue;
+            }
             for (int sys = 0; sys < SYS_COUNT; sys++) {
                 if (sys == SYS_MCROUTE_TWEM && W.same_placement)
                     continue;
                 if (sys == SYS_MCROUTE_BATCH && ph == PH_MGET)
                     continue; /* one multi-get at a time already is a batch */
+                if (opt.system != NULL && strcmp(opt.system, sys_names[sys]) != 0) {
+                    any_phase_skipped = true;
+                    continue;
+                }
                 sys_list[ns++] = sys;
             }
             if (ph == PH_GET && !seed("before the gets"))
