@@ -1272,9 +1272,10 @@ static double median_of(const series *s, size_t field)
     return bench_median(v, s->n);
 }
 
+static double ticks_ns(long long ticks, uint64_t ops);
+
 static void summarize(void)
 {
-    long tck = sysconf(_SC_CLK_TCK);
     for (int ph = 0; ph < PH_COUNT; ph++)
         for (int sys = 0; sys < SYS_COUNT; sys++) {
             series *s = &S[ph][sys];
@@ -1288,10 +1289,9 @@ static void summarize(void)
                    "server_cpu_ns=%.0f",
                    ph_names[ph], sys_names[sys], ph == PH_MGET ? "keys_per_s" : "ops_per_s",
                    s->med.ops_per_s, s->med.p50_us, s->med.p99_us, s->med.cpu_ns,
-                   tck > 0 ? (double)s->server_ticks * 1e9 / (double)tck / (double)s->ops : 0.0);
-            if (sys == SYS_NUT && tck > 0)
-                printf(" proxy_cpu_ns=%.0f",
-                       (double)s->proxy_ticks * 1e9 / (double)tck / (double)s->ops);
+                   ticks_ns(s->server_ticks, s->ops));
+            if (sys == SYS_NUT)
+                printf(" proxy_cpu_ns=%.0f", ticks_ns(s->proxy_ticks, s->ops));
             printf(" reps=%u\n", s->n);
         }
     fflush(stdout);
@@ -1393,21 +1393,32 @@ static void goals(void)
     fflush(stdout);
 }
 
+static double ticks_ns(long long ticks, uint64_t ops)
+{
+    long tck = sysconf(_SC_CLK_TCK);
+    return tck > 0 && ops > 0 ? (double)ticks * 1e9 / (double)tck / (double)ops : 0.0;
+}
+
 static void table(void)
 {
-    printf("\n%-14s %-14s %12s %9s %9s %10s\n", "phase", "system", "ops/s", "p50 us", "p99 us",
-           "cpu ns/op");
+    printf("\n%-14s %-14s %10s %9s %9s %8s %8s %8s\n", "phase", "system", "ops/s", "p50 us",
+           "p99 us", "cli ns", "srv ns", "prx ns");
     for (int ph = 0; ph < PH_COUNT; ph++)
         for (int sys = 0; sys < SYS_COUNT; sys++) {
             const series *s = &S[ph][sys];
             if (!s->used || s->n == 0)
                 continue;
-            printf("%-14s %-14s %12.0f %9.1f %9.1f %10.0f\n", ph_names[ph], sys_names[sys],
-                   s->med.ops_per_s, s->med.p50_us, s->med.p99_us, s->med.cpu_ns);
+            printf("%-14s %-14s %10.0f %9.1f %9.1f %8.0f %8.0f", ph_names[ph], sys_names[sys],
+                   s->med.ops_per_s, s->med.p50_us, s->med.p99_us, s->med.cpu_ns,
+                   ticks_ns(s->server_ticks, s->ops));
+            if (sys == SYS_NUT)
+                printf(" %8.0f", ticks_ns(s->proxy_ticks, s->ops));
+            printf("\n");
         }
-    printf("(multiget: ops/s counts keys, latency is per %u-key multi-get; medians of %u "
-           "repetitions; depth %u)\n\n",
-           opt.mget_keys, opt.reps, opt.depth);
+    printf("multiget: ops/s counts keys, latency is per %u-key multi-get. Medians of %u\n"
+           "repetitions, %u requests in flight. cli/srv/prx ns: CPU time per request (per\n"
+           "key) of this client, of the %d memcached together, of nutcracker.\n\n",
+           opt.mget_keys, opt.reps, opt.depth, NSERVERS);
     fflush(stdout);
 }
 
