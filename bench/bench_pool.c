@@ -103,7 +103,7 @@ typedef struct settings {
 static settings opt = {
     .nkeys = 10000,
     .depth = 128,
-    .reps = 7,
+    .reps = 11,
     .mget_keys = 100,
     .mget_rounds = 5,
     .mget_depth = 1,
@@ -1455,7 +1455,7 @@ static void usage(FILE *f)
             "  --quick               1,000 keys, 3 repetitions: a smoke run\n"
             "  --keys N              keys (a multiple of --mget-keys; default 10000)\n"
             "  --depth N             requests in flight (default 128)\n"
-            "  --reps N              timed repetitions per case (default 7, odd is best)\n"
+            "  --reps N              timed repetitions per case (default 11, odd is best)\n"
             "  --mget-rounds N       passes over the keys per multi-get repetition (5)\n"
             "  --mget-depth N        multi-gets in flight for mcroute (1)\n"
             "  --memcached-threads N memcached -t (default 1)\n"
@@ -1502,7 +1502,7 @@ static void parse_args(int argc, char **argv)
             keys_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--depth") == 0) {
-            opt.depth = arg_uint(a, v, 1, 65536);
+            opt.depth = arg_uint(a, v, 1, 1024); /* libmemcached 1.1.4 aborts at 2048 buffered sets */
             i++;
         } else if (v != NULL && strcmp(a, "--reps") == 0) {
             opt.reps = arg_uint(a, v, 1, MAX_REPS);
