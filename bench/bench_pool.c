@@ -56,8 +56,13 @@
  *    time. "mcroute_batch" runs the pool the libmemcached way (a batch of
  *    `depth`, wait for all, next batch) so the two can also be compared
  *    like for like. nutcracker: the same mcroute pool code, pointed at
- *    nutcracker's listen address (one server), `depth` in flight: the
- *    difference is the proxy hop.
+ *    nutcracker's listen address (one server; as many connections as the
+ *    pool has to the servers), `depth` in flight: the difference is the
+ *    proxy hop.
+ *  - Protocols. "mcroute" is the pool as configured by default (text
+ *    protocol); the GOAL lines are its. "mcroute_meta" is the same pool with
+ *    MCR_PROTO_META, reported beside it (INFO lines); nutcracker 0.5.0 and
+ *    libmemcached's mget speak text.
  *  - Multi-gets: `mget_keys` consecutive keys, one multi-get at a time
  *    (mget_depth): mcr_pool_get_multi() on the servers, memcached_mget() +
  *    fetch, and mcr_pool_get_multi() through nutcracker (one "get k1 .. k100"
