@@ -103,6 +103,7 @@ typedef struct settings {
     unsigned proxy_conns;  /* pool connections to nutcracker */
     const char *phase;     /* --phase: only this phase ("set", "get", "multiget") */
     const char *system;    /* --system: only this system (and the readers checking it) */
+    bool twem_pool;        /* --twem-pool: run mcroute_twem even on the same placement */
 } settings;
 
 static settings opt = {
@@ -1181,7 +1182,7 @@ static bool setup(void)
     }
     if (!check_placements(twem))
         goto out;
-    if (!W.same_placement) {
+    if (!W.same_placement || opt.twem_pool) {
         mcr_config *tcfg = NULL;
         rc = mcr_twem_config(twem, 0, &tcfg, &err);
         if (rc != MCR_OK) {
@@ -1450,7 +1451,7 @@ static void usage(FILE *f)
             "usage: bench_pool [--quick] [--keys N] [--depth N] [--reps N] [--mget-keys N]\n"
             "                  [--mget-rounds N] [--mget-depth N] [--memcached-threads N]\n"
             "                  [--proxy-connections N] [--phase set|get|multiget]\n"
-            "                  [--system NAME]\n"
+            "                  [--system NAME] [--twem-pool]\n"
             "                  [--verbose] [--keep]\n"
             "  Starts %d memcached servers and a nutcracker over them, then times the\n"
             "  mcroute pool, libmemcached and nutcracker (through the mcroute pool) on the\n"
@@ -1468,6 +1469,8 @@ static void usage(FILE *f)
             "  --phase P             only the phase P: set, get or multiget (for profiles)\n"
             "  --system S            only the system S: mcroute, mcroute_batch, libmemcached,\n"
             "                        nutcracker (for profiles; set passes are still read back)\n"
+            "  --twem-pool           also time the pool on the placement mcroute reads from\n"
+            "                        nutcracker's YAML (mcroute_twem; always when it differs)\n"
             "  --keep                keep the temporary directory (YAML, logs)\n"
             "Output: RESULT <phase> <system> ops_per_s|keys_per_s=.. p50_us=.. p99_us=..\n"
             "client_cpu_ns=.. server_cpu_ns=.. (medians), GOAL lines, a table. Exit status\n"
@@ -1499,6 +1502,8 @@ static void parse_args(int argc, char **argv)
             opt.verbose = true;
         } else if (strcmp(a, "--keep") == 0) {
             opt.keep = true;
+        } else if (strcmp(a, "--twem-pool") == 0) {
+            opt.twem_pool = true;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -1598,7 +1603,7 @@ int main(int argc, char **argv)
                 continue;
             }
             for (int sys = 0; sys < SYS_COUNT; sys++) {
-                if (sys == SYS_MCROUTE_TWEM && W.same_placement)
+                if (sys == SYS_MCROUTE_TWEM && W.p_twem == NULL)
                     continue;
                 if (sys == SYS_MCROUTE_BATCH && ph == PH_MGET)
                     continue; /* one multi-get at a time already is a batch */
