@@ -196,8 +196,10 @@ MCR_EXTERN int mcr_pool_refresh(mcr_pool *pool);
 MCR_EXTERN size_t mcr_pool_pending(const mcr_pool *pool);
 
 /* mcr_pool_wait: run the event loop (EVLOOP_ONCE at a time) until no
- * request of the pool is pending. MCR_OK, or MCR_ERR_INVALID when called
- * from a callback of the pool. Not thread-safe (the loop's thread). */
+ * request of the pool is pending (the pool's own probes of ejected servers
+ * do not count). MCR_OK, or MCR_ERR_INVALID (NULL pool; called from inside
+ * a callback run by the pool's event_base, which libevent cannot re-enter).
+ * Not thread-safe (the loop's thread). */
 MCR_EXTERN int mcr_pool_wait(mcr_pool *pool);
 
 /* ==================================================================== */
@@ -344,7 +346,8 @@ typedef struct mcr_owned_result {
 /* mcr_pool_exec: submit `req` and run the loop until it completes; copy the
  * result into *out (free out->value with mcr_owned_result_clear()).
  * Returns the submission error (then *out holds it too, with the message),
- * or the result's status. Not from a callback of the pool. */
+ * or the result's status. MCR_ERR_INVALID (also in out->status) when called
+ * from inside a callback run by the pool's event_base. */
 MCR_EXTERN int mcr_pool_exec(mcr_pool *pool, const mcr_request *req, mcr_owned_result *out);
 
 /* mcr_owned_result_clear: free out->value and zero *out. NULL is a no-op. */

@@ -108,6 +108,7 @@ struct pool_conn {
     int dead;                  /* closed; freed when no longer busy */
     uint32_t opaque_seq;
     uint64_t connect_deadline;
+    uint64_t graced;           /* sent_ns of the request given a read grace */
 };
 
 struct pool_server {
@@ -961,6 +962,15 @@ static void conn_fail(pool_conn *c, int status, const char *msg)
         server_pump(s);
 }
 
+static int reply_waiting(pool_conn *c)
+{
+    char b;
+    if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+        return 0; /* already read: it did not complete the request */
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    return fd >= 0 && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+}
+
 static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -977,6 +987,13 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     uint64_t next = c->state == CONN_CONNECTING ? c->connect_deadline : 0;
     if (c->head != NULL) {
         uint64_t d = c->head->sent_ns + (uint64_t)p->o.request_timeout_ms * 1000000u;
+        if (now >= d && c->graced != c->head->sent_ns && reply_waiting(c)) {
+            /* The reply arrived but the loop has not read it yet (a
+             * program that runs the loop only now and then): read first. */
+            c->graced = c->head->sent_ns;
+            conn_arm(c, now + 1000000u);
+            return;
+        }
         if (now >= d) {
             char m[64];
             snprintf(m, sizeof(m), "no reply within %u ms", p->o.request_timeout_ms);
@@ -1843,9 +1860,16 @@ size_t mcr_pool_pending(const mcr_pool *p)
     return p == NULL ? 0 : p->pending;
 }
 
+/* 1 when called from inside a callback run by p's event loop: the loop
+ * cannot be run again from there (libevent refuses re-entry). */
+static int inside_loop(mcr_pool *p)
+{
+    return p->in_callback || event_base_get_running_event(p->base) != NULL;
+}
+
 int mcr_pool_wait(mcr_pool *p)
 {
-    if (p == NULL || p->in_callback)
+    if (p == NULL || inside_loop(p))
         return MCR_ERR_INVALID;
     while (p->pending > 0)
         event_base_loop(p->base, EVLOOP_ONCE);
@@ -2287,10 +2311,10 @@ int mcr_pool_exec(mcr_pool *p, const mcr_request *q, mcr_owned_result *out)
     if (out == NULL)
         return MCR_ERR_INVALID;
     memset(out, 0, sizeof(*out));
-    if (p == NULL || p->in_callback) {
+    if (p == NULL || inside_loop(p)) {
         out->status = MCR_ERR_INVALID;
         snprintf(out->message, sizeof(out->message), "mcr_pool_exec: %s",
-                 p == NULL ? "NULL pool" : "called from a callback of the pool");
+                 p == NULL ? "NULL pool" : "called from inside the pool's event loop");
         return MCR_ERR_INVALID;
     }
     exec_state st = { 0, out };
