@@ -756,8 +756,9 @@ static int publish_state(mcr_pool *p, pool_server *s, mcr_server_state want)
         strcmp(d.host, s->host) == 0) {
         if (d.state == want) {
             rc = MCR_OK; /* someone else did it */
-        } else if (want == MCR_STATE_ACTIVE && d.state != MCR_STATE_DOWN) {
-            rc = MCR_OK; /* DRAINING: an operator's choice, not ours to undo */
+        } else if (d.state == MCR_STATE_DRAINING) {
+            /* an operator's choice, not ours to override either way */
+            rc = want == MCR_STATE_ACTIVE ? MCR_OK : MCR_ERR_INVALID;
         } else {
             mcr_changes *ch = mcr_changes_new();
             rc = ch == NULL ? MCR_ERR_NOMEM : mcr_changes_set_state(ch, s->id, want, NULL);
