@@ -624,9 +624,10 @@ static void pool_multiget(mcr_pool *pool, size_t total, checker *ck)
 
 /* ------------------------------------------------------------ libmemcached runs */
 
-/* Reads every result of the mget in progress, checking each. Returns the
- * number of results; `first`/`m` bound the keys asked (m 0: any key). */
-static size_t lmc_fetch_all(checker *ck, uint64_t t0, size_t first, size_t m, bool record)
+/* Reads every result of the mget in progress, checking each; with `per_key`
+ * W.lat[i] gets key i's latency from t0. Returns the number of results;
+ * `first`/`m` bound the keys asked (m 0: any key). */
+static size_t lmc_fetch_all(checker *ck, uint64_t t0, size_t first, size_t m, bool per_key)
 {
     memcached_return_t rc = MEMCACHED_SUCCESS;
     memcached_result_st *r;
@@ -644,7 +645,7 @@ static size_t lmc_fetch_all(checker *ck, uint64_t t0, size_t first, size_t m, bo
         }
         check_value(ck, i, memcached_result_value(r), memcached_result_length(r),
                     memcached_result_flags(r));
-        if (record)
+        if (per_key)
             W.lat[i] = t - t0;
     }
     if (rc != MEMCACHED_END && rc != MEMCACHED_NOTFOUND && rc != MEMCACHED_SUCCESS)
