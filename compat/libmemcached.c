@@ -38,6 +38,13 @@
  * skipped, and statements are separated by exactly one space. This is why
  * "--SERVER=ab" (a hostname needs 3 characters), "--SERVER=123" (a number)
  * and "--SERVER=md5" (a keyword) are errors there and here.
+ *
+ * Connection behaviours (for mcr_lmc_fill_pool_options) are kept with the
+ * types memcached_st gives them (behavior.cc: int32_t timeouts, uint32_t
+ * limits, REMOVE_FAILED_SERVERS and AUTO_EJECT_HOSTS one flag), and the
+ * option string's numbers are read with atoi() as the scanner reads them,
+ * so what mcr_lmc_get_conn_behavior() returns is what
+ * memcached_behavior_get() returns, wrapped values included.
  */
 #include <ctype.h>
 #include <stdarg.h>

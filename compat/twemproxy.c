@@ -29,6 +29,11 @@
  * Server order. conf_validate_server sorts the servers with
  * string_compare() on their ketama names (length first, then bytes) to find
  * duplicates, and keeps that order: it is the pool's server order.
+ *
+ * Pool options. nutcracker arms no timer when its timeout is 0 or -1
+ * (msg_tmo_insert), and ejects a server once its failure count, incremented
+ * first, is not below server_failure_limit (server_failure in nc_server.c),
+ * so a limit of 0 acts as 1; mcr_twem_fill_pool_options maps accordingly.
  */
 #include <errno.h>
 #include <limits.h>
