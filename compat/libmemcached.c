@@ -54,7 +54,7 @@
 
 #include "internal.h"
 #include "mcroute_libmemcached.h"
-#include "pool_options.h"
+#include "mcroute_pool.h"
 
 /* ---------------------------------------------------------------- limits */
 
@@ -606,11 +606,11 @@ static int lmc_pool_ms(const char *name, int32_t v, unsigned *out, mcr_error *er
                           "MEMCACHED_BEHAVIOR_%s is 0: libmemcached then fails at once, which a "
                           "connection pool cannot do (its 0 means the default)",
                           name);
-    if (v > 0 && (uint32_t)v > MCR__POOL_TIMEOUT_MAX_MS)
+    if (v > 0 && (uint32_t)v > MCR_POOL_TIMEOUT_MAX_MS)
         return mcr__error(err, MCR_ERR_RANGE,
                           "MEMCACHED_BEHAVIOR_%s %ld ms is above the connection pool's limit of "
                           "%u ms (one day)",
-                          name, (long)v, MCR__POOL_TIMEOUT_MAX_MS);
+                          name, (long)v, MCR_POOL_TIMEOUT_MAX_MS);
     *out = v > 0 ? (unsigned)v : 0;
     return MCR_OK;
 }
@@ -635,23 +635,23 @@ int mcr_lmc_fill_pool_options(const mcr_lmc *lmc, mcr_pool_options *opts, mcr_er
     /* Seconds. 0 or negative: retried once the clock has passed
      * next_retry, at the latest a second later; 1 ms is the closest. */
     if (lmc->retry_timeout > 0 &&
-        (uint32_t)lmc->retry_timeout > MCR__POOL_TIMEOUT_MAX_MS / 1000)
+        (uint32_t)lmc->retry_timeout > MCR_POOL_TIMEOUT_MAX_MS / 1000)
         return mcr__error(err, MCR_ERR_RANGE,
                           "MEMCACHED_BEHAVIOR_RETRY_TIMEOUT %ld s is above the connection pool's "
                           "limit of %u s (one day)",
-                          (long)lmc->retry_timeout, MCR__POOL_TIMEOUT_MAX_MS / 1000);
+                          (long)lmc->retry_timeout, MCR_POOL_TIMEOUT_MAX_MS / 1000);
     o.retry_timeout_ms = lmc->retry_timeout > 0 ? (unsigned)lmc->retry_timeout * 1000u : 1u;
-    if (lmc->server_failure_limit == 0 || lmc->server_failure_limit > MCR__POOL_FAILURE_LIMIT_MAX)
+    if (lmc->server_failure_limit == 0 || lmc->server_failure_limit > MCR_POOL_FAILURE_LIMIT_MAX)
         return mcr__error(err, MCR_ERR_RANGE,
                           "MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT %lu is outside the connection "
                           "pool's 1..%u",
-                          (unsigned long)lmc->server_failure_limit, MCR__POOL_FAILURE_LIMIT_MAX);
+                          (unsigned long)lmc->server_failure_limit, MCR_POOL_FAILURE_LIMIT_MAX);
     o.server_failure_limit = lmc->server_failure_limit;
     o.policy = lmc->auto_eject ? MCR_POLICY_EJECT : MCR_POLICY_FAIL_FAST;
     if (lmc->has_namespace) {
         char q[QUOTE_MAX];
         for (size_t i = 0; i < lmc->ns_len; i++)
-            if (!mcr__pool_key_byte_ok((unsigned char)lmc->ns[i]))
+            if (((unsigned char)lmc->ns[i] <= 0x20 || (unsigned char)lmc->ns[i] == 0x7f))
                 return mcr__error(err, MCR_ERR_RANGE,
                                   "the namespace \"%s\" has a space or control byte, which the "
                                   "connection pool's key prefix cannot carry",

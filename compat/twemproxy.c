@@ -45,7 +45,7 @@
 
 #include "internal.h"
 #include "mcroute_twemproxy.h"
-#include "pool_options.h"
+#include "mcroute_pool.h"
 
 /* ---------------------------------------------------------------- limits */
 
@@ -1188,12 +1188,12 @@ static int twem_ms(const mcr_twem *twem, const twem_pool *p, mcr_twem_option opt
     char pb[QUOTE_MAX + 8];
     int64_t v = p->opt[opt];
 
-    if (v > (int64_t)MCR__POOL_TIMEOUT_MAX_MS)
+    if (v > (int64_t)MCR_POOL_TIMEOUT_MAX_MS)
         return twem_error(err, twem->source, p->opt_pos[opt], MCR_ERR_RANGE,
                           "pool \"%s\": %s %lld ms is above the connection pool's limit of "
                           "%u ms (one day)",
                           q(pb, sizeof(pb), p->name, strlen(p->name)), name, (long long)v,
-                          MCR__POOL_TIMEOUT_MAX_MS);
+                          MCR_POOL_TIMEOUT_MAX_MS);
     *out = v > 0 ? (unsigned)v : 0;
     return MCR_OK;
 }
@@ -1221,12 +1221,12 @@ int mcr_twem_fill_pool_options(const mcr_twem *twem, size_t pool, mcr_pool_optio
     o = *opts;
 
     v = p->opt[MCR_TWEM_SERVER_CONNECTIONS]; /* >= 1: the loader refuses 0 */
-    if (v > (int64_t)MCR__POOL_CONNECTIONS_MAX)
+    if (v > (int64_t)MCR_POOL_CONNECTIONS_MAX)
         return twem_error(err, twem->source, p->opt_pos[MCR_TWEM_SERVER_CONNECTIONS],
                           MCR_ERR_RANGE,
                           "pool \"%s\": server_connections %lld is above the connection pool's "
                           "limit of %u per server",
-                          pb, (long long)v, MCR__POOL_CONNECTIONS_MAX);
+                          pb, (long long)v, MCR_POOL_CONNECTIONS_MAX);
     o.connections = (unsigned)v;
     o.eager = p->opt[MCR_TWEM_PRECONNECT] != 0;
 
@@ -1241,12 +1241,12 @@ int mcr_twem_fill_pool_options(const mcr_twem *twem, size_t pool, mcr_pool_optio
     /* nutcracker counts the failure, then ejects unless the count is below
      * the limit (server_failure in nc_server.c): 0 ejects at once, like 1. */
     v = p->opt[MCR_TWEM_SERVER_FAILURE_LIMIT];
-    if (v > (int64_t)MCR__POOL_FAILURE_LIMIT_MAX)
+    if (v > (int64_t)MCR_POOL_FAILURE_LIMIT_MAX)
         return twem_error(err, twem->source, p->opt_pos[MCR_TWEM_SERVER_FAILURE_LIMIT],
                           MCR_ERR_RANGE,
                           "pool \"%s\": server_failure_limit %lld is above the connection "
                           "pool's limit of %u",
-                          pb, (long long)v, MCR__POOL_FAILURE_LIMIT_MAX);
+                          pb, (long long)v, MCR_POOL_FAILURE_LIMIT_MAX);
     o.server_failure_limit = v > 0 ? (unsigned)v : 1;
 
     /* 0 retries at the next rebuild; a pool's 0 would mean its default. */

@@ -120,6 +120,15 @@ struct event_base;
 /*  Options                                                              */
 /* ==================================================================== */
 
+/* Limits of mcr_pool_options, checked by mcr_pool_new(). */
+#define MCR_POOL_CONNECTIONS_MAX 64u      /* connections per server */
+#define MCR_POOL_FAILURE_LIMIT_MAX 1000u  /* server_failure_limit */
+#define MCR_POOL_TIMEOUT_MAX_MS 86400000u /* any timeout or retry delay: one day */
+#define MCR_POOL_VALUE_MAX (1u << 30)     /* max_value_size: 1 GiB */
+#define MCR_POOL_PREFIX_MAX 128u          /* key_prefix bytes */
+/* memcached's longest key, the pool's key prefix included. */
+#define MCR_KEY_MAX 250u
+
 typedef enum mcr_policy {
     MCR_POLICY_FAIL_FAST = 0,
     MCR_POLICY_EJECT = 1,

@@ -108,15 +108,11 @@
 #include <stdint.h>
 
 #include "mcroute.h"
+#include "mcroute_pool.h" /* mcr_pool_options, filled from the pool directives */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The connection pool's options (mcroute_pool.h, which defines the struct:
- * include it to fill or use one). Declared here too so that this header
- * stands alone; C11 allows the repeated typedef. */
-typedef struct mcr_pool_options mcr_pool_options;
 
 typedef struct mcr_twem mcr_twem;
 

@@ -22,9 +22,9 @@
 #include "proto.h"
 
 /* memcached's key limit, prefix included (KEY_MAX_LENGTH in memcached). */
-#define KEY_MAX 250
-#define PREFIX_MAX 128
-#define CONN_MAX 64
+#define KEY_MAX MCR_KEY_MAX
+#define PREFIX_MAX MCR_POOL_PREFIX_MAX
+#define CONN_MAX MCR_POOL_CONNECTIONS_MAX
 /* Keys of one server in one multi-get request: memcached reads a long get
  * line in pieces, so the bound only keeps one request's reply moderate. */
 #define BATCH_MAX 256
@@ -337,7 +337,7 @@ void mcr_pool_options_init(mcr_pool_options *o)
         memset(o, 0, sizeof(*o));
 }
 
-#define DAY_MS (86400u * 1000u)
+#define DAY_MS MCR_POOL_TIMEOUT_MAX_MS
 
 static int normalize_options(const mcr_pool_options *in, mcr_pool_options *o, mcr_error *err)
 {
@@ -377,7 +377,7 @@ static int normalize_options(const mcr_pool_options *in, mcr_pool_options *o, mc
         o->retry_max_ms = o->retry_timeout_ms;
     if (o->max_value_size == 0)
         o->max_value_size = 1u << 20;
-    if (o->max_value_size > (1u << 30))
+    if (o->max_value_size > MCR_POOL_VALUE_MAX)
         return fail(err, MCR_ERR_RANGE, "max_value_size %zu is over 1 GiB", o->max_value_size);
     if (o->max_in_flight == 0)
         o->max_in_flight = 1024;

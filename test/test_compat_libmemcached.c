@@ -27,7 +27,7 @@
 #include "mcroute_libmemcached.h"
 #include "mcroute_memcached_st.h"
 /* mcr_pool_options, and the pool's ranges (includes mcroute_pool.h). */
-#include "../compat/pool_options.h"
+#include "mcroute_pool.h"
 #include "testutil.h"
 
 #define MAX_SERVERS 100

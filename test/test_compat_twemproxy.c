@@ -35,7 +35,7 @@
 
 #include "mcroute_twemproxy.h"
 /* mcr_pool_options, and the pool's ranges (includes mcroute_pool.h). */
-#include "../compat/pool_options.h"
+#include "mcroute_pool.h"
 #include "realserver.h"
 #include "testutil.h"
 
@@ -1705,11 +1705,11 @@ START_TEST(test_pool_options_written)
     /* The largest values the pool takes. */
     o = sentinel_options();
     ck_assert_int_eq(mcr_twem_fill_pool_options(t, 2, &o, &e), MCR_OK);
-    ck_assert_uint_eq(o.connections, MCR__POOL_CONNECTIONS_MAX);
-    ck_assert_uint_eq(o.connect_timeout_ms, MCR__POOL_TIMEOUT_MAX_MS);
-    ck_assert_uint_eq(o.request_timeout_ms, MCR__POOL_TIMEOUT_MAX_MS);
-    ck_assert_uint_eq(o.retry_timeout_ms, MCR__POOL_TIMEOUT_MAX_MS);
-    ck_assert_uint_eq(o.server_failure_limit, MCR__POOL_FAILURE_LIMIT_MAX);
+    ck_assert_uint_eq(o.connections, MCR_POOL_CONNECTIONS_MAX);
+    ck_assert_uint_eq(o.connect_timeout_ms, MCR_POOL_TIMEOUT_MAX_MS);
+    ck_assert_uint_eq(o.request_timeout_ms, MCR_POOL_TIMEOUT_MAX_MS);
+    ck_assert_uint_eq(o.retry_timeout_ms, MCR_POOL_TIMEOUT_MAX_MS);
+    ck_assert_uint_eq(o.server_failure_limit, MCR_POOL_FAILURE_LIMIT_MAX);
     mcr_twem_free(t);
 }
 END_TEST
