@@ -362,7 +362,7 @@ typedef enum mcr_server_health {
 } mcr_server_health;
 
 /* Per-server counters of one pool, since the pool was created. */
-typedef struct mcr_pool_server_stats {
+typedef struct mcr_server_stats {
     char id[256];
     char host[MCR_HOSTNAME_MAX + 1];
     int port;
@@ -379,7 +379,7 @@ typedef struct mcr_pool_server_stats {
     size_t in_flight;         /* requests sent, not answered */
     uint64_t latency_count;   /* replies measured */
     double p50_us, p90_us, p99_us, p999_us, max_us; /* send to reply */
-} mcr_pool_server_stats;
+} mcr_server_stats;
 
 /* mcr_pool_server_count: servers the pool knows (current and draining,
  * with those removed and drained already forgotten). */
@@ -388,7 +388,7 @@ MCR_EXTERN size_t mcr_pool_server_count(const mcr_pool *pool);
 /* mcr_pool_server_stats: counters of server i (0 .. count-1, in an order
  * stable until the next refresh). MCR_OK or MCR_ERR_INVALID. Percentiles
  * come from a log-linear histogram (relative error under 4%). */
-MCR_EXTERN int mcr_pool_server_stats(const mcr_pool *pool, size_t i, mcr_pool_server_stats *out);
+MCR_EXTERN int mcr_pool_server_stats(const mcr_pool *pool, size_t i, mcr_server_stats *out);
 
 #ifdef __cplusplus
 }
