@@ -16,8 +16,15 @@
  * request then completes against the server it was routed to, even if
  * another snapshot is published meanwhile; servers that a new snapshot no
  * longer lists (or lists as DRAINING / DOWN) get no new request, finish what
- * they have in flight, and their connections close. mcr_pool_refresh() takes
- * a new snapshot without submitting anything.
+ * they have in flight, and their connections close. The pool looks for a
+ * new snapshot at every submission and whenever a connection has read
+ * replies; mcr_pool_refresh() adopts it without either (a pool with no
+ * traffic at all keeps its idle connections to removed servers until then).
+ *
+ * Several pools on one router. With MCR_POLICY_EJECT, the pool that ejects
+ * a server is the one that probes it and re-adds it; a server ejected by a
+ * pool that is freed before re-adding it stays DOWN until another pool
+ * ejects and re-adds it, or an operator publishes it ACTIVE.
  *
  * Asynchronous calls. Every request function takes a callback and follows
  * libuv's contract: when the function returns an error (MCR_ERR_INVALID,
@@ -196,8 +203,10 @@ MCR_EXTERN int mcr_pool_refresh(mcr_pool *pool);
 MCR_EXTERN size_t mcr_pool_pending(const mcr_pool *pool);
 
 /* mcr_pool_wait: run the event loop (EVLOOP_ONCE at a time) until no
- * request of the pool is pending. MCR_OK, or MCR_ERR_INVALID when called
- * from a callback of the pool. Not thread-safe (the loop's thread). */
+ * request of the pool is pending (the pool's own probes of ejected servers
+ * do not count). MCR_OK, or MCR_ERR_INVALID (NULL pool; called from inside
+ * a callback run by the pool's event_base, which libevent cannot re-enter).
+ * Not thread-safe (the loop's thread). */
 MCR_EXTERN int mcr_pool_wait(mcr_pool *pool);
 
 /* ==================================================================== */
@@ -344,7 +353,8 @@ typedef struct mcr_owned_result {
 /* mcr_pool_exec: submit `req` and run the loop until it completes; copy the
  * result into *out (free out->value with mcr_owned_result_clear()).
  * Returns the submission error (then *out holds it too, with the message),
- * or the result's status. Not from a callback of the pool. */
+ * or the result's status. MCR_ERR_INVALID (also in out->status) when called
+ * from inside a callback run by the pool's event_base. */
 MCR_EXTERN int mcr_pool_exec(mcr_pool *pool, const mcr_request *req, mcr_owned_result *out);
 
 /* mcr_owned_result_clear: free out->value and zero *out. NULL is a no-op. */

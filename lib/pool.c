@@ -108,6 +108,7 @@ struct pool_conn {
     int dead;                  /* closed; freed when no longer busy */
     uint32_t opaque_seq;
     uint64_t connect_deadline;
+    uint64_t graced;           /* sent_ns of the request given a read grace */
 };
 
 struct pool_server {
@@ -755,8 +756,9 @@ static int publish_state(mcr_pool *p, pool_server *s, mcr_server_state want)
         strcmp(d.host, s->host) == 0) {
         if (d.state == want) {
             rc = MCR_OK; /* someone else did it */
-        } else if (want == MCR_STATE_ACTIVE && d.state != MCR_STATE_DOWN) {
-            rc = MCR_OK; /* DRAINING: an operator's choice, not ours to undo */
+        } else if (d.state == MCR_STATE_DRAINING) {
+            /* an operator's choice, not ours to override either way */
+            rc = want == MCR_STATE_ACTIVE ? MCR_OK : MCR_ERR_INVALID;
         } else {
             mcr_changes *ch = mcr_changes_new();
             rc = ch == NULL ? MCR_ERR_NOMEM : mcr_changes_set_state(ch, s->id, want, NULL);
@@ -961,6 +963,15 @@ static void conn_fail(pool_conn *c, int status, const char *msg)
         server_pump(s);
 }
 
+static int reply_waiting(pool_conn *c)
+{
+    char b;
+    if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+        return 0; /* already read: it did not complete the request */
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    return fd >= 0 && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+}
+
 static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -977,6 +988,13 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     uint64_t next = c->state == CONN_CONNECTING ? c->connect_deadline : 0;
     if (c->head != NULL) {
         uint64_t d = c->head->sent_ns + (uint64_t)p->o.request_timeout_ms * 1000000u;
+        if (now >= d && c->graced != c->head->sent_ns && reply_waiting(c)) {
+            /* The reply arrived but the loop has not read it yet (a
+             * program that runs the loop only now and then): read first. */
+            c->graced = c->head->sent_ns;
+            conn_arm(c, now + 1000000u);
+            return;
+        }
         if (now >= d) {
             char m[64];
             snprintf(m, sizeof(m), "no reply within %u ms", p->o.request_timeout_ms);
@@ -1026,6 +1044,10 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
         r->conn = NULL;
         finish_req(p, r);
     }
+    /* A snapshot published meanwhile: adopt it now, so servers it removed
+     * close as soon as their last request is answered. */
+    if (!c->dead && mcr_router_epoch(p->router) != p->epoch)
+        pool_refresh(p);
     c->busy--;
     if (c->dead) {
         if (c->busy == 0)
@@ -1115,6 +1137,10 @@ static pool_conn *conn_open(pool_server *s, int slot)
         conn_destroy(c);
         return NULL;
     }
+    /* libevent reads and writes 4 KiB at a time by default (about 30
+     * pipelined replies): larger steps save system calls. */
+    bufferevent_set_max_single_read(c->bev, 1 << 16);
+    bufferevent_set_max_single_write(c->bev, 1 << 16);
     bufferevent_setcb(c->bev, conn_read_cb, NULL, conn_event_cb, c);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     s->conns[slot] = c;
@@ -1843,9 +1869,19 @@ size_t mcr_pool_pending(const mcr_pool *p)
     return p == NULL ? 0 : p->pending;
 }
 
+/* 1 when called from inside a callback run by p's event loop: the loop
+ * cannot be run again from there. libevent refuses re-entry (-1), which a
+ * non-blocking pass detects; otherwise that pass just runs what is ready.
+ * (event_base_get_running_event() would be the direct question, but
+ * libevent 2.1.12 dereferences NULL there when no loop runs.) */
+static int inside_loop(mcr_pool *p)
+{
+    return p->in_callback || event_base_loop(p->base, EVLOOP_NONBLOCK) < 0;
+}
+
 int mcr_pool_wait(mcr_pool *p)
 {
-    if (p == NULL || p->in_callback)
+    if (p == NULL || inside_loop(p))
         return MCR_ERR_INVALID;
     while (p->pending > 0)
         event_base_loop(p->base, EVLOOP_ONCE);
@@ -2287,10 +2323,10 @@ int mcr_pool_exec(mcr_pool *p, const mcr_request *q, mcr_owned_result *out)
     if (out == NULL)
         return MCR_ERR_INVALID;
     memset(out, 0, sizeof(*out));
-    if (p == NULL || p->in_callback) {
+    if (p == NULL || inside_loop(p)) {
         out->status = MCR_ERR_INVALID;
         snprintf(out->message, sizeof(out->message), "mcr_pool_exec: %s",
-                 p == NULL ? "NULL pool" : "called from a callback of the pool");
+                 p == NULL ? "NULL pool" : "called from inside the pool's event loop");
         return MCR_ERR_INVALID;
     }
     exec_state st = { 0, out };
