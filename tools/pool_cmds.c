@@ -731,6 +731,8 @@ int cli_cmd_get(int argc, char **argv)
         failed |= get_batch_print(&in, b);
         head = (head + 1) % GET_WINDOW;
         count--;
+        if (ferror(stdout))
+            next = in.n; /* output is lost (a closed pipe): fetch no more */
     }
     conn_close(&c);
     input_free(&in);
