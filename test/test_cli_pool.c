@@ -542,6 +542,39 @@ START_TEST(other_sources)
     r = run_cli(NULL, 0, ARGS("get", "-l", opts, "-b", "KETAMA_WEIGHTED=1", "lmc:1"));
     ck_assert_str_eq(r.out, "lmc:1\tx\n");
     run_free(&r);
+    /* a libketama server file and a nutcracker configuration */
+    char kfile[300], yml[300];
+    snprintf(kfile, sizeof(kfile), "%s/ketama.servers", dir);
+    snprintf(yml, sizeof(yml), "%s/nutcracker.yml", dir);
+    f = fopen(kfile, "w");
+    fprintf(f, "127.0.0.1:%d\t100\n127.0.0.1:%d\t300\n", c.mc[0].port, c.mc[1].port);
+    fclose(f);
+    f = fopen(yml, "w");
+    fprintf(f, "alpha:\n  listen: 127.0.0.1:22121\n  distribution: ketama\n  servers:\n"
+               "   - 127.0.0.1:%d:1 one\n   - 127.0.0.1:%d:1 two\n",
+            c.mc[0].port, c.mc[1].port);
+    fclose(f);
+    r = run_cli("kf:1\tketama\n", 12, ARGS("set", "-k", kfile));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli("tw:1\ttwemproxy\n", 15, ARGS("set", "-t", yml, "-p", "alpha"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("get", "-k", kfile, "kf:1", "tw:1"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert(strncmp(r.out, "kf:1\tketama\n", 12) == 0);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("get", "-t", yml, "tw:1"));
+    ck_assert_str_eq(r.out, "tw:1\ttwemproxy\n");
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("delete", "-t", yml, "tw:1"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("get", "-t", yml, "tw:1"));
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+    unlink(kfile);
+    unlink(yml);
     unlink(file);
     unlink(snap);
     rmdir(dir);
