@@ -36,6 +36,9 @@
 # (`sanitize`), which is what a program linking them needs; the test runs in
 # full under ASan and TSan too.
 set -euo pipefail
+# (With pipefail, `producer | grep -q` can fail on a match: grep exits at the
+# first one and the producer dies of SIGPIPE. Pipelines below end in
+# `grep ... >/dev/null`, which reads everything.)
 
 for arg in "$@"; do
     case $arg in
@@ -130,7 +133,7 @@ if [ -x "$p/$bindir/mcroute" ]; then
     grep -q '^Usage: mcroute' "$tmp/help" || fail "$bindir/mcroute --help prints no usage"
     v=$("$p/$bindir/mcroute" --version 2>&1) || true
     [ "$v" = "mcroute $version" ] || fail "$bindir/mcroute --version prints '$v', not 'mcroute $version'"
-    needed "$p/$bindir/mcroute" | grep -q '^libmcroute' && fail "$bindir/mcroute needs libmcroute.so at run time"
+    needed "$p/$bindir/mcroute" | grep '^libmcroute' >/dev/null && fail "$bindir/mcroute needs libmcroute.so at run time"
 fi
 
 if [ "$ketama" = 1 ]; then
@@ -159,7 +162,7 @@ done
 grep -rIlF -e "$build" -e "$src" -e "$tmp/inst" "$p" >"$tmp/paths" || true
 while read -r f; do fail "${f#"$p"/} names the build or source tree"; done <"$tmp/paths"
 while IFS= read -r -d '' f; do
-    if readelf -d "$f" 2>/dev/null | grep -E '\((RPATH|RUNPATH)\)' | grep -qF -e "$build" -e "$src"; then
+    if readelf -d "$f" 2>/dev/null | grep -E '\((RPATH|RUNPATH)\)' | grep -F -e "$build" -e "$src" >/dev/null; then
         fail "${f#"$p"/} has a run path into the build tree"
     fi
 done < <(find "$p/$libdir" "$p/$bindir" -type f -print0)
@@ -203,7 +206,7 @@ run_consumer() {
 # uses_lib BINARY SONAME: is the library among its NEEDED, loaded from the install?
 uses_installed() {
     local bin=$1 lib=$2
-    LD_LIBRARY_PATH=$p/$libdir ldd "$bin" 2>/dev/null | grep -qF "$lib => $p/$libdir/$lib"
+    LD_LIBRARY_PATH=$p/$libdir ldd "$bin" 2>/dev/null | grep -F "$lib => $p/$libdir/$lib" >/dev/null
 }
 
 mkdir "$tmp/pc"
@@ -228,7 +231,7 @@ done
 # shellcheck disable=SC2046
 if "$cc" "${cflags[@]}" -o "$tmp/pc/consumer_static" "$cs/consumer.c" "$cs/version_only.c" \
     $("$pkgconf" --static --cflags mcroute) "${static_libs[@]}" 2>"$tmp/err"; then
-    needed "$tmp/pc/consumer_static" | grep -q '^libmcroute' &&
+    needed "$tmp/pc/consumer_static" | grep '^libmcroute' >/dev/null &&
         fail "pkg-config --static consumer needs libmcroute.so"
     run_consumer "pkg-config --static mcroute (libmcroute.a)" "$tmp/pc/consumer_static"
 else
@@ -253,7 +256,7 @@ elif ! "$cmake" --build "$tmp/cmake" >"$tmp/build.log" 2>&1; then
 else
     uses_installed "$tmp/cmake/consumer_shared" "libmcroute.so.$major" ||
         fail "CMake consumer_shared does not load $p/$libdir/libmcroute.so.$major"
-    needed "$tmp/cmake/consumer_static" | grep -q '^libmcroute' &&
+    needed "$tmp/cmake/consumer_static" | grep '^libmcroute' >/dev/null &&
         fail "CMake consumer_static (mcroute::mcroute_static) needs libmcroute.so"
     run_consumer "CMake mcroute::mcroute" "$tmp/cmake/consumer_shared"
     run_consumer "CMake mcroute::mcroute_static" "$tmp/cmake/consumer_static"
