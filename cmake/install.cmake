@@ -35,6 +35,7 @@ endif()
 # ---------------------------------------------------------------- headers
 # Every public header (new ones too), and the generated version header.
 file(GLOB MCR_PUBLIC_HEADERS ${PROJECT_SOURCE_DIR}/include/*.h)
+list(REMOVE_ITEM MCR_PUBLIC_HEADERS ${PROJECT_SOURCE_DIR}/include/mcroute_version.h) # in-source builds
 install(FILES ${MCR_PUBLIC_HEADERS} ${MCR_GENERATED_INCLUDE_DIR}/mcroute_version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
