@@ -212,6 +212,7 @@ int main(int argc, char **argv)
     const char *servers = NULL;
     size_t n = 1000;
     int opt;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* in order with stderr, also into a pipe */
     while ((opt = getopt(argc, argv, "s:n:")) != -1) {
         if (opt == 's') {
             servers = optarg;
