@@ -1,7 +1,7 @@
 /* http_cache.c: example HTTP cache service on libevent's evhttp, answering every request from the callback of an mcroute pool in the same event loop.
  *
  * Usage: http_cache -s HOST:PORT[,HOST:PORT...] [--listen ADDR:PORT] [-m MODE]
- *                   [--timeout-ms MS] [--retry-ms MS]
+ *                   [--timeout-ms MS] [--retry-ms MS] [--meta]
  *
  *   GET    /cache/KEY             200 and the value; 404 when memcached has no such key
  *   PUT    /cache/KEY[?ttl=SEC]   body = value; 201 when the key was new, 204 when it
@@ -22,6 +22,7 @@
  * address actually bound is printed on standard output as the first line,
  * "listening on ADDR:PORT", so that a script can read it. Keys are placed
  * with mode MODE (default ketama, as `mcroute locate -s` places them).
+ * --meta speaks memcached's meta protocol instead of the text protocol.
  *
  * How it embeds the pool. One event_base runs both evhttp and the pool
  * (mcroute_pool.h). A request handler only validates and submits: the pool
@@ -441,7 +442,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: http_cache -s HOST:PORT[,HOST:PORT...] [--listen ADDR:PORT] [-m MODE]\n"
-               "                  [--timeout-ms MS] [--retry-ms MS]\n");
+               "                  [--timeout-ms MS] [--retry-ms MS] [--meta]\n");
 }
 
 /* "ADDR:PORT" into addr (NUL-terminated) and *port. 0 or -1. */
@@ -509,13 +510,14 @@ static void service_free(service *svc)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_LISTEN = 256, OPT_TIMEOUT, OPT_RETRY };
+    enum { OPT_LISTEN = 256, OPT_TIMEOUT, OPT_RETRY, OPT_META };
     static const struct option longopts[] = {
         {"servers", required_argument, NULL, 's'},
         {"mode", required_argument, NULL, 'm'},
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
         {"retry-ms", required_argument, NULL, OPT_RETRY},
+        {"meta", no_argument, NULL, OPT_META},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -536,7 +538,12 @@ int main(int argc, char **argv)
             listen = optarg;
             break;
         case OPT_TIMEOUT:
+            /* Both: a request sent while its connection is still being made
+             * waits for the connect timeout, not for its own (lib/pool.c). */
             opts.request_timeout_ms = opts.connect_timeout_ms = parse_ms(optarg, "--timeout-ms");
+            break;
+        case OPT_META:
+            opts.protocol = MCR_PROTO_META;
             break;
         case OPT_RETRY:
             opts.retry_timeout_ms = parse_ms(optarg, "--retry-ms");
@@ -622,8 +629,9 @@ int main(int argc, char **argv)
     }
     printf("listening on %s:%d\n", addr, bound);
     fflush(stdout);
-    fprintf(stderr, "http_cache: %zu memcached servers (%s), pool timeout %u ms\n",
+    fprintf(stderr, "http_cache: %zu memcached servers (%s, %s protocol), pool timeout %u ms\n",
             mcr_config_server_count(svc.cfg), mcr_mode_name(mode),
+            opts.protocol == MCR_PROTO_META ? "meta" : "text",
             opts.request_timeout_ms ? opts.request_timeout_ms : 1000);
 
     event_base_dispatch(svc.base);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_http_cache.py: drives examples/http_cache against real memcached servers (run by with_memcached).
 
-Usage: test_http_cache.py --service PATH --cli PATH --servers H:P,H:P,...
+Usage: test_http_cache.py --service PATH --cli PATH --servers H:P,H:P,... [--meta]
 
 Starts the service on 127.0.0.1, port 0, reads the port it prints, then:
 PUT / GET / DELETE on 120 keys (binary values, one empty, percent-encoded
@@ -42,10 +42,10 @@ def check(cond, what):
 class Service:
     """One http_cache process; its port read from its first line of output."""
 
-    def __init__(self, path, servers, timeout_ms, retry_ms=30000):
+    def __init__(self, path, servers, timeout_ms, extra=()):
         self.proc = subprocess.Popen(
-            [path, "-s", servers, "--listen", "127.0.0.1:0",
-             "--timeout-ms", str(timeout_ms), "--retry-ms", str(retry_ms)],
+            [path, "-s", servers, "--listen", "127.0.0.1:0", "--timeout-ms", str(timeout_ms)]
+            + list(extra),
             stdout=subprocess.PIPE, stderr=None, text=True)
         line = self.proc.stdout.readline()
         if not line.startswith("listening on 127.0.0.1:"):
@@ -136,12 +136,14 @@ def main():
     ap.add_argument("--service", required=True)
     ap.add_argument("--cli", required=True)
     ap.add_argument("--servers", required=True)
+    ap.add_argument("--meta", action="store_true", help="the service speaks the meta protocol")
     a = ap.parse_args()
     servers = a.servers.split(",")
     pids = [int(p) for p in os.environ.get("MCR_EXAMPLE_PIDS", "").split(",") if p]
     rng = random.Random(6)
 
-    svc = Service(a.service, a.servers, timeout_ms=400)
+    extra = ["--meta"] if a.meta else []
+    svc = Service(a.service, a.servers, timeout_ms=400, extra=extra)
     try:
         # ---- PUT, GET, placement, on 120 keys
         keys = [b"user:%d" % i for i in range(100)]
@@ -291,7 +293,7 @@ def main():
     hole = socket.socket()
     hole.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
     try:
-        dead = Service(a.service, "127.0.0.1:%d" % hole.getsockname()[1], timeout_ms=400)
+        dead = Service(a.service, "127.0.0.1:%d" % hole.getsockname()[1], timeout_ms=400, extra=extra)
         try:
             st1, body1, _ = dead.request("GET", "/cache/k")
             st2, body2, _ = dead.request("GET", "/cache/k")
