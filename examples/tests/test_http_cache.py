@@ -7,7 +7,7 @@ Starts the service on 127.0.0.1, port 0, reads the port it prints, then:
 PUT / GET / DELETE on 120 keys (binary values, one empty, percent-encoded
 keys), each value checked; every key found on the memcached that
 `mcroute locate -s SERVERS` names and on no other (asked directly over a
-socket); 404s, 400s naming the problem (bad keys, bad ttl), 405, a ttl that
+socket); 404s, 400s naming the problem (bad keys, bad ttl), 405, 413, a ttl that
 expires; concurrent clients; a timeout (504) while one memcached is stopped
 with SIGSTOP; a request in flight when SIGTERM arrives (503, then exit 0).
 A second service, pointed at a port nobody listens on, must answer 502 then
@@ -216,6 +216,8 @@ def main():
         for q in ("ttl=abc", "ttl=-1", "ttl=99999999"):
             st, body, _ = svc.request("PUT", "/cache/ttlkey?" + q, b"v")
             check(st == 400 and b"ttl" in body, "PUT ?%s gave %d %r, not 400 naming ttl" % (q, st, body))
+        st, _, _ = svc.request("PUT", "/cache/too-big", b"x" * 1000001)
+        check(st == 413, "PUT of 1000001 bytes gave %d, not 413" % st)
         st, _, _ = svc.request("GET", "/elsewhere")
         check(st == 404, "GET /elsewhere gave %d, not 404" % st)
         st, _, _ = svc.request("POST", "/cache/k", b"v")
