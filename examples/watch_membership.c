@@ -52,6 +52,8 @@
 #include <mcroute_snapshot.h>
 
 #define MAX_SERVERS 16
+#define ADDR_MAX 64           /* a HOST:PORT of -s, NUL included */
+#define FILE_MAX (64 + MAX_SERVERS * ADDR_MAX)
 #define KEY_SIZE 32
 #define TICK_US 1000          /* the traffic timer's period */
 #define PER_TICK 64           /* requests issued per tick at most */
@@ -79,8 +81,8 @@ typedef struct demo {
     struct event *tick;
     const char *path;
     char tmp_path[4200];
-    char added[64];               /* id of the server the change adds */
-    char file_after[MAX_SERVERS * 32];
+    char added[ADDR_MAX];         /* id of the server the change adds */
+    char file_after[FILE_MAX];
 
     size_t nkeys;
     char (*keys)[KEY_SIZE];       /* read by the hook: fixed once watched */
@@ -365,13 +367,13 @@ int main(int argc, char **argv)
         usage();
 
     /* The file's two versions: all servers but the last, then all. */
-    char before[MAX_SERVERS * 32] = "# servers of watch_membership\n";
+    char before[FILE_MAX] = "# servers of watch_membership\n";
     size_t nservers = 0;
     for (const char *p = servers; *p != '\0';) {
         size_t len = strcspn(p, ",");
         if (len == 0 || len >= sizeof(d.added) || nservers == MAX_SERVERS)
             usage();
-        char line[80];
+        char line[ADDR_MAX + 1];
         snprintf(line, sizeof(line), "%.*s\n", (int)len, p);
         if (p[len] != '\0')
             strcat(before, line);
@@ -380,7 +382,7 @@ int main(int argc, char **argv)
         nservers++;
         p += len + (p[len] == ',');
     }
-    if (nservers < 2)
+    if (nservers < 2 || d.added[0] == '\0') /* also "A,B," */
         usage();
     snprintf(d.file_after, sizeof(d.file_after), "%s%s\n", before, d.added);
 
