@@ -94,7 +94,7 @@ typedef enum mcr_status {
     MCR_ERR_DOWN = -15,      /* the server is down for this pool (failure policy) */
     MCR_ERR_PROTOCOL = -16,  /* a reply that does not fit its request */
     MCR_ERR_SERVER = -17,    /* the server answered ERROR, CLIENT_ERROR or SERVER_ERROR */
-    MCR_ERR_CANCELLED = -18  /* the pool was freed, or the server removed, first */
+    MCR_ERR_CANCELLED = -18  /* the pool was freed first, or the server removed before it was sent */
 } mcr_status;
 
 /* mcr_strerror: a static, human-readable name for a status code ("invalid

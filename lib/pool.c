@@ -225,10 +225,10 @@ static uint32_t fnv1a(const void *p, size_t n, uint32_t h)
     return h;
 }
 
+/* What failover may send to a replica: reads that change nothing. */
 static int is_read_op(mcr_op op)
 {
-    return op == MCR_OP_GET || op == MCR_OP_GETS || op == MCR_OP_GAT || op == MCR_OP_GATS ||
-           op == MCR_OP_TOUCH;
+    return op == MCR_OP_GET || op == MCR_OP_GETS;
 }
 
 static int is_get_family(mcr_op op)
@@ -2582,6 +2582,11 @@ int mcr_pool_exec(mcr_pool *p, const mcr_request *q, mcr_owned_result *out)
     if (out == NULL)
         return MCR_ERR_INVALID;
     memset(out, 0, sizeof(*out));
+    if (q == NULL) {
+        out->status = MCR_ERR_INVALID;
+        snprintf(out->message, sizeof(out->message), "mcr_pool_exec: NULL request");
+        return MCR_ERR_INVALID;
+    }
     if (p == NULL || inside_loop(p)) {
         out->status = MCR_ERR_INVALID;
         snprintf(out->message, sizeof(out->message), "mcr_pool_exec: %s",
