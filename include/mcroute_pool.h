@@ -196,8 +196,10 @@ MCR_EXTERN int mcr_pool_refresh(mcr_pool *pool);
 MCR_EXTERN size_t mcr_pool_pending(const mcr_pool *pool);
 
 /* mcr_pool_wait: run the event loop (EVLOOP_ONCE at a time) until no
- * request of the pool is pending. MCR_OK, or MCR_ERR_INVALID when called
- * from a callback of the pool. Not thread-safe (the loop's thread). */
+ * request of the pool is pending (the pool's own probes of ejected servers
+ * do not count). MCR_OK, or MCR_ERR_INVALID (NULL pool; called from inside
+ * a callback run by the pool's event_base, which libevent cannot re-enter).
+ * Not thread-safe (the loop's thread). */
 MCR_EXTERN int mcr_pool_wait(mcr_pool *pool);
 
 /* ==================================================================== */
@@ -344,7 +346,8 @@ typedef struct mcr_owned_result {
 /* mcr_pool_exec: submit `req` and run the loop until it completes; copy the
  * result into *out (free out->value with mcr_owned_result_clear()).
  * Returns the submission error (then *out holds it too, with the message),
- * or the result's status. Not from a callback of the pool. */
+ * or the result's status. MCR_ERR_INVALID (also in out->status) when called
+ * from inside a callback run by the pool's event_base. */
 MCR_EXTERN int mcr_pool_exec(mcr_pool *pool, const mcr_request *req, mcr_owned_result *out);
 
 /* mcr_owned_result_clear: free out->value and zero *out. NULL is a no-op. */
@@ -362,7 +365,7 @@ typedef enum mcr_server_health {
 } mcr_server_health;
 
 /* Per-server counters of one pool, since the pool was created. */
-typedef struct mcr_pool_server_stats {
+typedef struct mcr_server_stats {
     char id[256];
     char host[MCR_HOSTNAME_MAX + 1];
     int port;
@@ -379,7 +382,7 @@ typedef struct mcr_pool_server_stats {
     size_t in_flight;         /* requests sent, not answered */
     uint64_t latency_count;   /* replies measured */
     double p50_us, p90_us, p99_us, p999_us, max_us; /* send to reply */
-} mcr_pool_server_stats;
+} mcr_server_stats;
 
 /* mcr_pool_server_count: servers the pool knows (current and draining,
  * with those removed and drained already forgotten). */
@@ -388,7 +391,7 @@ MCR_EXTERN size_t mcr_pool_server_count(const mcr_pool *pool);
 /* mcr_pool_server_stats: counters of server i (0 .. count-1, in an order
  * stable until the next refresh). MCR_OK or MCR_ERR_INVALID. Percentiles
  * come from a log-linear histogram (relative error under 4%). */
-MCR_EXTERN int mcr_pool_server_stats(const mcr_pool *pool, size_t i, mcr_pool_server_stats *out);
+MCR_EXTERN int mcr_pool_server_stats(const mcr_pool *pool, size_t i, mcr_server_stats *out);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,97 @@
+/* proto.h: the memcached text and meta protocols: request lines written, reply lines read (internal). */
+#ifndef MCR_PROTO_H
+#define MCR_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcroute_pool.h"
+
+/* The longest reply line accepted (without CRLF). memcached's own lines are
+ * far shorter: a VALUE line is at most ~300 bytes, a STAT line ~300, an
+ * error a few hundred; more means the stream is not memcached's. */
+#define MCR__PROTO_MAX_LINE 2048
+
+/* What one reply line is. */
+typedef enum mcr__line_kind {
+    MCR__L_BAD = 0,       /* not a line memcached sends */
+    MCR__L_VALUE,         /* VALUE key flags bytes [cas] */
+    MCR__L_END,
+    MCR__L_STORED,
+    MCR__L_NOT_STORED,
+    MCR__L_EXISTS,
+    MCR__L_NOT_FOUND,
+    MCR__L_DELETED,
+    MCR__L_TOUCHED,
+    MCR__L_OK,
+    MCR__L_NUMBER,        /* incr/decr result */
+    MCR__L_VERSION,       /* VERSION text */
+    MCR__L_STAT,          /* STAT name value */
+    MCR__L_ERROR,         /* ERROR */
+    MCR__L_CLIENT_ERROR,  /* CLIENT_ERROR text */
+    MCR__L_SERVER_ERROR,  /* SERVER_ERROR text */
+    /* meta */
+    MCR__L_VA,            /* VA bytes flags* */
+    MCR__L_EN,
+    MCR__L_HD,
+    MCR__L_NS,
+    MCR__L_EX,
+    MCR__L_NF,
+    MCR__L_MN
+} mcr__line_kind;
+
+typedef struct mcr__line {
+    mcr__line_kind kind;
+    const char *key;      /* VALUE's key, meta's k flag */
+    size_t key_len;
+    const char *opaque;   /* meta's O flag, NULL when absent */
+    size_t opaque_len;
+    const char *text;     /* error text, version, "name value" of a STAT */
+    size_t text_len;
+    uint64_t bytes;       /* VALUE, VA: length of the data block */
+    uint64_t number;      /* NUMBER */
+    uint64_t cas;         /* VALUE's 5th field, meta's c flag */
+    uint32_t flags;       /* VALUE's flags, meta's f flag */
+    int has_cas, has_flags;
+} mcr__line;
+
+/* mcr__proto_parse_line: classify `line` (`len` bytes, without CRLF) into
+ * *out. Numbers must be plain decimal within their type (flags 32 bits,
+ * bytes up to 2^40); anything malformed is MCR__L_BAD. Cannot fail
+ * otherwise. Pointers in *out point into `line`. */
+void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out);
+
+/* A request line to write. */
+typedef struct mcr__wire {
+    mcr_op op;
+    mcr_protocol proto;
+    const char *prefix;   /* key prefix, prefix_len bytes */
+    size_t prefix_len;
+    const char *const *keys; /* nkeys keys (get family may have many) */
+    const size_t *key_lens;
+    size_t nkeys;
+    const void *value;
+    size_t value_len;
+    uint32_t flags;
+    int64_t exptime;
+    uint64_t cas;
+    uint64_t delta;
+    uint32_t opaque;      /* meta: the first key's token; key i gets opaque + i */
+} mcr__wire;
+
+struct evbuffer;
+
+/* mcr__proto_write: append the request to `out`. Keys and values were
+ * checked by the caller. MCR_OK or MCR_ERR_NOMEM (out may then hold part of
+ * it: the caller closes that connection). */
+int mcr__proto_write(struct evbuffer *out, const mcr__wire *w);
+
+/* mcr__proto_key_ok: 1 when `key` (len bytes) is 1..max bytes with no
+ * space or control byte, else 0. */
+int mcr__proto_key_ok(const void *key, size_t len, size_t max);
+
+/* mcr__proto_opaque: parse a meta opaque token written by mcr__proto_write
+ * (decimal). 1 and *out on success, 0 when it is not one of ours. */
+int mcr__proto_opaque(const char *tok, size_t len, uint32_t *out);
+
+#endif
