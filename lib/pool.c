@@ -756,8 +756,9 @@ static int publish_state(mcr_pool *p, pool_server *s, mcr_server_state want)
         strcmp(d.host, s->host) == 0) {
         if (d.state == want) {
             rc = MCR_OK; /* someone else did it */
-        } else if (want == MCR_STATE_ACTIVE && d.state != MCR_STATE_DOWN) {
-            rc = MCR_OK; /* DRAINING: an operator's choice, not ours to undo */
+        } else if (d.state == MCR_STATE_DRAINING) {
+            /* an operator's choice, not ours to override either way */
+            rc = want == MCR_STATE_ACTIVE ? MCR_OK : MCR_ERR_INVALID;
         } else {
             mcr_changes *ch = mcr_changes_new();
             rc = ch == NULL ? MCR_ERR_NOMEM : mcr_changes_set_state(ch, s->id, want, NULL);
@@ -1132,6 +1133,10 @@ static pool_conn *conn_open(pool_server *s, int slot)
         conn_destroy(c);
         return NULL;
     }
+    /* libevent reads and writes 4 KiB at a time by default (about 30
+     * pipelined replies): larger steps save system calls. */
+    bufferevent_set_max_single_read(c->bev, 1 << 16);
+    bufferevent_set_max_single_write(c->bev, 1 << 16);
     bufferevent_setcb(c->bev, conn_read_cb, NULL, conn_event_cb, c);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     s->conns[slot] = c;
@@ -1861,10 +1866,13 @@ size_t mcr_pool_pending(const mcr_pool *p)
 }
 
 /* 1 when called from inside a callback run by p's event loop: the loop
- * cannot be run again from there (libevent refuses re-entry). */
+ * cannot be run again from there. libevent refuses re-entry (-1), which a
+ * non-blocking pass detects; otherwise that pass just runs what is ready.
+ * (event_base_get_running_event() would be the direct question, but
+ * libevent 2.1.12 dereferences NULL there when no loop runs.) */
 static int inside_loop(mcr_pool *p)
 {
-    return p->in_callback || event_base_get_running_event(p->base) != NULL;
+    return p->in_callback || event_base_loop(p->base, EVLOOP_NONBLOCK) < 0;
 }
 
 int mcr_pool_wait(mcr_pool *p)
