@@ -1,0 +1,1853 @@
+/* test_pool.c: Check suite of the connection pool against real memcached processes and a scripted fake server. */
+/*
+ * Every test starts its own memcached processes (on 127.0.0.1, 127.0.0.2,
+ * ... at ports the kernel picks), its own event_base, router and pool, and
+ * stops them at its end (realserver.c also kills them when the test's
+ * process exits or dies). Requests are tracked one record each: every
+ * callback is counted, so a callback made twice, never, for a request that
+ * was refused, or inside the submitting call is caught in every test; a HIT
+ * whose value does not encode its key ("val|<key>|...") is caught too.
+ *
+ * The event loop is never run unbounded: a 5 ms timer makes EVLOOP_ONCE
+ * return, and every wait has a deadline, so a pool that loses a request
+ * fails the test instead of hanging it.
+ *
+ * Environment: MCR_TEST_SEED changes the keys and the chaos.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fakeserver.h"
+#include "mcroute.h"
+#include "mcroute_pool.h"
+#include "mcroute_router.h"
+#include "mcroute_snapshot.h"
+#include "realserver.h"
+#include "testutil.h"
+
+#define MAX_SERVERS 6
+#define START_MS 5000 /* a memcached must accept connections within this */
+#define IO_MS 5000    /* the raw client's deadline */
+#define TICK_MS 5     /* the longest EVLOOP_ONCE blocks */
+
+/* ================================================================== time */
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ================================================================== tracking */
+
+/* What the callbacks of one test saw. */
+typedef struct tally {
+    long submitted;   /* submissions that returned MCR_OK: callbacks owed */
+    long calls;       /* final callbacks (a request's, a multi-get's done_cb) */
+    long sync;        /* callbacks made inside a submitting call */
+    long twice;       /* callbacks of a request already called back */
+    long foreign;     /* a result for another key, a value of another key */
+    long unexpected;  /* callbacks of a submission that was refused */
+    int raw_values;   /* 1: values need not encode their key (checked one by one) */
+    char first[512];  /* the first violation */
+} tally;
+
+/* > 0 while the test is inside a submitting call of the pool. */
+static int g_submitting;
+
+static void violation(tally *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void violation(tally *t, const char *fmt, ...)
+{
+    if (t->first[0] != '\0')
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->first, sizeof(t->first), fmt, ap);
+    va_end(ap);
+}
+
+/* Values written by the tests encode their key: "val|<key>|<anything>". */
+static size_t make_value(char *buf, size_t cap, const char *key, size_t klen, unsigned gen,
+                         size_t pad)
+{
+    int n = snprintf(buf, cap, "val|%.*s|%u|", (int)klen, key, gen);
+    size_t len = (size_t)n;
+    for (size_t i = 0; i < pad && len + 1 < cap; i++)
+        buf[len++] = (char)('a' + (i + gen) % 26);
+    buf[len] = '\0';
+    return len;
+}
+
+static int value_is_for(const char *v, size_t vl, const char *key, size_t kl)
+{
+    return v != NULL && vl >= kl + 5 && memcmp(v, "val|", 4) == 0 &&
+           memcmp(v + 4, key, kl) == 0 && v[4 + kl] == '|';
+}
+
+/* One request and what its callback said. */
+typedef struct rec {
+    tally *t;
+    int refused;        /* the submission's error, 0 when accepted */
+    int calls;
+    int check_value;    /* 1: a HIT must carry a value of its key */
+    mcr_op op;
+    char key[300];      /* as submitted */
+    size_t key_len;
+    /* the result */
+    int status;
+    mcr_reply reply;
+    mcr_op res_op;
+    char *value;        /* malloc'd copy, NUL-terminated */
+    size_t value_len;
+    uint32_t flags;
+    uint64_t cas, number, epoch;
+    char server[256];
+    char message[256];
+    long long t0, t1;   /* submitted, called back */
+} rec;
+
+static int is_server_op(mcr_op op)
+{
+    return op == MCR_OP_VERSION || op == MCR_OP_STATS || op == MCR_OP_FLUSH_ALL ||
+           op == MCR_OP_NOOP;
+}
+
+static void rec_cb(const mcr_result *res, void *arg)
+{
+    rec *r = arg;
+    tally *t = r->t;
+
+    t->calls++;
+    if (g_submitting > 0) {
+        t->sync++;
+        violation(t, "callback of %s \"%.*s\" made inside a submitting call",
+                  mcr_op_name(r->op), (int)r->key_len, r->key);
+    }
+    if (r->refused) {
+        t->unexpected++;
+        violation(t, "callback of %s \"%.*s\", whose submission returned %d",
+                  mcr_op_name(r->op), (int)r->key_len, r->key, r->refused);
+        return;
+    }
+    if (++r->calls > 1) {
+        t->twice++;
+        violation(t, "callback %d of %s \"%.*s\" (status %d)", r->calls, mcr_op_name(r->op),
+                  (int)r->key_len, r->key, res->status);
+        return;
+    }
+    r->t1 = now_ms();
+    r->status = res->status;
+    r->reply = res->reply;
+    r->res_op = res->op;
+    r->flags = res->flags;
+    r->cas = res->cas;
+    r->number = res->number;
+    r->epoch = res->epoch;
+    snprintf(r->server, sizeof(r->server), "%s", res->server != NULL ? res->server : "");
+    snprintf(r->message, sizeof(r->message), "%s", res->message != NULL ? res->message : "");
+    free(r->value);
+    r->value = NULL;
+    r->value_len = 0;
+    if (res->value != NULL) {
+        r->value = malloc(res->value_len + 1);
+        ck_assert_ptr_nonnull(r->value);
+        memcpy(r->value, res->value, res->value_len);
+        r->value[res->value_len] = '\0';
+        r->value_len = res->value_len;
+    }
+    if (res->op != r->op)
+        violation(t, "result op %s for a %s", mcr_op_name(res->op), mcr_op_name(r->op));
+    if (!is_server_op(r->op) &&
+        (res->key_len != r->key_len || (r->key_len > 0 && memcmp(res->key, r->key, r->key_len)))) {
+        t->foreign++;
+        violation(t, "result for key \"%.*s\" delivered to a %s of \"%.*s\"",
+                  (int)(res->key_len > 200 ? 200 : res->key_len), res->key ? res->key : "",
+                  mcr_op_name(r->op), (int)r->key_len, r->key);
+    }
+    if (r->check_value && res->status == MCR_OK && res->reply == MCR_REPLY_HIT &&
+        !value_is_for(res->value, res->value_len, r->key, r->key_len)) {
+        t->foreign++;
+        violation(t, "get of \"%.*s\" returned \"%.*s\"", (int)r->key_len, r->key,
+                  (int)(res->value_len > 100 ? 100 : res->value_len),
+                  res->value ? res->value : "");
+    }
+}
+
+static void rec_clear(rec *r)
+{
+    free(r->value);
+    memset(r, 0, sizeof(*r));
+}
+
+static void recs_free(rec *r, size_t n)
+{
+    if (r == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(r[i].value);
+    free(r);
+}
+
+/* A multi-get and what its callbacks said. Keys are told apart by the
+ * key of each result; duplicates are counted per distinct key. */
+typedef struct mtrack {
+    tally *t;
+    int refused;
+    int check_value;
+    size_t n;              /* keys passed (with duplicates) */
+    char **keys;
+    size_t *lens;
+    size_t nd;             /* distinct keys */
+    size_t *dmap;          /* keys[i] is distinct key dmap[i] */
+    size_t *first_of;      /* distinct d: its first index in keys */
+    int *want, *got;       /* per distinct: occurrences, key_cb calls */
+    int *status;           /* per distinct: last status */
+    int *reply;
+    uint64_t *cas;
+    long key_calls, hits;
+    int done_calls;
+    int done_status;
+    uint64_t done_number;
+    size_t done_key_len;
+} mtrack;
+
+static mtrack *mt_new(tally *t, size_t n)
+{
+    mtrack *m = calloc(1, sizeof(*m));
+    ck_assert_ptr_nonnull(m);
+    m->t = t;
+    m->check_value = 1;
+    m->keys = calloc(n ? n : 1, sizeof(char *));
+    m->lens = calloc(n ? n : 1, sizeof(size_t));
+    m->dmap = calloc(n ? n : 1, sizeof(size_t));
+    m->first_of = calloc(n ? n : 1, sizeof(size_t));
+    m->want = calloc(n ? n : 1, sizeof(int));
+    m->got = calloc(n ? n : 1, sizeof(int));
+    m->status = calloc(n ? n : 1, sizeof(int));
+    m->reply = calloc(n ? n : 1, sizeof(int));
+    m->cas = calloc(n ? n : 1, sizeof(uint64_t));
+    ck_assert(m->keys && m->lens && m->dmap && m->first_of && m->want && m->got &&
+              m->status && m->reply && m->cas);
+    return m;
+}
+
+static void mt_add(mtrack *m, const char *key, size_t len)
+{
+    size_t i = m->n++, d;
+    m->keys[i] = malloc(len + 1);
+    ck_assert_ptr_nonnull(m->keys[i]);
+    memcpy(m->keys[i], key, len);
+    m->keys[i][len] = '\0';
+    m->lens[i] = len;
+    for (d = 0; d < m->nd; d++) {
+        size_t f = m->first_of[d];
+        if (m->lens[f] == len && memcmp(m->keys[f], key, len) == 0)
+            break;
+    }
+    if (d == m->nd)
+        m->first_of[m->nd++] = i;
+    m->dmap[i] = d;
+    m->want[d]++;
+}
+
+static void mt_free(mtrack *m)
+{
+    if (m == NULL)
+        return;
+    for (size_t i = 0; i < m->n; i++)
+        free(m->keys[i]);
+    free(m->keys);
+    free(m->lens);
+    free(m->dmap);
+    free(m->first_of);
+    free(m->want);
+    free(m->got);
+    free(m->status);
+    free(m->reply);
+    free(m->cas);
+    free(m);
+}
+
+static long mt_distinct(const mtrack *m, const char *key, size_t len)
+{
+    for (size_t d = 0; d < m->nd; d++) {
+        size_t f = m->first_of[d];
+        if (m->lens[f] == len && (len == 0 || memcmp(m->keys[f], key, len) == 0))
+            return (long)d;
+    }
+    return -1;
+}
+
+static void mt_key_cb(const mcr_result *res, void *arg)
+{
+    mtrack *m = arg;
+    tally *t = m->t;
+
+    if (g_submitting > 0) {
+        t->sync++;
+        violation(t, "key_cb of a multi-get made inside the submitting call");
+    }
+    if (m->refused) {
+        t->unexpected++;
+        violation(t, "key_cb of a refused multi-get");
+        return;
+    }
+    if (m->done_calls > 0)
+        violation(t, "key_cb of a multi-get after its done_cb");
+    m->key_calls++;
+    long d = mt_distinct(m, res->key, res->key_len);
+    if (d < 0) {
+        t->foreign++;
+        violation(t, "multi-get key_cb for key \"%.*s\", not asked for",
+                  (int)(res->key_len > 200 ? 200 : res->key_len), res->key ? res->key : "");
+        return;
+    }
+    if (++m->got[d] > m->want[d]) {
+        t->twice++;
+        violation(t, "multi-get key_cb %d for \"%s\", which occurs %d times", m->got[d],
+                  m->keys[m->first_of[d]], m->want[d]);
+    }
+    m->status[d] = res->status;
+    m->reply[d] = res->reply;
+    m->cas[d] = res->cas;
+    if (res->status == MCR_OK && res->reply == MCR_REPLY_HIT) {
+        m->hits++;
+        if (m->check_value &&
+            !value_is_for(res->value, res->value_len, res->key, res->key_len)) {
+            t->foreign++;
+            violation(t, "multi-get of \"%.*s\" returned \"%.*s\"", (int)res->key_len, res->key,
+                      (int)(res->value_len > 100 ? 100 : res->value_len),
+                      res->value ? res->value : "");
+        }
+    }
+    if (res->op != MCR_OP_GET && res->op != MCR_OP_GETS)
+        violation(t, "multi-get key_cb with op %s", mcr_op_name(res->op));
+}
+
+static void mt_done_cb(const mcr_result *res, void *arg)
+{
+    mtrack *m = arg;
+    tally *t = m->t;
+
+    t->calls++;
+    if (g_submitting > 0) {
+        t->sync++;
+        violation(t, "done_cb of a multi-get made inside the submitting call");
+    }
+    if (m->refused) {
+        t->unexpected++;
+        violation(t, "done_cb of a refused multi-get");
+        return;
+    }
+    if (++m->done_calls > 1) {
+        t->twice++;
+        violation(t, "done_cb of a multi-get called %d times", m->done_calls);
+        return;
+    }
+    if (m->key_calls != (long)m->n)
+        violation(t, "done_cb of a multi-get of %zu keys after %ld key_cb calls", m->n,
+                  m->key_calls);
+    m->done_status = res->status;
+    m->done_number = res->number;
+    m->done_key_len = res->key_len;
+}
+
+/* Every distinct key reported exactly as often as it occurs, done once. */
+static void mt_check(const mtrack *m)
+{
+    ck_assert_msg(m->done_calls == 1, "done_cb called %d times", m->done_calls);
+    ck_assert_msg(m->key_calls == (long)m->n, "%ld key_cb calls for %zu keys", m->key_calls,
+                  m->n);
+    for (size_t d = 0; d < m->nd; d++)
+        ck_assert_msg(m->got[d] == m->want[d], "key \"%s\": %d key_cb calls, %d occurrences",
+                      m->keys[m->first_of[d]], m->got[d], m->want[d]);
+}
+
+/* ================================================================== environment */
+
+/* Servers, an event loop, a router and a pool: one per test. */
+typedef struct env {
+    int n;                            /* memcached processes started */
+    rs_proc mc[MAX_SERVERS];
+    char id[MAX_SERVERS][64];         /* "127.0.0.x:port", the default ids */
+    struct event_base *base;
+    struct event *tick;
+    mcr_router *router;
+    mcr_pool *pool;
+    tally t;
+} env;
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+static void env_base(env *e)
+{
+    struct timeval tv = {0, TICK_MS * 1000};
+    e->base = event_base_new();
+    ck_assert_ptr_nonnull(e->base);
+    e->tick = event_new(e->base, -1, EV_PERSIST, tick_cb, NULL);
+    ck_assert_ptr_nonnull(e->tick);
+    ck_assert_int_eq(event_add(e->tick, &tv), 0);
+}
+
+/* Start memcached number i on 127.0.0.(i+1), at `port` (0: any). */
+static void env_start_server(env *e, int i, int port)
+{
+    char addr[32];
+    snprintf(addr, sizeof(addr), "127.0.0.%d", i + 1);
+    ck_assert_msg(rs_memcached_start(&e->mc[i], addr, port, NULL, START_MS) == 0,
+                  "cannot start %s on %s:%d", rs_memcached_path(), addr, port);
+    snprintf(e->id[i], sizeof(e->id[i]), "%s:%d", addr, e->mc[i].port);
+}
+
+/* A snapshot (epoch 1) of servers 0..k-1, in that order. */
+static mcr_snapshot *env_snapshot(env *e, int k, const char *key_prefix)
+{
+    mcr_error err = {0, ""};
+    mcr_config *cfg = mcr_config_new();
+    mcr_snapshot *s = NULL;
+    ck_assert_ptr_nonnull(cfg);
+    if (key_prefix != NULL)
+        ck_assert_int_eq(mcr_config_set_key_prefix(cfg, key_prefix, strlen(key_prefix)),
+                         MCR_OK);
+    for (int i = 0; i < k; i++)
+        ck_assert_msg(mcr_config_add_server(cfg, e->mc[i].addr, e->mc[i].port, 1, &err) ==
+                          MCR_OK,
+                      "%s", err.message);
+    ck_assert_msg(mcr_snapshot_new(cfg, 1, &s, &err) == MCR_OK, "%s", err.message);
+    mcr_config_free(cfg);
+    return s;
+}
+
+static void env_new_pool(env *e, const mcr_pool_options *o)
+{
+    mcr_error err = {0, ""};
+    int rc = mcr_pool_new(e->base, e->router, o, &e->pool, &err);
+    ck_assert_msg(rc == MCR_OK, "mcr_pool_new: %d %s", rc, err.message);
+    ck_assert_ptr_nonnull(e->pool);
+}
+
+/* n servers started, the first k of them in the router's snapshot, a pool
+ * with options o (NULL: defaults). */
+static void env_init_k(env *e, int n, int k, const mcr_pool_options *o)
+{
+    memset(e, 0, sizeof(*e));
+    e->n = n;
+    for (int i = 0; i < n; i++)
+        env_start_server(e, i, 0);
+    mcr_snapshot *s = env_snapshot(e, k, NULL);
+    ck_assert_int_eq(mcr_router_new(s, &e->router, NULL), MCR_OK);
+    mcr_snapshot_unref(s);
+    env_base(e);
+    env_new_pool(e, o);
+}
+
+static void env_init(env *e, int n, const mcr_pool_options *o)
+{
+    env_init_k(e, n, n, o);
+}
+
+static void env_free(env *e)
+{
+    mcr_pool_free(e->pool);
+    e->pool = NULL;
+    if (e->tick != NULL)
+        event_free(e->tick);
+    if (e->base != NULL)
+        event_base_free(e->base);
+    mcr_router_free(e->router);
+    for (int i = 0; i < e->n; i++) {
+        if (e->mc[i].pid > 0)
+            kill(e->mc[i].pid, SIGCONT);
+        rs_stop(&e->mc[i]);
+    }
+}
+
+/* Run the loop for `ms`. */
+static void run_ms(env *e, unsigned ms)
+{
+    long long end = now_ms() + ms;
+    while (now_ms() < end)
+        event_base_loop(e->base, EVLOOP_ONCE);
+}
+
+typedef int (*cond_fn)(env *e, void *arg);
+
+/* Run the loop until done(e, arg) or `ms` passed: 1 when done. */
+static int run_until(env *e, cond_fn done, void *arg, unsigned ms)
+{
+    long long end = now_ms() + ms;
+    while (!done(e, arg)) {
+        if (now_ms() >= end)
+            return 0;
+        event_base_loop(e->base, EVLOOP_ONCE);
+    }
+    return 1;
+}
+
+static int c_idle(env *e, void *arg)
+{
+    (void)arg;
+    return mcr_pool_pending(e->pool) == 0;
+}
+
+static int c_called(env *e, void *arg)
+{
+    (void)e;
+    return ((rec *)arg)->calls > 0;
+}
+
+#define WAIT_IDLE(e, ms)                                                                    \
+    ck_assert_msg(run_until((e), c_idle, NULL, (ms)), "%zu requests still pending after %u ms", \
+                  mcr_pool_pending((e)->pool), (unsigned)(ms))
+
+/* The contract held for every callback of the test so far. */
+static void tally_ok(env *e)
+{
+    tally *t = &e->t;
+    ck_assert_msg(t->sync == 0 && t->twice == 0 && t->foreign == 0 && t->unexpected == 0,
+                  "sync %ld, twice %ld, foreign %ld, unexpected %ld: %s", t->sync, t->twice,
+                  t->foreign, t->unexpected, t->first);
+    ck_assert_msg(t->calls == t->submitted, "%ld callbacks for %ld submissions", t->calls,
+                  t->submitted);
+    if (e->pool != NULL)
+        ck_assert_uint_eq(mcr_pool_pending(e->pool), 0);
+}
+
+/* ================================================================== submitting */
+
+static mcr_request rq(mcr_op op, const char *key)
+{
+    mcr_request q;
+    memset(&q, 0, sizeof(q));
+    q.op = op;
+    q.key = key;
+    q.key_len = key != NULL ? strlen(key) : 0;
+    return q;
+}
+
+static mcr_request rq_store(mcr_op op, const char *key, const char *value, uint32_t flags)
+{
+    mcr_request q = rq(op, key);
+    q.value = value;
+    q.value_len = strlen(value);
+    q.flags = flags;
+    return q;
+}
+
+static void rec_prepare(rec *r, tally *t, const mcr_request *q)
+{
+    free(r->value);
+    memset(r, 0, sizeof(*r));
+    r->t = t;
+    r->op = q->op;
+    r->check_value = !t->raw_values;
+    r->key_len = q->key_len < sizeof(r->key) ? q->key_len : sizeof(r->key);
+    if (q->key != NULL && r->key_len > 0)
+        memcpy(r->key, q->key, r->key_len);
+    r->t0 = now_ms();
+}
+
+/* Submit q to pool p with r as its record. */
+static int submit_to(env *e, mcr_pool *p, rec *r, const mcr_request *q)
+{
+    mcr_error err = {0, ""};
+    rec_prepare(r, &e->t, q);
+    g_submitting++;
+    int rc = mcr_pool_submit(p, q, rec_cb, r, &err);
+    g_submitting--;
+    if (rc == MCR_OK)
+        e->t.submitted++;
+    else {
+        r->refused = rc;
+        ck_assert_msg(err.code == rc, "mcr_error code %d for a submission returning %d",
+                      err.code, rc);
+        ck_assert_msg(err.message[0] != '\0', "no message for submission error %d", rc);
+    }
+    return rc;
+}
+
+static int submit(env *e, rec *r, const mcr_request *q)
+{
+    return submit_to(e, e->pool, r, q);
+}
+
+/* Submit, assert it was accepted, run until its callback (at most ms). */
+static rec *do1_ms(env *e, rec *r, const mcr_request q, unsigned ms)
+{
+    int rc = submit(e, r, &q);
+    ck_assert_msg(rc == MCR_OK, "%s \"%.*s\" refused: %d (%s)", mcr_op_name(q.op),
+                  (int)q.key_len, q.key ? (const char *)q.key : "", rc, mcr_strerror(rc));
+    ck_assert_msg(run_until(e, c_called, r, ms), "%s \"%.*s\": no callback within %u ms",
+                  mcr_op_name(q.op), (int)q.key_len, q.key ? (const char *)q.key : "", ms);
+    return r;
+}
+
+static rec *do1(env *e, rec *r, const mcr_request q)
+{
+    return do1_ms(e, r, q, 5000);
+}
+
+/* Evaluate r once: it is often the do1() that runs the request. */
+#define EXPECT(r, st, rep)                                                                   \
+    do {                                                                                     \
+        const rec *r_ = (r);                                                                 \
+        ck_assert_msg(r_->status == (st) && ((st) != MCR_OK || r_->reply == (rep)),          \
+                      "%s \"%s\": status %d (%s), reply %s; expected %d, %s [%s]",           \
+                      mcr_op_name(r_->op), r_->key, r_->status, mcr_strerror(r_->status),    \
+                      mcr_reply_name(r_->reply), (int)(st), mcr_reply_name(rep), r_->message); \
+    } while (0)
+
+#define EXPECT_VALUE(r, v)                                                                   \
+    do {                                                                                     \
+        const rec *r_ = (r);                                                                 \
+        const char *v_ = (v);                                                                \
+        ck_assert_msg(r_->value != NULL && r_->value_len == strlen(v_) &&                   \
+                          memcmp(r_->value, v_, strlen(v_)) == 0,                            \
+                      "%s \"%s\": value \"%s\", expected \"%s\"", mcr_op_name(r_->op),       \
+                      r_->key, r_->value ? r_->value : "(null)", v_);                        \
+    } while (0)
+
+/* ================================================================== snapshot helpers */
+
+/* Snapshot index of the server owning key in the router's current snapshot. */
+static int owner_of(mcr_router *router, const char *key, size_t len)
+{
+    mcr_snapshot *s = mcr_router_current(router);
+    ck_assert_ptr_nonnull(s);
+    int i = (int)mcr_snapshot_locate(s, key, len);
+    mcr_snapshot_unref(s);
+    return i;
+}
+
+/* Index in env of the server with this id, or -1. */
+static int env_index(const env *e, const char *id)
+{
+    for (int i = 0; i < e->n; i++)
+        if (strcmp(e->id[i], id) == 0)
+            return i;
+    return -1;
+}
+
+/* The id of the server owning key now (a string of env). */
+static const char *owner_id(env *e, const char *key)
+{
+    mcr_snapshot *s = mcr_router_current(e->router);
+    mcr_server_desc d;
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(mcr_snapshot_server(s, mcr_snapshot_locate(s, key, strlen(key)), &d),
+                     MCR_OK);
+    int i = env_index(e, d.id);
+    mcr_snapshot_unref(s);
+    ck_assert_msg(i >= 0, "owner %s is not a server of the test", d.id);
+    return e->id[i];
+}
+
+/* State of server `id` in the router's current snapshot; -1 when absent. */
+static int state_of(mcr_router *router, const char *id)
+{
+    mcr_snapshot *s = mcr_router_current(router);
+    mcr_server_desc d;
+    int st = -1;
+    long i = mcr_snapshot_find(s, id);
+    if (i >= 0 && mcr_snapshot_server(s, (size_t)i, &d) == MCR_OK)
+        st = (int)d.state;
+    mcr_snapshot_unref(s);
+    return st;
+}
+
+/* A key (into buf) owned by server `id`, "<stem><n>" for the first n that fits. */
+static const char *key_on(env *e, const char *id, const char *stem, char *buf, size_t cap)
+{
+    char st[256];
+    snprintf(st, sizeof(st), "%s", stem); /* stem may be buf */
+    for (int n = 0; n < 100000; n++) {
+        int w = snprintf(buf, cap, "%.*s%d", (int)(cap > 12 ? cap - 12 : 0), st, n);
+        ck_assert(w > 0 && (size_t)w < cap);
+        if (strcmp(owner_id(e, buf), id) == 0)
+            return buf;
+    }
+    ck_abort_msg("no key found for %s", id);
+    return NULL;
+}
+
+/* The pool's counters of server `id`; 0 when found, -1 when not listed. */
+static int stats_of(const mcr_pool *p, const char *id, mcr_server_stats *out)
+{
+    size_t n = mcr_pool_server_count(p);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(mcr_pool_server_stats(p, i, out), MCR_OK);
+        if (strcmp(out->id, id) == 0)
+            return 0;
+    }
+    memset(out, 0, sizeof(*out));
+    return -1;
+}
+
+/* ================================================================== raw client */
+
+static int raw_fd(const env *e, int i)
+{
+    int fd = rs_connect(e->mc[i].addr, e->mc[i].port, IO_MS);
+    ck_assert_msg(fd >= 0, "cannot connect to %s", e->id[i]);
+    return fd;
+}
+
+/* Send `req` and read until the reply ends with `end` (or is one line when
+ * end is NULL). The reply, NUL-terminated, in buf. 0, or -1. */
+static int raw_exchange(int fd, const char *req, size_t req_len, const char *end, char *buf,
+                        size_t cap)
+{
+    long long deadline = now_ms() + IO_MS;
+    size_t have = 0, sent = 0;
+
+    while (sent < req_len) {
+        ssize_t w = send(fd, req + sent, req_len - sent, MSG_NOSIGNAL);
+        if (w < 0 && errno != EINTR && errno != EAGAIN)
+            return -1;
+        if (w > 0)
+            sent += (size_t)w;
+    }
+    for (;;) {
+        buf[have] = '\0';
+        if (end != NULL) {
+            size_t el = strlen(end);
+            if (have >= el && memcmp(buf + have - el, end, el) == 0 &&
+                (have == el || buf[have - el - 1] == '\n'))
+                return 0;
+            /* errors end a reply too */
+            if (have >= 2 && buf[have - 1] == '\n' &&
+                (strncmp(buf, "ERROR", 5) == 0 || strncmp(buf, "CLIENT_ERROR", 12) == 0 ||
+                 strncmp(buf, "SERVER_ERROR", 12) == 0))
+                return 0;
+        } else if (have >= 2 && buf[have - 2] == '\r' && buf[have - 1] == '\n') {
+            return 0;
+        }
+        long long left = deadline - now_ms();
+        if (left <= 0 || have + 1 >= cap)
+            return -1;
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, (int)left) <= 0)
+            continue;
+        ssize_t r = recv(fd, buf + have, cap - 1 - have, MSG_DONTWAIT);
+        if (r == 0)
+            return -1;
+        if (r > 0)
+            have += (size_t)r;
+    }
+}
+
+/* get key: 1 (value in val), 0 (miss), -1 (error). */
+static int raw_get(int fd, const char *key, char *val, size_t cap)
+{
+    char req[600], *buf = malloc(1 << 20);
+    int rc = -1;
+    ck_assert_ptr_nonnull(buf);
+    int n = snprintf(req, sizeof(req), "get %s\r\n", key);
+    if (raw_exchange(fd, req, (size_t)n, "END\r\n", buf, 1 << 20) == 0) {
+        if (strncmp(buf, "END\r\n", 5) == 0)
+            rc = 0;
+        else if (strncmp(buf, "VALUE ", 6) == 0) {
+            char *nl = strstr(buf, "\r\n");
+            char *sp = nl ? nl : buf;
+            while (sp > buf && sp[-1] != ' ')
+                sp--;
+            size_t len = strtoul(sp, NULL, 10);
+            if (nl != NULL && val != NULL) {
+                snprintf(val, cap, "%.*s", (int)len, nl + 2);
+            }
+            rc = 1;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+/* A `stats` number (`group` NULL: the general stats), or -1. */
+static long long raw_stat(int fd, const char *group, const char *name)
+{
+    char req[128], *buf = malloc(1 << 16);
+    long long v = -1;
+    ck_assert_ptr_nonnull(buf);
+    int n = snprintf(req, sizeof(req), "stats%s%s\r\n", group ? " " : "", group ? group : "");
+    if (raw_exchange(fd, req, (size_t)n, "END\r\n", buf, 1 << 16) == 0) {
+        char pat[128];
+        snprintf(pat, sizeof(pat), "STAT %s ", name);
+        char *p = strstr(buf, pat);
+        if (p != NULL)
+            v = strtoll(p + strlen(pat), NULL, 10);
+    }
+    free(buf);
+    return v;
+}
+
+/* set key value on one server: 0 when STORED. */
+static int raw_set(int fd, const char *key, const char *value)
+{
+    char req[2048], buf[256];
+    int n = snprintf(req, sizeof(req), "set %s 0 0 %zu\r\n%s\r\n", key, strlen(value), value);
+    if (raw_exchange(fd, req, (size_t)n, NULL, buf, sizeof(buf)) != 0)
+        return -1;
+    return strcmp(buf, "STORED\r\n") == 0 ? 0 : -1;
+}
+
+/* One reply line to one command line. */
+static int raw_line(int fd, const char *line, char *out, size_t cap)
+{
+    char req[1024];
+    int n = snprintf(req, sizeof(req), "%s\r\n", line);
+    return raw_exchange(fd, req, (size_t)n, NULL, out, cap);
+}
+
+/* Whether a "name value\n" stats text (the pool's STATS value) has the line. */
+static int stats_has_line(const char *text, size_t len, const char *line)
+{
+    size_t ll = strlen(line);
+    for (size_t i = 0; i + ll <= len; i++) {
+        if ((i == 0 || text[i - 1] == '\n') && memcmp(text + i, line, ll) == 0 &&
+            (i + ll == len || text[i + ll] == '\n' || text[i + ll] == '\r'))
+            return 1;
+    }
+    return 0;
+}
+
+/* ================================================================== round trip */
+
+#define RT_KEYS 3000
+
+/* Thousands of sets then gets, all submitted before the loop runs (so they
+ * are pipelined), values of several sizes encoding their key; then the raw
+ * client finds each key on the server mcr_snapshot_locate() names, and on
+ * no other. _i: the protocol. */
+START_TEST(test_round_trip)
+{
+    env e;
+    mcr_pool_options o;
+    tu_rng rng;
+    static char keys[RT_KEYS][64];
+    size_t lens[RT_KEYS];
+    int owner[RT_KEYS];
+    char *val = malloc(8192);
+    rec *sets = calloc(RT_KEYS, sizeof(rec)), *gets = calloc(RT_KEYS, sizeof(rec));
+
+    ck_assert(val && sets && gets);
+    tu_rng_init(&rng, 101 + (uint64_t)_i);
+    mcr_pool_options_init(&o);
+    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    env_init(&e, 3, &o);
+
+    for (int i = 0; i < RT_KEYS; i++) {
+        char tail[40];
+        tu_key(&rng, tail, 30);
+        lens[i] = (size_t)snprintf(keys[i], sizeof(keys[i]), "rt:%d:%s", i, tail);
+        owner[i] = owner_of(e.router, keys[i], lens[i]);
+    }
+    for (int i = 0; i < RT_KEYS; i++) {
+        size_t pad = i % 97 == 0 ? 5000 : (size_t)(i % 40);
+        size_t vl = make_value(val, 8192, keys[i], lens[i], (unsigned)i, pad);
+        mcr_request q = rq(MCR_OP_SET, keys[i]);
+        q.value = val;
+        q.value_len = vl;
+        q.flags = (uint32_t)i * 7u;
+        ck_assert_int_eq(submit(&e, &sets[i], &q), MCR_OK);
+    }
+    ck_assert_uint_eq(mcr_pool_pending(e.pool), RT_KEYS);
+    WAIT_IDLE(&e, 15000);
+    for (int i = 0; i < RT_KEYS; i++) {
+        EXPECT(&sets[i], MCR_OK, MCR_REPLY_STORED);
+        ck_assert_str_eq(sets[i].server, e.id[owner[i]]);
+        ck_assert_uint_eq(sets[i].epoch, 1);
+    }
+
+    for (int i = 0; i < RT_KEYS; i++) {
+        mcr_request q = rq(MCR_OP_GET, keys[i]);
+        ck_assert_int_eq(submit(&e, &gets[i], &q), MCR_OK);
+    }
+    WAIT_IDLE(&e, 15000);
+    for (int i = 0; i < RT_KEYS; i++) {
+        size_t pad = i % 97 == 0 ? 5000 : (size_t)(i % 40);
+        size_t vl = make_value(val, 8192, keys[i], lens[i], (unsigned)i, pad);
+        EXPECT(&gets[i], MCR_OK, MCR_REPLY_HIT);
+        ck_assert_uint_eq(gets[i].value_len, vl);
+        ck_assert(memcmp(gets[i].value, val, vl) == 0);
+        ck_assert_uint_eq(gets[i].flags, (uint32_t)i * 7u);
+        ck_assert_str_eq(gets[i].server, e.id[owner[i]]);
+    }
+
+    /* Where the keys really are. */
+    const char *kp[RT_KEYS];
+    unsigned char *hit = malloc(RT_KEYS);
+    ck_assert_ptr_nonnull(hit);
+    for (int i = 0; i < RT_KEYS; i++)
+        kp[i] = keys[i];
+    for (int s = 0; s < e.n; s++) {
+        char err[256] = "";
+        int fd = raw_fd(&e, s);
+        ck_assert_msg(rs_mc_hits(fd, kp, lens, RT_KEYS, hit, IO_MS, err, sizeof(err)) == 0,
+                      "%s", err);
+        close(fd);
+        int held = 0;
+        for (int i = 0; i < RT_KEYS; i++) {
+            ck_assert_msg(hit[i] == (owner[i] == s), "key %s: on %s %d, owner %s", keys[i],
+                          e.id[s], hit[i], e.id[owner[i]]);
+            held += hit[i];
+        }
+        ck_assert_int_gt(held, RT_KEYS / 10); /* the keys are spread */
+    }
+    free(hit);
+    tally_ok(&e);
+    env_free(&e);
+    recs_free(sets, RT_KEYS);
+    recs_free(gets, RT_KEYS);
+    free(val);
+}
+END_TEST
+
+/* ================================================================== commands */
+
+/* "name value" line of a STATS result. */
+static int stat_line(const rec *r, const char *line)
+{
+    return r->value != NULL && stats_has_line(r->value, r->value_len, line);
+}
+
+/* Every command in both protocols (_i 0: text, 1: meta), keyed ones routed
+ * by key or sent to a named server, server commands by id. */
+START_TEST(test_commands)
+{
+    env e;
+    mcr_pool_options o;
+    rec r;
+    char buf[2048];
+    memset(&r, 0, sizeof(r));
+    mcr_pool_options_init(&o);
+    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    env_init(&e, 2, &o);
+    e.t.raw_values = 1; /* values here are checked one by one */
+
+    const char *k = "cmd:k", *miss = "cmd:missing", *num = "cmd:n";
+    int ko = env_index(&e, owner_id(&e, k));
+    int fd[2] = {raw_fd(&e, 0), raw_fd(&e, 1)};
+
+    /* delete / get of a missing key */
+    EXPECT(do1(&e, &r, rq(MCR_OP_DELETE, k)), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_eq(r.server, e.id[ko]);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_ptr_null(r.value);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GETS, k)), MCR_OK, MCR_REPLY_MISS);
+
+    /* add, replace, append, prepend */
+    EXPECT(do1(&e, &r, rq_store(MCR_OP_ADD, k, "v1", 7)), MCR_OK, MCR_REPLY_STORED);
+    EXPECT(do1(&e, &r, rq_store(MCR_OP_ADD, k, "v1b", 7)), MCR_OK, MCR_REPLY_NOT_STORED);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_VALUE(&r, "v1");
+    ck_assert_uint_eq(r.flags, 7);
+    EXPECT(do1(&e, &r, rq_store(MCR_OP_REPLACE, k, "v2", 8)), MCR_OK, MCR_REPLY_STORED);
+    EXPECT(do1(&e, &r, rq_store(MCR_OP_REPLACE, miss, "x", 0)), MCR_OK, MCR_REPLY_NOT_STORED);
+    EXPECT(do1(&e, &r, rq_store(MCR_OP_APPEND, k, "+a", 0)), MCR_OK, MCR_REPLY_STORED);
+    EXPECT(do1(&e, &r, rq_store(MCR_OP_PREPEND, k, "p-", 0)), MCR_OK, MCR_REPLY_STORED);
+    EXPECT(do1(&e, &r, rq_store(MCR_OP_APPEND, miss, "x", 0)), MCR_OK, MCR_REPLY_NOT_STORED);
+    EXPECT(do1(&e, &r, rq_store(MCR_OP_PREPEND, miss, "x", 0)), MCR_OK, MCR_REPLY_NOT_STORED);
+    ck_assert_int_eq(raw_get(fd[ko], k, buf, sizeof(buf)), 1);
+    ck_assert_str_eq(buf, "p-v2+a");
+    ck_assert_int_eq(raw_get(fd[ko], miss, buf, sizeof(buf)), 0);
+
+    /* gets and cas: match, then mismatch */
+    rec g;
+    memset(&g, 0, sizeof(g));
+    do1(&e, &g, rq(MCR_OP_GETS, k));
+    EXPECT(&g, MCR_OK, MCR_REPLY_HIT);
+    EXPECT_VALUE(&g, "p-v2+a");
+    ck_assert_uint_eq(g.flags, 8);
+    ck_assert_uint_ne(g.cas, 0);
+    uint64_t cas1 = g.cas;
+    mcr_request q = rq_store(MCR_OP_CAS, k, "v3", 9);
+    q.cas = cas1;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+    q.value = "v4";
+    q.value_len = 2;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_EXISTS);
+    do1(&e, &g, rq(MCR_OP_GETS, k));
+    EXPECT(&g, MCR_OK, MCR_REPLY_HIT);
+    EXPECT_VALUE(&g, "v3");
+    ck_assert_uint_eq(g.flags, 9);
+    ck_assert_uint_ne(g.cas, 0);
+    ck_assert_uint_ne(g.cas, cas1);
+    /* cas of a missing key: memcached says NOT_FOUND (meta: NF); the header
+     * lists MISS as "no such key". NOT_STORED would also be defensible. */
+    q = rq_store(MCR_OP_CAS, miss, "x", 0);
+    q.cas = cas1;
+    do1(&e, &r, q);
+    ck_assert_msg(r.status == MCR_OK &&
+                      (r.reply == MCR_REPLY_MISS || r.reply == MCR_REPLY_NOT_STORED),
+                  "cas of a missing key: status %d reply %s", r.status, mcr_reply_name(r.reply));
+    ck_assert_int_eq(raw_get(fd[ko], miss, buf, sizeof(buf)), 0);
+
+    /* gat, gats, touch: value and the new TTL */
+    q = rq(MCR_OP_GAT, k);
+    q.exptime = 1000;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_VALUE(&r, "v3");
+    ck_assert_uint_eq(r.flags, 9);
+    ck_assert_int_eq(raw_line(fd[ko], "mg cmd:k t", buf, sizeof(buf)), 0);
+    ck_assert_msg(strcmp(buf, "HD t1000\r\n") == 0 || strcmp(buf, "HD t999\r\n") == 0,
+                  "after gat 1000: %s", buf);
+    q = rq(MCR_OP_GATS, k);
+    q.exptime = 2000;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_VALUE(&r, "v3");
+    ck_assert_uint_ne(r.cas, 0);
+    ck_assert_int_eq(raw_line(fd[ko], "mg cmd:k t", buf, sizeof(buf)), 0);
+    ck_assert_msg(strcmp(buf, "HD t2000\r\n") == 0 || strcmp(buf, "HD t1999\r\n") == 0,
+                  "after gats 2000: %s", buf);
+    q = rq(MCR_OP_TOUCH, k);
+    q.exptime = 3000;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_TOUCHED);
+    ck_assert_int_eq(raw_line(fd[ko], "mg cmd:k t", buf, sizeof(buf)), 0);
+    ck_assert_msg(strcmp(buf, "HD t3000\r\n") == 0 || strcmp(buf, "HD t2999\r\n") == 0,
+                  "after touch 3000: %s", buf);
+    q = rq(MCR_OP_TOUCH, miss);
+    q.exptime = 10;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    q.op = MCR_OP_GAT;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    q.op = MCR_OP_GATS;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+
+    /* incr / decr */
+    EXPECT(do1(&e, &r, rq_store(MCR_OP_SET, num, "10", 0)), MCR_OK, MCR_REPLY_STORED);
+    q = rq(MCR_OP_INCR, num);
+    q.delta = 5;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER);
+    ck_assert_uint_eq(r.number, 15);
+    q.op = MCR_OP_DECR;
+    q.delta = 20;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER);
+    ck_assert_uint_eq(r.number, 0); /* memcached stops at 0 */
+    q.op = MCR_OP_INCR;
+    q.delta = 18446744073709551615ull;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER);
+    ck_assert_uint_eq(r.number, 18446744073709551615ull);
+    q.delta = 3;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER); /* 64-bit wrap */
+    ck_assert_uint_eq(r.number, 2);
+    ck_assert_int_eq(raw_get(fd[env_index(&e, owner_id(&e, num))], num, buf, sizeof(buf)), 1);
+    ck_assert_uint_eq(strtoull(buf, NULL, 10), 2); /* memcached pads a shorter number */
+    q = rq(MCR_OP_INCR, miss);
+    q.delta = 1;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    q.op = MCR_OP_DECR;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    q = rq(MCR_OP_INCR, k); /* "v3" is no number: the server refuses */
+    q.delta = 1;
+    do1(&e, &r, q);
+    ck_assert_msg(r.status == MCR_ERR_SERVER, "incr of a non-number: %d (%s)", r.status,
+                  r.message);
+    ck_assert(r.message[0] != '\0');
+    /* the connection is still usable after a server error */
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_VALUE(&r, "v3");
+
+    /* delete hit, then miss */
+    EXPECT(do1(&e, &r, rq(MCR_OP_DELETE, k)), MCR_OK, MCR_REPLY_DELETED);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_MISS);
+    EXPECT(do1(&e, &r, rq(MCR_OP_DELETE, k)), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_int_eq(raw_get(fd[ko], k, buf, sizeof(buf)), 0);
+
+    /* server commands, by id */
+    for (int s = 0; s < 2; s++) {
+        char want[128], line[160];
+        ck_assert_int_eq(raw_line(fd[s], "version", buf, sizeof(buf)), 0);
+        ck_assert(strncmp(buf, "VERSION ", 8) == 0);
+        snprintf(want, sizeof(want), "%.*s", (int)strlen(buf) - 10, buf + 8);
+
+        q = rq(MCR_OP_VERSION, NULL);
+        q.server = e.id[s];
+        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_VERSION);
+        EXPECT_VALUE(&r, want);
+        ck_assert_str_eq(r.server, e.id[s]);
+
+        q.op = MCR_OP_STATS;
+        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STATS);
+        snprintf(line, sizeof(line), "pid %d", (int)e.mc[s].pid);
+        ck_assert_msg(stat_line(&r, line), "stats of %s lack \"%s\": %.200s", e.id[s], line,
+                      r.value ? r.value : "(null)");
+        ck_assert_str_eq(r.server, e.id[s]);
+        q.key = "slabs";
+        q.key_len = 5;
+        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STATS);
+        ck_assert_msg(r.value != NULL && strstr(r.value, "active_slabs ") != NULL,
+                      "stats slabs: %.200s", r.value ? r.value : "(null)");
+        ck_assert_msg(strstr(r.value, "STAT") == NULL && strstr(r.value, "END") == NULL,
+                      "stats value holds protocol words: %.200s", r.value);
+
+        q = rq(MCR_OP_NOOP, NULL);
+        q.server = e.id[s];
+        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_OK);
+        ck_assert_str_eq(r.server, e.id[s]);
+    }
+
+    /* a keyed op with `server` goes to that server */
+    int other = 1 - ko;
+    q = rq_store(MCR_OP_SET, "cmd:pinned", "val|cmd:pinned|1|", 3);
+    int pin_owner = env_index(&e, owner_id(&e, "cmd:pinned"));
+    q.server = e.id[1 - pin_owner];
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+    ck_assert_str_eq(r.server, e.id[1 - pin_owner]);
+    ck_assert_int_eq(raw_get(fd[1 - pin_owner], "cmd:pinned", buf, sizeof(buf)), 1);
+    ck_assert_int_eq(raw_get(fd[pin_owner], "cmd:pinned", buf, sizeof(buf)), 0);
+    q = rq(MCR_OP_GET, "cmd:pinned");
+    q.server = e.id[1 - pin_owner];
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_VALUE(&r, "val|cmd:pinned|1|");
+    q.server = NULL;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_eq(r.server, e.id[pin_owner]);
+
+    /* flush_all empties one server only */
+    ck_assert_int_eq(raw_set(fd[0], "cmd:f0", "a"), 0);
+    ck_assert_int_eq(raw_set(fd[1], "cmd:f1", "b"), 0);
+    q = rq(MCR_OP_FLUSH_ALL, NULL);
+    q.server = e.id[other];
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_OK);
+    ck_assert_int_eq(raw_get(fd[other], other == 0 ? "cmd:f0" : "cmd:f1", buf, sizeof(buf)), 0);
+    ck_assert_int_eq(raw_get(fd[ko], ko == 0 ? "cmd:f0" : "cmd:f1", buf, sizeof(buf)), 1);
+
+    /* server commands need a server of the snapshot */
+    rec bad;
+    memset(&bad, 0, sizeof(bad));
+    q = rq(MCR_OP_VERSION, NULL);
+    ck_assert_int_eq(submit(&e, &bad, &q), MCR_ERR_INVALID);
+    q.server = "127.0.0.9:1";
+    ck_assert_int_eq(submit(&e, &bad, &q), MCR_ERR_UNKNOWN);
+    q = rq(MCR_OP_GET, "cmd:x");
+    q.server = "127.0.0.9:1";
+    int rc = submit(&e, &bad, &q);
+    ck_assert_msg(rc == MCR_ERR_UNKNOWN || rc == MCR_ERR_INVALID,
+                  "get with an unknown server: %d", rc);
+    run_ms(&e, 50);
+
+    close(fd[0]);
+    close(fd[1]);
+    tally_ok(&e);
+    rec_clear(&r);
+    rec_clear(&g);
+    rec_clear(&bad);
+    env_free(&e);
+}
+END_TEST
+
+/* ================================================================== multi-get */
+
+static int submit_multi(env *e, mcr_pool *p, mtrack *m, mcr_op op)
+{
+    g_submitting++;
+    int rc = mcr_pool_get_multi(p, op, (const void *const *)m->keys, m->lens, m->n, mt_key_cb,
+                                mt_done_cb, m);
+    g_submitting--;
+    if (rc == MCR_OK)
+        e->t.submitted++;
+    else
+        m->refused = rc;
+    return rc;
+}
+
+static int c_mt_done(env *e, void *arg)
+{
+    (void)e;
+    return ((mtrack *)arg)->done_calls > 0;
+}
+
+#define MG_KEYS 400
+
+/* Hundreds of keys over three servers, hits and misses, duplicates and one
+ * bad key. _i: bit 0 the protocol, bit 1 gets instead of get. */
+START_TEST(test_get_multi)
+{
+    env e;
+    mcr_pool_options o;
+    tu_rng rng;
+    char keys[MG_KEYS][48], val[128];
+    rec *sets = calloc(MG_KEYS, sizeof(rec));
+    mcr_op op = (_i & 2) ? MCR_OP_GETS : MCR_OP_GET;
+
+    ck_assert_ptr_nonnull(sets);
+    tu_rng_init(&rng, 202 + (uint64_t)_i);
+    mcr_pool_options_init(&o);
+    o.protocol = (_i & 1) ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    env_init(&e, 3, &o);
+
+    /* every key but each fourth is stored */
+    for (int i = 0; i < MG_KEYS; i++) {
+        char tail[24];
+        tu_key(&rng, tail, 20);
+        snprintf(keys[i], sizeof(keys[i]), "mg:%d:%s", i, tail);
+        if (i % 4 != 0) {
+            mcr_request q = rq(MCR_OP_SET, keys[i]);
+            q.value = val;
+            q.value_len = make_value(val, sizeof(val), keys[i], strlen(keys[i]), (unsigned)i, 3);
+            ck_assert_int_eq(submit(&e, &sets[i], &q), MCR_OK);
+        }
+    }
+    WAIT_IDLE(&e, 10000);
+    for (int i = 0; i < MG_KEYS; i++)
+        if (i % 4 != 0)
+            EXPECT(&sets[i], MCR_OK, MCR_REPLY_STORED);
+
+    /* the keys, 20 duplicates and a bad key, shuffled */
+    size_t order[MG_KEYS + 21];
+    size_t n = 0;
+    for (size_t i = 0; i < MG_KEYS; i++)
+        order[n++] = i;
+    for (size_t i = 0; i < 20; i++)
+        order[n++] = i * 7;
+    order[n++] = SIZE_MAX; /* the bad key */
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = tu_below(&rng, (uint32_t)(i + 1)), x = order[i];
+        order[i] = order[j];
+        order[j] = x;
+    }
+    mtrack *m = mt_new(&e.t, n);
+    for (size_t i = 0; i < n; i++) {
+        if (order[i] == SIZE_MAX)
+            mt_add(m, "bad key", 7);
+        else
+            mt_add(m, keys[order[i]], strlen(keys[order[i]]));
+    }
+    ck_assert_int_eq(submit_multi(&e, e.pool, m, op), MCR_OK);
+    ck_assert_msg(run_until(&e, c_mt_done, m, 10000), "multi-get: no done_cb in 10 s");
+    run_ms(&e, 20); /* late or repeated callbacks would show now */
+    mt_check(m);
+    long distinct_hits = 0, occurrence_hits = 0;
+    for (size_t d = 0; d < m->nd; d++) {
+        const char *key = m->keys[m->first_of[d]];
+        if (strcmp(key, "bad key") == 0) {
+            ck_assert_msg(m->status[d] == MCR_ERR_KEY, "bad key: status %d", m->status[d]);
+            continue;
+        }
+        int i = atoi(key + 3);
+        ck_assert_msg(m->status[d] == MCR_OK, "%s: status %d", key, m->status[d]);
+        if (i % 4 == 0) {
+            ck_assert_msg(m->reply[d] == MCR_REPLY_MISS, "%s: %s, not stored", key,
+                          mcr_reply_name((mcr_reply)m->reply[d]));
+        } else {
+            ck_assert_msg(m->reply[d] == MCR_REPLY_HIT, "%s: %s, stored", key,
+                          mcr_reply_name((mcr_reply)m->reply[d]));
+            if (op == MCR_OP_GETS)
+                ck_assert_uint_ne(m->cas[d], 0);
+            distinct_hits++;
+            occurrence_hits += m->want[d];
+        }
+    }
+    /* the first error met: the bad key's */
+    ck_assert_int_eq(m->done_status, MCR_ERR_KEY);
+    ck_assert_uint_eq(m->done_key_len, 0);
+    /* "the count of hits": per occurrence or per distinct key, the header
+     * does not say which */
+    ck_assert_msg(m->done_number == (uint64_t)occurrence_hits ||
+                      m->done_number == (uint64_t)distinct_hits,
+                  "done number %llu; hits %ld (%ld distinct)",
+                  (unsigned long long)m->done_number, occurrence_hits, distinct_hits);
+    mt_free(m);
+
+    /* all good keys: MCR_OK and the exact hit count */
+    m = mt_new(&e.t, MG_KEYS);
+    for (int i = 0; i < MG_KEYS; i++)
+        mt_add(m, keys[i], strlen(keys[i]));
+    ck_assert_int_eq(submit_multi(&e, e.pool, m, op), MCR_OK);
+    ck_assert(run_until(&e, c_mt_done, m, 10000));
+    mt_check(m);
+    ck_assert_int_eq(m->done_status, MCR_OK);
+    ck_assert_uint_eq(m->done_number, MG_KEYS - MG_KEYS / 4);
+    ck_assert_int_eq(m->hits, MG_KEYS - MG_KEYS / 4);
+    mt_free(m);
+
+    /* one key only, and that one bad: still called back, later */
+    m = mt_new(&e.t, 1);
+    mt_add(m, "", 0);
+    ck_assert_int_eq(submit_multi(&e, e.pool, m, op), MCR_OK);
+    ck_assert_int_eq(m->key_calls, 0);
+    ck_assert(run_until(&e, c_mt_done, m, 5000));
+    mt_check(m);
+    ck_assert_int_eq(m->status[0], MCR_ERR_KEY);
+    ck_assert_int_eq(m->done_status, MCR_ERR_KEY);
+    mt_free(m);
+
+    /* refused: no callback at all */
+    m = mt_new(&e.t, 2);
+    mt_add(m, keys[1], strlen(keys[1]));
+    mt_add(m, keys[2], strlen(keys[2]));
+    g_submitting++;
+    ck_assert_int_eq(mcr_pool_get_multi(e.pool, op, (const void *const *)m->keys, m->lens, 0,
+                                        mt_key_cb, mt_done_cb, m),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_get_multi(e.pool, MCR_OP_SET, (const void *const *)m->keys,
+                                        m->lens, 2, mt_key_cb, mt_done_cb, m),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_get_multi(e.pool, MCR_OP_GAT, (const void *const *)m->keys,
+                                        m->lens, 2, mt_key_cb, mt_done_cb, m),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_get_multi(e.pool, op, NULL, m->lens, 2, mt_key_cb, mt_done_cb, m),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_get_multi(e.pool, op, (const void *const *)m->keys, NULL, 2,
+                                        mt_key_cb, mt_done_cb, m),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_get_multi(e.pool, op, (const void *const *)m->keys, m->lens, 2,
+                                        NULL, mt_done_cb, m),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_get_multi(e.pool, op, (const void *const *)m->keys, m->lens, 2,
+                                        mt_key_cb, NULL, m),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_get_multi(NULL, op, (const void *const *)m->keys, m->lens, 2,
+                                        mt_key_cb, mt_done_cb, m),
+                     MCR_ERR_INVALID);
+    g_submitting--;
+    m->refused = MCR_ERR_INVALID;
+    run_ms(&e, 50);
+    ck_assert_int_eq(m->key_calls, 0);
+    ck_assert_int_eq(m->done_calls, 0);
+    mt_free(m);
+
+    tally_ok(&e);
+    env_free(&e);
+    recs_free(sets, MG_KEYS);
+}
+END_TEST
+
+/* ================================================================== input rules */
+
+/* Every keyed op refuses key `k` with MCR_ERR_KEY, before anything is sent. */
+static void refuse_key(env *e, mcr_pool *p, const char *k, size_t len, rec *r)
+{
+    static const mcr_op ops[] = {MCR_OP_GET,    MCR_OP_GETS,    MCR_OP_GAT,  MCR_OP_GATS,
+                                 MCR_OP_SET,    MCR_OP_ADD,     MCR_OP_REPLACE,
+                                 MCR_OP_APPEND, MCR_OP_PREPEND, MCR_OP_CAS,  MCR_OP_DELETE,
+                                 MCR_OP_INCR,   MCR_OP_DECR,    MCR_OP_TOUCH};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        mcr_request q = rq_store(ops[i], NULL, "val", 0);
+        q.key = k;
+        q.key_len = len;
+        q.delta = 1;
+        q.cas = 1;
+        int rc = submit_to(e, p, r, &q);
+        ck_assert_msg(rc == MCR_ERR_KEY, "%s of a bad key (%zu bytes, byte 1 = 0x%02x): %d",
+                      mcr_op_name(ops[i]), len, len > 1 ? (unsigned char)k[1] : 0, rc);
+    }
+    g_submitting++;
+    ck_assert_int_eq(mcr_pool_get(p, k, len, rec_cb, r), MCR_ERR_KEY);
+    ck_assert_int_eq(mcr_pool_set(p, k, len, "v", 1, 0, 0, rec_cb, r), MCR_ERR_KEY);
+    ck_assert_int_eq(mcr_pool_delete(p, k, len, rec_cb, r), MCR_ERR_KEY);
+    g_submitting--;
+}
+
+/* Key and value rules, the key prefix on the wire, option checks, an empty
+ * router, the name functions. */
+START_TEST(test_input_rules)
+{
+    env e;
+    mcr_pool_options o;
+    rec r, *rs = calloc(64, sizeof(rec));
+    char buf[600], big[300];
+    mcr_error err;
+
+    ck_assert_ptr_nonnull(rs);
+    memset(&r, 0, sizeof(r));
+    mcr_pool_options_init(&o);
+    o.max_value_size = 1000;
+    env_init(&e, 3, &o);
+
+    /* bad keys */
+    memset(big, 'a', sizeof(big));
+    refuse_key(&e, e.pool, "", 0, &r);
+    refuse_key(&e, e.pool, big, 251, &r);
+    refuse_key(&e, e.pool, big, 290, &r);
+    static const char bad_bytes[] = {' ', '\r', '\n', '\0', 0x7f, '\t', 0x01, 0x1f};
+    for (size_t i = 0; i < sizeof(bad_bytes); i++) {
+        char k[4] = {'a', bad_bytes[i], 'b', 0};
+        refuse_key(&e, e.pool, k, 3, &r);
+        k[0] = bad_bytes[i]; /* first byte */
+        refuse_key(&e, e.pool, k, 3, &r);
+        char k250[250];
+        memset(k250, 'z', sizeof(k250));
+        k250[249] = bad_bytes[i]; /* last byte of the longest key */
+        refuse_key(&e, e.pool, k250, 250, &r);
+    }
+    /* "get a b": a key cannot inject a command */
+    refuse_key(&e, e.pool, "x 0 0 1\r\nset y", 14, &r);
+
+    /* good edge keys: 250 bytes, bytes over 0x7f, punctuation */
+    memset(big, 'k', 250);
+    memcpy(big, "ok:", 3);
+    big[250] = '\0';
+    const char *good[] = {big, "ok:\xc3\xa9t\xc3\xa9", "ok:!#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", "o"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        char v[600];
+        mcr_request q = rq(MCR_OP_SET, good[i]);
+        q.value = v;
+        q.value_len = make_value(v, sizeof(v), good[i], strlen(good[i]), 1, 0);
+        EXPECT(do1(&e, &rs[0], q), MCR_OK, MCR_REPLY_STORED);
+        EXPECT(do1(&e, &rs[1], rq(MCR_OP_GET, good[i])), MCR_OK, MCR_REPLY_HIT);
+        ck_assert_uint_eq(rs[1].value_len, q.value_len);
+        int fd = raw_fd(&e, env_index(&e, owner_id(&e, good[i])));
+        ck_assert_int_eq(raw_get(fd, good[i], buf, sizeof(buf)), 1);
+        close(fd);
+    }
+
+    /* values over max_value_size (1000 here) */
+    char *v = malloc(1 << 21);
+    ck_assert_ptr_nonnull(v);
+    memset(v, 'v', 1 << 21);
+    static const mcr_op stores[] = {MCR_OP_SET, MCR_OP_ADD, MCR_OP_REPLACE, MCR_OP_APPEND,
+                                    MCR_OP_PREPEND, MCR_OP_CAS};
+    for (size_t i = 0; i < sizeof(stores) / sizeof(stores[0]); i++) {
+        mcr_request q = rq(stores[i], "val:big");
+        q.value = v;
+        q.value_len = 1001;
+        q.cas = 1;
+        ck_assert_int_eq(submit(&e, &r, &q), MCR_ERR_TOO_BIG);
+    }
+    g_submitting++;
+    ck_assert_int_eq(mcr_pool_set(e.pool, "val:big", 7, v, 1001, 0, 0, rec_cb, &r),
+                     MCR_ERR_TOO_BIG);
+    g_submitting--;
+    make_value(v, 1001, "val:big", 7, 1, 2000); /* 1000 bytes: fits */
+    mcr_request q = rq(MCR_OP_SET, "val:big");
+    q.value = v;
+    q.value_len = 1000;
+    EXPECT(do1(&e, &rs[0], q), MCR_OK, MCR_REPLY_STORED);
+    EXPECT(do1(&e, &rs[1], rq(MCR_OP_GET, "val:big")), MCR_OK, MCR_REPLY_HIT);
+    ck_assert_uint_eq(rs[1].value_len, 1000);
+    ck_assert(memcmp(rs[1].value, v, 1000) == 0);
+
+    /* other refusals */
+    q = rq(MCR_OP_GAT, "x");
+    q.exptime = -1;
+    ck_assert_int_eq(submit(&e, &r, &q), MCR_ERR_INVALID);
+    q.exptime = 2147483648LL;
+    ck_assert_int_eq(submit(&e, &r, &q), MCR_ERR_INVALID);
+    q = rq_store(MCR_OP_SET, "x", "v", 0);
+    q.exptime = -5;
+    ck_assert_int_eq(submit(&e, &r, &q), MCR_ERR_INVALID);
+    q = rq(MCR_OP_COUNT, "x");
+    ck_assert_int_eq(submit(&e, &r, &q), MCR_ERR_INVALID);
+    q = rq(MCR_OP_GET, "x");
+    g_submitting++;
+    ck_assert_int_eq(mcr_pool_submit(e.pool, &q, NULL, &r, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_submit(e.pool, NULL, rec_cb, &r, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_submit(NULL, &q, rec_cb, &r, NULL), MCR_ERR_INVALID);
+    g_submitting--;
+    q = rq(MCR_OP_TOUCH, "x");
+    q.exptime = 2147483647LL;
+    EXPECT(do1(&e, &rs[2], q), MCR_OK, MCR_REPLY_MISS);
+
+    run_ms(&e, 50);
+    ck_assert_int_eq(r.calls, 0);
+    tally_ok(&e);
+
+    /* the key prefix: on the wire, not in results; key length counts it */
+    mcr_pool *pp = NULL;
+    mcr_pool_options_init(&o);
+    o.key_prefix = "ns1:";
+    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    ck_assert_int_eq(mcr_pool_new(e.base, e.router, &o, &pp, NULL), MCR_OK);
+    memset(big, 'p', 247);
+    refuse_key(&e, pp, big, 247, &r);
+    big[246] = '\0';
+    q = rq_store(MCR_OP_SET, big, "val|", 0);
+    ck_assert_int_eq(submit_to(&e, pp, &rs[3], &q), MCR_OK); /* 4 + 246 = 250 bytes */
+    ck_assert(run_until(&e, c_called, &rs[3], 5000));
+    EXPECT(&rs[3], MCR_OK, MCR_REPLY_STORED);
+    char pk[40][32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(pk[i], sizeof(pk[i]), "kp%d", i);
+        char vv[64];
+        mcr_request s = rq(MCR_OP_SET, pk[i]);
+        s.value = vv;
+        s.value_len = make_value(vv, sizeof(vv), pk[i], strlen(pk[i]), 5, 0);
+        ck_assert_int_eq(submit_to(&e, pp, &rs[4], &s), MCR_OK);
+        ck_assert(run_until(&e, c_called, &rs[4], 5000));
+        EXPECT(&rs[4], MCR_OK, MCR_REPLY_STORED);
+        ck_assert_int_eq(submit_to(&e, pp, &rs[5], &(mcr_request){.op = MCR_OP_GET,
+                                                                  .key = pk[i],
+                                                                  .key_len = strlen(pk[i])}),
+                         MCR_OK);
+        ck_assert(run_until(&e, c_called, &rs[5], 5000));
+        EXPECT(&rs[5], MCR_OK, MCR_REPLY_HIT); /* rec_cb checked the result's key */
+        int own = env_index(&e, owner_id(&e, pk[i]));
+        ck_assert_str_eq(rs[5].server, e.id[own]);
+        char wire[64];
+        snprintf(wire, sizeof(wire), "ns1:%s", pk[i]);
+        for (int s2 = 0; s2 < e.n; s2++) {
+            int fd = raw_fd(&e, s2);
+            ck_assert_int_eq(raw_get(fd, wire, buf, sizeof(buf)), s2 == own);
+            ck_assert_int_eq(raw_get(fd, pk[i], buf, sizeof(buf)), 0);
+            close(fd);
+        }
+    }
+    /* a multi-get through the prefixed pool reports keys without it */
+    mtrack *m = mt_new(&e.t, 41);
+    for (int i = 0; i < 40; i++)
+        mt_add(m, pk[i], strlen(pk[i]));
+    mt_add(m, "kp-none", 7);
+    ck_assert_int_eq(submit_multi(&e, pp, m, MCR_OP_GET), MCR_OK);
+    ck_assert(run_until(&e, c_mt_done, m, 5000));
+    mt_check(m);
+    ck_assert_int_eq(m->hits, 40);
+    ck_assert_int_eq(m->done_status, MCR_OK);
+    mt_free(m);
+    /* the same keys through the pool without prefix: not there */
+    EXPECT(do1(&e, &rs[6], rq(MCR_OP_GET, "kp1")), MCR_OK, MCR_REPLY_MISS);
+    ck_assert(run_until(&e, c_idle, NULL, 1000));
+    mcr_pool_free(pp);
+
+    /* options out of range: MCR_ERR_RANGE, no pool */
+    struct {
+        const char *what;
+        mcr_pool_options o;
+    } bad[8];
+    memset(bad, 0, sizeof(bad));
+    bad[0].what = "65 connections";
+    bad[0].o.connections = 65;
+    bad[1].what = "prefix with a space";
+    bad[1].o.key_prefix = "a b";
+    memset(big, 'q', 129);
+    big[129] = '\0';
+    bad[2].what = "prefix of 129 bytes";
+    bad[2].o.key_prefix = big;
+    bad[3].what = "failure limit 1001";
+    bad[3].o.server_failure_limit = 1001;
+    bad[4].what = "request timeout over a day";
+    bad[4].o.request_timeout_ms = 86400001u;
+    bad[5].what = "max_value_size over 1 GiB";
+    bad[5].o.max_value_size = (1u << 30) + 1;
+    bad[6].what = "prefix with a control byte";
+    bad[6].o.key_prefix = "a\x01";
+    bad[7].what = "retry timeout over a day";
+    bad[7].o.retry_timeout_ms = 86400001u;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        mcr_pool *np = NULL;
+        memset(&err, 0, sizeof(err));
+        int rc = mcr_pool_new(e.base, e.router, &bad[i].o, &np, &err);
+        ck_assert_msg(rc == MCR_ERR_RANGE, "%s: %d", bad[i].what, rc);
+        ck_assert_ptr_null(np);
+        ck_assert_int_eq(err.code, MCR_ERR_RANGE);
+        ck_assert(err.message[0] != '\0');
+    }
+    mcr_pool *np = NULL;
+    ck_assert_int_eq(mcr_pool_new(NULL, e.router, NULL, &np, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_new(e.base, NULL, NULL, &np, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_new(e.base, e.router, NULL, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert_ptr_null(np);
+    mcr_pool_free(NULL);
+
+    /* a router without snapshot: MCR_ERR_EMPTY at submission, until one is published */
+    mcr_router *er = NULL;
+    ck_assert_int_eq(mcr_router_new(NULL, &er, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_pool_new(e.base, er, NULL, &np, NULL), MCR_OK);
+    ck_assert_int_eq(submit_to(&e, np, &r, &(mcr_request){.op = MCR_OP_GET, .key = "e",
+                                                          .key_len = 1}),
+                     MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_pool_refresh(np), MCR_ERR_EMPTY);
+    mtrack *em = mt_new(&e.t, 1);
+    mt_add(em, "e", 1);
+    ck_assert_int_eq(submit_multi(&e, np, em, MCR_OP_GET), MCR_ERR_EMPTY);
+    mcr_snapshot *s = env_snapshot(&e, 1, NULL);
+    ck_assert_int_eq(mcr_router_publish(er, s, NULL), MCR_OK);
+    mcr_snapshot_unref(s);
+    ck_assert_int_eq(submit_to(&e, np, &rs[7], &(mcr_request){.op = MCR_OP_GET, .key = "e",
+                                                              .key_len = 1}),
+                     MCR_OK);
+    ck_assert(run_until(&e, c_called, &rs[7], 5000));
+    EXPECT(&rs[7], MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_eq(rs[7].server, e.id[0]);
+    mcr_pool_free(np);
+    mcr_router_free(er);
+    run_ms(&e, 20);
+    ck_assert_int_eq(em->key_calls + em->done_calls, 0);
+    mt_free(em);
+    ck_assert_int_eq(r.calls, 0);
+
+    /* names */
+    ck_assert_str_eq(mcr_op_name(MCR_OP_GET), "get");
+    ck_assert_str_eq(mcr_op_name(MCR_OP_FLUSH_ALL), "flush_all");
+    ck_assert_str_eq(mcr_reply_name(MCR_REPLY_HIT), "hit");
+    ck_assert_str_eq(mcr_reply_name(MCR_REPLY_NOT_STORED), "not_stored");
+    mcr_policy pol;
+    ck_assert_int_eq(mcr_policy_from_name("eject", &pol), MCR_OK);
+    ck_assert_int_eq(pol, MCR_POLICY_EJECT);
+    ck_assert_int_eq(mcr_policy_from_name("fail-fast", &pol), MCR_OK);
+    ck_assert_int_eq(pol, MCR_POLICY_FAIL_FAST);
+    ck_assert_int_eq(mcr_policy_from_name("failover", &pol), MCR_OK);
+    ck_assert_int_eq(pol, MCR_POLICY_FAILOVER);
+    ck_assert_int_eq(mcr_policy_from_name("nope", &pol), MCR_ERR_UNKNOWN);
+    ck_assert_int_eq(mcr_policy_from_name(NULL, &pol), MCR_ERR_INVALID);
+    ck_assert_str_eq(mcr_policy_name(MCR_POLICY_FAILOVER), "failover");
+    ck_assert_str_eq(mcr_policy_name((mcr_policy)99), "unknown");
+    ck_assert_str_ne(mcr_strerror(MCR_ERR_CANCELLED), "unknown error");
+
+    tally_ok(&e);
+    free(v);
+    rec_clear(&r);
+    recs_free(rs, 64);
+    env_free(&e);
+}
+END_TEST
+
+/* ================================================================== callback contract */
+
+/* A chain: each callback submits the next get from inside the callback. */
+typedef struct chain {
+    env *e;
+    int depth, max;
+    rec recs[64];
+    int wait_rc;        /* mcr_pool_wait() called from a callback */
+    int exec_rc;
+} chain;
+
+static void chain_cb(const mcr_result *res, void *arg)
+{
+    chain *c = arg;
+    rec *r = &c->recs[c->depth];
+    rec_cb(res, r);
+    if (c->depth == 0) {
+        c->wait_rc = mcr_pool_wait(c->e->pool);
+    }
+    if (++c->depth < c->max) {
+        mcr_request q = rq(MCR_OP_GET, "chain:key");
+        rec_prepare(&c->recs[c->depth], &c->e->t, &q);
+        g_submitting++;
+        int rc = mcr_pool_submit(c->e->pool, &q, chain_cb, c, NULL);
+        g_submitting--;
+        if (rc == MCR_OK)
+            c->e->t.submitted++;
+        else
+            violation(&c->e->t, "submission from a callback: %d", rc);
+    }
+}
+
+static int c_chain_done(env *e, void *arg)
+{
+    (void)e;
+    chain *c = arg;
+    return c->depth >= c->max;
+}
+
+/* Callbacks: never inside the submitting call, never after a refusal,
+ * exactly once; requests in flight or queued when the pool is freed get
+ * MCR_ERR_CANCELLED inside mcr_pool_free(); a callback may submit. */
+START_TEST(test_callback_contract)
+{
+    env e;
+    mcr_pool_options o;
+    char kb[64];
+    enum { N0 = 100, N1 = 100, NQ = 50 };
+    rec *recs = calloc(N0 + N1 + NQ, sizeof(rec));
+
+    ck_assert_ptr_nonnull(recs);
+    mcr_pool_options_init(&o);
+    o.request_timeout_ms = 5000; /* no timeout while server 0 is stopped */
+    env_init(&e, 2, &o);
+
+    /* a chain of 50 gets, each submitted from the previous one's callback */
+    chain *c = calloc(1, sizeof(*c));
+    ck_assert_ptr_nonnull(c);
+    c->e = &e;
+    c->max = 50;
+    mcr_request q = rq(MCR_OP_GET, "chain:key");
+    rec_prepare(&c->recs[0], &e.t, &q);
+    g_submitting++;
+    ck_assert_int_eq(mcr_pool_submit(e.pool, &q, chain_cb, c, NULL), MCR_OK);
+    g_submitting--;
+    e.t.submitted++;
+    ck_assert_int_eq(c->depth, 0);
+    ck_assert_msg(run_until(&e, c_chain_done, c, 5000), "chain stopped at %d", c->depth);
+    ck_assert(run_until(&e, c_idle, NULL, 5000));
+    ck_assert_int_eq(c->wait_rc, MCR_ERR_INVALID);
+    for (int i = 0; i < c->max; i++) {
+        EXPECT(&c->recs[i], MCR_OK, MCR_REPLY_MISS);
+        rec_clear(&c->recs[i]);
+    }
+    free(c);
+    tally_ok(&e);
+
+    /* mcr_pool_wait() from outside: runs until nothing is pending */
+    for (int i = 0; i < 20; i++) {
+        snprintf(kb, sizeof(kb), "w:%d", i);
+        q = rq(MCR_OP_GET, kb);
+        ck_assert_int_eq(submit(&e, &recs[i], &q), MCR_OK);
+    }
+    ck_assert_int_eq(mcr_pool_wait(e.pool), MCR_OK);
+    ck_assert_uint_eq(mcr_pool_pending(e.pool), 0);
+    for (int i = 0; i < 20; i++)
+        EXPECT(&recs[i], MCR_OK, MCR_REPLY_MISS);
+    tally_ok(&e);
+
+    /* exec: synchronous, an owned copy */
+    mcr_owned_result out;
+    memset(&out, 0, sizeof(out));
+    q = rq_store(MCR_OP_SET, "exec:k", "val|exec:k|1", 5);
+    ck_assert_int_eq(mcr_pool_exec(e.pool, &q, &out), MCR_OK);
+    ck_assert_int_eq(out.status, MCR_OK);
+    ck_assert_int_eq(out.reply, MCR_REPLY_STORED);
+    ck_assert_str_eq(out.server, owner_id(&e, "exec:k"));
+    ck_assert_uint_eq(out.epoch, 1);
+    mcr_owned_result_clear(&out);
+    q = rq(MCR_OP_GET, "exec:k");
+    ck_assert_int_eq(mcr_pool_exec(e.pool, &q, &out), MCR_OK);
+    ck_assert_int_eq(out.reply, MCR_REPLY_HIT);
+    ck_assert_ptr_nonnull(out.value);
+    ck_assert_uint_eq(out.value_len, 12);
+    ck_assert_str_eq(out.value, "val|exec:k|1");
+    ck_assert_uint_eq(out.flags, 5);
+    mcr_owned_result_clear(&out);
+    ck_assert_ptr_null(out.value);
+    ck_assert_int_eq(out.status, 0);
+    q = rq(MCR_OP_GET, "bad key");
+    ck_assert_int_eq(mcr_pool_exec(e.pool, &q, &out), MCR_ERR_KEY);
+    ck_assert_int_eq(out.status, MCR_ERR_KEY);
+    ck_assert(out.message[0] != '\0');
+    mcr_owned_result_clear(&out);
+    mcr_owned_result_clear(NULL);
+
+    /* cancelled by mcr_pool_free(): in flight on a stopped server, in
+     * flight on a live one just answered, and queued */
+    const char *id0 = e.id[0];
+    ck_assert_int_eq(kill(e.mc[0].pid, SIGSTOP), 0);
+    for (int i = 0; i < N0; i++) {
+        snprintf(kb, sizeof(kb), "stop:%d", i);
+        key_on(&e, id0, kb, kb, sizeof(kb));
+        q = rq(MCR_OP_GET, kb);
+        ck_assert_int_eq(submit(&e, &recs[i], &q), MCR_OK);
+    }
+    for (int i = 0; i < N1; i++) {
+        snprintf(kb, sizeof(kb), "live:%d:", i);
+        key_on(&e, e.id[1], kb, kb, sizeof(kb));
+        q = rq(MCR_OP_GET, kb);
+        ck_assert_int_eq(submit(&e, &recs[N0 + i], &q), MCR_OK);
+    }
+    run_ms(&e, 150);
+    for (int i = 0; i < N1; i++)
+        EXPECT(&recs[N0 + i], MCR_OK, MCR_REPLY_MISS);
+    for (int i = 0; i < N0; i++)
+        ck_assert_msg(recs[i].calls == 0, "request to a stopped server called back: %d (%s)",
+                      recs[i].status, recs[i].message);
+    for (int i = 0; i < NQ; i++) {
+        snprintf(kb, sizeof(kb), "queued:%d", i);
+        q = rq(i % 2 ? MCR_OP_GET : MCR_OP_SET, kb);
+        q.value = "val|";
+        q.value_len = 4;
+        ck_assert_int_eq(submit(&e, &recs[N0 + N1 + i], &q), MCR_OK);
+    }
+    ck_assert_uint_eq(mcr_pool_pending(e.pool), N0 + NQ);
+    mcr_pool_free(e.pool);
+    e.pool = NULL;
+    /* every one called back inside mcr_pool_free() */
+    for (int i = 0; i < N0; i++) {
+        ck_assert_int_eq(recs[i].calls, 1);
+        ck_assert_msg(recs[i].status == MCR_ERR_CANCELLED, "in flight at free: %d",
+                      recs[i].status);
+    }
+    for (int i = 0; i < NQ; i++) {
+        rec *r = &recs[N0 + N1 + i];
+        ck_assert_int_eq(r->calls, 1);
+        ck_assert_msg(r->status == MCR_ERR_CANCELLED, "queued at free: %d", r->status);
+    }
+    tally_ok(&e);
+    kill(e.mc[0].pid, SIGCONT);
+
+    /* freed at once after submitting: nothing ran yet */
+    env_new_pool(&e, &o);
+    for (int i = 0; i < 30; i++) {
+        snprintf(kb, sizeof(kb), "now:%d", i);
+        q = rq(MCR_OP_GET, kb);
+        ck_assert_int_eq(submit(&e, &recs[i], &q), MCR_OK);
+    }
+    mtrack *m = mt_new(&e.t, 10);
+    for (int i = 0; i < 10; i++) {
+        snprintf(kb, sizeof(kb), "now:m%d", i);
+        mt_add(m, kb, strlen(kb));
+    }
+    ck_assert_int_eq(submit_multi(&e, e.pool, m, MCR_OP_GET), MCR_OK);
+    ck_assert_int_eq(e.t.calls, e.t.submitted - 31);
+    mcr_pool_free(e.pool);
+    e.pool = NULL;
+    for (int i = 0; i < 30; i++) {
+        ck_assert_int_eq(recs[i].calls, 1);
+        ck_assert_int_eq(recs[i].status, MCR_ERR_CANCELLED);
+    }
+    mt_check(m);
+    for (size_t d = 0; d < m->nd; d++)
+        ck_assert_int_eq(m->status[d], MCR_ERR_CANCELLED);
+    ck_assert_int_eq(m->done_status, MCR_ERR_CANCELLED);
+    mt_free(m);
+    tally_ok(&e);
+
+    env_free(&e);
+    recs_free(recs, N0 + N1 + NQ);
+}
+END_TEST
+static void unused_yet(void) __attribute__((unused));
+static void unused_yet(void) { (void)raw_stat; (void)stats_of; (void)state_of; (void)sleep_ms; }
+
+/* ================================================================== suite */
+
+/* MCR_POOL_ONLY=name: register only the tests whose name contains it. */
+static int wanted(const char *name)
+{
+    const char *only = getenv("MCR_POOL_ONLY");
+    return only == NULL || *only == '\0' || strstr(name, only) != NULL;
+}
+
+#define ADD(tc, fn)                                                                          \
+    do {                                                                                     \
+        if (wanted(#fn))                                                                     \
+            tcase_add_test(tc, fn);                                                          \
+    } while (0)
+#define ADD_LOOP(tc, fn, a, b)                                                               \
+    do {                                                                                     \
+        if (wanted(#fn))                                                                     \
+            tcase_add_loop_test(tc, fn, a, b);                                               \
+    } while (0)
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("pool");
+    TCase *tc = tcase_create("pool");
+    tcase_set_timeout(tc, 60);
+    ADD_LOOP(tc, test_round_trip, 0, 2);
+    ADD_LOOP(tc, test_commands, 0, 2);
+    ADD_LOOP(tc, test_get_multi, 0, 4);
+    ADD_LOOP(tc, test_input_rules, 0, 2);
+    ADD(tc, test_callback_contract);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    return tu_run(suite());
+}
