@@ -486,6 +486,14 @@ static void env_free(env *e)
     }
 }
 
+/* Kill server i at once (SIGKILL: a crash, and no shutdown delay) and reap it. */
+static void env_kill(env *e, int i)
+{
+    if (e->mc[i].pid > 0)
+        kill(e->mc[i].pid, SIGKILL);
+    rs_stop(&e->mc[i]);
+}
+
 /* Run the loop for `ms`. */
 static void run_ms(env *e, unsigned ms)
 {
@@ -1809,8 +1817,516 @@ START_TEST(test_callback_contract)
     recs_free(recs, N0 + N1 + NQ);
 }
 END_TEST
+
+/* ================================================================== failures */
+
+/* Store `n` keys "<stem><i>" (values encoding them) through the pool. */
+static void store_keys(env *e, const char *stem, int n, char (*keys)[48])
+{
+    rec *rs = calloc((size_t)n, sizeof(rec));
+    char v[128];
+    ck_assert_ptr_nonnull(rs);
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], 48, "%s%d", stem, i);
+        mcr_request q = rq(MCR_OP_SET, keys[i]);
+        q.value = v;
+        q.value_len = make_value(v, sizeof(v), keys[i], strlen(keys[i]), 0, 0);
+        ck_assert_int_eq(submit(e, &rs[i], &q), MCR_OK);
+    }
+    WAIT_IDLE(e, 10000);
+    for (int i = 0; i < n; i++)
+        EXPECT(&rs[i], MCR_OK, MCR_REPLY_STORED);
+    recs_free(rs, (size_t)n);
+}
+
+#define ST_KEYS 300
+#define ST_TIMEOUT 200
+
+/* A server stopped with SIGSTOP: its requests fail with MCR_ERR_TIMEOUT
+ * about request_timeout_ms after they were sent, the others are answered
+ * meanwhile; after SIGCONT it serves again. _i: the protocol. */
+START_TEST(test_sigstop_timeout)
+{
+    env e;
+    mcr_pool_options o;
+    char keys[ST_KEYS][48];
+    int owner[ST_KEYS];
+    rec *rs = calloc(ST_KEYS, sizeof(rec));
+    mcr_server_stats st;
+
+    ck_assert_ptr_nonnull(rs);
+    mcr_pool_options_init(&o);
+    o.request_timeout_ms = ST_TIMEOUT; /* connect_timeout_ms stays 1000 */
+    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    env_init(&e, 3, &o);
+    store_keys(&e, "stop:", ST_KEYS, keys);
+    for (int i = 0; i < ST_KEYS; i++)
+        owner[i] = owner_of(e.router, keys[i], strlen(keys[i]));
+
+    ck_assert_int_eq(kill(e.mc[1].pid, SIGSTOP), 0);
+    for (int i = 0; i < ST_KEYS; i++)
+        ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = MCR_OP_GET, .key = keys[i],
+                                                             .key_len = strlen(keys[i])}),
+                         MCR_OK);
+    WAIT_IDLE(&e, 3000);
+    long long slowest_ok = 0;
+    int stopped = 0;
+    for (int i = 0; i < ST_KEYS; i++) {
+        long long took = rs[i].t1 - rs[i].t0;
+        if (owner[i] == 1) {
+            stopped++;
+            ck_assert_msg(rs[i].status == MCR_ERR_TIMEOUT, "%s on the stopped server: %d (%s)",
+                          keys[i], rs[i].status, rs[i].message);
+            ck_assert_msg(took >= ST_TIMEOUT - 20 && took <= ST_TIMEOUT + 400,
+                          "%s timed out after %lld ms (request_timeout_ms %d): %s", keys[i], took,
+                          ST_TIMEOUT, rs[i].message);
+            ck_assert_str_eq(rs[i].server, e.id[1]);
+        } else {
+            EXPECT(&rs[i], MCR_OK, MCR_REPLY_HIT);
+            if (took > slowest_ok)
+                slowest_ok = took;
+        }
+    }
+    ck_assert_int_gt(stopped, 10);
+    ck_assert_msg(slowest_ok < ST_TIMEOUT, "a live server's get took %lld ms", slowest_ok);
+    ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
+    ck_assert_uint_ge(st.timeouts, 1);
+    ck_assert_uint_eq(st.errors, (uint64_t)stopped);
+    ck_assert_uint_eq(st.in_flight, 0);
+    ck_assert_int_eq(stats_of(e.pool, e.id[0], &st), 0);
+    ck_assert_uint_eq(st.timeouts, 0);
+    ck_assert_uint_eq(st.errors, 0);
+
+    /* resumed: served again (one failure is under the limit of 2) */
+    ck_assert_int_eq(kill(e.mc[1].pid, SIGCONT), 0);
+    for (int i = 0; i < ST_KEYS; i++)
+        if (owner[i] == 1) {
+            rec r;
+            memset(&r, 0, sizeof(r));
+            EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[i])), MCR_OK, MCR_REPLY_HIT);
+            rec_clear(&r);
+        }
+    tally_ok(&e);
+    env_free(&e);
+    recs_free(rs, ST_KEYS);
+}
+END_TEST
+
+/* Gets of `key` one at a time until one does not fail with `failing`
+ * (at most `max`): the number that failed so. The last record in *r. */
+static int fail_until(env *e, rec *r, const char *key, int failing, int max)
+{
+    int n = 0;
+    for (; n < max; n++) {
+        do1(e, r, rq(MCR_OP_GET, key));
+        if (r->status != failing)
+            break;
+    }
+    return n;
+}
+
+/* A killed server: MCR_ERR_CONNECT, counted as refusals; at the failure
+ * limit fail-fast answers MCR_ERR_DOWN at once (in a callback, not at
+ * submission) until retry_timeout_ms, then tries again: restarted on the
+ * same port, it serves. _i: the protocol. */
+START_TEST(test_kill_fail_fast)
+{
+    env e;
+    mcr_pool_options o;
+    rec r;
+    char kb[48], kb0[48], buf[64];
+    mcr_server_stats st;
+
+    memset(&r, 0, sizeof(r));
+    mcr_pool_options_init(&o);
+    o.policy = MCR_POLICY_FAIL_FAST;
+    o.server_failure_limit = 2;
+    o.retry_timeout_ms = 400;
+    o.request_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    env_init(&e, 2, &o);
+    key_on(&e, e.id[1], "ff:", kb, sizeof(kb));
+    key_on(&e, e.id[0], "ff0:", kb0, sizeof(kb0));
+    /* stored with the raw client: the pool has no connection to server 1 yet */
+    make_value(buf, sizeof(buf), kb, strlen(kb), 0, 0);
+    int fd = raw_fd(&e, 1);
+    ck_assert_int_eq(raw_set(fd, kb, buf), 0);
+    close(fd);
+    int port = e.mc[1].port;
+    env_kill(&e, 1);
+
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_CONNECT, MCR_REPLY_MISS);
+    ck_assert_str_eq(r.server, e.id[1]);
+    ck_assert(r.message[0] != '\0');
+    ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
+    ck_assert_uint_eq(st.refusals, 1);
+    ck_assert_uint_eq(st.consecutive_failures, 1);
+    ck_assert_int_eq(st.health, MCR_HEALTH_UP);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_CONNECT, MCR_REPLY_MISS);
+    ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
+    ck_assert_uint_eq(st.refusals, 2);
+    ck_assert_int_eq(st.health, MCR_HEALTH_DOWN);
+    long long down_at = now_ms();
+    /* down: at once, in a callback */
+    do1(&e, &r, rq(MCR_OP_GET, kb));
+    EXPECT(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
+    ck_assert_msg(r.t1 - r.t0 < 100, "MCR_ERR_DOWN after %lld ms", r.t1 - r.t0);
+    do1(&e, &r, rq_store(MCR_OP_SET, kb, buf, 0));
+    EXPECT(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
+    /* the other server is not affected */
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb0)), MCR_OK, MCR_REPLY_MISS);
+
+    /* back on the same port, but fail-fast waits for retry_timeout_ms */
+    env_start_server(&e, 1, port);
+    ck_assert_int_eq(e.mc[1].port, port);
+    while (now_ms() - down_at < 250) {
+        do1(&e, &r, rq(MCR_OP_GET, kb));
+        EXPECT(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
+        run_ms(&e, 30);
+    }
+    run_ms(&e, (unsigned)(o.retry_timeout_ms - (now_ms() - down_at) + 50));
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS); /* a new, empty memcached */
+    EXPECT(do1(&e, &r, rq_store(MCR_OP_SET, kb, buf, 0)), MCR_OK, MCR_REPLY_STORED);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_HIT);
+    ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
+    ck_assert_int_eq(st.health, MCR_HEALTH_UP);
+    ck_assert_uint_eq(st.consecutive_failures, 0);
+
+    /* killed again (more than retry_timeout_ms after it came back, so no
+     * backoff applies) and left dead: after the retry it is tried
+     * (refused) and down again */
+    run_ms(&e, o.retry_timeout_ms + 100);
+    env_kill(&e, 1);
+    int connects = fail_until(&e, &r, kb, MCR_ERR_CONNECT, 5);
+    ck_assert_msg(connects >= 1 && connects <= 2, "%d refusals before down", connects);
+    EXPECT(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
+    run_ms(&e, o.retry_timeout_ms + 100);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_CONNECT, MCR_REPLY_MISS);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_DOWN, MCR_REPLY_MISS);
+    ck_assert_uint_eq(mcr_router_epoch(e.router), 1); /* fail-fast never changes the ring */
+
+    tally_ok(&e);
+    rec_clear(&r);
+    env_free(&e);
+}
+END_TEST
+
+/* What a router hook saw of one server. */
+typedef struct pub_log {
+    const char *id;
+    int publishes;
+    int down, up;            /* publishes that set it DOWN, ACTIVE again */
+    long long t_down[8], t_up[8];
+} pub_log;
+
+static void pub_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
+                     const mcr_diff *diff, void *arg)
+{
+    pub_log *l = arg;
+    mcr_server_desc a, b;
+    (void)diff;
+    l->publishes++;
+    long i = mcr_snapshot_find(old_snap, l->id), j = mcr_snapshot_find(new_snap, l->id);
+    if (i < 0 || j < 0 || mcr_snapshot_server(old_snap, (size_t)i, &a) != MCR_OK ||
+        mcr_snapshot_server(new_snap, (size_t)j, &b) != MCR_OK)
+        return;
+    if (a.state != MCR_STATE_DOWN && b.state == MCR_STATE_DOWN && l->down < 8)
+        l->t_down[l->down++] = now_ms();
+    if (a.state == MCR_STATE_DOWN && b.state == MCR_STATE_ACTIVE && l->up < 8)
+        l->t_up[l->up++] = now_ms();
+}
+
+typedef struct state_wait {
+    const char *id;
+    int state;
+} state_wait;
+
+static int c_state(env *e, void *arg)
+{
+    state_wait *w = arg;
+    return state_of(e->router, w->id) == w->state;
+}
+
+/* Gets of a key of server `id` (each routed anew) until the router shows it
+ * DOWN; at most `max` requests. Returns the requests made. */
+static int eject_by_gets(env *e, const char *id, const char *key, int max)
+{
+    rec r;
+    int n = 0;
+    memset(&r, 0, sizeof(r));
+    while (n < max && state_of(e->router, id) != MCR_STATE_DOWN) {
+        do1(e, &r, rq(MCR_OP_GET, key));
+        n++;
+    }
+    rec_clear(&r);
+    return n;
+}
+
+#define EJ_RETRY 200
+
+/* Eject: after the failure limit the pool publishes the server DOWN, its
+ * keys move to the others (for every pool of the router); while it stays
+ * dead it is not re-added; restarted, it is probed after retry_timeout_ms
+ * and published ACTIVE again. */
+START_TEST(test_eject)
+{
+    env e;
+    mcr_pool_options o;
+    rec r;
+    char kb[48];
+    pub_log log;
+    mcr_server_stats st;
+
+    memset(&r, 0, sizeof(r));
+    memset(&log, 0, sizeof(log));
+    mcr_pool_options_init(&o);
+    o.policy = MCR_POLICY_EJECT;
+    o.server_failure_limit = 2;
+    o.retry_timeout_ms = EJ_RETRY;
+    o.retry_max_ms = 4 * EJ_RETRY;
+    o.request_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    env_init(&e, 3, &o);
+    log.id = e.id[1];
+    ck_assert_int_eq(mcr_router_add_hook(e.router, pub_hook, &log), MCR_OK);
+    mcr_pool *p2 = NULL; /* another pool of the same router */
+    ck_assert_int_eq(mcr_pool_new(e.base, e.router, NULL, &p2, NULL), MCR_OK);
+
+    key_on(&e, e.id[1], "ej:", kb, sizeof(kb));
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+    int port = e.mc[1].port;
+    env_kill(&e, 1);
+
+    int n = eject_by_gets(&e, e.id[1], kb, 10);
+    ck_assert_msg(state_of(e.router, e.id[1]) == MCR_STATE_DOWN,
+                  "not ejected after %d failed gets", n);
+    ck_assert_msg(n <= 3, "ejected after %d failed gets, limit 2", n);
+    ck_assert_int_eq(log.publishes, 1);
+    ck_assert_int_eq(log.down, 1);
+    ck_assert_uint_eq(mcr_router_epoch(e.router), 2);
+    ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
+    ck_assert_int_eq(st.health, MCR_HEALTH_EJECTED);
+    ck_assert_uint_eq(st.ejections, 1);
+
+    /* its keys go elsewhere, for both pools */
+    do1(&e, &r, rq(MCR_OP_GET, kb));
+    EXPECT(&r, MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_ne(r.server, e.id[1]);
+    ck_assert_uint_eq(r.epoch, 2);
+    rec r2;
+    memset(&r2, 0, sizeof(r2));
+    ck_assert_int_eq(submit_to(&e, p2, &r2, &(mcr_request){.op = MCR_OP_GET, .key = kb,
+                                                           .key_len = strlen(kb)}),
+                     MCR_OK);
+    ck_assert(run_until(&e, c_called, &r2, 5000));
+    EXPECT(&r2, MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_ne(r2.server, e.id[1]);
+    ck_assert_uint_eq(r2.epoch, 2);
+
+    /* dead for 6 retry periods: probed, never re-added */
+    long long until = now_ms() + 6 * EJ_RETRY;
+    while (now_ms() < until) {
+        run_ms(&e, 20);
+        ck_assert_msg(state_of(e.router, e.id[1]) == MCR_STATE_DOWN,
+                      "a dead server was published %d", state_of(e.router, e.id[1]));
+    }
+    ck_assert_int_eq(log.publishes, 1);
+
+    /* restarted: probed and published ACTIVE within the (backed off) retry */
+    env_start_server(&e, 1, port);
+    long long back = now_ms();
+    state_wait w = {e.id[1], MCR_STATE_ACTIVE};
+    ck_assert_msg(run_until(&e, c_state, &w, 4 * EJ_RETRY + 1500),
+                  "not re-added within %d ms of restarting", 4 * EJ_RETRY + 1500);
+    ck_assert_int_eq(log.up, 1);
+    ck_assert_int_eq(log.publishes, 2);
+    ck_assert_msg(log.t_up[0] - back <= 4 * EJ_RETRY + 500, "re-added %lld ms after restart",
+                  log.t_up[0] - back);
+    do1(&e, &r, rq(MCR_OP_GET, kb));
+    EXPECT(&r, MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_eq(r.server, e.id[1]);
+    ck_assert_uint_eq(r.epoch, 3);
+    ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
+    ck_assert_int_eq(st.health, MCR_HEALTH_UP);
+
+    /* a quiet period: nothing more is published */
+    run_ms(&e, 3 * EJ_RETRY);
+    ck_assert_int_eq(log.publishes, 2);
+
+    ck_assert_int_eq(mcr_router_remove_hook(e.router, pub_hook, &log), MCR_OK);
+    ck_assert(run_until(&e, c_idle, NULL, 1000));
+    mcr_pool_free(p2);
+    tally_ok(&e);
+    rec_clear(&r);
+    rec_clear(&r2);
+    env_free(&e);
+}
+END_TEST
+
+/* No flapping: a server that fails again within retry_timeout_ms of being
+ * re-added waits twice as long for its next probe. */
+START_TEST(test_eject_backoff)
+{
+    env e;
+    mcr_pool_options o;
+    char kb[48];
+    pub_log log;
+
+    memset(&log, 0, sizeof(log));
+    mcr_pool_options_init(&o);
+    o.policy = MCR_POLICY_EJECT;
+    o.server_failure_limit = 1;
+    o.retry_timeout_ms = EJ_RETRY;
+    o.retry_max_ms = 16 * EJ_RETRY;
+    o.request_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    env_init(&e, 2, &o);
+    log.id = e.id[1];
+    ck_assert_int_eq(mcr_router_add_hook(e.router, pub_hook, &log), MCR_OK);
+    key_on(&e, e.id[1], "bo:", kb, sizeof(kb));
+    int port = e.mc[1].port;
+    state_wait up = {e.id[1], MCR_STATE_ACTIVE};
+
+    /* round 1: killed, ejected, restarted at once: re-added after ~retry */
+    env_kill(&e, 1);
+    eject_by_gets(&e, e.id[1], kb, 5);
+    ck_assert_int_eq(log.down, 1);
+    env_start_server(&e, 1, port);
+    ck_assert(run_until(&e, c_state, &up, 10 * EJ_RETRY));
+    long long gap1 = log.t_up[0] - log.t_down[0];
+
+    /* round 2: fails again at once (within retry_timeout_ms of coming back) */
+    env_kill(&e, 1);
+    eject_by_gets(&e, e.id[1], kb, 5);
+    ck_assert_int_eq(log.down, 2);
+    ck_assert_msg(log.t_down[1] - log.t_up[0] < EJ_RETRY, "second failure %lld ms after",
+                  log.t_down[1] - log.t_up[0]);
+    env_start_server(&e, 1, port);
+    ck_assert(run_until(&e, c_state, &up, 20 * EJ_RETRY));
+    long long gap2 = log.t_up[1] - log.t_down[1];
+
+    ck_assert_msg(gap1 >= EJ_RETRY - 20 && gap1 <= EJ_RETRY + 500,
+                  "first probe %lld ms after the ejection, retry %d", gap1, EJ_RETRY);
+    ck_assert_msg(gap2 >= 2 * EJ_RETRY - 20 && gap2 <= 2 * EJ_RETRY + 500,
+                  "after failing again at once, re-added %lld ms after the ejection "
+                  "(first time %lld ms), expected twice retry_timeout_ms (%d)",
+                  gap2, gap1, 2 * EJ_RETRY);
+    ck_assert_int_eq(log.publishes, 4);
+    mcr_router_remove_hook(e.router, pub_hook, &log);
+    tally_ok(&e);
+    env_free(&e);
+}
+END_TEST
+
+/* Failover: reads of a down server's keys go to the next replica (which
+ * holds its own copy), writes fail with MCR_ERR_DOWN, the ring stays. */
+START_TEST(test_failover)
+{
+    env e;
+    mcr_pool_options o;
+    rec r;
+    enum { NK = 20 };
+    char keys[NK][48], v[128];
+    int replica[NK];
+    mcr_server_stats st;
+
+    memset(&r, 0, sizeof(r));
+    mcr_pool_options_init(&o);
+    o.policy = MCR_POLICY_FAILOVER;
+    o.server_failure_limit = 2;
+    o.retry_timeout_ms = 30000;
+    o.request_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    env_init(&e, 3, &o);
+    e.t.raw_values = 1; /* checked below: "val|<key>|0|" primary, "|1|" replica */
+
+    mcr_snapshot *s = mcr_router_current(e.router);
+    for (int i = 0; i < NK; i++) {
+        char stem[16];
+        snprintf(stem, sizeof(stem), "fo%d:", i);
+        key_on(&e, e.id[1], stem, keys[i], sizeof(keys[i]));
+        uint32_t rep[2];
+        ck_assert_uint_eq(mcr_snapshot_replicas(s, keys[i], strlen(keys[i]), 2, rep, NULL), 2);
+        ck_assert_uint_eq(rep[0], 1);
+        replica[i] = (int)rep[1];
+        mcr_request q = rq(MCR_OP_SET, keys[i]);
+        q.value = v;
+        q.value_len = make_value(v, sizeof(v), keys[i], strlen(keys[i]), 0, 0);
+        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+        ck_assert_str_eq(r.server, e.id[1]);
+        q.value_len = make_value(v, sizeof(v), keys[i], strlen(keys[i]), 1, 0);
+        q.server = e.id[replica[i]];
+        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+        ck_assert_str_eq(r.server, e.id[replica[i]]);
+    }
+    mcr_snapshot_unref(s);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[0])), MCR_OK, MCR_REPLY_HIT);
+    make_value(v, sizeof(v), keys[0], strlen(keys[0]), 0, 0);
+    EXPECT_VALUE(&r, v);
+
+    env_kill(&e, 1);
+    int failed = fail_until(&e, &r, keys[0], MCR_ERR_CONNECT, 5);
+    ck_assert_msg(failed >= 1 && failed <= 2, "%d refusals before failover", failed);
+    ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
+    ck_assert_int_eq(st.health, MCR_HEALTH_DOWN);
+
+    for (int i = 0; i < NK; i++) {
+        make_value(v, sizeof(v), keys[i], strlen(keys[i]), 1, 0);
+        EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[i])), MCR_OK, MCR_REPLY_HIT);
+        EXPECT_VALUE(&r, v);
+        ck_assert_str_eq(r.server, e.id[replica[i]]);
+        EXPECT(do1(&e, &r, rq(MCR_OP_GETS, keys[i])), MCR_OK, MCR_REPLY_HIT);
+        EXPECT_VALUE(&r, v);
+        mcr_request q = rq(MCR_OP_GAT, keys[i]);
+        q.exptime = 500;
+        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_HIT);
+        EXPECT_VALUE(&r, v);
+        ck_assert_str_eq(r.server, e.id[replica[i]]);
+        q.op = MCR_OP_GATS;
+        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_HIT);
+        q.op = MCR_OP_TOUCH;
+        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_TOUCHED);
+        ck_assert_str_eq(r.server, e.id[replica[i]]);
+        /* writes fail */
+        EXPECT(do1(&e, &r, rq_store(MCR_OP_SET, keys[i], v, 0)), MCR_ERR_DOWN, MCR_REPLY_MISS);
+        EXPECT(do1(&e, &r, rq_store(MCR_OP_ADD, keys[i], v, 0)), MCR_ERR_DOWN, MCR_REPLY_MISS);
+        EXPECT(do1(&e, &r, rq_store(MCR_OP_APPEND, keys[i], v, 0)), MCR_ERR_DOWN,
+               MCR_REPLY_MISS);
+        EXPECT(do1(&e, &r, rq(MCR_OP_DELETE, keys[i])), MCR_ERR_DOWN, MCR_REPLY_MISS);
+        q = rq(MCR_OP_INCR, keys[i]);
+        q.delta = 1;
+        EXPECT(do1(&e, &r, q), MCR_ERR_DOWN, MCR_REPLY_MISS);
+    }
+    /* a multi-get of them: from the replicas too */
+    mtrack *m = mt_new(&e.t, NK);
+    for (int i = 0; i < NK; i++)
+        mt_add(m, keys[i], strlen(keys[i]));
+    ck_assert_int_eq(submit_multi(&e, e.pool, m, MCR_OP_GET), MCR_OK);
+    ck_assert(run_until(&e, c_mt_done, m, 5000));
+    mt_check(m);
+    ck_assert_int_eq(m->done_status, MCR_OK);
+    ck_assert_int_eq(m->hits, NK);
+    mt_free(m);
+    /* a request naming the down server: no failover */
+    mcr_request q = rq(MCR_OP_GET, keys[0]);
+    q.server = e.id[1];
+    do1(&e, &r, q);
+    ck_assert_msg(r.status == MCR_ERR_DOWN || r.status == MCR_ERR_CONNECT,
+                  "get sent to the down server: %d", r.status);
+    /* the ring is never changed */
+    ck_assert_uint_eq(mcr_router_epoch(e.router), 1);
+    ck_assert_int_eq(state_of(e.router, e.id[1]), MCR_STATE_ACTIVE);
+
+    tally_ok(&e);
+    rec_clear(&r);
+    env_free(&e);
+}
+END_TEST
 static void unused_yet(void) __attribute__((unused));
-static void unused_yet(void) { (void)raw_stat; (void)stats_of; (void)state_of; (void)sleep_ms; }
+static void unused_yet(void) { (void)raw_stat; (void)sleep_ms; }
 
 /* ================================================================== suite */
 
@@ -1842,6 +2358,11 @@ static Suite *suite(void)
     ADD_LOOP(tc, test_get_multi, 0, 4);
     ADD_LOOP(tc, test_input_rules, 0, 2);
     ADD(tc, test_callback_contract);
+    ADD_LOOP(tc, test_sigstop_timeout, 0, 2);
+    ADD_LOOP(tc, test_kill_fail_fast, 0, 2);
+    ADD_LOOP(tc, test_eject, 0, 2);
+    ADD(tc, test_eject_backoff);
+    ADD_LOOP(tc, test_failover, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
