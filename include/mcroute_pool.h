@@ -16,8 +16,15 @@
  * request then completes against the server it was routed to, even if
  * another snapshot is published meanwhile; servers that a new snapshot no
  * longer lists (or lists as DRAINING / DOWN) get no new request, finish what
- * they have in flight, and their connections close. mcr_pool_refresh() takes
- * a new snapshot without submitting anything.
+ * they have in flight, and their connections close. The pool looks for a
+ * new snapshot at every submission and whenever a connection has read
+ * replies; mcr_pool_refresh() adopts it without either (a pool with no
+ * traffic at all keeps its idle connections to removed servers until then).
+ *
+ * Several pools on one router. With MCR_POLICY_EJECT, the pool that ejects
+ * a server is the one that probes it and re-adds it; a server ejected by a
+ * pool that is freed before re-adding it stays DOWN until another pool
+ * ejects and re-adds it, or an operator publishes it ACTIVE.
  *
  * Asynchronous calls. Every request function takes a callback and follows
  * libuv's contract: when the function returns an error (MCR_ERR_INVALID,

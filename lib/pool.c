@@ -1044,6 +1044,10 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
         r->conn = NULL;
         finish_req(p, r);
     }
+    /* A snapshot published meanwhile: adopt it now, so servers it removed
+     * close as soon as their last request is answered. */
+    if (!c->dead && mcr_router_epoch(p->router) != p->epoch)
+        pool_refresh(p);
     c->busy--;
     if (c->dead) {
         if (c->busy == 0)
