@@ -2891,6 +2891,253 @@ START_TEST(test_unix_socket)
 }
 END_TEST
 
+/* ================================================================== malformed replies */
+
+typedef struct fake_case {
+    const char *name;
+    fs_script script;
+    int meta;
+    int nkeys;          /* gets in flight at once (pipelined) */
+    int multi;          /* 1: one multi-get of the keys instead */
+    unsigned trickle_ms;
+    int expect;         /* the status expected of every request */
+    int alt, alt2;      /* other statuses accepted (1: none; MCR_OK: only with the
+                           fake's correct value, delivered before the stream broke) */
+    int prompt;         /* 1: fails well before the request timeout */
+    int server_closes;  /* 1: the fake closes the connection itself */
+} fake_case;
+
+#define FK_TIMEOUT 300
+#define P MCR_ERR_PROTOCOL
+#define T MCR_ERR_TIMEOUT
+#define C MCR_ERR_CONNECT
+#define N 1 /* no status: none accepted */
+
+static const fake_case fake_cases[] = {
+    /* name, script, meta, nkeys, multi, trickle, expect, alt, alt2, prompt, closes */
+    {"garbage", FS_GARBAGE, 0, 5, 0, 0, P, N, N, 1, 0},
+    {"garbage meta", FS_GARBAGE, 1, 5, 0, 0, P, N, N, 1, 0},
+    {"garbage multi", FS_GARBAGE, 0, 5, 1, 0, P, N, N, 1, 0},
+    {"other key", FS_OTHER_KEY, 0, 5, 0, 0, P, N, N, 1, 0},
+    {"other key multi", FS_OTHER_KEY, 0, 5, 1, 0, P, N, N, 1, 0},
+    {"wrong byte count", FS_WRONG_BYTES, 0, 5, 0, 0, P, N, N, 1, 0},
+    {"wrong byte count meta", FS_WRONG_BYTES, 1, 5, 0, 0, P, N, N, 1, 0},
+    {"truncated, closed", FS_TRUNCATE, 0, 5, 0, 0, C, P, N, 1, 1},
+    {"truncated, closed meta", FS_TRUNCATE, 1, 5, 0, 0, C, P, N, 1, 1},
+    {"huge length", FS_HUGE_LENGTH, 0, 5, 0, 0, P, N, N, 1, 0},
+    {"huge length meta", FS_HUGE_LENGTH, 1, 5, 0, 0, P, N, N, 1, 0},
+    /* a value may be delivered as soon as it is complete, before its END */
+    {"END missing", FS_NO_END, 0, 1, 0, 0, T, MCR_OK, N, 0, 0},
+    {"END missing, pipelined", FS_NO_END, 0, 5, 0, 0, P, T, MCR_OK, 0, 0},
+    {"MN missing, meta multi", FS_NO_END, 1, 5, 1, 0, T, MCR_OK, N, 0, 0},
+    {"wrong opaque", FS_WRONG_OPAQUE, 1, 5, 0, 0, P, N, N, 1, 0},
+    {"wrong opaque multi", FS_WRONG_OPAQUE, 1, 5, 1, 0, P, N, N, 1, 0},
+    {"reply with no request", FS_UNSOLICITED, 0, 1, 0, 0, MCR_OK, N, N, 0, 0},
+    {"reply with no request meta", FS_UNSOLICITED, 1, 1, 0, 0, MCR_OK, N, N, 0, 0},
+    {"slow trickle within the timeout", FS_TRICKLE, 0, 1, 0, 4, MCR_OK, N, N, 0, 0},
+    {"slow trickle within the timeout meta", FS_TRICKLE, 1, 1, 0, 4, MCR_OK, N, N, 0, 0},
+    {"trickle past the timeout", FS_TRICKLE, 0, 1, 0, 60, T, N, N, 0, 0},
+    {"silent", FS_SILENT, 0, 5, 0, 0, T, N, N, 0, 0},
+    {"closed without reply", FS_CLOSE, 0, 5, 0, 0, C, N, N, 1, 1},
+};
+
+#undef P
+#undef T
+#undef C
+#undef N
+
+typedef struct fs_wait {
+    fs_server *fs;
+    unsigned closed;
+} fs_wait;
+
+static int c_peer_closed(env *e, void *arg)
+{
+    (void)e;
+    fs_wait *w = arg;
+    return fs_peer_closed(w->fs) >= w->closed;
+}
+
+static int c_nothing_in_flight(env *e, void *arg)
+{
+    mcr_server_stats st;
+    return stats_of(e->pool, arg, &st) == 0 && st.in_flight == 0;
+}
+
+static int status_ok_for(const fake_case *c, int status)
+{
+    return status == c->expect || status == c->alt || status == c->alt2;
+}
+
+/* The fake's value of a key. */
+static int fake_value_ok(const char *key, const char *v, size_t vl)
+{
+    size_t kl = strlen(key);
+    return v != NULL && vl == kl + 5 && memcmp(v, "fake:", 5) == 0 && memcmp(v + 5, key, kl) == 0;
+}
+
+static void fake_mt_key_cb(const mcr_result *res, void *arg)
+{
+    mtrack *m = arg;
+    if (res->status == MCR_OK && res->reply == MCR_REPLY_HIT) {
+        char k[300];
+        snprintf(k, sizeof(k), "%.*s", (int)res->key_len, res->key);
+        if (!fake_value_ok(k, res->value, res->value_len)) {
+            m->t->foreign++;
+            violation(m->t, "multi-get of \"%s\" returned \"%.*s\"", k,
+                      (int)(res->value_len > 60 ? 60 : res->value_len),
+                      res->value ? res->value : "");
+        }
+    }
+    mt_key_cb(res, arg);
+}
+
+/* A scripted fake server answers the get family wrongly on its first
+ * connection: the requests in flight fail (never with a wrong value), the
+ * connection is closed, and the pool recovers (the fake's next connection
+ * and a real server both serve). _i: the case. */
+START_TEST(test_malformed_replies)
+{
+    const fake_case *c = &fake_cases[_i];
+    env e;
+    mcr_pool_options o;
+    rec rs[8];
+    char keys[8][32];
+    fs_server *fs = fs_start(c->script, 1, c->trickle_ms);
+
+    ck_assert_msg(fs != NULL, "fake server did not start");
+    memset(rs, 0, sizeof(rs));
+    memset(&e, 0, sizeof(e));
+    e.n = 2;
+    env_start_server(&e, 1, 0); /* a real memcached on 127.0.0.2 */
+    snprintf(e.id[0], sizeof(e.id[0]), "127.0.0.1:%d", fs_port(fs));
+    mcr_config *cfg = mcr_config_new();
+    mcr_snapshot *s = NULL;
+    ck_assert_int_eq(mcr_config_add_server(cfg, "127.0.0.1", fs_port(fs), 1, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server(cfg, e.mc[1].addr, e.mc[1].port, 1, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, NULL), MCR_OK);
+    mcr_config_free(cfg);
+    ck_assert_int_eq(mcr_router_new(s, &e.router, NULL), MCR_OK);
+    mcr_snapshot_unref(s);
+    env_base(&e);
+    mcr_pool_options_init(&o);
+    o.request_timeout_ms = FK_TIMEOUT;
+    o.connect_timeout_ms = FK_TIMEOUT;
+    o.protocol = c->meta ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    env_new_pool(&e, &o);
+    e.t.raw_values = 1; /* the fake's values are "fake:<key>", checked here */
+
+    for (int i = 0; i < c->nkeys; i++) {
+        char stem[16];
+        snprintf(stem, sizeof(stem), "fk%d:", i);
+        key_on(&e, e.id[0], stem, keys[i], sizeof(keys[i]));
+    }
+    mtrack *m = NULL;
+    long long t0 = now_ms();
+    if (c->multi) {
+        m = mt_new(&e.t, (size_t)c->nkeys);
+        m->check_value = 0;
+        for (int i = 0; i < c->nkeys; i++)
+            mt_add(m, keys[i], strlen(keys[i]));
+        g_submitting++;
+        ck_assert_int_eq(mcr_pool_get_multi(e.pool, MCR_OP_GET, (const void *const *)m->keys,
+                                            m->lens, m->n, fake_mt_key_cb, mt_done_cb, m),
+                         MCR_OK);
+        g_submitting--;
+        e.t.submitted++;
+    } else {
+        for (int i = 0; i < c->nkeys; i++)
+            ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = MCR_OP_GET, .key = keys[i],
+                                                                 .key_len = strlen(keys[i])}),
+                             MCR_OK);
+    }
+    WAIT_IDLE(&e, 3000);
+    long long took = now_ms() - t0;
+    ck_assert_msg(fs_gets(fs) >= 1, "%s: the fake saw no get", c->name);
+
+    if (c->multi) {
+        mt_check(m);
+        for (size_t d = 0; d < m->nd; d++)
+            ck_assert_msg(status_ok_for(c, m->status[d]), "%s: multi-get key %s: status %d",
+                          c->name, m->keys[m->first_of[d]], m->status[d]);
+        ck_assert_msg(status_ok_for(c, m->done_status), "%s: done status %d", c->name,
+                      m->done_status);
+        if (c->expect != MCR_OK && c->alt != MCR_OK && c->alt2 != MCR_OK)
+            ck_assert_int_eq(m->hits, 0);
+    } else {
+        for (int i = 0; i < c->nkeys; i++) {
+            ck_assert_msg(status_ok_for(c, rs[i].status), "%s: get %d: status %d (%s) [%s]",
+                          c->name, i, rs[i].status, mcr_strerror(rs[i].status), rs[i].message);
+            if (rs[i].status == MCR_OK) {
+                EXPECT(&rs[i], MCR_OK, MCR_REPLY_HIT);
+                ck_assert_msg(fake_value_ok(keys[i], rs[i].value, rs[i].value_len),
+                              "%s: get of %s returned \"%s\"", c->name, keys[i], rs[i].value);
+            } else {
+                ck_assert_msg(rs[i].message[0] != '\0', "%s: no message", c->name);
+                ck_assert_str_eq(rs[i].server, e.id[0]);
+            }
+        }
+    }
+    if (c->prompt)
+        ck_assert_msg(took < FK_TIMEOUT - 50, "%s: failed after %lld ms, not at once", c->name,
+                      took);
+    if (c->expect == MCR_ERR_TIMEOUT && c->alt == 1 && c->alt2 == 1)
+        ck_assert_msg(took >= FK_TIMEOUT - 20, "%s: timed out after %lld ms", c->name, took);
+
+    /* the bad connection was closed (by the pool, unless the fake did) */
+    if (!c->server_closes && c->expect != MCR_OK) {
+        fs_wait w = {fs, 1};
+        ck_assert_msg(run_until(&e, c_peer_closed, &w, 1000),
+                      "%s: the pool kept the connection open", c->name);
+    }
+    if (c->script == FS_UNSOLICITED) {
+        fs_wait w = {fs, 1};
+        ck_assert_msg(run_until(&e, c_peer_closed, &w, 1000),
+                      "%s: a reply nobody asked for did not close the connection", c->name);
+    }
+    if (c->script == FS_TRICKLE && c->expect == MCR_OK)
+        ck_assert_uint_eq(fs_peer_closed(fs), 0);
+    mcr_server_stats st;
+    /* a value may be delivered before the rest of its reply (END) arrives */
+    ck_assert(run_until(&e, c_nothing_in_flight, e.id[0], 1000));
+    ck_assert_int_eq(stats_of(e.pool, e.id[0], &st), 0);
+    ck_assert_uint_eq(st.in_flight, 0);
+    int failed = 0;
+    if (c->multi) {
+        for (size_t d = 0; d < m->nd; d++)
+            failed += m->status[d] != MCR_OK;
+    } else {
+        for (int i = 0; i < c->nkeys; i++)
+            failed += rs[i].status != MCR_OK;
+    }
+    if (failed > 0)
+        ck_assert_msg(st.errors >= 1, "%s: %d requests failed, errors %llu", c->name, failed,
+                      (unsigned long long)st.errors);
+
+    /* recovery: the real server, then the fake's next (good) connection */
+    char kb[32];
+    rec r;
+    memset(&r, 0, sizeof(r));
+    key_on(&e, e.id[1], "real:", kb, sizeof(kb));
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+    for (int i = 0; i < c->nkeys; i++) {
+        EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[i])), MCR_OK, MCR_REPLY_HIT);
+        ck_assert_msg(fake_value_ok(keys[i], r.value, r.value_len),
+                      "%s: after recovery, get of %s returned \"%s\"", c->name, keys[i], r.value);
+    }
+    if (c->expect != MCR_OK)
+        ck_assert_uint_eq(fs_accepted(fs), 2);
+
+    tally_ok(&e);
+    rec_clear(&r);
+    for (int i = 0; i < 8; i++)
+        rec_clear(&rs[i]);
+    mt_free(m);
+    env_free(&e);
+    fs_stop(fs);
+}
+END_TEST
+
 /* ================================================================== suite */
 
 /* MCR_POOL_ONLY=name: register only the tests whose name contains it. */
@@ -2930,6 +3177,7 @@ static Suite *suite(void)
     ADD_LOOP(tc, test_hot_keys, 0, 2);
     ADD_LOOP(tc, test_stats, 0, 2);
     ADD(tc, test_unix_socket);
+    ADD_LOOP(tc, test_malformed_replies, 0, (int)(sizeof(fake_cases) / sizeof(fake_cases[0])));
     suite_add_tcase(s, tc);
     return s;
 }
