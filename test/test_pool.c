@@ -3301,6 +3301,332 @@ START_TEST(test_chaos)
 }
 END_TEST
 
+/* ================================================================== flow control, eager, drain, hash tags */
+
+typedef struct inflight_watch {
+    const char *id;
+    size_t max_seen;
+} inflight_watch;
+
+static int c_watch_idle(env *e, void *arg)
+{
+    inflight_watch *w = arg;
+    mcr_server_stats st;
+    if (stats_of(e->pool, w->id, &st) == 0 && st.in_flight > w->max_seen)
+        w->max_seen = st.in_flight;
+    return mcr_pool_pending(e->pool) == 0;
+}
+
+/* max_in_flight bounds what is sent per connection; the rest waits in the
+ * pool, and a waiting request's timeout starts only when it is sent. */
+START_TEST(test_max_in_flight)
+{
+    env e;
+    mcr_pool_options o;
+    enum { NQ = 300, NS = 6 };
+    rec *rs = calloc(NQ, sizeof(rec));
+    char keys[NQ][32];
+
+    ck_assert_ptr_nonnull(rs);
+    mcr_pool_options_init(&o);
+    o.max_in_flight = 4;
+    o.connections = 2;
+    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    env_init(&e, 1, &o);
+    for (int i = 0; i < NQ; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "mif:%d", i);
+        ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = MCR_OP_GET, .key = keys[i],
+                                                             .key_len = strlen(keys[i])}),
+                         MCR_OK);
+    }
+    inflight_watch w = {e.id[0], 0};
+    mcr_server_stats st;
+    ck_assert_int_eq(stats_of(e.pool, e.id[0], &st), 0);
+    w.max_seen = st.in_flight;
+    ck_assert(run_until(&e, c_watch_idle, &w, 10000));
+    for (int i = 0; i < NQ; i++)
+        EXPECT(&rs[i], MCR_OK, MCR_REPLY_MISS);
+    ck_assert_msg(w.max_seen <= 8, "%zu requests in flight, limit 4 x 2 connections",
+                  w.max_seen);
+    tally_ok(&e);
+    mcr_pool_free(e.pool);
+    e.pool = NULL;
+
+    /* stopped server, 2 in flight per connection, one connection: requests
+     * are sent two by two, each pair timing out 200 ms after it was sent */
+    mcr_pool_options_init(&o);
+    o.max_in_flight = 2;
+    o.connections = 1;
+    o.request_timeout_ms = 200;
+    o.connect_timeout_ms = 200;
+    o.server_failure_limit = 1000; /* never down */
+    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    env_new_pool(&e, &o);
+    ck_assert_int_eq(kill(e.mc[0].pid, SIGSTOP), 0);
+    for (int i = 0; i < NS; i++)
+        ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = MCR_OP_GET, .key = keys[i],
+                                                             .key_len = strlen(keys[i])}),
+                         MCR_OK);
+    WAIT_IDLE(&e, 5000);
+    kill(e.mc[0].pid, SIGCONT);
+    for (int i = 0; i < NS; i++) {
+        long long took = rs[i].t1 - rs[i].t0;
+        long long min = (long long)(i / 2 + 1) * 200 - 20;
+        ck_assert_msg(rs[i].status == MCR_ERR_TIMEOUT, "request %d: %d", i, rs[i].status);
+        ck_assert_msg(took >= min && took <= min + 500,
+                      "request %d (of a queue sent 2 at a time) timed out after %lld ms, "
+                      "expected about %lld", i, took, min + 20);
+    }
+    tally_ok(&e);
+    env_free(&e);
+    recs_free(rs, NQ);
+}
+END_TEST
+
+typedef struct conns_wait {
+    const char *id;
+    unsigned want;
+} conns_wait;
+
+static int c_conns(env *e, void *arg)
+{
+    conns_wait *w = arg;
+    mcr_server_stats st;
+    return stats_of(e->pool, w->id, &st) == 0 && st.connections == w->want;
+}
+
+/* eager: connections to every active server at creation, and to a server
+ * a new snapshot adds; none to servers that are not active. */
+START_TEST(test_eager)
+{
+    env e;
+    mcr_pool_options o;
+    mcr_pool_options_init(&o);
+    o.eager = 1;
+    o.connections = 3;
+    env_init_k(&e, 3, 2, &o);
+    long long base2;
+    int fd2 = raw_fd(&e, 2);
+    base2 = raw_stat(fd2, NULL, "curr_connections");
+
+    for (int s = 0; s < 2; s++) {
+        conns_wait w = {e.id[s], 3};
+        ck_assert_msg(run_until(&e, c_conns, &w, 2000), "eager pool: %s not connected 3 times",
+                      e.id[s]);
+        int fd = raw_fd(&e, s);
+        ck_assert_int_ge(raw_stat(fd, NULL, "total_connections"), 4);
+        close(fd);
+    }
+    ck_assert_int_eq(e.t.submitted, 0);
+    /* a server added DOWN gets no connection; made ACTIVE, it does */
+    mcr_changes *ch = mcr_changes_new();
+    mcr_server_desc d = {NULL, e.mc[2].addr, e.mc[2].port, 1, NULL, MCR_STATE_DOWN};
+    ck_assert_int_eq(mcr_changes_add(ch, &d, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(e.router, ch, NULL), MCR_OK);
+    mcr_changes_free(ch);
+    ck_assert_int_eq(mcr_pool_refresh(e.pool), MCR_OK);
+    run_ms(&e, 200);
+    ck_assert_int_eq(raw_stat(fd2, NULL, "curr_connections"), base2);
+    apply_change(&e, 3, 2);
+    ck_assert_int_eq(mcr_pool_refresh(e.pool), MCR_OK);
+    conns_wait w = {e.id[2], 3};
+    ck_assert_msg(run_until(&e, c_conns, &w, 2000), "server made active: not connected");
+    ck_assert_int_eq(raw_stat(fd2, NULL, "curr_connections"), base2 + 3);
+    close(fd2);
+    tally_ok(&e);
+    env_free(&e);
+}
+END_TEST
+
+/* A server removed (or drained) while requests to it are in flight: they
+ * complete against it, new requests for its keys go elsewhere, then its
+ * connections close and the pool forgets it. _i: 0 remove, 1 drain. */
+START_TEST(test_drain_in_flight)
+{
+    env e;
+    mcr_pool_options o;
+    enum { NK = 40 };
+    char keys[NK][32], keys2[NK][32], v[64];
+    rec *old = calloc(NK, sizeof(rec)), *neu = calloc(NK, sizeof(rec));
+
+    ck_assert(old && neu);
+    mcr_pool_options_init(&o);
+    o.request_timeout_ms = 5000;
+    o.connect_timeout_ms = 5000;
+    env_init(&e, 3, &o);
+    int fd1 = raw_fd(&e, 1);
+    long long base1 = raw_stat(fd1, NULL, "curr_connections");
+    for (int i = 0; i < NK; i++) {
+        char stem[16];
+        snprintf(stem, sizeof(stem), "dr%d:", i);
+        key_on(&e, e.id[1], stem, keys[i], sizeof(keys[i]));
+        make_value(v, sizeof(v), keys[i], strlen(keys[i]), 1, 0);
+        ck_assert_int_eq(raw_set(fd1, keys[i], v), 0);
+        /* other keys for the new requests (a get of a key in flight may share its reply) */
+        snprintf(stem, sizeof(stem), "dn%d:", i);
+        key_on(&e, e.id[1], stem, keys2[i], sizeof(keys2[i]));
+        make_value(v, sizeof(v), keys2[i], strlen(keys2[i]), 1, 0);
+        ck_assert_int_eq(raw_set(fd1, keys2[i], v), 0);
+    }
+    ck_assert_int_eq(kill(e.mc[1].pid, SIGSTOP), 0);
+    for (int i = 0; i < NK; i++)
+        ck_assert_int_eq(submit(&e, &old[i], &(mcr_request){.op = MCR_OP_GET, .key = keys[i],
+                                                              .key_len = strlen(keys[i])}),
+                         MCR_OK);
+    run_ms(&e, 100); /* sent, unanswered */
+    apply_change(&e, _i ? 2 : 1, 1);
+    for (int i = 0; i < NK; i++)
+        ck_assert_int_eq(submit(&e, &neu[i], &(mcr_request){.op = MCR_OP_GET, .key = keys2[i],
+                                                              .key_len = strlen(keys2[i])}),
+                         MCR_OK);
+    run_ms(&e, 200);
+    for (int i = 0; i < NK; i++) {
+        ck_assert_msg(neu[i].calls == 1, "get of %s after the change: not answered in 200 ms",
+                      keys2[i]);
+        EXPECT(&neu[i], MCR_OK, MCR_REPLY_MISS); /* another server: not there */
+        ck_assert_str_ne(neu[i].server, e.id[1]);
+        ck_assert_uint_eq(neu[i].epoch, 2);
+        ck_assert_int_eq(old[i].calls, 0);
+    }
+    ck_assert_int_eq(kill(e.mc[1].pid, SIGCONT), 0);
+    WAIT_IDLE(&e, 5000);
+    for (int i = 0; i < NK; i++) {
+        EXPECT(&old[i], MCR_OK, MCR_REPLY_HIT);
+        ck_assert_str_eq(old[i].server, e.id[1]);
+        ck_assert_uint_eq(old[i].epoch, 1);
+    }
+    conn_wait w = {fd1, base1};
+    ck_assert_msg(run_until(&e, c_conns_back, &w, 3000),
+                  "the %s server kept %lld connections (baseline %lld)",
+                  _i ? "drained" : "removed", raw_stat(fd1, NULL, "curr_connections"), base1);
+    mcr_server_stats st;
+    if (_i == 0) {
+        ck_assert_msg(stats_of(e.pool, e.id[1], &st) != 0, "removed server still listed");
+        ck_assert_uint_eq(mcr_pool_server_count(e.pool), 2);
+    } else {
+        ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
+        ck_assert_int_eq(st.health, MCR_HEALTH_DRAINING);
+        ck_assert_uint_eq(st.connections, 0);
+        ck_assert_int_eq(state_of(e.router, e.id[1]), MCR_STATE_DRAINING);
+    }
+    close(fd1);
+    tally_ok(&e);
+    env_free(&e);
+    recs_free(old, NK);
+    recs_free(neu, NK);
+}
+END_TEST
+
+/* A hash tag on the config routes by the tagged part. */
+START_TEST(test_hash_tag)
+{
+    env e;
+    enum { NT = 20, PER = 10 };
+    char keys[NT * PER][40], v[80];
+    rec *rs = calloc(NT * PER, sizeof(rec));
+    mcr_error err = {0, ""};
+
+    ck_assert_ptr_nonnull(rs);
+    memset(&e, 0, sizeof(e));
+    e.n = 3;
+    for (int i = 0; i < 3; i++)
+        env_start_server(&e, i, 0);
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_set_hash_tag(cfg, "{}"), MCR_OK);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(mcr_config_add_server(cfg, e.mc[i].addr, e.mc[i].port, 1, &err),
+                         MCR_OK);
+    mcr_snapshot *s = NULL;
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, &err), MCR_OK);
+    mcr_config_free(cfg);
+    ck_assert_int_eq(mcr_router_new(s, &e.router, NULL), MCR_OK);
+    mcr_snapshot_unref(s);
+    env_base(&e);
+    env_new_pool(&e, NULL);
+    for (int t = 0; t < NT; t++)
+        for (int j = 0; j < PER; j++) {
+            int i = t * PER + j;
+            snprintf(keys[i], sizeof(keys[i]), "x%d{user%d}y%d", j, t, j);
+            mcr_request q = rq(MCR_OP_SET, keys[i]);
+            q.value = v;
+            q.value_len = make_value(v, sizeof(v), keys[i], strlen(keys[i]), 0, 0);
+            ck_assert_int_eq(submit(&e, &rs[i], &q), MCR_OK);
+        }
+    WAIT_IDLE(&e, 5000);
+    int spread[3] = {0, 0, 0};
+    for (int t = 0; t < NT; t++) {
+        char tag[16];
+        snprintf(tag, sizeof(tag), "user%d", t);
+        const char *own = owner_id(&e, tag); /* the tag alone hashes the same */
+        spread[env_index(&e, own)]++;
+        for (int j = 0; j < PER; j++) {
+            rec *r = &rs[t * PER + j];
+            EXPECT(r, MCR_OK, MCR_REPLY_STORED);
+            ck_assert_str_eq(r->server, own);
+            int fd = raw_fd(&e, env_index(&e, own));
+            ck_assert_int_eq(raw_get(fd, keys[t * PER + j], v, sizeof(v)), 1);
+            close(fd);
+        }
+    }
+    ck_assert(spread[0] > 0 && spread[1] > 0 && spread[2] > 0);
+    tally_ok(&e);
+    env_free(&e);
+    recs_free(rs, NT * PER);
+}
+END_TEST
+
+/* A get submitted after a snapshot moved its key to another server is
+ * routed there (epoch 2), and does not wait for a get of the same key still
+ * in flight to the old, now removed, server. _i: 0 removed, 1 ejected. */
+START_TEST(test_coalesce_across_change)
+{
+    env e;
+    mcr_pool_options o;
+    rec a, b;
+    char kb[32];
+
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    mcr_pool_options_init(&o);
+    o.request_timeout_ms = 3000;
+    o.connect_timeout_ms = 3000;
+    env_init(&e, 3, &o);
+    key_on(&e, e.id[1], "cc:", kb, sizeof(kb));
+    EXPECT(do1(&e, &a, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS); /* connected */
+    ck_assert_int_eq(kill(e.mc[1].pid, SIGSTOP), 0);
+    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = kb,
+                                                     .key_len = strlen(kb)}),
+                     MCR_OK);
+    run_ms(&e, 50);
+    if (_i == 0) {
+        apply_change(&e, 1, 1);
+    } else {
+        mcr_changes *ch = mcr_changes_new();
+        ck_assert_int_eq(mcr_changes_set_state(ch, e.id[1], MCR_STATE_DOWN, NULL), MCR_OK);
+        ck_assert_int_eq(mcr_router_apply(e.router, ch, NULL), MCR_OK);
+        mcr_changes_free(ch);
+    }
+    ck_assert_int_eq(submit(&e, &b, &(mcr_request){.op = MCR_OP_GET, .key = kb,
+                                                     .key_len = strlen(kb)}),
+                     MCR_OK);
+    run_ms(&e, 300);
+    ck_assert_int_eq(a.calls, 0);
+    ck_assert_msg(b.calls == 1, "a get routed to a live server after the change waits for "
+                  "the get in flight to the %s server", _i ? "downed" : "removed");
+    EXPECT(&b, MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_ne(b.server, e.id[1]);
+    ck_assert_uint_eq(b.epoch, 2);
+    kill(e.mc[1].pid, SIGCONT);
+    WAIT_IDLE(&e, 5000);
+    EXPECT(&a, MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_eq(a.server, e.id[1]);
+    tally_ok(&e);
+    rec_clear(&a);
+    rec_clear(&b);
+    env_free(&e);
+}
+END_TEST
+
 /* ================================================================== suite */
 
 /* MCR_POOL_ONLY=name: register only the tests whose name contains it. */
@@ -3340,6 +3666,11 @@ static Suite *suite(void)
     ADD_LOOP(tc, test_hot_keys, 0, 2);
     ADD_LOOP(tc, test_stats, 0, 2);
     ADD(tc, test_unix_socket);
+    ADD_LOOP(tc, test_max_in_flight, 0, 2);
+    ADD(tc, test_eager);
+    ADD_LOOP(tc, test_drain_in_flight, 0, 2);
+    ADD(tc, test_hash_tag);
+    ADD_LOOP(tc, test_coalesce_across_change, 0, 2);
     ADD_LOOP(tc, test_chaos, 0, 2);
     ADD_LOOP(tc, test_malformed_replies, 0, (int)(sizeof(fake_cases) / sizeof(fake_cases[0])));
     suite_add_tcase(s, tc);
