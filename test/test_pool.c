@@ -3182,7 +3182,7 @@ static int chaos_status_ok(int st)
  * and multi-gets (values encoding their key) while servers are stopped,
  * resumed, killed, restarted, added and removed. No value for another key,
  * every callback exactly once, nothing left pending, and (under ASan)
- * nothing leaked. _i: the protocol. */
+ * nothing leaked. _i: bit 0 the protocol, bit 1 eject instead of fail-fast. */
 START_TEST(test_chaos)
 {
     env e;
@@ -3200,13 +3200,13 @@ START_TEST(test_chaos)
     memset(&book, 0, sizeof(book));
     tu_rng_init(&rng, 404 + (uint64_t)_i);
     mcr_pool_options_init(&o);
-    o.policy = MCR_POLICY_FAIL_FAST;
+    o.policy = (_i & 2) ? MCR_POLICY_EJECT : MCR_POLICY_FAIL_FAST;
     o.request_timeout_ms = 150;
     o.connect_timeout_ms = 150;
     o.server_failure_limit = 2;
     o.retry_timeout_ms = 200;
     o.connections = 2;
-    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    o.protocol = (_i & 1) ? MCR_PROTO_META : MCR_PROTO_TEXT;
     env_init_k(&e, 4, 3, &o);
     book.by_epoch[1] = mcr_router_current(e.router);
     ck_assert_int_eq(mcr_router_add_hook(e.router, book_hook, &book), MCR_OK);
@@ -3318,8 +3318,8 @@ START_TEST(test_chaos)
         ck_assert(chaos_status_ok(ms[i]->done_status));
     }
     ck_assert_msg(ok > (long)nr / 3, "only %ld of %zu requests succeeded", ok, nr);
-    ck_assert_msg(by_status[-MCR_ERR_TIMEOUT] > 0 && by_status[-MCR_ERR_CONNECT] +
-                                                           by_status[-MCR_ERR_DOWN] > 0,
+    ck_assert_msg(by_status[-MCR_ERR_TIMEOUT] + by_status[-MCR_ERR_CONNECT] +
+                          by_status[-MCR_ERR_DOWN] > 0,
                   "the chaos did not show: %ld timeouts, %ld refusals, %ld down",
                   by_status[-MCR_ERR_TIMEOUT], by_status[-MCR_ERR_CONNECT],
                   by_status[-MCR_ERR_DOWN]);
@@ -3664,6 +3664,90 @@ START_TEST(test_coalesce_across_change)
 }
 END_TEST
 
+/* Values of hundreds of KiB with every byte value (CR, LF and NUL
+ * included), through get, gets and multi-get. _i: the protocol. */
+START_TEST(test_large_values)
+{
+    env e;
+    mcr_pool_options o;
+    tu_rng rng;
+    enum { NV = 16 };
+    static const size_t sizes[NV] = {0,      1,      2,      100,    65535,  65536,
+                                     65537,  100000, 200000, 300000, 400000, 500000,
+                                     600000, 700000, 800000, 900000};
+    char keys[NV][32];
+    unsigned char *vals[NV];
+    size_t lens[NV];
+    rec r;
+
+    memset(&r, 0, sizeof(r));
+    tu_rng_init(&rng, 505 + (uint64_t)_i);
+    mcr_pool_options_init(&o);
+    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    env_init(&e, 2, &o);
+    e.t.raw_values = 1;
+    for (int i = 0; i < NV; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "big:%d", i);
+        lens[i] = sizes[i];
+        vals[i] = malloc(lens[i] + 1);
+        ck_assert_ptr_nonnull(vals[i]);
+        tu_bytes(&rng, vals[i], lens[i]);
+        for (size_t j = 0; j + 3 < lens[i]; j += 997) /* protocol bytes inside */
+            memcpy(vals[i] + j, "\r\nEN", 4);
+        mcr_request q = rq(MCR_OP_SET, keys[i]);
+        q.value = vals[i];
+        q.value_len = lens[i];
+        q.flags = 0xdeadbeefu;
+        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+    }
+    for (int i = 0; i < NV; i++) {
+        for (int g = 0; g < 2; g++) {
+            EXPECT(do1(&e, &r, rq(g ? MCR_OP_GETS : MCR_OP_GET, keys[i])), MCR_OK,
+                   MCR_REPLY_HIT);
+            ck_assert_uint_eq(r.value_len, lens[i]);
+            ck_assert(lens[i] == 0 || memcmp(r.value, vals[i], lens[i]) == 0);
+            ck_assert_uint_eq(r.flags, 0xdeadbeefu);
+        }
+    }
+    /* all at once, pipelined */
+    rec rs[NV];
+    memset(rs, 0, sizeof(rs));
+    for (int i = 0; i < NV; i++)
+        ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = MCR_OP_GET, .key = keys[i],
+                                                             .key_len = strlen(keys[i])}),
+                         MCR_OK);
+    WAIT_IDLE(&e, 10000);
+    for (int i = 0; i < NV; i++) {
+        EXPECT(&rs[i], MCR_OK, MCR_REPLY_HIT);
+        ck_assert_uint_eq(rs[i].value_len, lens[i]);
+        ck_assert(lens[i] == 0 || memcmp(rs[i].value, vals[i], lens[i]) == 0);
+        rec_clear(&rs[i]);
+    }
+    /* a multi-get of them: compared in the key callback */
+    mtrack *m = mt_new(&e.t, NV);
+    m->check_value = 0;
+    for (int i = 0; i < NV; i++)
+        mt_add(m, keys[i], strlen(keys[i]));
+    ck_assert_int_eq(submit_multi(&e, e.pool, m, MCR_OP_GET), MCR_OK);
+    ck_assert(run_until(&e, c_mt_done, m, 10000));
+    mt_check(m);
+    ck_assert_int_eq(m->hits, NV);
+    ck_assert_int_eq(m->done_status, MCR_OK);
+    mt_free(m);
+    /* append to a large value */
+    mcr_request q = rq_store(MCR_OP_APPEND, keys[NV - 1], "tail", 0);
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[NV - 1])), MCR_OK, MCR_REPLY_HIT);
+    ck_assert_uint_eq(r.value_len, lens[NV - 1] + 4);
+    ck_assert(memcmp(r.value + lens[NV - 1], "tail", 4) == 0);
+    tally_ok(&e);
+    rec_clear(&r);
+    for (int i = 0; i < NV; i++)
+        free(vals[i]);
+    env_free(&e);
+}
+END_TEST
+
 /* ================================================================== suite */
 
 /* MCR_POOL_ONLY=name: register only the tests whose name contains it. */
@@ -3708,7 +3792,8 @@ static Suite *suite(void)
     ADD_LOOP(tc, test_drain_in_flight, 0, 2);
     ADD(tc, test_hash_tag);
     ADD_LOOP(tc, test_coalesce_across_change, 0, 2);
-    ADD_LOOP(tc, test_chaos, 0, 2);
+    ADD_LOOP(tc, test_large_values, 0, 2);
+    ADD_LOOP(tc, test_chaos, 0, 4);
     ADD_LOOP(tc, test_malformed_replies, 0, (int)(sizeof(fake_cases) / sizeof(fake_cases[0])));
     suite_add_tcase(s, tc);
     return s;
