@@ -14,8 +14,10 @@
  *
  * Environment: MCR_TEST_SEED changes the keys and the chaos.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -3748,6 +3750,83 @@ START_TEST(test_large_values)
 }
 END_TEST
 
+/* A connection that cannot be made in time (a listener whose accept queue
+ * is full drops the SYN): MCR_ERR_TIMEOUT after connect_timeout_ms, counted
+ * as a timeout; the other server is not affected. */
+START_TEST(test_connect_timeout)
+{
+    env e;
+    mcr_pool_options o;
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), filler[4];
+    rec r;
+
+    memset(&r, 0, sizeof(r));
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+              listen(lfd, 0) == 0 && getsockname(lfd, (struct sockaddr *)&sa, &sl) == 0);
+    int port = ntohs(sa.sin_port);
+    for (int i = 0; i < 4; i++) /* fill the accept queue; never accepted */
+        filler[i] = rs_connect("127.0.0.1", port, 100);
+
+    memset(&e, 0, sizeof(e));
+    e.n = 2;
+    env_start_server(&e, 1, 0);
+    snprintf(e.id[0], sizeof(e.id[0]), "127.0.0.1:%d", port);
+    mcr_config *cfg = mcr_config_new();
+    mcr_snapshot *s = NULL;
+    ck_assert_int_eq(mcr_config_add_server(cfg, "127.0.0.1", port, 1, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server(cfg, e.mc[1].addr, e.mc[1].port, 1, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, NULL), MCR_OK);
+    mcr_config_free(cfg);
+    ck_assert_int_eq(mcr_router_new(s, &e.router, NULL), MCR_OK);
+    mcr_snapshot_unref(s);
+    env_base(&e);
+    mcr_pool_options_init(&o);
+    o.connect_timeout_ms = 300;
+    o.request_timeout_ms = 2000;
+    o.server_failure_limit = 10;
+    env_new_pool(&e, &o);
+
+    char kb[32], kb1[32];
+    key_on(&e, e.id[0], "ct:", kb, sizeof(kb));
+    key_on(&e, e.id[1], "ct1:", kb1, sizeof(kb1));
+    rec other;
+    memset(&other, 0, sizeof(other));
+    ck_assert_int_eq(submit(&e, &r, &(mcr_request){.op = MCR_OP_GET, .key = kb,
+                                                     .key_len = strlen(kb)}),
+                     MCR_OK);
+    ck_assert_int_eq(submit(&e, &other, &(mcr_request){.op = MCR_OP_GET, .key = kb1,
+                                                         .key_len = strlen(kb1)}),
+                     MCR_OK);
+    WAIT_IDLE(&e, 5000);
+    long long took = r.t1 - r.t0;
+    ck_assert_msg(r.status == MCR_ERR_TIMEOUT, "connect to a full listener: %d (%s)", r.status,
+                  r.message);
+    ck_assert_msg(took >= 280 && took <= 800, "connect timed out after %lld ms, "
+                  "connect_timeout_ms 300", took);
+    EXPECT(&other, MCR_OK, MCR_REPLY_MISS);
+    ck_assert_msg(other.t1 - other.t0 < 250, "the other server's get took %lld ms",
+                  other.t1 - other.t0);
+    mcr_server_stats st;
+    ck_assert_int_eq(stats_of(e.pool, e.id[0], &st), 0);
+    ck_assert_uint_eq(st.timeouts, 1);
+    ck_assert_uint_eq(st.errors, 1);
+    ck_assert_uint_eq(st.consecutive_failures, 1);
+    tally_ok(&e);
+    rec_clear(&r);
+    rec_clear(&other);
+    env_free(&e);
+    for (int i = 0; i < 4; i++)
+        if (filler[i] >= 0)
+            close(filler[i]);
+    close(lfd);
+}
+END_TEST
+
 /* ================================================================== suite */
 
 /* MCR_POOL_ONLY=name: register only the tests whose name contains it. */
@@ -3780,6 +3859,7 @@ static Suite *suite(void)
     ADD(tc, test_callback_contract);
     ADD_LOOP(tc, test_sigstop_timeout, 0, 2);
     ADD_LOOP(tc, test_kill_fail_fast, 0, 2);
+    ADD(tc, test_connect_timeout);
     ADD_LOOP(tc, test_eject, 0, 2);
     ADD(tc, test_eject_backoff);
     ADD_LOOP(tc, test_failover, 0, 2);
