@@ -1182,6 +1182,14 @@ START_TEST(test_commands)
     ck_assert_int_eq(raw_get(fd[other], other == 0 ? "cmd:f0" : "cmd:f1", buf, sizeof(buf)), 0);
     ck_assert_int_eq(raw_get(fd[ko], ko == 0 ? "cmd:f0" : "cmd:f1", buf, sizeof(buf)), 1);
 
+    /* flush_all with a delay: nothing is flushed yet */
+    ck_assert_int_eq(raw_set(fd[ko], "cmd:later", "c"), 0);
+    q = rq(MCR_OP_FLUSH_ALL, NULL);
+    q.server = e.id[ko];
+    q.exptime = 100;
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_OK);
+    ck_assert_int_eq(raw_get(fd[ko], "cmd:later", buf, sizeof(buf)), 1);
+
     /* server commands need a server of the snapshot */
     rec bad;
     memset(&bad, 0, sizeof(bad));
@@ -3548,6 +3556,20 @@ START_TEST(test_drain_in_flight)
             ck_assert_uint_eq(st.connections, 0);
         ck_assert_int_eq(state_of(e.router, e.id[1]), MCR_STATE_DRAINING);
     }
+    /* server commands still reach it, whatever its state (or absence) */
+    rec v1;
+    memset(&v1, 0, sizeof(v1));
+    mcr_request q = rq(MCR_OP_VERSION, NULL);
+    q.server = e.id[1];
+    int rc = submit(&e, &v1, &q);
+    if (_i == 1) {
+        ck_assert_int_eq(rc, MCR_OK);
+        ck_assert(run_until(&e, c_called, &v1, 3000));
+        EXPECT(&v1, MCR_OK, MCR_REPLY_VERSION);
+    } else {
+        ck_assert_int_eq(rc, MCR_ERR_UNKNOWN); /* removed: no server of the snapshot */
+    }
+    rec_clear(&v1);
     close(fd1);
     tally_ok(&e);
     env_free(&e);
