@@ -38,6 +38,13 @@
  * skipped, and statements are separated by exactly one space. This is why
  * "--SERVER=ab" (a hostname needs 3 characters), "--SERVER=123" (a number)
  * and "--SERVER=md5" (a keyword) are errors there and here.
+ *
+ * Connection behaviours (for mcr_lmc_fill_pool_options) are kept with the
+ * types memcached_st gives them (behavior.cc: int32_t timeouts, uint32_t
+ * limits, REMOVE_FAILED_SERVERS and AUTO_EJECT_HOSTS one flag), and the
+ * option string's numbers are read with atoi() as the scanner reads them,
+ * so what mcr_lmc_get_conn_behavior() returns is what
+ * memcached_behavior_get() returns, wrapped values included.
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -47,6 +54,7 @@
 
 #include "internal.h"
 #include "mcroute_libmemcached.h"
+#include "mcroute_pool.h"
 
 /* ---------------------------------------------------------------- limits */
 
@@ -69,6 +77,18 @@ enum {
     LMC_BEHAVIOR_KETAMA_HASH = 17,
     LMC_BEHAVIOR_HASH_WITH_PREFIX_KEY = 25
 };
+
+/* libmemcached 1.1.4's defaults for the connection behaviours
+ * (libmemcached-1.0/defaults.h: MEMCACHED_DEFAULT_TIMEOUT,
+ * MEMCACHED_DEFAULT_CONNECT_TIMEOUT, MEMCACHED_SERVER_FAILURE_RETRY_TIMEOUT,
+ * MEMCACHED_SERVER_FAILURE_LIMIT, ..._DEAD_TIMEOUT, ..._TIMEOUT_LIMIT;
+ * memcached_behavior_get() on a new handle reports the same). */
+#define LMC_DEFAULT_POLL_TIMEOUT 5000    /* ms */
+#define LMC_DEFAULT_CONNECT_TIMEOUT 4000 /* ms */
+#define LMC_DEFAULT_RETRY_TIMEOUT 2      /* s */
+#define LMC_DEFAULT_FAILURE_LIMIT 5
+#define LMC_DEFAULT_DEAD_TIMEOUT 0       /* s */
+#define LMC_DEFAULT_TIMEOUT_LIMIT 0
 
 /* libmemcached's memcached_server_distribution_t
  * (libmemcached-1.0/types/server_distribution.h). */
@@ -113,9 +133,23 @@ struct mcr_lmc {
     size_t ns_len;
     char ns[LMC_NAMESPACE_MAX + 1];
     /* Flags that only matter because libmemcached refuses some
-     * combinations of them (behavior.cc) and the namespace check. */
+     * combinations of them (behavior.cc) and the namespace check;
+     * binary_protocol is also MCR_LMC_BINARY_PROTOCOL. */
     bool binary_protocol;
     bool use_udp;
+    /* Connection behaviours, typed as memcached_st keeps them (behavior.cc
+     * casts timeouts to int32_t, limits to uint32_t), so that
+     * mcr_lmc_get_conn_behavior() reads what memcached_behavior_get() does
+     * and mcr_lmc_fill_pool_options() starts from the same numbers. */
+    int32_t poll_timeout;    /* ms */
+    int32_t connect_timeout; /* ms */
+    int32_t retry_timeout;   /* s */
+    int32_t snd_timeout;     /* us */
+    int32_t rcv_timeout;     /* us */
+    int32_t dead_timeout;    /* s */
+    uint32_t server_failure_limit;
+    uint32_t server_timeout_limit;
+    bool auto_eject; /* REMOVE_FAILED_SERVERS and AUTO_EJECT_HOSTS: one flag */
 };
 
 /* Reset to the state of a fresh memcached_st (no servers). */
@@ -135,6 +169,15 @@ static void lmc_defaults(mcr_lmc *l)
     l->ns[0] = '\0';
     l->binary_protocol = false;
     l->use_udp = false;
+    l->poll_timeout = LMC_DEFAULT_POLL_TIMEOUT;
+    l->connect_timeout = LMC_DEFAULT_CONNECT_TIMEOUT;
+    l->retry_timeout = LMC_DEFAULT_RETRY_TIMEOUT;
+    l->snd_timeout = 0;
+    l->rcv_timeout = 0;
+    l->dead_timeout = LMC_DEFAULT_DEAD_TIMEOUT;
+    l->server_failure_limit = LMC_DEFAULT_FAILURE_LIMIT;
+    l->server_timeout_limit = LMC_DEFAULT_TIMEOUT_LIMIT;
+    l->auto_eject = false;
 }
 
 /* Free the hosts; the server array and the set stay allocated (empty). */
@@ -474,6 +517,153 @@ int mcr_lmc_set_behavior(mcr_lmc *lmc, mcr_lmc_behavior behavior, uint64_t value
     return lmc_behavior(lmc, (int)behavior, value, err);
 }
 
+/* ---------------------------------------------------------------- connection behaviours */
+
+/* The low 32 bits of v as a signed number: what libmemcached's int32_t
+ * casts keep (behavior.cc), written without implementation-defined
+ * conversions. */
+static int32_t low_int32(uint64_t v)
+{
+    uint32_t u = (uint32_t)v;
+    return u <= INT32_MAX ? (int32_t)u : (int32_t)((int64_t)u - 4294967296LL);
+}
+
+/* memcached_behavior_set() for a connection behaviour, on `l`. The state
+ * is unchanged on error. */
+static int lmc_conn_behavior(mcr_lmc *l, int behavior, uint64_t value, mcr_error *err)
+{
+    switch (behavior) {
+    case MCR_LMC_POLL_TIMEOUT: l->poll_timeout = low_int32(value); return MCR_OK;
+    case MCR_LMC_CONNECT_TIMEOUT: l->connect_timeout = low_int32(value); return MCR_OK;
+    case MCR_LMC_RETRY_TIMEOUT: l->retry_timeout = low_int32(value); return MCR_OK;
+    case MCR_LMC_SND_TIMEOUT: l->snd_timeout = low_int32(value); return MCR_OK;
+    case MCR_LMC_RCV_TIMEOUT: l->rcv_timeout = low_int32(value); return MCR_OK;
+    case MCR_LMC_DEAD_TIMEOUT: l->dead_timeout = low_int32(value); return MCR_OK;
+    case MCR_LMC_BINARY_PROTOCOL: l->binary_protocol = value != 0; return MCR_OK;
+    case MCR_LMC_AUTO_EJECT_HOSTS:
+    case MCR_LMC_REMOVE_FAILED_SERVERS: l->auto_eject = value != 0; return MCR_OK;
+    case MCR_LMC_SERVER_TIMEOUT_LIMIT: l->server_timeout_limit = (uint32_t)value; return MCR_OK;
+    case MCR_LMC_SERVER_FAILURE_LIMIT:
+        /* libmemcached checks the 64-bit value, then keeps 32 bits. */
+        if (value == 0)
+            return mcr__error(err, MCR_ERR_RANGE,
+                              "MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT: 0 is refused by "
+                              "libmemcached (it needs a value greater than zero)");
+        l->server_failure_limit = (uint32_t)value;
+        return MCR_OK;
+    default:
+        return mcr__error(err, MCR_ERR_UNKNOWN,
+                          "behaviour %d is not a connection behaviour (mcr_lmc keeps "
+                          "POLL_TIMEOUT, CONNECT_TIMEOUT, RETRY_TIMEOUT, BINARY_PROTOCOL, "
+                          "SND_TIMEOUT, RCV_TIMEOUT, SERVER_FAILURE_LIMIT, AUTO_EJECT_HOSTS, "
+                          "REMOVE_FAILED_SERVERS, DEAD_TIMEOUT, SERVER_TIMEOUT_LIMIT)",
+                          behavior);
+    }
+}
+
+int mcr_lmc_set_conn_behavior(mcr_lmc *lmc, mcr_lmc_conn_behavior behavior, uint64_t value,
+                              mcr_error *err)
+{
+    if (lmc == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL mcr_lmc");
+    return lmc_conn_behavior(lmc, (int)behavior, value, err);
+}
+
+int mcr_lmc_get_conn_behavior(const mcr_lmc *lmc, mcr_lmc_conn_behavior behavior,
+                              uint64_t *value)
+{
+    int64_t v;
+
+    if (lmc == NULL || value == NULL)
+        return MCR_ERR_INVALID;
+    switch ((int)behavior) {
+    case MCR_LMC_POLL_TIMEOUT: v = lmc->poll_timeout; break;
+    case MCR_LMC_CONNECT_TIMEOUT: v = lmc->connect_timeout; break;
+    case MCR_LMC_RETRY_TIMEOUT: v = lmc->retry_timeout; break;
+    case MCR_LMC_SND_TIMEOUT: v = lmc->snd_timeout; break;
+    case MCR_LMC_RCV_TIMEOUT: v = lmc->rcv_timeout; break;
+    case MCR_LMC_DEAD_TIMEOUT: v = lmc->dead_timeout; break;
+    case MCR_LMC_BINARY_PROTOCOL: v = lmc->binary_protocol; break;
+    case MCR_LMC_AUTO_EJECT_HOSTS:
+    case MCR_LMC_REMOVE_FAILED_SERVERS: v = lmc->auto_eject; break;
+    case MCR_LMC_SERVER_FAILURE_LIMIT: v = lmc->server_failure_limit; break;
+    case MCR_LMC_SERVER_TIMEOUT_LIMIT: v = lmc->server_timeout_limit; break;
+    default: return MCR_ERR_UNKNOWN;
+    }
+    /* memcached_behavior_get() returns (uint64_t) of the stored int32_t:
+     * a negative timeout wraps modulo 2^64. */
+    *value = (uint64_t)v;
+    return MCR_OK;
+}
+
+/* A libmemcached millisecond timeout `v` (behaviour `name`) as a pool
+ * timeout: negative (wait forever) gives 0, the pool's default; 0 (fail at
+ * once) has no pool equivalent; above a day mcr_pool_new() refuses it. */
+static int lmc_pool_ms(const char *name, int32_t v, unsigned *out, mcr_error *err)
+{
+    if (v == 0)
+        return mcr__error(err, MCR_ERR_RANGE,
+                          "MEMCACHED_BEHAVIOR_%s is 0: libmemcached then fails at once, which a "
+                          "connection pool cannot do (its 0 means the default)",
+                          name);
+    if (v > 0 && (uint32_t)v > MCR_POOL_TIMEOUT_MAX_MS)
+        return mcr__error(err, MCR_ERR_RANGE,
+                          "MEMCACHED_BEHAVIOR_%s %ld ms is above the connection pool's limit of "
+                          "%u ms (one day)",
+                          name, (long)v, MCR_POOL_TIMEOUT_MAX_MS);
+    *out = v > 0 ? (unsigned)v : 0;
+    return MCR_OK;
+}
+
+int mcr_lmc_fill_pool_options(const mcr_lmc *lmc, mcr_pool_options *opts, mcr_error *err)
+{
+    mcr_pool_options o;
+    int rc;
+
+    if (lmc == NULL || opts == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL mcr_lmc or options");
+    o = *opts;
+    rc = lmc_pool_ms("CONNECT_TIMEOUT", lmc->connect_timeout, &o.connect_timeout_ms, err);
+    if (rc != MCR_OK)
+        return rc;
+    /* Sockets are always non-blocking in libmemcached (connect.cc): every
+     * wait for a reply is a poll() bounded by POLL_TIMEOUT (io.cc), and
+     * SO_RCVTIMEO / SO_SNDTIMEO never expire. */
+    rc = lmc_pool_ms("POLL_TIMEOUT", lmc->poll_timeout, &o.request_timeout_ms, err);
+    if (rc != MCR_OK)
+        return rc;
+    /* Seconds. 0 or negative: retried once the clock has passed
+     * next_retry, at the latest a second later; 1 ms is the closest. */
+    if (lmc->retry_timeout > 0 &&
+        (uint32_t)lmc->retry_timeout > MCR_POOL_TIMEOUT_MAX_MS / 1000)
+        return mcr__error(err, MCR_ERR_RANGE,
+                          "MEMCACHED_BEHAVIOR_RETRY_TIMEOUT %ld s is above the connection pool's "
+                          "limit of %u s (one day)",
+                          (long)lmc->retry_timeout, MCR_POOL_TIMEOUT_MAX_MS / 1000);
+    o.retry_timeout_ms = lmc->retry_timeout > 0 ? (unsigned)lmc->retry_timeout * 1000u : 1u;
+    if (lmc->server_failure_limit == 0 || lmc->server_failure_limit > MCR_POOL_FAILURE_LIMIT_MAX)
+        return mcr__error(err, MCR_ERR_RANGE,
+                          "MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT %lu is outside the connection "
+                          "pool's 1..%u",
+                          (unsigned long)lmc->server_failure_limit, MCR_POOL_FAILURE_LIMIT_MAX);
+    o.server_failure_limit = lmc->server_failure_limit;
+    o.policy = lmc->auto_eject ? MCR_POLICY_EJECT : MCR_POLICY_FAIL_FAST;
+    if (lmc->has_namespace) {
+        char q[QUOTE_MAX];
+        for (size_t i = 0; i < lmc->ns_len; i++)
+            if (((unsigned char)lmc->ns[i] <= 0x20 || (unsigned char)lmc->ns[i] == 0x7f))
+                return mcr__error(err, MCR_ERR_RANGE,
+                                  "the namespace \"%s\" has a space or control byte, which the "
+                                  "connection pool's key prefix cannot carry",
+                                  mcr__quote(q, sizeof(q), lmc->ns, lmc->ns_len));
+        o.key_prefix = lmc->ns; /* at most 127 bytes: within the pool's 128 */
+    } else {
+        o.key_prefix = NULL;
+    }
+    *opts = o;
+    return MCR_OK;
+}
+
 /* ASCII case-insensitive comparison of NUL-terminated strings. */
 static bool ieq(const char *a, const char *b)
 {
@@ -648,46 +838,50 @@ typedef enum flag_id {
     F_VERIFY_KEY
 } flag_id;
 
-/* The option literals of libmemcached 1.1.4's scanner, in its rule order. */
+/* The option literals of libmemcached 1.1.4's scanner, in its rule order.
+ * `conn`: for an ARG_NUMBER or ARG_FLAG option that sets a connection
+ * behaviour, its mcr_lmc_conn_behavior; 0 (NO_BLOCK, which no option sets)
+ * for the others. */
 static const struct option {
     const char *text;
     arg_kind arg;
     flag_id flag;
+    int conn;
 } options[] = {
-    {"--SERVER=", ARG_SERVER, F_OTHER},
-    {"--SOCKET=", ARG_SOCKET, F_OTHER},
-    {"--BINARY-PROTOCOL", ARG_FLAG, F_BINARY_PROTOCOL},
-    {"--BUFFER-REQUESTS", ARG_FLAG, F_BUFFER_REQUESTS},
-    {"--CONFIGURE-FILE=", ARG_STRING, F_OTHER},
-    {"--CONNECT-TIMEOUT=", ARG_NUMBER, F_OTHER},
-    {"--DISTRIBUTION=", ARG_DIST, F_OTHER},
-    {"--HASH-WITH-NAMESPACE", ARG_FLAG, F_HASH_WITH_NAMESPACE},
-    {"--HASH=", ARG_HASH, F_OTHER},
-    {"--IO-BYTES-WATERMARK=", ARG_NUMBER, F_OTHER},
-    {"--IO-KEY-PREFETCH=", ARG_NUMBER, F_OTHER},
-    {"--IO-MSG-WATERMARK=", ARG_NUMBER, F_OTHER},
-    {"--NOREPLY", ARG_FLAG, F_OTHER},
-    {"--NUMBER-OF-REPLICAS=", ARG_NUMBER, F_OTHER},
-    {"--POLL-TIMEOUT=", ARG_NUMBER, F_OTHER},
-    {"--RANDOMIZE-REPLICA-READ", ARG_FLAG, F_OTHER},
-    {"--RCV-TIMEOUT=", ARG_NUMBER, F_OTHER},
-    {"--REMOVE-FAILED-SERVERS=", ARG_NUMBER, F_OTHER},
-    {"--RETRY-TIMEOUT=", ARG_NUMBER, F_OTHER},
-    {"--SND-TIMEOUT=", ARG_NUMBER, F_OTHER},
-    {"--SOCKET-RECV-SIZE=", ARG_NUMBER, F_OTHER},
-    {"--SOCKET-SEND-SIZE=", ARG_NUMBER, F_OTHER},
-    {"--SORT-HOSTS", ARG_FLAG, F_SORT_HOSTS},
-    {"--SUPPORT-CAS", ARG_FLAG, F_OTHER},
-    {"--TCP-KEEPALIVE", ARG_FLAG, F_OTHER},
-    {"--TCP-KEEPIDLE", ARG_FLAG, F_OTHER},
-    {"--TCP-NODELAY", ARG_FLAG, F_OTHER},
-    {"--USE-UDP", ARG_FLAG, F_USE_UDP},
-    {"--USER-DATA", ARG_NONE, F_OTHER},
-    {"--VERIFY-KEY", ARG_FLAG, F_VERIFY_KEY},
-    {"--POOL-MIN=", ARG_NUMBER, F_OTHER},
-    {"--POOL-MAX=", ARG_NUMBER, F_OTHER},
-    {"--NAMESPACE=", ARG_NAMESPACE, F_OTHER},
-    {"--FETCH-VERSION", ARG_NONE, F_OTHER},
+    {"--SERVER=", ARG_SERVER, F_OTHER, 0},
+    {"--SOCKET=", ARG_SOCKET, F_OTHER, 0},
+    {"--BINARY-PROTOCOL", ARG_FLAG, F_BINARY_PROTOCOL, 0},
+    {"--BUFFER-REQUESTS", ARG_FLAG, F_BUFFER_REQUESTS, 0},
+    {"--CONFIGURE-FILE=", ARG_STRING, F_OTHER, 0},
+    {"--CONNECT-TIMEOUT=", ARG_NUMBER, F_OTHER, MCR_LMC_CONNECT_TIMEOUT},
+    {"--DISTRIBUTION=", ARG_DIST, F_OTHER, 0},
+    {"--HASH-WITH-NAMESPACE", ARG_FLAG, F_HASH_WITH_NAMESPACE, 0},
+    {"--HASH=", ARG_HASH, F_OTHER, 0},
+    {"--IO-BYTES-WATERMARK=", ARG_NUMBER, F_OTHER, 0},
+    {"--IO-KEY-PREFETCH=", ARG_NUMBER, F_OTHER, 0},
+    {"--IO-MSG-WATERMARK=", ARG_NUMBER, F_OTHER, 0},
+    {"--NOREPLY", ARG_FLAG, F_OTHER, 0},
+    {"--NUMBER-OF-REPLICAS=", ARG_NUMBER, F_OTHER, 0},
+    {"--POLL-TIMEOUT=", ARG_NUMBER, F_OTHER, MCR_LMC_POLL_TIMEOUT},
+    {"--RANDOMIZE-REPLICA-READ", ARG_FLAG, F_OTHER, 0},
+    {"--RCV-TIMEOUT=", ARG_NUMBER, F_OTHER, MCR_LMC_RCV_TIMEOUT},
+    {"--REMOVE-FAILED-SERVERS=", ARG_NUMBER, F_OTHER, MCR_LMC_REMOVE_FAILED_SERVERS},
+    {"--RETRY-TIMEOUT=", ARG_NUMBER, F_OTHER, MCR_LMC_RETRY_TIMEOUT},
+    {"--SND-TIMEOUT=", ARG_NUMBER, F_OTHER, MCR_LMC_SND_TIMEOUT},
+    {"--SOCKET-RECV-SIZE=", ARG_NUMBER, F_OTHER, 0},
+    {"--SOCKET-SEND-SIZE=", ARG_NUMBER, F_OTHER, 0},
+    {"--SORT-HOSTS", ARG_FLAG, F_SORT_HOSTS, 0},
+    {"--SUPPORT-CAS", ARG_FLAG, F_OTHER, 0},
+    {"--TCP-KEEPALIVE", ARG_FLAG, F_OTHER, 0},
+    {"--TCP-KEEPIDLE", ARG_FLAG, F_OTHER, 0},
+    {"--TCP-NODELAY", ARG_FLAG, F_OTHER, 0},
+    {"--USE-UDP", ARG_FLAG, F_USE_UDP, 0},
+    {"--USER-DATA", ARG_NONE, F_OTHER, 0},
+    {"--VERIFY-KEY", ARG_FLAG, F_VERIFY_KEY, 0},
+    {"--POOL-MIN=", ARG_NUMBER, F_OTHER, 0},
+    {"--POOL-MAX=", ARG_NUMBER, F_OTHER, 0},
+    {"--NAMESPACE=", ARG_NAMESPACE, F_OTHER, 0},
+    {"--FETCH-VERSION", ARG_NONE, F_OTHER, 0},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -932,6 +1126,24 @@ static unsigned long tok_number(const parser *p, tok t, size_t skip)
     return v;
 }
 
+/* A NUMBER token as libmemcached's scanner reads it, atoi(): glibc's
+ * strtol() saturating at LONG_MAX (64 bits here), then cut to an int (32
+ * bits, modulo 2^32), then widened to the uint64_t of
+ * memcached_behavior_set(). */
+static uint64_t tok_atoi(const parser *p, tok t)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < t.len; i++) {
+        unsigned d = (unsigned)(p->in[t.start + i] - '0');
+        if (v > ((uint64_t)INT64_MAX - d) / 10) {
+            v = (uint64_t)INT64_MAX;
+            break;
+        }
+        v = v * 10 + d;
+    }
+    return (uint64_t)(int64_t)low_int32(v);
+}
+
 /* A "string" of the grammar: a WORD or a QUOTED string (contents without
  * the quotes, escapes kept as written, like libmemcached). */
 static bool string_value(const parser *p, tok t, const char **s, size_t *len)
@@ -1163,6 +1375,8 @@ static int parse_statement(parser *p, bool *stop)
         a = next(p);
         if (a.kind != T_NUMBER)
             return unexpected(p, a, "a decimal number");
+        if (o->conn != 0)
+            return lmc_conn_behavior(p->st, o->conn, tok_atoi(p, a), p->err);
         return MCR_OK;
     case ARG_SERVER:
         return parse_server(p);

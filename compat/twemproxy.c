@@ -29,6 +29,11 @@
  * Server order. conf_validate_server sorts the servers with
  * string_compare() on their ketama names (length first, then bytes) to find
  * duplicates, and keeps that order: it is the pool's server order.
+ *
+ * Pool options. nutcracker arms no timer when its timeout is 0 or -1
+ * (msg_tmo_insert), and ejects a server once its failure count, incremented
+ * first, is not below server_failure_limit (server_failure in nc_server.c),
+ * so a limit of 0 acts as 1; mcr_twem_fill_pool_options maps accordingly.
  */
 #include <errno.h>
 #include <limits.h>
@@ -40,6 +45,7 @@
 
 #include "internal.h"
 #include "mcroute_twemproxy.h"
+#include "mcroute_pool.h"
 
 /* ---------------------------------------------------------------- limits */
 
@@ -1169,4 +1175,88 @@ int mcr_twem_ring(const mcr_twem *twem, size_t pool, mcr_ring **out, mcr_error *
     rc = mcr_ring_new(cfg, out, err);
     mcr_config_free(cfg);
     return rc;
+}
+
+/* ---------------------------------------------------------------- pool options */
+
+/* A written millisecond directive `opt` of pool `p` as a pool timeout:
+ * nutcracker's 0 and -1 (not written) wait forever, which a pool cannot:
+ * 0, the pool's default. Above a day: MCR_ERR_RANGE. */
+static int twem_ms(const mcr_twem *twem, const twem_pool *p, mcr_twem_option opt,
+                   const char *name, unsigned *out, mcr_error *err)
+{
+    char pb[QUOTE_MAX + 8];
+    int64_t v = p->opt[opt];
+
+    if (v > (int64_t)MCR_POOL_TIMEOUT_MAX_MS)
+        return twem_error(err, twem->source, p->opt_pos[opt], MCR_ERR_RANGE,
+                          "pool \"%s\": %s %lld ms is above the connection pool's limit of "
+                          "%u ms (one day)",
+                          q(pb, sizeof(pb), p->name, strlen(p->name)), name, (long long)v,
+                          MCR_POOL_TIMEOUT_MAX_MS);
+    *out = v > 0 ? (unsigned)v : 0;
+    return MCR_OK;
+}
+
+int mcr_twem_fill_pool_options(const mcr_twem *twem, size_t pool, mcr_pool_options *opts,
+                               mcr_error *err)
+{
+    char pb[QUOTE_MAX + 8];
+    mcr_pool_options o;
+    int64_t v;
+    int rc;
+
+    if (twem == NULL || opts == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL argument");
+    if (pool >= twem->npools)
+        return mcr__error(err, MCR_ERR_INVALID, "pool %zu does not exist (%s has %zu)", pool,
+                          twem->source, twem->npools);
+    const twem_pool *p = &twem->pools[pool];
+    q(pb, sizeof(pb), p->name, strlen(p->name));
+    if (p->opt[MCR_TWEM_REDIS])
+        return twem_error(err, twem->source, p->opt_pos[MCR_TWEM_REDIS], MCR_ERR_UNSUPPORTED,
+                          "pool \"%s\": a redis pool; the connection pool speaks the memcached "
+                          "protocol only",
+                          pb);
+    o = *opts;
+
+    v = p->opt[MCR_TWEM_SERVER_CONNECTIONS]; /* >= 1: the loader refuses 0 */
+    if (v > (int64_t)MCR_POOL_CONNECTIONS_MAX)
+        return twem_error(err, twem->source, p->opt_pos[MCR_TWEM_SERVER_CONNECTIONS],
+                          MCR_ERR_RANGE,
+                          "pool \"%s\": server_connections %lld is above the connection pool's "
+                          "limit of %u per server",
+                          pb, (long long)v, MCR_POOL_CONNECTIONS_MAX);
+    o.connections = (unsigned)v;
+    o.eager = p->opt[MCR_TWEM_PRECONNECT] != 0;
+
+    /* One nutcracker timeout bounds both the connect and the reply. */
+    rc = twem_ms(twem, p, MCR_TWEM_TIMEOUT, "timeout", &o.request_timeout_ms, err);
+    if (rc != MCR_OK)
+        return rc;
+    o.connect_timeout_ms = o.request_timeout_ms;
+
+    o.policy = p->opt[MCR_TWEM_AUTO_EJECT_HOSTS] ? MCR_POLICY_EJECT : MCR_POLICY_FAIL_FAST;
+
+    /* nutcracker counts the failure, then ejects unless the count is below
+     * the limit (server_failure in nc_server.c): 0 ejects at once, like 1. */
+    v = p->opt[MCR_TWEM_SERVER_FAILURE_LIMIT];
+    if (v > (int64_t)MCR_POOL_FAILURE_LIMIT_MAX)
+        return twem_error(err, twem->source, p->opt_pos[MCR_TWEM_SERVER_FAILURE_LIMIT],
+                          MCR_ERR_RANGE,
+                          "pool \"%s\": server_failure_limit %lld is above the connection "
+                          "pool's limit of %u",
+                          pb, (long long)v, MCR_POOL_FAILURE_LIMIT_MAX);
+    o.server_failure_limit = v > 0 ? (unsigned)v : 1;
+
+    /* 0 retries at the next rebuild; a pool's 0 would mean its default. */
+    rc = twem_ms(twem, p, MCR_TWEM_SERVER_RETRY_TIMEOUT, "server_retry_timeout",
+                 &o.retry_timeout_ms, err);
+    if (rc != MCR_OK)
+        return rc;
+    if (o.retry_timeout_ms == 0)
+        o.retry_timeout_ms = 1;
+
+    *opts = o;
+    return MCR_OK;
 }

@@ -49,31 +49,26 @@
 extern "C" {
 #endif
 
+/* The export marker of public functions: default visibility while the
+ * library itself is built (everything else is hidden), nothing for its
+ * users. <mcroute_version.h> has the same definition. */
+#ifndef MCR_EXTERN
 #if defined(MCR_BUILDING_LIBRARY) && defined(__GNUC__)
 #define MCR_EXTERN __attribute__((visibility("default")))
 #else
 #define MCR_EXTERN
+#endif
 #endif
 
 /* ==================================================================== */
 /*  Version                                                              */
 /* ==================================================================== */
 
-/* The SONAME changes with MCR_VERSION_MAJOR; minor and patch releases keep
- * the ABI. */
-#define MCR_VERSION_MAJOR 0
-#define MCR_VERSION_MINOR 1
-#define MCR_VERSION_PATCH 0
-#define MCR_VERSION_HEX \
-    ((MCR_VERSION_MAJOR << 16) | (MCR_VERSION_MINOR << 8) | MCR_VERSION_PATCH)
-
-/* mcr_version: the MCR_VERSION_HEX of the library actually loaded at run time.
- * Cannot fail. Thread-safe. */
-MCR_EXTERN unsigned mcr_version(void);
-
-/* mcr_version_string: "MAJOR.MINOR.PATCH" of the loaded library, a static
- * string. Cannot fail. Thread-safe. */
-MCR_EXTERN const char *mcr_version_string(void);
+/* MCR_VERSION_MAJOR, _MINOR, _PATCH, _HEX and _STRING (the version compiled
+ * against), mcr_version() and mcr_version_string() (the version loaded), and
+ * the rule that the SONAME changes with the major number: generated from the
+ * build's project version. */
+#include "mcroute_version.h"
 
 /* ==================================================================== */
 /*  Errors                                                               */
@@ -99,7 +94,7 @@ typedef enum mcr_status {
     MCR_ERR_DOWN = -15,      /* the server is down for this pool (failure policy) */
     MCR_ERR_PROTOCOL = -16,  /* a reply that does not fit its request */
     MCR_ERR_SERVER = -17,    /* the server answered ERROR, CLIENT_ERROR or SERVER_ERROR */
-    MCR_ERR_CANCELLED = -18  /* the pool was freed, or the server removed, first */
+    MCR_ERR_CANCELLED = -18  /* the pool was freed first, or the server removed before it was sent */
 } mcr_status;
 
 /* mcr_strerror: a static, human-readable name for a status code ("invalid

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "mcroute.h"
+#include "mcroute_pool.h" /* mcr_pool_options, filled from the pool directives */
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,8 +60,9 @@ typedef enum mcr_lmc_distribution {
 } mcr_lmc_distribution;
 
 /* mcr_lmc_new: the state of a fresh memcached_st: no servers, MODULA,
- * one-at-a-time, weighting off, no sorting, no namespace. NULL only when out
- * of memory. */
+ * one-at-a-time, weighting off, no sorting, no namespace, libmemcached's
+ * default connection behaviours (see mcr_lmc_conn_behavior). NULL only when
+ * out of memory. */
 MCR_EXTERN mcr_lmc *mcr_lmc_new(void);
 
 /* mcr_lmc_free: release. NULL is a no-op. */
@@ -71,8 +73,11 @@ MCR_EXTERN void mcr_lmc_free(mcr_lmc *lmc);
  * [/?weight], --DISTRIBUTION=modula|consistent|random (optionally ",<hash>",
  * which only sets KETAMA_HASH), --HASH=<name>, --SORT-HOSTS,
  * --NAMESPACE=<ns>, --HASH-WITH-NAMESPACE, and the options that do not
- * affect placement (timeouts, --BINARY-PROTOCOL, --TCP-NODELAY, ...), which
- * are accepted and ignored. Statements are separated by one space; a
+ * affect placement: those of the connection behaviours below
+ * (--CONNECT-TIMEOUT, --POLL-TIMEOUT, --RETRY-TIMEOUT, --SND-TIMEOUT,
+ * --RCV-TIMEOUT, --REMOVE-FAILED-SERVERS, --BINARY-PROTOCOL) are recorded
+ * as libmemcached records them, the others (--TCP-NODELAY, ...) accepted
+ * and ignored. Statements are separated by one space; a
  * hostname has at least three characters and is not all digits (libmemcached's
  * scanner); IPv6 addresses cannot be written there (use mcr_lmc_add_server).
  * Errors: MCR_ERR_SYNTAX (an empty string, a malformed option or value),
@@ -134,6 +139,115 @@ MCR_EXTERN int mcr_lmc_ring(const mcr_lmc *lmc, mcr_ring **out,
  * caller), to inspect or change further. Errors as mcr_lmc_ring(). */
 MCR_EXTERN int mcr_lmc_config(const mcr_lmc *lmc, mcr_config **out,
                               mcr_error *err);
+
+/* ==================================================================== */
+/*  Connection behaviours and pool options                               */
+/* ==================================================================== */
+
+/* The behaviours that configure connections rather than placement,
+ * numbered as libmemcached's memcached_behavior_t. An mcr_lmc keeps them as
+ * libmemcached 1.1.4 keeps them, for mcr_lmc_fill_pool_options(): the
+ * timeouts as 32-bit signed numbers, the limits as 32-bit unsigned ones,
+ * the flags as 0 or 1. They are set by mcr_lmc_set_conn_behavior() and by
+ * the option string (its numbers read as libmemcached reads them, with
+ * atoi(): "--RETRY-TIMEOUT=4294967297" is 1), and RESET restores the
+ * defaults, which are libmemcached's (libmemcached-1.0/defaults.h; what
+ * memcached_behavior_get() reports on a new handle). The option string has
+ * no --SERVER-FAILURE-LIMIT: libmemcached 1.1.4's refuses it too. */
+typedef enum mcr_lmc_conn_behavior {
+    MCR_LMC_POLL_TIMEOUT = 8,           /* ms to wait for a socket (a reply);
+                                           default 5000; 0: fail at once;
+                                           negative: wait forever */
+    MCR_LMC_CONNECT_TIMEOUT = 14,       /* ms to wait for a connection;
+                                           default 4000; 0 and negative as
+                                           for POLL_TIMEOUT */
+    MCR_LMC_RETRY_TIMEOUT = 15,         /* seconds before a server that
+                                           failed is tried again; default 2 */
+    MCR_LMC_BINARY_PROTOCOL = 18,       /* flag; default 0 */
+    MCR_LMC_SND_TIMEOUT = 19,           /* microseconds, SO_SNDTIMEO; default 0 */
+    MCR_LMC_RCV_TIMEOUT = 20,           /* microseconds, SO_RCVTIMEO; default 0 */
+    MCR_LMC_SERVER_FAILURE_LIMIT = 21,  /* failures that mark a server dead;
+                                           default 5; setting 0 is refused */
+    MCR_LMC_AUTO_EJECT_HOSTS = 28,      /* flag: the same one as
+                                           REMOVE_FAILED_SERVERS */
+    MCR_LMC_REMOVE_FAILED_SERVERS = 35, /* flag: take dead servers out of
+                                           the continuum; default 0 */
+    MCR_LMC_DEAD_TIMEOUT = 36,          /* seconds before a removed server is
+                                           tried again; default 0 */
+    MCR_LMC_SERVER_TIMEOUT_LIMIT = 37   /* timeouts that count as one
+                                           failure; default 0 */
+} mcr_lmc_conn_behavior;
+
+/* mcr_lmc_set_conn_behavior: memcached_behavior_set() for one of the
+ * connection behaviours, stored as libmemcached stores it: a timeout keeps
+ * the low 32 bits of `value` as a signed number (so (uint64_t)-1 is -1,
+ * "wait forever"), a limit the low 32 bits, a flag 0 for 0 and 1 for any
+ * other value. Errors (state unchanged): MCR_ERR_INVALID (NULL lmc),
+ * MCR_ERR_UNKNOWN (not a connection behaviour; the placement ones go to
+ * mcr_lmc_set_behavior()), MCR_ERR_RANGE (SERVER_FAILURE_LIMIT 0, which
+ * libmemcached refuses). */
+MCR_EXTERN int mcr_lmc_set_conn_behavior(mcr_lmc *lmc, mcr_lmc_conn_behavior behavior,
+                                         uint64_t value, mcr_error *err);
+
+/* mcr_lmc_get_conn_behavior: what memcached_behavior_get() would return for
+ * a connection behaviour, into *value (a negative timeout reads as a
+ * number near 2^64, as there). MCR_OK, MCR_ERR_INVALID (NULL argument) or
+ * MCR_ERR_UNKNOWN, *value unchanged on error. */
+MCR_EXTERN int mcr_lmc_get_conn_behavior(const mcr_lmc *lmc, mcr_lmc_conn_behavior behavior,
+                                         uint64_t *value);
+
+/* mcr_lmc_fill_pool_options: set the fields of *opts (an mcr_pool_options
+ * of mcroute_pool.h) that libmemcached's connection behaviours and
+ * namespace decide, so that a connection pool treats the servers as the
+ * libmemcached handle would. These fields are always written, from the
+ * current values (libmemcached's defaults when never set: 4000, 5000,
+ * 2000, 5, FAIL_FAST, NULL for a new mcr_lmc); the others are left as they
+ * are (start from mcr_pool_options_init()):
+ *
+ *   CONNECT_TIMEOUT (ms)   -> connect_timeout_ms
+ *   POLL_TIMEOUT (ms)      -> request_timeout_ms. libmemcached's sockets
+ *                             are always non-blocking and every wait for a
+ *                             reply is a poll() bounded by POLL_TIMEOUT;
+ *                             RCV_TIMEOUT and SND_TIMEOUT (SO_RCVTIMEO,
+ *                             SO_SNDTIMEO) bound nothing there and are not
+ *                             used.
+ *                             For both: a negative value (libmemcached waits
+ *                             forever) gives 0, the pool's default (1000 ms).
+ *   RETRY_TIMEOUT (s)      -> retry_timeout_ms, times 1000; 0 or negative
+ *                             (retry at the next request, in a later second)
+ *                             gives 1 ms, the shortest a pool knows.
+ *   SERVER_FAILURE_LIMIT   -> server_failure_limit
+ *   REMOVE_FAILED_SERVERS  -> policy: on (it is AUTO_EJECT_HOSTS too) gives
+ *                             MCR_POLICY_EJECT, off MCR_POLICY_FAIL_FAST.
+ *   NAMESPACE              -> key_prefix: a pointer into `lmc`, NULL when
+ *                             there is no namespace. It stays valid until
+ *                             `lmc` is freed or its namespace changes (an
+ *                             option string with RESET); mcr_pool_new()
+ *                             copies it, so create the pool before that.
+ *                             Sent with every key whether or not
+ *                             HASH_WITH_NAMESPACE puts it in the hash, as
+ *                             libmemcached does; placement is
+ *                             mcr_lmc_config()'s business.
+ *
+ * Not used: BINARY_PROTOCOL (the pool speaks the text or meta protocol to
+ * the same servers, which keep the same items whatever protocol stored
+ * them; a key that only the binary protocol can carry, with a space or a
+ * control byte, is refused per request with MCR_ERR_KEY), DEAD_TIMEOUT
+ * (the pool's retry_timeout_ms serves for removed servers too),
+ * SERVER_TIMEOUT_LIMIT, and the options that are not connection behaviours
+ * (--TCP-NODELAY, --NUMBER-OF-REPLICAS, ...). libmemcached never backs
+ * off: set retry_max_ms to retry_timeout_ms for its fixed interval.
+ *
+ * Errors, *opts unchanged, the message naming the behaviour and its value:
+ * MCR_ERR_INVALID (NULL lmc or opts), MCR_ERR_RANGE (what mcr_pool_new()
+ * would refuse or the pool cannot express: CONNECT_TIMEOUT or
+ * POLL_TIMEOUT 0, with which libmemcached fails every connection or
+ * request at once, or above 86400000 ms (one day); RETRY_TIMEOUT above
+ * 86400 s; SERVER_FAILURE_LIMIT 0 (a 2^32 multiple, truncated) or above
+ * 1000; a namespace with a space or control byte, which libmemcached
+ * allows with the binary protocol and the pool's key rules do not). */
+MCR_EXTERN int mcr_lmc_fill_pool_options(const mcr_lmc *lmc, mcr_pool_options *opts,
+                                         mcr_error *err);
 
 #ifdef __cplusplus
 }

@@ -28,14 +28,18 @@
  *
  * Asynchronous calls. Every request function takes a callback and follows
  * libuv's contract: when the function returns an error (MCR_ERR_INVALID,
- * MCR_ERR_KEY, MCR_ERR_TOO_BIG, MCR_ERR_EMPTY, MCR_ERR_NOMEM), nothing was
- * submitted and the callback is never called; when it returns MCR_OK, the
- * callback is called exactly once, later, from the event loop (never from
- * inside the submitting call), with a result or an error: a timeout, a
- * refused connection, a server error, a malformed reply, or MCR_ERR_CANCELLED
- * when the pool is freed first. The result and everything it points to are
- * valid during the callback only. A callback may submit further requests on
- * the same pool; it must not free the pool.
+ * MCR_ERR_UNKNOWN, MCR_ERR_KEY, MCR_ERR_TOO_BIG, MCR_ERR_EMPTY,
+ * MCR_ERR_NOMEM), nothing was submitted and the callback is never called;
+ * when it returns MCR_OK, the callback is called exactly once, later (never
+ * from inside the submitting call): from the event loop, or from
+ * mcr_pool_free() for requests still pending then. It gets a result or an
+ * error: a timeout, a refused connection, a server down for this pool, a
+ * server error, a malformed reply, or MCR_ERR_CANCELLED (the pool was freed
+ * first, or the request was still waiting for a connection to a server that
+ * a new snapshot removed; requests already sent to it are answered). The
+ * result and everything it points to are valid during the callback only. A
+ * callback may submit further requests on the same pool; it must not free
+ * the pool.
  *
  * Synchronous calls. mcr_pool_exec() submits a request and runs the event
  * loop (EVLOOP_ONCE at a time) until it completes; mcr_pool_wait() runs it
@@ -72,10 +76,13 @@
  *                         within retry_timeout_ms of coming back waits twice
  *                         as long for its next probe (up to
  *                         retry_max_ms), so the ring does not flap.
- *   MCR_POLICY_FAILOVER   Reads (get, gets, gat, gats, touch) of a down
- *                         server's keys go to the next replica
- *                         (mcr_snapshot_replicas()); writes fail with
- *                         MCR_ERR_DOWN. The ring is never changed.
+ *   MCR_POLICY_FAILOVER   Plain reads (get, gets, multi-gets) of a down
+ *                         server's keys go to the next replica that is not
+ *                         down (mcr_snapshot_replicas()); everything else,
+ *                         gat, gats and touch included (they change the
+ *                         item), fails with MCR_ERR_DOWN. As in fail-fast,
+ *                         the next request after retry_timeout_ms tries the
+ *                         server again. The ring is never changed.
  *
  * Keys and values. A key is 1 to 250 bytes together with the pool's key
  * prefix, without space or control byte (0x00..0x20, 0x7f); anything else is
@@ -93,10 +100,10 @@
  * than that set's request.
  *
  * Threads. A pool, and everything it calls back, lives in the thread that
- * runs its event_base: its functions must be called from that thread only
- * (except mcr_pool_free(), from the same thread once the loop is not
- * running a callback of the pool). The router may be shared with any
- * number of threads.
+ * runs its event_base: all its functions must be called from that thread
+ * only, and mcr_pool_free() not from inside one of the pool's callbacks.
+ * The router may be shared with any number of threads. The pool writes
+ * with MSG_NOSIGNAL: a server closing a connection never raises SIGPIPE.
  *
  * Errors follow mcroute.h: MCR_OK or a negative status. The request
  * outcomes MCR_ERR_KEY .. MCR_ERR_CANCELLED are listed in mcr_status.
@@ -119,6 +126,15 @@ struct event_base;
 /* ==================================================================== */
 /*  Options                                                              */
 /* ==================================================================== */
+
+/* Limits of mcr_pool_options, checked by mcr_pool_new(). */
+#define MCR_POOL_CONNECTIONS_MAX 64u      /* connections per server */
+#define MCR_POOL_FAILURE_LIMIT_MAX 1000u  /* server_failure_limit */
+#define MCR_POOL_TIMEOUT_MAX_MS 86400000u /* any timeout or retry delay: one day */
+#define MCR_POOL_VALUE_MAX (1u << 30)     /* max_value_size: 1 GiB */
+#define MCR_POOL_PREFIX_MAX 128u          /* key_prefix bytes */
+/* memcached's longest key, the pool's key prefix included. */
+#define MCR_KEY_MAX 250u
 
 typedef enum mcr_policy {
     MCR_POLICY_FAIL_FAST = 0,
@@ -157,8 +173,9 @@ typedef struct mcr_pool_options {
 /* mcr_pool_options_init: zero-fill *opts (all defaults). NULL is a no-op. */
 MCR_EXTERN void mcr_pool_options_init(mcr_pool_options *opts);
 
-/* mcr_policy_from_name: "fail-fast", "eject" or "failover" into *out.
- * MCR_OK, MCR_ERR_UNKNOWN, or MCR_ERR_INVALID (NULL argument). */
+/* mcr_policy_from_name: "fail-fast", "eject" or "failover" (exactly, case
+ * matters) into *out. MCR_OK, MCR_ERR_UNKNOWN (*out unchanged), or
+ * MCR_ERR_INVALID (NULL argument). */
 MCR_EXTERN int mcr_policy_from_name(const char *name, mcr_policy *out);
 
 /* mcr_policy_name: the name of a policy, "unknown" for other values. */
@@ -174,9 +191,15 @@ typedef struct mcr_pool mcr_pool;
  * the router may hold no snapshot yet (requests then fail with
  * MCR_ERR_EMPTY at submission). `opts` may be NULL (defaults); it is
  * copied. Errors (*out unchanged): MCR_ERR_INVALID (NULL base, router or
- * out), MCR_ERR_RANGE (an option out of range: connections 0..64, a
- * failure limit over 1000, a timeout over 1 day, max_value_size over 1 GiB,
- * key_prefix too long or with a bad byte; `err` names it), MCR_ERR_NOMEM. */
+ * out), MCR_ERR_RANGE (an option out of range, `err` names it: connections
+ * over MCR_POOL_CONNECTIONS_MAX, server_failure_limit over
+ * MCR_POOL_FAILURE_LIMIT_MAX, a timeout or retry delay over
+ * MCR_POOL_TIMEOUT_MAX_MS, max_value_size over MCR_POOL_VALUE_MAX, a
+ * key_prefix over MCR_POOL_PREFIX_MAX bytes or with a space or control
+ * byte, an unknown policy or protocol), MCR_ERR_NOMEM. A retry_max_ms left
+ * 0 becomes 16 x retry_timeout_ms capped at MCR_POOL_TIMEOUT_MAX_MS; one
+ * below retry_timeout_ms is raised to it. max_in_flight takes any value
+ * from 1 (0: the default). */
 MCR_EXTERN int mcr_pool_new(struct event_base *base, mcr_router *router,
                             const mcr_pool_options *opts, mcr_pool **out, mcr_error *err);
 
@@ -188,18 +211,20 @@ MCR_EXTERN void mcr_pool_free(mcr_pool *pool);
 
 /* mcr_pool_set_unix_path: connect to the server whose id is `id` through
  * the Unix socket `path` instead of its host and port (which then only
- * place keys). Takes effect for connections opened afterwards. `path`
- * NULL removes the mapping. MCR_OK, MCR_ERR_INVALID (NULL pool or id),
+ * place keys). Takes effect for connections opened afterwards. The id
+ * need not be in the current snapshot: the mapping waits for a server of
+ * that id to appear. `path` NULL removes the mapping. MCR_OK, MCR_ERR_INVALID (NULL pool or id),
  * MCR_ERR_TOO_LONG (path too long for sockaddr_un), MCR_ERR_NOMEM. */
 MCR_EXTERN int mcr_pool_set_unix_path(mcr_pool *pool, const char *id, const char *path);
 
 /* mcr_pool_refresh: adopt the router's current snapshot now (servers it
  * dropped start draining; with `eager`, new ones are connected). Called
  * implicitly by every submission. MCR_OK, MCR_ERR_EMPTY (no snapshot),
- * MCR_ERR_NOMEM. */
+ * MCR_ERR_NOMEM, MCR_ERR_INVALID (NULL pool). */
 MCR_EXTERN int mcr_pool_refresh(mcr_pool *pool);
 
-/* mcr_pool_pending: requests submitted and not yet called back. */
+/* mcr_pool_pending: requests submitted and not yet called back (a
+ * multi-get counts once); 0 for NULL. */
 MCR_EXTERN size_t mcr_pool_pending(const mcr_pool *pool);
 
 /* mcr_pool_wait: run the event loop (EVLOOP_ONCE at a time) until no
@@ -237,7 +262,8 @@ typedef enum mcr_op {
     MCR_OP_COUNT
 } mcr_op;
 
-/* mcr_op_name: the command's name ("get", "set", "flush_all", ...). */
+/* mcr_op_name: the command's name ("get", "set", "flush_all", ...), a
+ * static string; "unknown" for values outside mcr_op. */
 MCR_EXTERN const char *mcr_op_name(mcr_op op);
 
 /* A request; only the fields its op uses are read. Everything is copied
@@ -275,7 +301,9 @@ typedef enum mcr_reply {
     MCR_REPLY_STATS        /* value: "name value\n" lines */
 } mcr_reply;
 
-/* mcr_reply_name: "hit", "miss", "stored", ... */
+/* mcr_reply_name: "hit", "miss", "stored", "not_stored", "exists",
+ * "deleted", "touched", "number", "ok", "version", "stats"; "unknown" for
+ * other values. A static string. */
 MCR_EXTERN const char *mcr_reply_name(mcr_reply reply);
 
 /* A completed request, valid during its callback only. */
@@ -300,10 +328,11 @@ typedef void (*mcr_pool_cb)(const mcr_result *res, void *arg);
 
 /* mcr_pool_submit: route and send one request; `cb(result, arg)` later.
  * Errors (nothing sent, cb never called): MCR_ERR_INVALID (NULL pool, req
- * or cb; an unknown op; a server command without `server`, or naming no
- * server of the snapshot: MCR_ERR_UNKNOWN; exptime out of range),
- * MCR_ERR_KEY, MCR_ERR_TOO_BIG, MCR_ERR_EMPTY (no snapshot, or no active
- * server), MCR_ERR_NOMEM. `err` (may be NULL) names the problem. */
+ * or cb; an unknown op; a server command without `server`; exptime outside
+ * 0..2^31-1; NULL key or value with a length; called while the pool is
+ * being freed), MCR_ERR_UNKNOWN (`server` names no server of the current
+ * snapshot), MCR_ERR_KEY, MCR_ERR_TOO_BIG, MCR_ERR_EMPTY (the router holds
+ * no snapshot), MCR_ERR_NOMEM. `err` (may be NULL) names the problem. */
 MCR_EXTERN int mcr_pool_submit(mcr_pool *pool, const mcr_request *req, mcr_pool_cb cb,
                                void *arg, mcr_error *err);
 
@@ -351,10 +380,12 @@ typedef struct mcr_owned_result {
 } mcr_owned_result;
 
 /* mcr_pool_exec: submit `req` and run the loop until it completes; copy the
- * result into *out (free out->value with mcr_owned_result_clear()).
+ * result into *out (free out->value with mcr_owned_result_clear()). *out is
+ * overwritten first, without freeing what it held: clear a used one before.
  * Returns the submission error (then *out holds it too, with the message),
- * or the result's status. MCR_ERR_INVALID (also in out->status) when called
- * from inside a callback run by the pool's event_base. */
+ * or the result's status. MCR_ERR_INVALID (also in out->status) for a NULL
+ * pool or req, or when called from inside a callback run by the pool's
+ * event_base; with a NULL `out`, MCR_ERR_INVALID and nothing else. */
 MCR_EXTERN int mcr_pool_exec(mcr_pool *pool, const mcr_request *req, mcr_owned_result *out);
 
 /* mcr_owned_result_clear: free out->value and zero *out. NULL is a no-op. */
@@ -392,12 +423,14 @@ typedef struct mcr_server_stats {
 } mcr_server_stats;
 
 /* mcr_pool_server_count: servers the pool knows (current and draining,
- * with those removed and drained already forgotten). */
+ * with those removed and drained already forgotten); 0 for NULL. */
 MCR_EXTERN size_t mcr_pool_server_count(const mcr_pool *pool);
 
 /* mcr_pool_server_stats: counters of server i (0 .. count-1, in an order
- * stable until the next refresh). MCR_OK or MCR_ERR_INVALID. Percentiles
- * come from a log-linear histogram (relative error under 4%). */
+ * that stays the same until the pool adopts another snapshot or forgets a
+ * drained server). MCR_OK, or MCR_ERR_INVALID (NULL argument, i out of
+ * range). Percentiles come from a log-linear histogram (relative error
+ * under 4%); all 0 before the first reply. */
 MCR_EXTERN int mcr_pool_server_stats(const mcr_pool *pool, size_t i, mcr_server_stats *out);
 
 #ifdef __cplusplus

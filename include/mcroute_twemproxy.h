@@ -108,6 +108,7 @@
 #include <stdint.h>
 
 #include "mcroute.h"
+#include "mcroute_pool.h" /* mcr_pool_options, filled from the pool directives */
 
 #ifdef __cplusplus
 extern "C" {
@@ -279,6 +280,56 @@ typedef struct mcr_twem_server {
  * unchanged. */
 MCR_EXTERN int mcr_twem_server_get(const mcr_twem *twem, size_t pool, size_t i,
                                    mcr_twem_server *out);
+
+/* ==================================================================== */
+/*  Connection pool options                                              */
+/* ==================================================================== */
+
+/* mcr_twem_fill_pool_options: set the fields of *opts (an mcr_pool_options
+ * of mcroute_pool.h) that the directives of pool `pool` decide, so that a
+ * connection pool treats the servers as nutcracker does. The fields listed
+ * here are always written; every other field of *opts is left as it is
+ * (start from mcr_pool_options_init() and set the rest before or after).
+ * Each directive is read as mcr_twem_pool_option() gives it: as written,
+ * else nutcracker 0.5.0's default.
+ *
+ *   server_connections    -> connections (nutcracker's default 1).
+ *   preconnect            -> eager (default false).
+ *   timeout               -> connect_timeout_ms and request_timeout_ms, in
+ *                            ms both. nutcracker waits forever when the
+ *                            timeout is 0 or not written (its default, -1);
+ *                            a pool cannot, so both are then set to 0: the
+ *                            pool's default (1000 ms).
+ *   auto_eject_hosts      -> policy: true gives MCR_POLICY_EJECT, false (the
+ *                            default) MCR_POLICY_FAIL_FAST.
+ *   server_failure_limit  -> server_failure_limit (default 2). nutcracker
+ *                            ejects at the first failure with 0 as with 1;
+ *                            0 gives 1 (the pool's 0 would mean 2).
+ *   server_retry_timeout  -> retry_timeout_ms (default 30000). 0 (retry at
+ *                            once) gives 1 ms, the shortest a pool knows
+ *                            (its 0 would mean 30000).
+ *
+ * Differences that remain: without auto_eject_hosts nutcracker sends every
+ * request to a failing server (its failure limit and retry timeout are then
+ * unused), where MCR_POLICY_FAIL_FAST answers MCR_ERR_DOWN at once for
+ * retry_timeout_ms after server_failure_limit failures; the ring is left
+ * unchanged by both. nutcracker probes an ejected server again every
+ * server_retry_timeout, where a pool doubles the wait of a server that
+ * fails again, up to retry_max_ms: set retry_max_ms to retry_timeout_ms for
+ * nutcracker's fixed interval. Not mapped: tcpkeepalive, backlog,
+ * client_connections and listen (the pool has no listener and no keepalive
+ * option); hash, distribution and hash_tag are placement
+ * (mcr_twem_config()).
+ *
+ * Errors, *opts unchanged, messages naming the file, line, pool and
+ * directive: MCR_ERR_INVALID (NULL twem or opts, `pool` out of range),
+ * MCR_ERR_UNSUPPORTED (a pool with "redis: true": the connection pool
+ * speaks memcached only), MCR_ERR_RANGE (a value outside what
+ * mcr_pool_new() accepts: server_connections above 64,
+ * server_failure_limit above 1000, timeout or server_retry_timeout above
+ * 86400000 ms, one day). Thread-safe on a shared `twem`. */
+MCR_EXTERN int mcr_twem_fill_pool_options(const mcr_twem *twem, size_t pool,
+                                          mcr_pool_options *opts, mcr_error *err);
 
 #ifdef __cplusplus
 }

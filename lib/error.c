@@ -4,9 +4,6 @@
 
 #include "internal.h"
 
-#define MCR__STR2(x) #x
-#define MCR__STR(x) MCR__STR2(x)
-
 unsigned mcr_version(void)
 {
     return MCR_VERSION_HEX;
@@ -14,8 +11,7 @@ unsigned mcr_version(void)
 
 const char *mcr_version_string(void)
 {
-    return MCR__STR(MCR_VERSION_MAJOR) "." MCR__STR(MCR_VERSION_MINOR) "." MCR__STR(
-        MCR_VERSION_PATCH);
+    return MCR_VERSION_STRING;
 }
 
 const char *mcr_strerror(int status)

@@ -13,18 +13,18 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "internal.h"
 #include "proto.h"
 
 /* memcached's key limit, prefix included (KEY_MAX_LENGTH in memcached). */
-#define KEY_MAX 250
-#define PREFIX_MAX 128
-#define CONN_MAX 64
+#define KEY_MAX MCR_KEY_MAX
+#define PREFIX_MAX MCR_POOL_PREFIX_MAX
+#define CONN_MAX MCR_POOL_CONNECTIONS_MAX
 /* Keys of one server in one multi-get request: memcached reads a long get
  * line in pieces, so the bound only keeps one request's reply moderate. */
 #define BATCH_MAX 256
@@ -71,6 +71,8 @@ struct pool_req {
     unsigned delivered : 1;    /* single: its callback has run */
     unsigned internal : 1;     /* a probe of the pool itself */
     unsigned failed_batch : 1; /* meta multi-get: an error line came before MN */
+    unsigned joined : 1;       /* text get: its keys share the previous request's line */
+    unsigned group_done : 1;   /* text get: its line's END came (or its error) */
     mcr_op op;
     uint64_t epoch;
     uint64_t sent_ns;
@@ -96,10 +98,24 @@ struct pool_req {
 
 enum { CONN_CONNECTING, CONN_READY };
 
+/* The bytes of one pipelined text get line, at most (keys are added to an
+ * open "get" line until then). */
+#define LINE_KEYS_MAX 100
+/* Bytes read by one system call. */
+#define READ_STEP 65536
+
 struct pool_conn {
     pool_server *server;
-    struct bufferevent *bev;
+    evutil_socket_t fd;
+    struct event *rev;         /* readable: persistent while open */
+    struct event *wev;         /* writable: only while connecting or blocked */
+    struct evbuffer *in, *out;
     struct event *timer;
+    pool_conn *flush_next;     /* in the pool's list of connections to flush */
+    int flush_queued;
+    int line_open;             /* a text get line is being extended */
+    mcr_op line_op;
+    unsigned line_keys;
     pool_req *head, *tail;     /* in flight, in send order */
     size_t inflight;
     int state;
@@ -109,6 +125,7 @@ struct pool_conn {
     uint32_t opaque_seq;
     uint64_t connect_deadline;
     uint64_t graced;           /* sent_ns of the request given a read grace */
+    uint64_t armed_at;         /* when the timer fires, if pending */
 };
 
 struct pool_server {
@@ -159,6 +176,8 @@ struct mcr_pool {
     size_t nservers, cap;
     pool_req *def_head, *def_tail;
     struct event *done_ev;
+    struct event *flush_ev;     /* writes what this loop pass queued */
+    pool_conn *flush_head;
     int ops_pending;
     size_t pending;
     int in_callback;
@@ -206,10 +225,10 @@ static uint32_t fnv1a(const void *p, size_t n, uint32_t h)
     return h;
 }
 
+/* What failover may send to a replica: reads that change nothing. */
 static int is_read_op(mcr_op op)
 {
-    return op == MCR_OP_GET || op == MCR_OP_GETS || op == MCR_OP_GAT || op == MCR_OP_GATS ||
-           op == MCR_OP_TOUCH;
+    return op == MCR_OP_GET || op == MCR_OP_GETS;
 }
 
 static int is_get_family(mcr_op op)
@@ -318,7 +337,7 @@ void mcr_pool_options_init(mcr_pool_options *o)
         memset(o, 0, sizeof(*o));
 }
 
-#define DAY_MS (86400u * 1000u)
+#define DAY_MS MCR_POOL_TIMEOUT_MAX_MS
 
 static int normalize_options(const mcr_pool_options *in, mcr_pool_options *o, mcr_error *err)
 {
@@ -358,7 +377,7 @@ static int normalize_options(const mcr_pool_options *in, mcr_pool_options *o, mc
         o->retry_max_ms = o->retry_timeout_ms;
     if (o->max_value_size == 0)
         o->max_value_size = 1u << 20;
-    if (o->max_value_size > (1u << 30))
+    if (o->max_value_size > MCR_POOL_VALUE_MAX)
         return fail(err, MCR_ERR_RANGE, "max_value_size %zu is over 1 GiB", o->max_value_size);
     if (o->max_in_flight == 0)
         o->max_in_flight = 1024;
@@ -912,10 +931,18 @@ static void server_retire(pool_server *s)
 
 static void conn_destroy(pool_conn *c)
 {
-    if (c->bev != NULL)
-        bufferevent_free(c->bev);
+    if (c->rev != NULL)
+        event_free(c->rev);
+    if (c->wev != NULL)
+        event_free(c->wev);
     if (c->timer != NULL)
         event_free(c->timer);
+    if (c->in != NULL)
+        evbuffer_free(c->in);
+    if (c->out != NULL)
+        evbuffer_free(c->out);
+    if (c->fd >= 0)
+        evutil_closesocket(c->fd);
     free(c);
 }
 
@@ -925,6 +952,7 @@ static void conn_arm(pool_conn *c, uint64_t deadline)
     uint64_t d = deadline > now ? deadline - now : 0;
     struct timeval tv = { (time_t)(d / 1000000000u), (suseconds_t)((d % 1000000000u) / 1000) };
     evtimer_add(c->timer, &tv);
+    c->armed_at = deadline;
 }
 
 /* Close c: every request in flight fails with `status`. */
@@ -950,11 +978,19 @@ static void conn_fail(pool_conn *c, int status, const char *msg)
         deferred_push(p, r);
         r = n;
     }
-    if (c->bev != NULL) {
-        bufferevent_disable(c->bev, EV_READ | EV_WRITE);
-        bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
-    }
+    if (c->rev != NULL)
+        event_del(c->rev);
+    if (c->wev != NULL)
+        event_del(c->wev);
     evtimer_del(c->timer);
+    if (c->flush_queued) {
+        for (pool_conn **pp = &p->flush_head; *pp != NULL; pp = &(*pp)->flush_next)
+            if (*pp == c) {
+                *pp = c->flush_next;
+                break;
+            }
+        c->flush_queued = 0;
+    }
     if (!c->busy)
         conn_destroy(c);
     if (counts)
@@ -966,10 +1002,7 @@ static void conn_fail(pool_conn *c, int status, const char *msg)
 static int reply_waiting(pool_conn *c)
 {
     char b;
-    if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
-        return 0; /* already read: it did not complete the request */
-    evutil_socket_t fd = bufferevent_getfd(c->bev);
-    return fd >= 0 && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+    return c->fd >= 0 && recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
 }
 
 static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -1010,14 +1043,177 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg);
 
-static void conn_read_cb(struct bufferevent *bev, void *arg)
+/* Write what c has queued, as far as the socket takes it; arm the write
+ * event for the rest. MSG_NOSIGNAL: a closed peer is an error, not SIGPIPE. */
+static void conn_flush(pool_conn *c)
 {
+    if (c->line_open) {
+        if (evbuffer_add(c->out, "\r\n", 2) != 0) {
+            conn_fail(c, MCR_ERR_NOMEM, "out of memory writing a request");
+            return;
+        }
+        c->line_open = 0;
+    }
+    if (c->state != CONN_READY)
+        return;
+    while (evbuffer_get_length(c->out) > 0) {
+        struct evbuffer_iovec v[32];
+        int n = evbuffer_peek(c->out, READ_STEP, NULL, v, 32);
+        struct iovec iov[32];
+        int k = n < 32 ? n : 32;
+        for (int i = 0; i < k; i++) {
+            iov[i].iov_base = v[i].iov_base;
+            iov[i].iov_len = v[i].iov_len;
+        }
+        struct msghdr mh;
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)k;
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                event_add(c->wev, NULL);
+                return;
+            }
+            char m[96];
+            snprintf(m, sizeof(m), "send: %s", strerror(errno));
+            conn_fail(c, MCR_ERR_CONNECT, m);
+            return;
+        }
+        evbuffer_drain(c->out, (size_t)w);
+    }
+}
+
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    mcr_pool *p = arg;
+    while (p->flush_head != NULL) {
+        pool_conn *c = p->flush_head;
+        p->flush_head = c->flush_next;
+        c->flush_queued = 0;
+        conn_flush(c);
+    }
+}
+
+/* Have c's queued bytes written at the end of this loop pass, together
+ * with whatever else is queued for it by then. */
+static void flush_later(pool_conn *c)
+{
+    if (c->flush_queued)
+        return;
+    mcr_pool *p = c->server->pool;
+    c->flush_queued = 1;
+    c->flush_next = p->flush_head;
+    p->flush_head = c;
+    event_active(p->flush_ev, EV_TIMEOUT, 0);
+}
+
+static void conn_connected(pool_conn *c)
+{
+    c->state = CONN_READY;
+    if (c->server->addr.ss_family != AF_UNIX) {
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    /* the connect deadline no longer applies; request deadlines do */
+    if (c->head == NULL)
+        evtimer_del(c->timer);
+    conn_flush(c);
+}
+
+static void conn_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    pool_conn *c = arg;
+    if (c->state == CONN_CONNECTING) {
+        int e = 0;
+        socklen_t len = sizeof(e);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+            e = errno;
+        if (e == EINPROGRESS || e == EALREADY || e == EINTR) {
+            event_add(c->wev, NULL);
+            return;
+        }
+        if (e != 0) {
+            char m[96];
+            snprintf(m, sizeof(m), "connect: %s", strerror(e));
+            conn_fail(c, MCR_ERR_CONNECT, m);
+            return;
+        }
+        conn_connected(c);
+        return;
+    }
+    conn_flush(c);
+}
+
+static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
     pool_conn *c = arg;
     pool_server *s = c->server;
     mcr_pool *p = s->pool;
-    struct evbuffer *in = bufferevent_get_input(bev);
+    struct evbuffer *in = c->in;
     char msg[MSG_SIZE];
+
     c->busy++;
+    if (c->state == CONN_CONNECTING) {
+        /* readable before writable: the connect failed (or the server
+         * spoke first); the write callback's SO_ERROR check decides */
+        int e = 0;
+        socklen_t len = sizeof(e);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len);
+        if (e != 0) {
+            char m[96];
+            snprintf(m, sizeof(m), "connect: %s", strerror(e));
+            conn_fail(c, MCR_ERR_CONNECT, m);
+        } else {
+            conn_connected(c);
+        }
+    }
+    for (int step = 0; step < 4 && !c->dead; step++) {
+        struct evbuffer_iovec v[2];
+        int nv = evbuffer_reserve_space(in, READ_STEP, v, 2);
+        if (nv <= 0) {
+            conn_fail(c, MCR_ERR_NOMEM, "out of memory reading a reply");
+            break;
+        }
+        struct iovec iov[2];
+        for (int i = 0; i < nv; i++) {
+            iov[i].iov_base = v[i].iov_base;
+            iov[i].iov_len = v[i].iov_len;
+        }
+        ssize_t n = readv(fd, iov, nv);
+        if (n < 0) {
+            evbuffer_commit_space(in, v, 0);
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            char m[96];
+            snprintf(m, sizeof(m), "receive: %s", strerror(errno));
+            conn_fail(c, MCR_ERR_CONNECT, m);
+            break;
+        }
+        if (n == 0) {
+            evbuffer_commit_space(in, v, 0);
+            conn_fail(c, MCR_ERR_CONNECT, "connection closed by the server");
+            break;
+        }
+        size_t left = (size_t)n;
+        for (int i = 0; i < nv; i++) {
+            size_t take = left < v[i].iov_len ? left : v[i].iov_len;
+            v[i].iov_len = take;
+            left -= take;
+        }
+        evbuffer_commit_space(in, v, nv);
+        if ((size_t)n < READ_STEP)
+            break;
+    }
+
     while (!c->dead) {
         pool_req *r = c->head;
         if (r == NULL) {
@@ -1063,34 +1259,6 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
         server_pump(s);
 }
 
-static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-    pool_conn *c = arg;
-    (void)bev;
-    if (what & BEV_EVENT_CONNECTED) {
-        c->state = CONN_READY;
-        int one = 1;
-        evutil_socket_t fd = bufferevent_getfd(c->bev);
-        if (c->server->addr.ss_family != AF_UNIX)
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        /* the connect deadline no longer applies; request deadlines do */
-        if (c->head == NULL)
-            evtimer_del(c->timer);
-        return;
-    }
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-        char m[96];
-        int e = EVUTIL_SOCKET_ERROR();
-        if (what & BEV_EVENT_EOF)
-            snprintf(m, sizeof(m), "connection closed by the server");
-        else if (c->state == CONN_CONNECTING)
-            snprintf(m, sizeof(m), "connect: %s", evutil_socket_error_to_string(e));
-        else
-            snprintf(m, sizeof(m), "%s", evutil_socket_error_to_string(e));
-        conn_fail(c, MCR_ERR_CONNECT, m);
-    }
-}
-
 static int server_resolve(pool_server *s)
 {
     mcr_pool *p = s->pool;
@@ -1131,30 +1299,53 @@ static pool_conn *conn_open(pool_server *s, int slot)
     c->server = s;
     c->slot = slot;
     c->state = CONN_CONNECTING;
-    c->bev = bufferevent_socket_new(p->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    c->fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+        free(c);
+        s->refusals++;
+        s->consecutive++;
+        return NULL;
+    }
+    c->in = evbuffer_new();
+    c->out = evbuffer_new();
+    c->rev = event_new(p->base, c->fd, EV_READ | EV_PERSIST, conn_read_cb, c);
+    c->wev = event_new(p->base, c->fd, EV_WRITE, conn_write_cb, c);
     c->timer = evtimer_new(p->base, conn_timer_cb, c);
-    if (c->bev == NULL || c->timer == NULL) {
+    if (c->in == NULL || c->out == NULL || c->rev == NULL || c->wev == NULL || c->timer == NULL) {
         conn_destroy(c);
         return NULL;
     }
-    /* libevent reads and writes 4 KiB at a time by default (about 30
-     * pipelined replies): larger steps save system calls. */
-    bufferevent_set_max_single_read(c->bev, 1 << 16);
-    bufferevent_set_max_single_write(c->bev, 1 << 16);
-    bufferevent_setcb(c->bev, conn_read_cb, NULL, conn_event_cb, c);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     s->conns[slot] = c;
     c->connect_deadline = now_ns() + (uint64_t)p->o.connect_timeout_ms * 1000000u;
     conn_arm(c, c->connect_deadline);
-    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&s->addr, (int)s->addrlen) != 0) {
-        /* Failed at once: report it from the loop like any other failure. */
-        c->busy++;
-        conn_fail(c, MCR_ERR_CONNECT, "connect failed");
-        c->busy--;
-        conn_destroy(c);
-        return NULL;
+    int rc;
+    do
+        rc = connect(c->fd, (struct sockaddr *)&s->addr, s->addrlen);
+    while (rc != 0 && errno == EINTR);
+    if (rc == 0) {
+        event_add(c->rev, NULL);
+        c->state = CONN_READY;
+        if (s->addr.ss_family != AF_UNIX) {
+            int one = 1;
+            setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        }
+        evtimer_del(c->timer);
+        return c;
     }
-    return c;
+    if (errno == EINPROGRESS) {
+        event_add(c->rev, NULL);
+        event_add(c->wev, NULL);
+        return c;
+    }
+    /* Failed at once (refused on a Unix socket, unreachable): counted like
+     * any other failure; its requests are failed from the loop. */
+    char m[96];
+    snprintf(m, sizeof(m), "connect: %s", strerror(errno));
+    c->busy++;
+    conn_fail(c, MCR_ERR_CONNECT, m);
+    c->busy--;
+    conn_destroy(c);
+    return NULL;
 }
 
 /* The connection to use for one more request, or NULL (all full). */
@@ -1206,9 +1397,46 @@ static int conn_send(pool_conn *c, pool_req *r)
     w.opaque = c->opaque_seq;
     r->opaque = c->opaque_seq;
     c->opaque_seq += r->nkeys > 0 ? r->nkeys : 1;
-    struct evbuffer *out = bufferevent_get_output(c->bev);
+    struct evbuffer *out = c->out;
     size_t before = evbuffer_get_length(out);
-    if (mcr__proto_write(out, &w) != MCR_OK) {
+    int rc;
+    r->joined = 0;
+    if (p->o.protocol == MCR_PROTO_TEXT && (r->op == MCR_OP_GET || r->op == MCR_OP_GETS)) {
+        /* Text gets queued in one loop pass share one "get k1 k2 ..."
+         * line: memcached answers a line with one reply (one send)
+         * instead of one per get. */
+        if (c->line_open && c->line_op == r->op && c->line_keys + r->nkeys <= LINE_KEYS_MAX) {
+            r->joined = 1;
+        } else if (c->line_open) {
+            rc = evbuffer_add(out, "\r\n", 2);
+            c->line_open = 0;
+            if (rc != 0)
+                return MCR_ERR_PROTOCOL;
+        }
+        rc = MCR_OK;
+        if (!r->joined) {
+            rc = evbuffer_add(out, r->op == MCR_OP_GET ? "get" : "gets",
+                              r->op == MCR_OP_GET ? 3 : 4) == 0 ? MCR_OK : MCR_ERR_NOMEM;
+            c->line_open = 1;
+            c->line_op = r->op;
+            c->line_keys = 0;
+        }
+        for (uint32_t j = 0; j < r->nkeys && rc == MCR_OK; j++)
+            if (evbuffer_add(out, " ", 1) != 0 ||
+                (p->prefix_len && evbuffer_add(out, p->prefix, p->prefix_len) != 0) ||
+                evbuffer_add(out, r->keys[j], r->klens[j]) != 0)
+                rc = MCR_ERR_NOMEM;
+        c->line_keys += r->nkeys;
+    } else {
+        if (c->line_open) {
+            c->line_open = 0;
+            if (evbuffer_add(out, "\r\n", 2) != 0)
+                return MCR_ERR_PROTOCOL;
+            before += 2;
+        }
+        rc = mcr__proto_write(out, &w);
+    }
+    if (rc != MCR_OK) {
         /* take back what was written */
         size_t after = evbuffer_get_length(out);
         if (after > before) {
@@ -1228,8 +1456,12 @@ static int conn_send(pool_conn *c, pool_req *r)
     c->inflight++;
     c->server->inflight++;
     c->server->requests += r->nkeys > 0 ? r->nkeys : 1;
-    if (!evtimer_pending(c->timer, NULL))
-        conn_arm(c, r->sent_ns + (uint64_t)p->o.request_timeout_ms * 1000000u);
+    /* The timer serves the earliest deadline: the head request's, or the
+     * connect deadline, which may come after this request's own. */
+    uint64_t deadline = r->sent_ns + (uint64_t)p->o.request_timeout_ms * 1000000u;
+    if (!evtimer_pending(c->timer, NULL) || deadline < c->armed_at)
+        conn_arm(c, deadline);
+    flush_later(c);
     /* the value was written: no copy needed any more */
     r->val = NULL;
     free(r->val_copy);
@@ -1369,6 +1601,8 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
 {
     mcr_pool *p = c->server->pool;
     int meta = p->o.protocol == MCR_PROTO_META;
+    if (r->group_done)
+        return 1; /* answered with the request before it on its line */
     for (;;) {
         const char *line;
         size_t len;
@@ -1388,22 +1622,43 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
         }
 
         if (is_get_family(r->op)) {
-            if (!meta && L.kind == MCR__L_VALUE) {
+            int single_meta = meta && r->nkeys == 1;
+            if ((!meta && L.kind == MCR__L_VALUE) || (meta && L.kind == MCR__L_VA)) {
+                pool_req *g = r;
+                uint32_t j;
+                if (!meta) {
+                    /* the key, in this request or a later one on its line */
+                    for (;;) {
+                        j = g->cursor;
+                        while (j < g->nkeys && !key_matches(p, g, j, L.key, L.key_len))
+                            j++;
+                        if (j < g->nkeys)
+                            break;
+                        g = g->next;
+                        if (g == NULL || !g->joined) {
+                            set_msg(msg,
+                                    "VALUE for a key not asked for (or out of order): \"%.*s\"",
+                                    (int)(L.key_len > 60 ? 60 : L.key_len), L.key);
+                            return -1;
+                        }
+                    }
+                } else {
+                    uint32_t o;
+                    if (L.opaque == NULL || !mcr__proto_opaque(L.opaque, L.opaque_len, &o) ||
+                        o - r->opaque >= r->nkeys || o - r->opaque < r->cursor) {
+                        set_msg(msg, "VA with an opaque token not awaited");
+                        return -1;
+                    }
+                    j = o - r->opaque;
+                }
                 int gets = r->op == MCR_OP_GETS || r->op == MCR_OP_GATS;
-                if (gets && !L.has_cas) {
-                    set_msg(msg, "VALUE without a CAS unique in reply to %s", mcr_op_name(r->op));
+                if ((gets && !L.has_cas) || (meta && !L.has_flags)) {
+                    set_msg(msg, "%s without the %s asked for", meta ? "VA" : "VALUE",
+                            gets ? "CAS unique" : "flags");
                     return -1;
                 }
                 if (L.bytes > (1u << 30)) {
-                    set_msg(msg, "VALUE of %" PRIu64 " bytes", L.bytes);
-                    return -1;
-                }
-                uint32_t j = r->cursor;
-                while (j < r->nkeys && !key_matches(p, r, j, L.key, L.key_len))
-                    j++;
-                if (j == r->nkeys) {
-                    set_msg(msg, "VALUE for a key not asked for (or out of order): \"%.*s\"",
-                            (int)(L.key_len > 60 ? 60 : L.key_len), L.key);
+                    set_msg(msg, "a value of %" PRIu64 " bytes", L.bytes);
                     return -1;
                 }
                 const char *data;
@@ -1415,65 +1670,48 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
                 if (rc == 0)
                     return 0;
                 if (rc < 0) {
-                    set_msg(msg, "data block of VALUE not ended by CRLF");
+                    set_msg(msg, "data block not ended by CRLF");
                     return -1;
                 }
-                for (; r->cursor < j; r->cursor++)
-                    deliver_simple(p, r, r->cursor, MCR_OK, MCR_REPLY_MISS, NULL);
+                /* keys passed over are misses */
+                for (pool_req *x = r; x != g; x = x->next) {
+                    for (; x->cursor < x->nkeys && !c->dead; x->cursor++)
+                        deliver_simple(p, x, x->cursor, MCR_OK, MCR_REPLY_MISS, NULL);
+                    if (c->dead)
+                        return 0;
+                }
+                for (; g->cursor < j && !c->dead; g->cursor++)
+                    deliver_simple(p, g, g->cursor, MCR_OK, MCR_REPLY_MISS, NULL);
+                if (c->dead)
+                    return 0;
                 mcr_result res;
-                result_init(&res, r, j);
+                result_init(&res, g, j);
                 res.reply = MCR_REPLY_HIT;
                 res.value = data;
                 res.value_len = (size_t)bytes;
                 res.flags = flags;
                 res.cas = cas;
-                r->cursor = j + 1;
-                deliver_key(p, r, j, &res);
-                evbuffer_drain(in, ll + 2 + (size_t)bytes + 2);
+                g->cursor = j + 1;
+                deliver_key(p, g, j, &res);
                 if (c->dead)
                     return 0;
+                evbuffer_drain(in, ll + 2 + (size_t)bytes + 2);
+                if (single_meta) {
+                    r->status = MCR_OK;
+                    r->reply = MCR_REPLY_HIT;
+                    return 1;
+                }
                 continue;
             }
-            if (meta && L.kind == MCR__L_VA) {
-                uint32_t o, j;
-                if (L.opaque == NULL || !mcr__proto_opaque(L.opaque, L.opaque_len, &o) ||
-                    o - r->opaque >= r->nkeys || o - r->opaque < r->cursor) {
-                    set_msg(msg, "VA with an opaque token not awaited");
+            if (single_meta && L.kind == MCR__L_EN) {
+                if (!opaque_is(r, &L, 0)) {
+                    set_msg(msg, "EN with an opaque token not awaited");
                     return -1;
                 }
-                j = o - r->opaque;
-                if (!L.has_flags ||
-                    ((r->op == MCR_OP_GETS || r->op == MCR_OP_GATS) && !L.has_cas)) {
-                    set_msg(msg, "VA without the flags asked for");
-                    return -1;
-                }
-                const char *data;
-                size_t ll = len;
-                uint64_t bytes = L.bytes;
-                uint32_t flags = L.flags;
-                uint64_t cas = L.cas;
-                rc = take_block(in, ll, bytes, &data);
-                if (rc == 0)
-                    return 0;
-                if (rc < 0) {
-                    set_msg(msg, "data block of VA not ended by CRLF");
-                    return -1;
-                }
-                for (; r->cursor < j; r->cursor++)
-                    deliver_simple(p, r, r->cursor, MCR_OK, MCR_REPLY_MISS, NULL);
-                mcr_result res;
-                result_init(&res, r, j);
-                res.reply = MCR_REPLY_HIT;
-                res.value = data;
-                res.value_len = (size_t)bytes;
-                res.flags = flags;
-                res.cas = cas;
-                r->cursor = j + 1;
-                deliver_key(p, r, j, &res);
-                evbuffer_drain(in, ll + 2 + (size_t)bytes + 2);
-                if (c->dead)
-                    return 0;
-                continue;
+                evbuffer_drain(in, len + 2);
+                r->status = MCR_OK;
+                r->reply = MCR_REPLY_MISS;
+                return 1; /* finish_req reports the miss */
             }
             if (meta && L.kind == MCR__L_EN) {
                 /* quiet gets send none; an older server might: a miss */
@@ -1486,22 +1724,37 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
                 evbuffer_drain(in, len + 2);
                 continue;
             }
-            if ((!meta && L.kind == MCR__L_END) || (meta && L.kind == MCR__L_MN)) {
+            if ((!meta && L.kind == MCR__L_END) || (meta && !single_meta && L.kind == MCR__L_MN)) {
                 evbuffer_drain(in, len + 2);
                 if (r->failed_batch) {
                     r->status = MCR_ERR_SERVER;
                     return 1; /* the rest fail with the error seen */
                 }
-                for (; r->cursor < r->nkeys; r->cursor++)
-                    deliver_simple(p, r, r->cursor, MCR_OK, MCR_REPLY_MISS, NULL);
-                r->status = MCR_OK;
-                r->reply = MCR_REPLY_MISS;
+                /* the line's END: every key of its requests not seen is a miss */
+                for (pool_req *x = r; x != NULL && (x == r || x->joined); x = x->next) {
+                    for (; x->cursor < x->nkeys && !c->dead; x->cursor++)
+                        deliver_simple(p, x, x->cursor, MCR_OK, MCR_REPLY_MISS, NULL);
+                    if (c->dead)
+                        return 0;
+                    x->status = MCR_OK;
+                    x->reply = MCR_REPLY_MISS;
+                    if (x != r)
+                        x->group_done = 1;
+                }
                 return 1;
             }
             if (error_line(&L)) {
                 error_text(&L, r->message);
                 evbuffer_drain(in, len + 2);
-                if (meta) {
+                if (!meta) {
+                    /* the whole line failed */
+                    for (pool_req *x = r->next; x != NULL && x->joined; x = x->next) {
+                        x->status = MCR_ERR_SERVER;
+                        memcpy(x->message, r->message, sizeof(x->message));
+                        x->group_done = 1;
+                    }
+                }
+                if (meta && !single_meta) {
                     /* each quiet mg may answer an error; MN still ends the batch */
                     r->failed_batch = 1;
                     continue;
@@ -1766,7 +2019,12 @@ int mcr_pool_new(struct event_base *base, mcr_router *router, const mcr_pool_opt
     }
     p->o.key_prefix = p->prefix;
     p->done_ev = event_new(base, -1, 0, pool_done_cb, p);
-    if (p->done_ev == NULL) {
+    p->flush_ev = event_new(base, -1, 0, flush_cb, p);
+    if (p->done_ev == NULL || p->flush_ev == NULL) {
+        if (p->done_ev != NULL)
+            event_free(p->done_ev);
+        if (p->flush_ev != NULL)
+            event_free(p->flush_ev);
         free(p);
         return fail(err, MCR_ERR_NOMEM, "out of memory");
     }
@@ -1815,6 +2073,7 @@ void mcr_pool_free(mcr_pool *p)
     if (p->snap != NULL)
         mcr_snapshot_unref(p->snap);
     event_free(p->done_ev);
+    event_free(p->flush_ev);
     free(p);
 }
 
@@ -1950,7 +2209,7 @@ static int check_request(mcr_pool *p, const mcr_request *q, mcr_error *err)
     if (!mcr__proto_key_ok(q->key, q->key_len, KEY_MAX - p->prefix_len)) {
         char qb[80];
         return fail(err, MCR_ERR_KEY,
-                    "key %s is not 1..%zu bytes without space or control byte",
+                    "key \"%s\" is not 1..%zu bytes without space or control byte",
                     mcr__quote(qb, sizeof(qb), q->key ? q->key : "", q->key_len),
                     (size_t)KEY_MAX - p->prefix_len);
     }
@@ -2323,6 +2582,11 @@ int mcr_pool_exec(mcr_pool *p, const mcr_request *q, mcr_owned_result *out)
     if (out == NULL)
         return MCR_ERR_INVALID;
     memset(out, 0, sizeof(*out));
+    if (q == NULL) {
+        out->status = MCR_ERR_INVALID;
+        snprintf(out->message, sizeof(out->message), "mcr_pool_exec: NULL request");
+        return MCR_ERR_INVALID;
+    }
     if (p == NULL || inside_loop(p)) {
         out->status = MCR_ERR_INVALID;
         snprintf(out->message, sizeof(out->message), "mcr_pool_exec: %s",

@@ -314,12 +314,13 @@ static int write_meta(struct evbuffer *out, const mcr__wire *w)
     case MCR_OP_GETS:
     case MCR_OP_GAT:
     case MCR_OP_GATS:
-        /* Quiet gets (misses send nothing) closed by a no-op: hits come
-         * back tagged with their opaque, then MN ends the batch. */
+        /* One key: a plain mg, answered VA or EN. Several: quiet gets
+         * (misses send nothing) closed by a no-op: hits come back tagged
+         * with their opaque, then MN ends the batch. */
         for (size_t i = 0; i < w->nkeys; i++) {
-            int k = snprintf(tail, sizeof(tail), " v f%s O%" PRIu32 " q",
+            int k = snprintf(tail, sizeof(tail), " v f%s O%" PRIu32 "%s",
                              (w->op == MCR_OP_GETS || w->op == MCR_OP_GATS) ? " c" : "",
-                             (uint32_t)(w->opaque + i));
+                             (uint32_t)(w->opaque + i), w->nkeys > 1 ? " q" : "");
             if (w->op == MCR_OP_GAT || w->op == MCR_OP_GATS)
                 snprintf(tail + k, sizeof(tail) - (size_t)k, " T%" PRId64, w->exptime);
             if (line1(out, &(mcr__wire){ .prefix = w->prefix, .prefix_len = w->prefix_len,
@@ -328,7 +329,7 @@ static int write_meta(struct evbuffer *out, const mcr__wire *w)
                       "mg ", tail) != MCR_OK)
                 return MCR_ERR_NOMEM;
         }
-        return add(out, "mn\r\n", 4);
+        return w->nkeys > 1 ? add(out, "mn\r\n", 4) : MCR_OK;
     case MCR_OP_SET:
     case MCR_OP_ADD:
     case MCR_OP_REPLACE:

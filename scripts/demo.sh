@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# demo.sh: install what is missing, build mcroute, and show where keys go and how a resize moves them.
+# demo.sh: install what is missing, build mcroute, show where keys go and how a resize moves them, then use real memcached servers through the pool and add one live.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh
@@ -44,3 +44,60 @@ echo
 echo "# The first points of the continuum:"
 echo "\$ mcroute dump -s $POOL | head -5"
 $M dump -s "$POOL" | sed -n 1,5p
+echo
+
+# ---------------------------------------------------------------- live servers
+# Five memcached servers on 127.0.0.1, on free ports, stopped when the demo
+# ends (however it ends).
+PIDS=()
+trap 'if [ ${#PIDS[@]} -gt 0 ]; then kill "${PIDS[@]}" 2>/dev/null || true; fi' EXIT
+MC_USER=()
+[ "$(id -u)" -eq 0 ] && MC_USER=(-u root) # memcached refuses to run as root without -u
+can_connect() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+start_memcached() { # appends its port to PORTS and its pid to PIDS
+  local port pid
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    port=$((20000 + RANDOM % 30000))
+    can_connect "$port" && continue # taken
+    memcached -l 127.0.0.1 -p "$port" -U 0 -t 1 -m 64 "${MC_USER[@]}" >/dev/null 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    for _ in $(seq 50); do
+      if can_connect "$port"; then PORTS+=("$port"); return 0; fi
+      kill -0 "$pid" 2>/dev/null || break # could not bind: try another port
+      sleep 0.1
+    done
+  done
+  echo "demo: could not start memcached" >&2
+  exit 1
+}
+PORTS=()
+for _ in 1 2 3 4 5; do start_memcached; done
+LIVE="127.0.0.1:${PORTS[0]},127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]},127.0.0.1:${PORTS[3]}"
+NEW="127.0.0.1:${PORTS[4]}"
+echo "# Five memcached servers started on 127.0.0.1 (ports ${PORTS[*]}), stopped at the end."
+echo "# Through the connection pool: 10000 keys stored and read back on four of them, then the"
+echo "# fifth added while the pool stays up. Only the keys the new server now owns miss"
+echo "# (about 1/5 of them), and they are exactly those the diff predicted:"
+echo "\$ examples/pool_demo $LIVE $NEW 10000"
+./build-plain/examples/pool_demo "$LIVE" "$NEW" 10000
+echo
+echo "# The same pool from the command line: store, read (a miss prints nothing), delete:"
+echo "\$ printf 'user:1\\tAda Lovelace\\nuser:2\\tAlan Turing\\nuser:3\\tGrace Hopper\\n' | mcroute set -s \$LIVE"
+printf 'user:1\tAda Lovelace\nuser:2\tAlan Turing\nuser:3\tGrace Hopper\n' | $M set -s "$LIVE"
+echo "\$ mcroute get -s \$LIVE user:1 user:2 user:3 user:4"
+$M get -s "$LIVE" user:1 user:2 user:3 user:4
+echo "\$ mcroute delete -s \$LIVE user:3 && mcroute get -s \$LIVE user:3"
+$M delete -s "$LIVE" user:3 && $M get -s "$LIVE" user:3
+echo
+# A key written by a client that knew only one server, not its owner.
+OWNER=$($M locate -s "$LIVE" user:9 | cut -f2)
+for p in "${PORTS[@]:0:4}"; do
+  [ "127.0.0.1:$p" != "$OWNER" ] && { STRAY="127.0.0.1:$p"; break; }
+done
+echo "# probe asks every server: user:2 is where it belongs; user:9 was stored by a client"
+echo "# that knew only $STRAY, which does not own it (every client of \$LIVE misses it):"
+echo "\$ printf 'user:9\\tstale\\n' | mcroute set -s $STRAY"
+printf 'user:9\tstale\n' | $M set -s "$STRAY"
+echo "\$ mcroute probe -s \$LIVE user:2 user:9"
+$M probe -s "$LIVE" user:2 user:9

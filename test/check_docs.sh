@@ -4,7 +4,8 @@
 # Usage: check_docs.sh SOURCE_DIR MCROUTE_BINARY
 #
 # Checks, each failure reported by name (the script exits 1 after listing all):
-#   1. every function declared with MCR_EXTERN in SOURCE_DIR/include/*.h has
+#   1. every function declared with MCR_EXTERN in SOURCE_DIR/include/*.h (and
+#      the templates of generated headers, include/*.h.in) has
 #      SOURCE_DIR/man/<name>.3 (a full page, or a ".so man3/<page>.3" alias);
 #   2. every page in SOURCE_DIR/man renders with `groff -man -ww` without a
 #      warning, and every ".so" alias points at an existing page;
@@ -43,12 +44,15 @@ trap 'rm -rf "$tmp"' EXIT
 # ------------------------------------------------------------ 1. functions
 # Strip comments and preprocessor lines, then take the identifier before the
 # first '(' of every declaration that starts with MCR_EXTERN.
+shopt -s nullglob
+headers=("$src"/include/*.h "$src"/include/*.h.in)
+shopt -u nullglob
 perl -0777 -ne '
     s{/\*.*?\*/}{ }gs;
     s{//[^\n]*}{}g;
     s{^[ \t]*#(?:[^\n]*\\\n)*[^\n]*}{}mg;
     while (/\bMCR_EXTERN\b[^;{()]*?\b([A-Za-z_]\w*)\s*\(/g) { print "$1\n" }
-' "$src"/include/*.h | sort -u >"$tmp/functions"
+' "${headers[@]}" </dev/null | sort -u >"$tmp/functions"
 
 nfunc=$(wc -l <"$tmp/functions")
 if [ "$nfunc" -eq 0 ]; then

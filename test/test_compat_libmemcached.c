@@ -26,6 +26,8 @@
 
 #include "mcroute_libmemcached.h"
 #include "mcroute_memcached_st.h"
+/* mcr_pool_options, and the pool's ranges (includes mcroute_pool.h). */
+#include "mcroute_pool.h"
 #include "testutil.h"
 
 #define MAX_SERVERS 100
@@ -1064,8 +1066,30 @@ END_TEST
 
 /* ------------------------------------------------------------------ option language */
 
+/* The connection behaviours mcr_lmc keeps. */
+static const mcr_lmc_conn_behavior conn_behaviors[] = {
+    MCR_LMC_POLL_TIMEOUT,         MCR_LMC_CONNECT_TIMEOUT,       MCR_LMC_RETRY_TIMEOUT,
+    MCR_LMC_BINARY_PROTOCOL,      MCR_LMC_SND_TIMEOUT,           MCR_LMC_RCV_TIMEOUT,
+    MCR_LMC_SERVER_FAILURE_LIMIT, MCR_LMC_AUTO_EJECT_HOSTS,      MCR_LMC_REMOVE_FAILED_SERVERS,
+    MCR_LMC_DEAD_TIMEOUT,         MCR_LMC_SERVER_TIMEOUT_LIMIT,
+};
+#define NCONN (sizeof(conn_behaviors) / sizeof(conn_behaviors[0]))
+
+/* Every connection behaviour reads the same in both. */
+static void compare_conn_behaviors(memcached_st *m, const mcr_lmc *l, const char *what)
+{
+    for (size_t i = 0; i < NCONN; i++) {
+        uint64_t mine = 12345;
+        ck_assert_int_eq(mcr_lmc_get_conn_behavior(l, conn_behaviors[i], &mine), MCR_OK);
+        uint64_t theirs = memcached_behavior_get(m, (memcached_behavior_t)conn_behaviors[i]);
+        ck_assert_msg(mine == theirs, "%s: behaviour %d: mcroute %llu, libmemcached %llu", what,
+                      (int)conn_behaviors[i], (unsigned long long)mine,
+                      (unsigned long long)theirs);
+    }
+}
+
 /* An option string both sides see: acceptance must match, and placement
- * when accepted. */
+ * and connection behaviours when accepted. */
 static void check_same_acceptance(tu_rng *r, const char *opts)
 {
     char ebuf[1024];
@@ -1081,6 +1105,7 @@ static void check_same_acceptance(tu_rng *r, const char *opts)
         memcached_st *m = memcached(opts, strlen(opts));
         mcr_ring *ring = NULL;
         ck_assert(m != NULL);
+        compare_conn_behaviors(m, l, opts);
         if (memcached_server_count(m) == 0) {
             ck_assert_int_eq(mcr_lmc_ring(l, &ring, NULL), MCR_ERR_EMPTY);
         } else {
@@ -1685,6 +1710,270 @@ START_TEST(header_enum_numbering)
     ck_assert_int_eq(MCR_LMC_DIST_CONSISTENT_KETAMA_SPY, MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY);
     ck_assert_int_eq(MCR_LMC_DIST_CONSISTENT_WEIGHTED, MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED);
     ck_assert_int_eq(MCR_LMC_DIST_VIRTUAL_BUCKET, MEMCACHED_DISTRIBUTION_VIRTUAL_BUCKET);
+    ck_assert_int_eq(MCR_LMC_POLL_TIMEOUT, MEMCACHED_BEHAVIOR_POLL_TIMEOUT);
+    ck_assert_int_eq(MCR_LMC_CONNECT_TIMEOUT, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT);
+    ck_assert_int_eq(MCR_LMC_RETRY_TIMEOUT, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT);
+    ck_assert_int_eq(MCR_LMC_BINARY_PROTOCOL, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL);
+    ck_assert_int_eq(MCR_LMC_SND_TIMEOUT, MEMCACHED_BEHAVIOR_SND_TIMEOUT);
+    ck_assert_int_eq(MCR_LMC_RCV_TIMEOUT, MEMCACHED_BEHAVIOR_RCV_TIMEOUT);
+    ck_assert_int_eq(MCR_LMC_SERVER_FAILURE_LIMIT, MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT);
+    ck_assert_int_eq(MCR_LMC_AUTO_EJECT_HOSTS, MEMCACHED_BEHAVIOR_AUTO_EJECT_HOSTS);
+    ck_assert_int_eq(MCR_LMC_REMOVE_FAILED_SERVERS, MEMCACHED_BEHAVIOR_REMOVE_FAILED_SERVERS);
+    ck_assert_int_eq(MCR_LMC_DEAD_TIMEOUT, MEMCACHED_BEHAVIOR_DEAD_TIMEOUT);
+    ck_assert_int_eq(MCR_LMC_SERVER_TIMEOUT_LIMIT, MEMCACHED_BEHAVIOR_SERVER_TIMEOUT_LIMIT);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ connection behaviours */
+
+/* Option strings that set connection behaviours, including the numbers
+ * libmemcached's atoi() wraps or saturates: both sides must read the same
+ * values back (check_same_acceptance compares them). */
+START_TEST(conn_behaviors_option_strings)
+{
+    static const char *const cases[] = {
+        "--SERVER=abc",
+        "--CONNECT-TIMEOUT=123 --POLL-TIMEOUT=456 --RETRY-TIMEOUT=7 --RCV-TIMEOUT=789 "
+        "--SND-TIMEOUT=11",
+        "--REMOVE-FAILED-SERVERS=3", "--REMOVE-FAILED-SERVERS=0",
+        "--REMOVE-FAILED-SERVERS=1 --REMOVE-FAILED-SERVERS=0",
+        "--REMOVE-FAILED-SERVERS=4294967296", /* atoi: 0 */
+        "--REMOVE-FAILED-SERVERS=4294967297", /* atoi: 1 */
+        "--CONNECT-TIMEOUT=99999999999999",   /* cut to 32 bits */
+        "--POLL-TIMEOUT=2147483648",          /* negative */
+        "--POLL-TIMEOUT=4294967295",          /* -1 */
+        "--RETRY-TIMEOUT=4294967297",         /* 1 */
+        "--RETRY-TIMEOUT=99999999999999999999999", /* strtol saturates: -1 */
+        "--RCV-TIMEOUT=0 --SND-TIMEOUT=000000000000000000000000000000000000000012",
+        "--Poll-Timeout=10 --connect-timeout=20", "--BINARY-PROTOCOL",
+        "--POLL-TIMEOUT=7 RESET --SERVER=abc", "--BINARY-PROTOCOL RESET",
+        "--REMOVE-FAILED-SERVERS=1 --SERVER=abc RESET --RETRY-TIMEOUT=9",
+        "--POLL-TIMEOUT=7 END --POLL-TIMEOUT=8",
+        "--BINARY-PROTOCOL --NAMESPACE=\"a b\" --SERVER=abc",
+    };
+    tu_rng r;
+    tu_rng_init(&r, 60);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        check_same_acceptance(&r, cases[i]);
+}
+END_TEST
+
+/* memcached_behavior_set() and mcr_lmc_set_conn_behavior() with the same
+ * random values, in the same order, on top of the same option string. */
+START_TEST(conn_behaviors_set)
+{
+    static const uint64_t special[] = {0, 1, 2, 1000, 0x7fffffffULL, 0x80000000ULL,
+                                       0xffffffffULL, 0x100000000ULL, 0x100000001ULL,
+                                       0x7fffffffffffffffULL, UINT64_MAX};
+    tu_rng r;
+    tu_rng_init(&r, 61);
+    for (int round = 0; round < 300; round++) {
+        const char *opts = round % 2 ? "--SERVER=abc --POLL-TIMEOUT=77" : "--SERVER=abc";
+        memcached_st *m = memcached(opts, strlen(opts));
+        mcr_lmc *l = mcr_lmc_new();
+        ck_assert(m != NULL && l != NULL);
+        ck_assert_int_eq(mcr_lmc_parse_options(l, opts, NULL), MCR_OK);
+        int nsets = 1 + (int)tu_below(&r, 12);
+        for (int k = 0; k < nsets; k++) {
+            mcr_lmc_conn_behavior b = conn_behaviors[tu_below(&r, NCONN)];
+            uint64_t v;
+            switch (tu_below(&r, 3)) {
+            case 0: v = special[tu_below(&r, sizeof(special) / sizeof(special[0]))]; break;
+            case 1: v = tu_below(&r, 100000); break;
+            default: v = tu_rand(&r); break;
+            }
+            memcached_return_t mrc = memcached_behavior_set(m, (memcached_behavior_t)b, v);
+            mcr_error e;
+            int rc = mcr_lmc_set_conn_behavior(l, b, v, &e);
+            ck_assert_msg((mrc == MEMCACHED_SUCCESS) == (rc == MCR_OK),
+                          "behaviour %d = %llu: libmemcached %s, mcroute %s", (int)b,
+                          (unsigned long long)v, memcached_strerror(m, mrc), mcr_strerror(rc));
+            if (rc != MCR_OK) { /* only SERVER_FAILURE_LIMIT 0 */
+                ck_assert_int_eq(rc, MCR_ERR_RANGE);
+                ck_assert_int_eq(b, MCR_LMC_SERVER_FAILURE_LIMIT);
+                ck_assert(strstr(e.message, "SERVER_FAILURE_LIMIT") != NULL);
+            }
+            compare_conn_behaviors(m, l, opts);
+            g_configs++;
+        }
+        /* Placement behaviours are not connection behaviours, and back. */
+        uint64_t v = 99;
+        ck_assert_int_eq(mcr_lmc_set_conn_behavior(l, (mcr_lmc_conn_behavior)MCR_LMC_HASH, 1, NULL),
+                         MCR_ERR_UNKNOWN);
+        ck_assert_int_eq(mcr_lmc_get_conn_behavior(l, (mcr_lmc_conn_behavior)MCR_LMC_HASH, &v),
+                         MCR_ERR_UNKNOWN);
+        ck_assert_int_eq(mcr_lmc_set_behavior(l, (mcr_lmc_behavior)MCR_LMC_POLL_TIMEOUT, 1, NULL),
+                         MCR_ERR_UNKNOWN);
+        ck_assert_uint_eq(v, 99);
+        mcr_lmc_free(l);
+        memcached_free(m);
+    }
+    ck_assert_int_eq(mcr_lmc_set_conn_behavior(NULL, MCR_LMC_POLL_TIMEOUT, 1, NULL),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_lmc_get_conn_behavior(NULL, MCR_LMC_POLL_TIMEOUT, NULL), MCR_ERR_INVALID);
+    print_counts("conn_behaviors_set");
+}
+END_TEST
+
+/* The documented mapping, computed from what libmemcached itself reports
+ * for the same configuration. */
+static void expected_pool_options(memcached_st *m, mcr_pool_options *o)
+{
+    int32_t connect = (int32_t)memcached_behavior_get(m, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT);
+    int32_t poll = (int32_t)memcached_behavior_get(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT);
+    int32_t retry = (int32_t)memcached_behavior_get(m, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT);
+    o->connect_timeout_ms = connect > 0 ? (unsigned)connect : 0;
+    o->request_timeout_ms = poll > 0 ? (unsigned)poll : 0;
+    o->retry_timeout_ms = retry > 0 ? (unsigned)retry * 1000u : 1u;
+    o->server_failure_limit =
+        (unsigned)memcached_behavior_get(m, MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT);
+    o->policy = memcached_behavior_get(m, MEMCACHED_BEHAVIOR_REMOVE_FAILED_SERVERS)
+                    ? MCR_POLICY_EJECT
+                    : MCR_POLICY_FAIL_FAST;
+}
+
+/* Options with every field set to a value nothing maps to. */
+static mcr_pool_options lmc_sentinel_options(void)
+{
+    mcr_pool_options o;
+    memset(&o, 0, sizeof(o));
+    o.connections = 3;
+    o.eager = 1;
+    o.connect_timeout_ms = 11;
+    o.request_timeout_ms = 12;
+    o.policy = MCR_POLICY_FAILOVER;
+    o.server_failure_limit = 999;
+    o.retry_timeout_ms = 13;
+    o.retry_max_ms = 14;
+    o.max_value_size = 15;
+    o.key_prefix = "keep:";
+    o.protocol = MCR_PROTO_META;
+    o.max_in_flight = 16;
+    o.no_coalesce = 1;
+    return o;
+}
+
+START_TEST(pool_options_match_libmemcached)
+{
+    static const char *const cases[] = {
+        "--SERVER=abc",
+        "--SERVER=abc --CONNECT-TIMEOUT=250 --POLL-TIMEOUT=1500 --RETRY-TIMEOUT=30",
+        "--SERVER=abc --REMOVE-FAILED-SERVERS=1 --RETRY-TIMEOUT=0",
+        "--SERVER=abc --REMOVE-FAILED-SERVERS=7 --CONNECT-TIMEOUT=4294967295",
+        "--SERVER=abc --POLL-TIMEOUT=2147483648 --RETRY-TIMEOUT=4294967295",
+        "--SERVER=abc --RCV-TIMEOUT=5 --SND-TIMEOUT=5 --BINARY-PROTOCOL",
+        "--SERVER=abc --CONNECT-TIMEOUT=86400000 --POLL-TIMEOUT=86400000 --RETRY-TIMEOUT=86400",
+        "--SERVER=abc --NAMESPACE=app1.x --HASH-WITH-NAMESPACE",
+        "--SERVER=abc --NAMESPACE=app2",
+        "--SERVER=abc --NAMESPACE=app3 RESET --SERVER=def",
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *opts = cases[i];
+        memcached_st *m = memcached(opts, strlen(opts));
+        mcr_lmc *l = mcr_lmc_new();
+        mcr_error e;
+        ck_assert(m != NULL && l != NULL);
+        ck_assert_int_eq(mcr_lmc_parse_options(l, opts, NULL), MCR_OK);
+        for (int with_limit = 0; with_limit < 2; with_limit++) {
+            if (with_limit) { /* the option string cannot set it */
+                ck_assert_int_eq(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT,
+                                                        17),
+                                 MEMCACHED_SUCCESS);
+                ck_assert_int_eq(mcr_lmc_set_conn_behavior(l, MCR_LMC_SERVER_FAILURE_LIMIT, 17,
+                                                           NULL),
+                                 MCR_OK);
+            }
+            mcr_pool_options got = lmc_sentinel_options(), want = got;
+            expected_pool_options(m, &want);
+            ck_assert_msg(mcr_lmc_fill_pool_options(l, &got, &e) == MCR_OK, "%s: %s", opts,
+                          e.message);
+            ck_assert_msg(got.connect_timeout_ms == want.connect_timeout_ms &&
+                              got.request_timeout_ms == want.request_timeout_ms &&
+                              got.retry_timeout_ms == want.retry_timeout_ms &&
+                              got.server_failure_limit == want.server_failure_limit &&
+                              got.policy == want.policy,
+                          "%s: got connect %u request %u retry %u limit %u policy %d, want %u %u "
+                          "%u %u %d",
+                          opts, got.connect_timeout_ms, got.request_timeout_ms,
+                          got.retry_timeout_ms, got.server_failure_limit, (int)got.policy,
+                          want.connect_timeout_ms, want.request_timeout_ms,
+                          want.retry_timeout_ms, want.server_failure_limit, (int)want.policy);
+            /* The namespace is libmemcached's prefix key. */
+            const char *ns = memcached_callback_get(m, MEMCACHED_CALLBACK_PREFIX_KEY, NULL);
+            if (ns == NULL || *ns == '\0')
+                ck_assert_ptr_null(got.key_prefix);
+            else
+                ck_assert_str_eq(got.key_prefix, ns);
+            /* Fields that nothing maps are left alone. */
+            ck_assert_uint_eq(got.connections, 3);
+            ck_assert_int_eq(got.eager, 1);
+            ck_assert_uint_eq(got.retry_max_ms, 14);
+            ck_assert_uint_eq(got.max_value_size, 15);
+            ck_assert_int_eq(got.protocol, MCR_PROTO_META);
+            ck_assert_uint_eq(got.max_in_flight, 16);
+            ck_assert_int_eq(got.no_coalesce, 1);
+        }
+        mcr_lmc_free(l);
+        memcached_free(m);
+    }
+
+    /* A new mcr_lmc: libmemcached's defaults. */
+    mcr_lmc *l = mcr_lmc_new();
+    mcr_pool_options o = lmc_sentinel_options();
+    ck_assert_int_eq(mcr_lmc_fill_pool_options(l, &o, NULL), MCR_OK);
+    ck_assert_uint_eq(o.connect_timeout_ms, 4000);
+    ck_assert_uint_eq(o.request_timeout_ms, 5000);
+    ck_assert_uint_eq(o.retry_timeout_ms, 2000);
+    ck_assert_uint_eq(o.server_failure_limit, 5);
+    ck_assert_int_eq(o.policy, MCR_POLICY_FAIL_FAST);
+    ck_assert_ptr_null(o.key_prefix);
+    /* The prefix points into the mcr_lmc. */
+    ck_assert_int_eq(mcr_lmc_parse_options(l, "--NAMESPACE=pfx.a", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_lmc_fill_pool_options(l, &o, NULL), MCR_OK);
+    ck_assert_str_eq(o.key_prefix, "pfx.a");
+    ck_assert_int_eq(mcr_lmc_set_conn_behavior(l, MCR_LMC_AUTO_EJECT_HOSTS, 1, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_lmc_fill_pool_options(l, &o, NULL), MCR_OK);
+    ck_assert_int_eq(o.policy, MCR_POLICY_EJECT);
+    ck_assert_int_eq(mcr_lmc_fill_pool_options(NULL, &o, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_lmc_fill_pool_options(l, NULL, NULL), MCR_ERR_INVALID);
+    mcr_lmc_free(l);
+}
+END_TEST
+
+/* What the pool cannot take: refused, *opts unchanged, the message naming
+ * the behaviour. */
+static void expect_fill_error(const char *opts, int behavior, uint64_t value, const char *needle)
+{
+    mcr_lmc *l = mcr_lmc_new();
+    mcr_pool_options o = lmc_sentinel_options(), before = o;
+    mcr_error e;
+    memset(&e, 0, sizeof(e));
+    ck_assert_int_eq(mcr_lmc_parse_options(l, opts, NULL), MCR_OK);
+    if (behavior >= 0)
+        ck_assert_int_eq(mcr_lmc_set_conn_behavior(l, (mcr_lmc_conn_behavior)behavior, value, NULL),
+                         MCR_OK);
+    int rc = mcr_lmc_fill_pool_options(l, &o, &e);
+    ck_assert_msg(rc == MCR_ERR_RANGE, "%s: got %d (%s)", opts, rc, e.message);
+    ck_assert_int_eq(e.code, MCR_ERR_RANGE);
+    ck_assert_msg(strstr(e.message, needle) != NULL, "%s: message \"%s\" lacks \"%s\"", opts,
+                  e.message, needle);
+    ck_assert(memcmp(&o, &before, sizeof(o)) == 0);
+    mcr_lmc_free(l);
+}
+
+START_TEST(pool_options_refused)
+{
+    expect_fill_error("--POLL-TIMEOUT=0", -1, 0, "POLL_TIMEOUT is 0");
+    expect_fill_error("--CONNECT-TIMEOUT=0", -1, 0, "CONNECT_TIMEOUT is 0");
+    expect_fill_error("--CONNECT-TIMEOUT=86400001", -1, 0, "CONNECT_TIMEOUT 86400001");
+    expect_fill_error("--POLL-TIMEOUT=2147483647", -1, 0, "POLL_TIMEOUT 2147483647");
+    expect_fill_error("--RETRY-TIMEOUT=86401", -1, 0, "RETRY_TIMEOUT 86401");
+    expect_fill_error("--SERVER=abc", MCR_LMC_SERVER_FAILURE_LIMIT, 1001, "SERVER_FAILURE_LIMIT 1001");
+    /* libmemcached checks 64 bits and keeps 32: 2^32 is stored as 0. */
+    expect_fill_error("--SERVER=abc", MCR_LMC_SERVER_FAILURE_LIMIT, 0x100000000ULL,
+                      "SERVER_FAILURE_LIMIT 0");
+    expect_fill_error("--BINARY-PROTOCOL --NAMESPACE=\"a b\"", -1, 0, "a b");
+    expect_fill_error("--SERVER=abc", MCR_LMC_POLL_TIMEOUT, 0, "POLL_TIMEOUT");
 }
 END_TEST
 
@@ -1694,6 +1983,10 @@ static Suite *compat_suite(void)
     TCase *t = tcase_create("core");
     tcase_set_timeout(t, 600);
     tcase_add_test(t, header_enum_numbering);
+    tcase_add_test(t, conn_behaviors_option_strings);
+    tcase_add_test(t, conn_behaviors_set);
+    tcase_add_test(t, pool_options_match_libmemcached);
+    tcase_add_test(t, pool_options_refused);
     tcase_add_test(t, fixed_vectors);
     tcase_add_test(t, state_machine_cases);
     tcase_add_test(t, ipv6_api);

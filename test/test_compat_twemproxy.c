@@ -34,6 +34,8 @@
 #include <unistd.h>
 
 #include "mcroute_twemproxy.h"
+/* mcr_pool_options, and the pool's ranges (includes mcroute_pool.h). */
+#include "mcroute_pool.h"
 #include "realserver.h"
 #include "testutil.h"
 
@@ -1585,6 +1587,183 @@ START_TEST(test_live_file)
 }
 END_TEST
 
+/* ================================================================== pool options */
+
+/* Options with every field set to a value no directive gives, to see which
+ * fields mcr_twem_fill_pool_options() writes and which it leaves. */
+static mcr_pool_options sentinel_options(void)
+{
+    mcr_pool_options o;
+    memset(&o, 0, sizeof(o));
+    o.connections = 63;
+    o.eager = 7;
+    o.connect_timeout_ms = 11;
+    o.request_timeout_ms = 12;
+    o.policy = MCR_POLICY_FAILOVER;
+    o.server_failure_limit = 999;
+    o.retry_timeout_ms = 13;
+    o.retry_max_ms = 14;
+    o.max_value_size = 15;
+    o.key_prefix = "keep:";
+    o.protocol = MCR_PROTO_META;
+    o.max_in_flight = 16;
+    o.no_coalesce = 1;
+    return o;
+}
+
+/* The fields the function must not touch kept their sentinel values. */
+static void assert_untouched_fields(const mcr_pool_options *o)
+{
+    ck_assert_uint_eq(o->retry_max_ms, 14);
+    ck_assert_uint_eq(o->max_value_size, 15);
+    ck_assert_str_eq(o->key_prefix, "keep:");
+    ck_assert_int_eq(o->protocol, MCR_PROTO_META);
+    ck_assert_uint_eq(o->max_in_flight, 16);
+    ck_assert_int_eq(o->no_coalesce, 1);
+}
+
+/* Without directives: nutcracker's defaults, mapped. */
+START_TEST(test_pool_options_defaults)
+{
+    mcr_twem *t = load_ok("p:\n"
+                          "  listen: 127.0.0.1:22121\n"
+                          "  servers:\n"
+                          "   - 10.0.0.1:11211:1\n");
+    mcr_pool_options o = sentinel_options();
+    mcr_error e;
+    ck_assert_int_eq(mcr_twem_fill_pool_options(t, 0, &o, &e), MCR_OK);
+    ck_assert_uint_eq(o.connections, 1);      /* server_connections: 1 */
+    ck_assert_int_eq(o.eager, 0);             /* preconnect: false */
+    ck_assert_uint_eq(o.connect_timeout_ms, 0); /* timeout: forever -> the pool's default */
+    ck_assert_uint_eq(o.request_timeout_ms, 0);
+    ck_assert_int_eq(o.policy, MCR_POLICY_FAIL_FAST); /* auto_eject_hosts: false */
+    ck_assert_uint_eq(o.server_failure_limit, 2);
+    ck_assert_uint_eq(o.retry_timeout_ms, 30000);
+    assert_untouched_fields(&o);
+    mcr_twem_free(t);
+}
+END_TEST
+
+/* Every mapped directive written, and the values the pool cannot take as
+ * they are (0 means "default" to a pool). */
+START_TEST(test_pool_options_written)
+{
+    mcr_twem *t = load_ok("gamma:\n"
+                          "  listen: 127.0.0.1:22123\n"
+                          "  timeout: 400\n"
+                          "  preconnect: true\n"
+                          "  auto_eject_hosts: true\n"
+                          "  server_connections: 4\n"
+                          "  server_retry_timeout: 2000\n"
+                          "  server_failure_limit: 3\n"
+                          "  tcpkeepalive: true\n"
+                          "  servers:\n"
+                          "   - 127.0.0.1:11212:1\n"
+                          "zero:\n"
+                          "  listen: 127.0.0.1:22124\n"
+                          "  timeout: 0\n"
+                          "  server_retry_timeout: 0\n"
+                          "  server_failure_limit: 0\n"
+                          "  auto_eject_hosts: false\n"
+                          "  preconnect: false\n"
+                          "  servers:\n"
+                          "   - 127.0.0.1:11212:1\n"
+                          "edge:\n"
+                          "  listen: 127.0.0.1:22125\n"
+                          "  timeout: 86400000\n"
+                          "  server_retry_timeout: 86400000\n"
+                          "  server_failure_limit: 1000\n"
+                          "  server_connections: 64\n"
+                          "  servers:\n"
+                          "   - 127.0.0.1:11212:1\n");
+    mcr_pool_options o = sentinel_options();
+    mcr_error e;
+
+    ck_assert_int_eq(mcr_twem_fill_pool_options(t, 0, &o, &e), MCR_OK);
+    ck_assert_uint_eq(o.connections, 4);
+    ck_assert_int_eq(o.eager, 1);
+    ck_assert_uint_eq(o.connect_timeout_ms, 400);
+    ck_assert_uint_eq(o.request_timeout_ms, 400);
+    ck_assert_int_eq(o.policy, MCR_POLICY_EJECT);
+    ck_assert_uint_eq(o.server_failure_limit, 3);
+    ck_assert_uint_eq(o.retry_timeout_ms, 2000);
+    assert_untouched_fields(&o);
+
+    /* 0: forever (timeout), retry at once (1 ms), eject at the first
+     * failure (1); written "false" is the same as the default. */
+    o = sentinel_options();
+    ck_assert_int_eq(mcr_twem_fill_pool_options(t, 1, &o, &e), MCR_OK);
+    ck_assert_uint_eq(o.connections, 1);
+    ck_assert_int_eq(o.eager, 0);
+    ck_assert_uint_eq(o.connect_timeout_ms, 0);
+    ck_assert_uint_eq(o.request_timeout_ms, 0);
+    ck_assert_int_eq(o.policy, MCR_POLICY_FAIL_FAST);
+    ck_assert_uint_eq(o.server_failure_limit, 1);
+    ck_assert_uint_eq(o.retry_timeout_ms, 1);
+    assert_untouched_fields(&o);
+
+    /* The largest values the pool takes. */
+    o = sentinel_options();
+    ck_assert_int_eq(mcr_twem_fill_pool_options(t, 2, &o, &e), MCR_OK);
+    ck_assert_uint_eq(o.connections, MCR_POOL_CONNECTIONS_MAX);
+    ck_assert_uint_eq(o.connect_timeout_ms, MCR_POOL_TIMEOUT_MAX_MS);
+    ck_assert_uint_eq(o.request_timeout_ms, MCR_POOL_TIMEOUT_MAX_MS);
+    ck_assert_uint_eq(o.retry_timeout_ms, MCR_POOL_TIMEOUT_MAX_MS);
+    ck_assert_uint_eq(o.server_failure_limit, MCR_POOL_FAILURE_LIMIT_MAX);
+    mcr_twem_free(t);
+}
+END_TEST
+
+/* Refusals leave *opts as it was, and the message names the place. */
+static void expect_pool_options_error(const char *yaml, int code, const char *needle1,
+                                      const char *needle2)
+{
+    mcr_twem *t = load_ok(yaml);
+    mcr_pool_options o = sentinel_options(), before = o;
+    mcr_error e;
+    memset(&e, 0, sizeof(e));
+    int rc = mcr_twem_fill_pool_options(t, 0, &o, &e);
+    ck_assert_msg(rc == code, "got %d (%s), want %d\n--- yaml:\n%s", rc, e.message, code, yaml);
+    ck_assert_int_eq(e.code, code);
+    ck_assert_msg(contains(e.message, needle1) && contains(e.message, needle2),
+                  "message \"%s\" lacks \"%s\" or \"%s\"", e.message, needle1, needle2);
+    ck_assert(memcmp(&o, &before, sizeof(o)) == 0);
+    mcr_twem_free(t);
+}
+
+START_TEST(test_pool_options_refused)
+{
+    expect_pool_options_error("big:\n  listen: 127.0.0.1:1\n  server_connections: 65\n"
+                              "  servers:\n   - a:1:1\n",
+                              MCR_ERR_RANGE, "t.yml:3:", "server_connections 65");
+    expect_pool_options_error("big:\n  listen: 127.0.0.1:1\n  timeout: 86400001\n"
+                              "  servers:\n   - a:1:1\n",
+                              MCR_ERR_RANGE, "t.yml:3:", "timeout 86400001");
+    expect_pool_options_error("big:\n  listen: 127.0.0.1:1\n  servers:\n   - a:1:1\n"
+                              "  server_retry_timeout: 2147483647\n",
+                              MCR_ERR_RANGE, "t.yml:5:", "server_retry_timeout 2147483647");
+    expect_pool_options_error("big:\n  listen: 127.0.0.1:1\n  server_failure_limit: 1001\n"
+                              "  servers:\n   - a:1:1\n",
+                              MCR_ERR_RANGE, "pool \"big\"", "server_failure_limit 1001");
+    expect_pool_options_error("r:\n  listen: 127.0.0.1:1\n  redis: true\n"
+                              "  servers:\n   - a:6379:1\n",
+                              MCR_ERR_UNSUPPORTED, "t.yml:3:", "redis");
+
+    /* Arguments. */
+    mcr_twem *t = load_ok("p:\n  listen: 127.0.0.1:1\n  servers:\n   - a:1:1\n");
+    mcr_pool_options o = sentinel_options(), before = o;
+    mcr_error e;
+    ck_assert_int_eq(mcr_twem_fill_pool_options(t, 1, &o, &e), MCR_ERR_INVALID);
+    ck_assert(contains(e.message, "pool 1"));
+    ck_assert_int_eq(mcr_twem_fill_pool_options(NULL, 0, &o, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_twem_fill_pool_options(t, 0, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert(memcmp(&o, &before, sizeof(o)) == 0);
+    /* The same mcr_twem still fills options after the refusals. */
+    ck_assert_int_eq(mcr_twem_fill_pool_options(t, 0, &o, NULL), MCR_OK);
+    mcr_twem_free(t);
+}
+END_TEST
+
 /* ================================================================== suite */
 
 static Suite *suite(void)
@@ -1601,6 +1780,9 @@ static Suite *suite(void)
     tcase_add_test(tc, test_key_rules);
     tcase_add_test(tc, test_crc16_is_nutcrackers);
     tcase_add_test(tc, test_vectors);
+    tcase_add_test(tc, test_pool_options_defaults);
+    tcase_add_test(tc, test_pool_options_written);
+    tcase_add_test(tc, test_pool_options_refused);
     suite_add_tcase(s, tc);
 
     TCase *live = tcase_create("live");

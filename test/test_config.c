@@ -239,8 +239,27 @@ START_TEST(mode_names)
     ck_assert_ptr_null(mcr_mode_name(MCR_MODE_COUNT));
     ck_assert_str_eq(mcr_strerror(MCR_ERR_DUPLICATE), "duplicate server");
     ck_assert_str_eq(mcr_strerror(12345), "unknown error");
+}
+END_TEST
+
+/* The generated <mcroute_version.h> agrees with itself and with the library:
+ * the hex number and the string are the three numbers, and the functions
+ * return what the macros say (this suite links the library it was built
+ * with). */
+START_TEST(version_numbers)
+{
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%d.%d.%d", MCR_VERSION_MAJOR, MCR_VERSION_MINOR,
+             MCR_VERSION_PATCH);
+    ck_assert_str_eq(buf, MCR_VERSION_STRING);
+    ck_assert_uint_eq((unsigned)MCR_VERSION_HEX,
+                      ((unsigned)MCR_VERSION_MAJOR << 16) |
+                          ((unsigned)MCR_VERSION_MINOR << 8) | (unsigned)MCR_VERSION_PATCH);
+    ck_assert_uint_le(MCR_VERSION_MINOR, 255);
+    ck_assert_uint_le(MCR_VERSION_PATCH, 255);
     ck_assert_uint_eq(mcr_version(), MCR_VERSION_HEX);
-    ck_assert_str_eq(mcr_version_string(), "0.1.0");
+    ck_assert_str_eq(mcr_version_string(), MCR_VERSION_STRING);
+    ck_assert_ptr_eq(mcr_version_string(), mcr_version_string());
 }
 END_TEST
 
@@ -256,6 +275,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, ids_after_ketama_file);
     tcase_add_test(tc, sort_hosts_order);
     tcase_add_test(tc, mode_names);
+    tcase_add_test(tc, version_numbers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,4 +1,4 @@
-/* mcroute.c: the mcroute command line: where keys go (locate), the continuum (dump), key hashes (hash). */
+/* mcroute.c: the mcroute command line: its options and sources, and the commands that place keys (locate, dump, hash, snapshot, diff). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -13,16 +13,14 @@
 #include "mcroute_snapshot.h"
 #include "mcroute_twemproxy.h"
 
-#define EXIT_USAGE 2 /* bad input of any kind: nothing was printed on stdout */
+#include "cli.h"
 
-static const char *progname = "mcroute";
+const char *cli_progname = "mcroute";
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-static void die(const char *fmt, ...)
+void cli_die(const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "%s: ", progname);
+    fprintf(stderr, "%s: ", cli_progname);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
@@ -34,7 +32,7 @@ static const char usage_main[] =
     "Usage: mcroute COMMAND [OPTIONS] [ARGS]\n"
     "\n"
     "Client-side memcached key placement, bit-exact with libmemcached, twemproxy\n"
-    "and libketama.\n"
+    "and libketama, and a client that routes through it.\n"
     "\n"
     "Commands:\n"
     "  locate SOURCE [KEY...]      print KEY<TAB>HOST:PORT for each key\n"
@@ -42,6 +40,10 @@ static const char usage_main[] =
     "  hash --hash NAME [KEY...]   print KEY<TAB>VALUE (decimal uint32) for each key\n"
     "  snapshot SOURCE -o FILE     save the placement as a snapshot file\n"
     "  diff OLD NEW [--keys FILE]  what moves between two placements\n"
+    "  set SOURCE [--ttl SECONDS]  store the KEY<TAB>VALUE lines of standard input\n"
+    "  get SOURCE [KEY...]         print KEY<TAB>VALUE for each key found\n"
+    "  delete SOURCE [KEY...]      delete keys from the servers that own them\n"
+    "  probe SOURCE KEY...         print KEY<TAB>OWNER<TAB>HOLDERS for each key\n"
     "  help [COMMAND]              show help\n"
     "\n"
     "SOURCE (exactly one):\n"
@@ -71,12 +73,23 @@ static const char usage_main[] =
     "                              weighted, spy-weighted; fnv1a_64 for twemproxy-*;\n"
     "                              'default' otherwise)\n"
     "\n"
+    "set, get, delete and probe connect to the servers of SOURCE; also:\n"
+    "      --timeout MS            connect and request timeout, 1 to 86400000 ms\n"
+    "                              (default 1000)\n"
+    "      --failure-policy NAME   what a server that keeps failing costs: fail-fast\n"
+    "                              (default: its keys fail), eject (its keys move to\n"
+    "                              the others), failover (reads go to a replica)\n"
+    "      --ttl SECONDS           set: expiry, 0 (default: never) to 2147483647;\n"
+    "                              above 30 days it is a Unix time\n"
+    "\n"
     "Hashes: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 hsieh murmur jenkins murmur3\n"
     "        crc16 crc32a\n"
     "\n"
     "With no KEY, keys are read from standard input, one per line (the line without\n"
     "its newline; every other byte is kept). Bad input prints a message on stderr,\n"
-    "nothing on stdout, and exits with status 2.\n"
+    "nothing on stdout, and exits with status 2; set, get, delete and probe check\n"
+    "all of their input before they send anything. A key that fails on the servers\n"
+    "prints KEY<TAB>error<TAB>REASON on stderr, and the exit status is then 1.\n"
     "\n"
     "Options: -h, --help (also after a command), -V, --version.\n";
 
@@ -119,7 +132,7 @@ static const char usage_diff[] =
     "then FROM<TAB>TO<TAB>FRACTION per pair of server ids, largest first; with\n"
     "--keys, a last line keys_moved<TAB>N<TAB>TOTAL for the keys of FILE.\n";
 
-enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS };
+enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -136,28 +149,20 @@ static const struct option source_opts[] = {
     {"replicas", required_argument, NULL, OPT_REPLICAS},
     {"keys", required_argument, NULL, OPT_KEYS},
     {"output", required_argument, NULL, 'o'},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"failure-policy", required_argument, NULL, OPT_POLICY},
+    {"ttl", required_argument, NULL, OPT_TTL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
-/* The source options, collected before anything is built so their order and
- * combinations can be checked. */
-typedef struct source {
-    const char *servers, *server_file, *libmemcached, *mode, *hash;
-    const char *twemproxy, *pool, *ketama_file, *snapshot;
-    const char *output, *keys; /* snapshot -o, diff --keys */
-    long replicas;             /* locate --replicas, 0 when not given */
-    const char **behaviors;
-    size_t nbehaviors;
-} source;
-
 /* Flush stdout and fail if anything could not be written (a full disk, a
  * closed pipe): output that silently lost lines is worse than an error. */
-static int finish_output(void)
+int cli_finish_output(void)
 {
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "%s: error writing standard output\n", progname);
-        return 1;
+        fprintf(stderr, "%s: error writing standard output\n", cli_progname);
+        return EXIT_FAILED;
     }
     return EXIT_SUCCESS;
 }
@@ -165,7 +170,7 @@ static int finish_output(void)
 static void print_usage_and_exit(const char *usage)
 {
     fputs(usage, stdout);
-    exit(finish_output());
+    exit(cli_finish_output());
 }
 
 /* The spelling of option `c` for messages. */
@@ -185,19 +190,12 @@ static const char *opt_name(int c)
     case OPT_REPLICAS: return "--replicas";
     case OPT_KEYS: return "--keys";
     case OPT_HASH: return "--hash";
+    case OPT_TIMEOUT: return "--timeout";
+    case OPT_POLICY: return "--failure-policy";
+    case OPT_TTL: return "--ttl";
     default: return "?";
     }
 }
-
-/* Parse argv with getopt_long; returns the index of the first non-option. */
-/* What a command takes besides --hash and --help. */
-enum {
-    ALLOW_SOURCE = 1,   /* -s -f -l -b -m -t -p -k --snapshot */
-    ALLOW_REPLICAS = 2, /* --replicas */
-    ALLOW_OUTPUT = 4,   /* -o */
-    ALLOW_KEYS = 8,     /* --keys */
-    MIXED_ARGS = 16     /* options may follow the arguments (diff OLD NEW --keys F) */
-};
 
 static bool option_allowed(int c, unsigned allowed)
 {
@@ -207,97 +205,114 @@ static bool option_allowed(int c, unsigned allowed)
     case OPT_REPLICAS: return (allowed & ALLOW_REPLICAS) != 0;
     case 'o': return (allowed & ALLOW_OUTPUT) != 0;
     case OPT_KEYS: return (allowed & ALLOW_KEYS) != 0;
+    case OPT_TIMEOUT: case OPT_POLICY: return (allowed & ALLOW_POOL) != 0;
+    case OPT_TTL: return (allowed & ALLOW_TTL) != 0;
     default: return (allowed & ALLOW_SOURCE) != 0;
     }
 }
 
-static int parse_options(int argc, char **argv, source *src, const char *usage, unsigned allowed)
+int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage, unsigned allowed)
 {
     int c;
 
     memset(src, 0, sizeof(*src));
     src->behaviors = calloc((size_t)argc, sizeof(char *));
     if (src->behaviors == NULL)
-        die("out of memory");
+        cli_die("out of memory");
     opterr = 0;
     optind = 1;
     const char *optstring = (allowed & MIXED_ARGS) ? ":s:f:l:b:m:t:p:k:o:h"
                                                    : "+:s:f:l:b:m:t:p:k:o:h";
     while ((c = getopt_long(argc, argv, optstring, source_opts, NULL)) != -1) {
         if (!option_allowed(c, allowed))
-            die("%s: option '%s' is not valid here (see --help)", argv[0], opt_name(c));
+            cli_die("%s: option '%s' is not valid here (see --help)", argv[0], opt_name(c));
         switch (c) {
         case OPT_SNAPSHOT:
             if (src->snapshot)
-                die("--snapshot given twice");
+                cli_die("--snapshot given twice");
             src->snapshot = optarg;
             break;
         case OPT_REPLICAS: {
             char *end;
             long n = strtol(optarg, &end, 10);
             if (*optarg == '\0' || *end != '\0' || n < 1 || n > 1000)
-                die("--replicas '%s': expected a number from 1 to 1000", optarg);
+                cli_die("--replicas '%s': expected a number from 1 to 1000", optarg);
             src->replicas = n;
             break;
         }
         case 'o':
             if (src->output)
-                die("--output given twice");
+                cli_die("--output given twice");
             src->output = optarg;
             break;
         case OPT_KEYS:
             if (src->keys)
-                die("--keys given twice");
+                cli_die("--keys given twice");
             src->keys = optarg;
+            break;
+        case OPT_TIMEOUT:
+            if (src->timeout)
+                cli_die("--timeout given twice");
+            src->timeout = optarg;
+            break;
+        case OPT_POLICY:
+            if (src->policy)
+                cli_die("--failure-policy given twice");
+            src->policy = optarg;
+            break;
+        case OPT_TTL:
+            if (src->ttl)
+                cli_die("--ttl given twice");
+            src->ttl = optarg;
             break;
         case 's':
             if (src->servers)
-                die("-s given twice");
+                cli_die("-s given twice");
             src->servers = optarg;
             break;
         case 'f':
             if (src->server_file)
-                die("--server-file given twice");
+                cli_die("--server-file given twice");
             src->server_file = optarg;
             break;
         case 'l':
             if (src->libmemcached)
-                die("--libmemcached given twice");
+                cli_die("--libmemcached given twice");
             src->libmemcached = optarg;
             break;
         case 't':
             if (src->twemproxy)
-                die("--twemproxy given twice");
+                cli_die("--twemproxy given twice");
             src->twemproxy = optarg;
             break;
         case 'p':
             if (src->pool)
-                die("--pool given twice");
+                cli_die("--pool given twice");
             src->pool = optarg;
             break;
         case 'k':
             if (src->ketama_file)
-                die("--ketama-file given twice");
+                cli_die("--ketama-file given twice");
             src->ketama_file = optarg;
             break;
         case 'b': src->behaviors[src->nbehaviors++] = optarg; break;
         case 'm':
             if (src->mode)
-                die("--mode given twice");
+                cli_die("--mode given twice");
             src->mode = optarg;
             break;
         case OPT_HASH:
             if (src->hash)
-                die("--hash given twice");
+                cli_die("--hash given twice");
             src->hash = optarg;
             break;
         case 'h': print_usage_and_exit(usage); break;
         case ':': /* the option was the last argument */
-            die("%s: option '%s' needs a value", argv[0], argv[optind - 1]);
+            cli_die("%s: option '%s' needs a value", argv[0], argv[optind - 1]);
         default:
             if (optopt != 0)
-                die("%s: unknown option '-%c' (see --help)", argv[0], optopt);
-            die("%s: unknown or ambiguous option '%s' (see --help)", argv[0], argv[optind - 1]);
+                cli_die("%s: unknown option '-%c' (see --help)", argv[0], optopt);
+            cli_die("%s: unknown or ambiguous option '%s' (see --help)", argv[0], argv[optind - 1]);
         }
     }
     return optind;
@@ -307,7 +322,7 @@ static mcr_hash parse_hash(const char *name)
 {
     mcr_hash h;
     if (mcr_hash_from_name(name, &h) != MCR_OK)
-        die("unknown hash '%s' (known: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 "
+        cli_die("unknown hash '%s' (known: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 "
             "hsieh murmur jenkins murmur3)",
             name);
     return h;
@@ -341,42 +356,42 @@ static void placement_free(placement *pl)
     mcr_snapshot_unref(pl->snap);
 }
 
-static mcr_config *config_from_lmc(const source *src)
+static mcr_config *config_from_lmc(const cli_source *src)
 {
     mcr_error err;
     mcr_config *cfg = NULL;
     mcr_lmc *lmc = mcr_lmc_new();
 
     if (lmc == NULL)
-        die("out of memory");
+        cli_die("out of memory");
     if (mcr_lmc_parse_options(lmc, src->libmemcached, &err) != MCR_OK) {
         mcr_lmc_free(lmc);
-        die("libmemcached options: %s", err.message);
+        cli_die("libmemcached options: %s", err.message);
     }
     for (size_t i = 0; i < src->nbehaviors; i++) {
         const char *b = src->behaviors[i];
         const char *eq = strchr(b, '=');
         if (eq == NULL || eq == b) {
             mcr_lmc_free(lmc);
-            die("--behavior '%s': expected NAME=VALUE", b);
+            cli_die("--behavior '%s': expected NAME=VALUE", b);
         }
         char name[128];
         size_t nl = (size_t)(eq - b);
         if (nl >= sizeof(name)) {
             mcr_lmc_free(lmc);
-            die("--behavior '%.40s...': unknown behavior name", b);
+            cli_die("--behavior '%.40s...': unknown behavior name", b);
         }
         memcpy(name, b, nl);
         name[nl] = '\0';
         if (mcr_lmc_set_behavior_name(lmc, name, eq + 1, &err) != MCR_OK) {
             mcr_lmc_free(lmc);
-            die("--behavior %s: %s", b, err.message);
+            cli_die("--behavior %s: %s", b, err.message);
         }
     }
     int rc = mcr_lmc_config(lmc, &cfg, &err);
     mcr_lmc_free(lmc);
     if (rc != MCR_OK)
-        die("%s", err.message);
+        cli_die("%s", err.message);
     return cfg;
 }
 
@@ -395,7 +410,7 @@ static mcr_hash default_hash_for(mcr_mode m)
     }
 }
 
-static mcr_config *config_from_twemproxy(const source *src)
+static mcr_config *config_from_twemproxy(const cli_source *src)
 {
     mcr_error err;
     mcr_twem *tw = NULL;
@@ -403,7 +418,7 @@ static mcr_config *config_from_twemproxy(const source *src)
     size_t pool = 0;
 
     if (mcr_twem_load(src->twemproxy, &tw, &err) != MCR_OK)
-        die("%s", err.message);
+        cli_die("%s", err.message);
     int rc = MCR_OK;
     if (src->pool != NULL)
         rc = mcr_twem_pool_index(tw, src->pool, &pool, &err);
@@ -411,27 +426,27 @@ static mcr_config *config_from_twemproxy(const source *src)
         rc = mcr_twem_config(tw, pool, &cfg, &err);
     mcr_twem_free(tw);
     if (rc != MCR_OK)
-        die("%s", err.message);
+        cli_die("%s", err.message);
     return cfg;
 }
 
 /* A libketama file: its servers print as their addresses are written, so
  * *names gets them, in config order. */
-static mcr_config *config_from_ketama_file(const source *src, char ***names)
+static mcr_config *config_from_ketama_file(const cli_source *src, char ***names)
 {
     mcr_error err;
     mcr_config *cfg = mcr_config_new();
 
     if (cfg == NULL)
-        die("out of memory");
+        cli_die("out of memory");
     if (mcr_config_load_ketama_file(cfg, src->ketama_file, &err) != MCR_OK) {
         mcr_config_free(cfg);
-        die("%s", err.message);
+        cli_die("%s", err.message);
     }
     size_t n = mcr_config_server_count(cfg);
     *names = calloc(n, sizeof(**names));
     if (*names == NULL)
-        die("out of memory");
+        cli_die("out of memory");
     for (size_t i = 0; i < n; i++) {
         const char *a = mcr_config_ketama_address(cfg, i);
         (*names)[i] = a ? strdup(a) : NULL;
@@ -440,57 +455,57 @@ static mcr_config *config_from_ketama_file(const source *src, char ***names)
 }
 
 /* A server list or server file with --mode and --hash. */
-static mcr_config *config_from_list(const char *list, const char *file, const source *src)
+static mcr_config *config_from_list(const char *list, const char *file, const cli_source *src)
 {
     mcr_error err;
     mcr_mode mode = MCR_MODE_KETAMA;
 
     if (src->mode != NULL && mcr_mode_from_name(src->mode, &mode) != MCR_OK)
-        die("unknown mode '%s' (known: ketama stable-ketama consistent weighted spy "
+        cli_die("unknown mode '%s' (known: ketama stable-ketama consistent weighted spy "
             "spy-weighted modula twemproxy-ketama twemproxy-modula)",
             src->mode);
     mcr_hash hash = src->hash ? parse_hash(src->hash) : default_hash_for(mode);
     mcr_config *cfg = mcr_config_new();
     if (cfg == NULL)
-        die("out of memory");
+        cli_die("out of memory");
     mcr_config_set_mode(cfg, mode);
     mcr_config_set_hash(cfg, hash);
     int rc = list ? mcr_config_add_servers(cfg, list, &err)
                   : mcr_config_load_server_file(cfg, file, &err);
     if (rc != MCR_OK) {
         mcr_config_free(cfg);
-        die("%s", err.message);
+        cli_die("%s", err.message);
     }
     return cfg;
 }
 
 /* Check the combination of source options; returns 1 for a snapshot file. */
-static int check_source(const source *src)
+static int check_source(const cli_source *src)
 {
     int nsrc = (src->servers != NULL) + (src->server_file != NULL) +
                (src->libmemcached != NULL) + (src->twemproxy != NULL) +
                (src->ketama_file != NULL) + (src->snapshot != NULL);
 
     if (nsrc == 0)
-        die("no servers: give -s LIST, --server-file FILE, --libmemcached OPTIONS, "
+        cli_die("no servers: give -s LIST, --server-file FILE, --libmemcached OPTIONS, "
             "--twemproxy FILE, --ketama-file FILE or --snapshot FILE");
     if (nsrc > 1)
-        die("give only one of -s, --server-file, --libmemcached, --twemproxy, "
+        cli_die("give only one of -s, --server-file, --libmemcached, --twemproxy, "
             "--ketama-file and --snapshot");
     if (src->pool != NULL && src->twemproxy == NULL)
-        die("--pool applies only to --twemproxy");
+        cli_die("--pool applies only to --twemproxy");
     if (src->nbehaviors > 0 && src->libmemcached == NULL)
-        die("--behavior applies only to --libmemcached");
+        cli_die("--behavior applies only to --libmemcached");
     if ((src->mode != NULL || src->hash != NULL) && src->servers == NULL &&
         src->server_file == NULL)
-        die("--mode and --hash apply only to -s and --server-file; %s",
+        cli_die("--mode and --hash apply only to -s and --server-file; %s",
             src->libmemcached ? "use --behavior DISTRIBUTION=... or HASH=..."
                               : "the file sets the placement");
     return src->snapshot != NULL;
 }
 
 /* The config a SOURCE other than --snapshot describes. */
-static mcr_config *build_config(const source *src, char ***names)
+static mcr_config *build_config(const cli_source *src, char ***names)
 {
     *names = NULL;
     if (src->libmemcached != NULL)
@@ -507,12 +522,12 @@ static mcr_snapshot *load_snapshot(const char *path)
     mcr_error err;
     mcr_snapshot *snap = NULL;
     if (mcr_snapshot_load(path, NULL, 0, &snap, &err) != MCR_OK)
-        die("%s", err.message);
+        cli_die("%s", err.message);
     return snap;
 }
 
 /* The snapshot of a SOURCE: loaded, or built (epoch 1) from its config. */
-static mcr_snapshot *build_snapshot(const source *src)
+mcr_snapshot *cli_build_snapshot(const cli_source *src)
 {
     mcr_error err;
     mcr_snapshot *snap = NULL;
@@ -526,11 +541,11 @@ static mcr_snapshot *build_snapshot(const source *src)
     mcr_config_free(cfg);
     free_names(names, n);
     if (rc != MCR_OK)
-        die("%s", err.message);
+        cli_die("%s", err.message);
     return snap;
 }
 
-static placement build_placement(const source *src)
+static placement build_placement(const cli_source *src)
 {
     mcr_error err;
     placement pl = {NULL, NULL, NULL, NULL};
@@ -547,13 +562,13 @@ static placement build_placement(const source *src)
     mcr_config_free(cfg);
     if (rc != MCR_OK) {
         free_names(names, n);
-        die("%s", err.message);
+        cli_die("%s", err.message);
     }
     pl.ring = pl.owned;
     if (names != NULL) /* ketama file: NULL entries fall back to the ring's name */
         for (size_t i = 0; i < n; i++)
             if (names[i] == NULL && (names[i] = strdup(mcr_ring_server_name(pl.ring, i))) == NULL)
-                die("out of memory");
+                cli_die("out of memory");
     pl.names = names;
     return pl;
 }
@@ -577,7 +592,7 @@ static void for_each_key(int argc, char **argv, key_fn fn, void *ctx)
         fn(line, (size_t)n, ctx);
     }
     if (ferror(stdin))
-        die("error reading standard input");
+        cli_die("error reading standard input");
     free(line);
 }
 
@@ -625,13 +640,13 @@ static void locate_replicas_one(const char *key, size_t len, void *ctx)
 
 static int cmd_locate(int argc, char **argv)
 {
-    source src;
-    int first = parse_options(argc, argv, &src, usage_locate, ALLOW_SOURCE | ALLOW_REPLICAS);
+    cli_source src;
+    int first = cli_parse_options(argc, argv, &src, usage_locate, ALLOW_SOURCE | ALLOW_REPLICAS);
     if (src.replicas > 0) {
-        replica_ctx rc = {build_snapshot(&src), (size_t)src.replicas, NULL};
+        replica_ctx rc = {cli_build_snapshot(&src), (size_t)src.replicas, NULL};
         rc.out = calloc(rc.n, sizeof(*rc.out));
         if (rc.out == NULL)
-            die("out of memory");
+            cli_die("out of memory");
         for_each_key(argc - first, argv + first, locate_replicas_one, &rc);
         free(rc.out);
         mcr_snapshot_unref((mcr_snapshot *)rc.snap);
@@ -641,29 +656,29 @@ static int cmd_locate(int argc, char **argv)
         placement_free(&pl);
     }
     free(src.behaviors);
-    return finish_output();
+    return cli_finish_output();
 }
 
 static int cmd_snapshot(int argc, char **argv)
 {
-    source src;
+    cli_source src;
     mcr_error err;
-    int first = parse_options(argc, argv, &src, usage_snapshot, ALLOW_SOURCE | ALLOW_OUTPUT);
+    int first = cli_parse_options(argc, argv, &src, usage_snapshot, ALLOW_SOURCE | ALLOW_OUTPUT);
     if (first < argc)
-        die("snapshot: unexpected argument '%s'", argv[first]);
+        cli_die("snapshot: unexpected argument '%s'", argv[first]);
     if (src.output == NULL)
-        die("snapshot: -o FILE is required");
-    mcr_snapshot *snap = build_snapshot(&src);
+        cli_die("snapshot: -o FILE is required");
+    mcr_snapshot *snap = cli_build_snapshot(&src);
     int rc = mcr_snapshot_save(snap, src.output, &err);
     mcr_snapshot_unref(snap);
     free(src.behaviors);
     if (rc != MCR_OK)
-        die("%s", err.message);
-    return finish_output();
+        cli_die("%s", err.message);
+    return cli_finish_output();
 }
 
 /* One operand of diff: a snapshot file, a server file or a server list. */
-static mcr_snapshot *diff_operand(const char *arg, const source *opts)
+static mcr_snapshot *diff_operand(const char *arg, const cli_source *opts)
 {
     FILE *f = fopen(arg, "r");
     if (f != NULL) {
@@ -673,32 +688,32 @@ static mcr_snapshot *diff_operand(const char *arg, const source *opts)
         head[n] = '\0';
         if (strncmp(head, "mcroute-snapshot", 16) == 0) {
             if (opts->mode != NULL || opts->hash != NULL)
-                die("diff: %s is a snapshot file, which sets its own mode and hash", arg);
+                cli_die("diff: %s is a snapshot file, which sets its own mode and hash", arg);
             return load_snapshot(arg);
         }
     }
-    source one = *opts;
+    cli_source one = *opts;
     if (f != NULL)
         one.server_file = arg;
     else
         one.servers = arg;
-    return build_snapshot(&one);
+    return cli_build_snapshot(&one);
 }
 
 static int cmd_diff(int argc, char **argv)
 {
-    source src;
+    cli_source src;
     mcr_error err;
-    int first = parse_options(argc, argv, &src, usage_diff, ALLOW_KEYS | MIXED_ARGS);
+    int first = cli_parse_options(argc, argv, &src, usage_diff, ALLOW_KEYS | MIXED_ARGS);
     if (argc - first != 2)
-        die("diff: expected OLD and NEW (a server list, a server file or a snapshot file)");
+        cli_die("diff: expected OLD and NEW (a server list, a server file or a snapshot file)");
     mcr_snapshot *a = diff_operand(argv[first], &src);
     mcr_snapshot *b = diff_operand(argv[first + 1], &src);
     mcr_diff *d = NULL;
     if (mcr_diff_new(a, b, &d, &err) != MCR_OK) {
         mcr_snapshot_unref(a);
         mcr_snapshot_unref(b);
-        die("diff: %s", err.message);
+        cli_die("diff: %s", err.message);
     }
     printf("moved\t%.6f\n", mcr_diff_moved(d));
     size_t np = mcr_diff_pair_count(d);
@@ -713,7 +728,7 @@ static int cmd_diff(int argc, char **argv)
             mcr_diff_free(d);
             mcr_snapshot_unref(a);
             mcr_snapshot_unref(b);
-            die("diff: cannot open %s: %s", src.keys, strerror(errno));
+            cli_die("diff: cannot open %s: %s", src.keys, strerror(errno));
         }
         char *line = NULL;
         size_t cap = 0, moved = 0, total = 0;
@@ -732,21 +747,21 @@ static int cmd_diff(int argc, char **argv)
     mcr_snapshot_unref(a);
     mcr_snapshot_unref(b);
     free(src.behaviors);
-    return finish_output();
+    return cli_finish_output();
 }
 
 static int cmd_dump(int argc, char **argv)
 {
-    source src;
-    int first = parse_options(argc, argv, &src, usage_dump, ALLOW_SOURCE);
+    cli_source src;
+    int first = cli_parse_options(argc, argv, &src, usage_dump, ALLOW_SOURCE);
     if (first < argc)
-        die("dump: unexpected argument '%s'", argv[first]);
+        cli_die("dump: unexpected argument '%s'", argv[first]);
     placement pl = build_placement(&src);
     mcr_mode m = mcr_ring_mode(pl.ring);
     if (m == MCR_MODE_MODULA || m == MCR_MODE_TWEMPROXY_MODULA) {
         placement_free(&pl);
         free(src.behaviors);
-        die("dump: modula placement has no continuum (server = hash %% %s)",
+        cli_die("dump: modula placement has no continuum (server = hash %% %s)",
             m == MCR_MODE_MODULA ? "server count" : "total weight");
     }
     size_t n = mcr_ring_point_count(pl.ring);
@@ -757,7 +772,7 @@ static int cmd_dump(int argc, char **argv)
     }
     placement_free(&pl);
     free(src.behaviors);
-    return finish_output();
+    return cli_finish_output();
 }
 
 static void hash_one(const char *key, size_t len, void *ctx)
@@ -769,26 +784,26 @@ static void hash_one(const char *key, size_t len, void *ctx)
 
 static int cmd_hash(int argc, char **argv)
 {
-    source src;
-    int first = parse_options(argc, argv, &src, usage_hash, 0);
+    cli_source src;
+    int first = cli_parse_options(argc, argv, &src, usage_hash, 0);
     if (src.hash == NULL)
-        die("hash: --hash NAME is required");
+        cli_die("hash: --hash NAME is required");
     mcr_hash h = parse_hash(src.hash);
     for_each_key(argc - first, argv + first, hash_one, &h);
     free(src.behaviors);
-    return finish_output();
+    return cli_finish_output();
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2)
-        die("no command given (see mcroute --help)");
+        cli_die("no command given (see mcroute --help)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
         print_usage_and_exit(usage_main);
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
         printf("mcroute %s\n", mcr_version_string());
-        return finish_output();
+        return cli_finish_output();
     }
     if (strcmp(cmd, "help") == 0) {
         if (argc <= 2)
@@ -804,9 +819,19 @@ int main(int argc, char **argv)
             print_usage_and_exit(usage_snapshot);
         if (strcmp(c, "diff") == 0)
             print_usage_and_exit(usage_diff);
-        die("help: unknown command '%s' (commands: locate dump hash snapshot diff)", c);
+        if (strcmp(c, "set") == 0)
+            print_usage_and_exit(cli_usage_set);
+        if (strcmp(c, "get") == 0)
+            print_usage_and_exit(cli_usage_get);
+        if (strcmp(c, "delete") == 0)
+            print_usage_and_exit(cli_usage_delete);
+        if (strcmp(c, "probe") == 0)
+            print_usage_and_exit(cli_usage_probe);
+        cli_die("help: unknown command '%s' (commands: locate dump hash snapshot diff set get "
+                "delete probe)",
+                c);
     }
-    progname = "mcroute";
+    cli_progname = "mcroute";
     if (strcmp(cmd, "locate") == 0)
         return cmd_locate(argc - 1, argv + 1);
     if (strcmp(cmd, "dump") == 0)
@@ -817,5 +842,13 @@ int main(int argc, char **argv)
         return cmd_snapshot(argc - 1, argv + 1);
     if (strcmp(cmd, "diff") == 0)
         return cmd_diff(argc - 1, argv + 1);
-    die("unknown command '%s' (see mcroute --help)", cmd);
+    if (strcmp(cmd, "set") == 0)
+        return cli_cmd_set(argc - 1, argv + 1);
+    if (strcmp(cmd, "get") == 0)
+        return cli_cmd_get(argc - 1, argv + 1);
+    if (strcmp(cmd, "delete") == 0)
+        return cli_cmd_delete(argc - 1, argv + 1);
+    if (strcmp(cmd, "probe") == 0)
+        return cli_cmd_probe(argc - 1, argv + 1);
+    cli_die("unknown command '%s' (see mcroute --help)", cmd);
 }

@@ -1,0 +1,118 @@
+/* clirun.c: run the built mcroute command as a real process, with a given standard input, and collect what it printed. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clirun.h"
+#include "testutil.h"
+
+static char *slurp(int fd, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    ssize_t r;
+    ck_assert_ptr_nonnull(buf);
+    lseek(fd, 0, SEEK_SET);
+    while ((r = read(fd, buf + n, cap - n)) > 0) {
+        n += (size_t)r;
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+            ck_assert_ptr_nonnull(buf);
+        }
+    }
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+static int tmpfd(void)
+{
+    char path[] = "/tmp/mcr-cli-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    return fd;
+}
+
+static long elapsed_ms(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)(t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+run run_cli_deadline(const char *in, size_t inlen, const char *const *argv, long deadline_ms)
+{
+    const char *dir = getenv("MCR_TEST_BIN_DIR");
+    char exe[4096];
+    snprintf(exe, sizeof(exe), "%s/mcroute", dir ? dir : ".");
+    int fin = tmpfd(), fout = tmpfd(), ferr = tmpfd();
+    if (inlen > 0)
+        ck_assert_int_eq(write(fin, in, inlen), (ssize_t)inlen);
+    lseek(fin, 0, SEEK_SET);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fin, 0);
+        dup2(fout, 1);
+        dup2(ferr, 2);
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, deadline_ms > 0 ? WNOHANG : 0);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR)
+            ck_abort_msg("waitpid: %s", strerror(errno));
+        if (deadline_ms > 0 && elapsed_ms(&t0) > deadline_ms) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            break;
+        }
+        if (w == 0) {
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    run r;
+    r.ms = elapsed_ms(&t0);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out = slurp(fout, &r.outlen);
+    r.err = slurp(ferr, NULL);
+    close(fin);
+    close(fout);
+    close(ferr);
+    return r;
+}
+
+run run_cli(const char *in, size_t inlen, const char *const *argv)
+{
+    return run_cli_deadline(in, inlen, argv, 0);
+}
+
+void run_free(run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+void expect_usage_error(const char *const *argv, const char *needle)
+{
+    run r = run_cli(NULL, 0, argv);
+    ck_assert_msg(r.status == 2, "%s %s: status %d, stderr %s", argv[1], argv[2] ? argv[2] : "",
+                  r.status, r.err);
+    ck_assert_msg(r.outlen == 0, "%s: stdout not empty: %s", argv[1], r.out);
+    ck_assert_msg(strstr(r.err, needle) != NULL, "stderr \"%s\" lacks \"%s\"", r.err, needle);
+    run_free(&r);
+}

@@ -1,0 +1,30 @@
+/* clirun.h: run the built mcroute command as a real process, with a given standard input, and collect what it printed. */
+#ifndef MCR_CLIRUN_H
+#define MCR_CLIRUN_H
+
+#include <stddef.h>
+
+typedef struct run {
+    int status;   /* exit status; -1 if killed by a signal (or by the deadline) */
+    char *out;    /* whole stdout, NUL-terminated (may contain NULs) */
+    size_t outlen;
+    char *err;    /* whole stderr, NUL-terminated */
+    long ms;      /* how long it ran */
+} run;
+
+/* Run $MCR_TEST_BIN_DIR/mcroute with argv (NULL-terminated, argv[0]
+ * ignored) and `inlen` bytes of `in` as standard input. */
+run run_cli(const char *in, size_t inlen, const char *const *argv);
+
+/* The same, killing it (SIGKILL, status -1) when it runs longer than
+ * deadline_ms. */
+run run_cli_deadline(const char *in, size_t inlen, const char *const *argv, long deadline_ms);
+
+void run_free(run *r);
+
+/* Bad input: exit 2, nothing on stdout, a message containing `needle`. */
+void expect_usage_error(const char *const *argv, const char *needle);
+
+#define ARGS(...) ((const char *const[]){"mcroute", __VA_ARGS__, NULL})
+
+#endif

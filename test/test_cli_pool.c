@@ -1,0 +1,746 @@
+/* test_cli_pool.c: Check suite of mcroute set, get, delete and probe, run as real processes against real memcached servers. */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mcroute.h"
+#include "mcroute_snapshot.h"
+#include "clirun.h"
+#include "realserver.h"
+#include "testutil.h"
+
+#define START_MS 5000
+#define IO_MS 5000
+#define MAX_SERVERS 4
+
+/* Memcached servers on 127.0.0.1, ports picked by the kernel, and the
+ * placement the CLI builds from their list (ketama, md5: the -s default). */
+typedef struct cluster {
+    int n;
+    rs_proc mc[MAX_SERVERS];
+    char list[512];
+    mcr_snapshot *snap;
+} cluster;
+
+static void cluster_start(cluster *c, int n)
+{
+    memset(c, 0, sizeof(*c));
+    ck_assert_msg(rs_executable(rs_memcached_path()), "need %s (Debian package memcached)",
+                  rs_memcached_path());
+    c->n = n;
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(rs_memcached_start(&c->mc[i], "127.0.0.1", 0, NULL, START_MS) == 0,
+                      "memcached %d did not start", i);
+        o += (size_t)snprintf(c->list + o, sizeof(c->list) - o, "%s127.0.0.1:%d", i ? "," : "",
+                              c->mc[i].port);
+    }
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_add_servers(cfg, c->list, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &c->snap, NULL), MCR_OK);
+    mcr_config_free(cfg);
+}
+
+static void cluster_stop(cluster *c)
+{
+    for (int i = 0; i < c->n; i++)
+        rs_stop(&c->mc[i]);
+    mcr_snapshot_unref(c->snap);
+    c->snap = NULL;
+}
+
+/* The server (index into c->mc) that owns key. */
+static int owner(const cluster *c, const char *key)
+{
+    return (int)mcr_snapshot_locate(c->snap, key, strlen(key));
+}
+
+/* Which of the n keys server i holds, asked with the test's own client. */
+static void held_by(const cluster *c, int i, const char *const *keys, size_t n, unsigned char *hit)
+{
+    size_t *lens = calloc(n, sizeof(*lens));
+    char err[256] = "";
+    for (size_t k = 0; k < n; k++)
+        lens[k] = strlen(keys[k]);
+    int fd = rs_connect("127.0.0.1", c->mc[i].port, IO_MS);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_msg(rs_mc_hits(fd, keys, lens, n, hit, IO_MS, err, sizeof(err)) == 0, "%s", err);
+    close(fd);
+    free(lens);
+}
+
+/* Store key = value on server i only, with the test's own client. */
+static void raw_set(const cluster *c, int i, const char *key, const char *value)
+{
+    size_t len = strlen(key);
+    char err[256] = "";
+    int fd = rs_connect("127.0.0.1", c->mc[i].port, IO_MS);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_msg(rs_mc_set_many(fd, &key, &len, 1, value, IO_MS, err, sizeof(err)) == 0, "%s",
+                  err);
+    close(fd);
+}
+
+/* A growing text buffer. */
+typedef struct text {
+    char *p;
+    size_t len, cap;
+} text;
+
+static void add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void add(text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (t->len + (size_t)n + 1 > t->cap) {
+        t->cap = (t->len + (size_t)n + 1) * 2;
+        t->p = realloc(t->p, t->cap);
+        ck_assert_ptr_nonnull(t->p);
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    t->len += (size_t)n;
+}
+
+static size_t count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* The value stored under key number i: tabs, spaces, an empty one, a long one. */
+static void value_of(text *t, int i)
+{
+    switch (i % 5) {
+    case 0: add(t, "value %d", i); break;
+    case 1: add(t, "a\tb\t\tc %d", i); break;
+    case 2: break; /* empty */
+    case 3: add(t, "  spaces around %d  ", i); break;
+    default:
+        for (int k = 0; k < 300; k++)
+            add(t, "%d-%d ", i, k);
+        break;
+    }
+}
+
+START_TEST(set_get_round_trip)
+{
+    cluster c;
+    cluster_start(&c, 3);
+    enum { N = 1000 };
+    static char keys[N][48];
+    const char *kp[N];
+    text in = {0};
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "rt:%d:%08x", i, (unsigned)(i * 2654435761u));
+        kp[i] = keys[i];
+        add(&in, "%s\t", keys[i]);
+        value_of(&in, i);
+        add(&in, "\n");
+    }
+    run r = run_cli(in.p, in.len, ARGS("set", "-s", c.list));
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_uint_eq(r.outlen, 0);
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+
+    /* Every key went to the server the placement names, and only there. */
+    unsigned char *hit = malloc(N);
+    for (int s = 0; s < c.n; s++) {
+        held_by(&c, s, kp, N, hit);
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(hit[i] == (owner(&c, keys[i]) == s), "%s on server %d: %d", keys[i], s,
+                          hit[i]);
+    }
+    free(hit);
+
+    /* get from standard input: reversed, with misses and a repeated key
+     * between; hits come out in input order, misses print nothing. */
+    text q = {0}, want = {0};
+    for (int i = N - 1; i >= 0; i--) {
+        add(&q, "%s\n", keys[i]);
+        add(&want, "%s\t", keys[i]);
+        value_of(&want, i);
+        add(&want, "\n");
+        if (i % 100 == 0) {
+            add(&q, "rt:missing:%d\n%s\n", i, keys[i]);
+            add(&want, "%s\t", keys[i]);
+            value_of(&want, i);
+            add(&want, "\n");
+        }
+    }
+    r = run_cli(q.p, q.len, ARGS("get", "-s", c.list));
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.err, "");
+    ck_assert_uint_eq(r.outlen, want.len);
+    ck_assert_msg(memcmp(r.out, want.p, want.len) == 0, "get output differs");
+    run_free(&r);
+
+    /* keys as arguments; the last line of input may lack its newline */
+    r = run_cli(NULL, 0, ARGS("get", "-s", c.list, keys[0], "rt:nope", keys[1]));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, "rt:0:00000000\tvalue 0\nrt:1:9e3779b1\ta\tb\t\tc 1\n");
+    run_free(&r);
+    r = run_cli("rt:last\tno newline", 18, ARGS("set", "-s", c.list, "--ttl", "0"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli("rt:last", 7, ARGS("get", "-s", c.list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, "rt:last\tno newline\n");
+    run_free(&r);
+    free(in.p);
+    free(q.p);
+    free(want.p);
+    cluster_stop(&c);
+}
+END_TEST
+
+START_TEST(miss_prints_nothing)
+{
+    cluster c;
+    cluster_start(&c, 2);
+    run r = run_cli(NULL, 0, ARGS("get", "-s", c.list, "never:1", "never:2"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_uint_eq(r.outlen, 0);
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+    r = run_cli("never:3\n", 8, ARGS("get", "-s", c.list, "--timeout", "2000"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_uint_eq(r.outlen, 0);
+    run_free(&r);
+    /* empty input: nothing to do */
+    r = run_cli(NULL, 0, ARGS("get", "-s", c.list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_uint_eq(r.outlen, 0);
+    run_free(&r);
+    cluster_stop(&c);
+}
+END_TEST
+
+START_TEST(probe_finds_misplaced_keys)
+{
+    cluster c;
+    cluster_start(&c, 3);
+    const char *k1 = "probe:placed", *k2 = "probe:twice", *k3 = "probe:stray", *k4 = "probe:none";
+    text in = {0};
+    add(&in, "%s\tv1\n%s\tv2\n", k1, k2);
+    run r = run_cli(in.p, in.len, ARGS("set", "-s", c.list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    /* k2 also on a server that does not own it, k3 only on such a server */
+    int o2 = owner(&c, k2), w2 = (o2 + 1) % 3;
+    int o3 = owner(&c, k3), w3 = (o3 + 2) % 3;
+    raw_set(&c, w2, k2, "stale");
+    raw_set(&c, w3, k3, "stray");
+
+    r = run_cli(NULL, 0, ARGS("probe", "-s", c.list, k1, k2, k3, k4));
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.err, "");
+    text want = {0};
+    char id[64];
+#define ID(i) (snprintf(id, sizeof(id), "127.0.0.1:%d", c.mc[(i)].port), id)
+    add(&want, "%s\t%s\t", k1, ID(owner(&c, k1)));
+    add(&want, "%s\n", id);
+    add(&want, "%s\t%s\t", k2, ID(o2));
+    int lo = o2 < w2 ? o2 : w2, hi = o2 < w2 ? w2 : o2;
+    add(&want, "%s,", ID(lo));
+    add(&want, "%s\n", ID(hi));
+    add(&want, "%s\t%s\t", k3, ID(o3));
+    add(&want, "%s\n", ID(w3));
+    add(&want, "%s\t%s\t-\n", k4, ID(owner(&c, k4)));
+#undef ID
+    ck_assert_str_eq(r.out, want.p);
+    run_free(&r);
+
+    /* a server that cannot be asked: the key fails, naming it */
+    int dead = owner(&c, k4);
+    rs_stop(&c.mc[dead]);
+    r = run_cli(NULL, 0, ARGS("probe", "-s", c.list, "--timeout", "500", k4));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_uint_eq(r.outlen, 0);
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "%s\terror\t127.0.0.1:%d: ", k4, c.mc[dead].port);
+    ck_assert_msg(strncmp(r.err, prefix, strlen(prefix)) == 0, "stderr: %s", r.err);
+    ck_assert_uint_eq(count_lines(r.err), 1);
+    run_free(&r);
+    free(in.p);
+    free(want.p);
+    cluster_stop(&c);
+}
+END_TEST
+
+START_TEST(delete_keys)
+{
+    cluster c;
+    cluster_start(&c, 3);
+    text in = {0};
+    for (int i = 0; i < 10; i++)
+        add(&in, "del:%d\tvalue %d\n", i, i);
+    run r = run_cli(in.p, in.len, ARGS("set", "-s", c.list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("delete", "-s", c.list, "del:0", "del:1", "del:2", "never:there"));
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_uint_eq(r.outlen, 0);
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+    r = run_cli("del:3\ndel:4\n", 12, ARGS("delete", "-s", c.list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    text q = {0};
+    for (int i = 0; i < 10; i++)
+        add(&q, "del:%d\n", i);
+    r = run_cli(q.p, q.len, ARGS("get", "-s", c.list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, "del:5\tvalue 5\ndel:6\tvalue 6\ndel:7\tvalue 7\ndel:8\tvalue 8\n"
+                            "del:9\tvalue 9\n");
+    run_free(&r);
+    free(in.p);
+    free(q.p);
+    cluster_stop(&c);
+}
+END_TEST
+
+/* Lines of stderr that report a failed key: each "KEY\terror\t...", and the
+ * set of keys must be exactly those owned by server `dead`. */
+static void expect_failures_of(const cluster *c, const char *err, char keys[][32], int n, int dead)
+{
+    int want = 0;
+    for (int i = 0; i < n; i++) {
+        char line[64];
+        snprintf(line, sizeof(line), "%s\terror\t", keys[i]);
+        const char *p = strstr(err, line);
+        int found = p != NULL && (p == err || p[-1] == '\n');
+        ck_assert_msg(found == (owner(c, keys[i]) == dead), "%s (owner %d): error line %d",
+                      keys[i], owner(c, keys[i]), found);
+        want += found;
+    }
+    ck_assert_uint_eq(count_lines(err), (size_t)want);
+    ck_assert_int_gt(want, 0);
+}
+
+START_TEST(killed_server)
+{
+    cluster c;
+    cluster_start(&c, 3);
+    enum { N = 300 };
+    static char keys[N][32], fresh[N][32];
+    text in = {0}, q = {0}, in2 = {0};
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "kill:%d", i);
+        snprintf(fresh[i], sizeof(fresh[i]), "fresh:%d", i);
+        add(&in, "%s\tv%d\n", keys[i], i);
+        add(&in2, "%s\tw%d\n", fresh[i], i);
+        add(&q, "%s\n", keys[i]);
+    }
+    run r = run_cli(in.p, in.len, ARGS("set", "-s", c.list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    const int dead = 1;
+    rs_stop(&c.mc[dead]);
+
+    /* get: the keys of the live servers still come, in order; each key of
+     * the dead one is an error line; exit status 1 */
+    r = run_cli(q.p, q.len, ARGS("get", "-s", c.list, "--timeout", "1000"));
+    ck_assert_int_eq(r.status, 1);
+    text want = {0};
+    for (int i = 0; i < N; i++)
+        if (owner(&c, keys[i]) != dead)
+            add(&want, "%s\tv%d\n", keys[i], i);
+    ck_assert_str_eq(r.out, want.p);
+    expect_failures_of(&c, r.err, keys, N, dead);
+    run_free(&r);
+
+    /* set: the same, and the keys of the live servers are stored */
+    r = run_cli(in2.p, in2.len, ARGS("set", "-s", c.list));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_uint_eq(r.outlen, 0);
+    expect_failures_of(&c, r.err, fresh, N, dead);
+    run_free(&r);
+    const char *fp[N];
+    unsigned char hit[N];
+    for (int i = 0; i < N; i++)
+        fp[i] = fresh[i];
+    for (int s = 0; s < c.n; s++) {
+        if (s == dead)
+            continue;
+        held_by(&c, s, fp, N, hit);
+        for (int i = 0; i < N; i++)
+            ck_assert_int_eq(hit[i], owner(&c, fresh[i]) == s);
+    }
+
+    /* delete: likewise */
+    r = run_cli(q.p, q.len, ARGS("delete", "-s", c.list));
+    ck_assert_int_eq(r.status, 1);
+    expect_failures_of(&c, r.err, keys, N, dead);
+    run_free(&r);
+
+    free(in.p);
+    free(in2.p);
+    free(q.p);
+    free(want.p);
+    cluster_stop(&c);
+}
+END_TEST
+
+START_TEST(eject_moves_keys_off_a_dead_server)
+{
+    /* More keys than are in flight at once: once the dead server is
+     * ejected, the keys after it go to the others and are stored. */
+    cluster c;
+    cluster_start(&c, 3);
+    const int dead = 2;
+    rs_stop(&c.mc[dead]);
+    enum { N = 3000 };
+    text in = {0};
+    int owned = 0;
+    for (int i = 0; i < N; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "ej:%d", i);
+        add(&in, "%s\tv\n", k);
+        owned += owner(&c, k) == dead;
+    }
+    run r = run_cli(in.p, in.len, ARGS("set", "-s", c.list, "--failure-policy", "eject"));
+    ck_assert_int_eq(r.status, 1);
+    size_t failures = count_lines(r.err);
+    ck_assert_uint_gt(failures, 0);
+    ck_assert_msg(failures < (size_t)owned, "%zu failures of %d keys on the dead server", failures,
+                  owned);
+    run_free(&r);
+    /* fail-fast: every key of the dead server fails */
+    r = run_cli(in.p, in.len, ARGS("set", "-s", c.list, "--failure-policy", "fail-fast"));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_uint_eq(count_lines(r.err), (size_t)owned);
+    run_free(&r);
+    free(in.p);
+    cluster_stop(&c);
+}
+END_TEST
+
+START_TEST(stopped_server_times_out)
+{
+    cluster c;
+    cluster_start(&c, 3);
+    enum { N = 60 };
+    static char keys[N][32];
+    text in = {0}, q = {0};
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "stop:%d", i);
+        add(&in, "%s\tv%d\n", keys[i], i);
+        add(&q, "%s\n", keys[i]);
+    }
+    run r = run_cli(in.p, in.len, ARGS("set", "-s", c.list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    const int dead = 0;
+    ck_assert_int_eq(kill(c.mc[dead].pid, SIGSTOP), 0);
+
+    /* The server accepts connections (the kernel does) but never answers:
+     * --timeout bounds the wait; the other servers' keys still come. */
+    r = run_cli_deadline(q.p, q.len, ARGS("get", "-s", c.list, "--timeout", "300"), 60000);
+    ck_assert_msg(r.status == 1, "status %d after %ld ms: %s", r.status, r.ms, r.err);
+    ck_assert_msg(r.ms < 10000, "get took %ld ms", r.ms);
+    text want = {0};
+    for (int i = 0; i < N; i++)
+        if (owner(&c, keys[i]) != dead)
+            add(&want, "%s\tv%d\n", keys[i], i);
+    ck_assert_str_eq(r.out, want.p);
+    expect_failures_of(&c, r.err, keys, N, dead);
+    ck_assert_msg(strstr(r.err, "no reply within 300 ms") != NULL, "no timeout reported: %s", r.err);
+    run_free(&r);
+
+    r = run_cli_deadline(in.p, in.len, ARGS("set", "-s", c.list, "--timeout", "300"), 60000);
+    ck_assert_msg(r.status == 1, "status %d after %ld ms: %s", r.status, r.ms, r.err);
+    ck_assert_msg(r.ms < 10000, "set took %ld ms", r.ms);
+    expect_failures_of(&c, r.err, keys, N, dead);
+    run_free(&r);
+
+    kill(c.mc[dead].pid, SIGCONT);
+    free(in.p);
+    free(q.p);
+    free(want.p);
+    cluster_stop(&c);
+}
+END_TEST
+
+START_TEST(ttl_expires)
+{
+    cluster c;
+    cluster_start(&c, 2);
+    run r = run_cli("ttl:a\tshort\n", 12, ARGS("set", "-s", c.list, "--ttl", "2"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli("ttl:b\tlong\n", 11, ARGS("set", "-s", c.list, "--ttl", "3600"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("get", "-s", c.list, "ttl:a", "ttl:b"));
+    ck_assert_str_eq(r.out, "ttl:a\tshort\nttl:b\tlong\n");
+    run_free(&r);
+    struct timespec ts = {3, 500000000};
+    nanosleep(&ts, NULL);
+    r = run_cli(NULL, 0, ARGS("get", "-s", c.list, "ttl:a", "ttl:b"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, "ttl:b\tlong\n");
+    run_free(&r);
+    cluster_stop(&c);
+}
+END_TEST
+
+START_TEST(other_sources)
+{
+    cluster c;
+    cluster_start(&c, 2);
+    char dir[] = "/tmp/mcr-clipool-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char file[300], snap[300];
+    snprintf(file, sizeof(file), "%s/servers", dir);
+    snprintf(snap, sizeof(snap), "%s/ring.snap", dir);
+    FILE *f = fopen(file, "w");
+    fprintf(f, "127.0.0.1:%d id=first\n127.0.0.1:%d id=second\n", c.mc[0].port, c.mc[1].port);
+    fclose(f);
+    run r = run_cli(NULL, 0, ARGS("snapshot", "-f", file, "-o", snap));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    text in = {0}, q = {0};
+    for (int i = 0; i < 50; i++) {
+        add(&in, "src:%d\t%d\n", i, i * i);
+        add(&q, "src:%d\n", i);
+    }
+    r = run_cli(in.p, in.len, ARGS("set", "-f", file, "--failure-policy", "failover"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli(q.p, q.len, ARGS("get", "--snapshot", snap, "--failure-policy", "eject"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_uint_eq(count_lines(r.out), 50);
+    ck_assert(strncmp(r.out, "src:0\t0\nsrc:1\t1\nsrc:2\t4\n", 24) == 0);
+    run_free(&r);
+    /* probe names servers by id */
+    r = run_cli(NULL, 0, ARGS("probe", "--snapshot", snap, "src:7"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strcmp(r.out, "src:7\tfirst\tfirst\n") == 0 ||
+                      strcmp(r.out, "src:7\tsecond\tsecond\n") == 0,
+                  "%s", r.out);
+    run_free(&r);
+    /* a libmemcached option string */
+    char opts[200];
+    snprintf(opts, sizeof(opts), "--SERVER=127.0.0.1:%d --SERVER=127.0.0.1:%d", c.mc[0].port,
+             c.mc[1].port);
+    r = run_cli("lmc:1\tx\n", 8, ARGS("set", "-l", opts, "-b", "KETAMA_WEIGHTED=1"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("get", "-l", opts, "-b", "KETAMA_WEIGHTED=1", "lmc:1"));
+    ck_assert_str_eq(r.out, "lmc:1\tx\n");
+    run_free(&r);
+    /* a libketama server file and a nutcracker configuration */
+    char kfile[300], yml[300];
+    snprintf(kfile, sizeof(kfile), "%s/ketama.servers", dir);
+    snprintf(yml, sizeof(yml), "%s/nutcracker.yml", dir);
+    f = fopen(kfile, "w");
+    fprintf(f, "127.0.0.1:%d\t100\n127.0.0.1:%d\t300\n", c.mc[0].port, c.mc[1].port);
+    fclose(f);
+    f = fopen(yml, "w");
+    fprintf(f, "alpha:\n  listen: 127.0.0.1:22121\n  distribution: ketama\n  servers:\n"
+               "   - 127.0.0.1:%d:1 one\n   - 127.0.0.1:%d:1 two\n",
+            c.mc[0].port, c.mc[1].port);
+    fclose(f);
+    r = run_cli("kf:1\tketama\n", 12, ARGS("set", "-k", kfile));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli("tw:1\ttwemproxy\n", 15, ARGS("set", "-t", yml, "-p", "alpha"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("get", "-k", kfile, "kf:1", "tw:1"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert(strncmp(r.out, "kf:1\tketama\n", 12) == 0);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("get", "-t", yml, "tw:1"));
+    ck_assert_str_eq(r.out, "tw:1\ttwemproxy\n");
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("delete", "-t", yml, "tw:1"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("get", "-t", yml, "tw:1"));
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+    unlink(kfile);
+    unlink(yml);
+    unlink(file);
+    unlink(snap);
+    rmdir(dir);
+    free(in.p);
+    free(q.p);
+    cluster_stop(&c);
+}
+END_TEST
+
+/* Keys that set wrote, asked on every server with the test's client. */
+static size_t stored_anywhere(const cluster *c, const char *const *keys, size_t n)
+{
+    unsigned char hit[64];
+    size_t found = 0;
+    for (int s = 0; s < c->n; s++) {
+        held_by(c, s, keys, n, hit);
+        for (size_t i = 0; i < n; i++)
+            found += hit[i];
+    }
+    return found;
+}
+
+START_TEST(bad_arguments)
+{
+    cluster c;
+    cluster_start(&c, 2);
+    const char *L = c.list;
+    const char *ks[] = {"bad:1", "bad:2", "bad:3", "bad:4"};
+    static const struct {
+        const char *in, *needle;
+    } bad_sets[] = {
+        {"bad:1\tv\nbad:2\tv\nbad 3\tv\nbad:4\tv\n", "line 3: key \"bad 3\": the key contains a space"},
+        {"bad:1\tv\nbad:2 no tab\nbad:3\tv\n", "line 2: no TAB"},
+        {"bad:1\tv\n\tempty key\n", "line 2: key \"\": the key is empty"},
+        {"bad:1\tv\nbad:2\x01\tv\n", "line 2: key \"bad:2\\x01\""},
+        {"bad:1\tv\n\n", "line 2: no TAB"},
+    };
+    for (size_t i = 0; i < sizeof(bad_sets) / sizeof(bad_sets[0]); i++) {
+        run r = run_cli(bad_sets[i].in, strlen(bad_sets[i].in), ARGS("set", "-s", L));
+        ck_assert_msg(r.status == 2, "case %zu: status %d", i, r.status);
+        ck_assert_uint_eq(r.outlen, 0);
+        ck_assert_msg(strstr(r.err, bad_sets[i].needle) != NULL, "case %zu: %s", i, r.err);
+        run_free(&r);
+    }
+    /* nothing of it was sent */
+    ck_assert_uint_eq(stored_anywhere(&c, ks, 4), 0);
+
+    /* a value over the limit */
+    size_t big = 1024 * 1024 + 1;
+    char *in = malloc(big + 16);
+    memcpy(in, "bad:1\tv\nbad:2\t", 14);
+    memset(in + 14, 'x', big);
+    in[14 + big] = '\n';
+    run r = run_cli(in, big + 15, ARGS("set", "-s", L));
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "line 2: the value is 1048577 bytes, over the limit") != NULL, "%s",
+                  r.err);
+    run_free(&r);
+    free(in);
+    ck_assert_uint_eq(stored_anywhere(&c, ks, 4), 0);
+
+    char longkey[260];
+    memset(longkey, 'k', 251);
+    longkey[251] = '\0';
+    expect_usage_error(ARGS("get", "-s", L, "ok", longkey), "longer than 250 bytes");
+    expect_usage_error(ARGS("delete", "-s", L, "a b"), "key \"a b\": the key contains a space");
+    expect_usage_error(ARGS("probe", "-s", L, ""), "the key is empty");
+    r = run_cli("good\nbad\x7f\n", 9, ARGS("get", "-s", L));
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "line 2: key \"bad\\x7f\"") != NULL, "%s", r.err);
+    run_free(&r);
+    r = run_cli("good\n\nmore\n", 11, ARGS("delete", "-s", L));
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "line 2: key \"\": the key is empty") != NULL, "%s", r.err);
+    run_free(&r);
+
+    expect_usage_error(ARGS("get", "-s", L, "--timeout", "0", "k"), "--timeout '0'");
+    expect_usage_error(ARGS("get", "-s", L, "--timeout", "1s", "k"), "--timeout '1s'");
+    expect_usage_error(ARGS("get", "-s", L, "--timeout", "-5", "k"), "--timeout '-5'");
+    expect_usage_error(ARGS("get", "-s", L, "--timeout", "86400001", "k"), "--timeout");
+    expect_usage_error(ARGS("get", "-s", L, "--timeout", "1", "--timeout", "2", "k"),
+                       "--timeout given twice");
+    expect_usage_error(ARGS("set", "-s", L, "--failure-policy", "retry"),
+                       "--failure-policy 'retry': expected fail-fast, eject or failover");
+    expect_usage_error(ARGS("set", "-s", L, "--ttl", "-1"), "--ttl '-1'");
+    expect_usage_error(ARGS("set", "-s", L, "--ttl", "2147483648"), "--ttl '2147483648'");
+    expect_usage_error(ARGS("set", "-s", L, "--ttl", "soon"), "--ttl 'soon'");
+    expect_usage_error(ARGS("get", "-s", L, "--ttl", "5", "k"), "option '--ttl' is not valid here");
+    expect_usage_error(ARGS("locate", "-s", L, "--timeout", "5", "k"),
+                       "option '--timeout' is not valid here");
+    expect_usage_error(ARGS("hash", "--hash", "md5", "--failure-policy", "eject", "k"),
+                       "option '--failure-policy' is not valid here");
+    expect_usage_error(ARGS("set", "-s", L, "extra"), "set: unexpected argument 'extra'");
+    expect_usage_error(ARGS("probe", "-s", L), "probe: expected at least one KEY");
+    expect_usage_error(ARGS("get", "k"), "no servers");
+    expect_usage_error(ARGS("get", "-s", "127.0.0.1:0", "k"), "port 0");
+    expect_usage_error(ARGS("set", "-s", L, "-f", "/etc/hostname"), "only one");
+    expect_usage_error(ARGS("get", "-f", "/nonexistent/servers", "k"), "/nonexistent/servers");
+    expect_usage_error(ARGS("get", "-l", "--SERVER=127.0.0.1:1 --NAMESPACE=ns:", "k"),
+                       "--NAMESPACE is not supported");
+    expect_usage_error(ARGS("frob", "-s", L), "unknown command 'frob'");
+    cluster_stop(&c);
+}
+END_TEST
+
+START_TEST(help_and_output_errors)
+{
+    static const char *const cmds[] = {"set", "get", "delete", "probe"};
+    for (size_t i = 0; i < 4; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "Usage: mcroute %s SOURCE", cmds[i]);
+        run r = run_cli(NULL, 0, ARGS("help", cmds[i]));
+        ck_assert_int_eq(r.status, 0);
+        ck_assert_msg(strstr(r.out, want) != NULL, "%s", r.out);
+        run_free(&r);
+        r = run_cli(NULL, 0, ARGS(cmds[i], "--help"));
+        ck_assert_int_eq(r.status, 0);
+        ck_assert_msg(strstr(r.out, want) != NULL, "%s", r.out);
+        run_free(&r);
+    }
+    run r = run_cli(NULL, 0, ARGS("--help"));
+    for (size_t i = 0; i < 4; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "\n  %s SOURCE", cmds[i]);
+        ck_assert_msg(strstr(r.out, want) != NULL, "--help lacks %s", cmds[i]);
+    }
+    run_free(&r);
+
+    /* hits written to a full device: lost, so the exit status says so */
+    cluster c;
+    cluster_start(&c, 1);
+    r = run_cli("out:1\tx\n", 8, ARGS("set", "-s", c.list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    const char *dir = getenv("MCR_TEST_BIN_DIR");
+    char cmd[4400];
+    snprintf(cmd, sizeof(cmd), "%s/mcroute get -s %s out:1 >/dev/full 2>/dev/null",
+             dir ? dir : ".", c.list);
+    int st = system(cmd);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 1);
+    cluster_stop(&c);
+}
+END_TEST
+
+static Suite *cli_pool_suite(void)
+{
+    Suite *s = suite_create("cli_pool");
+    TCase *tc = tcase_create("pool");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, set_get_round_trip);
+    tcase_add_test(tc, miss_prints_nothing);
+    tcase_add_test(tc, probe_finds_misplaced_keys);
+    tcase_add_test(tc, delete_keys);
+    tcase_add_test(tc, killed_server);
+    tcase_add_test(tc, eject_moves_keys_off_a_dead_server);
+    tcase_add_test(tc, stopped_server_times_out);
+    tcase_add_test(tc, ttl_expires);
+    tcase_add_test(tc, other_sources);
+    tcase_add_test(tc, bad_arguments);
+    tcase_add_test(tc, help_and_output_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(cli_pool_suite());
+}

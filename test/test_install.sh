@@ -1,0 +1,350 @@
+#!/usr/bin/env bash
+# test_install.sh: `cmake --install` of a finished build into a temporary prefix, checked file by file, then used by programs built with pkg-config and with find_package.
+#
+# Usage: test_install.sh NAME=VALUE...   (test/CMakeLists.txt passes them all)
+#   build, src          the build tree (already built) and the source tree
+#   cmake, cc, pkgconf  the cmake, C compiler and pkg-config of the build
+#   generator, make     CMake generator and make program, for the consumer project
+#   version             the project version (MAJOR.MINOR.PATCH)
+#   bindir, libdir, includedir, mandir, datadir
+#                       the GNUInstallDirs destinations (relative to the prefix)
+#   sanitize            compiler flags of the sanitizer the build uses, or empty
+#   libmemcached, ketama  1 when libmcroute_libmemcached / libketama were built
+#
+# Steps:
+#   1. install into TMP/inst, then move the tree to TMP/moved/inst: every
+#      consumer below uses the moved tree, so an absolute path written at
+#      install time (in a .pc file, a CMake file, an RPATH) fails the test;
+#   2. check the installed files: libmcroute.so.MAJOR as the SONAME of the
+#      shared library, libmcroute.a, every public header and the generated
+#      mcroute_version.h, every man page in its section, the mcroute command
+#      (--help, --version), libketama, libmcroute_libmemcached, the pkg-config
+#      and CMake package files, bash completion when the sources have one, and
+#      no path of the build or source tree in any installed text file;
+#   3. build test/install_consumer/consumer.c (and version_only.c, which
+#      includes <mcroute_version.h> alone) with `pkg-config mcroute`, against
+#      the shared library and, with --static, against libmcroute.a; build the
+#      CMake project test/install_consumer with find_package(mcroute CONFIG)
+#      (mcroute::mcroute, mcroute::mcroute_static, mcroute_libmemcached);
+#      build the libketama and libmemcached consumers with their .pc files;
+#   4. run them: each prints the header's and the library's versions and the
+#      server of each key, which must be what the installed `mcroute locate`
+#      prints (and one fixed vector, from mcroute(7)).
+#
+# Sanitizer builds: the installed libraries are instrumented, so the
+# consumers are compiled and linked with the same -fsanitize flags
+# (`sanitize`), which is what a program linking them needs; the test runs in
+# full under ASan and TSan too.
+set -euo pipefail
+# (With pipefail, `producer | grep -q` can fail on a match: grep exits at the
+# first one and the producer dies of SIGPIPE. Pipelines below end in
+# `grep ... >/dev/null`, which reads everything.)
+
+for arg in "$@"; do
+    case $arg in
+    build=* | src=* | cmake=* | cc=* | pkgconf=* | generator=* | make=* | version=* | \
+        bindir=* | libdir=* | includedir=* | mandir=* | datadir=* | sanitize=* | \
+        libmemcached=* | ketama=*)
+        declare "${arg%%=*}=${arg#*=}" ;;
+    *) echo "test_install: unknown argument: $arg" >&2; exit 2 ;;
+    esac
+done
+for v in build src cmake cc pkgconf generator version bindir libdir includedir mandir datadir; do
+    [ -n "${!v:-}" ] || { echo "test_install: missing argument $v=" >&2; exit 2; }
+done
+make=${make:-}
+sanitize=${sanitize:-}
+libmemcached=${libmemcached:-0}
+ketama=${ketama:-0}
+for d in bindir libdir includedir mandir datadir; do
+    case ${!d} in
+    /*) echo "test_install: $d=${!d} is absolute: such an install cannot move" >&2; exit 1 ;;
+    esac
+done
+major=${version%%.*}
+# shellcheck disable=SC2206 # the flags are words
+san=($sanitize)
+
+problems=0
+fail() {
+    echo "test_install: FAIL: $*" >&2
+    problems=$((problems + 1))
+}
+ok() { echo "test_install: ok: $*"; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ------------------------------------------------------------ 1. install, move
+if ! "$cmake" --install "$build" --prefix "$tmp/inst" >"$tmp/install.log" 2>&1; then
+    cat "$tmp/install.log" >&2
+    echo "test_install: FAIL: cmake --install $build" >&2
+    exit 1
+fi
+mkdir "$tmp/moved"
+mv "$tmp/inst" "$tmp/moved/inst"
+p=$tmp/moved/inst
+ok "installed $(grep -c '^-- Installing' "$tmp/install.log") files, tree moved to $p"
+
+# ------------------------------------------------------------ 2. files
+exists() { # path...
+    local f
+    for f in "$@"; do
+        [ -e "$p/$f" ] || fail "not installed: $f"
+    done
+}
+soname() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'; }
+needed() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+
+exists "$libdir/libmcroute.so" "$libdir/libmcroute.so.$major" "$libdir/libmcroute.so.$version" \
+    "$libdir/libmcroute.a" "$bindir/mcroute"
+if [ -e "$p/$libdir/libmcroute.so" ]; then
+    s=$(soname "$p/$libdir/libmcroute.so")
+    [ "$s" = "libmcroute.so.$major" ] || fail "libmcroute.so has SONAME '$s', not libmcroute.so.$major"
+    [ "$(readlink "$p/$libdir/libmcroute.so")" = "libmcroute.so.$major" ] ||
+        fail "libmcroute.so does not link to libmcroute.so.$major"
+fi
+
+# Every public header of the sources, and the generated one with this version.
+hdrs=0
+for h in "$src"/include/*.h; do
+    exists "$includedir/$(basename "$h")"
+    hdrs=$((hdrs + 1))
+done
+vh=$p/$includedir/mcroute_version.h
+exists "$includedir/mcroute_version.h"
+if [ -e "$vh" ]; then
+    grep -q "^#define MCR_VERSION_STRING \"$version\"$" "$vh" ||
+        fail "$includedir/mcroute_version.h does not define MCR_VERSION_STRING \"$version\""
+    grep -q '@' "$vh" && fail "$includedir/mcroute_version.h has an unreplaced @VARIABLE@"
+fi
+
+# Every man page in its section.
+pages=0
+for m in "$src"/man/*.[0-9]; do
+    n=$(basename "$m")
+    exists "$mandir/man${n##*.}/$n"
+    pages=$((pages + 1))
+done
+
+# The command: linked statically with libmcroute, it runs without it.
+if [ -x "$p/$bindir/mcroute" ]; then
+    "$p/$bindir/mcroute" --help >"$tmp/help" 2>&1 || fail "$bindir/mcroute --help failed: $(head -3 "$tmp/help")"
+    grep -q '^Usage: mcroute' "$tmp/help" || fail "$bindir/mcroute --help prints no usage"
+    v=$("$p/$bindir/mcroute" --version 2>&1) || true
+    [ "$v" = "mcroute $version" ] || fail "$bindir/mcroute --version prints '$v', not 'mcroute $version'"
+    needed "$p/$bindir/mcroute" | grep '^libmcroute' >/dev/null && fail "$bindir/mcroute needs libmcroute.so at run time"
+fi
+
+if [ "$ketama" = 1 ]; then
+    exists "$libdir/libketama.so" "$libdir/libketama.so.2" "$libdir/libketama.a" \
+        "$includedir/mcroute-ketama/ketama.h" "$libdir/pkgconfig/mcroute-ketama.pc"
+    [ -e "$p/$libdir/libketama.so" ] && [ "$(soname "$p/$libdir/libketama.so")" != libketama.so.2 ] &&
+        fail "libketama.so has SONAME '$(soname "$p/$libdir/libketama.so")', not libketama.so.2"
+fi
+if [ "$libmemcached" = 1 ]; then
+    exists "$libdir/libmcroute_libmemcached.so" "$libdir/libmcroute_libmemcached.so.$major" \
+        "$libdir/pkgconfig/mcroute-libmemcached.pc" "$libdir/cmake/mcroute/mcroute-libmemcached-targets.cmake"
+fi
+exists "$libdir/pkgconfig/mcroute.pc" "$libdir/cmake/mcroute/mcroute-config.cmake" \
+    "$libdir/cmake/mcroute/mcroute-config-version.cmake"
+
+# Bash completion, when the sources have one (the names cmake/install.cmake knows).
+for c in tools/mcroute.bash-completion tools/mcroute-completion.bash tools/mcroute.bash; do
+    if [ -e "$src/$c" ]; then
+        exists "$datadir/bash-completion/completions/mcroute"
+        break
+    fi
+done
+
+# No installed text file names the build or source tree, and no ELF file
+# has a run path into them.
+grep -rIlF -e "$build" -e "$src" -e "$tmp/inst" "$p" >"$tmp/paths" || true
+while read -r f; do fail "${f#"$p"/} names the build or source tree"; done <"$tmp/paths"
+while IFS= read -r -d '' f; do
+    if readelf -d "$f" 2>/dev/null | grep -E '\((RPATH|RUNPATH)\)' | grep -F -e "$build" -e "$src" >/dev/null; then
+        fail "${f#"$p"/} has a run path into the build tree"
+    fi
+done < <(find "$p/$libdir" "$p/$bindir" -type f -print0)
+[ "$problems" -eq 0 ] && ok "files: libmcroute.so.$version (SONAME libmcroute.so.$major), libmcroute.a," \
+    "$hdrs headers + mcroute_version.h, $pages man pages, mcroute --help/--version, .pc and CMake files," \
+    "no build path"
+
+# ------------------------------------------------------------ 3-4. consumers
+cs=$src/test/install_consumer
+export PKG_CONFIG_PATH=$p/$libdir/pkgconfig
+unset PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR CMAKE_PREFIX_PATH
+cflags=(-std=c11 -Wall -Wextra -Werror -O1 "${san[@]}")
+
+servers=10.0.0.1,10.0.0.2,10.0.0.3:11212
+keys=(user:42 foo bar hello "key with spaces" 0123456789)
+# What the installed mcroute says; with one fixed vector (mcroute(7)'s example).
+if ! "$p/$bindir/mcroute" locate -s "$servers" "${keys[@]}" >"$tmp/want.keys" 2>"$tmp/err"; then
+    fail "mcroute locate failed: $(cat "$tmp/err")"
+fi
+grep -qx "$(printf 'user:42\t10.0.0.1:11211')" "$tmp/want.keys" ||
+    fail "mcroute locate puts user:42 elsewhere than 10.0.0.1:11211 (mcroute(7))"
+{
+    echo "header $version"
+    echo "library $version"
+    cat "$tmp/want.keys"
+} >"$tmp/want"
+
+# run_consumer NAME BINARY: runs it (the installed lib dir on the library
+# path, nothing of the build tree), compares with the expected output.
+run_consumer() {
+    local name=$1 bin=$2
+    if ! LD_LIBRARY_PATH=$p/$libdir "$bin" "$servers" "${keys[@]}" >"$tmp/out" 2>"$tmp/err"; then
+        fail "$name: exited with an error: $(cat "$tmp/err")"
+    elif ! diff -u "$tmp/want" "$tmp/out" >"$tmp/diff"; then
+        fail "$name: output differs from 'mcroute locate':"
+        cat "$tmp/diff" >&2
+    else
+        ok "$name: versions $version, ${#keys[@]} keys as mcroute locate places them"
+    fi
+}
+# uses_lib BINARY SONAME: is the library among its NEEDED, loaded from the install?
+uses_installed() {
+    local bin=$1 lib=$2
+    LD_LIBRARY_PATH=$p/$libdir ldd "$bin" 2>/dev/null | grep -F "$lib => $p/$libdir/$lib" >/dev/null
+}
+
+mkdir "$tmp/pc"
+# (a) pkg-config, shared.
+# shellcheck disable=SC2046 # pkg-config prints words
+if "$cc" "${cflags[@]}" -o "$tmp/pc/consumer_shared" "$cs/consumer.c" "$cs/version_only.c" \
+    $("$pkgconf" --cflags --libs mcroute) 2>"$tmp/err"; then
+    uses_installed "$tmp/pc/consumer_shared" "libmcroute.so.$major" ||
+        fail "pkg-config shared consumer does not load $p/$libdir/libmcroute.so.$major"
+    run_consumer "pkg-config mcroute (shared)" "$tmp/pc/consumer_shared"
+else
+    fail "cannot build with pkg-config --cflags --libs mcroute: $(cat "$tmp/err")"
+fi
+
+# (a') pkg-config --static: libmcroute.a and what Libs.private /
+# Requires.private add. -lmcroute would take the .so beside the .a, so it
+# is replaced by the archive itself.
+read -ra static_libs <<<"$("$pkgconf" --static --libs mcroute)"
+for i in "${!static_libs[@]}"; do
+    [ "${static_libs[$i]}" = -lmcroute ] && static_libs[i]=$p/$libdir/libmcroute.a
+done
+# shellcheck disable=SC2046
+if "$cc" "${cflags[@]}" -o "$tmp/pc/consumer_static" "$cs/consumer.c" "$cs/version_only.c" \
+    $("$pkgconf" --static --cflags mcroute) "${static_libs[@]}" 2>"$tmp/err"; then
+    needed "$tmp/pc/consumer_static" | grep '^libmcroute' >/dev/null &&
+        fail "pkg-config --static consumer needs libmcroute.so"
+    run_consumer "pkg-config --static mcroute (libmcroute.a)" "$tmp/pc/consumer_static"
+else
+    fail "cannot link libmcroute.a with pkg-config --static --libs mcroute: $(cat "$tmp/err")"
+fi
+
+# (b) CMake: find_package(mcroute CONFIG) from the moved prefix.
+cmake_args=(-S "$cs" -B "$tmp/cmake" -G "$generator" -DCMAKE_PREFIX_PATH="$p"
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS="$sanitize"
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DMCR_EXPECTED_VERSION="$major.0"
+    -DMCR_WITH_LIBMEMCACHED="$libmemcached")
+[ -n "$make" ] && cmake_args+=(-DCMAKE_MAKE_PROGRAM="$make")
+if ! "$cmake" "${cmake_args[@]}" >"$tmp/cmake.log" 2>&1; then
+    fail "find_package(mcroute CONFIG) project does not configure:"
+    sed 's/^/    /' "$tmp/cmake.log" >&2
+elif ! grep -qF "mcroute $version from $p/$libdir/cmake/mcroute" "$tmp/cmake.log"; then
+    fail "find_package(mcroute) did not find $version in $p/$libdir/cmake/mcroute:"
+    grep 'mcroute' "$tmp/cmake.log" >&2 || true
+elif ! "$cmake" --build "$tmp/cmake" >"$tmp/build.log" 2>&1; then
+    fail "find_package(mcroute CONFIG) project does not build:"
+    sed 's/^/    /' "$tmp/build.log" >&2
+else
+    uses_installed "$tmp/cmake/consumer_shared" "libmcroute.so.$major" ||
+        fail "CMake consumer_shared does not load $p/$libdir/libmcroute.so.$major"
+    needed "$tmp/cmake/consumer_static" | grep '^libmcroute' >/dev/null &&
+        fail "CMake consumer_static (mcroute::mcroute_static) needs libmcroute.so"
+    run_consumer "CMake mcroute::mcroute" "$tmp/cmake/consumer_shared"
+    run_consumer "CMake mcroute::mcroute_static" "$tmp/cmake/consumer_static"
+fi
+
+# The version file: SameMajorVersion refuses the next major version.
+mkdir "$tmp/major"
+cat >"$tmp/major/CMakeLists.txt" <<EOF
+cmake_minimum_required(VERSION 3.18)
+project(major_check NONE)
+find_package(mcroute $((major + 1)).0 CONFIG QUIET)
+if(mcroute_FOUND)
+  message(FATAL_ERROR "mcroute $version accepted as version $((major + 1)).0")
+endif()
+EOF
+"$cmake" -S "$tmp/major" -B "$tmp/major/b" -DCMAKE_PREFIX_PATH="$p" \
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF >"$tmp/major.log" 2>&1 ||
+    fail "mcroute-config-version.cmake: $(grep -A2 'Error' "$tmp/major.log")"
+
+# libketama's C API through mcroute-ketama.pc, shared and static; the vector
+# is libketama's own sample file (as examples/CMakeLists.txt checks).
+if [ "$ketama" = 1 ]; then
+    printf '# address\tmemory\n10.0.1.1:11211\t600\n10.0.1.2:11211\t300\n10.0.1.3:11211\t200\n' \
+        >"$tmp/ketama.servers"
+    printf '%s\n' 'foo -> 10.0.1.2:11211 (3677104571)' 'bar -> 10.0.1.1:11211 (447304801)' \
+        'hello -> 10.0.1.3:11211 (736160602)' >"$tmp/ketama.want"
+    read -ra kstatic <<<"$("$pkgconf" --static --libs mcroute-ketama)"
+    for i in "${!kstatic[@]}"; do
+        case ${kstatic[$i]} in
+        -lketama) kstatic[i]=$p/$libdir/libketama.a ;;
+        -lmcroute) kstatic[i]=$p/$libdir/libmcroute.a ;;
+        esac
+    done
+    for how in shared static; do
+        if [ $how = shared ]; then
+            # libketama.so needs libmcroute.so.0, which the linker looks
+            # for in its default places, not in -L directories: a prefix
+            # outside them needs -rpath-link (or LD_LIBRARY_PATH) at link time.
+            read -ra klibs <<<"$("$pkgconf" --libs mcroute-ketama)"
+            klibs+=("-Wl,-rpath-link,$p/$libdir")
+        else
+            klibs=("${kstatic[@]}")
+        fi
+        # shellcheck disable=SC2046
+        if ! "$cc" "${cflags[@]}" -o "$tmp/pc/ketama_$how" "$cs/ketama_consumer.c" \
+            $("$pkgconf" --cflags mcroute-ketama) "${klibs[@]}" 2>"$tmp/err"; then
+            fail "cannot build with pkg-config mcroute-ketama ($how): $(cat "$tmp/err")"
+        elif ! LD_LIBRARY_PATH=$p/$libdir "$tmp/pc/ketama_$how" "$tmp/ketama.servers" foo bar hello \
+            >"$tmp/out" 2>"$tmp/err"; then
+            fail "ketama consumer ($how) failed: $(cat "$tmp/err")"
+        elif ! diff -u "$tmp/ketama.want" "$tmp/out" >&2; then
+            fail "ketama consumer ($how): wrong servers"
+        else
+            ok "pkg-config mcroute-ketama ($how): libketama's sample vectors"
+        fi
+    done
+fi
+
+# libmcroute_libmemcached through mcroute-libmemcached.pc and through
+# mcroute::mcroute_libmemcached: the same servers as `mcroute locate -l`.
+if [ "$libmemcached" = 1 ]; then
+    opts='--SERVER=10.0.0.1 --SERVER=10.0.0.2 --SERVER=10.0.0.3:11212 --DISTRIBUTION=consistent'
+    if ! "$p/$bindir/mcroute" locate -l "$opts" "${keys[@]}" >"$tmp/lmc.want" 2>"$tmp/err"; then
+        fail "mcroute locate -l failed: $(cat "$tmp/err")"
+    fi
+    # shellcheck disable=SC2046
+    if ! "$cc" "${cflags[@]}" -o "$tmp/pc/lmc_consumer" "$cs/lmc_consumer.c" \
+        $("$pkgconf" --cflags --libs mcroute-libmemcached) 2>"$tmp/err"; then
+        fail "cannot build with pkg-config mcroute-libmemcached: $(cat "$tmp/err")"
+    fi
+    for bin in "$tmp/pc/lmc_consumer" "$tmp/cmake/lmc_consumer"; do
+        [ -x "$bin" ] || continue
+        if ! LD_LIBRARY_PATH=$p/$libdir "$bin" "$opts" "${keys[@]}" >"$tmp/out" 2>"$tmp/err"; then
+            fail "${bin#"$tmp"/} failed: $(cat "$tmp/err")"
+        elif ! diff -u "$tmp/lmc.want" "$tmp/out" >&2; then
+            fail "${bin#"$tmp"/}: output differs from 'mcroute locate -l'"
+        else
+            ok "${bin#"$tmp"/}: ${#keys[@]} keys as mcroute locate -l places them"
+        fi
+    done
+fi
+
+if [ "$problems" -gt 0 ]; then
+    echo "test_install: FAILED: $problems problem(s)" >&2
+    exit 1
+fi
+if [ -n "$sanitize" ]; then
+    echo "test_install: OK (consumers built with $sanitize, as the installed libraries are)"
+else
+    echo "test_install: OK"
+fi
