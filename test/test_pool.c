@@ -1511,9 +1511,17 @@ START_TEST(test_input_rules)
     ck_assert_int_eq(mcr_pool_submit(e.pool, NULL, rec_cb, &r, NULL), MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_pool_submit(NULL, &q, rec_cb, &r, NULL), MCR_ERR_INVALID);
     g_submitting--;
+    q = rq(MCR_OP_GET, NULL);
+    q.key_len = 3; /* NULL key with a length */
+    ck_assert_int_eq(submit(&e, &r, &q), MCR_ERR_INVALID);
+    q = rq(MCR_OP_SET, "x");
+    q.value_len = 3; /* NULL value with a length */
+    ck_assert_int_eq(submit(&e, &r, &q), MCR_ERR_INVALID);
+    q = rq(MCR_OP_SET, "x"); /* an empty value is a value */
+    EXPECT(do1(&e, &rs[2], q), MCR_OK, MCR_REPLY_STORED);
     q = rq(MCR_OP_TOUCH, "x");
     q.exptime = 2147483647LL;
-    EXPECT(do1(&e, &rs[2], q), MCR_OK, MCR_REPLY_MISS);
+    EXPECT(do1(&e, &rs[2], q), MCR_OK, MCR_REPLY_TOUCHED);
 
     run_ms(&e, 50);
     ck_assert_int_eq(r.calls, 0);
@@ -1579,7 +1587,7 @@ START_TEST(test_input_rules)
     struct {
         const char *what;
         mcr_pool_options o;
-    } bad[8];
+    } bad[10];
     memset(bad, 0, sizeof(bad));
     bad[0].what = "65 connections";
     bad[0].o.connections = 65;
@@ -1599,6 +1607,10 @@ START_TEST(test_input_rules)
     bad[6].o.key_prefix = "a\x01";
     bad[7].what = "retry timeout over a day";
     bad[7].o.retry_timeout_ms = 86400001u;
+    bad[8].what = "unknown policy";
+    bad[8].o.policy = (mcr_policy)7;
+    bad[9].what = "unknown protocol";
+    bad[9].o.protocol = (mcr_protocol)5;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         mcr_pool *np = NULL;
         memset(&err, 0, sizeof(err));
@@ -1655,6 +1667,11 @@ START_TEST(test_input_rules)
     ck_assert_int_eq(mcr_policy_from_name("failover", &pol), MCR_OK);
     ck_assert_int_eq(pol, MCR_POLICY_FAILOVER);
     ck_assert_int_eq(mcr_policy_from_name("nope", &pol), MCR_ERR_UNKNOWN);
+    ck_assert_int_eq(mcr_policy_from_name("EJECT", &pol), MCR_ERR_UNKNOWN);
+    ck_assert_int_eq(pol, MCR_POLICY_FAILOVER); /* unchanged */
+    ck_assert_str_eq(mcr_op_name(MCR_OP_COUNT), "unknown");
+    ck_assert_str_eq(mcr_reply_name((mcr_reply)99), "unknown");
+    ck_assert_str_eq(mcr_op_name(MCR_OP_NOOP), "noop");
     ck_assert_int_eq(mcr_policy_from_name(NULL, &pol), MCR_ERR_INVALID);
     ck_assert_str_eq(mcr_policy_name(MCR_POLICY_FAILOVER), "failover");
     ck_assert_str_eq(mcr_policy_name((mcr_policy)99), "unknown");
@@ -1705,6 +1722,31 @@ static int c_chain_done(env *e, void *arg)
     (void)e;
     chain *c = arg;
     return c->depth >= c->max;
+}
+
+/* A callback that submits again on its pool: from mcr_pool_free() that is
+ * refused (MCR_ERR_INVALID). */
+typedef struct resubmit {
+    env *e;
+    mcr_pool *pool;
+    int calls, status, rc;
+    rec nested;
+} resubmit;
+
+static void resubmit_cb(const mcr_result *res, void *arg)
+{
+    resubmit *x = arg;
+    x->calls++;
+    x->status = res->status;
+    mcr_request q = rq(MCR_OP_GET, "resubmitted");
+    rec_prepare(&x->nested, &x->e->t, &q);
+    g_submitting++;
+    x->rc = mcr_pool_submit(x->pool, &q, rec_cb, &x->nested, NULL);
+    g_submitting--;
+    if (x->rc == MCR_OK)
+        x->e->t.submitted++;
+    else
+        x->nested.refused = x->rc;
 }
 
 /* Callbacks: never inside the submitting call, never after a refusal,
@@ -1783,6 +1825,10 @@ START_TEST(test_callback_contract)
     ck_assert(out.message[0] != '\0');
     mcr_owned_result_clear(&out);
     mcr_owned_result_clear(NULL);
+    ck_assert_int_eq(mcr_pool_exec(e.pool, &q, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_exec(NULL, &q, &out), MCR_ERR_INVALID);
+    ck_assert_int_eq(out.status, MCR_ERR_INVALID);
+    mcr_owned_result_clear(&out);
 
     /* cancelled by mcr_pool_free(): in flight on a stopped server, in
      * flight on a live one just answered, and queued */
@@ -1846,9 +1892,23 @@ START_TEST(test_callback_contract)
         mt_add(m, kb, strlen(kb));
     }
     ck_assert_int_eq(submit_multi(&e, e.pool, m, MCR_OP_GET), MCR_OK);
+    resubmit *x = calloc(1, sizeof(*x));
+    ck_assert_ptr_nonnull(x);
+    x->e = &e;
+    x->pool = e.pool;
+    q = rq(MCR_OP_GET, "now:x");
+    g_submitting++;
+    ck_assert_int_eq(mcr_pool_submit(e.pool, &q, resubmit_cb, x, NULL), MCR_OK);
+    g_submitting--;
     ck_assert_int_eq(e.t.calls, e.t.submitted - 31);
     mcr_pool_free(e.pool);
     e.pool = NULL;
+    ck_assert_int_eq(x->calls, 1);
+    ck_assert_int_eq(x->status, MCR_ERR_CANCELLED);
+    ck_assert_msg(x->rc == MCR_ERR_INVALID, "submission from a callback run by "
+                  "mcr_pool_free(): %d", x->rc);
+    rec_clear(&x->nested);
+    free(x);
     for (int i = 0; i < 30; i++) {
         ck_assert_int_eq(recs[i].calls, 1);
         ck_assert_int_eq(recs[i].status, MCR_ERR_CANCELLED);
@@ -2908,6 +2968,23 @@ START_TEST(test_unix_socket)
     mcr_pool_free(e.pool);
     e.pool = NULL;
 
+    /* a mapping for an id not in the snapshot yet waits for it */
+    env_new_pool(&e, NULL);
+    ck_assert_int_eq(mcr_pool_set_unix_path(e.pool, "unix-two", path), MCR_OK);
+    mcr_changes *ch = mcr_changes_new();
+    mcr_server_desc d2 = {"unix-two", "127.0.0.1", dead_port + 1 > 65535 ? 1 : dead_port + 1,
+                          1, NULL, MCR_STATE_ACTIVE};
+    ck_assert_int_eq(mcr_changes_add(ch, &d2, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(e.router, ch, NULL), MCR_OK);
+    mcr_changes_free(ch);
+    q = rq(MCR_OP_STATS, NULL);
+    q.server = "unix-two";
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STATS);
+    ck_assert_msg(stat_line(&r, buf), "stats of unix-two are not the socket's memcached's");
+    tally_ok(&e);
+    mcr_pool_free(e.pool);
+    e.pool = NULL;
+
     /* without the mapping, a new pool uses the TCP address: refused */
     env_new_pool(&e, NULL);
     ck_assert_int_eq(mcr_pool_set_unix_path(e.pool, uid, path), MCR_OK);
@@ -3847,6 +3924,86 @@ START_TEST(test_connect_timeout)
 }
 END_TEST
 
+/* Requests still waiting for a connection to a server that a new snapshot
+ * removes end with MCR_ERR_CANCELLED, without waiting for the connect
+ * timeout. */
+START_TEST(test_cancel_on_removal)
+{
+    env e;
+    mcr_pool_options o;
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), filler[4];
+    enum { NQ = 10 };
+    rec rs[NQ];
+
+    memset(rs, 0, sizeof(rs));
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+              listen(lfd, 0) == 0 && getsockname(lfd, (struct sockaddr *)&sa, &sl) == 0);
+    int port = ntohs(sa.sin_port);
+    for (int i = 0; i < 4; i++)
+        filler[i] = rs_connect("127.0.0.1", port, 100);
+    memset(&e, 0, sizeof(e));
+    e.n = 2;
+    env_start_server(&e, 1, 0);
+    snprintf(e.id[0], sizeof(e.id[0]), "127.0.0.1:%d", port);
+    mcr_config *cfg = mcr_config_new();
+    mcr_snapshot *s = NULL;
+    ck_assert_int_eq(mcr_config_add_server(cfg, "127.0.0.1", port, 1, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server(cfg, e.mc[1].addr, e.mc[1].port, 1, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, NULL), MCR_OK);
+    mcr_config_free(cfg);
+    ck_assert_int_eq(mcr_router_new(s, &e.router, NULL), MCR_OK);
+    mcr_snapshot_unref(s);
+    env_base(&e);
+    mcr_pool_options_init(&o);
+    o.connect_timeout_ms = 3000;
+    o.request_timeout_ms = 3000;
+    env_new_pool(&e, &o);
+
+    char keys[NQ][32];
+    for (int i = 0; i < NQ; i++) {
+        char stem[16];
+        snprintf(stem, sizeof(stem), "cr%d:", i);
+        key_on(&e, e.id[0], stem, keys[i], sizeof(keys[i]));
+        ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = i % 2 ? MCR_OP_GET : MCR_OP_SET,
+                                                             .key = keys[i],
+                                                             .key_len = strlen(keys[i]),
+                                                             .value = "val|", .value_len = 4}),
+                         MCR_OK);
+    }
+    run_ms(&e, 100); /* connecting */
+    for (int i = 0; i < NQ; i++)
+        ck_assert_int_eq(rs[i].calls, 0);
+    apply_change(&e, 1, 0);
+    ck_assert_int_eq(mcr_pool_refresh(e.pool), MCR_OK);
+    WAIT_IDLE(&e, 5000);
+    for (int i = 0; i < NQ; i++) {
+        ck_assert_msg(rs[i].status == MCR_ERR_CANCELLED, "%s waiting for a connection to a "
+                      "removed server: %d (%s)", keys[i], rs[i].status, rs[i].message);
+        ck_assert_msg(rs[i].t1 - rs[i].t0 < 1000, "cancelled after %lld ms",
+                      rs[i].t1 - rs[i].t0);
+    }
+    /* the keys now go to the other server */
+    rec r;
+    memset(&r, 0, sizeof(r));
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[1])), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_eq(r.server, e.id[1]);
+    tally_ok(&e);
+    rec_clear(&r);
+    for (int i = 0; i < NQ; i++)
+        rec_clear(&rs[i]);
+    env_free(&e);
+    for (int i = 0; i < 4; i++)
+        if (filler[i] >= 0)
+            close(filler[i]);
+    close(lfd);
+}
+END_TEST
+
 /* ================================================================== suite */
 
 /* MCR_POOL_ONLY=name: register only the tests whose name contains it. */
@@ -3880,6 +4037,7 @@ static Suite *suite(void)
     ADD_LOOP(tc, test_sigstop_timeout, 0, 2);
     ADD_LOOP(tc, test_kill_fail_fast, 0, 2);
     ADD(tc, test_connect_timeout);
+    ADD(tc, test_cancel_on_removal);
     ADD_LOOP(tc, test_eject, 0, 2);
     ADD(tc, test_eject_backoff);
     ADD_LOOP(tc, test_failover, 0, 2);
@@ -3901,6 +4059,6 @@ static Suite *suite(void)
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_IGN);
+    /* SIGPIPE keeps its default action: the pool must never raise it */
     return tu_run(suite());
 }
