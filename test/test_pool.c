@@ -2795,6 +2795,12 @@ START_TEST(test_stats)
     mt_free(m);
     for (size_t i = 0; i < nr; i++)
         ck_assert_int_eq(rs[i].status, MCR_OK);
+    for (size_t i = NS; i < NS + 30; i++)
+        EXPECT(&rs[i], MCR_OK, MCR_REPLY_HIT);
+    for (size_t i = NS + 30; i < NS + 50; i++)
+        EXPECT(&rs[i], MCR_OK, MCR_REPLY_MISS);
+    for (size_t i = NS + 50; i < NS + 60; i++)
+        EXPECT(&rs[i], MCR_OK, MCR_REPLY_DELETED);
 
     ck_assert_uint_eq(mcr_pool_server_count(e.pool), 2);
     for (int s = 0; s < 2; s++) {
@@ -4004,6 +4010,68 @@ START_TEST(test_cancel_on_removal)
 }
 END_TEST
 
+#define PM_KEYS 1500
+#define PM_GETS 4000
+
+/* Thousands of single gets and gets, submitted at once (the pool may join
+ * them into multi-key lines), of keys stored or not, with repeats: each
+ * gets exactly its own answer. _i: bit 0 the protocol, bit 1 no_coalesce. */
+START_TEST(test_pipelined_mixed)
+{
+    env e;
+    mcr_pool_options o;
+    tu_rng rng;
+    static char keys[PM_KEYS][40];
+    unsigned char stored[PM_KEYS];
+    int which[PM_GETS];
+    char v[128];
+    rec *rs = calloc(PM_GETS, sizeof(rec)), *sets = calloc(PM_KEYS, sizeof(rec));
+
+    ck_assert(rs && sets);
+    tu_rng_init(&rng, 606 + (uint64_t)_i);
+    mcr_pool_options_init(&o);
+    o.protocol = (_i & 1) ? MCR_PROTO_META : MCR_PROTO_TEXT;
+    o.no_coalesce = (_i & 2) ? 1 : 0;
+    env_init(&e, 3, &o);
+    for (int i = 0; i < PM_KEYS; i++) {
+        char tail[24];
+        tu_key(&rng, tail, 20);
+        snprintf(keys[i], sizeof(keys[i]), "pm:%d:%s", i, tail);
+        stored[i] = tu_below(&rng, 2);
+        if (stored[i]) {
+            mcr_request q = rq(MCR_OP_SET, keys[i]);
+            q.value = v;
+            q.value_len = make_value(v, sizeof(v), keys[i], strlen(keys[i]), 9,
+                                     tu_below(&rng, 60));
+            q.flags = (uint32_t)i;
+            ck_assert_int_eq(submit(&e, &sets[i], &q), MCR_OK);
+        }
+    }
+    WAIT_IDLE(&e, 10000);
+    for (int g = 0; g < PM_GETS; g++) {
+        which[g] = (int)tu_below(&rng, PM_KEYS);
+        if (g > 0 && tu_below(&rng, 8) == 0)
+            which[g] = which[g - 1]; /* a repeat, in flight at the same time */
+        mcr_request q = rq(tu_below(&rng, 3) == 0 ? MCR_OP_GETS : MCR_OP_GET, keys[which[g]]);
+        ck_assert_int_eq(submit(&e, &rs[g], &q), MCR_OK);
+    }
+    WAIT_IDLE(&e, 15000);
+    for (int g = 0; g < PM_GETS; g++) {
+        int i = which[g];
+        EXPECT(&rs[g], MCR_OK, stored[i] ? MCR_REPLY_HIT : MCR_REPLY_MISS);
+        if (stored[i]) {
+            ck_assert_uint_eq(rs[g].flags, (uint32_t)i);
+            if (rs[g].op == MCR_OP_GETS)
+                ck_assert_uint_ne(rs[g].cas, 0);
+        }
+    }
+    tally_ok(&e);
+    env_free(&e);
+    recs_free(rs, PM_GETS);
+    recs_free(sets, PM_KEYS);
+}
+END_TEST
+
 /* ================================================================== suite */
 
 /* MCR_POOL_ONLY=name: register only the tests whose name contains it. */
@@ -4032,6 +4100,7 @@ static Suite *suite(void)
     ADD_LOOP(tc, test_round_trip, 0, 2);
     ADD_LOOP(tc, test_commands, 0, 2);
     ADD_LOOP(tc, test_get_multi, 0, 4);
+    ADD_LOOP(tc, test_pipelined_mixed, 0, 4);
     ADD_LOOP(tc, test_input_rules, 0, 2);
     ADD(tc, test_callback_contract);
     ADD_LOOP(tc, test_sigstop_timeout, 0, 2);
