@@ -12,7 +12,18 @@
  * return, and every wait has a deadline, so a pool that loses a request
  * fails the test instead of hanging it.
  *
- * Environment: MCR_TEST_SEED changes the keys and the chaos.
+ * What is covered: round trips of thousands of keys checked on the servers
+ * themselves; every command in the text and meta protocols; multi-gets;
+ * key, value and option rules; the callback contract (libuv's); timeouts
+ * (SIGSTOP), refusals (a killed server) and connect timeouts; the three
+ * failure policies; membership changes, draining and removal under
+ * traffic; hot-key sharing; flow control (max_in_flight); eager
+ * connections; Unix sockets; counters and latency percentiles; malformed
+ * replies from a scripted fake server (fakeserver.c); and a chaos run of
+ * everything at once.
+ *
+ * Environment: MCR_TEST_SEED changes the keys and the chaos;
+ * MCR_POOL_ONLY=name runs only the tests whose name contains it.
  */
 #include <arpa/inet.h>
 #include <errno.h>
