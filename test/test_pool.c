@@ -4083,6 +4083,135 @@ START_TEST(test_pipelined_mixed)
 }
 END_TEST
 
+/* Eject after timeouts (a SIGSTOPped server): its probes connect (the
+ * kernel accepts for a stopped process) but get no answer, so it is not
+ * re-added while stopped; resumed, it is. */
+START_TEST(test_eject_stopped)
+{
+    env e;
+    mcr_pool_options o;
+    char kb[48];
+    pub_log log;
+
+    memset(&log, 0, sizeof(log));
+    mcr_pool_options_init(&o);
+    o.policy = MCR_POLICY_EJECT;
+    o.server_failure_limit = 2;
+    o.retry_timeout_ms = EJ_RETRY;
+    o.retry_max_ms = 2 * EJ_RETRY;
+    o.request_timeout_ms = 150;
+    o.connect_timeout_ms = 150;
+    env_init(&e, 3, &o);
+    log.id = e.id[1];
+    ck_assert_int_eq(mcr_router_add_hook(e.router, pub_hook, &log), MCR_OK);
+    key_on(&e, e.id[1], "es:", kb, sizeof(kb));
+    rec r;
+    memset(&r, 0, sizeof(r));
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+
+    ck_assert_int_eq(kill(e.mc[1].pid, SIGSTOP), 0);
+    int n = eject_by_gets(&e, e.id[1], kb, 10);
+    ck_assert_msg(state_of(e.router, e.id[1]) == MCR_STATE_DOWN,
+                  "not ejected after %d timed out gets", n);
+    mcr_server_stats st;
+    ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
+    ck_assert_uint_ge(st.timeouts, 2);
+    /* stopped for 8 retry periods: probed, never re-added */
+    long long until = now_ms() + 8 * EJ_RETRY;
+    while (now_ms() < until) {
+        run_ms(&e, 20);
+        ck_assert_msg(state_of(e.router, e.id[1]) == MCR_STATE_DOWN,
+                      "a stopped server (probes unanswered) was published ACTIVE");
+    }
+    ck_assert_int_eq(log.publishes, 1);
+    ck_assert_int_eq(kill(e.mc[1].pid, SIGCONT), 0);
+    state_wait w = {e.id[1], MCR_STATE_ACTIVE};
+    ck_assert_msg(run_until(&e, c_state, &w, 6 * EJ_RETRY + 1000),
+                  "resumed server not re-added");
+    ck_assert_int_eq(log.publishes, 2);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_eq(r.server, e.id[1]);
+    mcr_router_remove_hook(e.router, pub_hook, &log);
+    tally_ok(&e);
+    rec_clear(&r);
+    env_free(&e);
+}
+END_TEST
+
+/* Two eject pools on one router: the server is published DOWN once, and
+ * ACTIVE once, and both pools follow. */
+START_TEST(test_eject_two_pools)
+{
+    env e;
+    mcr_pool_options o;
+    char kb[48];
+    pub_log log;
+    rec r, r2;
+
+    memset(&log, 0, sizeof(log));
+    memset(&r, 0, sizeof(r));
+    memset(&r2, 0, sizeof(r2));
+    mcr_pool_options_init(&o);
+    o.policy = MCR_POLICY_EJECT;
+    o.server_failure_limit = 1;
+    o.retry_timeout_ms = EJ_RETRY;
+    o.retry_max_ms = 2 * EJ_RETRY;
+    o.request_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    env_init(&e, 3, &o);
+    mcr_pool *p2 = NULL;
+    ck_assert_int_eq(mcr_pool_new(e.base, e.router, &o, &p2, NULL), MCR_OK);
+    log.id = e.id[1];
+    ck_assert_int_eq(mcr_router_add_hook(e.router, pub_hook, &log), MCR_OK);
+    key_on(&e, e.id[1], "e2:", kb, sizeof(kb));
+    int port = e.mc[1].port;
+    env_kill(&e, 1);
+
+    /* both pools send a get to the dead server before either has ejected it */
+    mcr_request q = rq(MCR_OP_GET, kb);
+    ck_assert_int_eq(submit(&e, &r, &q), MCR_OK);
+    ck_assert_int_eq(submit_to(&e, p2, &r2, &q), MCR_OK);
+    ck_assert(run_until(&e, c_called, &r, 3000) && run_until(&e, c_called, &r2, 3000));
+    ck_assert_int_eq(r.status, MCR_ERR_CONNECT);
+    ck_assert_int_eq(r2.status, MCR_ERR_CONNECT);
+    run_ms(&e, 50);
+    ck_assert_int_eq(state_of(e.router, e.id[1]), MCR_STATE_DOWN);
+    ck_assert_msg(log.publishes == 1, "%d publishes for one server going down",
+                  log.publishes);
+    /* both route its keys elsewhere */
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_ne(r.server, e.id[1]);
+    ck_assert_int_eq(submit_to(&e, p2, &r2, &q), MCR_OK);
+    ck_assert(run_until(&e, c_called, &r2, 3000));
+    EXPECT(&r2, MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_ne(r2.server, e.id[1]);
+
+    env_start_server(&e, 1, port);
+    state_wait w = {e.id[1], MCR_STATE_ACTIVE};
+    ck_assert(run_until(&e, c_state, &w, 10 * EJ_RETRY));
+    run_ms(&e, 4 * EJ_RETRY);
+    ck_assert_msg(log.publishes == 2 && log.up == 1, "%d publishes, %d re-adds", log.publishes,
+                  log.up);
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_eq(r.server, e.id[1]);
+    ck_assert_int_eq(submit_to(&e, p2, &r2, &q), MCR_OK);
+    ck_assert(run_until(&e, c_called, &r2, 3000));
+    EXPECT(&r2, MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_eq(r2.server, e.id[1]);
+    mcr_server_stats st;
+    ck_assert_int_eq(stats_of(p2, e.id[1], &st), 0);
+    ck_assert_int_eq(st.health, MCR_HEALTH_UP);
+
+    mcr_router_remove_hook(e.router, pub_hook, &log);
+    ck_assert(run_until(&e, c_idle, NULL, 1000));
+    mcr_pool_free(p2);
+    tally_ok(&e);
+    rec_clear(&r);
+    rec_clear(&r2);
+    env_free(&e);
+}
+END_TEST
+
 /* ================================================================== suite */
 
 /* MCR_POOL_ONLY=name: register only the tests whose name contains it. */
@@ -4120,6 +4249,8 @@ static Suite *suite(void)
     ADD(tc, test_cancel_on_removal);
     ADD_LOOP(tc, test_eject, 0, 2);
     ADD(tc, test_eject_backoff);
+    ADD(tc, test_eject_stopped);
+    ADD(tc, test_eject_two_pools);
     ADD_LOOP(tc, test_failover, 0, 2);
     ADD_LOOP(tc, test_membership, 0, 2);
     ADD_LOOP(tc, test_hot_keys, 0, 2);
