@@ -4212,6 +4212,54 @@ START_TEST(test_eject_two_pools)
 }
 END_TEST
 
+/* Failover skips replicas that are down too: primary and first replica
+ * killed, reads are answered by the second replica. */
+START_TEST(test_failover_chain)
+{
+    env e;
+    mcr_pool_options o;
+    rec r;
+    char kb[48], v[128];
+    uint32_t rep[3];
+
+    memset(&r, 0, sizeof(r));
+    mcr_pool_options_init(&o);
+    o.policy = MCR_POLICY_FAILOVER;
+    o.server_failure_limit = 1;
+    o.retry_timeout_ms = 30000;
+    o.request_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    env_init(&e, 4, &o);
+    key_on(&e, e.id[1], "fc:", kb, sizeof(kb));
+    mcr_snapshot *s = mcr_router_current(e.router);
+    ck_assert_uint_eq(mcr_snapshot_replicas(s, kb, strlen(kb), 3, rep, NULL), 3);
+    mcr_snapshot_unref(s);
+    ck_assert_uint_eq(rep[0], 1);
+    /* a copy on the second replica only */
+    mcr_request q = rq(MCR_OP_SET, kb);
+    q.value = v;
+    q.value_len = make_value(v, sizeof(v), kb, strlen(kb), 2, 0);
+    q.server = e.id[rep[2]];
+    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+
+    env_kill(&e, 1);
+    env_kill(&e, (int)rep[1]);
+    /* the first replica fails a request sent to it by name: down (limit 1) */
+    q = rq(MCR_OP_GET, kb);
+    q.server = e.id[rep[1]];
+    EXPECT(do1(&e, &r, q), MCR_ERR_CONNECT, MCR_REPLY_MISS);
+    /* the primary: one refusal, then failover */
+    int failed = fail_until(&e, &r, kb, MCR_ERR_CONNECT, 3);
+    ck_assert_int_eq(failed, 1);
+    EXPECT(&r, MCR_OK, MCR_REPLY_HIT);
+    ck_assert_str_eq(r.server, e.id[rep[2]]);
+    EXPECT_VALUE(&r, v);
+    tally_ok(&e);
+    rec_clear(&r);
+    env_free(&e);
+}
+END_TEST
+
 /* ================================================================== suite */
 
 /* MCR_POOL_ONLY=name: register only the tests whose name contains it. */
@@ -4252,6 +4300,7 @@ static Suite *suite(void)
     ADD(tc, test_eject_stopped);
     ADD(tc, test_eject_two_pools);
     ADD_LOOP(tc, test_failover, 0, 2);
+    ADD(tc, test_failover_chain);
     ADD_LOOP(tc, test_membership, 0, 2);
     ADD_LOOP(tc, test_hot_keys, 0, 2);
     ADD_LOOP(tc, test_stats, 0, 2);
