@@ -1009,6 +1009,17 @@ START_TEST(test_commands)
     int ko = env_index(&e, owner_id(&e, k));
     int fd[2] = {raw_fd(&e, 0), raw_fd(&e, 1)};
 
+    /* flags: all 32 bits; a value that looks like protocol */
+    const char *tricky = "x\r\nEND\r\nVALUE cmd:k 0 1\r\nz\r\nEN\r\nHD O1\r\n";
+    EXPECT(do1(&e, &r, rq_store(MCR_OP_SET, "cmd:flags", tricky, 0xffffffffu)), MCR_OK,
+           MCR_REPLY_STORED);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GET, "cmd:flags")), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_VALUE(&r, tricky);
+    ck_assert_uint_eq(r.flags, 0xffffffffu);
+    EXPECT(do1(&e, &r, rq(MCR_OP_GETS, "cmd:flags")), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_VALUE(&r, tricky);
+    ck_assert_uint_eq(r.flags, 0xffffffffu);
+
     /* delete / get of a missing key */
     EXPECT(do1(&e, &r, rq(MCR_OP_DELETE, k)), MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_eq(r.server, e.id[ko]);
@@ -1440,6 +1451,7 @@ START_TEST(test_input_rules)
     memset(&r, 0, sizeof(r));
     mcr_pool_options_init(&o);
     o.max_value_size = 1000;
+    o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
     env_init(&e, 3, &o);
 
     /* bad keys */
