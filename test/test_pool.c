@@ -82,6 +82,7 @@ typedef struct tally {
     long unexpected;  /* callbacks of a submission that was refused */
     int raw_values;   /* 1: values need not encode their key (checked one by one) */
     char first[512];  /* the first violation */
+    struct ticket *tickets; /* every callback argument given out, freed at the end */
 } tally;
 
 /* > 0 while the test is inside a submitting call of the pool. */
@@ -136,7 +137,40 @@ typedef struct rec {
     char server[256];
     char message[256];
     long long t0, t1;   /* submitted, called back */
+    unsigned gen;       /* which submission the record is for now */
 } rec;
+
+/* The callback argument of one submission: records are reused, so a late
+ * or repeated callback of an earlier submission must not pass for the
+ * current one's. */
+typedef struct ticket {
+    struct ticket *next;
+    rec *r;
+    unsigned gen;
+    int calls;
+} ticket;
+
+static unsigned g_gen;
+
+static ticket *ticket_for(tally *t, rec *r)
+{
+    ticket *tk = calloc(1, sizeof(*tk));
+    ck_assert_ptr_nonnull(tk);
+    tk->r = r;
+    tk->gen = r->gen;
+    tk->next = t->tickets;
+    t->tickets = tk;
+    return tk;
+}
+
+static void tickets_free(tally *t)
+{
+    while (t->tickets != NULL) {
+        ticket *n = t->tickets->next;
+        free(t->tickets);
+        t->tickets = n;
+    }
+}
 
 static int is_server_op(mcr_op op)
 {
@@ -144,9 +178,9 @@ static int is_server_op(mcr_op op)
            op == MCR_OP_NOOP;
 }
 
-static void rec_cb(const mcr_result *res, void *arg)
+/* Record the result of r's current submission (and check the contract). */
+static void rec_record(const mcr_result *res, rec *r)
 {
-    rec *r = arg;
     tally *t = r->t;
 
     t->calls++;
@@ -203,6 +237,22 @@ static void rec_cb(const mcr_result *res, void *arg)
                   (int)(res->value_len > 100 ? 100 : res->value_len),
                   res->value ? res->value : "");
     }
+}
+
+static void rec_cb(const mcr_result *res, void *arg)
+{
+    ticket *tk = arg;
+    rec *r = tk->r;
+    if (++tk->calls > 1 || tk->gen != r->gen) {
+        tally *t = r->t;
+        t->calls++;
+        t->twice++;
+        violation(t, "callback %d of an earlier %s of \"%.*s\" (status %d), after its record "
+                  "was reused", tk->calls, mcr_op_name(res->op), (int)res->key_len,
+                  res->key ? res->key : "", res->status);
+        return;
+    }
+    rec_record(res, r);
 }
 
 static void rec_clear(rec *r)
@@ -515,6 +565,7 @@ static void env_free(env *e)
     if (e->base != NULL)
         event_base_free(e->base);
     mcr_router_free(e->router);
+    tickets_free(&e->t);
     for (int i = 0; i < e->n; i++) {
         if (e->mc[i].pid > 0)
             kill(e->mc[i].pid, SIGCONT);
@@ -609,6 +660,7 @@ static void rec_prepare(rec *r, tally *t, const mcr_request *q)
     r->t = t;
     r->op = q->op;
     r->check_value = !t->raw_values;
+    r->gen = ++g_gen;
     r->key_len = q->key_len < sizeof(r->key) ? q->key_len : sizeof(r->key);
     if (q->key != NULL && r->key_len > 0)
         memcpy(r->key, q->key, r->key_len);
@@ -621,7 +673,7 @@ static int submit_to(env *e, mcr_pool *p, rec *r, const mcr_request *q)
     mcr_error err = {0, ""};
     rec_prepare(r, &e->t, q);
     g_submitting++;
-    int rc = mcr_pool_submit(p, q, rec_cb, r, &err);
+    int rc = mcr_pool_submit(p, q, rec_cb, ticket_for(&e->t, r), &err);
     g_submitting--;
     if (rc == MCR_OK)
         e->t.submitted++;
@@ -877,6 +929,19 @@ static int raw_line(int fd, const char *line, char *out, size_t cap)
     char req[1024];
     int n = snprintf(req, sizeof(req), "%s\r\n", line);
     return raw_exchange(fd, req, (size_t)n, NULL, out, cap);
+}
+
+/* Stop server i with SIGSTOP and make sure it no longer answers (a
+ * stopped process's kernel still accepts connections, but nothing replies). */
+static void env_sigstop(env *e, int i)
+{
+    ck_assert_int_eq(kill(e->mc[i].pid, SIGSTOP), 0);
+    int fd = rs_connect(e->mc[i].addr, e->mc[i].port, 1000);
+    ck_assert_msg(fd >= 0, "cannot connect to stopped %s", e->id[i]);
+    ck_assert(send(fd, "version\r\n", 9, MSG_NOSIGNAL) == 9);
+    struct pollfd pf = {fd, POLLIN, 0};
+    ck_assert_msg(poll(&pf, 1, 100) == 0, "%s answers after SIGSTOP", e->id[i]);
+    close(fd);
 }
 
 /* Whether a "name value\n" stats text (the pool's STATS value) has the line. */
@@ -1431,9 +1496,10 @@ static void refuse_key(env *e, mcr_pool *p, const char *k, size_t len, rec *r)
                       mcr_op_name(ops[i]), len, len > 1 ? (unsigned char)k[1] : 0, rc);
     }
     g_submitting++;
-    ck_assert_int_eq(mcr_pool_get(p, k, len, rec_cb, r), MCR_ERR_KEY);
-    ck_assert_int_eq(mcr_pool_set(p, k, len, "v", 1, 0, 0, rec_cb, r), MCR_ERR_KEY);
-    ck_assert_int_eq(mcr_pool_delete(p, k, len, rec_cb, r), MCR_ERR_KEY);
+    ck_assert_int_eq(mcr_pool_get(p, k, len, rec_cb, ticket_for(&e->t, r)), MCR_ERR_KEY);
+    ck_assert_int_eq(mcr_pool_set(p, k, len, "v", 1, 0, 0, rec_cb, ticket_for(&e->t, r)),
+                     MCR_ERR_KEY);
+    ck_assert_int_eq(mcr_pool_delete(p, k, len, rec_cb, ticket_for(&e->t, r)), MCR_ERR_KEY);
     g_submitting--;
 }
 
@@ -1505,7 +1571,8 @@ START_TEST(test_input_rules)
         ck_assert_int_eq(submit(&e, &r, &q), MCR_ERR_TOO_BIG);
     }
     g_submitting++;
-    ck_assert_int_eq(mcr_pool_set(e.pool, "val:big", 7, v, 1001, 0, 0, rec_cb, &r),
+    ck_assert_int_eq(mcr_pool_set(e.pool, "val:big", 7, v, 1001, 0, 0, rec_cb,
+                                  ticket_for(&e.t, &r)),
                      MCR_ERR_TOO_BIG);
     g_submitting--;
     make_value(v, 1001, "val:big", 7, 1, 2000); /* 1000 bytes: fits */
@@ -1531,8 +1598,10 @@ START_TEST(test_input_rules)
     q = rq(MCR_OP_GET, "x");
     g_submitting++;
     ck_assert_int_eq(mcr_pool_submit(e.pool, &q, NULL, &r, NULL), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_pool_submit(e.pool, NULL, rec_cb, &r, NULL), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_pool_submit(NULL, &q, rec_cb, &r, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_submit(e.pool, NULL, rec_cb, ticket_for(&e.t, &r), NULL),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_submit(NULL, &q, rec_cb, ticket_for(&e.t, &r), NULL),
+                     MCR_ERR_INVALID);
     g_submitting--;
     q = rq(MCR_OP_GET, NULL);
     q.key_len = 3; /* NULL key with a length */
@@ -1723,7 +1792,7 @@ static void chain_cb(const mcr_result *res, void *arg)
 {
     chain *c = arg;
     rec *r = &c->recs[c->depth];
-    rec_cb(res, r);
+    rec_record(res, r);
     if (c->depth == 0) {
         c->wait_rc = mcr_pool_wait(c->e->pool);
     }
@@ -1764,7 +1833,7 @@ static void resubmit_cb(const mcr_result *res, void *arg)
     mcr_request q = rq(MCR_OP_GET, "resubmitted");
     rec_prepare(&x->nested, &x->e->t, &q);
     g_submitting++;
-    x->rc = mcr_pool_submit(x->pool, &q, rec_cb, &x->nested, NULL);
+    x->rc = mcr_pool_submit(x->pool, &q, rec_cb, ticket_for(&x->e->t, &x->nested), NULL);
     g_submitting--;
     if (x->rc == MCR_OK)
         x->e->t.submitted++;
@@ -1856,7 +1925,7 @@ START_TEST(test_callback_contract)
     /* cancelled by mcr_pool_free(): in flight on a stopped server, in
      * flight on a live one just answered, and queued */
     const char *id0 = e.id[0];
-    ck_assert_int_eq(kill(e.mc[0].pid, SIGSTOP), 0);
+    env_sigstop(&e, 0);
     for (int i = 0; i < N0; i++) {
         snprintf(kb, sizeof(kb), "stop:%d", i);
         key_on(&e, id0, kb, kb, sizeof(kb));
@@ -1993,7 +2062,7 @@ START_TEST(test_sigstop_timeout)
     for (int i = 0; i < ST_KEYS; i++)
         owner[i] = owner_of(e.router, keys[i], strlen(keys[i]));
 
-    ck_assert_int_eq(kill(e.mc[1].pid, SIGSTOP), 0);
+    env_sigstop(&e, 1);
     for (int i = 0; i < ST_KEYS; i++)
         ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = MCR_OP_GET, .key = keys[i],
                                                              .key_len = strlen(keys[i])}),
@@ -3511,7 +3580,7 @@ START_TEST(test_max_in_flight)
     o.server_failure_limit = 1000; /* never down */
     o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
     env_new_pool(&e, &o);
-    ck_assert_int_eq(kill(e.mc[0].pid, SIGSTOP), 0);
+    env_sigstop(&e, 0);
     for (int i = 0; i < NS; i++)
         ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = MCR_OP_GET, .key = keys[i],
                                                              .key_len = strlen(keys[i])}),
@@ -3619,7 +3688,7 @@ START_TEST(test_drain_in_flight)
         make_value(v, sizeof(v), keys2[i], strlen(keys2[i]), 1, 0);
         ck_assert_int_eq(raw_set(fd1, keys2[i], v), 0);
     }
-    ck_assert_int_eq(kill(e.mc[1].pid, SIGSTOP), 0);
+    env_sigstop(&e, 1);
     for (int i = 0; i < NK; i++)
         ck_assert_int_eq(submit(&e, &old[i], &(mcr_request){.op = MCR_OP_GET, .key = keys[i],
                                                               .key_len = strlen(keys[i])}),
@@ -3758,7 +3827,7 @@ START_TEST(test_coalesce_across_change)
     env_init(&e, 3, &o);
     key_on(&e, e.id[1], "cc:", kb, sizeof(kb));
     EXPECT(do1(&e, &a, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS); /* connected */
-    ck_assert_int_eq(kill(e.mc[1].pid, SIGSTOP), 0);
+    env_sigstop(&e, 1);
     ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = kb,
                                                      .key_len = strlen(kb)}),
                      MCR_OK);
@@ -3775,7 +3844,9 @@ START_TEST(test_coalesce_across_change)
                                                      .key_len = strlen(kb)}),
                      MCR_OK);
     run_ms(&e, 300);
-    ck_assert_int_eq(a.calls, 0);
+    ck_assert_msg(a.calls == 0, "the get in flight to the stopped server was called back "
+                  "after %lld ms: %d (%s), %s, from %s", a.t1 - a.t0, a.status, a.message,
+                  mcr_reply_name(a.reply), a.server);
     ck_assert_msg(b.calls == 1, "a get routed to a live server after the change waits for "
                   "the get in flight to the %s server", _i ? "downed" : "removed");
     EXPECT(&b, MCR_OK, MCR_REPLY_MISS);
@@ -4121,7 +4192,7 @@ START_TEST(test_eject_stopped)
     memset(&r, 0, sizeof(r));
     EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
 
-    ck_assert_int_eq(kill(e.mc[1].pid, SIGSTOP), 0);
+    env_sigstop(&e, 1);
     int n = eject_by_gets(&e, e.id[1], kb, 10);
     ck_assert_msg(state_of(e.router, e.id[1]) == MCR_STATE_DOWN,
                   "not ejected after %d timed out gets", n);
