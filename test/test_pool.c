@@ -3922,6 +3922,34 @@ START_TEST(test_large_values)
         ck_assert(lens[i] == 0 || memcmp(rs[i].value, vals[i], lens[i]) == 0);
         rec_clear(&rs[i]);
     }
+    /* 48 sets of up to 900 KB at once (tens of MB: the sockets fill up),
+     * then their gets at once */
+    enum { NB = 48 };
+    rec *bs = calloc(NB, sizeof(rec));
+    char bkeys[NB][32];
+    ck_assert_ptr_nonnull(bs);
+    for (int i = 0; i < NB; i++) {
+        snprintf(bkeys[i], sizeof(bkeys[i]), "big2:%d", i);
+        mcr_request q = rq(MCR_OP_SET, bkeys[i]);
+        q.value = vals[i % NV];
+        q.value_len = lens[i % NV];
+        ck_assert_int_eq(submit(&e, &bs[i], &q), MCR_OK);
+    }
+    WAIT_IDLE(&e, 20000);
+    for (int i = 0; i < NB; i++) {
+        EXPECT(&bs[i], MCR_OK, MCR_REPLY_STORED);
+        ck_assert_int_eq(submit(&e, &bs[i], &(mcr_request){.op = MCR_OP_GET, .key = bkeys[i],
+                                                             .key_len = strlen(bkeys[i])}),
+                         MCR_OK);
+    }
+    WAIT_IDLE(&e, 20000);
+    for (int i = 0; i < NB; i++) {
+        EXPECT(&bs[i], MCR_OK, MCR_REPLY_HIT);
+        ck_assert_uint_eq(bs[i].value_len, lens[i % NV]);
+        ck_assert(lens[i % NV] == 0 || memcmp(bs[i].value, vals[i % NV], lens[i % NV]) == 0);
+    }
+    recs_free(bs, NB);
+
     /* a multi-get of them: compared in the key callback */
     mtrack *m = mt_new(&e.t, NV);
     m->check_value = 0;
