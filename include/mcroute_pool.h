@@ -65,8 +65,11 @@
  *
  *   MCR_POLICY_FAIL_FAST  Requests for the server fail at once (MCR_ERR_DOWN)
  *                         until retry_timeout_ms has passed; then the next
- *                         request tries a new connection. The ring is never
- *                         changed.
+ *                         request tries a new connection, and one failure
+ *                         downs the server again. A server that fails again
+ *                         within retry_timeout_ms of a retry waits twice as
+ *                         long (up to retry_max_ms) before the next. The
+ *                         ring is never changed.
  *   MCR_POLICY_EJECT      The pool publishes a snapshot with the server DOWN
  *                         (mcr_router_apply()), so its keys move to the
  *                         others, for every pool of the router. After
@@ -94,10 +97,11 @@
  * config (mcr_config_set_hash_tag()) applies to routing as usual.
  *
  * Hot keys. While a plain get (or gets) of a key is in flight, further gets
- * of the same key on the pool wait for its reply instead of sending another
- * request, and each gets its own callback. Any write of the key on the pool
- * ends that sharing, so a get submitted after a set never sees a value older
- * than that set's request.
+ * of the same key on the pool that route to the same server wait for its
+ * reply instead of sending another request, and each gets its own
+ * callback. Any write of the key on the pool ends that sharing, so a get
+ * submitted after a set never sees a value older than that set's request;
+ * so does a get routed to another server (a new snapshot, a failover).
  *
  * Threads. A pool, and everything it calls back, lives in the thread that
  * runs its event_base: all its functions must be called from that thread
@@ -288,8 +292,10 @@ typedef struct mcr_request {
 
 /* What a reply said, when status is MCR_OK. */
 typedef enum mcr_reply {
-    MCR_REPLY_HIT = 0,     /* get family: value, flags (and cas) set */
-    MCR_REPLY_MISS,        /* get family, touch, incr/decr, delete: no such key */
+    MCR_REPLY_HIT = 0,     /* get family: value, flags (and cas) set. Delivered as
+                              soon as the value has arrived (before the reply's
+                              END): a connection lost after it does not undo it */
+    MCR_REPLY_MISS,        /* get family, touch, incr/decr, delete, cas: no such key */
     MCR_REPLY_STORED,
     MCR_REPLY_NOT_STORED,  /* add of an existing key, replace/append of a missing one */
     MCR_REPLY_EXISTS,      /* cas: the item changed since */
@@ -352,7 +358,8 @@ MCR_EXTERN int mcr_pool_delete(mcr_pool *pool, const void *key, size_t len, mcr_
  * that key alone (MCR_ERR_KEY for a key that breaks the rules: the others
  * are still fetched); then `done_cb` once, after every key_cb, with a
  * result whose status is MCR_OK when every key got a reply (hits and
- * misses) or the first error met otherwise, `number` the count of hits and
+ * misses) or the first error met otherwise, `number` the count of hits (a
+ * key given twice and found counts twice, as it is reported twice) and
  * key_len 0. Duplicate keys are fetched once and reported once per
  * occurrence. Errors (no callback at all): MCR_ERR_INVALID (NULL pool,
  * keys, lens or a callback; n == 0; another op), MCR_ERR_EMPTY,
@@ -399,7 +406,9 @@ typedef enum mcr_server_health {
     MCR_HEALTH_UP = 0,       /* in use */
     MCR_HEALTH_DOWN = 1,     /* failure limit reached, waiting to retry (fail-fast, failover) */
     MCR_HEALTH_EJECTED = 2,  /* published DOWN by this pool, waiting to probe */
-    MCR_HEALTH_DRAINING = 3  /* no longer in the pool's snapshot; finishing its requests */
+    MCR_HEALTH_DRAINING = 3  /* no longer in the pool's snapshot, or listed there DRAINING
+                                or DOWN: no keyed request; its connections close once
+                                their requests are answered */
 } mcr_server_health;
 
 /* Per-server counters of one pool, since the pool was created. */

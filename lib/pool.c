@@ -146,6 +146,7 @@ struct pool_server {
     uint64_t readded_at;
     struct event *retry_ev;     /* EJECTED: the probe timer */
     int retired;                /* not in the pool's snapshot any more */
+    int inactive;               /* listed there, but DRAINING or DOWN */
     int eject_pending, readd_pending, probing;
     size_t list_pos;
     /* multi-get grouping scratch */
@@ -923,6 +924,12 @@ static void server_retire(pool_server *s)
     s->health = MCR_HEALTH_DRAINING;
     event_del(s->retry_ev);
     server_fail_waiting(s, MCR_ERR_CANCELLED, "server removed from the snapshot");
+    /* Requests on a connection not made yet never reached the server. */
+    for (unsigned i = 0; i < s->pool->o.connections; i++) {
+        pool_conn *c = s->conns[i];
+        if (c != NULL && c->state == CONN_CONNECTING)
+            conn_fail(c, MCR_ERR_CANCELLED, "server removed before its connection was made");
+    }
     server_close_idle(s);
     server_maybe_free(s);
 }
@@ -1253,6 +1260,11 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
     if (s->retired && c->inflight == 0) {
         conn_fail(c, MCR_ERR_CANCELLED, "server removed");
         server_maybe_free(s);
+        return;
+    }
+    if (s->inactive && c->inflight == 0 && s->wait_head == NULL) {
+        /* DRAINING or DOWN in the snapshot: its last request is answered */
+        conn_fail(c, MCR_ERR_CANCELLED, "server no longer active");
         return;
     }
     if (s->wait_head != NULL)
@@ -1974,6 +1986,9 @@ static int pool_refresh(mcr_pool *p)
         mcr_snapshot_server(snap, i, &d);
         pool_server *s = by[i];
         s->mg_marked = 0;
+        s->inactive = d.state != MCR_STATE_ACTIVE;
+        if (s->inactive)
+            server_close_idle(s);
         if (d.state == MCR_STATE_ACTIVE && s->health == MCR_HEALTH_EJECTED && !s->probing &&
             !s->eject_pending) {
             /* re-added by someone else (another pool, an operator) */
@@ -2266,6 +2281,12 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
     if (shareable) {
         h = hot_hash(q->op, q->key, q->key_len);
         pool_req *lead = hot_find(p, q->op, q->key, q->key_len, h);
+        if (lead != NULL && lead->server != s) {
+            /* routed elsewhere since (a new snapshot, a failover): this
+             * request leads from now on */
+            hot_remove(p, lead);
+            lead = NULL;
+        }
         if (lead != NULL) {
             pool_waiter *w = malloc(sizeof(*w));
             if (w == NULL)
@@ -2631,7 +2652,7 @@ int mcr_pool_server_stats(const mcr_pool *p, size_t i, mcr_server_stats *out)
     snprintf(out->id, sizeof(out->id), "%s", s->id);
     snprintf(out->host, sizeof(out->host), "%s", s->host);
     out->port = s->port;
-    out->health = s->health;
+    out->health = s->inactive && s->health == MCR_HEALTH_UP ? MCR_HEALTH_DRAINING : s->health;
     out->requests = s->requests;
     out->hits = s->hits;
     out->misses = s->misses;
