@@ -36,7 +36,9 @@ TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan
 #    runs under ASan and TSan: valgrind runs one thread at a time, so its
 #    readers starve the writer's RCU grace periods and the stress test
 #    cannot publish. test_cli_pool runs the CLI under valgrind against real
-#    memcached servers, which are not traced.)
+#    memcached servers, which are not traced. test_pool runs under ASan and
+#    TSan: its timeouts are 100-300 ms, which valgrind's slowdown would turn
+#    into false failures.)
 echo "=== valgrind ==="
 for t in test_config test_hash test_ring test_cli test_cli_pool test_compat_ketama test_snapshot test_diff; do
   echo "--- valgrind $t"
