@@ -17,8 +17,9 @@
 #      SEE ALSO, each once, none empty, in that order (other sections may come
 #      between them);
 #   3. every page in SOURCE_DIR/man renders with `groff -man -ww` without a
-#      warning and with `MANWIDTH=80 man --warnings -l` without a message, and
-#      every ".so" alias points at an existing page;
+#      warning and with `MANWIDTH=80 man --warnings -l` without a message, has
+#      no control byte in its source, and every ".so" alias points at an
+#      existing page;
 #   4. every cross-reference to an mcroute page (mcr_*(3), ketama_*(3),
 #      mcroute(1), ...) names a page that exists;
 #   5. the program of the EXAMPLE of every page of sections 3 and 7 (its
@@ -163,6 +164,11 @@ for page in "${pages[@]}"; do
             fail "man/$name: alias of missing page man/$(basename "$target")"
             continue
         fi
+    fi
+    # A stray control byte (a "\f" typed as a form feed) renders as garbage
+    # without any groff warning.
+    if LC_ALL=C grep -nP '[\x00-\x08\x0b-\x1f\x7f]' "$page" >"$tmp/ctl"; then
+        fail "man/$name: control bytes in the source (line:text): $(cut -c1-60 "$tmp/ctl" | head -3 | tr '\n\f' ' ^')"
     fi
     if ! (cd "$tmp/root" && groff -k -man -Tutf8 -ww -z "$absman/$name") \
         >"$tmp/out" 2>"$tmp/warn"; then
