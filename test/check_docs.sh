@@ -23,7 +23,8 @@
 #   4. every cross-reference to an mcroute page (mcr_*(3), ketama_*(3),
 #      mcroute(1), ...) names a page that exists;
 #   5. the program of the EXAMPLE of every page of sections 3 and 7 (its
-#      .nf/.fi blocks, as man shows them) is a complete C translation unit (its own #include lines) that compiles with
+#      .nf/.fi blocks, as man shows them) is a complete C translation unit
+#      (its own #include lines) that compiles with
 #      `$CC -std=c11 -pedantic -Wall -Wextra -Werror -c` against include/ and
 #      compat/libketama/ (examples that need libmemcached's headers are
 #      skipped, and said so, when those are not installed);
