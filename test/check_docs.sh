@@ -17,9 +17,10 @@
 #      SEE ALSO, each once, none empty, in that order (other sections may come
 #      between them);
 #   3. every page in SOURCE_DIR/man renders with `groff -man -ww` without a
-#      warning and with `MANWIDTH=80 man --warnings -l` without a message, has
-#      no control byte in its source, and every ".so" alias points at an
-#      existing page;
+#      warning and with `MANWIDTH=80 man --warnings -l` without a message (and,
+#      in sections 3 and 7, without a line wider than 80 columns), has no
+#      control byte in its source, and every ".so" alias points at an existing
+#      page;
 #   4. every cross-reference to an mcroute page (mcr_*(3), ketama_*(3),
 #      mcroute(1), ...) names a page that exists;
 #   5. the program of the EXAMPLE of every page of sections 3 and 7 (its
@@ -188,6 +189,12 @@ for page in "${pages[@]}"; do
         sed 's/^/    /' "$tmp/warn" >&2
     elif [ ! -s "$tmp/out" ]; then
         fail "man/$name: man -l rendered nothing"
+    elif [[ $name == *.[37] ]] &&
+        perl -CSD -ne 'chomp; $n++; if (!$w && length > 80) { print "line $n: $_\n"; $w = 1 } END { exit !$w }' \
+            "$tmp/out" >"$tmp/wide"; then
+        # Lines that no-fill text (synopses, examples) makes wider than the
+        # terminal. Sections 3 and 7 only: mcroute(1) is checked by its owner.
+        fail "man/$name: wider than 80 columns with man -l: $(cat "$tmp/wide")"
     fi
 done
 
