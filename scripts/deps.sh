@@ -3,7 +3,7 @@
 set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libssl-dev libevent-dev check
-      libmemcached-dev libhashkit-dev memcached valgrind groff-base
+      libmemcached-dev libhashkit-dev memcached valgrind groff-base man-db
       libyaml-dev nutcracker liburcu-dev)
 
 missing=()

@@ -1,35 +1,57 @@
 #!/usr/bin/env bash
-# check_docs.sh: every public function has a man page, every page renders without groff warnings, and mcroute(1) covers every option of mcroute --help.
+# check_docs.sh: every public function has a man page with the required sections and an example that compiles; every page renders cleanly; mcroute(1) covers mcroute --help.
 #
-# Usage: check_docs.sh SOURCE_DIR MCROUTE_BINARY
+# Usage: check_docs.sh SOURCE_DIR MCROUTE_BINARY [GENERATED_INCLUDE_DIR]
+#
+# GENERATED_INCLUDE_DIR holds the build's <mcroute_version.h>; without it, a
+# copy is generated from include/mcroute_version.h.in. The C compiler is $CC
+# (default cc).
 #
 # Checks, each failure reported by name (the script exits 1 after listing all):
 #   1. every function declared with MCR_EXTERN in SOURCE_DIR/include/*.h (and
-#      the templates of generated headers, include/*.h.in) has
+#      the templates of generated headers, include/*.h.in), and every function
+#      declared with KETAMA_EXTERN in compat/libketama/ketama.h, has
 #      SOURCE_DIR/man/<name>.3 (a full page, or a ".so man3/<page>.3" alias);
-#   2. every page in SOURCE_DIR/man renders with `groff -man -ww` without a
-#      warning, and every ".so" alias points at an existing page;
-#   3. every cross-reference to an mcroute page (mcr_*(3), mcroute(1), ...)
-#      names a page that exists;
-#   4. every option (long and short) and every command printed by
+#   2. every page that is not an alias in section 3 has the sections NAME,
+#      SYNOPSIS, DESCRIPTION, RETURN VALUE, ERRORS, THREAD SAFETY, EXAMPLE and
+#      SEE ALSO, each once, none empty, in that order (other sections may come
+#      between them);
+#   3. every page in SOURCE_DIR/man renders with `groff -man -ww` without a
+#      warning and with `MANWIDTH=80 man --warnings -l` without a message (and,
+#      in sections 3 and 7, without a line wider than 80 columns), has no
+#      control byte in its source, and every ".so" alias points at an existing
+#      page;
+#   4. every cross-reference to an mcroute page (mcr_*(3), ketama_*(3),
+#      mcroute(1), ...) names a page that exists;
+#   5. the program of the EXAMPLE of every page of sections 3 and 7 (its
+#      .nf/.fi blocks, as man shows them) is a complete C translation unit
+#      (its own #include lines) that compiles with
+#      `$CC -std=c11 -pedantic -Wall -Wextra -Werror -c` against include/ and
+#      compat/libketama/ (examples that need libmemcached's headers are
+#      skipped, and said so, when those are not installed);
+#   6. every option (long and short) and every command printed by
 #      `mcroute --help` and `mcroute help COMMAND` appears in mcroute(1).
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 SOURCE_DIR MCROUTE_BINARY" >&2
+    echo "usage: $0 SOURCE_DIR MCROUTE_BINARY [GENERATED_INCLUDE_DIR]" >&2
     exit 2
 }
-[ $# -eq 2 ] || usage
+[ $# -eq 2 ] || [ $# -eq 3 ] || usage
 src=$1
 bin=$2
+geninc=${3:-}
 man="$src/man"
+cc=${CC:-cc}
 
 [ -d "$src/include" ] || { echo "check_docs: $src/include: not a directory" >&2; exit 2; }
 [ -d "$man" ] || { echo "check_docs: $man: not a directory" >&2; exit 2; }
 [ -x "$bin" ] || { echo "check_docs: $bin: not an executable" >&2; exit 2; }
-for tool in groff perl; do
+[ -z "$geninc" ] || [ -f "$geninc/mcroute_version.h" ] ||
+    { echo "check_docs: $geninc/mcroute_version.h: no such file" >&2; exit 2; }
+for tool in groff perl man "$cc"; do
     command -v "$tool" >/dev/null ||
-        { echo "check_docs: $tool not found (Debian: groff-base, perl-base)" >&2; exit 2; }
+        { echo "check_docs: $tool not found (Debian: groff-base, perl-base, man-db, gcc)" >&2; exit 2; }
 done
 
 problems=0
@@ -43,43 +65,96 @@ trap 'rm -rf "$tmp"' EXIT
 
 # ------------------------------------------------------------ 1. functions
 # Strip comments and preprocessor lines, then take the identifier before the
-# first '(' of every declaration that starts with MCR_EXTERN.
+# first '(' of every declaration that starts with the export marker.
 shopt -s nullglob
 headers=("$src"/include/*.h "$src"/include/*.h.in)
 shopt -u nullglob
-perl -0777 -ne '
-    s{/\*.*?\*/}{ }gs;
-    s{//[^\n]*}{}g;
-    s{^[ \t]*#(?:[^\n]*\\\n)*[^\n]*}{}mg;
-    while (/\bMCR_EXTERN\b[^;{()]*?\b([A-Za-z_]\w*)\s*\(/g) { print "$1\n" }
-' "${headers[@]}" </dev/null | sort -u >"$tmp/functions"
-
-nfunc=$(wc -l <"$tmp/functions")
-if [ "$nfunc" -eq 0 ]; then
+ketama_h=$src/compat/libketama/ketama.h
+extract() { # MARKER FILE...
+    local marker=$1
+    shift
+    perl -0777 -ne '
+        BEGIN { $m = shift @ARGV }
+        s{/\*.*?\*/}{ }gs;
+        s{//[^\n]*}{}g;
+        s{^[ \t]*#(?:[^\n]*\\\n)*[^\n]*}{}mg;
+        while (/\b\Q$m\E\b[^;{()]*?\b([A-Za-z_]\w*)\s*\(/g) { print "$1\n" }
+    ' "$marker" "$@" </dev/null
+}
+extract MCR_EXTERN "${headers[@]}" | sort -u >"$tmp/functions"
+if [ ! -s "$tmp/functions" ]; then
     fail "no MCR_EXTERN function found in $src/include/*.h (is the extraction broken?)"
 fi
+if [ ! -f "$ketama_h" ]; then
+    fail "missing $ketama_h"
+else
+    extract KETAMA_EXTERN "$ketama_h" | sort -u >"$tmp/ketama_functions"
+    [ -s "$tmp/ketama_functions" ] ||
+        fail "no KETAMA_EXTERN function found in $ketama_h (is the extraction broken?)"
+    cat "$tmp/ketama_functions" >>"$tmp/functions"
+fi
+nfunc=$(wc -l <"$tmp/functions")
 while read -r fn; do
-    [ -f "$man/$fn.3" ] || fail "missing man page: man/$fn.3 (for $fn(), declared MCR_EXTERN)"
+    [ -f "$man/$fn.3" ] || fail "missing man page: man/$fn.3 (for $fn(), a public function)"
 done <"$tmp/functions"
 
-# ------------------------------------------------------------ 2. rendering
-# Installed pages live in man1/, man3/, man7/ and aliases say ".so man3/x.3";
-# in the tree they sit side by side, so render from a directory whose manN
-# entries all point at man/.
+# An alias is a page whose only request is ".so manN/target.N".
+is_alias() {
+    grep -v '^\.\\"' "$1" | grep -v '^[[:space:]]*$' | head -1 | grep -q '^\.so '
+}
+
 shopt -s nullglob
 pages=("$man"/*.[0-9])
 shopt -u nullglob
 [ ${#pages[@]} -gt 0 ] || fail "no man page in $man"
+
+# ------------------------------------------------------------ 2. sections
+# The headings of a page in order, one a line, quotes removed; then the
+# required ones must appear once each, in this order, and have some text.
+required=("NAME" "SYNOPSIS" "DESCRIPTION" "RETURN VALUE" "ERRORS" "THREAD SAFETY" "EXAMPLE" "SEE ALSO")
+nfull=0
+for page in "$man"/*.3; do
+    name=$(basename "$page")
+    is_alias "$page" && continue
+    nfull=$((nfull + 1))
+    perl -ne '
+        if (/^\.SH\s+(.*?)\s*$/) { ($h = $1) =~ s/"//g; print "H $h\n"; next }
+        print "T\n" if !/^\.\\"/ && !/^\.(?:PP|P|LP|sp|br|nf|fi|RS|RE|in)\b/ && /\S/;
+    ' "$page" >"$tmp/headings"
+    last=0
+    for sec in "${required[@]}"; do
+        n=$(grep -cxF "H $sec" "$tmp/headings" || true)
+        if [ "$n" -eq 0 ]; then
+            fail "man/$name: no $sec section"
+            continue
+        elif [ "$n" -gt 1 ]; then
+            fail "man/$name: $n $sec sections"
+            continue
+        fi
+        at=$(grep -nxF "H $sec" "$tmp/headings" | cut -d: -f1)
+        if [ "$at" -lt "$last" ]; then
+            fail "man/$name: $sec comes too early (order: ${required[*]})"
+        fi
+        last=$at
+        [ "$(sed -n "$((at + 1))p" "$tmp/headings")" = T ] ||
+            fail "man/$name: empty $sec section"
+    done
+done
+
+# ------------------------------------------------------------ 3. rendering
+# Installed pages live in man1/, man3/, man7/ and aliases say ".so man3/x.3";
+# in the tree they sit side by side, so render from a directory whose manN
+# entries all point at man/.
 mkdir "$tmp/root"
 for sec in 1 2 3 4 5 6 7 8; do
     ln -s "$(cd "$man" && pwd)" "$tmp/root/man$sec"
 done
+absman=$(cd "$man" && pwd)
 
 for page in "${pages[@]}"; do
     name=$(basename "$page")
-    # An alias is a page whose only request is ".so manN/target.N".
-    so=$(grep -v '^\.\\"' "$page" | grep -v '^[[:space:]]*$' || true)
-    if [[ $so == .so\ * ]]; then
+    if is_alias "$page"; then
+        so=$(grep -v '^\.\\"' "$page" | grep -v '^[[:space:]]*$' || true)
         target=${so#.so }
         if [ "$(printf '%s\n' "$so" | wc -l)" -ne 1 ] ||
             ! [[ $target =~ ^man([0-9])/[^/]+\.([0-9])$ ]] ||
@@ -92,21 +167,43 @@ for page in "${pages[@]}"; do
             continue
         fi
     fi
-    if ! (cd "$tmp/root" && groff -k -man -Tutf8 -ww -z "$(cd "$man" && pwd)/$name") \
+    # A stray control byte (a "\f" typed as a form feed) renders as garbage
+    # without any groff warning.
+    if LC_ALL=C grep -nP '[\x00-\x08\x0b-\x1f\x7f]' "$page" >"$tmp/ctl"; then
+        fail "man/$name: control bytes in the source (line:text): $(cut -c1-60 "$tmp/ctl" | head -3 | tr '\n\f' ' ^')"
+    fi
+    if ! (cd "$tmp/root" && groff -k -man -Tutf8 -ww -z "$absman/$name") \
         >"$tmp/out" 2>"$tmp/warn"; then
         fail "man/$name: groff failed: $(head -5 "$tmp/warn")"
     elif [ -s "$tmp/warn" ]; then
         fail "man/$name: groff warnings:"
         sed 's/^/    /' "$tmp/warn" >&2
     fi
+    # What a reader gets: man's own pipeline at 80 columns. man exits 0 on
+    # groff warnings, so any message on stderr is the failure.
+    if ! (cd "$tmp/root" && MANWIDTH=80 MAN_KEEP_FORMATTING= man --warnings -l "$absman/$name") \
+        >"$tmp/out" 2>"$tmp/warn"; then
+        fail "man/$name: man -l failed: $(head -5 "$tmp/warn")"
+    elif [ -s "$tmp/warn" ]; then
+        fail "man/$name: man -l messages:"
+        sed 's/^/    /' "$tmp/warn" >&2
+    elif [ ! -s "$tmp/out" ]; then
+        fail "man/$name: man -l rendered nothing"
+    elif [[ $name == *.[37] ]] &&
+        perl -CSD -ne 'chomp; $n++; if (!$w && length > 80) { print "line $n: $_\n"; $w = 1 } END { exit !$w }' \
+            "$tmp/out" >"$tmp/wide"; then
+        # Lines that no-fill text (synopses, examples) makes wider than the
+        # terminal. Sections 3 and 7 only: mcroute(1) is checked by its owner.
+        fail "man/$name: wider than 80 columns with man -l: $(cat "$tmp/wide")"
+    fi
 done
 
-# ------------------------------------------------------------ 3. references
+# ------------------------------------------------------------ 4. references
 for page in "${pages[@]}"; do
     name=$(basename "$page")
     # ".BR mcr_x (3)" and "\fBmcr_x\fP(3)": pages of this project only.
     perl -ne '
-        while (/(?:^\.BR?\s+|\\fB)((?:mcr_|mcroute|libmcroute)[\w.-]*)(?:\\f[PR])?\s*\(([0-9])\)/g) {
+        while (/(?:^\.BR?\s+|\\fB)((?:mcr_|ketama_|mcroute|libmcroute)[\w.-]*)(?:\\f[PR])?\s*\(([0-9])\)/g) {
             print "$1 $2\n";
         }
     ' "$page" | sort -u | while read -r ref sec; do
@@ -115,7 +212,69 @@ for page in "${pages[@]}"; do
     while read -r line; do fail "$line"; done <"$tmp/refs"
 done
 
-# ------------------------------------------------------------ 4. CLI options
+# ------------------------------------------------------------ 5. examples
+# The program of an EXAMPLE section is its no-fill blocks (.nf to .fi; prose
+# around them is allowed), as man shows them, so that every roff escape is
+# resolved as for a reader: they are rendered alone, and the section's
+# indentation is removed.
+mkdir "$tmp/inc" "$tmp/ex"
+if [ -n "$geninc" ]; then
+    cp "$geninc/mcroute_version.h" "$tmp/inc/"
+else
+    sed 's/@PROJECT_VERSION_[A-Z]*@/0/g' "$src/include/mcroute_version.h.in" >"$tmp/inc/mcroute_version.h"
+fi
+ccflags=(-std=c11 -pedantic -Wall -Wextra -Werror -I"$src/include" -I"$tmp/inc"
+         -I"$src/compat/libketama")
+have_lmc=1
+printf '#include <libmemcached/memcached.h>\n' |
+    "$cc" -std=c11 -fsyntax-only -x c - >/dev/null 2>&1 || have_lmc=0
+nex=0
+nskip=0
+for page in "$man"/*.3 "$man"/*.7; do
+    name=$(basename "$page")
+    is_alias "$page" && continue
+    perl -ne '
+        BEGIN { print ".TH EXAMPLE 3\n.SH EXAMPLE\n" }
+        if (/^\.SH\s/) { $on = /^\.SH\s+"?EXAMPLES?"?\s*$/; $nf = 0; next }
+        next unless $on;
+        $nf = 1 if /^\.nf\b/;
+        print if $nf;
+        $nf = 0 if /^\.fi\b/;
+        END { print ".SH END\n" }
+    ' "$page" >"$tmp/ex/$name.roff"
+    groff -k -man -Tascii -P-c -P-b -P-u -rLL=200n -rcR=1 "$tmp/ex/$name.roff" 2>/dev/null |
+        perl -ne '
+            s/.\x08//g;
+            if (/^EXAMPLES?\s*$/) { $on = 1; next }
+            if ($on && /^\S/) { $on = 0 }
+            push @l, $_ if $on;
+            END {
+                pop @l while @l && $l[-1] !~ /\S/;
+                shift @l while @l && $l[0] !~ /\S/;
+                my $min;
+                for (@l) { next unless /\S/; /^( *)/; $min = length $1 if !defined $min || length $1 < $min }
+                for (@l) { s/^ {$min}// if defined $min; print }
+            }
+        ' >"$tmp/ex/$name.c"
+    [ -s "$tmp/ex/$name.c" ] || continue # section 2 reports a missing EXAMPLE
+    if ! grep -q '^#include' "$tmp/ex/$name.c"; then
+        fail "man/$name: the EXAMPLE is not a complete program (no #include line)"
+        continue
+    fi
+    if [ $have_lmc -eq 0 ] && grep -Eq '^#include <(libmemcached/|mcroute_memcached_st\.h)' "$tmp/ex/$name.c"; then
+        echo "check_docs: man/$name: EXAMPLE not compiled: libmemcached's headers are not installed" >&2
+        nskip=$((nskip + 1))
+        continue
+    fi
+    if ! "$cc" "${ccflags[@]}" -c -x c "$tmp/ex/$name.c" -o "$tmp/ex/$name.o" 2>"$tmp/ccerr"; then
+        fail "man/$name: the EXAMPLE does not compile:"
+        sed 's/^/    /' "$tmp/ccerr" | head -20 >&2
+    else
+        nex=$((nex + 1))
+    fi
+done
+
+# ------------------------------------------------------------ 6. CLI options
 # The text of mcroute(1) as a reader sees it: no hyphenation, lines long
 # enough that no option is broken, no overstriking.
 if [ -f "$man/mcroute.1" ]; then
@@ -160,5 +319,6 @@ if [ "$problems" -gt 0 ]; then
     echo "check_docs: FAILED: $problems problem(s)" >&2
     exit 1
 fi
-echo "check_docs: OK: $nfunc functions documented, ${#pages[@]} pages render cleanly," \
+echo "check_docs: OK: $nfunc functions documented, $nfull section-3 pages complete," \
+    "${#pages[@]} pages render cleanly, $nex examples compile ($nskip skipped)," \
     "$nopt options and $(echo $commands | wc -w) commands of mcroute --help in mcroute(1)"
