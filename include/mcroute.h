@@ -76,16 +76,23 @@ extern "C" {
 
 typedef enum mcr_status {
     MCR_OK = 0,
-    MCR_ERR_INVALID = -1,     /* an argument is invalid (NULL, out of range) */
+    MCR_ERR_INVALID = -1,     /* an argument is invalid (NULL, out of range), a call made
+                                 where it is not allowed (inside a read-side section, a
+                                 hook, a callback), a snapshot file's checksum wrong */
     MCR_ERR_NOMEM = -2,       /* memory allocation failed */
     MCR_ERR_SYNTAX = -3,      /* malformed text: server list, option, file line */
-    MCR_ERR_RANGE = -4,       /* a number outside its range: port, weight */
-    MCR_ERR_DUPLICATE = -5,   /* the same server (host and port) given twice */
-    MCR_ERR_UNKNOWN = -6,     /* an unknown name: hash, mode, option, behaviour */
-    MCR_ERR_EMPTY = -7,       /* no servers where at least one is needed */
-    MCR_ERR_IO = -8,          /* a file could not be read */
+    MCR_ERR_RANGE = -4,       /* a number outside its range (port, weight, option), a
+                                 stale epoch */
+    MCR_ERR_DUPLICATE = -5,   /* the same server (host and port, or id) given twice; a
+                                 directive given twice */
+    MCR_ERR_UNKNOWN = -6,     /* an unknown name: hash, mode, option, behaviour, server id */
+    MCR_ERR_EMPTY = -7,       /* no servers where at least one is needed; a router with
+                                 no snapshot yet */
+    MCR_ERR_IO = -8,          /* a file could not be read or written */
     MCR_ERR_TOO_LONG = -9,    /* a hostname over 255 bytes, a label too long */
-    MCR_ERR_UNSUPPORTED = -10, /* valid for the reference, not reproducible here */
+    MCR_ERR_UNSUPPORTED = -10, /* valid for the reference, not reproducible here; a diff of
+                                  snapshots with different key hashes; an unknown snapshot
+                                  file format */
     /* Request outcomes of the connection pool (<mcroute_pool.h>). */
     MCR_ERR_KEY = -11,       /* a key empty, too long, or with a space or control byte */
     MCR_ERR_TOO_BIG = -12,   /* a value over the pool's max_value_size */
@@ -405,8 +412,8 @@ typedef struct mcr_ring mcr_ring;
  * `cfg` is only read and may be freed or changed afterwards. Any number of
  * servers (10,000 and more); lookups stay O(1) expected, O(log points) at
  * worst. Errors (*out unchanged): MCR_ERR_INVALID (NULL), MCR_ERR_EMPTY
- * (no servers), MCR_ERR_RANGE (more than 2^31 servers or 2^32 points),
- * MCR_ERR_NOMEM. */
+ * (no servers), MCR_ERR_RANGE (more than 2^31 servers or 2^32 points; in
+ * "stable-ketama", a weight above MCR_STABLE_WEIGHT_MAX), MCR_ERR_NOMEM. */
 MCR_EXTERN int mcr_ring_new(const mcr_config *cfg, mcr_ring **out,
                             mcr_error *err);
 
@@ -428,7 +435,8 @@ MCR_EXTERN uint32_t mcr_ring_find(const mcr_ring *ring, uint32_t hash);
 /* mcr_ring_find_point: the index (0 .. mcr_ring_point_count() - 1, as
  * mcr_ring_point() numbers them) of the point owning hash value `hash`, by the
  * rule of mcr_ring_find(): what libketama's ketama_get_server() returns.
- * SIZE_MAX for the modula modes, which have no points. Thread-safe. */
+ * SIZE_MAX for the modula modes, which have no points. `ring` must not be
+ * NULL (a lookup: nothing is checked). Thread-safe, cannot fail. */
 MCR_EXTERN size_t mcr_ring_find_point(const mcr_ring *ring, uint32_t hash);
 
 /* mcr_ring_locate: the index of the server owning `key`, exactly as the

@@ -106,7 +106,8 @@ MCR_EXTERN const mcr_snapshot *mcr_router_acquire(mcr_router *router);
 
 /* mcr_router_release: leave the section entered by mcr_router_acquire() on
  * `router`; `snap` is what it returned (unused, for symmetry and checking
- * tools). The snapshot must not be used afterwards. Cannot fail. */
+ * tools). The snapshot must not be used afterwards. `router` must not be
+ * NULL (it is not checked). Cannot fail. */
 MCR_EXTERN void mcr_router_release(mcr_router *router, const mcr_snapshot *snap);
 
 /* Where mcr_router_locate() sent a key: copied out, so it stays valid after
@@ -130,8 +131,8 @@ MCR_EXTERN int mcr_router_locate(mcr_router *router, const void *key, size_t len
  * NULL). Lock-free. */
 MCR_EXTERN mcr_snapshot *mcr_router_current(mcr_router *router);
 
-/* mcr_router_epoch: the current snapshot's epoch, 0 when there is none.
- * Lock-free. */
+/* mcr_router_epoch: the current snapshot's epoch, 0 when there is none or
+ * `router` is NULL. Lock-free. */
 MCR_EXTERN uint64_t mcr_router_epoch(mcr_router *router);
 
 /* ---- writers: serialized, may block ---- */
