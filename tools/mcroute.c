@@ -1,6 +1,7 @@
 /* mcroute.c: the mcroute command line: its options and sources, and the commands that place keys (locate, dump, hash, snapshot, diff). */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -612,6 +613,8 @@ void cli_for_each_line(FILE *in, const char *cmd, bool prints_lines, cli_key_fn 
             n--;
         fn(line, (size_t)n, ctx);
         cli_progress_update(++count);
+        if (ferror(stdout))
+            break; /* output is lost: cli_finish_output() says so */
     }
     cli_progress_end();
     free(line);
@@ -944,6 +947,10 @@ int main(int argc, char **argv)
         putchar('\n');
         return cli_finish_output();
     }
+    /* A reader that goes away (mcroute locate ... | head) makes the next
+     * write fail with EPIPE rather than kill the process: every command
+     * then stops and exits with status 1, as for any lost output. */
+    signal(SIGPIPE, SIG_IGN);
     const struct command *c = find_command(cmd);
     if (c == NULL) {
         if (cmd[0] == '-')
