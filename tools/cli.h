@@ -90,8 +90,10 @@ void cli_for_each_line(FILE *in, const char *cmd, bool prints_lines, cli_key_fn 
 
 /* Write `len` bytes of `s` as a JSON string, quotes included. Valid UTF-8
  * is written as it is, '"', '\\' and control bytes (0x00-0x1f, 0x7f)
- * escaped; a byte that is not part of a valid UTF-8 sequence becomes
- * U+FFFD. Returns true when the string is exact (no U+FFFD substituted). */
+ * escaped; bytes that are not valid UTF-8 become U+FFFD, one for each
+ * maximal subpart (the bytes that begin a sequence without completing it,
+ * or a single byte). Returns true when the string is exact (no U+FFFD
+ * substituted). */
 bool cli_json_string(FILE *f, const char *s, size_t len);
 
 /* Write `"name": STRING` for a key: cli_json_string, followed by

@@ -5,15 +5,19 @@
 
 #include "cli.h"
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when the
- * byte at s does not start one: no overlong form, no surrogate (U+D800 to
- * U+DFFF), nothing above U+10FFFF (RFC 3629). */
-static size_t utf8_sequence(const unsigned char *s, size_t n)
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when there
+ * is none: no overlong form, no surrogate (U+D800 to U+DFFF), nothing above
+ * U+10FFFF (RFC 3629). Then *bad is the length of the maximal subpart, the
+ * bytes that begin a valid sequence but do not complete it (at least 1),
+ * which one U+FFFD replaces (Unicode 15, section 3.9; what Python and the
+ * WHATWG decoder do). */
+static size_t utf8_sequence(const unsigned char *s, size_t n, size_t *bad)
 {
     unsigned char c = s[0];
     size_t len;
     unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
 
+    *bad = 1;
     if (c < 0x80)
         return 1;
     if (c >= 0xc2 && c <= 0xdf)
@@ -32,11 +36,13 @@ static size_t utf8_sequence(const unsigned char *s, size_t n)
             hi = 0x8f; /* above U+10FFFF */
     } else
         return 0;
-    if (n < len || s[1] < lo || s[1] > hi)
+    if (n < 2 || s[1] < lo || s[1] > hi)
         return 0;
     for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
+        if (i >= n || s[i] < 0x80 || s[i] > 0xbf) {
+            *bad = i;
             return 0;
+        }
     return len;
 }
 
@@ -49,11 +55,11 @@ bool cli_json_string(FILE *f, const char *str, size_t len)
     for (size_t i = 0; i < len;) {
         unsigned char c = s[i];
         if (c >= 0x80) {
-            size_t n = utf8_sequence(s + i, len - i);
+            size_t bad, n = utf8_sequence(s + i, len - i, &bad);
             if (n == 0) {
                 fputs("\\ufffd", f);
                 exact = false;
-                i++;
+                i += bad;
             } else {
                 fwrite(s + i, 1, n, f);
                 i += n;
