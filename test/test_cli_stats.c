@@ -718,6 +718,13 @@ START_TEST(lost_output_is_status_1)
         int st = system(cmd);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "%s: %d", cases[i], st);
     }
+    /* a snapshot file that cannot be written: not bad input, a failed write */
+    run r = run_cli(NULL, 0, ARGS("snapshot", "-s", "a,b", "-o", "/nonexistent/dir/s.snap"));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_uint_eq(r.outlen, 0);
+    ck_assert_msg(strstr(r.err, "/nonexistent/dir") != NULL, "%s", r.err);
+    run_free(&r);
+
     /* a reader that goes away: EPIPE, not SIGPIPE, and the command stops */
     char *big = malloc(200000 * 8);
     size_t len = 0;

@@ -19,6 +19,10 @@ extern const char *cli_progname;
  * exit with EXIT_USAGE. */
 void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/* The same with EXIT_FAILED: something failed that was not bad input (out
+ * of memory, a file that could not be written). */
+void cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
 /* What a command takes besides --hash and --help (flags of cli_parse_options). */
 enum {
     ALLOW_SOURCE = 1,   /* -s -f -l -b -m -t -p -k --snapshot */

@@ -18,16 +18,30 @@
 
 const char *cli_progname = "mcroute";
 
+static void vmessage(const char *fmt, va_list ap)
+{
+    cli_progress_clear();
+    fprintf(stderr, "%s: ", cli_progname);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void cli_die(const char *fmt, ...)
 {
     va_list ap;
-    cli_progress_clear();
-    fprintf(stderr, "%s: ", cli_progname);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     exit(EXIT_USAGE);
+}
+
+void cli_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+    exit(EXIT_FAILED);
 }
 
 static const char usage_main[] =
@@ -241,7 +255,7 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
     memset(src, 0, sizeof(*src));
     src->behaviors = calloc((size_t)argc, sizeof(char *));
     if (src->behaviors == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     opterr = 0;
     optind = 1;
     const char *optstring = (allowed & MIXED_ARGS) ? ":s:f:l:b:m:t:p:k:o:h"
@@ -381,7 +395,7 @@ static mcr_config *config_from_lmc(const cli_source *src)
     mcr_lmc *lmc = mcr_lmc_new();
 
     if (lmc == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     if (mcr_lmc_parse_options(lmc, src->libmemcached, &err) != MCR_OK) {
         mcr_lmc_free(lmc);
         cli_die("libmemcached options: %s", err.message);
@@ -456,7 +470,7 @@ static mcr_config *config_from_ketama_file(const cli_source *src, char ***names)
     mcr_config *cfg = mcr_config_new();
 
     if (cfg == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     if (mcr_config_load_ketama_file(cfg, src->ketama_file, &err) != MCR_OK) {
         mcr_config_free(cfg);
         cli_die("%s", err.message);
@@ -464,7 +478,7 @@ static mcr_config *config_from_ketama_file(const cli_source *src, char ***names)
     size_t n = mcr_config_server_count(cfg);
     *names = calloc(n, sizeof(**names));
     if (*names == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     for (size_t i = 0; i < n; i++) {
         const char *a = mcr_config_ketama_address(cfg, i);
         (*names)[i] = a ? strdup(a) : NULL;
@@ -485,7 +499,7 @@ static mcr_config *config_from_list(const char *list, const char *file, const cl
     mcr_hash hash = src->hash ? parse_hash(src->hash) : default_hash_for(mode);
     mcr_config *cfg = mcr_config_new();
     if (cfg == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     mcr_config_set_mode(cfg, mode);
     mcr_config_set_hash(cfg, hash);
     int rc = list ? mcr_config_add_servers(cfg, list, &err)
@@ -586,7 +600,7 @@ cli_placement cli_placement_build(const cli_source *src)
     if (names != NULL) /* ketama file: NULL entries fall back to the ring's name */
         for (size_t i = 0; i < n; i++)
             if (names[i] == NULL && (names[i] = strdup(mcr_ring_server_name(pl.ring, i))) == NULL)
-                cli_die("out of memory");
+                cli_fail("out of memory");
     pl.names = names;
     return pl;
 }
@@ -723,7 +737,7 @@ static int cmd_locate(int argc, char **argv)
         lc.nreplicas = (size_t)src.replicas;
         lc.out = calloc(lc.nreplicas, sizeof(*lc.out));
         if (lc.out == NULL)
-            cli_die("out of memory");
+            cli_fail("out of memory");
         fn = locate_replicas_one;
     } else {
         lc.pl = cli_placement_build(&src);
@@ -754,8 +768,8 @@ static int cmd_snapshot(int argc, char **argv)
     int rc = mcr_snapshot_save(snap, src.output, &err);
     mcr_snapshot_unref(snap);
     free(src.behaviors);
-    if (rc != MCR_OK)
-        cli_die("%s", err.message);
+    if (rc != MCR_OK) /* the placement was fine: writing it failed */
+        cli_fail("%s", err.message);
     return cli_finish_output();
 }
 

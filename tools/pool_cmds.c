@@ -96,7 +96,7 @@ static void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n == 0 ? 1 : n, size);
     if (p == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     return p;
 }
 
@@ -106,13 +106,13 @@ static char *read_stdin(size_t *len)
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap);
     if (buf == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     for (;;) {
         if (n == cap) {
             char *nb = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
             if (nb == NULL) {
                 free(buf);
-                cli_die("out of memory reading standard input");
+                cli_fail("out of memory reading standard input");
             }
             buf = nb;
             cap *= 2;

@@ -146,7 +146,7 @@ static void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n == 0 ? 1 : n, size);
     if (p == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     return p;
 }
 
