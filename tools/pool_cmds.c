@@ -62,7 +62,8 @@ const char cli_usage_delete[] =
     "SOURCE: as for locate (see mcroute --help)\n";
 
 const char cli_usage_probe[] =
-    "Usage: mcroute probe SOURCE [--timeout MS] [--failure-policy NAME] [--json] KEY...\n"
+    "Usage: mcroute probe SOURCE [--timeout MS] [--failure-policy NAME] [--json]\n"
+    "                     KEY...\n"
     "Ask every server of SOURCE for every key and print\n"
     "KEY<TAB>OWNER<TAB>HOLDERS, OWNER the id of the server the placement names and\n"
     "HOLDERS the ids of the servers that hold the key, comma-separated in server\n"
