@@ -485,6 +485,8 @@ START_TEST(stats_edge_cases)
     expect_usage_error(ARGS("stats", "-s", "a", "--keys", "/nonexistent/keys"),
                        "/nonexistent/keys");
     expect_usage_error(ARGS("stats", "--keys", "-"), "no servers");
+    expect_usage_error(ARGS("stats", "-s", "a", "--keys", "/tmp"), "/tmp: Is a directory");
+    expect_usage_error(ARGS("diff", "a", "b", "--keys", "/tmp"), "/tmp: Is a directory");
     expect_usage_error(ARGS("stats", "-s", "a", "--replicas", "2"), "not valid here");
     expect_usage_error(ARGS("stats", "-s", "a", "--keys", "x", "--keys", "y"), "--keys given twice");
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "mcroute.h"
 #include "mcroute_ketama.h"
@@ -613,6 +614,11 @@ FILE *cli_open_keys(const char *cmd, const char *path)
     FILE *f = fopen(path, "r");
     if (f == NULL)
         cli_die("%s: cannot open %s: %s", cmd, path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        cli_die("%s: %s: %s", cmd, path, strerror(EISDIR));
+    }
     return f;
 }
 
@@ -632,12 +638,14 @@ void cli_for_each_line(FILE *in, const char *cmd, bool prints_lines, cli_key_fn 
             break; /* output is lost: cli_finish_output() says so */
     }
     cli_progress_end();
+    int read_errno = errno;
     free(line);
     bool is_stdin = in == stdin, bad = ferror(in) != 0;
     if (!is_stdin)
         fclose(in);
     if (bad)
-        cli_die("%s: error reading %s", cmd, is_stdin ? "standard input" : "the key file");
+        cli_die("%s: error reading %s: %s", cmd, is_stdin ? "standard input" : "the key file",
+                strerror(read_errno));
 }
 
 /* Call fn for every key: the arguments, or the lines of standard input. */
