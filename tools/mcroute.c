@@ -116,8 +116,8 @@ static const char usage_main[] =
     "prints KEY<TAB>error<TAB>REASON on stderr, and the exit status is then 1.\n"
     "Long options may be written --option=VALUE or --option VALUE, and abbreviated.\n"
     "\n"
-    "Exit status: 0 success, 1 a key failed on the servers or output was lost,\n"
-    "2 bad input (nothing done).\n"
+    "Exit status: 0 success; 1 something failed (a key on the servers, writing\n"
+    "the output or a snapshot file); 2 bad input (nothing done).\n"
     "\n"
     "Options: -h, --help (also after a command), -V, --version.\n";
 
@@ -637,8 +637,8 @@ void cli_for_each_line(FILE *in, const char *cmd, bool prints_lines, cli_key_fn 
         if (ferror(stdout))
             break; /* output is lost: cli_finish_output() says so */
     }
+    int read_errno = errno; /* of the getline() that ended the loop */
     cli_progress_end();
-    int read_errno = errno;
     free(line);
     bool is_stdin = in == stdin, bad = ferror(in) != 0;
     if (!is_stdin)
