@@ -9,7 +9,7 @@ src=$1
 bin=$2
 file=$src/tools/mcroute.bash-completion
 [ -f "$file" ] || { echo "test_cli_completion: $file: no such file" >&2; exit 2; }
-# shellcheck source=/dev/null
+# shellcheck source=tools/mcroute.bash-completion
 source "$file"
 
 problems=0
@@ -34,10 +34,11 @@ comp() {
 # expect "WANT (space-separated)" WORD...: exactly these completions.
 expect() {
     local want got
+    # shellcheck disable=SC2086 # the words of $1
     want=$(printf '%s\n' $1 | LC_ALL=C sort)
     shift
     got=$(comp "$@")
-    [ "$got" = "$want" ] || fail "completing '$*': got [$(echo $got)], want [$(echo $want)]"
+    [ "$got" = "$want" ] || fail "completing '$*': got [${got//$'\n'/ }], want [${want//$'\n'/ }]"
 }
 
 # has WORD-EXPECTED WORD...: this completion among others.
@@ -122,8 +123,9 @@ for c in locate dump hash stats snapshot diff set get delete probe; do
         if [[ $offered == *" $o "* ]]; then
             [ $st -eq 0 ] || fail "'mcroute ${args[*]}': status $st, but the completion offers $o: $(cat "$tmp/err")"
         else
-            [ $st -eq 2 ] && grep -q 'not valid here' "$tmp/err" ||
+            if [ $st -ne 2 ] || ! grep -q 'not valid here' "$tmp/err"; then
                 fail "'mcroute ${args[*]}': status $st, but the completion does not offer $o"
+            fi
         fi
     done
 done
