@@ -291,6 +291,10 @@ START_TEST(probe_finds_misplaced_keys)
     snprintf(prefix, sizeof(prefix), "%s\terror\t127.0.0.1:%d: ", k4, c.mc[dead].port);
     ck_assert_msg(strncmp(r.err, prefix, strlen(prefix)) == 0, "stderr: %s", r.err);
     ck_assert_uint_eq(count_lines(r.err), 1);
+    /* the server is named once, not again by the pool's message */
+    ck_assert_msg(strncmp(r.err + strlen(prefix), prefix + strlen(k4) + 7,
+                          strlen(prefix) - strlen(k4) - 7) != 0,
+                  "stderr: %s", r.err);
     run_free(&r);
     /* with --json the failure is an item of the document too */
     r = run_cli(NULL, 0, ARGS("probe", "-s", c.list, "--timeout", "500", "--json", k4));

@@ -388,12 +388,20 @@ static void put_reason(FILE *f, int status, const char *message)
         fputc((unsigned char)*m < 0x20 ? ' ' : *m, f);
 }
 
+/* Whether `message` already begins with "SERVER: " (the pool's messages
+ * name their server), so that it is not named twice. */
+static int names_server(const char *message, const char *server)
+{
+    size_t n = strlen(server);
+    return message != NULL && strncmp(message, server, n) == 0 && message[n] == ':';
+}
+
 static void report_failure(const item *it, const char *server, int status, const char *message)
 {
     cli_progress_clear();
     fwrite(it->key, 1, it->klen, stderr);
     fputs("\terror\t", stderr);
-    if (server != NULL)
+    if (server != NULL && !names_server(message, server))
         fprintf(stderr, "%s: ", server);
     put_reason(stderr, status, message);
     fputc('\n', stderr);
@@ -787,9 +795,11 @@ static void probe_json_failure(probe_out *po, const item *it, const char *server
                                const char *message)
 {
     const char *m = message != NULL && *message != '\0' ? message : mcr_strerror(status);
-    size_t len = strlen(server) + 2 + strlen(m);
+    if (names_server(m, server))
+        server = NULL;
+    size_t len = (server ? strlen(server) + 2 : 0) + strlen(m);
     char *text = xcalloc(len + 1, 1);
-    snprintf(text, len + 1, "%s: %s", server, m);
+    snprintf(text, len + 1, "%s%s%s", server ? server : "", server ? ": " : "", m);
     fputs(po->count++ ? ",\n  {" : "\n  {", stdout);
     cli_json_key_member(stdout, "key", it->key, it->klen);
     fputs(", \"error\": ", stdout);
