@@ -259,9 +259,27 @@ START_TEST(probe_finds_misplaced_keys)
     add(&want, "%s\t%s\t", k3, ID(o3));
     add(&want, "%s\n", ID(w3));
     add(&want, "%s\t%s\t-\n", k4, ID(owner(&c, k4)));
-#undef ID
     ck_assert_str_eq(r.out, want.p);
     run_free(&r);
+
+    /* --json: the same answers, in the same order */
+    r = run_cli(NULL, 0, ARGS("probe", "-s", c.list, "--json", k1, k2, k3, k4));
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    text wj = {0};
+    add(&wj, "{\"keys\": [\n  {\"key\": \"%s\", \"owner\": \"%s\", ", k1, ID(owner(&c, k1)));
+    add(&wj, "\"holders\": [\"%s\"]},\n", id);
+    add(&wj, "  {\"key\": \"%s\", \"owner\": \"%s\", ", k2, ID(o2));
+    add(&wj, "\"holders\": [\"%s\", ", ID(lo));
+    add(&wj, "\"%s\"]},\n", ID(hi));
+    add(&wj, "  {\"key\": \"%s\", \"owner\": \"%s\", ", k3, ID(o3));
+    add(&wj, "\"holders\": [\"%s\"]},\n", ID(w3));
+    add(&wj, "  {\"key\": \"%s\", \"owner\": \"%s\", \"holders\": []}\n]}\n", k4,
+        ID(owner(&c, k4)));
+#undef ID
+    ck_assert_str_eq(r.out, wj.p);
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+    free(wj.p);
 
     /* a server that cannot be asked: the key fails, naming it */
     int dead = owner(&c, k4);
@@ -273,6 +291,19 @@ START_TEST(probe_finds_misplaced_keys)
     snprintf(prefix, sizeof(prefix), "%s\terror\t127.0.0.1:%d: ", k4, c.mc[dead].port);
     ck_assert_msg(strncmp(r.err, prefix, strlen(prefix)) == 0, "stderr: %s", r.err);
     ck_assert_uint_eq(count_lines(r.err), 1);
+    /* the server is named once, not again by the pool's message */
+    ck_assert_msg(strncmp(r.err + strlen(prefix), prefix + strlen(k4) + 7,
+                          strlen(prefix) - strlen(k4) - 7) != 0,
+                  "stderr: %s", r.err);
+    run_free(&r);
+    /* with --json the failure is an item of the document too */
+    r = run_cli(NULL, 0, ARGS("probe", "-s", c.list, "--timeout", "500", "--json", k4));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strncmp(r.err, prefix, strlen(prefix)) == 0, "stderr: %s", r.err);
+    snprintf(prefix, sizeof(prefix), "{\"keys\": [\n  {\"key\": \"%s\", \"error\": \"127.0.0.1:%d: ",
+             k4, c.mc[dead].port);
+    ck_assert_msg(strncmp(r.out, prefix, strlen(prefix)) == 0, "stdout: %s", r.out);
+    ck_assert_msg(strcmp(r.out + r.outlen - 6, "\"}\n]}\n") == 0, "stdout: %s", r.out);
     run_free(&r);
     free(in.p);
     free(want.p);

@@ -2,7 +2,10 @@
 #ifndef MCR_CLI_H
 #define MCR_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "mcroute.h"
 #include "mcroute_snapshot.h"
@@ -12,8 +15,13 @@
 
 extern const char *cli_progname;
 
-/* Print "mcroute: MESSAGE" on stderr and exit with EXIT_USAGE. */
+/* Print "mcroute: MESSAGE" on stderr (after erasing a progress line) and
+ * exit with EXIT_USAGE. */
 void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* The same with EXIT_FAILED: something failed that was not bad input (out
+ * of memory, a file that could not be written). */
+void cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* What a command takes besides --hash and --help (flags of cli_parse_options). */
 enum {
@@ -23,7 +31,8 @@ enum {
     ALLOW_KEYS = 8,     /* --keys */
     MIXED_ARGS = 16,    /* options may follow the arguments (diff OLD NEW --keys F) */
     ALLOW_POOL = 32,    /* --timeout, --failure-policy */
-    ALLOW_TTL = 64      /* --ttl */
+    ALLOW_TTL = 64,     /* --ttl */
+    ALLOW_JSON = 128    /* --json */
 };
 
 /* The options of one command line, collected before anything is built so
@@ -36,6 +45,7 @@ typedef struct cli_source {
     const char *timeout;       /* pool commands: --timeout, as given */
     const char *policy;        /* pool commands: --failure-policy, as given */
     const char *ttl;           /* set --ttl, as given */
+    bool json;                 /* --json: one JSON document on stdout */
     const char **behaviors;
     size_t nbehaviors;
 } cli_source;
@@ -52,6 +62,63 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
  * one, or a bad one. */
 mcr_snapshot *cli_build_snapshot(const cli_source *src);
 
+/* A ring and the name to print for each of its servers (what locate, dump
+ * and stats print): the ring of a snapshot, or one built from a config. */
+typedef struct cli_placement {
+    const mcr_ring *ring;
+    mcr_ring *owned;    /* ring built here, or NULL */
+    mcr_snapshot *snap; /* snapshot the ring belongs to, or NULL */
+    char **names;       /* NULL: mcr_ring_server_name() */
+} cli_placement;
+
+/* The placement of a SOURCE (exits EXIT_USAGE as cli_build_snapshot). */
+cli_placement cli_placement_build(const cli_source *src);
+void cli_placement_free(cli_placement *pl);
+
+/* The name of ring server s, as locate prints it. */
+const char *cli_server_label(const cli_placement *pl, uint32_t s);
+
+/* Keys, one a line: the line without its newline, every other byte kept. */
+typedef void (*cli_key_fn)(const char *key, size_t len, void *ctx);
+
+/* Open the key file of --keys: standard input for "-". Exits EXIT_USAGE
+ * (naming `cmd`) when it cannot be opened. */
+FILE *cli_open_keys(const char *cmd, const char *path);
+
+/* Call fn for every line of `in` (then closed unless it is stdin), with a
+ * progress line labelled `cmd` (see cli_progress_start; `prints_lines`:
+ * fn writes to standard output). Exits EXIT_USAGE on a read error. */
+void cli_for_each_line(FILE *in, const char *cmd, bool prints_lines, cli_key_fn fn, void *ctx);
+
+/* ------------------------------------------------------------ JSON (json.c) */
+
+/* Write `len` bytes of `s` as a JSON string, quotes included. Valid UTF-8
+ * is written as it is, '"', '\\' and control bytes (0x00-0x1f, 0x7f)
+ * escaped; bytes that are not valid UTF-8 become U+FFFD, one for each
+ * maximal subpart (the bytes that begin a sequence without completing it,
+ * or a single byte). Returns true when the string is exact (no U+FFFD
+ * substituted). */
+bool cli_json_string(FILE *f, const char *s, size_t len);
+
+/* Write `"name": STRING` for a key: cli_json_string, followed by
+ * `, "name_hex": "HEX"` (the exact bytes, lower-case hex) when the key is
+ * not valid UTF-8, so that every key can be recovered from the document. */
+void cli_json_key_member(FILE *f, const char *name, const char *key, size_t len);
+
+/* ------------------------------------------------------------ progress (progress.c) */
+
+/* A progress line on standard error, "mcroute CMD: DONE[/TOTAL] keys",
+ * redrawn in place, for runs over many keys. Only when standard error is a
+ * terminal (never in a pipe, a file or a test), and not when the command
+ * `prints_lines` on standard output while it runs and that is a terminal
+ * too. `total` 0 means unknown. Drawn every 65536 keys, and every second
+ * once a run has lasted one; erased by cli_progress_end(), and before any
+ * other message by cli_progress_clear(). */
+void cli_progress_start(const char *cmd, size_t total, bool prints_lines);
+void cli_progress_update(size_t done);
+void cli_progress_clear(void);
+void cli_progress_end(void);
+
 /* Flush stdout: EXIT_SUCCESS, or EXIT_FAILED with a message when anything
  * could not be written. */
 int cli_finish_output(void);
@@ -62,5 +129,9 @@ int cli_cmd_get(int argc, char **argv);
 int cli_cmd_delete(int argc, char **argv);
 int cli_cmd_probe(int argc, char **argv);
 extern const char cli_usage_set[], cli_usage_get[], cli_usage_delete[], cli_usage_probe[];
+
+/* stats (tools/stats.c): the share of the ring and of keys of each server. */
+int cli_cmd_stats(int argc, char **argv);
+extern const char cli_usage_stats[];
 
 #endif

@@ -1,11 +1,13 @@
 /* mcroute.c: the mcroute command line: its options and sources, and the commands that place keys (locate, dump, hash, snapshot, diff). */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "mcroute.h"
 #include "mcroute_ketama.h"
@@ -17,15 +19,30 @@
 
 const char *cli_progname = "mcroute";
 
+static void vmessage(const char *fmt, va_list ap)
+{
+    cli_progress_clear();
+    fprintf(stderr, "%s: ", cli_progname);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void cli_die(const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "%s: ", cli_progname);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     exit(EXIT_USAGE);
+}
+
+void cli_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+    exit(EXIT_FAILED);
 }
 
 static const char usage_main[] =
@@ -38,6 +55,7 @@ static const char usage_main[] =
     "  locate SOURCE [KEY...]      print KEY<TAB>HOST:PORT for each key\n"
     "  dump SOURCE                 print the continuum, VALUE<TAB>HOST:PORT per point\n"
     "  hash --hash NAME [KEY...]   print KEY<TAB>VALUE (decimal uint32) for each key\n"
+    "  stats SOURCE [--keys FILE]  each server's share of the ring and of the keys\n"
     "  snapshot SOURCE -o FILE     save the placement as a snapshot file\n"
     "  diff OLD NEW [--keys FILE]  what moves between two placements\n"
     "  set SOURCE [--ttl SECONDS]  store the KEY<TAB>VALUE lines of standard input\n"
@@ -52,7 +70,8 @@ static const char usage_main[] =
     "  -f, --server-file FILE      one host[:port[:weight]] per line, '#' comments\n"
     "  -l, --libmemcached OPTIONS  a libmemcached option string (--SERVER=h:p/?w ...),\n"
     "                              followed by any number of:\n"
-    "  -b, --behavior NAME=VALUE   DISTRIBUTION (modula consistent ketama spy weighted),\n"
+    "  -b, --behavior NAME=VALUE   DISTRIBUTION (modula consistent ketama spy\n"
+    "                              weighted),\n"
     "                              HASH, KETAMA_HASH (hash names), KETAMA,\n"
     "                              KETAMA_WEIGHTED, SORT_HOSTS, HASH_WITH_NAMESPACE\n"
     "                              (0 or 1); applied in order\n"
@@ -60,18 +79,23 @@ static const char usage_main[] =
     "  -p, --pool NAME             with -t: the pool to use (default: the first)\n"
     "  -k, --ketama-file FILE      a libketama server file: 'address<TAB>memory' lines\n"
     "      --snapshot FILE         a snapshot file (see mcroute snapshot)\n"
+    "  -m, --mode MODE             with -s/-f: ketama (default, libketama),\n"
+    "                              stable-ketama, consistent, weighted, spy,\n"
+    "                              spy-weighted, modula, twemproxy-ketama,\n"
+    "                              twemproxy-modula\n"
+    "      --hash NAME             with -s/-f: key hash (default md5 for ketama,\n"
+    "                              weighted, spy-weighted; fnv1a_64 for twemproxy-*;\n"
+    "                              'default' otherwise)\n"
+    "\n"
+    "Options of some commands:\n"
     "      --replicas N            locate: KEY<TAB>PRIMARY<TAB>REPLICA..., distinct\n"
     "                              servers (and zones first), '<TAB>under-replicated'\n"
     "                              when fewer than N could be found\n"
     "  -o, --output FILE           snapshot: the file to write\n"
-    "      --keys FILE             diff: count the keys of FILE that move\n"
-    "  -m, --mode MODE             with -s/-f: ketama (default, libketama), stable-ketama,\n"
-    "                              consistent,\n"
-    "                              weighted, spy, spy-weighted, modula,\n"
-    "                              twemproxy-ketama, twemproxy-modula\n"
-    "      --hash NAME             with -s/-f: key hash (default md5 for ketama,\n"
-    "                              weighted, spy-weighted; fnv1a_64 for twemproxy-*;\n"
-    "                              'default' otherwise)\n"
+    "      --keys FILE             stats, diff: keys to count, one per line ('-' for\n"
+    "                              standard input)\n"
+    "      --json                  locate, stats, diff, probe: one JSON document\n"
+    "                              instead of lines (see mcroute help COMMAND)\n"
     "\n"
     "set, get, delete and probe connect to the servers of SOURCE; also:\n"
     "      --timeout MS            connect and request timeout, 1 to 86400000 ms\n"
@@ -82,26 +106,33 @@ static const char usage_main[] =
     "      --ttl SECONDS           set: expiry, 0 (default: never) to 2147483647;\n"
     "                              above 30 days it is a Unix time\n"
     "\n"
-    "Hashes: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 hsieh murmur jenkins murmur3\n"
-    "        crc16 crc32a\n"
+    "Hashes: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 hsieh murmur jenkins\n"
+    "        murmur3 crc16 crc32a\n"
     "\n"
     "With no KEY, keys are read from standard input, one per line (the line without\n"
     "its newline; every other byte is kept). Bad input prints a message on stderr,\n"
     "nothing on stdout, and exits with status 2; set, get, delete and probe check\n"
     "all of their input before they send anything. A key that fails on the servers\n"
     "prints KEY<TAB>error<TAB>REASON on stderr, and the exit status is then 1.\n"
+    "Long options may be written --option=VALUE or --option VALUE, and abbreviated.\n"
+    "\n"
+    "Exit status: 0 success; 1 something failed (a key on the servers, writing\n"
+    "the output or a snapshot file); 2 bad input (nothing done).\n"
     "\n"
     "Options: -h, --help (also after a command), -V, --version.\n";
 
 static const char usage_locate[] =
-    "Usage: mcroute locate SOURCE [KEY...]\n"
+    "Usage: mcroute locate SOURCE [--replicas N] [--json] [KEY...]\n"
     "Print KEY<TAB>HOST:PORT for every key: the server that owns it, as it was\n"
     "configured. With no KEY, reads keys from standard input, one per line.\n"
     "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME]\n"
     "        | -l 'OPTION STRING' [-b NAME=VALUE]...\n"
     "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE  (see mcroute --help)\n"
     "With --replicas N: KEY<TAB>PRIMARY<TAB>REPLICA..., '<TAB>under-replicated' last\n"
-    "when fewer than N distinct servers (or zones) could be found.\n";
+    "when fewer than N distinct servers (or zones) could be found.\n"
+    "With --json: {\"keys\": [{\"key\": K, \"server\": S}, ...]}, or with --replicas\n"
+    "{\"key\": K, \"servers\": [S, ...], \"under_replicated\": false}; a key that is not\n"
+    "valid UTF-8 also gets \"key_hex\", its bytes in hexadecimal.\n";
 
 static const char usage_dump[] =
     "Usage: mcroute dump SOURCE\n"
@@ -115,8 +146,8 @@ static const char usage_hash[] =
     "Usage: mcroute hash --hash NAME [KEY...]\n"
     "Print KEY<TAB>VALUE for every key, VALUE the decimal 32-bit hash.\n"
     "With no KEY, reads keys from standard input, one per line.\n"
-    "NAME: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 hsieh murmur jenkins murmur3\n"
-    "      crc16 crc32a\n";
+    "NAME: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 hsieh murmur jenkins\n"
+    "      murmur3 crc16 crc32a\n";
 
 static const char usage_snapshot[] =
     "Usage: mcroute snapshot SOURCE -o FILE\n"
@@ -125,14 +156,18 @@ static const char usage_snapshot[] =
     "SOURCE: as for locate (see mcroute --help)\n";
 
 static const char usage_diff[] =
-    "Usage: mcroute diff OLD NEW [--keys FILE] [--mode MODE] [--hash NAME]\n"
+    "Usage: mcroute diff OLD NEW [--keys FILE] [--mode MODE] [--hash NAME] [--json]\n"
     "Compare two placements. OLD and NEW are each a server list, a server file or\n"
     "a snapshot file; --mode and --hash apply to lists and server files. Prints\n"
     "moved<TAB>FRACTION (share of the hash space whose owner changed, 6 decimals),\n"
     "then FROM<TAB>TO<TAB>FRACTION per pair of server ids, largest first; with\n"
-    "--keys, a last line keys_moved<TAB>N<TAB>TOTAL for the keys of FILE.\n";
+    "--keys (one key per line, '-' for standard input), a last line\n"
+    "keys_moved<TAB>N<TAB>TOTAL for the keys of FILE.\n"
+    "With --json: {\"moved\": F, \"pairs\": [{\"from\": ID, \"to\": ID, \"fraction\": F},\n"
+    "...], \"keys_moved\": N, \"keys_total\": TOTAL} (the last two with --keys).\n";
 
-enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL };
+enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
+       OPT_JSON };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -152,6 +187,7 @@ static const struct option source_opts[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"failure-policy", required_argument, NULL, OPT_POLICY},
     {"ttl", required_argument, NULL, OPT_TTL},
+    {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -193,6 +229,8 @@ static const char *opt_name(int c)
     case OPT_TIMEOUT: return "--timeout";
     case OPT_POLICY: return "--failure-policy";
     case OPT_TTL: return "--ttl";
+    case OPT_JSON: return "--json";
+    case 'h': return "--help";
     default: return "?";
     }
 }
@@ -207,6 +245,7 @@ static bool option_allowed(int c, unsigned allowed)
     case OPT_KEYS: return (allowed & ALLOW_KEYS) != 0;
     case OPT_TIMEOUT: case OPT_POLICY: return (allowed & ALLOW_POOL) != 0;
     case OPT_TTL: return (allowed & ALLOW_TTL) != 0;
+    case OPT_JSON: return (allowed & ALLOW_JSON) != 0;
     default: return (allowed & ALLOW_SOURCE) != 0;
     }
 }
@@ -218,7 +257,7 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
     memset(src, 0, sizeof(*src));
     src->behaviors = calloc((size_t)argc, sizeof(char *));
     if (src->behaviors == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     opterr = 0;
     optind = 1;
     const char *optstring = (allowed & MIXED_ARGS) ? ":s:f:l:b:m:t:p:k:o:h"
@@ -265,6 +304,7 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
                 cli_die("--ttl given twice");
             src->ttl = optarg;
             break;
+        case OPT_JSON: src->json = true; break;
         case 's':
             if (src->servers)
                 cli_die("-s given twice");
@@ -310,6 +350,8 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
         case ':': /* the option was the last argument */
             cli_die("%s: option '%s' needs a value", argv[0], argv[optind - 1]);
         default:
+            if (optopt == 'h' || optopt == OPT_JSON) /* --help=X, --json=X */
+                cli_die("%s: option '%s' takes no value", argv[0], opt_name(optopt));
             if (optopt != 0)
                 cli_die("%s: unknown option '-%c' (see --help)", argv[0], optopt);
             cli_die("%s: unknown or ambiguous option '%s' (see --help)", argv[0], argv[optind - 1]);
@@ -323,20 +365,12 @@ static mcr_hash parse_hash(const char *name)
     mcr_hash h;
     if (mcr_hash_from_name(name, &h) != MCR_OK)
         cli_die("unknown hash '%s' (known: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 "
-            "hsieh murmur jenkins murmur3)",
+            "hsieh murmur jenkins murmur3 crc16 crc32a)",
             name);
     return h;
 }
 
-/* A ring and the name to print for each of its servers. */
-typedef struct placement {
-    const mcr_ring *ring;
-    mcr_ring *owned;    /* ring built here, or NULL */
-    mcr_snapshot *snap; /* snapshot the ring belongs to, or NULL */
-    char **names;       /* NULL: mcr_ring_server_name() */
-} placement;
-
-static const char *server_label(const placement *pl, uint32_t s)
+const char *cli_server_label(const cli_placement *pl, uint32_t s)
 {
     return pl->names ? pl->names[s] : mcr_ring_server_name(pl->ring, s);
 }
@@ -349,7 +383,7 @@ static void free_names(char **names, size_t n)
     free(names);
 }
 
-static void placement_free(placement *pl)
+void cli_placement_free(cli_placement *pl)
 {
     free_names(pl->names, mcr_ring_server_count(pl->ring));
     mcr_ring_free(pl->owned);
@@ -363,7 +397,7 @@ static mcr_config *config_from_lmc(const cli_source *src)
     mcr_lmc *lmc = mcr_lmc_new();
 
     if (lmc == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     if (mcr_lmc_parse_options(lmc, src->libmemcached, &err) != MCR_OK) {
         mcr_lmc_free(lmc);
         cli_die("libmemcached options: %s", err.message);
@@ -438,7 +472,7 @@ static mcr_config *config_from_ketama_file(const cli_source *src, char ***names)
     mcr_config *cfg = mcr_config_new();
 
     if (cfg == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     if (mcr_config_load_ketama_file(cfg, src->ketama_file, &err) != MCR_OK) {
         mcr_config_free(cfg);
         cli_die("%s", err.message);
@@ -446,7 +480,7 @@ static mcr_config *config_from_ketama_file(const cli_source *src, char ***names)
     size_t n = mcr_config_server_count(cfg);
     *names = calloc(n, sizeof(**names));
     if (*names == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     for (size_t i = 0; i < n; i++) {
         const char *a = mcr_config_ketama_address(cfg, i);
         (*names)[i] = a ? strdup(a) : NULL;
@@ -467,7 +501,7 @@ static mcr_config *config_from_list(const char *list, const char *file, const cl
     mcr_hash hash = src->hash ? parse_hash(src->hash) : default_hash_for(mode);
     mcr_config *cfg = mcr_config_new();
     if (cfg == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     mcr_config_set_mode(cfg, mode);
     mcr_config_set_hash(cfg, hash);
     int rc = list ? mcr_config_add_servers(cfg, list, &err)
@@ -545,10 +579,10 @@ mcr_snapshot *cli_build_snapshot(const cli_source *src)
     return snap;
 }
 
-static placement build_placement(const cli_source *src)
+cli_placement cli_placement_build(const cli_source *src)
 {
     mcr_error err;
-    placement pl = {NULL, NULL, NULL, NULL};
+    cli_placement pl = {NULL, NULL, NULL, NULL};
     char **names;
 
     if (check_source(src)) {
@@ -568,41 +602,94 @@ static placement build_placement(const cli_source *src)
     if (names != NULL) /* ketama file: NULL entries fall back to the ring's name */
         for (size_t i = 0; i < n; i++)
             if (names[i] == NULL && (names[i] = strdup(mcr_ring_server_name(pl.ring, i))) == NULL)
-                cli_die("out of memory");
+                cli_fail("out of memory");
     pl.names = names;
     return pl;
 }
 
-/* Call fn for every key: the arguments, or the lines of standard input. */
-typedef void (*key_fn)(const char *key, size_t len, void *ctx);
+FILE *cli_open_keys(const char *cmd, const char *path)
+{
+    if (strcmp(path, "-") == 0)
+        return stdin;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        cli_die("%s: cannot open %s: %s", cmd, path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        cli_die("%s: %s: %s", cmd, path, strerror(EISDIR));
+    }
+    return f;
+}
 
-static void for_each_key(int argc, char **argv, key_fn fn, void *ctx)
+void cli_for_each_line(FILE *in, const char *cmd, bool prints_lines, cli_key_fn fn, void *ctx)
+{
+    char *line = NULL;
+    size_t cap = 0, count = 0;
+    ssize_t n;
+
+    cli_progress_start(cmd, 0, prints_lines);
+    while ((n = getline(&line, &cap, in)) >= 0) {
+        if (n > 0 && line[n - 1] == '\n')
+            n--;
+        fn(line, (size_t)n, ctx);
+        cli_progress_update(++count);
+        if (ferror(stdout))
+            break; /* output is lost: cli_finish_output() says so */
+    }
+    int read_errno = errno; /* of the getline() that ended the loop */
+    cli_progress_end();
+    free(line);
+    bool is_stdin = in == stdin, bad = ferror(in) != 0;
+    if (!is_stdin)
+        fclose(in);
+    if (bad)
+        cli_die("%s: error reading %s: %s", cmd, is_stdin ? "standard input" : "the key file",
+                strerror(read_errno));
+}
+
+/* Call fn for every key: the arguments, or the lines of standard input. */
+static void for_each_key(const char *cmd, int argc, char **argv, cli_key_fn fn, void *ctx)
 {
     if (argc > 0) {
         for (int i = 0; i < argc; i++)
             fn(argv[i], strlen(argv[i]), ctx);
         return;
     }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, stdin)) >= 0) {
-        if (n > 0 && line[n - 1] == '\n')
-            n--;
-        fn(line, (size_t)n, ctx);
-    }
-    if (ferror(stdin))
-        cli_die("error reading standard input");
-    free(line);
+    cli_for_each_line(stdin, cmd, true, fn, ctx);
+}
+
+/* What locate prints with: the placement, and for --json how many keys
+ * are out (the separator of the next). */
+typedef struct locate_ctx {
+    cli_placement pl;
+    const mcr_snapshot *snap; /* --replicas: the snapshot of SOURCE */
+    size_t nreplicas;
+    uint32_t *out;
+    bool json;
+    size_t count;
+} locate_ctx;
+
+static void json_item_start(locate_ctx *lc)
+{
+    fputs(lc->count++ ? ",\n  {" : "\n  {", stdout);
 }
 
 static void locate_one(const char *key, size_t len, void *ctx)
 {
-    const placement *pl = ctx;
-    uint32_t s = mcr_ring_locate(pl->ring, key, len);
+    locate_ctx *lc = ctx;
+    const char *server = cli_server_label(&lc->pl, mcr_ring_locate(lc->pl.ring, key, len));
+    if (lc->json) {
+        json_item_start(lc);
+        cli_json_key_member(stdout, "key", key, len);
+        fputs(", \"server\": ", stdout);
+        cli_json_string(stdout, server, strlen(server));
+        putchar('}');
+        return;
+    }
     fwrite(key, 1, len, stdout);
     putchar('\t');
-    fputs(server_label(pl, s), stdout);
+    fputs(server, stdout);
     putchar('\n');
 }
 
@@ -616,22 +703,29 @@ static const char *snapshot_address(const mcr_snapshot *snap, uint32_t i, char *
     return buf;
 }
 
-typedef struct replica_ctx {
-    const mcr_snapshot *snap;
-    size_t n;
-    uint32_t *out;
-} replica_ctx;
-
 static void locate_replicas_one(const char *key, size_t len, void *ctx)
 {
-    const replica_ctx *rc = ctx;
+    locate_ctx *lc = ctx;
     char buf[300];
     int under = 0;
-    size_t got = mcr_snapshot_replicas(rc->snap, key, len, rc->n, rc->out, &under);
+    size_t got = mcr_snapshot_replicas(lc->snap, key, len, lc->nreplicas, lc->out, &under);
+    if (lc->json) {
+        json_item_start(lc);
+        cli_json_key_member(stdout, "key", key, len);
+        fputs(", \"servers\": [", stdout);
+        for (size_t i = 0; i < got; i++) {
+            const char *a = snapshot_address(lc->snap, lc->out[i], buf, sizeof(buf));
+            if (i > 0)
+                fputs(", ", stdout);
+            cli_json_string(stdout, a, strlen(a));
+        }
+        printf("], \"under_replicated\": %s}", under ? "true" : "false");
+        return;
+    }
     fwrite(key, 1, len, stdout);
     for (size_t i = 0; i < got; i++) {
         putchar('\t');
-        fputs(snapshot_address(rc->snap, rc->out[i], buf, sizeof(buf)), stdout);
+        fputs(snapshot_address(lc->snap, lc->out[i], buf, sizeof(buf)), stdout);
     }
     if (under)
         fputs("\tunder-replicated", stdout);
@@ -641,20 +735,31 @@ static void locate_replicas_one(const char *key, size_t len, void *ctx)
 static int cmd_locate(int argc, char **argv)
 {
     cli_source src;
-    int first = cli_parse_options(argc, argv, &src, usage_locate, ALLOW_SOURCE | ALLOW_REPLICAS);
+    int first = cli_parse_options(argc, argv, &src, usage_locate,
+                                  ALLOW_SOURCE | ALLOW_REPLICAS | ALLOW_JSON);
+    locate_ctx lc;
+    memset(&lc, 0, sizeof(lc));
+    lc.json = src.json;
+    cli_key_fn fn = locate_one;
     if (src.replicas > 0) {
-        replica_ctx rc = {cli_build_snapshot(&src), (size_t)src.replicas, NULL};
-        rc.out = calloc(rc.n, sizeof(*rc.out));
-        if (rc.out == NULL)
-            cli_die("out of memory");
-        for_each_key(argc - first, argv + first, locate_replicas_one, &rc);
-        free(rc.out);
-        mcr_snapshot_unref((mcr_snapshot *)rc.snap);
+        lc.snap = cli_build_snapshot(&src);
+        lc.nreplicas = (size_t)src.replicas;
+        lc.out = calloc(lc.nreplicas, sizeof(*lc.out));
+        if (lc.out == NULL)
+            cli_fail("out of memory");
+        fn = locate_replicas_one;
     } else {
-        placement pl = build_placement(&src);
-        for_each_key(argc - first, argv + first, locate_one, &pl);
-        placement_free(&pl);
+        lc.pl = cli_placement_build(&src);
     }
+    if (lc.json)
+        fputs("{\"keys\": [", stdout);
+    for_each_key("locate", argc - first, argv + first, fn, &lc);
+    if (lc.json)
+        fputs(lc.count ? "\n]}\n" : "]}\n", stdout);
+    free(lc.out);
+    mcr_snapshot_unref((mcr_snapshot *)lc.snap);
+    if (lc.pl.ring != NULL)
+        cli_placement_free(&lc.pl);
     free(src.behaviors);
     return cli_finish_output();
 }
@@ -672,8 +777,8 @@ static int cmd_snapshot(int argc, char **argv)
     int rc = mcr_snapshot_save(snap, src.output, &err);
     mcr_snapshot_unref(snap);
     free(src.behaviors);
-    if (rc != MCR_OK)
-        cli_die("%s", err.message);
+    if (rc != MCR_OK) /* the placement was fine: writing it failed */
+        cli_fail("%s", err.message);
     return cli_finish_output();
 }
 
@@ -700,11 +805,23 @@ static mcr_snapshot *diff_operand(const char *arg, const cli_source *opts)
     return cli_build_snapshot(&one);
 }
 
+typedef struct diff_keys {
+    const mcr_diff *d;
+    size_t moved, total;
+} diff_keys;
+
+static void diff_key(const char *key, size_t len, void *ctx)
+{
+    diff_keys *dk = ctx;
+    dk->moved += mcr_diff_key_moved(dk->d, key, len) != 0;
+    dk->total++;
+}
+
 static int cmd_diff(int argc, char **argv)
 {
     cli_source src;
     mcr_error err;
-    int first = cli_parse_options(argc, argv, &src, usage_diff, ALLOW_KEYS | MIXED_ARGS);
+    int first = cli_parse_options(argc, argv, &src, usage_diff, ALLOW_KEYS | MIXED_ARGS | ALLOW_JSON);
     if (argc - first != 2)
         cli_die("diff: expected OLD and NEW (a server list, a server file or a snapshot file)");
     mcr_snapshot *a = diff_operand(argv[first], &src);
@@ -715,33 +832,37 @@ static int cmd_diff(int argc, char **argv)
         mcr_snapshot_unref(b);
         cli_die("diff: %s", err.message);
     }
-    printf("moved\t%.6f\n", mcr_diff_moved(d));
+    /* The keys are counted before anything is printed: a key file that
+     * cannot be read is bad input, which prints nothing on stdout. */
+    diff_keys dk = {d, 0, 0};
+    if (src.keys != NULL)
+        cli_for_each_line(cli_open_keys("diff", src.keys), "diff", false, diff_key, &dk);
     size_t np = mcr_diff_pair_count(d);
+    if (src.json)
+        printf("{\"moved\": %.6f, \"pairs\": [", mcr_diff_moved(d));
+    else
+        printf("moved\t%.6f\n", mcr_diff_moved(d));
     for (size_t i = 0; i < np; i++) {
         mcr_diff_pair pr;
-        if (mcr_diff_pair_get(d, i, &pr) == MCR_OK)
+        if (mcr_diff_pair_get(d, i, &pr) != MCR_OK)
+            continue;
+        if (src.json) {
+            fputs(i ? ",\n  {\"from\": " : "\n  {\"from\": ", stdout);
+            cli_json_string(stdout, pr.from, strlen(pr.from));
+            fputs(", \"to\": ", stdout);
+            cli_json_string(stdout, pr.to, strlen(pr.to));
+            printf(", \"fraction\": %.6f}", pr.fraction);
+        } else {
             printf("%s\t%s\t%.6f\n", pr.from, pr.to, pr.fraction);
+        }
     }
-    if (src.keys != NULL) {
-        FILE *kf = fopen(src.keys, "r");
-        if (kf == NULL) {
-            mcr_diff_free(d);
-            mcr_snapshot_unref(a);
-            mcr_snapshot_unref(b);
-            cli_die("diff: cannot open %s: %s", src.keys, strerror(errno));
-        }
-        char *line = NULL;
-        size_t cap = 0, moved = 0, total = 0;
-        ssize_t n;
-        while ((n = getline(&line, &cap, kf)) >= 0) {
-            if (n > 0 && line[n - 1] == '\n')
-                n--;
-            moved += mcr_diff_key_moved(d, line, (size_t)n) != 0;
-            total++;
-        }
-        free(line);
-        fclose(kf);
-        printf("keys_moved\t%zu\t%zu\n", moved, total);
+    if (src.json) {
+        fputs(np ? "\n]" : "]", stdout);
+        if (src.keys != NULL)
+            printf(",\n \"keys_moved\": %zu, \"keys_total\": %zu", dk.moved, dk.total);
+        fputs("}\n", stdout);
+    } else if (src.keys != NULL) {
+        printf("keys_moved\t%zu\t%zu\n", dk.moved, dk.total);
     }
     mcr_diff_free(d);
     mcr_snapshot_unref(a);
@@ -756,10 +877,10 @@ static int cmd_dump(int argc, char **argv)
     int first = cli_parse_options(argc, argv, &src, usage_dump, ALLOW_SOURCE);
     if (first < argc)
         cli_die("dump: unexpected argument '%s'", argv[first]);
-    placement pl = build_placement(&src);
+    cli_placement pl = cli_placement_build(&src);
     mcr_mode m = mcr_ring_mode(pl.ring);
     if (m == MCR_MODE_MODULA || m == MCR_MODE_TWEMPROXY_MODULA) {
-        placement_free(&pl);
+        cli_placement_free(&pl);
         free(src.behaviors);
         cli_die("dump: modula placement has no continuum (server = hash %% %s)",
             m == MCR_MODE_MODULA ? "server count" : "total weight");
@@ -768,9 +889,9 @@ static int cmd_dump(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         uint32_t v, s;
         mcr_ring_point(pl.ring, i, &v, &s);
-        printf("%u\t%s\n", (unsigned)v, server_label(&pl, s));
+        printf("%u\t%s\n", (unsigned)v, cli_server_label(&pl, s));
     }
-    placement_free(&pl);
+    cli_placement_free(&pl);
     free(src.behaviors);
     return cli_finish_output();
 }
@@ -789,9 +910,35 @@ static int cmd_hash(int argc, char **argv)
     if (src.hash == NULL)
         cli_die("hash: --hash NAME is required");
     mcr_hash h = parse_hash(src.hash);
-    for_each_key(argc - first, argv + first, hash_one, &h);
+    for_each_key("hash", argc - first, argv + first, hash_one, &h);
     free(src.behaviors);
     return cli_finish_output();
+}
+
+/* The commands, in the order of the help. */
+static const struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+} commands[] = {
+    {"locate", cmd_locate, usage_locate},
+    {"dump", cmd_dump, usage_dump},
+    {"hash", cmd_hash, usage_hash},
+    {"stats", cli_cmd_stats, cli_usage_stats},
+    {"snapshot", cmd_snapshot, usage_snapshot},
+    {"diff", cmd_diff, usage_diff},
+    {"set", cli_cmd_set, cli_usage_set},
+    {"get", cli_cmd_get, cli_usage_get},
+    {"delete", cli_cmd_delete, cli_usage_delete},
+    {"probe", cli_cmd_probe, cli_usage_probe},
+};
+
+static const struct command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -799,56 +946,39 @@ int main(int argc, char **argv)
     if (argc < 2)
         cli_die("no command given (see mcroute --help)");
     const char *cmd = argv[1];
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
-        print_usage_and_exit(usage_main);
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        if (argc > 3)
+            cli_die("help: unexpected argument '%s'", argv[3]);
+        if (argc == 2)
+            print_usage_and_exit(usage_main);
+        const struct command *c = find_command(argv[2]);
+        if (c == NULL)
+            cli_die("help: unknown command '%s' (commands: locate dump hash stats snapshot diff "
+                    "set get delete probe)",
+                    argv[2]);
+        print_usage_and_exit(c->usage);
+    }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
-        printf("mcroute %s\n", mcr_version_string());
+        if (argc > 2)
+            cli_die("%s: unexpected argument '%s'", cmd, argv[2]);
+        /* The CLI is built with the headers of MCR_VERSION_STRING; the
+         * library it runs with says its own version, which differs only
+         * when a shared library of another release was loaded. */
+        printf("mcroute %s", MCR_VERSION_STRING);
+        if (strcmp(mcr_version_string(), MCR_VERSION_STRING) != 0)
+            printf(" (libmcroute %s)", mcr_version_string());
+        putchar('\n');
         return cli_finish_output();
     }
-    if (strcmp(cmd, "help") == 0) {
-        if (argc <= 2)
-            print_usage_and_exit(usage_main);
-        const char *c = argv[2];
-        if (strcmp(c, "locate") == 0)
-            print_usage_and_exit(usage_locate);
-        if (strcmp(c, "dump") == 0)
-            print_usage_and_exit(usage_dump);
-        if (strcmp(c, "hash") == 0)
-            print_usage_and_exit(usage_hash);
-        if (strcmp(c, "snapshot") == 0)
-            print_usage_and_exit(usage_snapshot);
-        if (strcmp(c, "diff") == 0)
-            print_usage_and_exit(usage_diff);
-        if (strcmp(c, "set") == 0)
-            print_usage_and_exit(cli_usage_set);
-        if (strcmp(c, "get") == 0)
-            print_usage_and_exit(cli_usage_get);
-        if (strcmp(c, "delete") == 0)
-            print_usage_and_exit(cli_usage_delete);
-        if (strcmp(c, "probe") == 0)
-            print_usage_and_exit(cli_usage_probe);
-        cli_die("help: unknown command '%s' (commands: locate dump hash snapshot diff set get "
-                "delete probe)",
-                c);
+    /* A reader that goes away (mcroute locate ... | head) makes the next
+     * write fail with EPIPE rather than kill the process: every command
+     * then stops and exits with status 1, as for any lost output. */
+    signal(SIGPIPE, SIG_IGN);
+    const struct command *c = find_command(cmd);
+    if (c == NULL) {
+        if (cmd[0] == '-')
+            cli_die("unknown option '%s' before the command (see mcroute --help)", cmd);
+        cli_die("unknown command '%s' (see mcroute --help)", cmd);
     }
-    cli_progname = "mcroute";
-    if (strcmp(cmd, "locate") == 0)
-        return cmd_locate(argc - 1, argv + 1);
-    if (strcmp(cmd, "dump") == 0)
-        return cmd_dump(argc - 1, argv + 1);
-    if (strcmp(cmd, "hash") == 0)
-        return cmd_hash(argc - 1, argv + 1);
-    if (strcmp(cmd, "snapshot") == 0)
-        return cmd_snapshot(argc - 1, argv + 1);
-    if (strcmp(cmd, "diff") == 0)
-        return cmd_diff(argc - 1, argv + 1);
-    if (strcmp(cmd, "set") == 0)
-        return cli_cmd_set(argc - 1, argv + 1);
-    if (strcmp(cmd, "get") == 0)
-        return cli_cmd_get(argc - 1, argv + 1);
-    if (strcmp(cmd, "delete") == 0)
-        return cli_cmd_delete(argc - 1, argv + 1);
-    if (strcmp(cmd, "probe") == 0)
-        return cli_cmd_probe(argc - 1, argv + 1);
-    cli_die("unknown command '%s' (see mcroute --help)", cmd);
+    return c->run(argc - 1, argv + 1);
 }

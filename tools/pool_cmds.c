@@ -62,7 +62,8 @@ const char cli_usage_delete[] =
     "SOURCE: as for locate (see mcroute --help)\n";
 
 const char cli_usage_probe[] =
-    "Usage: mcroute probe SOURCE [--timeout MS] [--failure-policy NAME] KEY...\n"
+    "Usage: mcroute probe SOURCE [--timeout MS] [--failure-policy NAME] [--json]\n"
+    "                     KEY...\n"
     "Ask every server of SOURCE for every key and print\n"
     "KEY<TAB>OWNER<TAB>HOLDERS, OWNER the id of the server the placement names and\n"
     "HOLDERS the ids of the servers that hold the key, comma-separated in server\n"
@@ -70,6 +71,9 @@ const char cli_usage_probe[] =
     "under another placement. A key that some server could not be asked about\n"
     "prints KEY<TAB>error<TAB>SERVER: REASON on stderr instead, and the exit\n"
     "status is then 1.\n"
+    "With --json: {\"keys\": [{\"key\": K, \"owner\": ID, \"holders\": [ID, ...]}, ...]};\n"
+    "a key that failed is {\"key\": K, \"error\": \"SERVER: REASON\"} (and is reported\n"
+    "on stderr as well); a key that is not valid UTF-8 also gets \"key_hex\".\n"
     "SOURCE: as for locate (see mcroute --help)\n";
 
 /* ------------------------------------------------------------ input */
@@ -93,7 +97,7 @@ static void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n == 0 ? 1 : n, size);
     if (p == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     return p;
 }
 
@@ -103,13 +107,13 @@ static char *read_stdin(size_t *len)
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap);
     if (buf == NULL)
-        cli_die("out of memory");
+        cli_fail("out of memory");
     for (;;) {
         if (n == cap) {
             char *nb = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
             if (nb == NULL) {
                 free(buf);
-                cli_die("out of memory reading standard input");
+                cli_fail("out of memory reading standard input");
             }
             buf = nb;
             cap *= 2;
@@ -384,11 +388,20 @@ static void put_reason(FILE *f, int status, const char *message)
         fputc((unsigned char)*m < 0x20 ? ' ' : *m, f);
 }
 
+/* Whether `message` already begins with "SERVER: " (the pool's messages
+ * name their server), so that it is not named twice. */
+static int names_server(const char *message, const char *server)
+{
+    size_t n = strlen(server);
+    return message != NULL && strncmp(message, server, n) == 0 && message[n] == ':';
+}
+
 static void report_failure(const item *it, const char *server, int status, const char *message)
 {
+    cli_progress_clear();
     fwrite(it->key, 1, it->klen, stderr);
     fputs("\terror\t", stderr);
-    if (server != NULL)
+    if (server != NULL && !names_server(message, server))
         fprintf(stderr, "%s: ", server);
     put_reason(stderr, status, message);
     fputc('\n', stderr);
@@ -465,6 +478,8 @@ static int run_writes(const char *cmd, int argc, char **argv, mcr_op op, unsigne
                 "input)",
                 argv[first]);
     conn_open(&c, cmd, &src, &st, 0, argc - first, argv + first, op == MCR_OP_SET, &in);
+    if (in.buf != NULL)
+        cli_progress_start(cmd, in.n, false);
 
     write_slot *slots = xcalloc(in.n, sizeof(*slots));
     size_t reported = 0;
@@ -472,6 +487,7 @@ static int run_writes(const char *cmd, int argc, char **argv, mcr_op op, unsigne
         while (mcr_pool_pending(c.pool) >= MAX_IN_FLIGHT) {
             loop_once(&c);
             failed |= report_writes(&in, slots, &reported);
+            cli_progress_update(reported);
         }
         mcr_request req;
         mcr_error err;
@@ -501,7 +517,9 @@ static int run_writes(const char *cmd, int argc, char **argv, mcr_op op, unsigne
             loop_once(&c);
         }
         failed |= report_writes(&in, slots, &reported);
+        cli_progress_update(reported);
     }
+    cli_progress_end();
     free(slots);
     conn_close(&c);
     input_free(&in);
@@ -703,6 +721,8 @@ int cli_cmd_get(int argc, char **argv)
     int first = cli_parse_options(argc, argv, &src, cli_usage_get, ALLOW_SOURCE | ALLOW_POOL);
     settings st = parse_settings("get", &src);
     conn_open(&c, "get", &src, &st, 0, argc - first, argv + first, 0, &in);
+    if (in.buf != NULL)
+        cli_progress_start("get", in.n, true);
 
     /* A window of batches: the oldest is printed as soon as it is done,
      * while the next ones are on the wire. */
@@ -728,12 +748,15 @@ int cli_cmd_get(int argc, char **argv)
             }
             loop_once(&c);
         }
+        size_t done = b->first + b->n;
         failed |= get_batch_print(&in, b);
+        cli_progress_update(done);
         head = (head + 1) % GET_WINDOW;
         count--;
         if (ferror(stdout))
             next = in.n; /* output is lost (a closed pipe): fetch no more */
     }
+    cli_progress_end();
     conn_close(&c);
     input_free(&in);
     free(src.behaviors);
@@ -762,9 +785,32 @@ static void probe_done(const mcr_result *res, void *arg)
         failure_set(&p->fail, MCR_ERR_PROTOCOL, "unexpected reply to get");
 }
 
+/* Where probe prints: lines, or the items of one JSON document. */
+typedef struct probe_out {
+    int json;
+    size_t count; /* JSON items printed */
+} probe_out;
+
+static void probe_json_failure(probe_out *po, const item *it, const char *server, int status,
+                               const char *message)
+{
+    const char *m = message != NULL && *message != '\0' ? message : mcr_strerror(status);
+    if (names_server(m, server))
+        server = NULL;
+    size_t len = (server ? strlen(server) + 2 : 0) + strlen(m);
+    char *text = xcalloc(len + 1, 1);
+    snprintf(text, len + 1, "%s%s%s", server ? server : "", server ? ": " : "", m);
+    fputs(po->count++ ? ",\n  {" : "\n  {", stdout);
+    cli_json_key_member(stdout, "key", it->key, it->klen);
+    fputs(", \"error\": ", stdout);
+    cli_json_string(stdout, text, len);
+    putchar('}');
+    free(text);
+}
+
 /* Print, in input order, the keys whose every server has answered. */
 static int report_probes(const conn *c, const input *in, probe_cell *cells, size_t ns,
-                         size_t *reported)
+                         size_t *reported, probe_out *po)
 {
     int failed = 0;
     for (; *reported < in->n; (*reported)++) {
@@ -783,7 +829,27 @@ static int report_probes(const conn *c, const input *in, probe_cell *cells, size
         if (bad >= 0) {
             mcr_snapshot_server(c->snap, (size_t)bad, &d);
             report_failure(it, d.id, row[bad].fail.status, row[bad].fail.message);
+            if (po->json)
+                probe_json_failure(po, it, d.id, row[bad].fail.status, row[bad].fail.message);
             failed = 1;
+        } else if (po->json) {
+            uint32_t owner = mcr_snapshot_locate(c->snap, it->key, it->klen);
+            mcr_snapshot_server(c->snap, owner, &d);
+            fputs(po->count++ ? ",\n  {" : "\n  {", stdout);
+            cli_json_key_member(stdout, "key", it->key, it->klen);
+            fputs(", \"owner\": ", stdout);
+            cli_json_string(stdout, d.id, strlen(d.id));
+            fputs(", \"holders\": [", stdout);
+            int any = 0;
+            for (s = 0; s < ns; s++)
+                if (row[s].holds) {
+                    mcr_snapshot_server(c->snap, s, &d);
+                    if (any)
+                        fputs(", ", stdout);
+                    cli_json_string(stdout, d.id, strlen(d.id));
+                    any = 1;
+                }
+            fputs("]}", stdout);
         } else {
             uint32_t owner = mcr_snapshot_locate(c->snap, it->key, it->klen);
             mcr_snapshot_server(c->snap, owner, &d);
@@ -813,7 +879,8 @@ int cli_cmd_probe(int argc, char **argv)
     conn c;
     int failed = 0;
 
-    int first = cli_parse_options(argc, argv, &src, cli_usage_probe, ALLOW_SOURCE | ALLOW_POOL);
+    int first = cli_parse_options(argc, argv, &src, cli_usage_probe,
+                                  ALLOW_SOURCE | ALLOW_POOL | ALLOW_JSON);
     settings st = parse_settings("probe", &src);
     if (first >= argc)
         cli_die("probe: expected at least one KEY");
@@ -822,13 +889,16 @@ int cli_cmd_probe(int argc, char **argv)
     conn_open(&c, "probe", &src, &st, 1, argc - first, argv + first, 0, &in);
 
     size_t ns = mcr_snapshot_server_count(c.snap);
+    probe_out po = {src.json, 0};
+    if (po.json)
+        fputs("{\"keys\": [", stdout);
     probe_cell *cells = xcalloc(in.n * ns, sizeof(*cells));
     size_t reported = 0;
     for (size_t i = 0; i < in.n; i++)
         for (size_t s = 0; s < ns; s++) {
             while (mcr_pool_pending(c.pool) >= MAX_IN_FLIGHT) {
                 loop_once(&c);
-                failed |= report_probes(&c, &in, cells, ns, &reported);
+                failed |= report_probes(&c, &in, cells, ns, &reported, &po);
             }
             mcr_server_desc d;
             mcr_snapshot_server(c.snap, s, &d);
@@ -857,8 +927,10 @@ int cli_cmd_probe(int argc, char **argv)
         } else {
             loop_once(&c);
         }
-        failed |= report_probes(&c, &in, cells, ns, &reported);
+        failed |= report_probes(&c, &in, cells, ns, &reported, &po);
     }
+    if (po.json)
+        fputs(po.count ? "\n]}\n" : "]}\n", stdout);
     free(cells);
     conn_close(&c);
     input_free(&in);

@@ -1,0 +1,98 @@
+/* json.c: the JSON strings of mcroute --json: keys and server names, escaped so that any byte string gives a valid document. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when there
+ * is none: no overlong form, no surrogate (U+D800 to U+DFFF), nothing above
+ * U+10FFFF (RFC 3629). Then *bad is the length of the maximal subpart, the
+ * bytes that begin a valid sequence but do not complete it (at least 1),
+ * which one U+FFFD replaces (Unicode 15, section 3.9; what Python and the
+ * WHATWG decoder do). */
+static size_t utf8_sequence(const unsigned char *s, size_t n, size_t *bad)
+{
+    unsigned char c = s[0];
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
+
+    *bad = 1;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        if (c == 0xe0)
+            lo = 0xa0; /* overlong below U+0800 */
+        else if (c == 0xed)
+            hi = 0x9f; /* surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        if (c == 0xf0)
+            lo = 0x90; /* overlong below U+10000 */
+        else if (c == 0xf4)
+            hi = 0x8f; /* above U+10FFFF */
+    } else
+        return 0;
+    if (n < 2 || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (i >= n || s[i] < 0x80 || s[i] > 0xbf) {
+            *bad = i;
+            return 0;
+        }
+    return len;
+}
+
+bool cli_json_string(FILE *f, const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    bool exact = true;
+
+    putc('"', f);
+    for (size_t i = 0; i < len;) {
+        unsigned char c = s[i];
+        if (c >= 0x80) {
+            size_t bad, n = utf8_sequence(s + i, len - i, &bad);
+            if (n == 0) {
+                fputs("\\ufffd", f);
+                exact = false;
+                i += bad;
+            } else {
+                fwrite(s + i, 1, n, f);
+                i += n;
+            }
+            continue;
+        }
+        switch (c) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\b': fputs("\\b", f); break;
+        case '\f': fputs("\\f", f); break;
+        default:
+            if (c < 0x20 || c == 0x7f)
+                fprintf(f, "\\u%04x", c);
+            else
+                putc(c, f);
+        }
+        i++;
+    }
+    putc('"', f);
+    return exact;
+}
+
+void cli_json_key_member(FILE *f, const char *name, const char *key, size_t len)
+{
+    fprintf(f, "\"%s\": ", name);
+    if (cli_json_string(f, key, len))
+        return;
+    fprintf(f, ", \"%s_hex\": \"", name);
+    for (size_t i = 0; i < len; i++)
+        fprintf(f, "%02x", (unsigned char)key[i]);
+    putc('"', f);
+}

@@ -1,0 +1,282 @@
+/* stats.c: mcroute stats: how evenly a placement spreads the hash space, and a set of keys, over its servers. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcroute.h"
+
+#include "cli.h"
+
+/* The hash space: every 32-bit value. */
+#define HASH_SPACE 4294967296.0
+#define HASH_VALUES ((uint64_t)1 << 32)
+
+const char cli_usage_stats[] =
+    "Usage: mcroute stats SOURCE [--keys FILE] [--json]\n"
+    "How evenly SOURCE spreads the hash space, and the keys of FILE (one per line,\n"
+    "'-' for standard input), over its servers. Sections begin with a line\n"
+    "[NAME], the only lines without a TAB. [servers]: one line per server, in\n"
+    "server order:\n"
+    "  SERVER<TAB>WEIGHT<TAB>POINTS<TAB>RING_SHARE<TAB>EXPECTED\n"
+    "and with --keys <TAB>KEYS<TAB>KEY_SHARE at the end.\n"
+    "RING_SHARE is the fraction of the 2^32 hash values that the server owns (a\n"
+    "point owns the values above the previous point up to its own, the first point\n"
+    "also those above the last; modula: the values whose remainder picks it).\n"
+    "EXPECTED is its weight / the total weight, or 1/N in the modes that ignore\n"
+    "weights (consistent, spy, modula). KEYS is the number of keys it owns and\n"
+    "KEY_SHARE that number / the number of keys.\n"
+    "Then a line [ring] and NAME<TAB>VALUE lines mode, hash, servers, points,\n"
+    "peak_to_mean (largest share / mean share), cv (coefficient of variation:\n"
+    "population standard deviation / mean) and peak_to_expected (the largest\n"
+    "share / EXPECTED of a server); with --keys, a line [keys] and total, then\n"
+    "peak_to_mean, cv and peak_to_expected of the key counts ('-' when there is\n"
+    "no key).\n"
+    "Fractions have 12 decimals.\n"
+    "With --json: {\"servers\": [{\"server\", \"weight\", \"points\", \"ring_share\",\n"
+    "\"expected_share\", \"keys\", \"key_share\"}, ...], \"ring\": {...}, \"keys\": {...}},\n"
+    "the same numbers, null for '-'.\n"
+    "SOURCE: as for locate (see mcroute --help)\n";
+
+/* The balance of one distribution of shares over the servers. */
+typedef struct balance {
+    double peak_to_mean, cv, peak_to_expected;
+} balance;
+
+/* x[i]: shares summing to 1 (or all 0, then defined = 0). */
+static balance balance_of(const double *x, const double *expected, size_t n)
+{
+    balance b = {0, 0, 0};
+    double sum = 0, max = 0, max_rel = 0;
+    for (size_t i = 0; i < n; i++) {
+        sum += x[i];
+        if (x[i] > max)
+            max = x[i];
+        if (x[i] / expected[i] > max_rel)
+            max_rel = x[i] / expected[i];
+    }
+    double mean = sum / (double)n;
+    if (mean <= 0)
+        return b;
+    double var = 0;
+    for (size_t i = 0; i < n; i++)
+        var += (x[i] - mean) * (x[i] - mean);
+    var /= (double)n;
+    b.peak_to_mean = max / mean;
+    b.cv = sqrt(var) / mean;
+    b.peak_to_expected = max_rel;
+    return b;
+}
+
+/* The number of hash values each server owns, by the rule of the ring's
+ * mode (see mcr_ring_find), exactly: the counts add up to 2^32. */
+static void ring_counts(const mcr_ring *r, uint64_t *count, size_t *points)
+{
+    size_t n = mcr_ring_server_count(r);
+    mcr_mode m = mcr_ring_mode(r);
+
+    if (m == MCR_MODE_MODULA) {
+        /* server hash % n: q values of every remainder, one more for the
+         * first HASH_VALUES % n remainders */
+        uint64_t q = HASH_VALUES / n, rem = HASH_VALUES % n;
+        for (size_t i = 0; i < n; i++)
+            count[i] = q + (i < rem);
+        return;
+    }
+    if (m == MCR_MODE_TWEMPROXY_MODULA) {
+        /* server i is entries [start, start + weight) of hash % total */
+        uint64_t total = 0;
+        for (size_t i = 0; i < n; i++)
+            total += mcr_ring_server_weight(r, i);
+        uint64_t q = HASH_VALUES / total, rem = HASH_VALUES % total, start = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t w = mcr_ring_server_weight(r, i), end = start + w;
+            count[i] = w * q;
+            if (rem > start)
+                count[i] += (end < rem ? end : rem) - start;
+            start = end;
+        }
+        return;
+    }
+    size_t np = mcr_ring_point_count(r);
+    if (np == 0) { /* no point at all: mcr_ring_find() answers 0 */
+        count[0] = HASH_VALUES;
+        return;
+    }
+    uint32_t first, last, v, s, prev;
+    mcr_ring_point(r, np - 1, &last, NULL);
+    mcr_ring_point(r, 0, &first, &s);
+    /* the first point: 0 up to its value, and the wrap above the last */
+    count[s] += (uint64_t)first + 1 + (UINT32_MAX - (uint64_t)last);
+    points[s]++;
+    prev = first;
+    for (size_t i = 1; i < np; i++) {
+        mcr_ring_point(r, i, &v, &s);
+        count[s] += (uint64_t)(v - prev); /* 0 for a tie: the earlier point owns it */
+        points[s]++;
+        prev = v;
+    }
+}
+
+/* Whether the mode places by weight (the expected shares follow weights). */
+static int mode_uses_weights(mcr_mode m)
+{
+    return m != MCR_MODE_CONSISTENT && m != MCR_MODE_SPY && m != MCR_MODE_MODULA;
+}
+
+typedef struct stats {
+    const cli_placement *pl;
+    size_t n;
+    uint64_t *hash_values; /* owned hash values, per server */
+    size_t *points;
+    double *ring_share, *expected;
+    size_t *keys;          /* keys owned, per server */
+    size_t total_keys;
+    double *key_share;
+} stats;
+
+static void count_key(const char *key, size_t len, void *ctx)
+{
+    stats *st = ctx;
+    st->keys[mcr_ring_locate(st->pl->ring, key, len)]++;
+    st->total_keys++;
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n == 0 ? 1 : n, size);
+    if (p == NULL)
+        cli_fail("out of memory");
+    return p;
+}
+
+/* A fraction, or '-' (null) when it is not defined. */
+static void put_fraction(double x, int defined, int json)
+{
+    if (defined)
+        printf("%.12f", x);
+    else
+        fputs(json ? "null" : "-", stdout);
+}
+
+static void print_text(const stats *st, const balance *rb, const balance *kb, int with_keys)
+{
+    const mcr_ring *r = st->pl->ring;
+    int have = st->total_keys > 0;
+    puts("[servers]");
+    for (size_t i = 0; i < st->n; i++) {
+        printf("%s\t%u\t%zu\t%.12f\t%.12f", cli_server_label(st->pl, (uint32_t)i),
+               (unsigned)mcr_ring_server_weight(r, i), st->points[i], st->ring_share[i],
+               st->expected[i]);
+        if (with_keys) {
+            printf("\t%zu\t", st->keys[i]);
+            put_fraction(st->key_share[i], have, 0);
+        }
+        putchar('\n');
+    }
+    printf("[ring]\nmode\t%s\nhash\t%s\nservers\t%zu\npoints\t%zu\n",
+           mcr_mode_name(mcr_ring_mode(r)), mcr_hash_name(mcr_ring_key_hash(r)), st->n,
+           mcr_ring_point_count(r));
+    printf("peak_to_mean\t%.12f\ncv\t%.12f\npeak_to_expected\t%.12f\n", rb->peak_to_mean, rb->cv,
+           rb->peak_to_expected);
+    if (!with_keys)
+        return;
+    printf("[keys]\ntotal\t%zu\npeak_to_mean\t", st->total_keys);
+    put_fraction(kb->peak_to_mean, have, 0);
+    fputs("\ncv\t", stdout);
+    put_fraction(kb->cv, have, 0);
+    fputs("\npeak_to_expected\t", stdout);
+    put_fraction(kb->peak_to_expected, have, 0);
+    putchar('\n');
+}
+
+static void print_json(const stats *st, const balance *rb, const balance *kb, int with_keys)
+{
+    const mcr_ring *r = st->pl->ring;
+    int have = st->total_keys > 0;
+    fputs("{\"servers\": [", stdout);
+    for (size_t i = 0; i < st->n; i++) {
+        const char *label = cli_server_label(st->pl, (uint32_t)i);
+        fputs(i ? ",\n  {\"server\": " : "\n  {\"server\": ", stdout);
+        cli_json_string(stdout, label, strlen(label));
+        printf(", \"weight\": %u, \"points\": %zu, \"ring_share\": %.12f, \"expected_share\": %.12f",
+               (unsigned)mcr_ring_server_weight(r, i), st->points[i], st->ring_share[i],
+               st->expected[i]);
+        if (with_keys) {
+            printf(", \"keys\": %zu, \"key_share\": ", st->keys[i]);
+            put_fraction(st->key_share[i], have, 1);
+        }
+        putchar('}');
+    }
+    printf("\n],\n \"ring\": {\"mode\": \"%s\", \"hash\": \"%s\", \"servers\": %zu, "
+           "\"points\": %zu,\n  \"peak_to_mean\": %.12f, \"cv\": %.12f, "
+           "\"peak_to_expected\": %.12f}",
+           mcr_mode_name(mcr_ring_mode(r)), mcr_hash_name(mcr_ring_key_hash(r)), st->n,
+           mcr_ring_point_count(r), rb->peak_to_mean, rb->cv, rb->peak_to_expected);
+    if (with_keys) {
+        printf(",\n \"keys\": {\"total\": %zu,\n  \"peak_to_mean\": ", st->total_keys);
+        put_fraction(kb->peak_to_mean, have, 1);
+        fputs(", \"cv\": ", stdout);
+        put_fraction(kb->cv, have, 1);
+        fputs(", \"peak_to_expected\": ", stdout);
+        put_fraction(kb->peak_to_expected, have, 1);
+        putchar('}');
+    }
+    fputs("}\n", stdout);
+}
+
+int cli_cmd_stats(int argc, char **argv)
+{
+    cli_source src;
+    int first = cli_parse_options(argc, argv, &src, cli_usage_stats,
+                                  ALLOW_SOURCE | ALLOW_KEYS | ALLOW_JSON);
+    if (first < argc)
+        cli_die("stats: unexpected argument '%s' (keys are read with --keys FILE)", argv[first]);
+    cli_placement pl = cli_placement_build(&src);
+    FILE *keys = src.keys != NULL ? cli_open_keys("stats", src.keys) : NULL;
+
+    stats st;
+    memset(&st, 0, sizeof(st));
+    st.pl = &pl;
+    st.n = mcr_ring_server_count(pl.ring);
+    st.hash_values = xcalloc(st.n, sizeof(*st.hash_values));
+    st.points = xcalloc(st.n, sizeof(*st.points));
+    st.ring_share = xcalloc(st.n, sizeof(*st.ring_share));
+    st.expected = xcalloc(st.n, sizeof(*st.expected));
+    st.keys = xcalloc(st.n, sizeof(*st.keys));
+    st.key_share = xcalloc(st.n, sizeof(*st.key_share));
+
+    ring_counts(pl.ring, st.hash_values, st.points);
+    double total_weight = 0;
+    for (size_t i = 0; i < st.n; i++)
+        total_weight += mcr_ring_server_weight(pl.ring, i);
+    int weighted = mode_uses_weights(mcr_ring_mode(pl.ring));
+    for (size_t i = 0; i < st.n; i++) {
+        st.ring_share[i] = (double)st.hash_values[i] / HASH_SPACE;
+        st.expected[i] = weighted ? mcr_ring_server_weight(pl.ring, i) / total_weight
+                                  : 1.0 / (double)st.n;
+    }
+    if (keys != NULL) {
+        cli_for_each_line(keys, "stats", false, count_key, &st);
+        for (size_t i = 0; i < st.n; i++)
+            st.key_share[i] =
+                st.total_keys ? (double)st.keys[i] / (double)st.total_keys : 0.0;
+    }
+    balance rb = balance_of(st.ring_share, st.expected, st.n);
+    balance kb = balance_of(st.key_share, st.expected, st.n);
+    if (src.json)
+        print_json(&st, &rb, &kb, keys != NULL);
+    else
+        print_text(&st, &rb, &kb, keys != NULL);
+
+    free(st.hash_values);
+    free(st.points);
+    free(st.ring_share);
+    free(st.expected);
+    free(st.keys);
+    free(st.key_share);
+    cli_placement_free(&pl);
+    free(src.behaviors);
+    return cli_finish_output();
+}
