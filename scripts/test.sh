@@ -40,7 +40,7 @@ TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan
 #    TSan: its timeouts are 100-300 ms, which valgrind's slowdown would turn
 #    into false failures.)
 echo "=== valgrind ==="
-for t in test_config test_hash test_ring test_cli test_cli_pool test_compat_ketama test_snapshot test_diff; do
+for t in test_config test_hash test_ring test_cli test_cli_stats test_cli_pool test_compat_ketama test_snapshot test_diff; do
   echo "--- valgrind $t"
   (cd build-plain && CK_FORK=no MCR_TEST_BIN_DIR="$PWD" MCR_TEST_SRC_DIR="$(cd .. && pwd)" \
      valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
