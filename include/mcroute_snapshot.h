@@ -171,6 +171,62 @@ MCR_EXTERN uint32_t mcr_snapshot_server_zone(const mcr_snapshot *snap, size_t i)
  * Thread-safe, cannot fail. */
 MCR_EXTERN uint32_t mcr_snapshot_locate(const mcr_snapshot *snap, const void *key, size_t len);
 
+/* mcr_snapshot_locate_bounded: the server for one request on `key` (`len`
+ * bytes) under bounded loads (Mirrokni, Thorup and Zadimoghaddam, 2018):
+ * the first ACTIVE server, in the key's order of mcr_snapshot_replicas()
+ * (the primary, then clockwise in "bounded" and the continuum modes; the
+ * mode's own order otherwise), whose load stays within its capacity once
+ * this request is counted:
+ *
+ *     load[i] + 1 <= ceil((1 + epsilon) * (total + 1) * weight[i] / W)
+ *
+ * W being the total weight of the active servers (with equal weights:
+ * ceil((1 + epsilon) * (total + 1) / N), the paper's bound). The caller
+ * counts its requests in flight: `load` has one count per snapshot server
+ * (mcr_snapshot_server_count() of them, indexed as mcr_snapshot_server()
+ * numbers them; the counts of servers that are not active are not read)
+ * and `total` is the sum of the counts of the ACTIVE servers. The caller
+ * adds the request to load[returned index] (and to total) when it sends it
+ * and removes it when it completes. With the loads all 0 it returns
+ * mcr_snapshot_locate(); a key whose owner is at capacity goes to the next
+ * server with room, so a hot key spreads over a few servers instead of
+ * overloading one, and every server stays within (1 + epsilon) times the
+ * average load (+1). epsilon: 0.25 is the paper's suggestion; a negative
+ * or NaN epsilon counts as 0 (the tightest bound); a large one makes it
+ * mcr_snapshot_locate(). Since the capacities add up to more than `total`,
+ * a server with room always exists when `total` is right; if none is found
+ * (a `total` below the sum), the primary is returned.
+ *
+ * Work: one step per candidate of the walk (points of the continuum,
+ * entries of a table, servers in score order), usually a few.
+ * `snap` and `load` must not be NULL (hot path: nothing is checked).
+ * Thread-safe (`load` is only read; synchronising its updates is the
+ * caller's business), cannot fail. */
+MCR_EXTERN uint32_t mcr_snapshot_locate_bounded(const mcr_snapshot *snap, const void *key,
+                                                size_t len, const uint32_t *load,
+                                                uint64_t total, double epsilon);
+
+/* mcr_snapshot_table_size: the number of entries of the snapshot's table:
+ * "maglev": the table size M; "slots": the slot count; "jump": the bucket
+ * count (the total weight of the listed servers). 0 in the other modes and
+ * for NULL. O(1). */
+MCR_EXTERN size_t mcr_snapshot_table_size(const mcr_snapshot *snap);
+
+/* mcr_snapshot_table_entry: the snapshot index of the server that entry
+ * `i` (0 .. mcr_snapshot_table_size() - 1) names: "maglev": the server of
+ * table entry i (always ACTIVE); "slots": the owner of slot i in the slot
+ * map, in any state (a slot of a DOWN server keeps its owner; lookups use
+ * the fallback meanwhile, see MCR_MODE_SLOTS); "jump": the server of
+ * bucket i, in any state. UINT32_MAX for NULL, an `i` out of range, or the
+ * other modes. O(1). Thread-safe. */
+MCR_EXTERN uint32_t mcr_snapshot_table_entry(const mcr_snapshot *snap, size_t i);
+
+/* mcr_snapshot_key_slot: in "slots" mode, the slot of `key` (`len` bytes):
+ * CRC-16/XMODEM of the key (after the hash tag and key prefix rules) mod
+ * the slot count. UINT32_MAX for a NULL `snap`, a NULL key with len > 0,
+ * and the other modes. Thread-safe. */
+MCR_EXTERN uint32_t mcr_snapshot_key_slot(const mcr_snapshot *snap, const void *key, size_t len);
+
 /* ==================================================================== */
 /*  Changes                                                              */
 /* ==================================================================== */
@@ -218,6 +274,46 @@ MCR_EXTERN int mcr_changes_set_weight(mcr_changes *ch, const char *id, uint32_t 
  * mcr_changes_remove(), and MCR_ERR_INVALID for an unknown state. */
 MCR_EXTERN int mcr_changes_set_state(mcr_changes *ch, const char *id, mcr_server_state state,
                                      mcr_error *err);
+
+/* mcr_changes_move_slots: record "slots first..last (inclusive) now belong
+ * to the server with id `id`" (copied), for snapshots in "slots" mode: the
+ * only change that alters a slot map. The server may be in any state, and
+ * may be one that an earlier change of the same batch adds. Applied to a
+ * snapshot of another mode, or with `last` at or beyond its slot count, the
+ * batch is refused (MCR_ERR_INVALID, MCR_ERR_RANGE). MCR_OK, or (nothing
+ * recorded) MCR_ERR_INVALID (NULL `ch` or `id`), MCR_ERR_RANGE (first >
+ * last, or last >= MCR_SLOTS_MAX), MCR_ERR_SYNTAX / MCR_ERR_TOO_LONG (the
+ * id), MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_changes_move_slots(mcr_changes *ch, uint32_t first, uint32_t last,
+                                      const char *id, mcr_error *err);
+
+/* mcr_slots_plan: the move plan of a "slots" snapshot. It applies `ch` to
+ * `snap` as mcr_snapshot_apply() would (without building anything), except
+ * that slots of removed servers are set aside instead of refused, then
+ * appends to `ch` the moves (mcr_changes_move_slots(), ranges of
+ * consecutive slots) that give every server its quota: the slot count
+ * split in proportion to weight (largest remainders, ties to the earlier
+ * server) among the servers that remain and are not DRAINING (a DOWN
+ * server keeps its share: its slots are served by the fallback until it
+ * returns, or until it is set DRAINING or removed). The plan moves the
+ * fewest slots that can reach the quotas: the slots of removed and
+ * draining servers, and from every server above its quota its highest
+ * slots beyond it, each to the servers below quota, in snapshot order,
+ * lowest slots first; a server never loses a slot within its quota.
+ * Afterwards mcr_snapshot_apply(snap, ch) succeeds (unless the changes
+ * fail for another reason) and gives a balanced map.
+ *
+ * Typical uses: add a server (mcr_changes_add, then the plan moves its
+ * share to it), remove one (mcr_changes_remove, then the plan moves its
+ * slots away first), reweight, or rebalance (an empty `ch`). *moved (when
+ * not NULL) receives the number of slots the plan moves (0: balanced
+ * already). `snap` is only read. Errors (nothing appended, *moved
+ * unchanged): MCR_ERR_INVALID (NULL `snap` or `ch`; a snapshot not in
+ * "slots" mode), MCR_ERR_EMPTY (no server left to own slots), the errors of
+ * mcr_snapshot_apply() for `ch` itself, MCR_ERR_NOMEM. Thread-safe for
+ * distinct `ch`. */
+MCR_EXTERN int mcr_slots_plan(const mcr_snapshot *snap, mcr_changes *ch, size_t *moved,
+                              mcr_error *err);
 
 /* mcr_snapshot_apply: a new snapshot, epoch old + 1, with the changes of
  * `ch` applied one after the other (a later change sees the earlier ones:
