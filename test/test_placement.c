@@ -1,0 +1,817 @@
+/* test_placement.c: Check suite of the placement modes: fixed vectors of the native ones, and the design checklist on every mode. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "mcroute.h"
+#include "mcroute_router.h"
+#include "mcroute_snapshot.h"
+#include "testutil.h"
+
+#define TWO32 4294967296.0
+#define MAX_SERVERS 64
+
+/* Assertions for hot loops (see test_diff.c): act only on failure, with
+ * both operands printed. */
+#define EXPECT(c)                                                                        \
+    do {                                                                                 \
+        if (!(c))                                                                        \
+            ck_abort_msg("Assertion '%s' failed", #c);                                   \
+    } while (0)
+#define EXPECT_MSG(c, ...)                                                               \
+    do {                                                                                 \
+        if (!(c))                                                                        \
+            ck_abort_msg(__VA_ARGS__);                                                   \
+    } while (0)
+#define EXPECT_OP(T, fmt, x, op, y)                                                      \
+    do {                                                                                 \
+        T x_ = (x), y_ = (y);                                                            \
+        if (!(x_ op y_))                                                                 \
+            ck_abort_msg("Assertion '%s %s %s' failed: " fmt " vs " fmt, #x, #op, #y,   \
+                         x_, y_);                                                        \
+    } while (0)
+#define EXPECT_INT(x, op, y) EXPECT_OP(long long, "%lld", x, op, y)
+#define EXPECT_UINT(x, op, y) EXPECT_OP(unsigned long long, "%llu", x, op, y)
+#define EXPECT_DBL(x, op, y) EXPECT_OP(double, "%.9g", x, op, y)
+#define EXPECT_STR(x, op, y)                                                             \
+    do {                                                                                 \
+        const char *x_ = (x), *y_ = (y);                                                 \
+        if (!(strcmp(x_, y_) op 0))                                                      \
+            ck_abort_msg("Assertion '%s %s %s' failed: \"%s\" vs \"%s\"", #x, #op, #y, \
+                         x_, y_);                                                        \
+    } while (0)
+
+/* ------------------------------------------------------------ what each mode promises */
+
+/* The checklist's expectations, mode by mode, as the modes document them.
+ * The reference modes reproduce other clients, limits included: the test
+ * states those limits instead of skipping the mode. */
+typedef struct mode_case {
+    mcr_mode mode;
+    int weighted;     /* shares follow weights (else: equal shares) */
+    int minimal;      /* adding or removing a server moves keys only to or
+                         from it (else: others move too, by normalisation
+                         or by the modulus) */
+    double move_max;  /* moved / ideal, at most, adding or removing one
+                         server of 20 (the ideal being its share) */
+    double share_tol; /* |share - expected|, 1:2:4 over 3 servers */
+    int model_diff;   /* the diff's shares are the model's (jump,
+                         rendezvous), not exact counts */
+} mode_case;
+
+static const mode_case cases[] = {
+    {MCR_MODE_KETAMA, 1, 0, 2.5, 0.04, 0},
+    {MCR_MODE_CONSISTENT, 0, 1, 1.6, 0.06, 0},
+    {MCR_MODE_WEIGHTED, 1, 0, 2.5, 0.04, 0},
+    {MCR_MODE_SPY, 0, 1, 1.6, 0.06, 0},
+    {MCR_MODE_SPY_WEIGHTED, 1, 0, 2.5, 0.04, 0},
+    {MCR_MODE_MODULA, 0, 0, 25.0, 0.01, 0},
+    {MCR_MODE_TWEMPROXY_KETAMA, 1, 0, 2.5, 0.04, 0},
+    {MCR_MODE_TWEMPROXY_MODULA, 1, 0, 25.0, 0.01, 0},
+    {MCR_MODE_STABLE_KETAMA, 1, 1, 1.6, 0.03, 0},
+    {MCR_MODE_JUMP, 1, 1, 1.2, 0.01, 1},
+    {MCR_MODE_RENDEZVOUS, 1, 1, 1.2, 0.01, 1},
+    {MCR_MODE_MAGLEV, 1, 0, 1.3, 0.01, 0},
+    {MCR_MODE_SLOTS, 1, 1, 1.2, 0.01, 0},
+    {MCR_MODE_BOUNDED, 1, 1, 1.6, 0.03, 0},
+};
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+_Static_assert(NCASES == MCR_MODE_COUNT, "every mode has a case");
+
+/* ------------------------------------------------------------ pools */
+
+typedef struct spec {
+    char host[32];
+    int port;
+    uint32_t weight;
+    char id[32];
+    char zone[16];
+} spec;
+
+typedef struct pool {
+    spec s[MAX_SERVERS];
+    size_t n;
+    mcr_mode mode;
+    mcr_hash hash;
+    uint32_t table;  /* maglev table size, 0: default */
+    uint32_t slots;  /* slot count, 0: default */
+    const char *tag;
+} pool;
+
+static unsigned next_host;
+
+/* Every test starts from the same addresses, with or without fork. */
+static void reset_hosts(void)
+{
+    next_host = 0;
+}
+
+static void new_spec(spec *s, uint32_t weight, const char *zone)
+{
+    unsigned h = next_host++;
+    snprintf(s->host, sizeof(s->host), "10.%u.%u.%u", (h >> 16) & 255, (h >> 8) & 255, h & 255);
+    s->port = 11211;
+    s->weight = weight;
+    snprintf(s->id, sizeof(s->id), "node-%u", h);
+    snprintf(s->zone, sizeof(s->zone), "%s", zone != NULL ? zone : "");
+}
+
+static void plain_pool(pool *p, mcr_mode mode, size_t n, uint32_t weight)
+{
+    memset(p, 0, sizeof(*p));
+    p->mode = mode;
+    p->hash = MCR_HASH_MD5;
+    p->n = n;
+    for (size_t i = 0; i < n; i++)
+        new_spec(&p->s[i], weight, NULL);
+}
+
+static mcr_config *config_of(const pool *p)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_ptr_nonnull(cfg);
+    EXPECT_INT(mcr_config_set_mode(cfg, p->mode), ==, MCR_OK);
+    EXPECT_INT(mcr_config_set_hash(cfg, p->hash), ==, MCR_OK);
+    if (p->table != 0)
+        EXPECT_INT(mcr_config_set_table_size(cfg, p->table), ==, MCR_OK);
+    if (p->slots != 0)
+        EXPECT_INT(mcr_config_set_slot_count(cfg, p->slots), ==, MCR_OK);
+    if (p->tag != NULL)
+        EXPECT_INT(mcr_config_set_hash_tag(cfg, p->tag), ==, MCR_OK);
+    for (size_t i = 0; i < p->n; i++) {
+        const spec *s = &p->s[i];
+        mcr_server_desc d = {s->id[0] ? s->id : NULL, s->host, s->port, s->weight,
+                             s->zone[0] ? s->zone : NULL, MCR_STATE_ACTIVE};
+        int rc = mcr_config_add_server_desc(cfg, &d, &err);
+        EXPECT_MSG(rc == MCR_OK, "add %s: %s", s->host, err.message);
+    }
+    return cfg;
+}
+
+static mcr_snapshot *snap_of(const pool *p)
+{
+    mcr_error err;
+    mcr_snapshot *s = NULL;
+    mcr_config *cfg = config_of(p);
+    int rc = mcr_snapshot_new(cfg, 1, &s, &err);
+    EXPECT_MSG(rc == MCR_OK, "snapshot_new (%s): %s", mcr_mode_name(p->mode), err.message);
+    mcr_config_free(cfg);
+    return s;
+}
+
+static mcr_snapshot *apply_ok(const mcr_snapshot *s, const mcr_changes *ch)
+{
+    mcr_error err;
+    mcr_snapshot *out = NULL;
+    int rc = mcr_snapshot_apply(s, ch, &out, &err);
+    EXPECT_MSG(rc == MCR_OK, "apply (%s): %s", mcr_mode_name(mcr_ring_mode(mcr_snapshot_ring(s))),
+               err.message);
+    return out;
+}
+
+static const char *id_at(const mcr_snapshot *s, uint32_t index)
+{
+    mcr_server_desc d;
+    EXPECT_INT(mcr_snapshot_server(s, index, &d), ==, MCR_OK);
+    return d.id;
+}
+
+static const char *owner_of(const mcr_snapshot *s, const char *key, size_t len)
+{
+    return id_at(s, mcr_snapshot_locate(s, key, len));
+}
+
+/* Keys "key-<i>" into a static buffer. */
+static size_t key_n(char *buf, unsigned i)
+{
+    return (size_t)sprintf(buf, "key-%u", i);
+}
+
+/* The snapshot with server `id` added (weight w) and, for slots, the plan's
+ * moves; or removed (w == 0), after a plan for slots. */
+static mcr_snapshot *with_change(const mcr_snapshot *s, const spec *add, const char *remove,
+                                 int plan)
+{
+    mcr_error err;
+    mcr_changes *ch = mcr_changes_new();
+    ck_assert_ptr_nonnull(ch);
+    if (add != NULL) {
+        mcr_server_desc d = {add->id, add->host, add->port, add->weight,
+                             add->zone[0] ? add->zone : NULL, MCR_STATE_ACTIVE};
+        EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
+    }
+    if (remove != NULL)
+        EXPECT_INT(mcr_changes_remove(ch, remove, &err), ==, MCR_OK);
+    if (plan) {
+        int rc = mcr_slots_plan(s, ch, NULL, &err);
+        EXPECT_MSG(rc == MCR_OK, "plan: %s", err.message);
+    }
+    mcr_snapshot *out = apply_ok(s, ch);
+    mcr_changes_free(ch);
+    return out;
+}
+
+/* Fraction of n keys whose owner differs; with `only_to` / `only_from`,
+ * fail if a key moved to another server / from another server. */
+static double moved_keys(const mcr_snapshot *a, const mcr_snapshot *b, unsigned n,
+                         const char *only_to, const char *only_from, const char *what)
+{
+    char key[32];
+    unsigned moved = 0;
+    for (unsigned i = 0; i < n; i++) {
+        size_t len = key_n(key, i);
+        const char *x = owner_of(a, key, len), *y = owner_of(b, key, len);
+        if (strcmp(x, y) == 0)
+            continue;
+        moved++;
+        if (only_to != NULL)
+            EXPECT_MSG(strcmp(y, only_to) == 0, "%s: %s moved %s -> %s, not to %s", what, key, x,
+                       y, only_to);
+        if (only_from != NULL)
+            EXPECT_MSG(strcmp(x, only_from) == 0, "%s: %s moved %s -> %s, not from %s", what,
+                       key, x, y, only_from);
+    }
+    return (double)moved / n;
+}
+
+static mcr_diff *diff_of(const mcr_snapshot *a, const mcr_snapshot *b)
+{
+    mcr_error err;
+    mcr_diff *d = NULL;
+    int rc = mcr_diff_new(a, b, &d, &err);
+    EXPECT_MSG(rc == MCR_OK, "diff_new: %s", err.message);
+    return d;
+}
+
+/* What every diff must say: sorted positive pairs adding up to the moved
+ * share exactly, per-key answers that match lookups, and (sampled) a moved
+ * share near the keys'. */
+static void check_diff(const mcr_snapshot *a, const mcr_snapshot *b, const mcr_diff *d,
+                       unsigned keys, double tol)
+{
+    double moved = mcr_diff_moved(d), sum = 0;
+    mcr_diff_pair prev = {NULL, NULL, 0};
+    EXPECT(moved >= 0 && moved <= 1.0 + 1e-12);
+    for (size_t i = 0; i < mcr_diff_pair_count(d); i++) {
+        mcr_diff_pair p;
+        EXPECT_INT(mcr_diff_pair_get(d, i, &p), ==, MCR_OK);
+        EXPECT(p.fraction > 0);
+        EXPECT_STR(p.from, !=, p.to);
+        EXPECT(mcr_snapshot_find(a, p.from) >= 0);
+        EXPECT(mcr_snapshot_find(b, p.to) >= 0);
+        if (i > 0)
+            EXPECT(prev.fraction >= p.fraction);
+        sum += p.fraction;
+        prev = p;
+    }
+    EXPECT_MSG(sum == moved, "pairs add up to %.17g, moved %.17g", sum, moved);
+    char key[32];
+    unsigned changed = 0;
+    for (unsigned i = 0; i < keys; i++) {
+        size_t len = key_n(key, 7000000 + i);
+        int c = strcmp(owner_of(a, key, len), owner_of(b, key, len)) != 0;
+        EXPECT_INT(mcr_diff_key_moved(d, key, len), ==, c);
+        changed += (unsigned)c;
+    }
+    EXPECT_MSG(fabs((double)changed / keys - moved) <= tol, "keys moved %g, diff says %g",
+               (double)changed / keys, moved);
+}
+
+/* ------------------------------------------------------------ fixed vectors */
+
+/* Redis Cluster's slots (CRC-16/XMODEM, check value 0x31C3 for
+ * "123456789") and its hash tags. */
+START_TEST(vectors_crc16_slots)
+{
+    pool p;
+    plain_pool(&p, MCR_MODE_SLOTS, 3, 1);
+    p.slots = MCR_SLOTS_MAX;
+    mcr_snapshot *s = snap_of(&p);
+    EXPECT_UINT(mcr_snapshot_key_slot(s, "123456789", 9), ==, 0x31C3);
+    EXPECT_UINT(mcr_snapshot_key_slot(s, "", 0), ==, 0);
+    EXPECT_UINT(mcr_ring_hash(mcr_snapshot_ring(s), "123456789", 9), ==, 0x31C3);
+    /* The low 16 bits of twemproxy's quirky crc16 are the true CRC-16. */
+    tu_rng r;
+    tu_rng_init(&r, 1);
+    for (int k = 0; k < 2000; k++) {
+        char key[64];
+        size_t len = tu_key(&r, key, 60);
+        EXPECT_UINT(mcr_snapshot_key_slot(s, key, len), ==,
+                    mcr_hash_key(MCR_HASH_CRC16, key, len) & 0xffff);
+    }
+    mcr_snapshot_unref(s);
+
+    plain_pool(&p, MCR_MODE_SLOTS, 3, 1);
+    p.tag = "{}";
+    s = snap_of(&p);
+    EXPECT_UINT(mcr_snapshot_table_size(s), ==, 16384);
+    static const struct {
+        const char *key;
+        unsigned slot;
+    } redis[] = {{"123456789", 12739}, {"foo", 12182}, {"bar", 5061}, {"hello", 866},
+                 {"user1000", 3443}, {"{user1000}.following", 3443},
+                 {"{user1000}.followers", 3443},
+                 /* an empty tag: the whole key (computed below) */
+                 {"{}user1000", 0}, {"a{}b", 0}};
+    for (size_t i = 0; i < sizeof(redis) / sizeof(redis[0]); i++) {
+        const char *k = redis[i].key;
+        unsigned want = redis[i].slot;
+        if (strcmp(k, "{}user1000") == 0 || strcmp(k, "a{}b") == 0) /* empty tag: whole key */
+            want = mcr_hash_key(MCR_HASH_CRC16, k, strlen(k)) & 16383;
+        EXPECT_MSG(mcr_snapshot_key_slot(s, k, strlen(k)) == want, "%s: slot %u, want %u", k,
+                   mcr_snapshot_key_slot(s, k, strlen(k)), want);
+    }
+    EXPECT_UINT(mcr_snapshot_key_slot(NULL, "a", 1), ==, UINT32_MAX);
+    mcr_snapshot_unref(s);
+    plain_pool(&p, MCR_MODE_STABLE_KETAMA, 3, 1);
+    s = snap_of(&p);
+    EXPECT_UINT(mcr_snapshot_key_slot(s, "a", 1), ==, UINT32_MAX);
+    EXPECT_UINT(mcr_snapshot_table_size(s), ==, 0);
+    EXPECT_UINT(mcr_snapshot_table_entry(s, 0), ==, UINT32_MAX);
+    mcr_snapshot_unref(s);
+}
+END_TEST
+
+/* jump(key, n) of the published loop, computed by a Python transcription
+ * of Lamping and Veach's algorithm (IEEE doubles, as in C). */
+static const struct {
+    uint64_t key;
+    uint32_t bucket[9];
+} jump_vectors[] = {
+    {0x0000000000000000ULL, {0, 0, 0, 0, 0, 0, 0, 0, 0}},
+    {0x0000000000000001ULL, {0, 0, 0, 6, 6, 55, 549, 21134, 14378195}},
+    {0x0000000000000002ULL, {0, 0, 0, 6, 6, 62, 338, 3927, 5612200}},
+    {0x00000000deadbeefULL, {0, 1, 2, 5, 5, 87, 285, 64244, 479362}},
+    {0x0123456789abcdefULL, {0, 0, 0, 0, 0, 57, 194, 33301, 15810187}},
+    {0xffffffffffffffffULL, {0, 1, 2, 2, 9, 92, 313, 18311, 589430}},
+    {0x9e3779b97f4a7c15ULL, {0, 1, 1, 3, 3, 71, 838, 56183, 10492687}},
+    {0x002bdc545d6b4b87ULL, {0, 0, 0, 5, 5, 5, 368, 46958, 4691058}},
+};
+static const uint32_t jump_ns[9] = {1, 2, 3, 7, 10, 100, 1000, 65536, 1u << 24};
+
+/* The test's own SplitMix64 first output (the documented key mix). */
+static uint64_t splitmix(uint64_t x)
+{
+    uint64_t z = x + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+START_TEST(vectors_jump)
+{
+    EXPECT_UINT(splitmix(0), ==, 0xe220a8397b1dcdafULL); /* SplitMix64's published first output */
+    EXPECT_UINT(mcr__mix64(0), ==, splitmix(0));
+    for (size_t k = 0; k < sizeof(jump_vectors) / sizeof(jump_vectors[0]); k++)
+        for (int i = 0; i < 9; i++)
+            EXPECT_MSG(mcr__jump(jump_vectors[k].key, jump_ns[i]) == jump_vectors[k].bucket[i],
+                       "jump(%#llx, %u) = %u, want %u", (unsigned long long)jump_vectors[k].key,
+                       jump_ns[i], mcr__jump(jump_vectors[k].key, jump_ns[i]),
+                       jump_vectors[k].bucket[i]);
+    /* End to end: servers of weight 1 own buckets 0, 1, ... in order; a key
+     * goes to bucket jump(splitmix(md5 key hash), B). */
+    pool p;
+    plain_pool(&p, MCR_MODE_JUMP, 37, 1);
+    mcr_snapshot *s = snap_of(&p);
+    EXPECT_UINT(mcr_snapshot_table_size(s), ==, 37);
+    for (unsigned i = 0; i < 5000; i++) {
+        char key[32];
+        size_t len = key_n(key, i);
+        uint64_t k = splitmix(mcr_hash_key(MCR_HASH_MD5, key, len));
+        EXPECT_UINT(mcr_snapshot_locate(s, key, len), ==, mcr__jump(k, 37));
+    }
+    for (uint32_t b = 0; b < 37; b++)
+        EXPECT_UINT(mcr_snapshot_table_entry(s, b), ==, b);
+    EXPECT_UINT(mcr_snapshot_table_entry(s, 37), ==, UINT32_MAX);
+    mcr_snapshot_unref(s);
+}
+END_TEST
+
+/* The documented score, computed here from the description: u from
+ * SplitMix64 of (seed XOR SplitMix64(hash)), seed = MD5(id) bytes 0..7. */
+START_TEST(vectors_rendezvous)
+{
+    pool p;
+    tu_rng r;
+    tu_rng_init(&r, 3);
+    plain_pool(&p, MCR_MODE_RENDEZVOUS, 23, 1);
+    for (size_t i = 0; i < p.n; i++)
+        p.s[i].weight = 1 + tu_below(&r, 1000);
+    mcr_snapshot *s = snap_of(&p);
+    uint64_t seed[MAX_SERVERS];
+    for (size_t i = 0; i < p.n; i++) {
+        unsigned char d[16];
+        mcr_md5(p.s[i].id, strlen(p.s[i].id), d);
+        seed[i] = 0;
+        for (int b = 7; b >= 0; b--)
+            seed[i] = seed[i] << 8 | d[b];
+    }
+    for (unsigned i = 0; i < 3000; i++) {
+        char key[32];
+        size_t len = key_n(key, i);
+        uint64_t k = splitmix(mcr_hash_key(MCR_HASH_MD5, key, len));
+        double best = -1;
+        uint32_t want = 0;
+        for (size_t j = 0; j < p.n; j++) {
+            uint64_t z = splitmix(seed[j] ^ k);
+            double u = ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+            double score = -(double)p.s[j].weight / log(u);
+            if (score > best) {
+                best = score;
+                want = (uint32_t)j;
+            }
+        }
+        EXPECT_UINT(mcr_snapshot_locate(s, key, len), ==, want);
+    }
+    mcr_snapshot_unref(s);
+}
+END_TEST
+
+/* The Maglev table, built here from the paper's description (round robin,
+ * equal weights), entry for entry; and the share bounds. */
+START_TEST(vectors_maglev)
+{
+    pool p;
+    plain_pool(&p, MCR_MODE_MAGLEV, 10, 1);
+    p.table = 1009; /* prime, >= 100 x 10 */
+    mcr_snapshot *s = snap_of(&p);
+    uint32_t m = 1009, entry[1009], next[10], offset[10], skip[10];
+    for (size_t i = 0; i < p.n; i++) {
+        unsigned char d[16];
+        uint64_t h1 = 0, h2 = 0;
+        mcr_md5(p.s[i].id, strlen(p.s[i].id), d);
+        for (int b = 7; b >= 0; b--) {
+            h1 = h1 << 8 | d[b];
+            h2 = h2 << 8 | d[8 + b];
+        }
+        offset[i] = (uint32_t)(h1 % m);
+        skip[i] = (uint32_t)(h2 % (m - 1) + 1);
+        next[i] = 0;
+    }
+    for (uint32_t c = 0; c < m; c++)
+        entry[c] = UINT32_MAX;
+    for (uint32_t filled = 0;;) {
+        for (uint32_t i = 0; i < p.n && filled < m; i++) {
+            uint32_t c;
+            do
+                c = (uint32_t)((offset[i] + (uint64_t)next[i]++ * skip[i]) % m);
+            while (entry[c] != UINT32_MAX);
+            entry[c] = i;
+            filled++;
+        }
+        if (filled == m)
+            break;
+    }
+    EXPECT_UINT(mcr_snapshot_table_size(s), ==, m);
+    for (uint32_t c = 0; c < m; c++)
+        EXPECT_MSG(mcr_snapshot_table_entry(s, c) == entry[c], "entry %u: %u, want %u", c,
+                   mcr_snapshot_table_entry(s, c), entry[c]);
+    for (unsigned i = 0; i < 2000; i++) {
+        char key[32];
+        size_t len = key_n(key, i);
+        EXPECT_UINT(mcr_snapshot_locate(s, key, len), ==,
+                    entry[mcr_hash_key(MCR_HASH_MD5, key, len) % m]);
+    }
+    mcr_snapshot_unref(s);
+
+    /* Default size, equal weights: floor(M/N) or ceil(M/N) entries each. */
+    plain_pool(&p, MCR_MODE_MAGLEV, 7, 1);
+    s = snap_of(&p);
+    m = (uint32_t)mcr_snapshot_table_size(s);
+    EXPECT_UINT(m, ==, 65537);
+    uint32_t count[MAX_SERVERS] = {0};
+    for (uint32_t c = 0; c < m; c++)
+        count[mcr_snapshot_table_entry(s, c)]++;
+    for (size_t i = 0; i < 7; i++)
+        EXPECT(count[i] == m / 7 || count[i] == m / 7 + 1);
+    mcr_snapshot_unref(s);
+
+    /* Weights: |entries - M w / W| < 1 + N w / W. */
+    tu_rng r;
+    tu_rng_init(&r, 4);
+    plain_pool(&p, MCR_MODE_MAGLEV, 30, 1);
+    uint64_t total = 0;
+    for (size_t i = 0; i < p.n; i++)
+        total += p.s[i].weight = 1 + tu_below(&r, 100);
+    s = snap_of(&p);
+    m = (uint32_t)mcr_snapshot_table_size(s);
+    memset(count, 0, sizeof(count));
+    for (uint32_t c = 0; c < m; c++)
+        count[mcr_snapshot_table_entry(s, c)]++;
+    for (size_t i = 0; i < p.n; i++) {
+        double want = (double)m * p.s[i].weight / (double)total;
+        EXPECT_MSG(fabs(count[i] - want) < 1 + 30.0 * p.s[i].weight / (double)total,
+                   "server %zu (weight %u): %u entries, want %g", i, p.s[i].weight, count[i],
+                   want);
+    }
+    mcr_snapshot_unref(s);
+}
+END_TEST
+
+/* ------------------------------------------------------------ the checklist */
+
+/* 1. Keys outside the changed arcs (or table entries) never move, and the
+ *    diff's per-key answer is the lookups'. 2. The moved fraction is close
+ *    to ideal. Adding and removing one server of 20, every mode. */
+START_TEST(checklist_movement)
+{
+    for (size_t c = 0; c < NCASES; c++) {
+        const mode_case *mc = &cases[c];
+        pool p;
+        plain_pool(&p, mc->mode, 20, 1);
+        for (size_t i = 0; i < p.n; i++)
+            p.s[i].weight = 1 + (uint32_t)(i % 3);
+        mcr_snapshot *s0 = snap_of(&p);
+        spec x;
+        new_spec(&x, 2, NULL);
+        uint64_t w0 = 0;
+        for (size_t i = 0; i < p.n; i++)
+            w0 += p.s[i].weight;
+        const char *mode = mcr_mode_name(mc->mode);
+
+        /* Add one server (slots: with the plan that gives it its share). */
+        mcr_snapshot *s1 = with_change(s0, &x, NULL, mc->mode == MCR_MODE_SLOTS);
+        double ideal = mc->weighted ? 2.0 / (double)(w0 + 2) : 1.0 / 21;
+        double got = moved_keys(s0, s1, 40000, mc->minimal ? x.id : NULL, NULL, mode);
+        EXPECT_MSG(got <= ideal * mc->move_max + 0.01 && got >= ideal * 0.7 - 0.01,
+                   "%s: adding moved %g, ideal %g", mode, got, ideal);
+        mcr_diff *d = diff_of(s0, s1);
+        if (getenv("PLACEMENT_DEBUG"))
+            fprintf(stderr, "%s add: keys %.4f ideal %.4f diff %.4f\n", mode, got, ideal, mcr_diff_moved(d));
+        check_diff(s0, s1, d, 3000, mc->model_diff ? 0.03 : 0.025);
+        if (!mc->model_diff)
+            EXPECT_MSG(fabs(mcr_diff_moved(d) - got) < 0.02, "%s: diff %g, keys %g", mode,
+                       mcr_diff_moved(d), got);
+        /* Outside the arcs: nothing moved. */
+        for (unsigned i = 0; i < 5000 && mcr_diff_arc_count(d) > 0; i++) {
+            char key[32];
+            size_t len = key_n(key, i);
+            uint32_t h = mcr_ring_hash(mcr_snapshot_ring(s0), key, len);
+            int in_arc = 0;
+            for (size_t k = 0; k < mcr_diff_arc_count(d) && !in_arc; k++) {
+                mcr_diff_arc a;
+                mcr_diff_arc_get(d, k, &a);
+                in_arc = a.first <= h && h <= a.last;
+            }
+            if (!in_arc)
+                EXPECT_STR(owner_of(s0, key, len), ==, owner_of(s1, key, len));
+        }
+        mcr_diff_free(d);
+
+        /* Remove one server (slots: its slots planned away first). Jump:
+         * the last one added is the one whose removal is ideal. */
+        const char *victim = mc->mode == MCR_MODE_JUMP ? x.id : id_at(s0, 7);
+        mcr_snapshot *base = mc->mode == MCR_MODE_JUMP ? s1 : s0;
+        mcr_snapshot *s2 = with_change(base, NULL, victim, mc->mode == MCR_MODE_SLOTS);
+        double vw = mc->mode == MCR_MODE_JUMP ? 2 : p.s[7].weight;
+        double vtotal = mc->mode == MCR_MODE_JUMP ? (double)(w0 + 2) : (double)w0;
+        ideal = mc->weighted ? vw / vtotal : 1.0 / (mc->mode == MCR_MODE_JUMP ? 21 : 20);
+        got = moved_keys(base, s2, 40000, NULL, mc->minimal ? victim : NULL, mode);
+        EXPECT_MSG(got <= ideal * mc->move_max + 0.01 && got >= ideal * 0.7 - 0.01,
+                   "%s: removing moved %g, ideal %g", mode, got, ideal);
+        d = diff_of(base, s2);
+        if (getenv("PLACEMENT_DEBUG"))
+            fprintf(stderr, "%s remove: keys %.4f ideal %.4f diff %.4f\n", mode, got, ideal, mcr_diff_moved(d));
+        check_diff(base, s2, d, 3000, mc->model_diff ? 0.03 : 0.025);
+        mcr_diff_free(d);
+        mcr_snapshot_unref(s0);
+        mcr_snapshot_unref(s1);
+        mcr_snapshot_unref(s2);
+    }
+}
+END_TEST
+
+/* 3. Weights 1:2:4 converge to their shares: 8 servers of each weight,
+ *    each class's share of 140,000 keys against 1/7, 2/7, 4/7 (the modes
+ *    that ignore weights give 1/3 each, as their references do). */
+START_TEST(checklist_weights)
+{
+    for (size_t c = 0; c < NCASES; c++) {
+        const mode_case *mc = &cases[c];
+        pool p;
+        plain_pool(&p, mc->mode, 24, 1);
+        for (size_t i = 0; i < p.n; i++)
+            p.s[i].weight = 1u << (i % 3);
+        mcr_snapshot *s = snap_of(&p);
+        unsigned count[3] = {0}, n = 140000;
+        for (unsigned i = 0; i < n; i++) {
+            char key[32];
+            size_t len = key_n(key, i);
+            count[mcr_snapshot_locate(s, key, len) % 3]++;
+        }
+        for (int i = 0; i < 3; i++) {
+            double want = mc->weighted ? (double)(1u << i) / 7 : 1.0 / 3;
+            double got = (double)count[i] / n;
+            if (getenv("PLACEMENT_DEBUG"))
+                fprintf(stderr, "%s weight %u: %.4f want %.4f\n", mcr_mode_name(mc->mode), 1u << i, got, want);
+            EXPECT_MSG(fabs(got - want) <= mc->share_tol,
+                       "%s: weight %u: share %g, want %g", mcr_mode_name(mc->mode), 1u << i, got,
+                       want);
+        }
+        mcr_snapshot_unref(s);
+    }
+}
+END_TEST
+
+static size_t zones_of(const mcr_snapshot *s, const uint32_t *list, size_t n)
+{
+    size_t zones = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t z = mcr_snapshot_server_zone(s, list[i]);
+        int seen = z == 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = mcr_snapshot_server_zone(s, list[j]) == z;
+        zones += !seen;
+    }
+    return zones;
+}
+
+/* 4. Replicas on distinct servers and zones, every mode. */
+START_TEST(checklist_replicas)
+{
+    for (size_t c = 0; c < NCASES; c++) {
+        const mode_case *mc = &cases[c];
+        pool p;
+        plain_pool(&p, mc->mode, 24, 1);
+        for (size_t i = 0; i < p.n; i++) {
+            p.s[i].weight = 1 + (uint32_t)(i % 2);
+            snprintf(p.s[i].zone, sizeof(p.s[i].zone), "zone-%zu", i % 4);
+        }
+        mcr_snapshot *s = snap_of(&p);
+        for (unsigned k = 0; k < 300; k++) {
+            char key[32];
+            size_t len = key_n(key, k);
+            uint32_t out[32];
+            int under = -1;
+            for (size_t n = 1; n <= 26; n += (n < 5 ? 1 : 7)) {
+                size_t got = mcr_snapshot_replicas(s, key, len, n, out, &under);
+                EXPECT_MSG(got == (n < 24 ? n : 24), "%s: %zu replicas of %zu",
+                           mcr_mode_name(mc->mode), got, n);
+                EXPECT_UINT(out[0], ==, mcr_snapshot_locate(s, key, len));
+                for (size_t i = 0; i < got; i++)
+                    for (size_t j = 0; j < i; j++)
+                        EXPECT_MSG(out[i] != out[j], "%s: server %u twice",
+                                   mcr_mode_name(mc->mode), out[i]);
+                EXPECT_UINT(zones_of(s, out, got), ==, n < 4 ? n : 4);
+                EXPECT_INT(under, ==, n > 24);
+            }
+        }
+        mcr_snapshot_unref(s);
+    }
+}
+END_TEST
+
+/* 5. A single hot key stays on one primary: the same answer every time,
+ *    and across a change that does not touch its owner (in the modes that
+ *    promise it). Under bounded loads it spreads, within the capacity. */
+START_TEST(checklist_hot_key)
+{
+    for (size_t c = 0; c < NCASES; c++) {
+        const mode_case *mc = &cases[c];
+        pool p;
+        plain_pool(&p, mc->mode, 10, 1);
+        mcr_snapshot *s = snap_of(&p);
+        const char *hot = "the-hot-key";
+        uint32_t primary = mcr_snapshot_locate(s, hot, strlen(hot));
+        for (int i = 0; i < 1000; i++)
+            EXPECT_UINT(mcr_snapshot_locate(s, hot, strlen(hot)), ==, primary);
+        if (mc->minimal) {
+            spec x;
+            new_spec(&x, 1, NULL);
+            mcr_snapshot *t = with_change(s, &x, NULL, 0);
+            const char *now = owner_of(t, hot, strlen(hot));
+            EXPECT(strcmp(now, id_at(s, primary)) == 0 || strcmp(now, x.id) == 0);
+            mcr_snapshot_unref(t);
+        }
+        /* Bounded lookups with every request of the hot key in flight. */
+        uint32_t load[MAX_SERVERS] = {0};
+        uint64_t total = 0;
+        double eps = 0.25;
+        for (int i = 0; i < 200; i++) {
+            uint32_t at = mcr_snapshot_locate_bounded(s, hot, strlen(hot), load, total, eps);
+            EXPECT_UINT(at, <, p.n);
+            double cap = ceil((1 + eps) * (double)(total + 1) / 10);
+            EXPECT_MSG(load[at] + 1 <= cap, "%s: load %u + 1 over capacity %g",
+                       mcr_mode_name(mc->mode), load[at], cap);
+            if (i == 0)
+                EXPECT_UINT(at, ==, primary);
+            load[at]++;
+            total++;
+        }
+        size_t used = 0;
+        for (size_t i = 0; i < p.n; i++)
+            used += load[i] > 0;
+        EXPECT_MSG(used >= 8, "%s: the hot key reached %zu servers", mcr_mode_name(mc->mode),
+                   used);
+        mcr_snapshot_unref(s);
+    }
+}
+END_TEST
+
+/* 6. A flapping server does not cause repeated mass movement: leaving and
+ *    coming back (DOWN and ACTIVE; and removed and added again, where the
+ *    mode allows it) restores the placement after the first round. */
+START_TEST(checklist_flapping)
+{
+    mcr_error err;
+    for (size_t c = 0; c < NCASES; c++) {
+        const mode_case *mc = &cases[c];
+        for (int removal = 0; removal < 2; removal++) {
+            pool p;
+            plain_pool(&p, mc->mode, 12, 1);
+            mcr_snapshot *s = snap_of(&p), *first_round = NULL;
+            const spec flap = p.s[4];
+            double ideal = 1.0 / 12;
+            for (int round = 0; round < 4; round++) {
+                mcr_changes *ch = mcr_changes_new();
+                if (removal) {
+                    if (mc->mode == MCR_MODE_SLOTS) {
+                        EXPECT_INT(mcr_changes_remove(ch, flap.id, &err), ==, MCR_OK);
+                        EXPECT_INT(mcr_slots_plan(s, ch, NULL, &err), ==, MCR_OK);
+                    } else {
+                        EXPECT_INT(mcr_changes_remove(ch, flap.id, &err), ==, MCR_OK);
+                    }
+                } else {
+                    EXPECT_INT(mcr_changes_set_state(ch, flap.id, MCR_STATE_DOWN, &err), ==,
+                               MCR_OK);
+                }
+                mcr_snapshot *down = apply_ok(s, ch);
+                mcr_changes_clear(ch);
+                double m1 = moved_keys(s, down, 20000, NULL, NULL, "down");
+                if (removal) {
+                    mcr_server_desc d = {flap.id, flap.host, flap.port, flap.weight, NULL,
+                                         MCR_STATE_ACTIVE};
+                    EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
+                    if (mc->mode == MCR_MODE_SLOTS)
+                        EXPECT_INT(mcr_slots_plan(down, ch, NULL, &err), ==, MCR_OK);
+                } else {
+                    EXPECT_INT(mcr_changes_set_state(ch, flap.id, MCR_STATE_ACTIVE, &err), ==,
+                               MCR_OK);
+                }
+                mcr_snapshot *up = apply_ok(down, ch);
+                mcr_changes_free(ch);
+                double m2 = moved_keys(down, up, 20000, NULL, NULL, "up");
+                if (mc->minimal && !(removal && mc->mode == MCR_MODE_JUMP)) {
+                    EXPECT_MSG(m1 <= ideal * 1.3 + 0.01 && m2 <= ideal * 1.3 + 0.01,
+                               "%s (%s): round %d moved %g then %g", mcr_mode_name(mc->mode),
+                               removal ? "removal" : "down", round, m1, m2);
+                }
+                if (round == 0) {
+                    first_round = mcr_snapshot_ref(up);
+                } else {
+                    /* Every later round ends where the first did. */
+                    double again = moved_keys(first_round, up, 20000, NULL, NULL, "again");
+                    EXPECT_MSG(again == 0, "%s (%s): round %d ends %g away from round 0",
+                               mcr_mode_name(mc->mode), removal ? "removal" : "down", round,
+                               again);
+                }
+                /* States restore the placement itself in every mode. */
+                if (!removal)
+                    EXPECT_DBL(moved_keys(s, up, 20000, NULL, NULL, "restored"), ==, 0);
+                mcr_snapshot_unref(down);
+                mcr_snapshot_unref(s);
+                s = up;
+            }
+            mcr_snapshot_unref(first_round);
+            mcr_snapshot_unref(s);
+        }
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ suite */
+
+static Suite *placement_suite(void)
+{
+    Suite *s = suite_create("placement");
+    TCase *tv = tcase_create("vectors");
+    tcase_set_timeout(tv, 600);
+    tcase_add_checked_fixture(tv, reset_hosts, NULL);
+    tcase_add_test(tv, vectors_crc16_slots);
+    tcase_add_test(tv, vectors_jump);
+    tcase_add_test(tv, vectors_rendezvous);
+    tcase_add_test(tv, vectors_maglev);
+    suite_add_tcase(s, tv);
+
+    TCase *tc = tcase_create("checklist");
+    tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, reset_hosts, NULL);
+    tcase_add_test(tc, checklist_movement);
+    tcase_add_test(tc, checklist_weights);
+    tcase_add_test(tc, checklist_replicas);
+    tcase_add_test(tc, checklist_hot_key);
+    tcase_add_test(tc, checklist_flapping);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(placement_suite());
+}
