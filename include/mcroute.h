@@ -288,7 +288,8 @@ typedef enum mcr_mode {
     /* "maglev": the Maglev lookup table (Eisenbud et al., "Maglev: A Fast
      * and Reliable Software Network Load Balancer", NSDI 2016, section
      * 3.4). A table of M entries, M prime (mcr_config_set_table_size(); by
-     * default the smallest prime >= max(65537, 100 x servers)); each active
+     * default the smallest prime >= max(65537, 200 x servers), which leaves
+     * room for the servers to double); each active
      * server walks its own permutation of the entries, offset + j x skip
      * (mod M), offset = MD5(id) bytes 0..7 mod M and skip = MD5(id) bytes
      * 8..15 mod (M - 1) + 1 (both little-endian), and at each of its turns
@@ -420,8 +421,8 @@ MCR_EXTERN int mcr_config_set_key_prefix(mcr_config *cfg, const void *prefix,
 
 /* mcr_config_set_table_size: the size M of the "maglev" lookup table, a
  * prime in 2..MCR_MAGLEV_SIZE_MAX, or 0 (the default) for the smallest prime
- * >= max(65537, 100 x servers) at the time the ring or first snapshot is
- * built. A snapshot keeps its M through every mcr_snapshot_apply(). When
+ * >= max(65537, 200 x servers) at the time the ring or first snapshot is
+ * built (twice the minimum: room for the servers to double). A snapshot keeps its M through every mcr_snapshot_apply(). When
  * the ring or a snapshot is built, M must be at least 100 times the number
  * of active servers (else MCR_ERR_RANGE). Other modes ignore it. MCR_OK,
  * or (the config unchanged) MCR_ERR_INVALID for a NULL cfg, MCR_ERR_RANGE

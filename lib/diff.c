@@ -513,18 +513,13 @@ static int diff_jump(const side *a, const side *b, pair_map *pm, mcr_error *err)
     }
     for (size_t j = sm->ntable; j < lg->ntable; j++)
         cl[lg->table[j] == MCR__HOLE ? lg->nring : lg->table[j]] += 1.0;
-    uint64_t work = 0, ns = 0, nl = 0;
+    uint64_t ns = 0, nl = 0;
     for (uint32_t x = 0; x <= sm->nring; x++)
         ns += cs[x] > 0;
     for (uint32_t y = 0; y <= lg->nring; y++)
         nl += cl[y] > 0;
-    work = ns * nl + (uint64_t)(ha + 1) * (hb + 1);
-    if (work > MODEL_PAIRS_MAX) {
-        rc = mcr__error(err, MCR_ERR_UNSUPPORTED,
-                        "jump diff: about %llu pairs of servers to weigh, more than %llu",
-                        (unsigned long long)work, (unsigned long long)MODEL_PAIRS_MAX);
-        goto out;
-    }
+    if (ns * nl > MODEL_PAIRS_MAX)
+        goto too_many;
     for (uint32_t x = 0; x <= sm->nring && nl > 0; x++) {
         if (cs[x] == 0)
             continue;
@@ -536,11 +531,25 @@ static int diff_jump(const side *a, const side *b, pair_map *pm, mcr_error *err)
                 goto nomem;
         }
     }
-    /* The final owners. */
+    /* The final owners: each (a, H) try pairs with every server of side
+     * 2, each (H, b) with every server of side 1. */
     double phh = 0;
-    for (size_t i = 0; i < joint.cap; i++)
-        if (joint.slots[i].key == (((uint64_t)ha << 32 | hb) + 1))
+    uint64_t work = 0, s1 = 0, s2 = 0;
+    for (uint32_t z = 0; z < ha; z++)
+        s1 += pa[z] > 0;
+    for (uint32_t z = 0; z < hb; z++)
+        s2 += pb[z] > 0;
+    for (size_t i = 0; i < joint.cap; i++) {
+        uint64_t k = joint.slots[i].key;
+        if (k == 0)
+            continue;
+        uint32_t x = (uint32_t)((k - 1) >> 32), y = (uint32_t)((k - 1) & UINT32_MAX);
+        if (x == ha && y == hb)
             phh = joint.slots[i].count;
+        work += x == ha ? (y == hb ? 0 : s1) : y == hb ? s2 : 1;
+    }
+    if (work > MODEL_PAIRS_MAX)
+        goto too_many;
     double stay = 1.0 - phh;
     for (size_t i = 0; i < joint.cap; i++) {
         const pair_slot *sl = &joint.slots[i];
@@ -562,6 +571,11 @@ static int diff_jump(const side *a, const side *b, pair_map *pm, mcr_error *err)
                     goto nomem;
         }
     }
+    goto out;
+too_many:
+    rc = mcr__error(err, MCR_ERR_UNSUPPORTED,
+                    "jump diff: too many pairs of servers to weigh (more than %llu)",
+                    (unsigned long long)MODEL_PAIRS_MAX);
     goto out;
 nomem:
     rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a jump diff");

@@ -232,9 +232,11 @@ static inline uint32_t mcr__weight_max(mcr_mode m)
 /* No server: a jump bucket or a slot whose server is not active. */
 #define MCR__HOLE UINT32_MAX
 /* "maglev": the table is at least this many times the active servers
- * (Eisenbud et al. keep M > 100 N for shares within 1%), and at least the
- * paper's 65537 entries when chosen automatically. */
+ * (Eisenbud et al. keep M > 100 N for shares within 1%). Chosen
+ * automatically it is at least the paper's 65537 entries and twice that
+ * minimum, so that the servers can double before the table is too small. */
 #define MCR__MAGLEV_MIN_FACTOR 100u
+#define MCR__MAGLEV_AUTO_FACTOR 200u
 #define MCR__MAGLEV_DEFAULT_SIZE 65537u
 /* "jump": at most this many buckets (a table of 64 MiB). */
 #define MCR__JUMP_BUCKETS_MAX (1u << 24)
@@ -248,7 +250,7 @@ uint16_t mcr__crc16(const void *data, size_t len);
 /* Jump consistent hash of key into [0, nbuckets) (nbuckets >= 1). */
 uint32_t mcr__jump(uint64_t key, uint32_t nbuckets);
 int mcr__is_prime(uint32_t n);
-/* The smallest prime >= max(65537, 100 x servers), capped at
+/* The smallest prime >= max(65537, 200 x servers), capped at
  * MCR_MAGLEV_SIZE_MAX. */
 uint32_t mcr__maglev_auto_size(size_t servers);
 /* A server's Maglev permutation in a table of m entries (m >= 2). */

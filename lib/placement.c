@@ -117,7 +117,7 @@ int mcr__is_prime(uint32_t n)
 
 uint32_t mcr__maglev_auto_size(size_t servers)
 {
-    uint64_t want = (uint64_t)MCR__MAGLEV_MIN_FACTOR * servers;
+    uint64_t want = (uint64_t)MCR__MAGLEV_AUTO_FACTOR * servers;
     if (want < MCR__MAGLEV_DEFAULT_SIZE)
         want = MCR__MAGLEV_DEFAULT_SIZE;
     if (want >= MCR_MAGLEV_SIZE_MAX)
