@@ -475,9 +475,9 @@ typedef enum mcr_server_state {
  * back, they belong to the snapshot and live as long as it does.
  *
  *   id     The server's stable identity: how changes, diffs and hooks name
- *          it, and, in the native modes ("ketama", "stable-ketama"), what
- *          its point labels hash (so a named server moved to another address
- *          moves no key). NULL: "host:port" ("[v6]:port" for IPv6). Given:
+ *          it, and, in the native modes ("ketama", "stable-ketama", and
+ *          "jump" onwards), what its points, permutation or score hash (so a
+ *          named server moved to another address moves no key). NULL: "host:port" ("[v6]:port" for IPv6). Given:
  *          1..255 bytes, none of them a control byte (below 0x20, or 0x7f).
  *          In "twemproxy-ketama" an id given is the server's twemproxy name.
  *   zone   A failure domain (rack, availability zone) for replica
