@@ -542,8 +542,6 @@ START_TEST(checklist_movement)
         EXPECT_MSG(got <= ideal * mc->move_max + 0.01 && got >= ideal * 0.7 - 0.01,
                    "%s: adding moved %g, ideal %g", mode, got, ideal);
         mcr_diff *d = diff_of(s0, s1);
-        if (getenv("PLACEMENT_DEBUG"))
-            fprintf(stderr, "%s add: keys %.4f ideal %.4f diff %.4f\n", mode, got, ideal, mcr_diff_moved(d));
         check_diff(s0, s1, d, 3000, mc->model_diff ? 0.03 : 0.025);
         if (!mc->model_diff)
             EXPECT_MSG(fabs(mcr_diff_moved(d) - got) < 0.02, "%s: diff %g, keys %g", mode,
@@ -576,8 +574,6 @@ START_TEST(checklist_movement)
         EXPECT_MSG(got <= ideal * mc->move_max + 0.01 && got >= ideal * 0.7 - 0.01,
                    "%s: removing moved %g, ideal %g", mode, got, ideal);
         d = diff_of(base, s2);
-        if (getenv("PLACEMENT_DEBUG"))
-            fprintf(stderr, "%s remove: keys %.4f ideal %.4f diff %.4f\n", mode, got, ideal, mcr_diff_moved(d));
         check_diff(base, s2, d, 3000, mc->model_diff ? 0.03 : 0.025);
         mcr_diff_free(d);
         mcr_snapshot_unref(s0);
@@ -608,8 +604,6 @@ START_TEST(checklist_weights)
         for (int i = 0; i < 3; i++) {
             double want = mc->weighted ? (double)(1u << i) / 7 : 1.0 / 3;
             double got = (double)count[i] / n;
-            if (getenv("PLACEMENT_DEBUG"))
-                fprintf(stderr, "%s weight %u: %.4f want %.4f\n", mcr_mode_name(mc->mode), 1u << i, got, want);
             EXPECT_MSG(fabs(got - want) <= mc->share_tol,
                        "%s: weight %u: share %g, want %g", mcr_mode_name(mc->mode), 1u << i, got,
                        want);
