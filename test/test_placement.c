@@ -7,10 +7,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "internal.h"
 #include "mcroute.h"
+#include "mcroute_pool.h"
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
+#include "realserver.h"
 #include "testutil.h"
 
 #define TWO32 4294967296.0
@@ -1866,7 +1870,105 @@ START_TEST(watcher_flapping)
 }
 END_TEST
 
-/* ------------------------------------------------------------ suite */
+/* ------------------------------------------------------------ the pool */
+
+typedef struct hot_reads {
+    int done, hits;
+    char server[3][64];
+    int count[3];
+} hot_reads;
+
+static void hot_read_cb(const mcr_result *res, void *arg)
+{
+    hot_reads *h = arg;
+    h->done++;
+    h->hits += res->status == MCR_OK && res->reply == MCR_REPLY_HIT;
+    for (int i = 0; i < 3 && res->server != NULL; i++)
+        if (strcmp(h->server[i], res->server) == 0)
+            h->count[i]++;
+}
+
+/* A pool with bounded_epsilon spreads the gets of one hot key over the
+ * servers next to its owner (where the value was also written), each
+ * within its capacity; without it, every get goes to the owner. */
+START_TEST(pool_bounded_reads)
+{
+    if (!rs_executable(rs_memcached_path())) {
+        fprintf(stderr, "pool_bounded_reads: no memcached at %s, skipped\n", rs_memcached_path());
+        return;
+    }
+    rs_proc mc[3];
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    EXPECT_INT(mcr_config_set_mode(cfg, MCR_MODE_BOUNDED), ==, MCR_OK);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(rs_memcached_start(&mc[i], "127.0.0.1", 0, NULL, 5000), 0);
+        EXPECT_INT(mcr_config_add_server(cfg, "127.0.0.1", mc[i].port, 1, &err), ==, MCR_OK);
+    }
+    mcr_snapshot *snap = NULL;
+    EXPECT_INT(mcr_snapshot_new(cfg, 1, &snap, &err), ==, MCR_OK);
+    mcr_router *router = NULL;
+    EXPECT_INT(mcr_router_new(snap, &router, &err), ==, MCR_OK);
+    struct event_base *base = event_base_new();
+    ck_assert_ptr_nonnull(base);
+    const char *hot = "hot:key";
+    for (int bounded = 0; bounded < 2; bounded++) {
+        mcr_pool_options o;
+        mcr_pool_options_init(&o);
+        o.no_coalesce = 1; /* every get is a request of its own */
+        o.bounded_epsilon = bounded ? 0.25 : 0;
+        mcr_pool *mp = NULL;
+        EXPECT_INT(mcr_pool_new(base, router, &o, &mp, &err), ==, MCR_OK);
+        hot_reads h;
+        memset(&h, 0, sizeof(h));
+        for (int i = 0; i < 3; i++) { /* the value on every server */
+            mcr_server_desc d;
+            mcr_snapshot_server(snap, (size_t)i, &d);
+            snprintf(h.server[i], sizeof(h.server[i]), "%s", d.id);
+            mcr_request q = {.op = MCR_OP_SET, .key = hot, .key_len = strlen(hot),
+                             .value = "v", .value_len = 1, .server = d.id};
+            mcr_owned_result res;
+            EXPECT_INT(mcr_pool_exec(mp, &q, &res), ==, MCR_OK);
+            EXPECT_INT(res.status, ==, MCR_OK);
+            mcr_owned_result_clear(&res);
+        }
+        enum { GETS = 300 };
+        for (int k = 0; k < GETS; k++)
+            EXPECT_INT(mcr_pool_get(mp, hot, strlen(hot), hot_read_cb, &h), ==, MCR_OK);
+        EXPECT_INT(mcr_pool_wait(mp), ==, MCR_OK);
+        EXPECT_INT(h.done, ==, GETS);
+        EXPECT_INT(h.hits, ==, GETS);
+        uint32_t owner = mcr_snapshot_locate(snap, hot, strlen(hot));
+        if (!bounded) {
+            EXPECT_INT(h.count[owner], ==, GETS);
+        } else {
+            for (int i = 0; i < 3; i++)
+                EXPECT_MSG(h.count[i] > 0 && h.count[i] <= 126, "server %d: %d gets", i,
+                           h.count[i]);
+            EXPECT_INT(h.count[owner], >=, 100);
+        }
+        mcr_pool_free(mp);
+    }
+    /* Out of range. */
+    mcr_pool_options o;
+    mcr_pool_options_init(&o);
+    mcr_pool *mp = NULL;
+    o.bounded_epsilon = -1;
+    EXPECT_INT(mcr_pool_new(base, router, &o, &mp, &err), ==, MCR_ERR_RANGE);
+    o.bounded_epsilon = NAN;
+    EXPECT_INT(mcr_pool_new(base, router, &o, &mp, &err), ==, MCR_ERR_RANGE);
+    o.bounded_epsilon = MCR_POOL_EPSILON_MAX * 2;
+    EXPECT_INT(mcr_pool_new(base, router, &o, &mp, &err), ==, MCR_ERR_RANGE);
+    EXPECT(mp == NULL);
+    event_base_free(base);
+    mcr_router_free(router);
+    mcr_snapshot_unref(snap);
+    mcr_config_free(cfg);
+    for (int i = 0; i < 3; i++)
+        rs_stop(&mc[i]);
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *placement_suite(void)
@@ -1904,6 +2006,7 @@ static Suite *placement_suite(void)
     tcase_add_test(tn, rendezvous_random_changes);
     tcase_add_test(tn, diff_across_native_modes);
     tcase_add_test(tn, bounded_simulation);
+    tcase_add_test(tn, pool_bounded_reads);
     suite_add_tcase(s, tn);
 
     TCase *te = tcase_create("edges");
