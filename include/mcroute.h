@@ -227,11 +227,154 @@ typedef enum mcr_mode {
      * is built. Not compatible with any other client. Default key hash:
      * md5 (what mcr_config_new() sets). */
     MCR_MODE_STABLE_KETAMA = 8,
+
+    /* The native modes below are mcroute's own, compatible with no other
+     * client, each with a snapshot, epochs, diffs and replicas like
+     * "stable-ketama". The modes that place keys by a table or a score
+     * ("jump", "rendezvous", "maglev", "slots") have no continuum:
+     * mcr_ring_point_count() is 0 and mcr_ring_find_point() SIZE_MAX.
+     * "jump" and "rendezvous" use the key's 32-bit key hash (the config's,
+     * md5 by default) made 64 bits: k = the first output of SplitMix64
+     * (Steele, Lea and Flood, 2014) seeded with the hash. A server's name
+     * in these modes is its id (see mcr_server_desc), so a server moved to
+     * another address under the same id keeps its keys. Weights 0 are
+     * refused, as everywhere (a weight is 1..MCR_WEIGHT_MAX). */
+
+    /* "jump": jump consistent hash (Lamping and Veach, "A Fast, Minimal
+     * Memory, Consistent Hash Algorithm", 2014) over B numbered buckets,
+     * with a bucket-to-server table: a server of weight w owns w buckets
+     * (weights up to MCR_STABLE_WEIGHT_MAX; at most 2^24 buckets). A key
+     * goes to the server of bucket jump(k, B), O(log B) per lookup.
+     *
+     * Guarantees: adding a server appends its buckets, which moves keys
+     * only to it, w / (B + w) of them: the ideal (the algorithm's
+     * theorem). Raising a weight likewise. A server that goes DOWN or
+     * DRAINING keeps its buckets (nothing is renumbered): a key landing
+     * in a bucket of a server that is not active jumps again with the next
+     * key (the next output of SplitMix64 from k), so only that server's
+     * keys move, spread over the active servers by weight, and they come
+     * back when it is active again. Shares follow weights (w / B each).
+     *
+     * Limits, not hidden: jump hash can only add or drop the LAST bucket.
+     * Removing a server, or lowering its weight, frees buckets in the
+     * middle of the range: each freed bucket (highest first, at the end of
+     * a batch) is taken over by the server of the last bucket, and the
+     * last bucket is dropped. So the removed server's keys all go to that
+     * one server, and the keys of the dropped last bucket spread over every
+     * server: about twice the ideal movement, and a transient imbalance,
+     * unless the server removed owned the last buckets (the last one
+     * added). Prefer DOWN / DRAINING for servers that come back; remove
+     * the most recently added server when shrinking. The bucket table is
+     * state: it is kept in the snapshot and its file, and two snapshots of
+     * the same servers may differ by their history (mcr_snapshot_new() and
+     * mcr_ring_new() give server i, in config order, the next w buckets).
+     * Replicas: the servers of the buckets met by jumping on with the next
+     * keys. */
+    MCR_MODE_JUMP = 9,
+    /* "rendezvous": highest random weight (Thaler and Ravishankar, 1998),
+     * weighted by the logarithmic method (Schindelhauer and Schomaker,
+     * 2005): a key goes to the active server with the highest score
+     * -weight / ln(u), u in (0, 1) a hash of the key and the server:
+     * u = ((z >> 11) + 0.5) / 2^53, z the first output of SplitMix64
+     * seeded with (k XOR s), s the first 8 bytes (little-endian) of the MD5
+     * of the server's id; ties to the earlier server.
+     *
+     * Guarantees: each server's share is weight / total weight in
+     * expectation; adding, removing or reweighting one server moves keys
+     * only to or from it, the ideal amount, and nothing depends on server
+     * order or history. Replicas are the top N servers by score (zones
+     * first, as in every mode).
+     *
+     * Limits: a lookup computes one logarithm per active server, O(N)
+     * (about 6 ns a server: 6 us with 1,000 servers); replicas beyond the
+     * first few sort all N scores. The logarithm is the C library's log(): two platforms whose
+     * log() differ in the last bit may disagree on a key whose two best
+     * scores are that close (about one key in 2^50). Any weight up to
+     * MCR_WEIGHT_MAX. */
+    MCR_MODE_RENDEZVOUS = 10,
+    /* "maglev": the Maglev lookup table (Eisenbud et al., "Maglev: A Fast
+     * and Reliable Software Network Load Balancer", NSDI 2016, section
+     * 3.4). A table of M entries, M prime (mcr_config_set_table_size(); by
+     * default the smallest prime >= max(65537, 200 x servers), which leaves
+     * room for the servers to double); each active
+     * server walks its own permutation of the entries, offset + j x skip
+     * (mod M), offset = MD5(id) bytes 0..7 mod M and skip = MD5(id) bytes
+     * 8..15 mod (M - 1) + 1 (both little-endian), and at each of its turns
+     * claims the next entry of it still free. Turns come in proportion to
+     * weight: server i's n-th turn at time n / w_i, ties to the earlier
+     * server, which with equal weights is the paper's round robin. A key
+     * goes to entry hash % M. O(1) lookups; building costs O(M log M)
+     * (every snapshot of the mode rebuilds its table).
+     *
+     * Guarantees: with equal weights each server owns floor(M / N) or
+     * ceil(M / N) entries, so shares are within 1 / (100 N) of 1 / N;
+     * with weights w of total W, a server's entries differ from M w / W by
+     * less than 1 + N w / W.
+     * Limits: disruption is not minimal. Besides the keys of the server
+     * added or removed, a change moves keys between other servers, since
+     * every later claim of the fill shifts. The excess grows with N^2 / M;
+     * measured for one removal among N equal servers: 1.1 times the ideal
+     * at N^2 / M = 0.01, 1.25 at 0.04, 1.6 at 0.15, 2 at 0.35 (so 300
+     * servers in the default 65537 entries move 3.5 times the ideal). The
+     * 100 entries a server keep shares balanced, not movement low: for
+     * movement within 10% of the ideal, make M at least 100 N^2 (up to
+     * MCR_MAGLEV_SIZE_MAX, about 800 servers), or prefer "rendezvous" or
+     * "jump". M is fixed for a snapshot and the snapshots applied from it;
+     * more than M / 100 active servers is refused with MCR_ERR_RANGE (build
+     * a new snapshot with a larger table). Replicas: the servers of the
+     * entries after the key's. */
+    MCR_MODE_MAGLEV = 11,
+    /* "slots": a fixed number S of logical slots (mcr_config_set_slot_count,
+     * MCR_SLOTS_DEFAULT = 16384 by default), slot = CRC-16/XMODEM(key) mod
+     * S, and an explicit slot-to-server map kept in the snapshot. With
+     * S = 16384 and the hash tag "{}" (mcr_config_set_hash_tag), a key's
+     * slot is the one Redis Cluster gives it; the hash tag applies only when
+     * set, and the config's key hash is not used. mcr_ring_hash() gives the
+     * key's CRC-16 (0..65535), mcr_ring_find() the owner of its slot.
+     *
+     * Guarantees: a snapshot made from a config (and mcr_ring_new()) gives
+     * each server a contiguous range of slots, as many as its weight's
+     * share (largest remainders). Afterwards the map changes only by
+     * mcr_changes_move_slots(): a new server owns no slot until slots are
+     * moved to it, a weight change moves nothing, and a diff moves exactly
+     * the slots moved. mcr_slots_plan() proposes the fewest moves that
+     * rebalance the map by weight. A slot whose owner is DOWN or DRAINING
+     * keeps its owner in the map and is served meanwhile by the owner of the
+     * first slot, in a pseudo-random sequence of slots derived from it
+     * (slot k of the sequence: SplitMix64's first output seeded with
+     * slot << 32 | k, mod S), that an active server owns: its keys spread
+     * over the active servers in proportion to their slots, and return
+     * when it does.
+     * Limits: removing a server that still owns slots is refused
+     * (MCR_ERR_INVALID) unless the same batch moves them away or re-adds
+     * its id; a server owning no slot receives no key; weights matter only
+     * to the planner and the first map. O(1) lookups. Replicas: the owners
+     * of the slots of the key's slot's probe sequence (the fallback's). */
+    MCR_MODE_SLOTS = 12,
+    /* "bounded": consistent hashing with bounded loads (Mirrokni, Thorup
+     * and Zadimoghaddam, "Consistent Hashing with Bounded Loads", SODA
+     * 2018) on the continuum of "stable-ketama": same points (labels
+     * "id-k", 160 per unit of weight), same weight limit, same guarantees
+     * for mcr_ring_locate() and mcr_snapshot_locate(), which give the plain
+     * owner. mcr_snapshot_locate_bounded() (<mcroute_snapshot.h>) takes the
+     * caller's in-flight load per server and, clockwise from the key, skips
+     * the servers at their capacity: a hot key overflows to the next
+     * servers instead of overloading one, and returns to its owner when
+     * the load falls. */
+    MCR_MODE_BOUNDED = 13,
     MCR_MODE_COUNT
 } mcr_mode;
 
-/* Largest weight of a server in "stable-ketama" (see above). */
+/* Largest weight of a server in "stable-ketama", "bounded" and "jump" (see
+ * above). */
 #define MCR_STABLE_WEIGHT_MAX 1000u
+
+/* "maglev": the largest table size (a prime just below 2^26). */
+#define MCR_MAGLEV_SIZE_MAX 67108859u
+
+/* "slots": the default and the largest slot count. */
+#define MCR_SLOTS_DEFAULT 16384u
+#define MCR_SLOTS_MAX 65536u
 
 /* mcr_mode_from_name: parse a mode name given above (case-insensitive).
  * MCR_OK, or MCR_ERR_UNKNOWN / MCR_ERR_INVALID with *out unchanged.
@@ -289,6 +432,22 @@ MCR_EXTERN int mcr_config_set_point_hash(mcr_config *cfg, mcr_hash hash);
 MCR_EXTERN int mcr_config_set_key_prefix(mcr_config *cfg, const void *prefix,
                                          size_t len);
 
+/* mcr_config_set_table_size: the size M of the "maglev" lookup table, a
+ * prime in 2..MCR_MAGLEV_SIZE_MAX, or 0 (the default) for the smallest prime
+ * >= max(65537, 200 x servers) at the time the ring or first snapshot is
+ * built (twice the minimum: room for the servers to double). A snapshot keeps its M through every mcr_snapshot_apply(). When
+ * the ring or a snapshot is built, M must be at least 100 times the number
+ * of active servers (else MCR_ERR_RANGE). Other modes ignore it. MCR_OK,
+ * or (the config unchanged) MCR_ERR_INVALID for a NULL cfg, MCR_ERR_RANGE
+ * for a size that is not such a prime. */
+MCR_EXTERN int mcr_config_set_table_size(mcr_config *cfg, uint32_t size);
+
+/* mcr_config_set_slot_count: the number of slots of "slots" mode,
+ * 1..MCR_SLOTS_MAX; MCR_SLOTS_DEFAULT (Redis Cluster's 16384) until set.
+ * Other modes ignore it. MCR_OK, or (the config unchanged) MCR_ERR_INVALID
+ * for a NULL cfg, MCR_ERR_RANGE for a count out of range. */
+MCR_EXTERN int mcr_config_set_slot_count(mcr_config *cfg, uint32_t count);
+
 /* mcr_config_add_server: append a server. `host` is a hostname, an IPv4
  * address or a bare IPv6 address (no brackets), 1..255 bytes, none of them a
  * space, control byte, DEL, ',', '[', ']', '#' or '/'; `port` 1..65535;
@@ -329,9 +488,9 @@ typedef enum mcr_server_state {
  * back, they belong to the snapshot and live as long as it does.
  *
  *   id     The server's stable identity: how changes, diffs and hooks name
- *          it, and, in the native modes ("ketama", "stable-ketama"), what
- *          its point labels hash (so a named server moved to another address
- *          moves no key). NULL: "host:port" ("[v6]:port" for IPv6). Given:
+ *          it, and, in the native modes ("ketama", "stable-ketama", and
+ *          "jump" onwards), what its points, permutation or score hash (so a
+ *          named server moved to another address moves no key). NULL: "host:port" ("[v6]:port" for IPv6). Given:
  *          1..255 bytes, none of them a control byte (below 0x20, or 0x7f).
  *          In "twemproxy-ketama" an id given is the server's twemproxy name.
  *   zone   A failure domain (rack, availability zone) for replica
@@ -422,21 +581,25 @@ MCR_EXTERN int mcr_ring_new(const mcr_config *cfg, mcr_ring **out,
 MCR_EXTERN void mcr_ring_free(mcr_ring *ring);
 
 /* mcr_ring_hash: the key hash of the ring (key prefix included) of `len`
- * bytes at `key`. Thread-safe, cannot fail. */
+ * bytes at `key`; in "slots" mode its CRC-16/XMODEM. Thread-safe, cannot
+ * fail. */
 MCR_EXTERN uint32_t mcr_ring_hash(const mcr_ring *ring, const void *key,
                                   size_t len);
 
 /* mcr_ring_find: the index (0-based, config order) of the server owning hash
  * value `hash`: the first point whose value is >= hash, wrapping past the
  * last point; ties go to the earlier server. In "modula" mode,
- * hash % server count. Thread-safe, cannot fail. */
+ * hash % server count; in the native table modes, by their rule (see
+ * mcr_mode): "slots" takes the key's CRC-16 as `hash`. Thread-safe, cannot
+ * fail. */
 MCR_EXTERN uint32_t mcr_ring_find(const mcr_ring *ring, uint32_t hash);
 
 /* mcr_ring_find_point: the index (0 .. mcr_ring_point_count() - 1, as
  * mcr_ring_point() numbers them) of the point owning hash value `hash`, by the
  * rule of mcr_ring_find(): what libketama's ketama_get_server() returns.
- * SIZE_MAX for the modula modes, which have no points. `ring` must not be
- * NULL (a lookup: nothing is checked). Thread-safe, cannot fail. */
+ * SIZE_MAX for the modes without points (modula, jump, rendezvous, maglev,
+ * slots). `ring` must not be NULL (a lookup: nothing is checked).
+ * Thread-safe, cannot fail. */
 MCR_EXTERN size_t mcr_ring_find_point(const mcr_ring *ring, uint32_t hash);
 
 /* mcr_ring_locate: the index of the server owning `key`, exactly as the
@@ -456,7 +619,8 @@ MCR_EXTERN void mcr_ring_locate_many(const mcr_ring *ring,
 /* mcr_ring_server_count: number of servers in the ring. */
 MCR_EXTERN size_t mcr_ring_server_count(const mcr_ring *ring);
 
-/* mcr_ring_point_count: number of points of the continuum (0 in "modula"). */
+/* mcr_ring_point_count: number of points of the continuum (0 in the modes
+ * without one: modula, jump, rendezvous, maglev, slots). */
 MCR_EXTERN size_t mcr_ring_point_count(const mcr_ring *ring);
 
 /* mcr_ring_point: point `i` (ascending by value, ties by server order) into

@@ -137,6 +137,7 @@ struct event_base;
 #define MCR_POOL_TIMEOUT_MAX_MS 86400000u /* any timeout or retry delay: one day */
 #define MCR_POOL_VALUE_MAX (1u << 30)     /* max_value_size: 1 GiB */
 #define MCR_POOL_PREFIX_MAX 128u          /* key_prefix bytes */
+#define MCR_POOL_EPSILON_MAX 1000.0       /* bounded_epsilon */
 /* memcached's longest key, the pool's key prefix included. */
 #define MCR_KEY_MAX 250u
 
@@ -172,6 +173,22 @@ typedef struct mcr_pool_options {
                                       requests wait in the pool (and their
                                       timeout starts when they are sent) */
     int no_coalesce;               /* 1: turn hot-key sharing off */
+    double bounded_epsilon;        /* 0 (default): get and gets go to the
+                                      key's owner. Above 0: to the server
+                                      mcr_snapshot_locate_bounded() picks
+                                      with this epsilon (0.25 is usual),
+                                      a server's load being the requests of
+                                      this pool not yet completed on it
+                                      (queued or in flight, probes
+                                      included): a hot key overflows to the
+                                      next servers. Best with the "bounded"
+                                      mode (<mcroute.h>); at most
+                                      MCR_POOL_EPSILON_MAX. Only plain reads
+                                      move: writes go to the owner, so a
+                                      read that overflows finds the value
+                                      only where it was written too (the
+                                      servers of mcr_snapshot_replicas(),
+                                      same order) and misses otherwise. */
 } mcr_pool_options;
 
 /* mcr_pool_options_init: zero-fill *opts (all defaults). NULL is a no-op. */
@@ -200,7 +217,8 @@ typedef struct mcr_pool mcr_pool;
  * MCR_POOL_FAILURE_LIMIT_MAX, a timeout or retry delay over
  * MCR_POOL_TIMEOUT_MAX_MS, max_value_size over MCR_POOL_VALUE_MAX, a
  * key_prefix over MCR_POOL_PREFIX_MAX bytes or with a space or control
- * byte, an unknown policy or protocol), MCR_ERR_NOMEM. A retry_max_ms left
+ * byte, an unknown policy or protocol, a bounded_epsilon negative, NaN or
+ * over MCR_POOL_EPSILON_MAX), MCR_ERR_NOMEM. A retry_max_ms left
  * 0 becomes 16 x retry_timeout_ms capped at MCR_POOL_TIMEOUT_MAX_MS; one
  * below retry_timeout_ms is raised to it. max_in_flight takes any value
  * from 1 (0: the default). */

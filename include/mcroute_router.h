@@ -191,7 +191,12 @@ typedef enum mcr_watch_format {
      * given). The file says nothing about states: a server it keeps keeps
      * its state (DOWN or DRAINING set with mcr_changes_set_state()), a new
      * one joins ACTIVE; a file whose servers would leave no ACTIVE one is
-     * refused (MCR_ERR_EMPTY). */
+     * refused (MCR_ERR_EMPTY). In "slots" mode a file that drops a server
+     * still owning slots is refused (MCR_ERR_INVALID) until its slots are
+     * moved (mcr_slots_plan() and mcr_router_apply()); a server the file
+     * adds owns no slot until then. In "jump" a server the file drops frees
+     * its buckets as MCR_MODE_JUMP says (the debounce keeps a server that
+     * flaps faster than settle_ms from being dropped at all). */
     MCR_WATCH_SERVER_FILE = 0,
     /* A snapshot file (mcr_snapshot_save()): loaded with its checksum
      * verified; published when its epoch is above the current one; the

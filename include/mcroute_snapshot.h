@@ -4,9 +4,10 @@
  *
  * Servers join and leave while traffic flows. A snapshot is one whole,
  * immutable placement: the parameters (mode, key hash, point hash, hash tag,
- * key prefix, MCR_SNAPSHOT_ALGORITHM), the servers (stable id, address,
- * weight, zone, state), the continuum built from the active ones, an epoch
- * and a checksum over a canonical serialization of all of that. A change
+ * key prefix, table size, MCR_SNAPSHOT_ALGORITHM), the servers (stable id,
+ * address, weight, zone, state), the continuum or table built from the
+ * active ones, the bucket or slot map of "jump" and "slots", an epoch and a
+ * checksum over a canonical serialization of all of that. A change
  * (add, remove, set weight, set state, alone or in a batch) never modifies a
  * snapshot: mcr_snapshot_apply() builds a new one with epoch + 1. A router
  * (<mcroute_router.h>) publishes snapshots atomically to lock-free readers.
@@ -16,8 +17,8 @@
  * mcr_config_add_server_desc() or mcr_changes_add(), or the label of
  * mcr_config_add_server_named()). Ids are unique in a snapshot and are how
  * changes, diffs and hooks name servers. In the native modes ("ketama",
- * "stable-ketama") the point labels hash the id, so moving a named server to
- * another address moves no key. In the reference modes (libmemcached,
+ * "stable-ketama", and "jump" onwards) the points, permutations and scores
+ * hash the id, so moving a named server to another address moves no key. In the reference modes (libmemcached,
  * twemproxy) labels are what the reference hashes (the address, or the
  * twemproxy name, which is the id when one was given).
  *
@@ -91,7 +92,15 @@ typedef struct mcr_diff mcr_diff;
  * NULL argument, MCR_ERR_EMPTY for no server, MCR_ERR_RANGE, MCR_ERR_NOMEM);
  * MCR_ERR_DUPLICATE (two servers with one id); MCR_ERR_RANGE (a weight over
  * MCR_STABLE_WEIGHT_MAX in "stable-ketama"). Thread-safe for distinct
- * configs. */
+ * configs.
+ *
+ * The native table modes: "maglev" takes its table size M from `cfg` (the
+ * automatic size is chosen here, from the server count, and kept by every
+ * snapshot applied from this one); "jump" gives server i, in config order,
+ * the next `weight` buckets; "slots" gives each server a contiguous range
+ * of slots in proportion to its weight. Also MCR_ERR_RANGE for a weight over
+ * MCR_STABLE_WEIGHT_MAX in "bounded" and "jump", more than 2^24 buckets, and
+ * a maglev table under 100 entries per server. */
 MCR_EXTERN int mcr_snapshot_new(const mcr_config *cfg, uint64_t epoch, mcr_snapshot **out,
                                 mcr_error *err);
 
@@ -121,13 +130,15 @@ MCR_EXTERN uint64_t mcr_snapshot_epoch(const mcr_snapshot *snap);
  * change touched. It covers the parameters, MCR_SNAPSHOT_ALGORITHM,
  * the epoch, every field of every server and every continuum point (each
  * server line carries its point count and a 64-bit hash of its point
- * values). Two snapshots with the same checksum place every key alike. An
- * integrity check against corruption, not a defence against forgery. */
+ * values; in the table modes, the count and a hash of the numbers of the
+ * table entries, buckets or slots it owns, and in "jump" and "slots" the
+ * map itself). Two snapshots with the same checksum place every key alike.
+ * An integrity check against corruption, not a defence against forgery. */
 MCR_EXTERN const char *mcr_snapshot_checksum(const mcr_snapshot *snap);
 
-/* mcr_snapshot_ring: the continuum of the active servers, owned by the
- * snapshot (never free it; it lives as long as the snapshot). Its server
- * numbers are ring indexes (see Indexes above). NULL for NULL. */
+/* mcr_snapshot_ring: the continuum (or table) of the active servers, owned
+ * by the snapshot (never free it; it lives as long as the snapshot). Its
+ * server numbers are ring indexes (see Indexes above). NULL for NULL. */
 MCR_EXTERN const mcr_ring *mcr_snapshot_ring(const mcr_snapshot *snap);
 
 /* mcr_snapshot_server_count: number of servers listed, in every state
@@ -171,6 +182,62 @@ MCR_EXTERN uint32_t mcr_snapshot_server_zone(const mcr_snapshot *snap, size_t i)
  * Thread-safe, cannot fail. */
 MCR_EXTERN uint32_t mcr_snapshot_locate(const mcr_snapshot *snap, const void *key, size_t len);
 
+/* mcr_snapshot_locate_bounded: the server for one request on `key` (`len`
+ * bytes) under bounded loads (Mirrokni, Thorup and Zadimoghaddam, 2018):
+ * the first ACTIVE server, in the key's order of mcr_snapshot_replicas()
+ * (the primary, then clockwise in "bounded" and the continuum modes; the
+ * mode's own order otherwise), whose load stays within its capacity once
+ * this request is counted:
+ *
+ *     load[i] + 1 <= ceil((1 + epsilon) * (total + 1) * weight[i] / W)
+ *
+ * W being the total weight of the active servers (with equal weights:
+ * ceil((1 + epsilon) * (total + 1) / N), the paper's bound). The caller
+ * counts its requests in flight: `load` has one count per snapshot server
+ * (mcr_snapshot_server_count() of them, indexed as mcr_snapshot_server()
+ * numbers them; the counts of servers that are not active are not read)
+ * and `total` is the sum of the counts of the ACTIVE servers. The caller
+ * adds the request to load[returned index] (and to total) when it sends it
+ * and removes it when it completes. With the loads all 0 it returns
+ * mcr_snapshot_locate(); a key whose owner is at capacity goes to the next
+ * server with room, so a hot key spreads over a few servers instead of
+ * overloading one, and every server stays within (1 + epsilon) times the
+ * average load (+1). epsilon: 0.25 is the paper's suggestion; a negative
+ * or NaN epsilon counts as 0 (the tightest bound); a large one makes it
+ * mcr_snapshot_locate(). Since the capacities add up to more than `total`,
+ * a server with room always exists when `total` is right; if none is found
+ * (a `total` below the sum), the primary is returned.
+ *
+ * Work: one step per candidate of the walk (points of the continuum,
+ * entries of a table, servers in score order), usually a few.
+ * `snap` and `load` must not be NULL (hot path: nothing is checked).
+ * Thread-safe (`load` is only read; synchronising its updates is the
+ * caller's business), cannot fail. */
+MCR_EXTERN uint32_t mcr_snapshot_locate_bounded(const mcr_snapshot *snap, const void *key,
+                                                size_t len, const uint32_t *load,
+                                                uint64_t total, double epsilon);
+
+/* mcr_snapshot_table_size: the number of entries of the snapshot's table:
+ * "maglev": the table size M; "slots": the slot count; "jump": the bucket
+ * count (the total weight of the listed servers). 0 in the other modes and
+ * for NULL. O(1). */
+MCR_EXTERN size_t mcr_snapshot_table_size(const mcr_snapshot *snap);
+
+/* mcr_snapshot_table_entry: the snapshot index of the server that entry
+ * `i` (0 .. mcr_snapshot_table_size() - 1) names: "maglev": the server of
+ * table entry i (always ACTIVE); "slots": the owner of slot i in the slot
+ * map, in any state (a slot of a DOWN server keeps its owner; lookups use
+ * the fallback meanwhile, see MCR_MODE_SLOTS); "jump": the server of
+ * bucket i, in any state. UINT32_MAX for NULL, an `i` out of range, or the
+ * other modes. O(1). Thread-safe. */
+MCR_EXTERN uint32_t mcr_snapshot_table_entry(const mcr_snapshot *snap, size_t i);
+
+/* mcr_snapshot_key_slot: in "slots" mode, the slot of `key` (`len` bytes):
+ * CRC-16/XMODEM of the key (after the hash tag and key prefix rules) mod
+ * the slot count. UINT32_MAX for a NULL `snap`, a NULL key with len > 0,
+ * and the other modes. Thread-safe. */
+MCR_EXTERN uint32_t mcr_snapshot_key_slot(const mcr_snapshot *snap, const void *key, size_t len);
+
 /* ==================================================================== */
 /*  Changes                                                              */
 /* ==================================================================== */
@@ -210,7 +277,8 @@ MCR_EXTERN int mcr_changes_remove(mcr_changes *ch, const char *id, mcr_error *er
 
 /* mcr_changes_set_weight: record "server `id` now weighs `weight`"
  * (1..MCR_WEIGHT_MAX; at most MCR_STABLE_WEIGHT_MAX in "stable-ketama",
- * checked by apply). Errors as mcr_changes_remove(), and MCR_ERR_RANGE. */
+ * "bounded" and "jump", checked by apply). Errors as mcr_changes_remove(),
+ * and MCR_ERR_RANGE. */
 MCR_EXTERN int mcr_changes_set_weight(mcr_changes *ch, const char *id, uint32_t weight,
                                       mcr_error *err);
 
@@ -218,6 +286,46 @@ MCR_EXTERN int mcr_changes_set_weight(mcr_changes *ch, const char *id, uint32_t 
  * mcr_changes_remove(), and MCR_ERR_INVALID for an unknown state. */
 MCR_EXTERN int mcr_changes_set_state(mcr_changes *ch, const char *id, mcr_server_state state,
                                      mcr_error *err);
+
+/* mcr_changes_move_slots: record "slots first..last (inclusive) now belong
+ * to the server with id `id`" (copied), for snapshots in "slots" mode: the
+ * only change that alters a slot map. The server may be in any state, and
+ * may be one that an earlier change of the same batch adds. Applied to a
+ * snapshot of another mode, or with `last` at or beyond its slot count, the
+ * batch is refused (MCR_ERR_INVALID, MCR_ERR_RANGE). MCR_OK, or (nothing
+ * recorded) MCR_ERR_INVALID (NULL `ch` or `id`), MCR_ERR_RANGE (first >
+ * last, or last >= MCR_SLOTS_MAX), MCR_ERR_SYNTAX / MCR_ERR_TOO_LONG (the
+ * id), MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_changes_move_slots(mcr_changes *ch, uint32_t first, uint32_t last,
+                                      const char *id, mcr_error *err);
+
+/* mcr_slots_plan: the move plan of a "slots" snapshot. It applies `ch` to
+ * `snap` as mcr_snapshot_apply() would (without building anything), except
+ * that slots of removed servers are set aside instead of refused, then
+ * appends to `ch` the moves (mcr_changes_move_slots(), ranges of
+ * consecutive slots) that give every server its quota: the slot count
+ * split in proportion to weight (largest remainders, ties to the earlier
+ * server) among the servers that remain and are not DRAINING (a DOWN
+ * server keeps its share: its slots are served by the fallback until it
+ * returns, or until it is set DRAINING or removed). The plan moves the
+ * fewest slots that can reach the quotas: the slots of removed and
+ * draining servers, and from every server above its quota its highest
+ * slots beyond it, each to the servers below quota, in snapshot order,
+ * lowest slots first; a server never loses a slot within its quota.
+ * Afterwards mcr_snapshot_apply(snap, ch) succeeds (unless the changes
+ * fail for another reason) and gives a balanced map.
+ *
+ * Typical uses: add a server (mcr_changes_add, then the plan moves its
+ * share to it), remove one (mcr_changes_remove, then the plan moves its
+ * slots away first), reweight, or rebalance (an empty `ch`). *moved (when
+ * not NULL) receives the number of slots the plan moves (0: balanced
+ * already). `snap` is only read. Errors (nothing appended, *moved
+ * unchanged): MCR_ERR_INVALID (NULL `snap` or `ch`; a snapshot not in
+ * "slots" mode), MCR_ERR_EMPTY (no server left to own slots), the errors of
+ * mcr_snapshot_apply() for `ch` itself, MCR_ERR_NOMEM. Thread-safe for
+ * distinct `ch`. */
+MCR_EXTERN int mcr_slots_plan(const mcr_snapshot *snap, mcr_changes *ch, size_t *moved,
+                              mcr_error *err);
 
 /* mcr_snapshot_apply: a new snapshot, epoch old + 1, with the changes of
  * `ch` applied one after the other (a later change sees the earlier ones:
@@ -238,16 +346,37 @@ MCR_EXTERN int mcr_changes_set_state(mcr_changes *ch, const char *id, mcr_server
  * (their references normalise), which costs more but still hashes only the
  * labels that are new.
  *
+ * The native table modes. "bounded" is "stable-ketama" here. "maglev" and
+ * "rendezvous" rebuild their table (O(M log M)) or seeds (O(N)) from the
+ * servers, and are identical to mcr_snapshot_new() as above. "jump" and
+ * "slots" carry a map that is history, not a function of the servers, so
+ * their snapshots are not those of mcr_snapshot_new() once a server was
+ * removed or slots moved:
+ *   - jump: an added server's buckets are appended, as are the buckets a
+ *     higher weight adds; DOWN and DRAINING keep buckets (holes). At the
+ *     end of the batch, the buckets of removed servers and those a lower
+ *     weight drops (a server's highest ones) are freed, highest first: the
+ *     server of the last bucket takes the freed bucket over and the last
+ *     bucket goes (see MCR_MODE_JUMP). A server removed and added again
+ *     under its id in one batch (another address) keeps its buckets.
+ *   - slots: only mcr_changes_move_slots() changes the map; a server added
+ *     owns nothing; a server removed must not own a slot at the end of the
+ *     batch (its slots moved away by the batch, or the id added again,
+ *     which keeps them), else MCR_ERR_INVALID naming the slots.
+ *
  * On success *out is a new reference. Errors (nothing is built, *out
  * unchanged; for a change that fails, the message names it by its
  * position in the batch and its id):
- * MCR_ERR_INVALID (NULL argument), MCR_ERR_UNKNOWN (an id not in the
- * snapshot at that point of the batch), MCR_ERR_DUPLICATE (adding an id, or
- * a host and port, already present), MCR_ERR_EMPTY (no active server would
- * remain), MCR_ERR_RANGE (a weight over MCR_STABLE_WEIGHT_MAX in
- * "stable-ketama", the epoch would overflow, too many points),
- * MCR_ERR_NOMEM. Thread-safe: any number of threads may apply changes to
- * the same snapshot at once (each gets its own new snapshot). */
+ * MCR_ERR_INVALID (NULL argument; slots still owned by a removed server;
+ * a slot move in another mode than "slots"), MCR_ERR_UNKNOWN (an id not in
+ * the snapshot at that point of the batch), MCR_ERR_DUPLICATE (adding an
+ * id, or a host and port, already present), MCR_ERR_EMPTY (no active server
+ * would remain), MCR_ERR_RANGE (a weight over MCR_STABLE_WEIGHT_MAX in
+ * "stable-ketama", "bounded" and "jump"; a slot move beyond the slot
+ * count; more than 2^24 jump buckets; more active servers than a maglev
+ * table of M entries holds, M / 100; the epoch would overflow; too many
+ * points), MCR_ERR_NOMEM. Thread-safe: any number of threads may apply
+ * changes to the same snapshot at once (each gets its own new snapshot). */
 MCR_EXTERN int mcr_snapshot_apply(const mcr_snapshot *old, const mcr_changes *ch,
                                   mcr_snapshot **out, mcr_error *err);
 
@@ -289,8 +418,38 @@ MCR_EXTERN int mcr_snapshot_apply(const mcr_snapshot *old, const mcr_changes *ch
  * mcr_diff_new() refuses with MCR_ERR_UNSUPPORTED; mcr_diff_key_moved() on
  * sample keys still answers per key.
  *
+ * Maglev. The owner of a hash value is that of table entry hash % M: a
+ * residue mode like modula (no arcs; exact fractions counted over the
+ * table's runs, with the same limits), comparable with the continuum and
+ * modula modes.
+ *
+ * Slots. What a "slots" snapshot places is the key's CRC-16, not its key
+ * hash: fractions and pairs count the 65536 CRC-16 values, each owned by
+ * the effective owner of its slot (value mod slot count), so moved is
+ * (CRC-16 values whose owner changed) / 65536, exact: with 16384 slots,
+ * moved slots / 16384. No arcs. Comparable only with another "slots"
+ * snapshot (any key hash, any slot count).
+ *
+ * Jump and rendezvous. Their owners are not runs of hash values, and
+ * counting 2^32 of them would take seconds: a diff gives the shares of the
+ * algorithm's model, exact in it (computed in closed form, to double
+ * precision), which are what the keys of a workload converge to. Jump:
+ * each of the B buckets takes 1/B of the keys, and going from B1 to B2
+ * buckets a key stays in its bucket unless it jumps past B1, as the
+ * algorithm guarantees; a bucket whose server is not active sends its keys
+ * on as the lookup does. Rendezvous: the exponential race that the
+ * logarithmic method realizes (each server's time an independent
+ * exponential of rate its weight), integrated exactly over the old and new
+ * weights. No arcs. Comparable only with a snapshot of the same mode, and
+ * refused (MCR_ERR_UNSUPPORTED) when more than 2^24 (from, to) pairs
+ * would have to be weighed (a change of most weights among thousands of
+ * servers). mcr_diff_key_moved() is exact in every mode.
+ *
  * Hash values stand for keys only when both snapshots hash keys alike:
- * mcr_diff_new() refuses snapshots with different key hashes.
+ * mcr_diff_new() refuses snapshots with different key hashes (except two
+ * "slots" snapshots), and snapshots whose modes place keys by different
+ * rules (a continuum, modula or maglev snapshot against jump, rendezvous
+ * or slots; jump against rendezvous; ...).
  *
  * A diff is immutable once built: any number of threads may read it at
  * once. It holds a reference to each snapshot (mcr_snapshot_ref()), so the
@@ -301,10 +460,12 @@ MCR_EXTERN int mcr_snapshot_apply(const mcr_snapshot *old, const mcr_changes *ch
  * with mcr_diff_free(). Any two snapshots may be compared, in either order;
  * identical placements give an empty diff (no arc, no pair, moved 0). Time
  * and memory O(points of both continua + servers of both snapshots) (about
- * 1 ms for 1,000 servers); with a modula snapshot, the counts above.
+ * 1 ms for 1,000 servers); with a modula or maglev snapshot, the counts
+ * above; slots: 65536 steps; jump O(buckets + pairs); rendezvous
+ * O(N log N + pairs).
  * Errors (*out unchanged): MCR_ERR_INVALID (a NULL argument),
- * MCR_ERR_UNSUPPORTED (different key hashes, or a modula count too long, see
- * above), MCR_ERR_NOMEM. */
+ * MCR_ERR_UNSUPPORTED (different key hashes or placement rules, a modula
+ * count too long, too many model pairs, see above), MCR_ERR_NOMEM. */
 MCR_EXTERN int mcr_diff_new(const mcr_snapshot *old, const mcr_snapshot *new_snap,
                             mcr_diff **out, mcr_error *err);
 
@@ -314,8 +475,10 @@ MCR_EXTERN void mcr_diff_free(mcr_diff *d);
 
 /* mcr_diff_moved: the share of the hash space [0, 2^32) whose owner
  * changed, in 0..1: moved hash values / 2^32, exact (a double holds it
- * exactly). It equals the sum of the pairs' fractions and, in the
- * continuum modes, the arcs' total length / 2^32. 0 for NULL. */
+ * exactly); for "slots", moved CRC-16 values / 65536; for "jump" and
+ * "rendezvous", the model's share (see above). It equals the sum of the
+ * pairs' fractions, added in their order, and, in the continuum modes, the
+ * arcs' total length / 2^32. 0 for NULL. */
 MCR_EXTERN double mcr_diff_moved(const mcr_diff *d);
 
 /* One arc of changed ownership: every hash value h with first <= h <= last
@@ -327,7 +490,7 @@ typedef struct mcr_diff_arc {
 } mcr_diff_arc;
 
 /* mcr_diff_arc_count: number of arcs (0 for NULL, for an empty diff, and
- * when either snapshot is in a modula mode). */
+ * when either snapshot has no continuum: the modula and table modes). */
 MCR_EXTERN size_t mcr_diff_arc_count(const mcr_diff *d);
 
 /* mcr_diff_arc_get: arc `i` (ascending by hash value) into *out. MCR_OK, or
@@ -338,7 +501,9 @@ MCR_EXTERN int mcr_diff_arc_get(const mcr_diff *d, size_t i, mcr_diff_arc *out);
  * `from` to server `to` (ids, never equal; owned by the diff). */
 typedef struct mcr_diff_pair {
     const char *from, *to;
-    double fraction;        /* moved hash values / 2^32, exact, > 0 */
+    double fraction;        /* moved hash values / 2^32, exact, > 0 (see
+                               mcr_diff_moved() for slots, jump and
+                               rendezvous) */
 } mcr_diff_pair;
 
 /* mcr_diff_pair_count: number of (from, to) pairs with something moved
@@ -384,7 +549,28 @@ MCR_EXTERN int mcr_diff_key_moved(const mcr_diff *d, const void *key, size_t len
  * in "twemproxy-ketama"); `points` is the server's point count in the
  * continuum and `digest` a 64-bit hash of those point values. The text is
  * canonical: one snapshot has exactly one text, and a file is accepted only
- * if it is exactly the text of the snapshot rebuilt from it. */
+ * if it is exactly the text of the snapshot rebuilt from it.
+ *
+ * That is format 1, the format of every mode up to "stable-ketama" (so
+ * their files and checksums are what they always were). The native table
+ * modes ("jump" onwards) write format 2, which this build reads as well
+ * (and which older builds refuse as an unknown format):
+ *
+ *     mcroute-snapshot 2
+ *     ...                           (as format 1 down to key-prefix)
+ *     table 16384                   (maglev: M; slots: the slot count; else 0)
+ *     servers 2
+ *     server id=a ... points=8192 digest=... map=0-8191
+ *     server id=b ... points=8192 digest=... map=8192-16383
+ *     checksum ...
+ *
+ * where `map` lists what the server owns in the map of "jump" (its
+ * buckets) or "slots" (its slots), as ascending maximal ranges "a-b" or
+ * single numbers "a" joined by ','; it is empty in the other modes. In the
+ * table modes `points` counts the entries, buckets or slots the server owns
+ * and `digest` hashes their numbers. A file must list every bucket or slot
+ * exactly once (else MCR_ERR_DUPLICATE or MCR_ERR_SYNTAX naming it), and a
+ * jump server exactly `weight` buckets. */
 
 /* mcr_snapshot_save: write the canonical text of `snap` and its checksum
  * line to `path`, atomically: into a new temporary file in the same
@@ -431,7 +617,17 @@ MCR_EXTERN int mcr_snapshot_load(const char *path, const mcr_snapshot *current, 
  *
  * Order. The walk goes clockwise over the continuum from the key's point
  * (in the modula modes: over the active servers from the primary's upwards,
- * wrapping). Each server not met before is taken at once if it has a zone
+ * wrapping). In the native table modes it follows the mode's own order:
+ * "rendezvous", the servers by descending score (the top N); "maglev", the
+ * table entries after the key's; "slots", the servers of the slots of the
+ * key's slot's probe sequence (the sequence of its fallback, so that the
+ * server that serves a slot while its owner is down is, in general, its
+ * first replica); "jump", the servers of the buckets met by jumping on
+ * with the next keys (as a key in a hole does). Slots and jump try at most
+ * 4 probes per active server (and 1024); then, in these four modes only,
+ * every active server from the primary's ring index upwards, so that all
+ * are met. Each
+ * server not met before is taken at once if it has a zone
  * that no server taken so far has; otherwise it is set aside. Once the walk
  * is over, the set-aside servers fill the remaining places: first those
  * without a zone, then those in a zone already used, each group in
@@ -447,9 +643,12 @@ MCR_EXTERN int mcr_snapshot_load(const char *path, const mcr_snapshot *current, 
  * without a zone count for no zone; a primary without a zone can make it
  * so); otherwise to 0.
  *
- * Work. The walk visits each point at most once and stops as soon as the
- * answer is settled: n servers in distinct zones, or every zone used and
- * enough servers set aside. n == 0 returns 0 (`out` may then be NULL) with
+ * Work. The walk visits each point (entry, bucket) at most once and stops
+ * as soon as the answer is settled: n servers in distinct zones, or every
+ * zone used and enough servers set aside. "rendezvous" computes every
+ * server's score once (O(N)), and sorts them when more than 4 candidates
+ * are needed (heap memory beyond 32 servers; without it, the walk is the
+ * primary and the sweep). n == 0 returns 0 (`out` may then be NULL) with
  * *under_replicated 0. `snap`, and `out` when n > 0, must not be NULL.
  * Thread-safe. Cannot fail. */
 MCR_EXTERN size_t mcr_snapshot_replicas(const mcr_snapshot *snap, const void *key, size_t len,

@@ -17,6 +17,11 @@ static const char *const mode_names[MCR_MODE_COUNT] = {
     [MCR_MODE_TWEMPROXY_KETAMA] = "twemproxy-ketama",
     [MCR_MODE_TWEMPROXY_MODULA] = "twemproxy-modula",
     [MCR_MODE_STABLE_KETAMA] = "stable-ketama",
+    [MCR_MODE_JUMP] = "jump",
+    [MCR_MODE_RENDEZVOUS] = "rendezvous",
+    [MCR_MODE_MAGLEV] = "maglev",
+    [MCR_MODE_SLOTS] = "slots",
+    [MCR_MODE_BOUNDED] = "bounded",
 };
 
 int mcr_mode_from_name(const char *name, mcr_mode *out)
@@ -47,6 +52,7 @@ mcr_config *mcr_config_new(void)
     cfg->mode = MCR_MODE_KETAMA;
     cfg->key_hash = MCR_HASH_MD5;
     cfg->point_hash = MCR_HASH_MD5;
+    cfg->slot_count = MCR_SLOTS_DEFAULT;
     return cfg;
 }
 
@@ -76,6 +82,11 @@ void mcr__config_params(const mcr_config *cfg, mcr__params *out)
     out->prefix_on = cfg->prefix_on;
     out->prefix_len = cfg->prefix_len;
     memcpy(out->prefix, cfg->prefix, cfg->prefix_len);
+    if (cfg->mode == MCR_MODE_MAGLEV)
+        out->table_size = cfg->maglev_size != 0 ? cfg->maglev_size
+                                                : mcr__maglev_auto_size(cfg->count);
+    else if (cfg->mode == MCR_MODE_SLOTS)
+        out->table_size = cfg->slot_count;
 }
 
 size_t mcr__default_id(const char *host, int port, char *buf)
@@ -118,6 +129,26 @@ int mcr_config_set_mode(mcr_config *cfg, mcr_mode mode)
     if (cfg == NULL || (int)mode < 0 || mode >= MCR_MODE_COUNT)
         return MCR_ERR_INVALID;
     cfg->mode = mode;
+    return MCR_OK;
+}
+
+int mcr_config_set_table_size(mcr_config *cfg, uint32_t size)
+{
+    if (cfg == NULL)
+        return MCR_ERR_INVALID;
+    if (size != 0 && (size > MCR_MAGLEV_SIZE_MAX || !mcr__is_prime(size)))
+        return MCR_ERR_RANGE;
+    cfg->maglev_size = size;
+    return MCR_OK;
+}
+
+int mcr_config_set_slot_count(mcr_config *cfg, uint32_t count)
+{
+    if (cfg == NULL)
+        return MCR_ERR_INVALID;
+    if (count < 1 || count > MCR_SLOTS_MAX)
+        return MCR_ERR_RANGE;
+    cfg->slot_count = count;
     return MCR_OK;
 }
 

@@ -1,4 +1,5 @@
 /* diff.c: what moved between two snapshots: changed arcs, shares per server pair, per-key test. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,10 +17,25 @@
 #define MIXED_WORK_MAX ((uint64_t)1 << 26)
 /* Marks "no server" in the old -> new index map. */
 #define NONE UINT32_MAX
+/* "slots": the CRC-16 values a key can have. */
+#define CRC_SPACE 65536.0
+/* The model diffs ("jump", "rendezvous") list every (from, to) pair with a
+ * share; beyond this many the diff is refused rather than take seconds. */
+#define MODEL_PAIRS_MAX ((uint64_t)1 << 24)
+
+/* What a snapshot's owners are a function of, and so how a diff counts. */
+typedef enum side_kind {
+    SIDE_CONTINUUM, /* the 32-bit key hash, by a step function */
+    SIDE_RESIDUES,  /* the 32-bit key hash, by its residue: modula, maglev */
+    SIDE_JUMP,      /* jump: buckets, counted by the algorithm's model */
+    SIDE_RENDEZVOUS,/* rendezvous: scores, counted by the model */
+    SIDE_SLOTS      /* slots: the key's CRC-16 */
+} side_kind;
 
 /* One snapshot as the diff reads it: who owns each hash value. Ring servers
  * (the snapshot's active servers) are numbered as mcr_ring_find() does. */
 typedef struct side {
+    side_kind kind;
     const mcr_ring *ring;
     uint32_t nring;
     uint32_t *owner;     /* ring server -> owner key; equal keys on both
@@ -30,17 +46,25 @@ typedef struct side {
     uint32_t *end;
     uint32_t *seg;       /* segment -> ring server owning it */
     size_t nseg;
-    /* Modula modes: the owner of h is the server whose block holds
-     * h % period; server b owns the residues [block_end[b-1], block_end[b]). */
-    uint64_t period;     /* 0 in the continuum modes */
+    /* Residue modes: the owner of h is that of the block holding
+     * h % period: block b covers the residues [block_end[b-1],
+     * block_end[b]) and belongs to ring server block_srv[b]. */
+    uint64_t period;     /* 0 unless SIDE_RESIDUES */
     uint64_t *block_end;
+    uint32_t *block_srv;
+    uint32_t nblocks;
+    /* Jump and slots: the ring's table (ring indexes; jump: MCR__HOLE for
+     * a bucket whose server is not active). */
+    const uint32_t *table;
+    size_t ntable;
 } side;
 
 /* Moved hash values per (old ring server, new ring server), open
  * addressing on the pair: a diff has at most a few entries per arc. */
 typedef struct pair_slot {
     uint64_t key;        /* from << 32 | to, plus one; 0 = empty */
-    uint64_t count;
+    double count;        /* hash values (a whole number, exact in a double
+                            below 2^53), or a share (the model diffs) */
 } pair_slot;
 
 typedef struct pair_map {
@@ -58,7 +82,7 @@ struct mcr_diff {
     size_t narcs, arcs_cap;
     mcr_diff_pair *pairs;
     size_t npairs;
-    uint64_t moved;         /* hash values whose owner changed */
+    double moved;           /* the share whose owner changed */
 };
 
 /* ------------------------------------------------------------ pair map */
@@ -71,7 +95,7 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-static int pair_add(pair_map *m, uint32_t from, uint32_t to, uint64_t count)
+static int pair_add(pair_map *m, uint32_t from, uint32_t to, double count)
 {
     if (2 * (m->used + 1) > m->cap) {
         size_t cap = m->cap ? 2 * m->cap : 64;
@@ -111,6 +135,7 @@ static void side_release(side *s)
     free(s->end);
     free(s->seg);
     free(s->block_end);
+    free(s->block_srv);
 }
 
 /* The ids of the ring servers of `snap`, and their owner keys: for the new
@@ -176,20 +201,36 @@ static int continuum_steps(side *s, mcr_error *err)
     return MCR_OK;
 }
 
-/* The modula modes as blocks of residues (see side): "modula" is one
- * residue per server, "twemproxy-modula" `weight` residues per server. */
+/* The residue modes as blocks of residues (see side): "modula" is one
+ * residue per server, "twemproxy-modula" `weight` residues per server,
+ * "maglev" the runs of equal entries of its table. */
 static int modula_blocks(side *s, mcr_error *err)
 {
-    int weighted = mcr_ring_mode(s->ring) == MCR_MODE_TWEMPROXY_MODULA;
+    mcr_mode mode = mcr_ring_mode(s->ring);
+    size_t m;
+    const uint32_t *t = mode == MCR_MODE_MAGLEV ? mcr__ring_table(s->ring, &m) : NULL;
+    size_t cap = t != NULL ? m : s->nring;
 
-    s->block_end = malloc(s->nring * sizeof(*s->block_end));
-    if (s->block_end == NULL)
-        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %u servers", (unsigned)s->nring);
+    s->block_end = malloc(cap * sizeof(*s->block_end));
+    s->block_srv = malloc(cap * sizeof(*s->block_srv));
+    if (s->block_end == NULL || s->block_srv == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu residues", cap);
     uint64_t sum = 0;
-    for (uint32_t b = 0; b < s->nring; b++) {
-        sum += weighted ? mcr_ring_server_weight(s->ring, b) : 1;
-        s->block_end[b] = sum;
+    uint32_t k = 0;
+    if (t != NULL) {
+        for (size_t c = 0; c < m; c++) {
+            if (k == 0 || s->block_srv[k - 1] != t[c])
+                s->block_srv[k++] = t[c];
+            s->block_end[k - 1] = ++sum;
+        }
+    } else {
+        for (uint32_t b = 0; b < s->nring; b++) {
+            sum += mode == MCR_MODE_TWEMPROXY_MODULA ? mcr_ring_server_weight(s->ring, b) : 1;
+            s->block_end[k] = sum;
+            s->block_srv[k++] = b;
+        }
     }
+    s->nblocks = k;
     s->period = sum;
     return MCR_OK;
 }
@@ -205,10 +246,30 @@ static int side_init(side *s, const mcr_snapshot *snap, const mcr_snapshot *new_
     int rc = owner_keys(s, snap, new_snap, is_old, err);
     if (rc != MCR_OK)
         return rc;
-    mcr_mode mode = mcr_ring_mode(s->ring);
-    if (mode == MCR_MODE_MODULA || mode == MCR_MODE_TWEMPROXY_MODULA)
+    switch (mcr__mode_kind(mcr_ring_mode(s->ring))) {
+    case MCR__KIND_MODULA:
+    case MCR__KIND_WMODULA:
+        s->kind = SIDE_RESIDUES;
         return modula_blocks(s, err);
-    return continuum_steps(s, err);
+    case MCR__KIND_TABLE:
+        if (mcr_ring_mode(s->ring) == MCR_MODE_MAGLEV) {
+            s->kind = SIDE_RESIDUES;
+            return modula_blocks(s, err);
+        }
+        s->kind = SIDE_SLOTS;
+        s->table = mcr__ring_table(s->ring, &s->ntable);
+        return MCR_OK;
+    case MCR__KIND_JUMP:
+        s->kind = SIDE_JUMP;
+        s->table = mcr__ring_table(s->ring, &s->ntable);
+        return MCR_OK;
+    case MCR__KIND_RENDEZVOUS:
+        s->kind = SIDE_RENDEZVOUS;
+        return MCR_OK;
+    default:
+        s->kind = SIDE_CONTINUUM;
+        return continuum_steps(s, err);
+    }
 }
 
 /* ------------------------------------------------------------ building */
@@ -247,7 +308,7 @@ static int diff_continua(mcr_diff *d, const side *a, const side *b, pair_map *pm
         uint32_t oa = a->seg[ia], ob = b->seg[ib];
         if (a->owner[oa] != b->owner[ob]) {
             if (add_arc(d, (uint32_t)cur, e, a->id[oa], b->id[ob]) != MCR_OK ||
-                pair_add(pm, oa, ob, (uint64_t)e - cur + 1) != MCR_OK)
+                pair_add(pm, oa, ob, (double)((uint64_t)e - cur + 1)) != MCR_OK)
                 return MCR_ERR_NOMEM;
         }
         if (a->end[ia] == e)
@@ -294,16 +355,17 @@ static int diff_modula(const side *a, const side *b, pair_map *pm, mcr_error *er
         if (nb < next)
             next = nb;
         uint64_t len = next - h;
-        if (a->owner[ba] != b->owner[bb]) {
+        uint32_t sa = a->block_srv[ba], sb = b->block_srv[bb];
+        if (a->owner[sa] != b->owner[sb]) {
             uint64_t tail = next <= r ? len : (h < r ? r - h : 0);
-            if (pair_add(pm, ba, bb, q * len + tail) != MCR_OK)
+            if (pair_add(pm, sa, sb, (double)(q * len + tail)) != MCR_OK)
                 return mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a modula diff");
         }
         ra += len;
         rb += len;
-        if (ra == a->block_end[ba] && ++ba == a->nring)
+        if (ra == a->block_end[ba] && ++ba == a->nblocks)
             ba = 0, ra = 0;
-        if (rb == b->block_end[bb] && ++bb == b->nring)
+        if (rb == b->block_end[bb] && ++bb == b->nblocks)
             bb = 0, rb = 0;
         h = next;
     }
@@ -330,7 +392,7 @@ static int diff_mixed(const side *c, const side *m, int modula_is_old, pair_map 
     size_t *first = calloc((size_t)c->nring + 1, sizeof(*first));
     size_t *order = malloc(c->nseg * sizeof(*order));
     int64_t *delta = malloc(((size_t)p + 1) * sizeof(*delta));
-    uint64_t *count = malloc(m->nring * sizeof(*count));
+    uint64_t *count = malloc(m->nblocks * sizeof(*count));
     int rc = MCR_OK;
     if (first == NULL || order == NULL || delta == NULL || count == NULL) {
         rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a modula diff");
@@ -370,17 +432,19 @@ static int diff_mixed(const side *c, const side *m, int modula_is_old, pair_map 
         }
         int64_t run = 0;
         uint32_t b = 0;
-        memset(count, 0, m->nring * sizeof(*count));
+        memset(count, 0, m->nblocks * sizeof(*count));
         for (uint64_t res = 0; res < p; res++) {
             run += delta[res];
             if (res == m->block_end[b])
                 b++;
             count[b] += whole + (uint64_t)run;
         }
-        for (b = 0; b < m->nring; b++) {
-            if (count[b] == 0 || m->owner[b] == c->owner[o])
+        for (b = 0; b < m->nblocks; b++) {
+            uint32_t sv = m->block_srv[b];
+            if (count[b] == 0 || m->owner[sv] == c->owner[o])
                 continue;
-            rc = modula_is_old ? pair_add(pm, b, o, count[b]) : pair_add(pm, o, b, count[b]);
+            rc = modula_is_old ? pair_add(pm, sv, o, (double)count[b])
+                               : pair_add(pm, o, sv, (double)count[b]);
             if (rc != MCR_OK) {
                 rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a modula diff");
                 goto done;
@@ -395,6 +459,254 @@ done:
     return rc;
 }
 
+/* Two "slots" snapshots: every CRC-16 value, each owned by the owner of
+ * its slot (value mod slot count) on each side. */
+static int diff_slots(const side *a, const side *b, pair_map *pm)
+{
+    for (uint32_t c = 0; c < (uint32_t)CRC_SPACE; c++) {
+        uint32_t oa = a->table[c % a->ntable], ob = b->table[c % b->ntable];
+        if (a->owner[oa] != b->owner[ob] && pair_add(pm, oa, ob, 1.0) != MCR_OK)
+            return MCR_ERR_NOMEM;
+    }
+    return MCR_OK;
+}
+
+/* Two "jump" snapshots, by the algorithm's model: a key's jump lands in
+ * each of B buckets with probability 1/B, independently for each of the
+ * keys it tries after a hole. With B1 <= B2 buckets (else the same with the
+ * sides swapped), one try gives buckets (j, j) with probability 1/B2 for
+ * j < B1, and (i, j) with probability 1/(B1 B2) for i < B1 <= j < B2:
+ * jump's monotonicity. Call p(x, y) that distribution over the servers of
+ * the buckets, H standing for a hole. A key ends on (a, b) when one try
+ * gives (a, b); or gives (a, H) and the later tries give b on side 2 alone,
+ * with probability q2(b) = p2(b) / (1 - p2(H)) (p2 the marginal); or
+ * (H, b) likewise; or (H, H) and it all starts again:
+ *
+ *   P(a, b) = (p(a, b) + p(a, H) q2(b) + p(H, b) q1(a)) / (1 - p(H, H)).
+ *
+ * (The lookup's last resort after 64 holes in a row is left out: it
+ * weighs less than 2^-64 once holes are under half the buckets.) */
+static int diff_jump(const side *a, const side *b, pair_map *pm, mcr_error *err)
+{
+    const side *sm = a->ntable <= b->ntable ? a : b, *lg = sm == a ? b : a;
+    double bs = (double)sm->ntable, bl = (double)lg->ntable;
+    uint32_t ha = a->nring, hb = b->nring; /* H on each side */
+    double *pa = calloc((size_t)ha + 1, sizeof(*pa)), *pb = calloc((size_t)hb + 1, sizeof(*pb));
+    double *cs = calloc((size_t)sm->nring + 1, sizeof(*cs));
+    double *cl = calloc((size_t)lg->nring + 1, sizeof(*cl));
+    pair_map joint = {NULL, 0, 0};
+    int rc = MCR_OK;
+
+    if (pa == NULL || pb == NULL || cs == NULL || cl == NULL)
+        goto nomem;
+    for (size_t j = 0; j < a->ntable; j++)
+        pa[a->table[j] == MCR__HOLE ? ha : a->table[j]] += 1.0 / (double)a->ntable;
+    for (size_t j = 0; j < b->ntable; j++)
+        pb[b->table[j] == MCR__HOLE ? hb : b->table[j]] += 1.0 / (double)b->ntable;
+    /* One try: the shared buckets, then the product part. */
+    for (size_t j = 0; j < sm->ntable; j++) {
+        uint32_t x = a->table[j] == MCR__HOLE ? ha : a->table[j];
+        uint32_t y = b->table[j] == MCR__HOLE ? hb : b->table[j];
+        if (pair_add(&joint, x, y, 1.0 / bl) != MCR_OK)
+            goto nomem;
+        cs[sm->table[j] == MCR__HOLE ? sm->nring : sm->table[j]] += 1.0;
+    }
+    for (size_t j = sm->ntable; j < lg->ntable; j++)
+        cl[lg->table[j] == MCR__HOLE ? lg->nring : lg->table[j]] += 1.0;
+    uint64_t ns = 0, nl = 0;
+    for (uint32_t x = 0; x <= sm->nring; x++)
+        ns += cs[x] > 0;
+    for (uint32_t y = 0; y <= lg->nring; y++)
+        nl += cl[y] > 0;
+    if (ns * nl > MODEL_PAIRS_MAX)
+        goto too_many;
+    for (uint32_t x = 0; x <= sm->nring && nl > 0; x++) {
+        if (cs[x] == 0)
+            continue;
+        for (uint32_t y = 0; y <= lg->nring; y++) {
+            if (cl[y] == 0)
+                continue;
+            double w = cs[x] * cl[y] / (bs * bl);
+            if ((sm == a ? pair_add(&joint, x, y, w) : pair_add(&joint, y, x, w)) != MCR_OK)
+                goto nomem;
+        }
+    }
+    /* The final owners: each (a, H) try pairs with every server of side
+     * 2, each (H, b) with every server of side 1. */
+    double phh = 0;
+    uint64_t work = 0, s1 = 0, s2 = 0;
+    for (uint32_t z = 0; z < ha; z++)
+        s1 += pa[z] > 0;
+    for (uint32_t z = 0; z < hb; z++)
+        s2 += pb[z] > 0;
+    for (size_t i = 0; i < joint.cap; i++) {
+        uint64_t k = joint.slots[i].key;
+        if (k == 0)
+            continue;
+        uint32_t x = (uint32_t)((k - 1) >> 32), y = (uint32_t)((k - 1) & UINT32_MAX);
+        if (x == ha && y == hb)
+            phh = joint.slots[i].count;
+        work += x == ha ? (y == hb ? 0 : s1) : y == hb ? s2 : 1;
+    }
+    if (work > MODEL_PAIRS_MAX)
+        goto too_many;
+    double stay = 1.0 - phh;
+    for (size_t i = 0; i < joint.cap; i++) {
+        const pair_slot *sl = &joint.slots[i];
+        if (sl->key == 0 || sl->count <= 0)
+            continue;
+        uint32_t x = (uint32_t)((sl->key - 1) >> 32), y = (uint32_t)((sl->key - 1) & UINT32_MAX);
+        if (x < ha && y < hb) {
+            if (a->owner[x] != b->owner[y] && pair_add(pm, x, y, sl->count / stay) != MCR_OK)
+                goto nomem;
+        } else if (x < ha && y == hb) { /* side 2 tries again */
+            for (uint32_t z = 0; z < hb; z++)
+                if (pb[z] > 0 && a->owner[x] != b->owner[z] &&
+                    pair_add(pm, x, z, sl->count * pb[z] / (1.0 - pb[hb]) / stay) != MCR_OK)
+                    goto nomem;
+        } else if (x == ha && y < hb) { /* side 1 tries again */
+            for (uint32_t z = 0; z < ha; z++)
+                if (pa[z] > 0 && a->owner[z] != b->owner[y] &&
+                    pair_add(pm, z, y, sl->count * pa[z] / (1.0 - pa[ha]) / stay) != MCR_OK)
+                    goto nomem;
+        }
+    }
+    goto out;
+too_many:
+    rc = mcr__error(err, MCR_ERR_UNSUPPORTED,
+                    "jump diff: too many pairs of servers to weigh (more than %llu)",
+                    (unsigned long long)MODEL_PAIRS_MAX);
+    goto out;
+nomem:
+    rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a jump diff");
+out:
+    free(pa);
+    free(pb);
+    free(cs);
+    free(cl);
+    free(joint.slots);
+    return rc;
+}
+
+/* One server of a rendezvous diff: its weights in both snapshots (0 where
+ * it is absent or not active), its ring index on each side, and its ratio
+ * old / new weight (0: added; INFINITY: removed). */
+typedef struct rdv_srv {
+    double wa, wb, ratio;
+    uint32_t ra, rb;
+} rdv_srv;
+
+static int ratio_cmp(const void *x, const void *y)
+{
+    const rdv_srv *a = x, *b = y;
+    return (a->ratio > b->ratio) - (a->ratio < b->ratio);
+}
+
+/* Two "rendezvous" snapshots, by the exponential race the logarithmic
+ * method realizes: server k's time E_k / w_k, E_k exponential with mean 1
+ * and the same in both snapshots (it hashes the key and the id), the
+ * lowest wins. Keys go from i to j when i wins with the old weights a and j
+ * with the new ones b. Writing x for i's old time, y = r x for j's new one
+ * and integrating x out:
+ *
+ *   P(i -> j) = a_i b_j  integral over a_j/b_j < r < a_i/b_i of dr / G(r)^2,
+ *   G(r) = sum over all servers k of max(a_k, b_k r),
+ *
+ * G is piecewise linear between the ratios a_k/b_k, so the integral is a
+ * difference of F(r) = integral from 0 to r of dr / G^2, summed exactly
+ * interval by interval: (r1 - r0) / (G(r0) G(r1)). */
+static int diff_rendezvous(const mcr_snapshot *old, const mcr_snapshot *new_snap, const side *a,
+                           const side *b, pair_map *pm, mcr_error *err)
+{
+    size_t nnew = mcr_snapshot_server_count(new_snap), nold = mcr_snapshot_server_count(old);
+    size_t cap = nnew + nold;
+    rdv_srv *v = calloc(cap ? cap : 1, sizeof(*v));
+    double *f = NULL;
+    int rc = MCR_OK;
+
+    if (v == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a rendezvous diff");
+    /* Owner keys index the servers: new snapshot index, or nnew + old
+     * index for an id the new snapshot lacks. */
+    for (size_t k = 0; k < cap; k++)
+        v[k].ra = v[k].rb = UINT32_MAX;
+    for (uint32_t r = 0; r < a->nring; r++) {
+        v[a->owner[r]].wa = mcr_ring_server_weight(a->ring, r);
+        v[a->owner[r]].ra = r;
+    }
+    for (uint32_t r = 0; r < b->nring; r++) {
+        v[b->owner[r]].wb = mcr_ring_server_weight(b->ring, r);
+        v[b->owner[r]].rb = r;
+    }
+    size_t n = 0;
+    for (size_t k = 0; k < cap; k++) {
+        if (v[k].wa == 0 && v[k].wb == 0)
+            continue;
+        v[n] = v[k];
+        v[n].ratio = v[n].wb == 0 ? INFINITY : v[n].wa / v[n].wb;
+        n++;
+    }
+    qsort(v, n, sizeof(*v), ratio_cmp);
+    /* Pairs: i (old weight) to j (new weight) with ratio_j < ratio_i. */
+    uint64_t pairs = 0, lower = 0;
+    for (size_t i = 0, j = 0; i < n; i++) {
+        for (; j < n && v[j].ratio < v[i].ratio; j++)
+            lower += v[j].wb > 0;
+        pairs += v[i].wa > 0 ? lower : 0;
+    }
+    if (pairs > MODEL_PAIRS_MAX) {
+        rc = mcr__error(err, MCR_ERR_UNSUPPORTED,
+                        "rendezvous diff: %llu pairs of servers to weigh, more than %llu",
+                        (unsigned long long)pairs, (unsigned long long)MODEL_PAIRS_MAX);
+        goto out;
+    }
+    /* F at each server's ratio. Below ratio r, G(r) = alpha + beta r with
+     * alpha the old weights of the servers whose ratio is above r, beta the
+     * new weights of those at or below. */
+    f = malloc((n ? n : 1) * sizeof(*f));
+    if (f == NULL) {
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a rendezvous diff");
+        goto out;
+    }
+    double alpha = 0, beta = 0, r0 = 0, F = 0;
+    for (size_t k = 0; k < n; k++)
+        alpha += v[k].wa;
+    for (size_t k = 0; k < n;) {
+        double r1 = v[k].ratio;
+        if (r1 > r0) {
+            if (isinf(r1)) /* the tail to infinity: 1 / (beta G(r0)) */
+                F += 1.0 / (beta * (alpha + beta * r0));
+            else
+                F += (r1 - r0) / ((alpha + beta * r0) * (alpha + beta * r1));
+            r0 = r1;
+        }
+        size_t e = k;
+        for (; e < n && v[e].ratio == r1; e++) {
+            f[e] = F;
+            alpha -= v[e].wa;
+            beta += v[e].wb;
+        }
+        k = e;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].wa == 0)
+            continue;
+        for (size_t j = 0; j < n && v[j].ratio < v[i].ratio; j++) {
+            if (v[j].wb == 0)
+                continue;
+            double share = v[i].wa * v[j].wb * (f[i] - f[j]);
+            if (share > 0 && pair_add(pm, v[i].ra, v[j].rb, share) != MCR_OK) {
+                rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a rendezvous diff");
+                goto out;
+            }
+        }
+    }
+out:
+    free(v);
+    free(f);
+    return rc;
+}
+
 /* Largest first; equal shares by ids, so the order is reproducible. */
 static int pair_cmp(const void *x, const void *y)
 {
@@ -405,7 +717,11 @@ static int pair_cmp(const void *x, const void *y)
     return c != 0 ? c : strcmp(a->to, b->to);
 }
 
-static int collect_pairs(mcr_diff *d, const pair_map *pm, const side *a, const side *b)
+/* The pairs, each count divided by `space` (the size of what was
+ * counted; 1 for shares), and the moved share: their sum, in the pairs'
+ * order, so that summing them again gives it exactly. */
+static int collect_pairs(mcr_diff *d, const pair_map *pm, const side *a, const side *b,
+                         double space)
 {
     d->pairs = malloc((pm->used ? pm->used : 1) * sizeof(*d->pairs));
     if (d->pairs == NULL)
@@ -413,18 +729,31 @@ static int collect_pairs(mcr_diff *d, const pair_map *pm, const side *a, const s
     d->moved = 0;
     for (size_t i = 0; i < pm->cap; i++) {
         const pair_slot *s = &pm->slots[i];
-        if (s->key == 0 || s->count == 0)
+        if (s->key == 0 || !(s->count > 0))
             continue;
         uint64_t k = s->key - 1;
         mcr_diff_pair *p = &d->pairs[d->npairs++];
         p->from = a->id[k >> 32];
         p->to = b->id[k & UINT32_MAX];
-        p->fraction = (double)s->count / HASH_SPACE;
-        d->moved += s->count;
+        p->fraction = s->count / space;
     }
     qsort(d->pairs, d->npairs, sizeof(*d->pairs), pair_cmp);
+    for (size_t i = 0; i < d->npairs; i++)
+        d->moved += d->pairs[i].fraction;
     return MCR_OK;
 }
+
+/* Whether two sides count the same thing, and over what. */
+static int comparable(const side *a, const side *b, double *space)
+{
+    bool hash_a = a->kind == SIDE_CONTINUUM || a->kind == SIDE_RESIDUES;
+    bool hash_b = b->kind == SIDE_CONTINUUM || b->kind == SIDE_RESIDUES;
+    *space = a->kind == SIDE_SLOTS ? CRC_SPACE : hash_a ? HASH_SPACE : 1.0;
+    return (hash_a && hash_b) || a->kind == b->kind;
+}
+
+static const char *const side_names[] = {"a continuum", "a residue table", "jump buckets",
+                                          "rendezvous scores", "slots"};
 
 /* old snapshot index -> new snapshot index of the same id. */
 static int index_map(mcr_diff *d, const mcr_snapshot *old, const mcr_snapshot *new_snap,
@@ -455,7 +784,9 @@ int mcr_diff_new(const mcr_snapshot *old, const mcr_snapshot *new_snap, mcr_diff
         return mcr__error(err, MCR_ERR_INVALID, "NULL snapshot or output");
     mcr_hash ha = mcr_ring_key_hash(mcr_snapshot_ring(old));
     mcr_hash hb = mcr_ring_key_hash(mcr_snapshot_ring(new_snap));
-    if (ha != hb)
+    bool slots = mcr_ring_mode(mcr_snapshot_ring(old)) == MCR_MODE_SLOTS &&
+                 mcr_ring_mode(mcr_snapshot_ring(new_snap)) == MCR_MODE_SLOTS;
+    if (ha != hb && !slots) /* slots hash keys with CRC-16, whatever the key hash */
         return mcr__error(err, MCR_ERR_UNSUPPORTED,
                           "the snapshots hash keys differently (%s, %s): their hash "
                           "spaces do not describe the same keys",
@@ -470,19 +801,32 @@ int mcr_diff_new(const mcr_snapshot *old, const mcr_snapshot *new_snap, mcr_diff
         rc = side_init(&b, new_snap, new_snap, 0, err);
     if (rc == MCR_OK)
         rc = index_map(d, old, new_snap, err);
+    double space = HASH_SPACE;
+    if (rc == MCR_OK && !comparable(&a, &b, &space))
+        rc = mcr__error(err, MCR_ERR_UNSUPPORTED,
+                        "%s (%s) and %s (%s) place keys by different rules: their shares "
+                        "cannot be compared",
+                        side_names[a.kind], mcr_mode_name(mcr_ring_mode(a.ring)),
+                        side_names[b.kind], mcr_mode_name(mcr_ring_mode(b.ring)));
     if (rc == MCR_OK) {
-        if (a.period == 0 && b.period == 0)
+        if (a.kind == SIDE_CONTINUUM && b.kind == SIDE_CONTINUUM)
             rc = diff_continua(d, &a, &b, &pm);
-        else if (a.period != 0 && b.period != 0)
+        else if (a.kind == SIDE_RESIDUES && b.kind == SIDE_RESIDUES)
             rc = diff_modula(&a, &b, &pm, err);
-        else if (a.period != 0)
+        else if (a.kind == SIDE_RESIDUES && b.kind == SIDE_CONTINUUM)
             rc = diff_mixed(&b, &a, 1, &pm, err);
-        else
+        else if (a.kind == SIDE_CONTINUUM)
             rc = diff_mixed(&a, &b, 0, &pm, err);
+        else if (a.kind == SIDE_SLOTS)
+            rc = diff_slots(&a, &b, &pm);
+        else if (a.kind == SIDE_JUMP)
+            rc = diff_jump(&a, &b, &pm, err);
+        else
+            rc = diff_rendezvous(old, new_snap, &a, &b, &pm, err);
         if (rc == MCR_ERR_NOMEM)
             rc = mcr__error(err, rc, "out of memory for the arcs of a diff");
     }
-    if (rc == MCR_OK && collect_pairs(d, &pm, &a, &b) != MCR_OK)
+    if (rc == MCR_OK && collect_pairs(d, &pm, &a, &b, space) != MCR_OK)
         rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory for the pairs of a diff");
     side_release(&a);
     side_release(&b);
@@ -515,7 +859,7 @@ void mcr_diff_free(mcr_diff *d)
 
 double mcr_diff_moved(const mcr_diff *d)
 {
-    return d == NULL ? 0.0 : (double)d->moved / HASH_SPACE;
+    return d == NULL ? 0.0 : d->moved;
 }
 
 size_t mcr_diff_arc_count(const mcr_diff *d)

@@ -136,6 +136,8 @@ struct mcr_config {
     bool prefix_on;           /* libmemcached HASH_WITH_NAMESPACE rules apply */
     unsigned char prefix[256];/* hashed before each key (namespace) */
     size_t prefix_len;
+    uint32_t maglev_size;     /* "maglev" table size, 0: chosen at build */
+    uint32_t slot_count;      /* "slots" slot count */
 };
 
 /* Everything of a placement but its servers: what a ring and a snapshot
@@ -149,6 +151,8 @@ typedef struct mcr__params {
     bool prefix_on;
     size_t prefix_len;
     unsigned char prefix[256];
+    uint32_t table_size;      /* "maglev": M, resolved; "slots": the slot
+                                 count; 0 in every other mode */
 } mcr__params;
 
 /* The parameters of cfg. Cannot fail. */
@@ -180,6 +184,96 @@ int mcr__parse_server_item(const char *item, size_t len, const char **host,
 
 /* Validate a host of `len` bytes (not NUL-terminated) as add_server does. */
 int mcr__check_host(const char *host, size_t len, mcr_error *err);
+
+/* ---- modes ---- */
+
+/* How a mode turns a key hash into a server. */
+typedef enum mcr__kind {
+    MCR__KIND_POINTS,     /* a continuum: the continuum modes and "bounded" */
+    MCR__KIND_MODULA,     /* "modula" */
+    MCR__KIND_WMODULA,    /* "twemproxy-modula" */
+    MCR__KIND_JUMP,       /* "jump": buckets, some of them holes */
+    MCR__KIND_TABLE,      /* "maglev", "slots": table[hash % size] */
+    MCR__KIND_RENDEZVOUS  /* "rendezvous": the best score */
+} mcr__kind;
+
+static inline mcr__kind mcr__mode_kind(mcr_mode m)
+{
+    switch (m) {
+    case MCR_MODE_MODULA: return MCR__KIND_MODULA;
+    case MCR_MODE_TWEMPROXY_MODULA: return MCR__KIND_WMODULA;
+    case MCR_MODE_JUMP: return MCR__KIND_JUMP;
+    case MCR_MODE_MAGLEV:
+    case MCR_MODE_SLOTS: return MCR__KIND_TABLE;
+    case MCR_MODE_RENDEZVOUS: return MCR__KIND_RENDEZVOUS;
+    default: return MCR__KIND_POINTS;
+    }
+}
+
+/* The modes whose snapshots carry a map of their own (history, not a
+ * function of the servers): "jump" (bucket -> server) and "slots" (slot ->
+ * server). */
+static inline bool mcr__mode_has_map(mcr_mode m)
+{
+    return m == MCR_MODE_JUMP || m == MCR_MODE_SLOTS;
+}
+
+/* The largest weight a mode accepts: the modes whose structure grows with
+ * weight (points or buckets) stop at MCR_STABLE_WEIGHT_MAX. */
+static inline uint32_t mcr__weight_max(mcr_mode m)
+{
+    return m == MCR_MODE_STABLE_KETAMA || m == MCR_MODE_BOUNDED || m == MCR_MODE_JUMP
+               ? MCR_STABLE_WEIGHT_MAX
+               : MCR_WEIGHT_MAX;
+}
+
+/* ---- native table modes (placement.c) ---- */
+
+/* No server: a jump bucket or a slot whose server is not active. */
+#define MCR__HOLE UINT32_MAX
+/* "maglev": the table is at least this many times the active servers
+ * (Eisenbud et al. keep M > 100 N for shares within 1%). Chosen
+ * automatically it is at least the paper's 65537 entries and twice that
+ * minimum, so that the servers can double before the table is too small. */
+#define MCR__MAGLEV_MIN_FACTOR 100u
+#define MCR__MAGLEV_AUTO_FACTOR 200u
+#define MCR__MAGLEV_DEFAULT_SIZE 65537u
+/* "jump": at most this many buckets (a table of 64 MiB). */
+#define MCR__JUMP_BUCKETS_MAX (1u << 24)
+
+/* The first output of SplitMix64 seeded with x (a bijection). */
+uint64_t mcr__mix64(uint64_t x);
+/* The first 8 bytes, little-endian, of MD5(id): a server's seed. */
+uint64_t mcr__id_seed(const char *id, size_t len);
+/* CRC-16/XMODEM of len bytes. */
+uint16_t mcr__crc16(const void *data, size_t len);
+/* Jump consistent hash of key into [0, nbuckets) (nbuckets >= 1). */
+uint32_t mcr__jump(uint64_t key, uint32_t nbuckets);
+int mcr__is_prime(uint32_t n);
+/* The smallest prime >= max(65537, 200 x servers), capped at
+ * MCR_MAGLEV_SIZE_MAX. */
+uint32_t mcr__maglev_auto_size(size_t servers);
+/* A server's Maglev permutation in a table of m entries (m >= 2). */
+void mcr__maglev_perm(const char *id, size_t len, uint32_t m, uint32_t *offset, uint32_t *skip);
+/* Fill table[0..m) with server numbers 0..n-1 (n >= 1), each server's
+ * turns in proportion to its weight. MCR_OK or MCR_ERR_NOMEM. */
+int mcr__maglev_fill(const uint32_t *offset, const uint32_t *skip, const uint32_t *weight,
+                     size_t n, uint32_t m, uint32_t *table);
+/* The rendezvous "time" -ln(u) / weight of a server (the lowest wins: the
+ * highest score -weight / ln(u)); key is mcr__mix64(key hash). */
+double mcr__rdv_time(uint64_t key, uint64_t seed, uint32_t weight);
+/* Largest-remainder quotas: total split in proportion to weight[0..n),
+ * the remainder to the largest fractions, ties to the lower index.
+ * MCR_OK or MCR_ERR_NOMEM. */
+int mcr__quotas(const uint32_t *weight, size_t n, uint32_t total, uint32_t *quota);
+/* The k-th fallback probe (k >= 1) of a slot. */
+uint32_t mcr__slot_probe(uint32_t slot, uint32_t k, uint32_t nslots);
+/* Effective owners of nslots slots: table[s] = map[s] (a ring index) when
+ * it is not a hole, else the owner of the first probe of s that is not a
+ * hole, else of the next slot that is not, else mix(s) % nactive.
+ * MCR_OK or MCR_ERR_NOMEM. */
+int mcr__slots_resolve(uint32_t *table, const uint32_t *map, uint32_t nslots,
+                       uint32_t nactive);
 
 /* ---- ring (ring.c) ---- */
 
@@ -271,11 +365,63 @@ int mcr__sort_points(mcr__point *p, size_t n);
 /* A ring with parameters p over servers[0..n) (copied: the ring owns what it
  * needs) and the continuum `points`, which must hold npoints points sorted
  * by value then server, each server < n, and MCR__RING_PAD free slots
- * after them. The ring takes `points` over in every case (freed on error).
- * The modula modes take no points (NULL, 0). Errors: MCR_ERR_INVALID,
- * MCR_ERR_EMPTY (no server), MCR_ERR_RANGE, MCR_ERR_NOMEM. */
+ * after them. Only the continuum modes take points (else NULL, 0). "jump"
+ * and "slots" take `map`, nmap entries of ring indexes or MCR__HOLE (jump:
+ * bucket -> server; slots: slot -> server, nmap = p->table_size); the
+ * others NULL, 0. The ring takes `points` and `map` over in every case
+ * (freed on error). Errors: MCR_ERR_INVALID, MCR_ERR_EMPTY (no server),
+ * MCR_ERR_RANGE, MCR_ERR_NOMEM. */
 int mcr__ring_build(const mcr__params *p, const mcr__server *servers, size_t n,
-                    mcr__point *points, size_t npoints, mcr_ring **out, mcr_error *err);
+                    mcr__point *points, size_t npoints, uint32_t *map, size_t nmap,
+                    mcr_ring **out, mcr_error *err);
+
+/* The default map of "jump" (server i owns weight[i] consecutive buckets,
+ * in order) or of "slots" (contiguous ranges in proportion to weight), for
+ * n servers: a malloc'ed array of *nmap server numbers. MCR_OK,
+ * MCR_ERR_RANGE (jump: too many buckets), MCR_ERR_NOMEM. */
+int mcr__default_map(const mcr__params *p, const uint32_t *weight, size_t n, uint32_t **map,
+                     size_t *nmap, mcr_error *err);
+
+/* The table of a ring ("jump": buckets with holes; "maglev", "slots": the
+ * effective owners) into *n; NULL (and 0) in the other modes. */
+const uint32_t *mcr__ring_table(const mcr_ring *r, size_t *n);
+
+/* The key hash of a ring (mcr_ring_hash) made 64 bits for "jump" and
+ * "rendezvous": mcr__mix64(hash). */
+static inline uint64_t mcr__key64(uint32_t hash)
+{
+    return mcr__mix64(hash);
+}
+
+/* Candidates for a key in a mode's order of preference: what replicas and
+ * bounded lookups walk. The first candidate is the primary; each later one
+ * is a ring index, possibly one met before: clockwise points, modula's next
+ * servers, or the native modes' own sequence, which a sweep of every ring
+ * index from the primary's up follows (jump, maglev, slots; rendezvous
+ * without memory for its scores), so that every active server is met. */
+typedef struct mcr__walk {
+    const mcr_ring *r;
+    uint32_t hash;
+    uint32_t primary;
+    size_t step;       /* candidates given so far */
+    size_t own;        /* length of the mode's own sequence */
+    size_t pos;        /* continuum: the key's point; tables: the entry */
+    uint64_t key;      /* jump: the generator's state */
+    /* rendezvous: every server's time, and (once more than a few
+     * candidates are asked) the servers sorted by it */
+    double *times;
+    uint32_t *order;
+    uint32_t last;     /* rendezvous: the previous candidate */
+    double local[64];
+} mcr__walk;
+
+/* Start a walk for key hash `hash` (the primary is mcr_ring_find(r, hash)
+ * except with one server, where it is 0). Cannot fail: without memory for
+ * rendezvous's times, the walk is the primary and the sweep. */
+void mcr__walk_init(mcr__walk *w, const mcr_ring *r, uint32_t hash);
+/* The next candidate, or UINT32_MAX once the walk is over. */
+uint32_t mcr__walk_next(mcr__walk *w);
+void mcr__walk_release(mcr__walk *w);
 
 /* The continuum of r (mcr_ring_point_count() points), owned by r; NULL in
  * the modula modes. */

@@ -139,6 +139,9 @@ struct pool_server {
     pool_req *wait_head, *wait_tail;
     size_t inflight;
     size_t refs;                /* requests pointing here (any queue) */
+    size_t idx;                 /* its index in the pool's snapshot, or
+                                   SIZE_MAX once retired */
+    int counted;                /* ACTIVE there: its load is in load_total */
     mcr_server_health health;
     unsigned consecutive;
     uint64_t retry_at;          /* DOWN: when a request may try again */
@@ -187,6 +190,9 @@ struct mcr_pool {
     size_t hot_mask, hot_count;
     unix_map *unix_paths;
     size_t nunix;
+    uint32_t *load;             /* snapshot index -> refs of its server: the
+                                   loads of bounded reads */
+    uint64_t load_total;        /* the loads of the ACTIVE servers */
 };
 
 /* ------------------------------------------------------------ small helpers */
@@ -382,6 +388,9 @@ static int normalize_options(const mcr_pool_options *in, mcr_pool_options *o, mc
         return fail(err, MCR_ERR_RANGE, "max_value_size %zu is over 1 GiB", o->max_value_size);
     if (o->max_in_flight == 0)
         o->max_in_flight = 1024;
+    if (!(o->bounded_epsilon >= 0) || o->bounded_epsilon > MCR_POOL_EPSILON_MAX)
+        return fail(err, MCR_ERR_RANGE, "bounded_epsilon %g is outside 0..%g", o->bounded_epsilon,
+                    MCR_POOL_EPSILON_MAX);
     if (o->key_prefix != NULL && o->key_prefix[0] != '\0') {
         size_t n = strlen(o->key_prefix);
         if (n > PREFIX_MAX || !mcr__proto_key_ok(o->key_prefix, n, PREFIX_MAX))
@@ -399,6 +408,26 @@ static void server_pump(pool_server *s);
 static void finish_req(mcr_pool *p, pool_req *r);
 static int pool_refresh(mcr_pool *p);
 static void server_maybe_free(pool_server *s);
+
+/* A request points at s from now on / no longer: its refs, and the load
+ * that bounded reads see. */
+static void server_ref(pool_server *s)
+{
+    s->refs++;
+    if (s->idx != SIZE_MAX) {
+        s->pool->load[s->idx]++;
+        s->pool->load_total += (uint64_t)s->counted;
+    }
+}
+
+static void server_unref(pool_server *s)
+{
+    s->refs--;
+    if (s->idx != SIZE_MAX) {
+        s->pool->load[s->idx]--;
+        s->pool->load_total -= (uint64_t)s->counted;
+    }
+}
 
 /* ------------------------------------------------------------ requests */
 
@@ -654,7 +683,7 @@ static void finish_req(mcr_pool *p, pool_req *r)
     }
     hot_remove(p, r);
     if (s != NULL) {
-        s->refs--;
+        server_unref(s);
         server_maybe_free(s);
     }
     req_free(r);
@@ -835,7 +864,7 @@ static void retry_timer_cb(evutil_socket_t fd, short what, void *arg)
     r->arg = s;
     r->server = s;
     r->epoch = p->epoch;
-    s->refs++;
+    server_ref(s);
     s->probing = 1;
     s->consecutive = 0;
     dispatch(s, r);
@@ -898,6 +927,7 @@ static pool_server *server_new(mcr_pool *p, const mcr_server_desc *d)
     if (s == NULL)
         return NULL;
     s->pool = p;
+    s->idx = SIZE_MAX;
     s->id = strdup(d->id);
     s->conns = calloc(p->o.connections, sizeof(*s->conns));
     s->retry_ev = evtimer_new(p->base, retry_timer_cb, s);
@@ -1936,7 +1966,10 @@ static int pool_refresh(mcr_pool *p)
         return MCR_ERR_EMPTY;
     size_t n = mcr_snapshot_server_count(snap);
     pool_server **by = calloc(n ? n : 1, sizeof(*by));
-    if (by == NULL) {
+    uint32_t *load = calloc(n ? n : 1, sizeof(*load));
+    if (by == NULL || load == NULL) {
+        free(by);
+        free(load);
         mcr_snapshot_unref(snap);
         return MCR_ERR_NOMEM;
     }
@@ -1959,6 +1992,7 @@ static int pool_refresh(mcr_pool *p)
             s = server_new(p, &d);
             if (s == NULL) {
                 free(by);
+                free(load);
                 mcr_snapshot_unref(snap);
                 return MCR_ERR_NOMEM;
             }
@@ -1977,10 +2011,27 @@ static int pool_refresh(mcr_pool *p)
     if (p->snap != NULL)
         mcr_snapshot_unref(p->snap);
     free(p->by_index);
+    free(p->load);
     p->snap = snap;
     p->by_index = by;
     p->nby = n;
     p->epoch = mcr_snapshot_epoch(snap);
+    /* The loads by the new indexes: what each server has pointing at it. */
+    p->load = load;
+    p->load_total = 0;
+    for (size_t i = 0; i < p->nservers; i++) {
+        p->servers[i]->idx = SIZE_MAX;
+        p->servers[i]->counted = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        mcr_server_desc d;
+        mcr_snapshot_server(snap, i, &d);
+        by[i]->idx = i;
+        by[i]->counted = d.state == MCR_STATE_ACTIVE;
+        load[i] = by[i]->refs > UINT32_MAX ? UINT32_MAX : (uint32_t)by[i]->refs;
+        if (by[i]->counted)
+            p->load_total += load[i];
+    }
     for (size_t i = 0; i < n; i++) {
         mcr_server_desc d;
         mcr_snapshot_server(snap, i, &d);
@@ -2079,6 +2130,7 @@ void mcr_pool_free(mcr_pool *p)
         server_destroy(p->servers[p->nservers - 1]);
     free(p->servers);
     free(p->by_index);
+    free(p->load);
     free(p->hot);
     for (size_t i = 0; i < p->nunix; i++) {
         free(p->unix_paths[i].id);
@@ -2167,7 +2219,11 @@ int mcr_pool_wait(mcr_pool *p)
 /* The server for a keyed request, or NULL with *status set. */
 static pool_server *route_key(mcr_pool *p, mcr_op op, const void *key, size_t len, int *status)
 {
-    uint32_t i = mcr_snapshot_locate(p->snap, key, len);
+    /* Reads with bounded loads skip an owner that has its share already. */
+    uint32_t i = p->o.bounded_epsilon > 0 && is_read_op(op)
+                     ? mcr_snapshot_locate_bounded(p->snap, key, len, p->load, p->load_total,
+                                                   p->o.bounded_epsilon)
+                     : mcr_snapshot_locate(p->snap, key, len);
     pool_server *s = p->by_index[i];
     if (s->health == MCR_HEALTH_UP)
         return s;
@@ -2323,7 +2379,7 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
     r->val_len = is_store_op(q->op) ? q->value_len : 0;
     r->server = s;
     r->epoch = p->epoch;
-    s->refs++;
+    server_ref(s);
     p->pending++;
     if (status != MCR_OK) {
         char m[96];
@@ -2335,7 +2391,7 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
     }
     rc = dispatch(s, r);
     if (rc != MCR_OK) {
-        s->refs--;
+        server_unref(s);
         p->pending--;
         req_free(r);
         return fail(err, rc, "out of memory");
@@ -2403,7 +2459,7 @@ static int mget_key_error(mcr_pool *p, pool_mget *m, pool_server *s, const void 
     r->epoch = p->epoch;
     r->server = s;
     if (s != NULL)
-        s->refs++;
+        server_ref(s);
     m->outstanding++;
     fail_later(p, r, status, msg);
     return MCR_OK;
@@ -2524,7 +2580,7 @@ int mcr_pool_get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const si
             r->mget = m;
             r->server = s;
             r->epoch = p->epoch;
-            s->refs++;
+            server_ref(s);
             m->outstanding++;
             if (dispatch(s, r) != MCR_OK) {
                 /* out of memory sending: fail these keys from the loop */

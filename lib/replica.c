@@ -1,9 +1,11 @@
-/* replica.c: where a key's copies go: the primary, then distinct servers clockwise, new zones first. */
+/* replica.c: where a key's copies go (the primary, then distinct servers in the mode's order, new zones first), and lookups with bounded loads. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "mcroute_snapshot.h"
+#include "snapshot.h"
 
 /* Servers (and zones) up to this many are tracked in a bitmap on the stack
  * (1 KiB); beyond, on the heap. */
@@ -200,14 +202,12 @@ size_t mcr_snapshot_replicas(const mcr_snapshot *snap, const void *key, size_t l
     census cen = {0, 0, 0, 0};
 
     /* The primary exactly as mcr_ring_locate() finds it (one server: no
-     * hashing), and the walk's start. */
-    uint32_t h = mcr_ring_hash(ring, key, len);
-    uint32_t primary = m == 1 ? 0 : mcr_ring_find(ring, h);
-    size_t npoints = mcr_ring_point_count(ring);
-    mcr_mode mode = mcr_ring_mode(ring);
-    int modula = mode == MCR_MODE_MODULA || mode == MCR_MODE_TWEMPROXY_MODULA;
-    size_t start = modula || npoints == 0 ? 0 : mcr_ring_find_point(ring, h);
-    size_t steps = modula ? m : npoints; /* once around */
+     * hashing), then the mode's order: clockwise over the continuum, up
+     * from the primary in the modula modes, the native modes' own (see
+     * mcr__walk). */
+    mcr__walk wk;
+    mcr__walk_init(&wk, ring, mcr_ring_hash(ring, key, len));
+    uint32_t primary = mcr__walk_next(&wk);
 
     walk w = {out, n, 0, 0, 0, 0};
     bitmap seen;
@@ -221,14 +221,10 @@ size_t mcr_snapshot_replicas(const mcr_snapshot *snap, const void *key, size_t l
         bitmap_test_set(&seen, primary);
     take(&w, snap, primary);
 
-    for (size_t s = 1; s < steps && w.taken < n && (unseen > 0 || !counted); s++) {
-        uint32_t r;
-        if (modula) {
-            r = (uint32_t)((primary + s) % m);
-        } else {
-            size_t i = start + s;
-            mcr_ring_point(ring, i < npoints ? i : i - npoints, NULL, &r);
-        }
+    while (w.taken < n && (unseen > 0 || !counted)) {
+        uint32_t r = mcr__walk_next(&wk);
+        if (r == UINT32_MAX)
+            break;
         if (counted ? bitmap_test_set(&seen, r) : listed(&w, r))
             continue;
         unseen--;
@@ -251,6 +247,7 @@ size_t mcr_snapshot_replicas(const mcr_snapshot *snap, const void *key, size_t l
     }
     if (counted)
         bitmap_release(&seen);
+    mcr__walk_release(&wk);
 
     size_t count = w.taken + w.aside;
     for (size_t i = 0; i < count; i++)
@@ -266,4 +263,32 @@ size_t mcr_snapshot_replicas(const mcr_snapshot *snap, const void *key, size_t l
         }
     }
     return count;
+}
+
+uint32_t mcr_snapshot_locate_bounded(const mcr_snapshot *snap, const void *key, size_t len,
+                                     const uint32_t *load, uint64_t total, double epsilon)
+{
+    const mcr_ring *ring = snap->ring;
+
+    if (snap->nactive == 1)
+        return snap->ring_map[0];
+    if (!(epsilon >= 0)) /* negative or NaN */
+        epsilon = 0;
+    /* Capacity of a server of weight w: ceil((1 + eps) (total + 1) w / W),
+     * the load the paper allows once this request is counted. The
+     * capacities add up to at least (1 + eps) (total + 1) > total, so some
+     * server has room whenever `total` is the sum of the loads. */
+    double scale = (1.0 + epsilon) * ((double)total + 1.0) / (double)snap->active_weight;
+    mcr__walk wk;
+    mcr__walk_init(&wk, ring, mcr_ring_hash(ring, key, len));
+    uint32_t r = mcr__walk_next(&wk), pick = snap->ring_map[r]; /* the primary */
+    for (; r != UINT32_MAX; r = mcr__walk_next(&wk)) {
+        uint32_t i = snap->ring_map[r];
+        if ((double)load[i] + 1.0 <= ceil(scale * (double)snap->servers[i].weight)) {
+            pick = i;
+            break;
+        }
+    }
+    mcr__walk_release(&wk);
+    return pick;
 }

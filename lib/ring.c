@@ -1,4 +1,4 @@
-/* ring.c: building the immutable continuum from a config, and the key lookups on it. */
+/* ring.c: building the immutable continuum (or table) from a config, and the key lookups on it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +28,18 @@
  * so the count never reads past it. */
 #define SCAN_WIDTH MCR__RING_PAD
 _Static_assert(SCAN_WIDTH == 4, "find_point() counts exactly four points");
+/* "jump": jumps tried from new keys before a key that lands in a hole
+ * settles for the list of buckets that are not (see jump_next). With half
+ * the buckets holes, 64 misses in a row happen once in 2^64 keys. */
+#define JUMP_TRIES 64
+/* The walks of "jump" and "slots" (replicas, bounded loads): new keys, or
+ * probed slots, tried per active server before the sweep takes over, and
+ * at most this many in all. */
+#define WALK_PER_SERVER 4
+#define WALK_MAX 1024
+/* The walk of "rendezvous" selects its first candidates by scanning every
+ * server's time; beyond this many it sorts them once. */
+#define RDV_SCANS 4
 
 typedef mcr__point point;
 
@@ -40,6 +52,7 @@ typedef struct ring_server {
 
 struct mcr_ring {
     mcr_mode mode;
+    mcr__kind kind;
     mcr_hash key_hash;
     uint32_t nservers;
     size_t npoints;
@@ -59,6 +72,13 @@ struct mcr_ring {
     bool prefix_on;       /* libmemcached HASH_WITH_NAMESPACE rules apply */
     size_t prefix_len;
     unsigned char prefix[256];
+    bool crc_keys;        /* "slots": keys hash with CRC-16/XMODEM */
+    uint32_t *table;      /* "jump": bucket -> ring index or MCR__HOLE;
+                             "maglev", "slots": entry -> ring index */
+    uint32_t ntable;
+    uint32_t *live;       /* "jump": the buckets that are not holes */
+    uint32_t nlive;
+    uint64_t *seeds;      /* "rendezvous": per server, mcr__id_seed(id) */
 };
 
 /* ------------------------------------------------------------ building */
@@ -95,6 +115,7 @@ uint32_t mcr__labels_for(mcr_mode mode, uint32_t weight, uint64_t total_weight, 
         *per_label = 1;
         return LMC_POINTS_PER_SERVER;
     case MCR_MODE_STABLE_KETAMA: /* its own weight only: nobody else's count moves */
+    case MCR_MODE_BOUNDED:
         *per_label = POINTS_PER_DIGEST;
         return STABLE_LABELS_PER_WEIGHT * weight;
     default:
@@ -106,11 +127,12 @@ uint32_t mcr__labels_for(mcr_mode mode, uint32_t weight, uint64_t total_weight, 
 size_t mcr__label_prefix(mcr_mode mode, const mcr__server *s, char *buf)
 {
     if (s->label != NULL && (mode == MCR_MODE_KETAMA || mode == MCR_MODE_TWEMPROXY_KETAMA ||
-                             mode == MCR_MODE_STABLE_KETAMA))
+                             mode == MCR_MODE_STABLE_KETAMA || mode == MCR_MODE_BOUNDED))
         return (size_t)sprintf(buf, "%s-", s->label);
     switch (mode) {
     case MCR_MODE_KETAMA: /* libketama: the address as written, "host:port-" */
     case MCR_MODE_STABLE_KETAMA: /* the default id, "host:port-" */
+    case MCR_MODE_BOUNDED:
         if (s->ipv6)
             return (size_t)sprintf(buf, "[%s]:%d-", s->host, s->port);
         return (size_t)sprintf(buf, "%s:%d-", s->host, s->port);
@@ -219,15 +241,8 @@ static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
     uint32_t per_label, n = (uint32_t)cfg->count;
     char label[MCR__NAME_BUF];
 
-    for (size_t i = 0; i < cfg->count; i++) {
-        const mcr__server *s = &cfg->servers[i];
-        if (cfg->mode == MCR_MODE_STABLE_KETAMA && s->weight > MCR_STABLE_WEIGHT_MAX)
-            return mcr__error(err, MCR_ERR_RANGE,
-                              "weight %u of %s is above %u, the limit of stable-ketama",
-                              (unsigned)s->weight, mcr__server_id(s, label),
-                              (unsigned)MCR_STABLE_WEIGHT_MAX);
-        total_weight += s->weight;
-    }
+    for (size_t i = 0; i < cfg->count; i++)
+        total_weight += cfg->servers[i].weight;
     for (size_t i = 0; i < cfg->count; i++)
         total += (size_t)mcr__labels_for(cfg->mode, cfg->servers[i].weight, total_weight, n,
                                          &per_label) *
@@ -309,6 +324,151 @@ static int copy_servers(mcr_ring *r, const mcr__server *servers, size_t n, mcr_e
     return MCR_OK;
 }
 
+/* ---- the native table modes ---- */
+
+int mcr__default_map(const mcr__params *p, const uint32_t *weight, size_t n, uint32_t **map,
+                     size_t *nmap, mcr_error *err)
+{
+    uint64_t total = 0;
+    uint32_t *m, *quota = NULL;
+
+    if (p->mode == MCR_MODE_JUMP) {
+        for (size_t i = 0; i < n; i++)
+            total += weight[i];
+        if (total > MCR__JUMP_BUCKETS_MAX)
+            return mcr__error(err, MCR_ERR_RANGE,
+                              "jump: %llu buckets (the total weight) are more than %u",
+                              (unsigned long long)total, (unsigned)MCR__JUMP_BUCKETS_MAX);
+    } else {
+        total = p->table_size;
+    }
+    m = malloc((total > 0 ? total : 1) * sizeof(*m));
+    if (p->mode == MCR_MODE_SLOTS)
+        quota = malloc((n > 0 ? n : 1) * sizeof(*quota));
+    if (m == NULL || (p->mode == MCR_MODE_SLOTS &&
+                      (quota == NULL || mcr__quotas(weight, n, (uint32_t)total, quota) != MCR_OK))) {
+        free(m);
+        free(quota);
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for a table of %llu entries",
+                          (unsigned long long)total);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0, c = quota != NULL ? quota[i] : weight[i]; j < c; j++)
+            m[k++] = (uint32_t)i;
+    free(quota);
+    *map = m;
+    *nmap = (size_t)total;
+    return MCR_OK;
+}
+
+/* The Maglev table of the ring's servers (ids as mcr__server_id gives them). */
+static int build_maglev(mcr_ring *r, const mcr__server *servers, uint32_t m, mcr_error *err)
+{
+    size_t n = r->nservers;
+    uint32_t *offset = malloc(n * sizeof(*offset)), *skip = malloc(n * sizeof(*skip));
+    uint32_t *weight = malloc(n * sizeof(*weight));
+    char buf[MCR__NAME_BUF];
+    int rc = MCR_ERR_NOMEM;
+
+    r->table = malloc((size_t)m * sizeof(*r->table));
+    if (offset != NULL && skip != NULL && weight != NULL && r->table != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            const char *id = mcr__server_id(&servers[i], buf);
+            mcr__maglev_perm(id, strlen(id), m, &offset[i], &skip[i]);
+            weight[i] = servers[i].weight;
+        }
+        rc = mcr__maglev_fill(offset, skip, weight, n, m, r->table);
+    }
+    free(offset);
+    free(skip);
+    free(weight);
+    if (rc != MCR_OK)
+        return mcr__error(err, rc, "out of memory for a maglev table of %u entries", (unsigned)m);
+    r->ntable = m;
+    return MCR_OK;
+}
+
+/* The table of a ring in a table mode; `map` (jump, slots) is taken over. */
+static int build_table(mcr_ring *r, const mcr__params *p, const mcr__server *servers,
+                       uint32_t *map, size_t nmap, mcr_error *err)
+{
+    char buf[MCR__NAME_BUF];
+    int rc = MCR_OK;
+
+    switch (p->mode) {
+    case MCR_MODE_JUMP:
+        if (map == NULL || nmap == 0 || nmap > MCR__JUMP_BUCKETS_MAX) {
+            free(map);
+            return mcr__error(err, MCR_ERR_INVALID, "internal error: a jump table of %zu buckets",
+                              nmap);
+        }
+        r->table = map;
+        r->ntable = (uint32_t)nmap;
+        r->live = malloc(nmap * sizeof(*r->live));
+        if (r->live == NULL)
+            return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu buckets", nmap);
+        for (uint32_t b = 0; b < r->ntable; b++) {
+            if (map[b] != MCR__HOLE && map[b] >= r->nservers)
+                return mcr__error(err, MCR_ERR_INVALID, "internal error: bucket %u names no server",
+                                  (unsigned)b);
+            if (map[b] != MCR__HOLE)
+                r->live[r->nlive++] = b;
+        }
+        if (r->nlive == 0)
+            return mcr__error(err, MCR_ERR_INVALID, "internal error: every bucket is a hole");
+        return MCR_OK;
+    case MCR_MODE_SLOTS:
+        if (map == NULL || nmap != p->table_size || nmap == 0 || nmap > MCR_SLOTS_MAX) {
+            free(map);
+            return mcr__error(err, MCR_ERR_INVALID, "internal error: a slot map of %zu slots",
+                              nmap);
+        }
+        for (size_t i = 0; i < nmap && rc == MCR_OK; i++)
+            if (map[i] != MCR__HOLE && map[i] >= r->nservers)
+                rc = mcr__error(err, MCR_ERR_INVALID, "internal error: slot %zu names no server",
+                                i);
+        r->table = rc == MCR_OK ? malloc(nmap * sizeof(*r->table)) : NULL;
+        if (rc == MCR_OK && (r->table == NULL || mcr__slots_resolve(r->table, map, (uint32_t)nmap,
+                                                                     r->nservers) != MCR_OK))
+            rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu slots", nmap);
+        r->ntable = (uint32_t)nmap;
+        free(map);
+        return rc;
+    case MCR_MODE_MAGLEV:
+        free(map);
+        if (p->table_size < 2 || p->table_size > MCR_MAGLEV_SIZE_MAX ||
+            !mcr__is_prime(p->table_size))
+            return mcr__error(err, MCR_ERR_RANGE,
+                              "maglev: table size %u is not a prime in 2..%u",
+                              (unsigned)p->table_size, (unsigned)MCR_MAGLEV_SIZE_MAX);
+        if ((uint64_t)r->nservers * MCR__MAGLEV_MIN_FACTOR > p->table_size)
+            return mcr__error(err, MCR_ERR_RANGE,
+                              "maglev: a table of %u entries holds at most %u servers (100 "
+                              "entries each), not %u: build with a larger table "
+                              "(mcr_config_set_table_size)",
+                              (unsigned)p->table_size,
+                              (unsigned)(p->table_size / MCR__MAGLEV_MIN_FACTOR),
+                              (unsigned)r->nservers);
+        return build_maglev(r, servers, p->table_size, err);
+    case MCR_MODE_RENDEZVOUS:
+        free(map);
+        r->seeds = malloc(r->nservers * sizeof(*r->seeds));
+        if (r->seeds == NULL)
+            return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %u servers",
+                              (unsigned)r->nservers);
+        for (uint32_t i = 0; i < r->nservers; i++) {
+            const char *id = mcr__server_id(&servers[i], buf);
+            r->seeds[i] = mcr__id_seed(id, strlen(id));
+        }
+        return MCR_OK;
+    default:
+        free(map);
+        return mcr__error(err, MCR_ERR_INVALID, "internal error: mode %d has no table",
+                          (int)p->mode);
+    }
+}
+
 static int ring_alloc(const mcr__params *p, const mcr__server *servers, size_t n,
                       mcr_ring **out, mcr_error *err)
 {
@@ -322,6 +482,7 @@ static int ring_alloc(const mcr__params *p, const mcr__server *servers, size_t n
     if (r == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for a ring");
     r->mode = p->mode;
+    r->kind = mcr__mode_kind(p->mode);
     r->key_hash = p->key_hash;
     r->nservers = (uint32_t)n;
     r->prefix_on = p->prefix_on;
@@ -331,7 +492,8 @@ static int ring_alloc(const mcr__params *p, const mcr__server *servers, size_t n
     memcpy(r->tag, p->tag, sizeof(r->tag));
     r->empty_is_zero =
         p->mode == MCR_MODE_TWEMPROXY_KETAMA || p->mode == MCR_MODE_TWEMPROXY_MODULA;
-    r->special_hash = r->prefix_on || r->tag_on || r->empty_is_zero;
+    r->crc_keys = p->mode == MCR_MODE_SLOTS;
+    r->special_hash = r->prefix_on || r->tag_on || r->empty_is_zero || r->crc_keys;
     int rc = copy_servers(r, servers, n, err);
     if (rc != MCR_OK) {
         mcr_ring_free(r);
@@ -352,31 +514,38 @@ static int ring_alloc_cfg(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
 }
 
 int mcr__ring_build(const mcr__params *p, const mcr__server *servers, size_t n,
-                    mcr__point *points, size_t npoints, mcr_ring **out, mcr_error *err)
+                    mcr__point *points, size_t npoints, uint32_t *map, size_t nmap,
+                    mcr_ring **out, mcr_error *err)
 {
     mcr_ring *r;
-    int rc;
-    bool modula = p->mode == MCR_MODE_MODULA || p->mode == MCR_MODE_TWEMPROXY_MODULA;
+    int rc = MCR_OK;
+    mcr__kind kind = (int)p->mode < 0 || p->mode >= MCR_MODE_COUNT ? MCR__KIND_POINTS
+                                                                    : mcr__mode_kind(p->mode);
+    bool takes_map = mcr__mode_has_map(p->mode);
 
     if (out == NULL || (int)p->mode < 0 || p->mode >= MCR_MODE_COUNT ||
-        modula != (points == NULL)) {
+        (kind == MCR__KIND_POINTS) == (points == NULL) || takes_map == (map == NULL)) {
         free(points);
+        free(map);
         return mcr__error(err, MCR_ERR_INVALID, "invalid ring parameters");
     }
     rc = ring_alloc(p, servers, n, &r, err);
     if (rc != MCR_OK) {
         free(points);
+        free(map);
         return rc;
     }
-    if (p->mode == MCR_MODE_TWEMPROXY_MODULA) {
+    if (kind == MCR__KIND_WMODULA) {
         rc = build_cum_weights(r, servers, n, err);
-    } else if (!modula) {
+    } else if (kind == MCR__KIND_POINTS) {
         r->points = points;
         r->npoints = npoints;
         if (npoints > UINT32_MAX)
             rc = mcr__error(err, MCR_ERR_RANGE, "continuum of %zu points is too large", npoints);
         else
             rc = finish_points(r, true, err);
+    } else if (kind != MCR__KIND_MODULA) {
+        rc = build_table(r, p, servers, map, nmap, err);
     }
     if (rc != MCR_OK) {
         mcr_ring_free(r);
@@ -422,20 +591,62 @@ int mcr__ring_new_points(const mcr_config *cfg, const uint32_t *values,
     return MCR_OK;
 }
 
+/* A table mode's ring from a config: the default map (jump, slots). */
+static int build_table_cfg(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
+{
+    mcr__params p;
+    uint32_t *map = NULL;
+    size_t nmap = 0;
+
+    mcr__config_params(cfg, &p);
+    if (mcr__mode_has_map(p.mode)) {
+        uint32_t *w = malloc(cfg->count * sizeof(*w));
+        if (w == NULL)
+            return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu servers", cfg->count);
+        for (size_t i = 0; i < cfg->count; i++)
+            w[i] = cfg->servers[i].weight;
+        int rc = mcr__default_map(&p, w, cfg->count, &map, &nmap, err);
+        free(w);
+        if (rc != MCR_OK)
+            return rc;
+    }
+    return build_table(r, &p, cfg->servers, map, nmap, err);
+}
+
 int mcr_ring_new(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
 {
     mcr_ring *r;
+    char label[MCR__NAME_BUF];
     int rc;
 
     if (out == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL output");
+    if (cfg != NULL) {
+        uint32_t wmax = mcr__weight_max(cfg->mode);
+        for (size_t i = 0; i < cfg->count; i++) {
+            const mcr__server *s = &cfg->servers[i];
+            if (s->weight > wmax)
+                return mcr__error(err, MCR_ERR_RANGE, "weight %u of %s is above %u, the limit of %s",
+                                  (unsigned)s->weight, mcr__server_id(s, label), (unsigned)wmax,
+                                  mcr_mode_name(cfg->mode));
+        }
+    }
     rc = ring_alloc_cfg(cfg, &r, err);
     if (rc != MCR_OK)
         return rc;
-    if (r->mode == MCR_MODE_TWEMPROXY_MODULA)
+    switch (r->kind) {
+    case MCR__KIND_WMODULA:
         rc = build_cum_weights(r, cfg->servers, cfg->count, err);
-    else if (r->mode != MCR_MODE_MODULA)
+        break;
+    case MCR__KIND_MODULA:
+        break;
+    case MCR__KIND_POINTS:
         rc = build_points(r, cfg, err);
+        break;
+    default:
+        rc = build_table_cfg(r, cfg, err);
+        break;
+    }
     if (rc != MCR_OK) {
         mcr_ring_free(r);
         return rc;
@@ -453,10 +664,22 @@ void mcr_ring_free(mcr_ring *r)
     free(r->cum_weight);
     free(r->servers);
     free(r->strings);
+    free(r->table);
+    free(r->live);
+    free(r->seeds);
     free(r);
 }
 
 /* ------------------------------------------------------------ lookups */
+
+/* What the special rules below hash their bytes with: the key hash, or in
+ * "slots" CRC-16/XMODEM (Redis Cluster's slot hash). */
+static uint32_t bytes_hash(const mcr_ring *r, const void *p, size_t len)
+{
+    if (r->crc_keys)
+        return mcr__crc16(p, len);
+    return mcr__hash_key(r->key_hash, p, len);
+}
 
 /* libmemcached builds namespace + key in a fixed buffer with strncpy: too
  * long gives 0, and key bytes after a NUL become NUL. Out of line so the
@@ -474,7 +697,7 @@ static __attribute__((noinline)) uint32_t prefixed_hash(const mcr_ring *r, const
     for (; i < len && k[i] != 0; i++)
         buf[r->prefix_len + i] = k[i];
     memset(buf + r->prefix_len + i, 0, len - i);
-    return mcr__hash_key(r->key_hash, buf, total);
+    return bytes_hash(r, buf, total);
 }
 
 /* twemproxy's key rules: the hash tag narrows the key; an empty key is 0. */
@@ -497,7 +720,7 @@ static __attribute__((noinline)) uint32_t special_hash(const mcr_ring *r, const 
         return 0;
     if (r->prefix_on)
         return prefixed_hash(r, key, len);
-    return mcr__hash_key(r->key_hash, key, len);
+    return bytes_hash(r, key, len);
 }
 
 static inline uint32_t ring_hash(const mcr_ring *r, const void *key, size_t len)
@@ -557,6 +780,56 @@ static uint32_t weighted_modula(const mcr_ring *r, uint32_t hash)
     return (uint32_t)lo;
 }
 
+/* "jump": the server of the bucket that key *k jumps to; if that bucket is
+ * a hole (its server is not active), the same for the next key mix(*k), and
+ * so on; after JUMP_TRIES holes in a row, a bucket that is not a hole
+ * chosen by the last key. *k is left at the key after the one used, where
+ * the walk (replicas) goes on. */
+static uint32_t jump_next(const mcr_ring *r, uint64_t *k)
+{
+    for (int t = 0; t < JUMP_TRIES; t++) {
+        uint64_t key = *k;
+        *k = mcr__mix64(key);
+        uint32_t s = r->table[mcr__jump(key, r->ntable)];
+        if (s != MCR__HOLE)
+            return s;
+    }
+    return r->table[r->live[*k % r->nlive]];
+}
+
+/* "rendezvous": the server with the lowest time -ln(u) / weight, which is
+ * the highest score -weight / ln(u); ties to the lower index. */
+static uint32_t rendezvous(const mcr_ring *r, uint32_t hash)
+{
+    uint64_t k = mcr__key64(hash);
+    uint32_t best = 0;
+    double bt = mcr__rdv_time(k, r->seeds[0], r->servers[0].weight);
+    for (uint32_t i = 1; i < r->nservers; i++) {
+        double t = mcr__rdv_time(k, r->seeds[i], r->servers[i].weight);
+        if (t < bt) {
+            bt = t;
+            best = i;
+        }
+    }
+    return best;
+}
+
+static __attribute__((noinline)) uint32_t native_find(const mcr_ring *r, uint32_t hash)
+{
+    switch (r->kind) {
+    case MCR__KIND_JUMP: {
+        uint64_t k = mcr__key64(hash);
+        return jump_next(r, &k);
+    }
+    case MCR__KIND_TABLE:
+        return r->table[hash % r->ntable];
+    case MCR__KIND_RENDEZVOUS:
+        return rendezvous(r, hash);
+    default:
+        return 0;
+    }
+}
+
 static inline uint32_t ring_find(const mcr_ring *r, uint32_t hash)
 {
     if (r->mode == MCR_MODE_MODULA)
@@ -564,7 +837,7 @@ static inline uint32_t ring_find(const mcr_ring *r, uint32_t hash)
     if (r->mode == MCR_MODE_TWEMPROXY_MODULA)
         return weighted_modula(r, hash);
     if (MCR__UNLIKELY(r->npoints == 0))
-        return 0;
+        return r->kind == MCR__KIND_POINTS ? 0 : native_find(r, hash);
     return find_point(r, hash);
 }
 
@@ -616,7 +889,153 @@ void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size
     }
 }
 
+/* ------------------------------------------------------------ walks */
+
+static int rdv_before(const mcr__walk *w, uint32_t a, uint32_t b)
+{
+    return w->times[a] < w->times[b] || (w->times[a] == w->times[b] && a < b);
+}
+
+/* Sort w->order (every server) by time into the walk's order: a merge sort
+ * with `tmp` as scratch, since qsort's comparison could see the times only
+ * through a global, and walks run in many threads at once. */
+static void rdv_sort(mcr__walk *w, uint32_t *tmp)
+{
+    uint32_t n = w->r->nservers, *a = w->order, *b = tmp;
+    for (uint32_t width = 1; width < n; width *= 2) {
+        for (uint32_t lo = 0; lo < n; lo += 2 * width) {
+            uint32_t mid = lo + width < n ? lo + width : n;
+            uint32_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            uint32_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                b[k++] = rdv_before(w, a[j], a[i]) ? a[j++] : a[i++];
+            while (i < mid)
+                b[k++] = a[i++];
+            while (j < hi)
+                b[k++] = a[j++];
+        }
+        uint32_t *t = a;
+        a = b;
+        b = t;
+    }
+    if (a != w->order)
+        memcpy(w->order, a, n * sizeof(*a));
+}
+
+void mcr__walk_init(mcr__walk *w, const mcr_ring *r, uint32_t hash)
+{
+    memset(w, 0, offsetof(mcr__walk, local));
+    w->r = r;
+    w->hash = hash;
+    w->primary = r->nservers == 1 ? 0 : ring_find(r, hash);
+    switch (r->kind) {
+    case MCR__KIND_POINTS:
+        w->own = r->npoints;
+        w->pos = r->npoints == 0 ? 0 : mcr_ring_find_point(r, hash);
+        break;
+    case MCR__KIND_MODULA:
+    case MCR__KIND_WMODULA:
+        w->own = r->nservers;
+        break;
+    case MCR__KIND_JUMP:
+        w->key = mcr__key64(hash);
+        if (r->nservers > 1)
+            (void)jump_next(r, &w->key); /* the primary's keys */
+        w->own = (size_t)r->nservers * WALK_PER_SERVER;
+        if (w->own > WALK_MAX)
+            w->own = WALK_MAX;
+        break;
+    case MCR__KIND_TABLE:
+        w->pos = hash % r->ntable;
+        w->own = r->ntable;
+        if (r->crc_keys) { /* slots: the probes, not the (contiguous) next slots */
+            w->own = (size_t)r->nservers * WALK_PER_SERVER;
+            if (w->own > WALK_MAX)
+                w->own = WALK_MAX;
+        }
+        break;
+    case MCR__KIND_RENDEZVOUS: {
+        uint32_t n = r->nservers;
+        size_t bytes = (size_t)n * (sizeof(double) + 2 * sizeof(uint32_t));
+        w->times = bytes <= sizeof(w->local) ? w->local : malloc(bytes);
+        if (w->times == NULL) {
+            w->own = 1; /* the primary, then the sweep */
+            break;
+        }
+        w->order = (uint32_t *)(void *)(w->times + n);
+        uint64_t k = mcr__key64(hash);
+        for (uint32_t i = 0; i < n; i++)
+            w->times[i] = mcr__rdv_time(k, r->seeds[i], r->servers[i].weight);
+        w->own = n;
+        w->last = w->primary;
+        break;
+    }
+    }
+}
+
+uint32_t mcr__walk_next(mcr__walk *w)
+{
+    const mcr_ring *r = w->r;
+    size_t s = w->step++;
+
+    if (s == 0)
+        return w->primary;
+    if (s < w->own) {
+        switch (r->kind) {
+        case MCR__KIND_POINTS: {
+            size_t i = w->pos + s;
+            return r->points[i < r->npoints ? i : i - r->npoints].server;
+        }
+        case MCR__KIND_MODULA:
+        case MCR__KIND_WMODULA:
+            return (uint32_t)((w->primary + s) % r->nservers);
+        case MCR__KIND_JUMP:
+            return jump_next(r, &w->key);
+        case MCR__KIND_TABLE:
+            if (r->crc_keys)
+                return r->table[mcr__slot_probe((uint32_t)w->pos, (uint32_t)s, r->ntable)];
+            return r->table[(w->pos + s) % r->ntable];
+        case MCR__KIND_RENDEZVOUS:
+            if (s < RDV_SCANS) { /* the best after the last one */
+                uint32_t best = UINT32_MAX;
+                for (uint32_t i = 0; i < r->nservers; i++)
+                    if (rdv_before(w, w->last, i) && (best == UINT32_MAX || rdv_before(w, i, best)))
+                        best = i;
+                return w->last = best;
+            }
+            if (s == RDV_SCANS) {
+                for (uint32_t i = 0; i < r->nservers; i++)
+                    w->order[i] = i;
+                rdv_sort(w, w->order + r->nservers);
+            }
+            return w->last = w->order[s];
+        }
+    }
+    /* The sweep, for the native table modes only: the continuum and modula
+     * modes meet only servers that own something, as their references do. */
+    if (r->kind == MCR__KIND_POINTS || r->kind == MCR__KIND_MODULA ||
+        r->kind == MCR__KIND_WMODULA || (r->kind == MCR__KIND_RENDEZVOUS && w->times != NULL))
+        return UINT32_MAX;
+    s -= w->own;
+    if (s >= r->nservers - 1)
+        return UINT32_MAX;
+    return (uint32_t)((w->primary + 1 + s) % r->nservers);
+}
+
+void mcr__walk_release(mcr__walk *w)
+{
+    if (w->times != NULL && w->times != w->local)
+        free(w->times);
+    w->times = NULL;
+}
+
 /* ------------------------------------------------------------ inspection */
+
+const uint32_t *mcr__ring_table(const mcr_ring *r, size_t *n)
+{
+    *n = r->table != NULL ? r->ntable : 0;
+    return r->table;
+}
 
 size_t mcr_ring_server_count(const mcr_ring *r)
 {

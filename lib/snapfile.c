@@ -12,12 +12,19 @@
 /*
  * The text (see mcroute_snapshot.h for an example):
  *
- *   header  "mcroute-snapshot 1", "algorithm A", "epoch E", "mode M",
+ *   header  "mcroute-snapshot F", "algorithm A", "epoch E", "mode M",
  *           "hash H", "point-hash P", "hash-tag off|value=T",
- *           "key-prefix off|value=K", "servers N"
+ *           "key-prefix off|value=K", ["table T",] "servers N"
  *   N lines "server id= host= port= weight= zone= state= named= points=
- *           digest=", in snapshot order
+ *           digest=[ map=]", in snapshot order
  *   last    "checksum C"
+ *
+ * Format 1 is that of the modes up to "stable-ketama", unchanged so that
+ * their files and checksums stay what they were. Format 2 is that of the
+ * native table modes ("jump" and after): a "table" line (the maglev table
+ * size or the slot count, else 0) and a "map" field (the buckets or slots
+ * a server owns, as ascending maximal ranges "a-b" or "a" joined by ',';
+ * empty in the modes without a map). The reader takes both.
  *
  * C = MD5(header || MD5(server line 1) || ... || MD5(server line N)), each
  * line with its '\n'. Hashing each server line apart lets a new snapshot
@@ -26,10 +33,13 @@
  */
 
 #define FORMAT_VERSION 1
+#define FORMAT_VERSION_TABLES 2 /* the native table modes */
 #define MAGIC "mcroute-snapshot"
 /* A server line: three fields of up to 255 bytes, each byte possibly
- * written as %XX, and the fixed parts. */
+ * written as %XX, and the fixed parts; plus, in format 2, its map. */
 #define LINE_BUF (3 * 3 * MCR_HOSTNAME_MAX + 256)
+/* Bytes of one range of a map: "16777215-16777215,". */
+#define RANGE_BUF 18
 /* The header: the key prefix (255 bytes as %XX) and fixed parts. */
 #define HEADER_BUF (3 * 256 + 512)
 /* Snapshot files larger than this are refused (10,000 servers take ~2 MB). */
@@ -80,14 +90,20 @@ static char *put_hex64(char *p, uint64_t v)
     return p;
 }
 
+static int format_of(mcr_mode m)
+{
+    return m >= MCR_MODE_JUMP ? FORMAT_VERSION_TABLES : FORMAT_VERSION;
+}
+
 /* The header lines of s into buf (HEADER_BUF bytes); returns the length. */
 static size_t header_text(const mcr_snapshot *s, char *buf)
 {
     const mcr__params *p = &s->params;
+    int format = format_of(p->mode);
     char *o = buf;
 
     o = put_str(o, MAGIC " ");
-    o = put_u64(o, FORMAT_VERSION);
+    o = put_u64(o, (uint64_t)format);
     o = put_str(o, "\nalgorithm ");
     o = put_u64(o, MCR_SNAPSHOT_ALGORITHM);
     o = put_str(o, "\nepoch ");
@@ -112,16 +128,30 @@ static size_t header_text(const mcr_snapshot *s, char *buf)
     } else {
         o = put_str(o, "off");
     }
+    if (format == FORMAT_VERSION_TABLES) {
+        o = put_str(o, "\ntable ");
+        o = put_u64(o, p->table_size);
+    }
     o = put_str(o, "\nservers ");
     o = put_u64(o, s->nservers);
     *o++ = '\n';
     return (size_t)(o - buf);
 }
 
-/* The line of server e of s into buf (LINE_BUF bytes); returns its length. */
+/* The room the line of server e of s needs. */
+static size_t line_cap(const mcr_snapshot *s, const mcr__entry *e)
+{
+    return LINE_BUF + (s->map != NULL ? (size_t)e->owned * RANGE_BUF : 0);
+}
+
+/* The line of server e of s into buf (line_cap() bytes); returns its
+ * length. */
 static size_t server_line(const mcr_snapshot *s, const mcr__entry *e, char *buf)
 {
     char *o = buf;
+    uint64_t points = mcr__mode_kind(s->params.mode) == MCR__KIND_POINTS
+                          ? (uint64_t)e->labels * s->per_label
+                          : e->owned;
 
     o = put_str(o, "server id=");
     o = put_pct(o, e->id, strlen(e->id));
@@ -137,9 +167,29 @@ static size_t server_line(const mcr_snapshot *s, const mcr__entry *e, char *buf)
     o = put_str(o, " state=");
     o = put_str(o, mcr__state_name(e->state));
     o = put_str(o, e->named ? " named=1 points=" : " named=0 points=");
-    o = put_u64(o, (uint64_t)e->labels * s->per_label);
+    o = put_u64(o, points);
     o = put_str(o, " digest=");
     o = put_hex64(o, e->pdigest);
+    if (format_of(s->params.mode) == FORMAT_VERSION_TABLES) {
+        o = put_str(o, " map=");
+        if (s->map != NULL) {
+            size_t i = (size_t)(e - s->servers);
+            const uint32_t *v = s->owned_list + s->owned_start[i];
+            for (uint32_t k = 0; k < e->owned;) {
+                uint32_t j = k;
+                while (j + 1 < e->owned && v[j + 1] == v[j] + 1)
+                    j++;
+                if (k > 0)
+                    *o++ = ',';
+                o = put_u64(o, v[k]);
+                if (j > k) {
+                    *o++ = '-';
+                    o = put_u64(o, v[j]);
+                }
+                k = j + 1;
+            }
+        }
+    }
     *o++ = '\n';
     return (size_t)(o - buf);
 }
@@ -156,8 +206,8 @@ static void hex16(const unsigned char d[16], char out[MCR_SNAPSHOT_CHECKSUM_LEN 
 int mcr__snapshot_digest(mcr_snapshot *s, const mcr_snapshot *old, const long *from,
                          mcr_error *err)
 {
-    char header[HEADER_BUF], line[LINE_BUF];
-    size_t hlen = header_text(s, header);
+    char header[HEADER_BUF], small[LINE_BUF], *line = small;
+    size_t hlen = header_text(s, header), cap = LINE_BUF;
     unsigned char *buf = malloc(hlen + s->nservers * 16);
 
     if (buf == NULL)
@@ -169,10 +219,26 @@ int mcr__snapshot_digest(mcr_snapshot *s, const mcr_snapshot *old, const long *f
         /* Same server (same id, address, zone), same variable fields: same
          * line. The entry was copied from o, digest included. */
         if (o == NULL || o->weight != e->weight || o->state != e->state ||
-            o->labels != e->labels || o->pdigest != e->pdigest)
+            o->labels != e->labels || o->owned != e->owned || o->pdigest != e->pdigest) {
+            if (line_cap(s, e) > cap) {
+                char *big = malloc(line_cap(s, e));
+                if (big == NULL) {
+                    if (line != small)
+                        free(line);
+                    free(buf);
+                    return mcr__error(err, MCR_ERR_NOMEM, "out of memory for the checksum");
+                }
+                if (line != small)
+                    free(line);
+                line = big;
+                cap = line_cap(s, e);
+            }
             mcr_md5(line, server_line(s, e, line), e->ldigest);
+        }
         memcpy(digests + 16 * i, e->ldigest, 16);
     }
+    if (line != small)
+        free(line);
     memcpy(buf, header, hlen);
     unsigned char d[16];
     mcr_md5(buf, hlen + s->nservers * 16, d);
@@ -187,7 +253,8 @@ static int snapshot_text(const mcr_snapshot *s, char **out, size_t *len, mcr_err
     size_t cap = HEADER_BUF + 64, n;
     for (size_t i = 0; i < s->nservers; i++) {
         const mcr__entry *e = &s->servers[i];
-        cap += 3 * (strlen(e->id) + e->host_len + (e->zone ? strlen(e->zone) : 0)) + 160;
+        cap += 3 * (strlen(e->id) + e->host_len + (e->zone ? strlen(e->zone) : 0)) + 170 +
+               (s->map != NULL ? (size_t)e->owned * RANGE_BUF : 0);
     }
     char *t = malloc(cap);
     if (t == NULL)
@@ -435,8 +502,10 @@ static int optional_value(loader *L, const line *l, const char *v, size_t n, boo
     return decode(L, l, v + 6, n - 6, val, vlen);
 }
 
+/* The header: parameters, epoch, server count, and the format, which says
+ * where the server lines start (*first). */
 static int parse_header(loader *L, const line *ls, size_t nl, mcr__params *p, uint64_t *epoch,
-                        size_t *nservers)
+                        size_t *nservers, int *format, size_t *first)
 {
     const char *v, *val;
     size_t n, vlen;
@@ -452,10 +521,14 @@ static int parse_header(loader *L, const line *ls, size_t nl, mcr__params *p, ui
                           L->path);
     if ((rc = number(L, &ls[0], v, n, UINT32_MAX, "format version", &x)) != MCR_OK)
         return rc;
-    if (x != FORMAT_VERSION)
+    if (x != FORMAT_VERSION && x != FORMAT_VERSION_TABLES)
         return mcr__error(L->err, MCR_ERR_UNSUPPORTED,
-                          "%s line 1: snapshot format %llu (this build reads format %d)",
-                          L->path, (unsigned long long)x, FORMAT_VERSION);
+                          "%s line 1: snapshot format %llu (this build reads formats %d and %d)",
+                          L->path, (unsigned long long)x, FORMAT_VERSION, FORMAT_VERSION_TABLES);
+    *format = (int)x;
+    size_t sl = *format == FORMAT_VERSION_TABLES ? 9 : 8; /* the "servers" line */
+    if (nl < sl + 2)
+        return mcr__error(L->err, MCR_ERR_SYNTAX, "%s: truncated: %zu lines", L->path, nl);
     if ((rc = keyword(L, &ls[1], "algorithm", &v, &n)) != MCR_OK ||
         (rc = number(L, &ls[1], v, n, UINT32_MAX, "algorithm", &x)) != MCR_OK)
         return rc;
@@ -472,6 +545,11 @@ static int parse_header(loader *L, const line *ls, size_t nl, mcr__params *p, ui
     snprintf(tmp, sizeof(tmp), "%.*s", (int)(n < 60 ? n : 60), v);
     if (mcr_mode_from_name(tmp, &p->mode) != MCR_OK)
         return bad(L, &ls[3], MCR_ERR_UNKNOWN, "unknown mode", tmp);
+    if (format_of(p->mode) != *format)
+        return bad(L, &ls[3], MCR_ERR_SYNTAX,
+                   *format == FORMAT_VERSION ? "a mode written in format 2, not 1"
+                                             : "a mode written in format 1, not 2",
+                   tmp);
     static const char *const hk[2] = {"hash", "point-hash"};
     for (int h = 0; h < 2; h++) {
         const line *l = &ls[4 + h];
@@ -498,33 +576,48 @@ static int parse_header(loader *L, const line *ls, size_t nl, mcr__params *p, ui
         memcpy(p->prefix, val, vlen);
         p->prefix_len = vlen;
     }
-    if ((rc = keyword(L, &ls[8], "servers", &v, &n)) != MCR_OK ||
-        (rc = number(L, &ls[8], v, n, UINT32_MAX / 2, "server count", &x)) != MCR_OK)
+    if (*format == FORMAT_VERSION_TABLES) {
+        if ((rc = keyword(L, &ls[8], "table", &v, &n)) != MCR_OK ||
+            (rc = number(L, &ls[8], v, n, UINT32_MAX, "table size", &x)) != MCR_OK)
+            return rc;
+        if ((p->mode == MCR_MODE_SLOTS && (x < 1 || x > MCR_SLOTS_MAX)) ||
+            (p->mode == MCR_MODE_MAGLEV &&
+             (x > MCR_MAGLEV_SIZE_MAX || !mcr__is_prime((uint32_t)x))) ||
+            (p->mode != MCR_MODE_SLOTS && p->mode != MCR_MODE_MAGLEV && x != 0))
+            return bad(L, &ls[8], MCR_ERR_RANGE, "table size invalid for the mode", NULL);
+        p->table_size = (uint32_t)x;
+    }
+    if ((rc = keyword(L, &ls[sl], "servers", &v, &n)) != MCR_OK ||
+        (rc = number(L, &ls[sl], v, n, UINT32_MAX / 2, "server count", &x)) != MCR_OK)
         return rc;
     if (x == 0)
-        return bad(L, &ls[8], MCR_ERR_EMPTY, "no servers", NULL);
-    if (x != nl - 10)
+        return bad(L, &ls[sl], MCR_ERR_EMPTY, "no servers", NULL);
+    if (x != nl - sl - 2)
         return mcr__error(L->err, MCR_ERR_SYNTAX,
-                          "%s line 9: %llu servers announced, %zu server lines follow", L->path,
-                          (unsigned long long)x, nl - 10);
+                          "%s line %zu: %llu servers announced, %zu server lines follow", L->path,
+                          sl + 1, (unsigned long long)x, nl - sl - 2);
     *nservers = (size_t)x;
+    *first = sl + 1;
     return MCR_OK;
 }
 
-static int parse_server(loader *L, const line *l, mcr__entry *e)
+/* A server line; in format 2 its map field into [*map, *map + *mapn). */
+static int parse_server(loader *L, const line *l, int format, mcr__entry *e, const char **map,
+                        size_t *mapn)
 {
     static const char *const keys[] = {"id", "host", "port", "weight", "zone",
-                                       "state", "named", "points", "digest"};
-    const char *f[9];
-    size_t fn[9];
+                                       "state", "named", "points", "digest", "map"};
+    const char *f[10];
+    size_t fn[10];
     const char *p = l->p, *end = l->p + l->len;
+    int nf = format == FORMAT_VERSION_TABLES ? 10 : 9;
     uint64_t x;
     int rc;
 
     if (l->len < 7 || memcmp(p, "server ", 7) != 0)
         return bad(L, l, MCR_ERR_SYNTAX, "expected \"server ...\"", NULL);
     p += 7;
-    for (int k = 0; k < 9; k++) {
+    for (int k = 0; k < nf; k++) {
         size_t kl = strlen(keys[k]);
         const char *sp = memchr(p, ' ', (size_t)(end - p));
         const char *fe = sp != NULL ? sp : end;
@@ -533,8 +626,9 @@ static int parse_server(loader *L, const line *l, mcr__entry *e)
             snprintf(want, sizeof(want), "expected \"%s=\" as field %d", keys[k], k + 1);
             return bad(L, l, MCR_ERR_SYNTAX, want, NULL);
         }
-        if ((k < 8) != (sp != NULL))
-            return bad(L, l, MCR_ERR_SYNTAX, k < 8 ? "missing fields" : "extra fields", NULL);
+        if ((k < nf - 1) != (sp != NULL))
+            return bad(L, l, MCR_ERR_SYNTAX, k < nf - 1 ? "missing fields" : "extra fields",
+                       NULL);
         f[k] = p + kl + 1;
         fn[k] = (size_t)(fe - f[k]);
         p = fe + 1;
@@ -574,11 +668,51 @@ static int parse_server(loader *L, const line *l, mcr__entry *e)
         return bad(L, l, MCR_ERR_SYNTAX, "named is 0 or 1", NULL);
     e->named = f[6][0] == '1';
     /* points= and digest= are checked by comparing with the rebuilt text. */
+    *map = nf == 10 ? f[9] : NULL;
+    *mapn = nf == 10 ? fn[9] : 0;
     e->id = e->named ? id : NULL;
     e->host = host;
     e->host_len = hl;
     e->ipv6 = memchr(host, ':', hl) != NULL;
     e->zone = zl > 0 ? zone : NULL;
+    return MCR_OK;
+}
+
+/* The map field of server `idx` (line l): ranges "a-b" or "a" joined by
+ * ','; each number, below nmap, enters map[number] = idx once. */
+static int parse_map(loader *L, const line *l, const char *v, size_t n, uint32_t idx,
+                     uint32_t *map, size_t nmap)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint64_t lo, hi;
+        size_t j = i;
+        while (j < n && v[j] != '-' && v[j] != ',')
+            j++;
+        int rc = number(L, l, v + i, j - i, UINT32_MAX, "map", &lo);
+        if (rc != MCR_OK)
+            return rc;
+        hi = lo;
+        if (j < n && v[j] == '-') {
+            size_t k = ++j;
+            while (j < n && v[j] != ',')
+                j++;
+            if ((rc = number(L, l, v + k, j - k, UINT32_MAX, "map", &hi)) != MCR_OK)
+                return rc;
+            if (hi <= lo)
+                return bad(L, l, MCR_ERR_SYNTAX, "map: a range a-b needs a < b", NULL);
+        }
+        if (hi >= nmap)
+            return bad(L, l, MCR_ERR_RANGE, "map: an entry beyond the table", NULL);
+        for (uint64_t x = lo; x <= hi; x++) {
+            if (map[x] != MCR__HOLE)
+                return bad(L, l, MCR_ERR_DUPLICATE, "map: an entry another server owns", NULL);
+            map[x] = idx;
+        }
+        if (j < n && (++j == n)) /* a trailing ',' */
+            return bad(L, l, MCR_ERR_SYNTAX, "map: a trailing comma", NULL);
+        i = j;
+    }
     return MCR_OK;
 }
 
@@ -620,7 +754,9 @@ int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
     loader L = {path, err, NULL, 0};
     mcr__params p;
     uint64_t epoch;
-    int rc;
+    uint32_t *map = NULL;
+    size_t nmap = 0, first = 0;
+    int rc, format = 0;
 
     if (path == NULL || out == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL path or output");
@@ -688,7 +824,7 @@ int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
         rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading %s", path);
         goto out;
     }
-    rc = parse_header(&L, ls, nl, &p, &epoch, &nservers);
+    rc = parse_header(&L, ls, nl, &p, &epoch, &nservers, &format, &first);
     if (rc != MCR_OK)
         goto out;
 
@@ -706,18 +842,53 @@ int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
         rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading %s", path);
         goto out;
     }
-    for (size_t i = 0; i < nservers; i++) {
-        from[i] = -1;
-        rc = parse_server(&L, &ls[9 + i], &e[i]);
-        if (rc != MCR_OK)
-            goto out;
+    const char **mf = calloc(nservers, sizeof(*mf));
+    size_t *mfn = calloc(nservers, sizeof(*mfn));
+    if (mf == NULL || mfn == NULL) {
+        free(mf);
+        free(mfn);
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading %s", path);
+        goto out;
     }
+    for (size_t i = 0; i < nservers && rc == MCR_OK; i++) {
+        from[i] = -1;
+        rc = parse_server(&L, &ls[first + i], format, &e[i], &mf[i], &mfn[i]);
+        nmap += e[i].weight; /* jump: a bucket a unit of weight */
+    }
+    if (rc == MCR_OK && mcr__mode_has_map(p.mode)) {
+        if (p.mode == MCR_MODE_SLOTS)
+            nmap = p.table_size;
+        if (nmap > MCR__JUMP_BUCKETS_MAX)
+            rc = mcr__error(err, MCR_ERR_RANGE, "%s: a map of %zu entries is too large", path,
+                            nmap);
+        else if ((map = malloc(nmap * sizeof(*map))) == NULL)
+            rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading %s", path);
+        for (size_t b = 0; rc == MCR_OK && b < nmap; b++)
+            map[b] = MCR__HOLE;
+        for (size_t i = 0; i < nservers && rc == MCR_OK; i++)
+            rc = parse_map(&L, &ls[first + i], mf[i], mfn[i], (uint32_t)i, map, nmap);
+        for (size_t b = 0; rc == MCR_OK && b < nmap; b++)
+            if (map[b] == MCR__HOLE)
+                rc = mcr__error(err, MCR_ERR_SYNTAX, "%s: %s %zu is owned by no server", path,
+                                p.mode == MCR_MODE_JUMP ? "bucket" : "slot", b);
+    } else {
+        nmap = 0;
+        for (size_t i = 0; i < nservers && rc == MCR_OK; i++)
+            if (mfn[i] != 0)
+                rc = bad(&L, &ls[first + i], MCR_ERR_SYNTAX, "a map in a mode without one", NULL);
+    }
+    free(mf);
+    free(mfn);
+    if (rc != MCR_OK)
+        goto out;
 
     /* 5. Rebuild and compare. */
     {
         mcr_error e2;
-        rc = mcr__snapshot_build(&p, e, nservers, from, NULL, epoch, true, &snap, &e2);
+        rc = mcr__snapshot_build(&p, e, nservers, from, NULL, epoch, true, map, nmap, &snap,
+                                 &e2);
         e = NULL; /* taken over */
+        map = NULL;
         if (rc != MCR_OK) {
             rc = mcr__error(err, rc, "%s: %s", path, e2.message);
             goto out;
@@ -742,6 +913,7 @@ int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
 out:
     mcr_snapshot_unref(snap);
     free(e);
+    free(map);
     free(from);
     free(ls);
     free(L.scratch);

@@ -34,7 +34,7 @@
  */
 
 /* Seed of the per-server point hash (the "digest" of a server line). */
-#define ROLL_SEED 0x6d63726f75746521ULL /* "mcroute!" */
+#define ROLL_SEED MCR__ROLL_SEED
 /* No ring index: the server is not active. */
 #define NO_RING UINT32_MAX
 /* An old ring index whose server leaves the continuum. */
@@ -136,6 +136,9 @@ static void snapshot_free(mcr_snapshot *s)
     free(s->ring_map);
     free(s->labels);
     free(s->idmap);
+    free(s->map);
+    free(s->owned_start);
+    free(s->owned_list);
     free(s->strings);
     free(s);
 }
@@ -468,19 +471,106 @@ out:
     return rc;
 }
 
+/* Check the map of a map mode against its entries (their weights) and
+ * list what each server owns (s->owned_start, s->owned_list, e->owned,
+ * e->pdigest). */
+static int index_map(mcr_snapshot *s, mcr_error *err)
+{
+    size_t n = s->nservers;
+    uint64_t want = 0;
+
+    if (s->params.mode == MCR_MODE_JUMP) {
+        for (size_t i = 0; i < n; i++)
+            want += s->servers[i].weight;
+    } else {
+        want = s->params.table_size;
+    }
+    if (s->nmap != want || s->nmap == 0)
+        return mcr__error(err, MCR_ERR_INVALID, "%s: %zu %s listed, %llu expected",
+                          mcr_mode_name(s->params.mode), s->nmap,
+                          s->params.mode == MCR_MODE_JUMP ? "buckets" : "slots",
+                          (unsigned long long)want);
+    s->owned_start = calloc(n + 1, sizeof(*s->owned_start));
+    s->owned_list = malloc(s->nmap * sizeof(*s->owned_list));
+    if (s->owned_start == NULL || s->owned_list == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for a map of %zu entries", s->nmap);
+    for (size_t b = 0; b < s->nmap; b++) {
+        if (s->map[b] >= n)
+            return mcr__error(err, MCR_ERR_INVALID, "%s: entry %zu names no server",
+                              mcr_mode_name(s->params.mode), b);
+        s->owned_start[s->map[b] + 1]++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        mcr__entry *x = &s->servers[i];
+        x->owned = s->owned_start[i + 1];
+        if (s->params.mode == MCR_MODE_JUMP && x->owned != x->weight) {
+            char q[80];
+            return mcr__error(err, MCR_ERR_INVALID,
+                              "jump: server \"%s\" of weight %u owns %u buckets",
+                              mcr__quote(q, sizeof(q), x->id, strlen(x->id)), (unsigned)x->weight,
+                              (unsigned)x->owned);
+        }
+        s->owned_start[i + 1] += s->owned_start[i];
+    }
+    uint32_t *at = malloc((n ? n : 1) * sizeof(*at));
+    if (at == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for a map of %zu entries", s->nmap);
+    memcpy(at, s->owned_start, n * sizeof(*at));
+    for (size_t b = 0; b < s->nmap; b++)
+        s->owned_list[at[s->map[b]]++] = (uint32_t)b;
+    free(at);
+    for (size_t i = 0; i < n; i++) {
+        mcr__entry *x = &s->servers[i];
+        x->pdigest = roll_step(ROLL_SEED, s->owned_list + s->owned_start[i], x->owned);
+    }
+    return MCR_OK;
+}
+
+/* "maglev": what each server owns of the ring's table, for its line. */
+static int maglev_owned(mcr_snapshot *s, mcr_error *err)
+{
+    size_t m, n = s->nservers;
+    const uint32_t *t = mcr__ring_table(s->ring, &m);
+    uint32_t *start = calloc(n + 1, sizeof(*start)), *list = malloc((m ? m : 1) * sizeof(*list));
+    if (start == NULL || list == NULL) {
+        free(start);
+        free(list);
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for a table of %zu entries", m);
+    }
+    for (size_t c = 0; c < m; c++)
+        start[s->ring_map[t[c]] + 1]++;
+    for (size_t i = 0; i < n; i++) {
+        s->servers[i].owned = start[i + 1];
+        start[i + 1] += start[i];
+    }
+    for (size_t c = 0; c < m; c++)
+        list[start[s->ring_map[t[c]]]++] = (uint32_t)c;
+    for (size_t i = 0, b = 0; i < n; i++) { /* start[i] is now the end of i */
+        mcr__entry *x = &s->servers[i];
+        x->pdigest = roll_step(ROLL_SEED, list + b, x->owned);
+        b += x->owned;
+    }
+    free(start);
+    free(list);
+    return MCR_OK;
+}
+
 int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const long *from,
-                        const mcr_snapshot *old, uint64_t epoch, bool check, mcr_snapshot **out,
-                        mcr_error *err)
+                        const mcr_snapshot *old, uint64_t epoch, bool check, uint32_t *map,
+                        size_t nmap, mcr_snapshot **out, mcr_error *err)
 {
     mcr_snapshot *s = calloc(1, sizeof(*s));
     mcr__server *rs = NULL;
     mcr__point *pts = NULL;
+    uint32_t *rmap = NULL;
     uint64_t total_weight = 0;
+    uint32_t wmax = mcr__weight_max(p->mode);
     char q[80];
     int rc;
 
     if (s == NULL) {
         entries_free(e, n);
+        free(map);
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for a snapshot");
     }
     atomic_init(&s->refs, 1);
@@ -488,6 +578,8 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
     s->params = *p;
     s->servers = e;
     s->nservers = n;
+    s->map = map;
+    s->nmap = nmap;
     rc = arena_strings(s, err);
     if (rc != MCR_OK)
         goto fail;
@@ -498,20 +590,22 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
     /* Ring indexes, label counts, caches. */
     for (size_t i = 0; i < n; i++) {
         mcr__entry *x = &e[i];
-        if (p->mode == MCR_MODE_STABLE_KETAMA && x->weight > MCR_STABLE_WEIGHT_MAX) {
+        if (x->weight > wmax) {
             rc = mcr__error(err, MCR_ERR_RANGE,
-                            "weight %u of server \"%s\" is above %u, the limit of stable-ketama",
+                            "weight %u of server \"%s\" is above %u, the limit of %s",
                             (unsigned)x->weight, mcr__quote(q, sizeof(q), x->id, strlen(x->id)),
-                            (unsigned)MCR_STABLE_WEIGHT_MAX);
+                            (unsigned)wmax, mcr_mode_name(p->mode));
             goto fail;
         }
         x->ring = NO_RING;
         x->labels = 0;
+        x->owned = 0;
         if (x->state == MCR_STATE_ACTIVE) {
             x->ring = (uint32_t)s->nactive++;
             total_weight += x->weight;
         }
     }
+    s->active_weight = total_weight;
     if (s->nactive == 0) {
         rc = mcr__error(err, MCR_ERR_EMPTY, n == 0 ? "no servers" : "no active server");
         goto fail;
@@ -526,12 +620,41 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
         rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu servers", s->nactive);
         goto fail;
     }
+    if (mcr__mode_has_map(p->mode)) {
+        if (s->map == NULL) { /* the default: every server listed, in order */
+            uint32_t *w = malloc(n * sizeof(*w));
+            if (w == NULL) {
+                rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu servers", n);
+                goto fail;
+            }
+            for (size_t i = 0; i < n; i++)
+                w[i] = e[i].weight;
+            rc = mcr__default_map(p, w, n, &s->map, &s->nmap, err);
+            free(w);
+            if (rc != MCR_OK)
+                goto fail;
+        }
+        if ((rc = index_map(s, err)) != MCR_OK)
+            goto fail;
+        rmap = malloc(s->nmap * sizeof(*rmap));
+        if (rmap == NULL) {
+            rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory for a map of %zu entries", s->nmap);
+            goto fail;
+        }
+        for (size_t b = 0; b < s->nmap; b++)
+            rmap[b] = e[s->map[b]].ring; /* NO_RING is MCR__HOLE */
+    } else if (s->map != NULL) {
+        rc = mcr__error(err, MCR_ERR_INVALID, "internal error: a map for mode %s",
+                        mcr_mode_name(p->mode));
+        goto fail;
+    }
     for (size_t i = 0; i < n; i++) {
         mcr__entry *x = &e[i];
         mcr__server sv;
         entry_server(x, &sv);
         if (x->ring == NO_RING) {
-            x->pdigest = ROLL_SEED;
+            if (!mcr__mode_has_map(p->mode))
+                x->pdigest = ROLL_SEED;
             continue;
         }
         s->ring_map[x->ring] = (uint32_t)i;
@@ -541,7 +664,8 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
                                         &per_label);
         s->per_label = per_label;
         if (per_label == 0) {
-            x->pdigest = ROLL_SEED;
+            if (!mcr__mode_has_map(p->mode))
+                x->pdigest = ROLL_SEED;
             continue;
         }
         if (x->pc == NULL || x->pc->nlabels < want) {
@@ -561,11 +685,15 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
         if (rc != MCR_OK)
             goto fail;
     }
-    rc = mcr__ring_build(p, rs, s->nactive, pts, s->npoints, &s->ring, err);
+    rc = mcr__ring_build(p, rs, s->nactive, pts, s->npoints, rmap, rmap != NULL ? s->nmap : 0,
+                         &s->ring, err);
     pts = NULL; /* taken over by the ring */
+    rmap = NULL;
     if (rc != MCR_OK)
         goto fail;
     s->points = mcr__ring_points(s->ring);
+    if (p->mode == MCR_MODE_MAGLEV && (rc = maglev_owned(s, err)) != MCR_OK)
+        goto fail;
     rc = mcr__snapshot_digest(s, old, from, err);
     if (rc != MCR_OK)
         goto fail;
@@ -575,6 +703,7 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
 fail:
     free(rs);
     free(pts);
+    free(rmap);
     snapshot_free(s);
     return rc;
 }
@@ -609,7 +738,7 @@ int mcr_snapshot_new(const mcr_config *cfg, uint64_t epoch, mcr_snapshot **out, 
         e[i].state = MCR_STATE_ACTIVE;
         from[i] = -1;
     }
-    int rc = mcr__snapshot_build(&p, e, cfg->count, from, NULL, epoch, true, out, err);
+    int rc = mcr__snapshot_build(&p, e, cfg->count, from, NULL, epoch, true, NULL, 0, out, err);
     free(from);
     return rc;
 }
@@ -693,9 +822,41 @@ uint32_t mcr_snapshot_locate(const mcr_snapshot *s, const void *key, size_t len)
     return s->ring_map[mcr_ring_locate(s->ring, key, len)];
 }
 
+size_t mcr_snapshot_table_size(const mcr_snapshot *s)
+{
+    size_t n = 0;
+    if (s == NULL)
+        return 0;
+    if (s->map != NULL)
+        return s->nmap;
+    if (s->params.mode == MCR_MODE_MAGLEV)
+        (void)mcr__ring_table(s->ring, &n);
+    return n;
+}
+
+uint32_t mcr_snapshot_table_entry(const mcr_snapshot *s, size_t i)
+{
+    size_t n;
+    if (s == NULL)
+        return UINT32_MAX;
+    if (s->map != NULL)
+        return i < s->nmap ? s->map[i] : UINT32_MAX;
+    if (s->params.mode != MCR_MODE_MAGLEV)
+        return UINT32_MAX;
+    const uint32_t *t = mcr__ring_table(s->ring, &n);
+    return i < n ? s->ring_map[t[i]] : UINT32_MAX;
+}
+
+uint32_t mcr_snapshot_key_slot(const mcr_snapshot *s, const void *key, size_t len)
+{
+    if (s == NULL || s->params.mode != MCR_MODE_SLOTS || (key == NULL && len > 0))
+        return UINT32_MAX;
+    return (uint32_t)(mcr_ring_hash(s->ring, key, len) % s->nmap);
+}
+
 /* ------------------------------------------------------------ changes */
 
-typedef enum ch_kind { CH_ADD, CH_REMOVE, CH_WEIGHT, CH_STATE } ch_kind;
+typedef enum ch_kind { CH_ADD, CH_REMOVE, CH_WEIGHT, CH_STATE, CH_SLOTS } ch_kind;
 
 typedef struct change {
     ch_kind kind;
@@ -707,6 +868,7 @@ typedef struct change {
     uint32_t weight;     /* add, set weight */
     char *zone;          /* add: NULL for none */
     mcr_server_state state; /* add, set state */
+    uint32_t first, last;   /* move slots: the range, to server `id` */
 } change;
 
 struct mcr_changes {
@@ -848,6 +1010,20 @@ int mcr_changes_set_state(mcr_changes *ch, const char *id, mcr_server_state stat
     return record_id_change(ch, CH_STATE, id, 0, state, err);
 }
 
+int mcr_changes_move_slots(mcr_changes *ch, uint32_t first, uint32_t last, const char *id,
+                           mcr_error *err)
+{
+    if (ch != NULL && id != NULL && (first > last || last >= MCR_SLOTS_MAX))
+        return mcr__error(err, MCR_ERR_RANGE, "slots %u-%u: not a range within 0..%u",
+                          (unsigned)first, (unsigned)last, (unsigned)MCR_SLOTS_MAX - 1);
+    int rc = record_id_change(ch, CH_SLOTS, id, 0, MCR_STATE_ACTIVE, err);
+    if (rc == MCR_OK) {
+        ch->v[ch->n - 1].first = first;
+        ch->v[ch->n - 1].last = last;
+    }
+    return rc;
+}
+
 /* The working list of an apply: entries (live or gone) and two hash sets
  * over them, of ids and of addresses; a gone entry stays in the sets and is
  * skipped by lookups. */
@@ -858,6 +1034,16 @@ typedef struct work {
     size_t n;
     uint32_t *ids, *addrs; /* index + 1, 0 = empty */
     size_t mask;
+    /* The map modes: the map in work indexes. A removed server keeps its
+     * entries until the end of the batch (work_finish_map): a server
+     * re-added under its id takes them back. */
+    uint32_t *map;
+    size_t nmap, map_cap;
+    uint32_t *cnt;         /* jump: buckets of each work index in map */
+    uint32_t *drop;        /* jump: how many of its highest buckets to free
+                              at the end (a lower weight) */
+    bool orphans_ok;       /* slots (the planner): slots left by a removed
+                              server become MCR__HOLE instead of an error */
 } work;
 
 static long work_find_id(const work *w, const char *id)
@@ -868,6 +1054,20 @@ static long work_find_id(const work *w, const char *id)
         if (x == 0)
             return -1;
         if (!w->gone[x - 1] && strcmp(w->e[x - 1].id, id) == 0)
+            return (long)x - 1;
+    }
+}
+
+/* The removed entry with id `id` that still holds buckets, or -1. There is
+ * at most one: re-adding an id takes its buckets. */
+static long work_find_gone(const work *w, const char *id)
+{
+    for (size_t j = (size_t)str_hash(id, strlen(id), FNV_OFFSET) & w->mask;;
+         j = (j + 1) & w->mask) {
+        uint32_t x = w->ids[j];
+        if (x == 0)
+            return -1;
+        if (w->gone[x - 1] && w->cnt[x - 1] > 0 && strcmp(w->e[x - 1].id, id) == 0)
             return (long)x - 1;
     }
 }
@@ -901,6 +1101,39 @@ static void work_insert(work *w, size_t i)
 
 static const char *const state_names[] = {"active", "draining", "down"};
 
+/* jump: give work index i `target` buckets: cancel pending frees, append
+ * new buckets at the end, or free its highest ones at the end. */
+static int jump_set_weight(work *w, size_t i, uint32_t target, size_t k, const char *qid,
+                           mcr_error *err)
+{
+    uint32_t eff = w->cnt[i] - w->drop[i];
+    if (target <= eff) {
+        w->drop[i] += eff - target;
+        return MCR_OK;
+    }
+    uint32_t more = target - eff, back = more < w->drop[i] ? more : w->drop[i];
+    w->drop[i] -= back;
+    more -= back;
+    if (w->nmap + more > MCR__JUMP_BUCKETS_MAX)
+        return mcr__error(err, MCR_ERR_RANGE,
+                          "change %zu: \"%s\": jump would have more than %u buckets", k, qid,
+                          (unsigned)MCR__JUMP_BUCKETS_MAX);
+    if (w->nmap + more > w->map_cap) {
+        size_t cap = w->map_cap ? w->map_cap : 64;
+        while (cap < w->nmap + more)
+            cap *= 2;
+        uint32_t *m = realloc(w->map, cap * sizeof(*m));
+        if (m == NULL)
+            return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu buckets", cap);
+        w->map = m;
+        w->map_cap = cap;
+    }
+    for (uint32_t j = 0; j < more; j++)
+        w->map[w->nmap++] = (uint32_t)i;
+    w->cnt[i] += more;
+    return MCR_OK;
+}
+
 /* Apply change c (number k, 1-based, for messages) to the working list. */
 static int work_apply(work *w, const mcr_snapshot *old, const change *c, size_t k,
                       mcr_error *err)
@@ -917,11 +1150,12 @@ static int work_apply(work *w, const mcr_snapshot *old, const change *c, size_t 
                               "change %zu: add \"%s\": address %s%s%s:%d already present", k, qid,
                               memchr(c->host, ':', c->host_len) ? "[" : "", c->host,
                               memchr(c->host, ':', c->host_len) ? "]" : "", c->port);
-        if (old->params.mode == MCR_MODE_STABLE_KETAMA && c->weight > MCR_STABLE_WEIGHT_MAX)
+        if (c->weight > mcr__weight_max(old->params.mode))
             return mcr__error(err, MCR_ERR_RANGE,
-                              "change %zu: add \"%s\": weight %u is above %u, the limit of "
-                              "stable-ketama",
-                              k, qid, (unsigned)c->weight, (unsigned)MCR_STABLE_WEIGHT_MAX);
+                              "change %zu: add \"%s\": weight %u is above %u, the limit of %s",
+                              k, qid, (unsigned)c->weight,
+                              (unsigned)mcr__weight_max(old->params.mode),
+                              mcr_mode_name(old->params.mode));
         mcr__entry *x = &w->e[w->n];
         memset(x, 0, sizeof(*x));
         x->id = c->id;
@@ -935,11 +1169,25 @@ static int work_apply(work *w, const mcr_snapshot *old, const change *c, size_t 
         x->state = c->state;
         w->from[w->n] = -1;
         w->gone[w->n] = false;
-        work_insert(w, w->n++);
-        return MCR_OK;
+        size_t xi = w->n++;
+        work_insert(w, xi);
+        if (old->params.mode != MCR_MODE_JUMP)
+            return MCR_OK;
+        w->cnt[xi] = w->drop[xi] = 0;
+        long g = work_find_gone(w, c->id);
+        if (g >= 0) { /* back under its id (a new address): its buckets */
+            for (size_t b = 0; b < w->nmap; b++)
+                if (w->map[b] == (uint32_t)g)
+                    w->map[b] = (uint32_t)xi;
+            w->cnt[xi] = w->cnt[g];
+            w->drop[xi] = w->drop[g];
+            w->cnt[g] = w->drop[g] = 0;
+        }
+        return jump_set_weight(w, xi, c->weight, k, qid, err);
     }
     long i = work_find_id(w, c->id);
-    static const char *const verbs[] = {"add", "remove", "set weight of", "set state of"};
+    static const char *const verbs[] = {"add", "remove", "set weight of", "set state of",
+                                        "move slots to"};
     if (i < 0)
         return mcr__error(err, MCR_ERR_UNKNOWN, "change %zu: %s \"%s\": no server has this id", k,
                           verbs[c->kind], qid);
@@ -948,12 +1196,27 @@ static int work_apply(work *w, const mcr_snapshot *old, const change *c, size_t 
         w->gone[i] = true;
         break;
     case CH_WEIGHT:
-        if (old->params.mode == MCR_MODE_STABLE_KETAMA && c->weight > MCR_STABLE_WEIGHT_MAX)
+        if (c->weight > mcr__weight_max(old->params.mode))
             return mcr__error(err, MCR_ERR_RANGE,
-                              "change %zu: set weight of \"%s\": %u is above %u, the limit of "
-                              "stable-ketama",
-                              k, qid, (unsigned)c->weight, (unsigned)MCR_STABLE_WEIGHT_MAX);
+                              "change %zu: set weight of \"%s\": %u is above %u, the limit of %s",
+                              k, qid, (unsigned)c->weight,
+                              (unsigned)mcr__weight_max(old->params.mode),
+                              mcr_mode_name(old->params.mode));
         w->e[i].weight = c->weight;
+        if (old->params.mode == MCR_MODE_JUMP)
+            return jump_set_weight(w, (size_t)i, c->weight, k, qid, err);
+        break;
+    case CH_SLOTS:
+        if (old->params.mode != MCR_MODE_SLOTS)
+            return mcr__error(err, MCR_ERR_INVALID,
+                              "change %zu: move slots to \"%s\": the mode is %s, not slots", k,
+                              qid, mcr_mode_name(old->params.mode));
+        if (c->last >= w->nmap)
+            return mcr__error(err, MCR_ERR_RANGE,
+                              "change %zu: move slots %u-%u to \"%s\": there are %zu slots", k,
+                              (unsigned)c->first, (unsigned)c->last, qid, w->nmap);
+        for (uint32_t sl = c->first; sl <= c->last; sl++)
+            w->map[sl] = (uint32_t)i;
         break;
     default:
         w->e[i].state = c->state;
@@ -962,61 +1225,273 @@ static int work_apply(work *w, const mcr_snapshot *old, const change *c, size_t 
     return MCR_OK;
 }
 
+/* The end of a batch for the map modes. jump: the buckets of removed
+ * servers and those a lower weight drops are freed, highest first, each by
+ * moving the last bucket's server into it and dropping the last bucket.
+ * slots: a slot of a removed server goes to the server re-added under its
+ * id, or is an error (a hole for the planner). */
+static int work_finish_map(work *w, const mcr_snapshot *old, mcr_error *err)
+{
+    char q[80];
+
+    if (old->params.mode == MCR_MODE_JUMP) {
+        for (size_t i = 0; i < w->n; i++)
+            if (w->gone[i])
+                w->drop[i] = w->cnt[i];
+        bool *freed = calloc(w->nmap ? w->nmap : 1, sizeof(*freed));
+        if (freed == NULL)
+            return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu buckets", w->nmap);
+        for (size_t b = w->nmap; b-- > 0;) {
+            uint32_t i = w->map[b];
+            if (w->drop[i] > 0) {
+                freed[b] = true;
+                w->drop[i]--;
+            }
+        }
+        /* Descending: every freed bucket above b is gone or refilled
+         * already, so the last bucket, when above b, is one to keep. */
+        size_t n = w->nmap;
+        for (size_t b = w->nmap; b-- > 0;) {
+            if (!freed[b])
+                continue;
+            if (b != n - 1)
+                w->map[b] = w->map[n - 1];
+            n--;
+        }
+        w->nmap = n;
+        free(freed);
+        return MCR_OK;
+    }
+    if (old->params.mode != MCR_MODE_SLOTS)
+        return MCR_OK;
+    long *heir = malloc((w->n ? w->n : 1) * sizeof(*heir));
+    if (heir == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu servers", w->n);
+    for (size_t i = 0; i < w->n; i++)
+        heir[i] = w->gone[i] ? work_find_id(w, w->e[i].id) : (long)i;
+    int rc = MCR_OK;
+    for (size_t sl = 0; sl < w->nmap && rc == MCR_OK; sl++) {
+        uint32_t i = w->map[sl];
+        if (i == MCR__HOLE || heir[i] >= 0) {
+            if (i != MCR__HOLE)
+                w->map[sl] = (uint32_t)heir[i];
+            continue;
+        }
+        if (w->orphans_ok) {
+            w->map[sl] = MCR__HOLE;
+            continue;
+        }
+        size_t end = sl;
+        while (end + 1 < w->nmap && w->map[end + 1] == i)
+            end++;
+        rc = mcr__error(err, MCR_ERR_INVALID,
+                        "slots %zu-%zu belong to \"%s\", which the changes remove: move its "
+                        "slots to other servers first (mcr_changes_move_slots, mcr_slots_plan)",
+                        sl, end, mcr__quote(q, sizeof(q), w->e[i].id, strlen(w->e[i].id)));
+    }
+    free(heir);
+    return rc;
+}
+
+static void work_release(work *w)
+{
+    free(w->e);
+    free(w->from);
+    free(w->gone);
+    free(w->ids);
+    free(w->addrs);
+    free(w->map);
+    free(w->cnt);
+    free(w->drop);
+    memset(w, 0, sizeof(*w));
+}
+
+/* The working list of `old` with the changes of `ch` applied (entries not
+ * compacted: removed ones are marked gone). */
+static int work_run(const mcr_snapshot *old, const mcr_changes *ch, bool orphans_ok, work *w,
+                    mcr_error *err)
+{
+    size_t adds = 0, cap;
+    int rc = MCR_OK;
+
+    memset(w, 0, sizeof(*w));
+    w->orphans_ok = orphans_ok;
+    for (size_t k = 0; k < ch->n; k++)
+        adds += ch->v[k].kind == CH_ADD;
+    cap = old->nservers + adds;
+    w->e = malloc((cap > 0 ? cap : 1) * sizeof(*w->e));
+    w->from = malloc((cap > 0 ? cap : 1) * sizeof(*w->from));
+    w->gone = malloc((cap > 0 ? cap : 1) * sizeof(*w->gone));
+    w->mask = map_cap(cap) - 1;
+    w->ids = calloc(w->mask + 1, sizeof(*w->ids));
+    w->addrs = calloc(w->mask + 1, sizeof(*w->addrs));
+    bool has_map = mcr__mode_has_map(old->params.mode);
+    if (has_map) {
+        w->map_cap = old->nmap;
+        w->map = malloc((old->nmap ? old->nmap : 1) * sizeof(*w->map));
+        w->cnt = calloc(cap > 0 ? cap : 1, sizeof(*w->cnt));
+        w->drop = calloc(cap > 0 ? cap : 1, sizeof(*w->drop));
+    }
+    if (w->e == NULL || w->from == NULL || w->gone == NULL || w->ids == NULL ||
+        w->addrs == NULL || (has_map && (w->map == NULL || w->cnt == NULL || w->drop == NULL)))
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory applying changes");
+    memcpy(w->e, old->servers, old->nservers * sizeof(*w->e));
+    for (size_t i = 0; i < old->nservers; i++) {
+        w->from[i] = (long)i;
+        w->gone[i] = false;
+        work_insert(w, i);
+        if (has_map)
+            w->cnt[i] = old->servers[i].owned;
+    }
+    w->n = old->nservers;
+    if (has_map) {
+        memcpy(w->map, old->map, old->nmap * sizeof(*w->map));
+        w->nmap = old->nmap;
+    }
+    for (size_t k = 0; k < ch->n && rc == MCR_OK; k++)
+        rc = work_apply(w, old, &ch->v[k], k + 1, err);
+    if (rc == MCR_OK && has_map)
+        rc = work_finish_map(w, old, err);
+    return rc;
+}
+
 int mcr_snapshot_apply(const mcr_snapshot *old, const mcr_changes *ch, mcr_snapshot **out,
                        mcr_error *err)
 {
-    work w = {0};
-    size_t adds = 0, cap;
-    int rc = MCR_OK;
+    work w;
+    int rc;
 
     if (old == NULL || ch == NULL || out == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL snapshot, changes or output");
     if (old->epoch == UINT64_MAX)
         return mcr__error(err, MCR_ERR_RANGE, "epoch %llu cannot grow",
                           (unsigned long long)old->epoch);
-    for (size_t k = 0; k < ch->n; k++)
-        adds += ch->v[k].kind == CH_ADD;
-    cap = old->nservers + adds;
-    w.e = malloc((cap > 0 ? cap : 1) * sizeof(*w.e));
-    w.from = malloc((cap > 0 ? cap : 1) * sizeof(*w.from));
-    w.gone = malloc((cap > 0 ? cap : 1) * sizeof(*w.gone));
-    w.mask = map_cap(cap) - 1;
-    w.ids = calloc(w.mask + 1, sizeof(*w.ids));
-    w.addrs = calloc(w.mask + 1, sizeof(*w.addrs));
-    if (w.e == NULL || w.from == NULL || w.gone == NULL || w.ids == NULL || w.addrs == NULL) {
-        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory applying changes");
-        goto out;
-    }
-    memcpy(w.e, old->servers, old->nservers * sizeof(*w.e));
-    for (size_t i = 0; i < old->nservers; i++) {
-        w.from[i] = (long)i;
-        w.gone[i] = false;
-        work_insert(&w, i);
-    }
-    w.n = old->nservers;
-    for (size_t k = 0; k < ch->n && rc == MCR_OK; k++)
-        rc = work_apply(&w, old, &ch->v[k], k + 1, err);
+    rc = work_run(old, ch, false, &w, err);
     if (rc != MCR_OK)
         goto out;
 
-    /* Compact: the build takes the entries (and a reference to each cache). */
+    /* Compact: the build takes the entries (and a reference to each cache)
+     * and the map, renumbered. */
+    uint32_t *newidx = w.map != NULL ? malloc((w.n ? w.n : 1) * sizeof(*newidx)) : NULL;
+    if (w.map != NULL && newidx == NULL) {
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory applying changes");
+        goto out;
+    }
     size_t n = 0;
     for (size_t i = 0; i < w.n; i++) {
         if (w.gone[i])
             continue;
+        if (newidx != NULL)
+            newidx[i] = (uint32_t)n;
         w.e[n] = w.e[i];
         w.from[n] = w.from[i];
         pcache_ref(w.e[n].pc);
         n++;
     }
-    rc = mcr__snapshot_build(&old->params, w.e, n, w.from, old, old->epoch + 1, false, out, err);
+    for (size_t b = 0; b < w.nmap; b++)
+        w.map[b] = newidx[w.map[b]];
+    free(newidx);
+    rc = mcr__snapshot_build(&old->params, w.e, n, w.from, old, old->epoch + 1, false, w.map,
+                             w.nmap, out, err);
     w.e = NULL; /* taken over */
+    w.map = NULL;
 out:
-    free(w.e);
-    free(w.from);
-    free(w.gone);
-    free(w.ids);
-    free(w.addrs);
+    work_release(&w);
+    return rc;
+}
+
+/* ------------------------------------------------------------ slot plans */
+
+int mcr_slots_plan(const mcr_snapshot *snap, mcr_changes *ch, size_t *moved, mcr_error *err)
+{
+    work w;
+    uint32_t *weight = NULL, *quota = NULL, *have = NULL, *give = NULL;
+    size_t nmoved = 0, recorded;
+    int rc;
+
+    if (snap == NULL || ch == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL snapshot or changes");
+    recorded = ch->n;
+    if (snap->params.mode != MCR_MODE_SLOTS)
+        return mcr__error(err, MCR_ERR_INVALID, "the snapshot's mode is %s, not slots",
+                          mcr_mode_name(snap->params.mode));
+    rc = work_run(snap, ch, true, &w, err);
+    if (rc != MCR_OK)
+        goto out;
+    size_t n = w.n ? w.n : 1;
+    weight = calloc(n, sizeof(*weight));
+    quota = calloc(n, sizeof(*quota));
+    have = calloc(n, sizeof(*have));
+    give = malloc(w.nmap * sizeof(*give));
+    if (weight == NULL || quota == NULL || have == NULL || give == NULL) {
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory planning slot moves");
+        goto out;
+    }
+    /* Quotas by weight among the servers that stay and are not draining
+     * (a DOWN server keeps its share: the fallback serves it meanwhile). */
+    size_t eligible = 0;
+    for (size_t i = 0; i < w.n; i++)
+        if (!w.gone[i] && w.e[i].state != MCR_STATE_DRAINING) {
+            weight[i] = w.e[i].weight;
+            eligible++;
+        }
+    if (eligible == 0) {
+        rc = mcr__error(err, MCR_ERR_EMPTY, "no server left to own the slots");
+        goto out;
+    }
+    if (mcr__quotas(weight, w.n, (uint32_t)w.nmap, quota) != MCR_OK) {
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory planning slot moves");
+        goto out;
+    }
+    for (size_t sl = 0; sl < w.nmap; sl++)
+        if (w.map[sl] != MCR__HOLE)
+            have[w.map[sl]]++;
+    /* Donors give their highest slots beyond their quota; slots without an
+     * owner go too. give[sl]: MCR__HOLE for a slot that stays. */
+    for (size_t sl = w.nmap; sl-- > 0;) {
+        uint32_t i = w.map[sl];
+        give[sl] = MCR__HOLE;
+        if (i == MCR__HOLE || have[i] > quota[i]) {
+            give[sl] = 0;
+            if (i != MCR__HOLE)
+                have[i]--;
+        }
+    }
+    /* Receivers, in snapshot order, take the donated slots in ascending
+     * order until their quota: consecutive slots to one server, one move. */
+    size_t r = 0;
+    for (size_t sl = 0; sl < w.nmap; sl++) {
+        if (give[sl] == MCR__HOLE)
+            continue;
+        while (r < w.n && have[r] >= quota[r])
+            r++;
+        if (r == w.n) { /* cannot happen: quotas add up to the slot count */
+            rc = mcr__error(err, MCR_ERR_INVALID, "internal error: slot %zu has no taker", sl);
+            goto out;
+        }
+        give[sl] = (uint32_t)r;
+        have[r]++;
+        nmoved++;
+    }
+    for (size_t sl = 0; sl < w.nmap && rc == MCR_OK; sl++) {
+        if (give[sl] == MCR__HOLE)
+            continue;
+        size_t end = sl;
+        while (end + 1 < w.nmap && give[end + 1] == give[sl])
+            end++;
+        rc = mcr_changes_move_slots(ch, (uint32_t)sl, (uint32_t)end, w.e[give[sl]].id, err);
+        sl = end;
+    }
+    if (rc == MCR_OK && moved != NULL)
+        *moved = nmoved;
+    while (rc != MCR_OK && ch->n > recorded) /* nothing half done */
+        change_free(&ch->v[--ch->n]);
+out:
+    free(weight);
+    free(quota);
+    free(have);
+    free(give);
+    work_release(&w);
     return rc;
 }
 

@@ -28,8 +28,11 @@ typedef struct mcr__entry {
     uint32_t zone_no;    /* 0: none, else 1..nzones */
     uint32_t ring;       /* ring index, UINT32_MAX unless ACTIVE */
     uint32_t labels;     /* labels in the continuum (0 unless ACTIVE) */
+    uint32_t owned;      /* table modes: buckets (jump), slots of the map
+                            (slots), table entries (maglev) it owns */
     mcr__pcache *pc;     /* one reference, or NULL (never active yet) */
-    uint64_t pdigest;    /* hash of its point values in the continuum */
+    uint64_t pdigest;    /* hash of its point values in the continuum, or
+                            of the numbers of what it owns (table modes) */
     unsigned char ldigest[16]; /* MD5 of its line of the canonical text */
 } mcr__entry;
 
@@ -50,6 +53,13 @@ struct mcr_snapshot {
     uint32_t *idmap;         /* open addressing over ids: index + 1 */
     size_t idmap_mask;
     size_t nzones;
+    uint64_t active_weight;  /* total weight of the ACTIVE servers */
+    uint32_t *map;           /* "jump": bucket -> snapshot index; "slots":
+                                slot -> snapshot index (any state) */
+    size_t nmap;
+    uint32_t *owned_start;   /* map modes: server i owns owned_list[... */
+    uint32_t *owned_list;    /* ...owned_start[i] .. owned_start[i+1]),
+                                ascending: its buckets or slots */
     char *strings;           /* ids, hosts, zones */
     char checksum[MCR_SNAPSHOT_CHECKSUM_LEN + 1];
 };
@@ -58,11 +68,19 @@ struct mcr_snapshot {
  * with their cache references) with parameters p and `epoch`. `from[i]` is
  * the index in `old` of the server e[i] continues, or -1; `old` may be NULL
  * (then every from[i] is -1). With `check`, duplicate ids and addresses are
- * refused (an apply has checked them). Errors: MCR_ERR_EMPTY,
- * MCR_ERR_DUPLICATE, MCR_ERR_RANGE, MCR_ERR_NOMEM. */
+ * refused (an apply has checked them). `map` (nmap entries, indexes into
+ * e) is the bucket or slot map of "jump" and "slots", taken over in every
+ * case; NULL gives the default map (mcr__default_map); other modes take
+ * NULL. A map that breaks the mode's rules (jump: server i owns exactly
+ * weight buckets; slots: nmap is the slot count; every entry names a
+ * server) is MCR_ERR_INVALID. Errors: MCR_ERR_EMPTY, MCR_ERR_DUPLICATE,
+ * MCR_ERR_RANGE, MCR_ERR_INVALID, MCR_ERR_NOMEM. */
 int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const long *from,
-                        const mcr_snapshot *old, uint64_t epoch, bool check, mcr_snapshot **out,
-                        mcr_error *err);
+                        const mcr_snapshot *old, uint64_t epoch, bool check, uint32_t *map,
+                        size_t nmap, mcr_snapshot **out, mcr_error *err);
+
+/* The seed of the roll digests (the "digest" of a server line). */
+#define MCR__ROLL_SEED 0x6d63726f75746521ULL /* "mcroute!" */
 
 /* Fill the line digests of s's servers (reused from `old` for servers that
  * did not change) and its checksum. MCR_OK or MCR_ERR_NOMEM. */
