@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "mcroute.h"
+#include "mcroute_snapshot.h"
 #include "clirun.h"
 #include "testutil.h"
 
@@ -326,6 +327,48 @@ START_TEST(stats_modula_shares)
         table_free(&t);
         run_free(&st);
         mcr_ring_free(ring);
+    }
+}
+END_TEST
+
+/* Table modes: each server's table entries, counted here from the
+ * snapshot the same servers make, are the points column and the share. */
+START_TEST(stats_table_modes)
+{
+    const char *list = "a:1:1,b:2:3,c:3:2";
+    const char *modes[] = {"maglev", "slots", "jump", "rendezvous"};
+    for (int m = 0; m < 4; m++) {
+        mcr_config *cfg = mcr_config_new();
+        mcr_mode mode;
+        ck_assert_int_eq(mcr_mode_from_name(modes[m], &mode), MCR_OK);
+        ck_assert_int_eq(mcr_config_set_mode(cfg, mode), MCR_OK);
+        ck_assert_int_eq(mcr_config_add_servers(cfg, list, NULL), MCR_OK);
+        mcr_snapshot *snap = NULL;
+        ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &snap, NULL), MCR_OK);
+        size_t t = mcr_snapshot_table_size(snap), n = mcr_snapshot_server_count(snap);
+        size_t entries[3] = {0};
+        for (size_t i = 0; i < t; i++)
+            entries[mcr_snapshot_table_entry(snap, i)]++;
+
+        run st = run_cli(NULL, 0, ARGS("stats", "-s", list, "-m", modes[m]));
+        ck_assert_msg(st.status == 0, "%s", st.err);
+        table tb;
+        table_parse(&tb, st.out);
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            int r = table_row(&tb, "[servers]", (int)i);
+            double want = m == 3 ? (double)(i == 0 ? 1 : i == 1 ? 3 : 2) / 6.0
+                                 : (double)entries[i] / (double)t;
+            ck_assert_uint_eq(strtoull(tb.f[r][2], NULL, 10), m == 3 ? 0 : entries[i]);
+            ck_assert_near(strtod(tb.f[r][3], NULL), want, PRINTED);
+            sum += strtod(tb.f[r][3], NULL);
+        }
+        ck_assert_near(sum, 1.0, 1e-9);
+        ck_assert_str_eq(table_value(&tb, "[ring]", "mode"), modes[m]);
+        table_free(&tb);
+        run_free(&st);
+        mcr_snapshot_unref(snap);
+        mcr_config_free(cfg);
     }
 }
 END_TEST
@@ -853,6 +896,7 @@ static Suite *cli_stats_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, stats_ring_shares_match_dump);
     tcase_add_test(tc, stats_modula_shares);
+    tcase_add_test(tc, stats_table_modes);
     tcase_add_test(tc, stats_keys_match_locate);
     tcase_add_test(tc, stats_edge_cases);
     tcase_add_test(tc, json_strings_escaped);

@@ -82,7 +82,8 @@ static const char usage_main[] =
     "  -m, --mode MODE             with -s/-f: ketama (default, libketama),\n"
     "                              stable-ketama, consistent, weighted, spy,\n"
     "                              spy-weighted, modula, twemproxy-ketama,\n"
-    "                              twemproxy-modula\n"
+    "                              twemproxy-modula, jump, rendezvous, maglev,\n"
+    "                              slots, bounded\n"
     "      --hash NAME             with -s/-f: key hash (default md5 for ketama,\n"
     "                              weighted, spy-weighted; fnv1a_64 for twemproxy-*;\n"
     "                              'default' otherwise)\n"
@@ -496,7 +497,8 @@ static mcr_config *config_from_list(const char *list, const char *file, const cl
 
     if (src->mode != NULL && mcr_mode_from_name(src->mode, &mode) != MCR_OK)
         cli_die("unknown mode '%s' (known: ketama stable-ketama consistent weighted spy "
-            "spy-weighted modula twemproxy-ketama twemproxy-modula)",
+            "spy-weighted modula twemproxy-ketama twemproxy-modula jump rendezvous maglev "
+            "slots bounded)",
             src->mode);
     mcr_hash hash = src->hash ? parse_hash(src->hash) : default_hash_for(mode);
     mcr_config *cfg = mcr_config_new();

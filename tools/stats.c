@@ -119,6 +119,50 @@ static void ring_counts(const mcr_ring *r, uint64_t *count, size_t *points)
     }
 }
 
+static void *xcalloc(size_t n, size_t size);
+
+/* The native table modes have no points: a server's share of the hash space
+ * is its share of the table (maglev entries, slots, jump buckets), which
+ * the "points" column counts; rendezvous has neither, and its share is its
+ * model's, the server's share of the weights. Returns 0 for the other
+ * modes (ring_counts() applies), 1 when share[] and points[] were set. */
+static int table_shares(const cli_source *src, const cli_placement *pl, double *share,
+                        size_t *points, size_t n)
+{
+    mcr_mode m = mcr_ring_mode(pl->ring);
+    if (m != MCR_MODE_JUMP && m != MCR_MODE_RENDEZVOUS && m != MCR_MODE_MAGLEV &&
+        m != MCR_MODE_SLOTS)
+        return 0;
+    if (m == MCR_MODE_RENDEZVOUS) {
+        double total = 0;
+        for (size_t i = 0; i < n; i++)
+            total += mcr_ring_server_weight(pl->ring, i);
+        for (size_t i = 0; i < n; i++)
+            share[i] = mcr_ring_server_weight(pl->ring, i) / total;
+        return 1;
+    }
+    mcr_snapshot *snap = pl->snap != NULL ? mcr_snapshot_ref(pl->snap) : cli_build_snapshot(src);
+    size_t ns = mcr_snapshot_server_count(snap), t = mcr_snapshot_table_size(snap);
+    uint32_t *ring_of = xcalloc(ns ? ns : 1, sizeof(*ring_of));
+    for (size_t i = 0; i < ns; i++)
+        ring_of[i] = UINT32_MAX;
+    for (size_t r = 0; r < n; r++) {
+        uint32_t si = mcr_snapshot_ring_server(snap, (uint32_t)r);
+        if (si < ns)
+            ring_of[si] = (uint32_t)r;
+    }
+    for (size_t i = 0; i < t; i++) {
+        uint32_t e = mcr_snapshot_table_entry(snap, i);
+        if (e < ns && ring_of[e] != UINT32_MAX)
+            points[ring_of[e]]++;
+    }
+    for (size_t r = 0; r < n; r++)
+        share[r] = t ? (double)points[r] / (double)t : 0.0;
+    free(ring_of);
+    mcr_snapshot_unref(snap);
+    return 1;
+}
+
 /* Whether the mode places by weight (the expected shares follow weights). */
 static int mode_uses_weights(mcr_mode m)
 {
@@ -247,13 +291,16 @@ int cli_cmd_stats(int argc, char **argv)
     st.keys = xcalloc(st.n, sizeof(*st.keys));
     st.key_share = xcalloc(st.n, sizeof(*st.key_share));
 
-    ring_counts(pl.ring, st.hash_values, st.points);
+    int table = table_shares(&src, &pl, st.ring_share, st.points, st.n);
+    if (!table)
+        ring_counts(pl.ring, st.hash_values, st.points);
     double total_weight = 0;
     for (size_t i = 0; i < st.n; i++)
         total_weight += mcr_ring_server_weight(pl.ring, i);
     int weighted = mode_uses_weights(mcr_ring_mode(pl.ring));
     for (size_t i = 0; i < st.n; i++) {
-        st.ring_share[i] = (double)st.hash_values[i] / HASH_SPACE;
+        if (!table)
+            st.ring_share[i] = (double)st.hash_values[i] / HASH_SPACE;
         st.expected[i] = weighted ? mcr_ring_server_weight(pl.ring, i) / total_weight
                                   : 1.0 / (double)st.n;
     }
