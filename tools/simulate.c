@@ -1621,8 +1621,11 @@ int cli_simulate(int argc, char **argv)
     server_list_from(&before, base_snapshot(&o));
     mcr_changes *ch = make_changes(&o, &before);
     mcr_snapshot *after_snap = NULL;
-    if (mcr_snapshot_apply(before.snap, ch, &after_snap, &err) != MCR_OK)
+    if (mcr_snapshot_apply(before.snap, ch, &after_snap, &err) != MCR_OK) {
+        if (err.code == MCR_ERR_EMPTY)
+            cli_die("simulate: the change leaves no active server");
         cli_die("simulate: %s", err.message);
+    }
     mcr_changes_free(ch);
     server_list_from(&after, after_snap);
 
