@@ -41,10 +41,10 @@ static int table_row(const char *out, const char *section, const char *mode, dou
     return 0;
 }
 
-/* Moved table: keys, bytes, requests, ideal, keys/ideal. */
-static void moved(const char *out, const char *mode, double v[5])
+/* Moved table: keys, bytes, requests, ideal, keys/ideal, stray. */
+static void moved(const char *out, const char *mode, double v[6])
 {
-    ck_assert_int_eq(table_row(out, "Moved by the change", mode, v, 5), 5);
+    ck_assert_int_eq(table_row(out, "Moved by the change", mode, v, 6), 6);
 }
 
 static run simulate_ok(const char *const *argv)
@@ -106,6 +106,12 @@ START_TEST(add_one_server)
     ck_assert_msg(v[0] > ideal - 0.01 && v[0] < ideal + 0.01, "rendezvous moved %f", v[0]);
     moved(r.out, "slots", v);
     ck_assert_msg(v[0] > ideal - 0.01 && v[0] < ideal + 0.01, "slots moved %f", v[0]);
+    /* keys only go to the new server, except maglev's few */
+    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+        moved(r.out, modes[i], v);
+        ck_assert_msg(strcmp(modes[i], "maglev") == 0 ? v[5] < 0.01 : v[5] == 0, "%s stray %f",
+                      modes[i], v[5]);
+    }
     /* maglev: near, a few percent above at most */
     moved(r.out, "maglev", v);
     ck_assert_msg(v[0] > ideal - 0.01 && v[0] < 1.15 * ideal + 0.01, "maglev moved %f", v[0]);
@@ -114,7 +120,7 @@ START_TEST(add_one_server)
                       strstr(r.out, "slots: the plan moved 1490 of 16384 slots"),
                   "%s", r.out);
     /* ketama and stable-ketama label servers alike with equal weights */
-    double k[5], s[5];
+    double k[6], s[6];
     moved(r.out, "ketama", k);
     moved(r.out, "stable-ketama", s);
     ck_assert(k[0] == s[0]);
@@ -139,11 +145,13 @@ START_TEST(remove_and_weights)
     run r = simulate_ok(ARGS("simulate", "-n", "10", "--remove", "10.0.0.3:11211", "--keys",
                              KEYS, "--modes", "jump,rendezvous,slots,stable-ketama", "--sweep",
                              "0"));
-    double v[5];
+    double v[6];
     moved(r.out, "jump", v);
     ck_assert_msg(v[4] > 1.5 && v[4] < 2.3, "jump keys/ideal %f", v[4]);
+    /* the keys of the dropped last bucket: about 1/10, between servers that stay */
+    ck_assert_msg(v[5] > 0.05 && v[5] < 0.15, "jump stray %f", v[5]);
     moved(r.out, "rendezvous", v);
-    ck_assert_msg(v[4] > 0.9 && v[4] < 1.1, "rendezvous keys/ideal %f", v[4]);
+    ck_assert_msg(v[4] > 0.9 && v[4] < 1.1 && v[5] == 0, "rendezvous %f %f", v[4], v[5]);
     moved(r.out, "slots", v);
     ck_assert_msg(v[3] > 0.1 - 1e-6 && v[3] < 0.1 + 1e-6 && v[0] > 0.09 && v[0] < 0.11,
                   "slots %f %f", v[0], v[3]);
@@ -156,16 +164,18 @@ START_TEST(remove_and_weights)
     moved(r.out, "stable-ketama", v);
     ck_assert_msg(v[3] > 0.0818 && v[3] < 0.0819, "ideal %f", v[3]);
     ck_assert_msg(v[4] > 0.8 && v[4] < 1.2, "stable-ketama keys/ideal %f", v[4]);
+    ck_assert_msg(v[5] == 0, "stable-ketama stray %f", v[5]);
     moved(r.out, "ketama", v);
-    ck_assert_msg(v[4] > 1.2, "ketama keys/ideal %f", v[4]);
+    ck_assert_msg(v[4] > 1.2 && v[5] > 0.02, "ketama keys/ideal %f, stray %f", v[4], v[5]);
     run_free(&r);
 
     /* A failed server: its share, and jump keeps the others' keys. */
     r = simulate_ok(ARGS("simulate", "-n", "8", "--fail", "10.0.0.5:11211", "--keys", KEYS,
                          "--modes", "jump,maglev", "--sweep", "0"));
     moved(r.out, "jump", v);
-    ck_assert_msg(v[3] > 0.125 - 1e-6 && v[3] < 0.125 + 1e-6 && v[4] > 0.9 && v[4] < 1.1,
-                  "jump %f %f", v[3], v[4]);
+    ck_assert_msg(v[3] > 0.125 - 1e-6 && v[3] < 0.125 + 1e-6 && v[4] > 0.9 && v[4] < 1.1 &&
+                      v[5] == 0,
+                  "jump %f %f %f", v[3], v[4], v[5]);
     run_free(&r);
 }
 END_TEST
@@ -312,7 +322,7 @@ START_TEST(json_and_svg_parse)
     /* the text output of the same run names all 14 modes too */
     run t = simulate_ok(ARGS("simulate", "-f", sf, "--fail-zone", "b", "--keys", "2000",
                              "--requests", "2000", "--modes", "all", "--sweep", "0"));
-    double v[5];
+    double v[6];
     moved(t.out, "twemproxy-modula", v);
     moved(t.out, "consistent", v);
     ck_assert_msg(v[3] > 0.4 - 1e-6 && v[3] < 0.4 + 1e-6, "consistent ideal %f", v[3]);

@@ -793,6 +793,8 @@ typedef struct mode_run {
     mcr_hash hash;
     double ideal;                      /* share that must move */
     double moved[M_COUNT];             /* share that moved */
+    double stray;                      /* share of keys moved where no minimal
+                                          placement moves any (see run_mode) */
     size_t slots_moved, slot_count;    /* slots: what the plan moved */
     balance before[M_COUNT], after[M_COUNT];
     size_t nafter;                     /* servers listed after the change */
@@ -1041,28 +1043,40 @@ static void run_mode(const sim_opts *o, const workload *w, const server_list *be
         mcr_snapshot_server(before, i, &d);
         map[i] = mcr_snapshot_find(after, d.id);
     }
-    double mk = 0, mb = 0, mr = 0;
+    /* The ideal: the expected shares that change, matched by id. A minimal
+     * placement moves keys only from servers whose share falls to servers
+     * whose share rises; any other move is stray. */
+    double *eb = xcalloc(nb, sizeof(*eb)), *ea = xcalloc(na, sizeof(*ea));
+    expected_shares(before, r->mode, eb);
+    expected_shares(after, r->mode, ea);
+    bool *falls = xcalloc(nb, sizeof(*falls)), *rises = xcalloc(na, sizeof(*rises));
+    double ideal = 0;
+    for (size_t j = 0; j < na; j++)
+        rises[j] = ea[j] > 0; /* a server new to the list rises from 0 */
+    for (size_t i = 0; i < nb; i++) {
+        double later = map[i] >= 0 ? ea[map[i]] : 0;
+        falls[i] = eb[i] > later;
+        if (falls[i])
+            ideal += eb[i] - later;
+        if (map[i] >= 0)
+            rises[map[i]] = later > eb[i];
+    }
+    r->ideal = ideal;
+
+    double mk = 0, mb = 0, mr = 0, stray = 0;
     for (size_t i = 0; i < w->n; i++)
         if (map[own_before[i]] != (long)own_after[i]) {
             mk += 1;
             mb += w->size[i];
             mr += w->qps[i];
+            stray += !(falls[own_before[i]] && rises[own_after[i]]);
         }
     r->moved[M_KEYS] = mk / (double)w->n;
     r->moved[M_BYTES] = w->total_bytes > 0 ? mb / w->total_bytes : 0;
     r->moved[M_REQS] = mr / w->total_qps;
-
-    /* The ideal: the expected shares that change, matched by id. */
-    double *eb = xcalloc(nb, sizeof(*eb)), *ea = xcalloc(na, sizeof(*ea));
-    expected_shares(before, r->mode, eb);
-    expected_shares(after, r->mode, ea);
-    double ideal = 0;
-    for (size_t i = 0; i < nb; i++) {
-        double later = map[i] >= 0 ? ea[map[i]] : 0;
-        if (eb[i] > later)
-            ideal += eb[i] - later;
-    }
-    r->ideal = ideal;
+    r->stray = stray / (double)w->n;
+    free(falls);
+    free(rises);
 
     /* Balance before and after. */
     double *sb[M_COUNT];
@@ -1281,17 +1295,19 @@ static void print_text(const sim_opts *o, const workload *w, const server_list *
         printf(" --%s '%s'", op_name(o->changes[i].op), o->changes[i].arg);
     printf("\n\n");
 
-    printf("Moved by the change (shares of keys, bytes and requests whose server changed)\n");
-    printf("%-17s %9s %9s %9s %9s %9s\n", "mode", "keys", "bytes", "requests", "ideal",
-           "keys/ideal");
+    printf("Moved by the change (shares of keys, bytes and requests whose server changed; "
+           "stray: keys moved\nbetween servers a minimal placement would leave alone)\n");
+    printf("%-17s %9s %9s %9s %9s %10s %9s\n", "mode", "keys", "bytes", "requests", "ideal",
+           "keys/ideal", "stray");
     for (size_t i = 0; i < o->nmodes; i++) {
         const mode_run *r = &runs[i];
         printf("%-17s %9.6f %9.6f %9.6f %9.6f ", mcr_mode_name(r->mode), r->moved[M_KEYS],
                r->moved[M_BYTES], r->moved[M_REQS], r->ideal);
         if (r->ideal > 0)
-            printf("%9.3f\n", r->moved[M_KEYS] / r->ideal);
+            printf("%10.3f", r->moved[M_KEYS] / r->ideal);
         else
-            printf("%9s\n", "-");
+            printf("%10s", "-");
+        printf(" %9.6f\n", r->stray);
     }
 
     printf("\nBalance after the change (peak-to-mean and cv per server, relative to weight)\n");
@@ -1498,6 +1514,8 @@ static void print_json(const sim_opts *o, const workload *w, const server_list *
         js_num(r->ideal);
         fputs(", \"keys_to_ideal\": ", stdout);
         js_num(r->ideal > 0 ? r->moved[M_KEYS] / r->ideal : NAN);
+        fputs(", \"stray_keys\": ", stdout);
+        js_num(r->stray);
         fputs("},\n   ", stdout);
         js_balances("balance_before", r->before);
         fputs(",\n   ", stdout);
