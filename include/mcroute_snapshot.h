@@ -619,11 +619,14 @@ MCR_EXTERN int mcr_snapshot_load(const char *path, const mcr_snapshot *current, 
  * (in the modula modes: over the active servers from the primary's upwards,
  * wrapping). In the native table modes it follows the mode's own order:
  * "rendezvous", the servers by descending score (the top N); "maglev", the
- * table entries after the key's; "slots", the effective owners of the
- * following slots; "jump", the servers of the buckets met by jumping on
- * with the next keys (as a key in a hole does), for at most 4 keys per
- * active server (and 1024); then, in these four modes only, every active
- * server from the primary's ring index upwards, so that all are met. Each
+ * table entries after the key's; "slots", the servers of the slots of the
+ * key's slot's probe sequence (the sequence of its fallback, so that the
+ * server that serves a slot while its owner is down is, in general, its
+ * first replica); "jump", the servers of the buckets met by jumping on
+ * with the next keys (as a key in a hole does). Slots and jump try at most
+ * 4 probes per active server (and 1024); then, in these four modes only,
+ * every active server from the primary's ring index upwards, so that all
+ * are met. Each
  * server not met before is taken at once if it has a zone
  * that no server taken so far has; otherwise it is set aside. Once the walk
  * is over, the set-aside servers fill the remaining places: first those

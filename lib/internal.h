@@ -395,9 +395,10 @@ static inline uint64_t mcr__key64(uint32_t hash)
 
 /* Candidates for a key in a mode's order of preference: what replicas and
  * bounded lookups walk. The first candidate is the primary; each later one
- * is a ring index, possibly one met before; after the mode's own sequence
- * comes a sweep of every ring index from the primary's up, so every active
- * server is met within mcr__walk_bound() steps. */
+ * is a ring index, possibly one met before: clockwise points, modula's next
+ * servers, or the native modes' own sequence, which a sweep of every ring
+ * index from the primary's up follows (jump, maglev, slots; rendezvous
+ * without memory for its scores), so that every active server is met. */
 typedef struct mcr__walk {
     const mcr_ring *r;
     uint32_t hash;

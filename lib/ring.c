@@ -32,10 +32,11 @@ _Static_assert(SCAN_WIDTH == 4, "find_point() counts exactly four points");
  * settles for the list of buckets that are not (see jump_next). With half
  * the buckets holes, 64 misses in a row happen once in 2^64 keys. */
 #define JUMP_TRIES 64
-/* The walk of "jump" (replicas, bounded loads): new keys tried per active
- * server before the sweep takes over, and at most this many in all. */
-#define JUMP_WALK_PER_SERVER 4
-#define JUMP_WALK_MAX 1024
+/* The walks of "jump" and "slots" (replicas, bounded loads): new keys, or
+ * probed slots, tried per active server before the sweep takes over, and
+ * at most this many in all. */
+#define WALK_PER_SERVER 4
+#define WALK_MAX 1024
 /* The walk of "rendezvous" selects its first candidates by scanning every
  * server's time; beyond this many it sorts them once. */
 #define RDV_SCANS 4
@@ -940,13 +941,18 @@ void mcr__walk_init(mcr__walk *w, const mcr_ring *r, uint32_t hash)
         w->key = mcr__key64(hash);
         if (r->nservers > 1)
             (void)jump_next(r, &w->key); /* the primary's keys */
-        w->own = (size_t)r->nservers * JUMP_WALK_PER_SERVER;
-        if (w->own > JUMP_WALK_MAX)
-            w->own = JUMP_WALK_MAX;
+        w->own = (size_t)r->nservers * WALK_PER_SERVER;
+        if (w->own > WALK_MAX)
+            w->own = WALK_MAX;
         break;
     case MCR__KIND_TABLE:
-        w->own = r->ntable;
         w->pos = hash % r->ntable;
+        w->own = r->ntable;
+        if (r->crc_keys) { /* slots: the probes, not the (contiguous) next slots */
+            w->own = (size_t)r->nservers * WALK_PER_SERVER;
+            if (w->own > WALK_MAX)
+                w->own = WALK_MAX;
+        }
         break;
     case MCR__KIND_RENDEZVOUS: {
         uint32_t n = r->nservers;
@@ -986,6 +992,8 @@ uint32_t mcr__walk_next(mcr__walk *w)
         case MCR__KIND_JUMP:
             return jump_next(r, &w->key);
         case MCR__KIND_TABLE:
+            if (r->crc_keys)
+                return r->table[mcr__slot_probe((uint32_t)w->pos, (uint32_t)s, r->ntable)];
             return r->table[(w->pos + s) % r->ntable];
         case MCR__KIND_RENDEZVOUS:
             if (s < RDV_SCANS) { /* the best after the last one */

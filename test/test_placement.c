@@ -783,6 +783,45 @@ START_TEST(checklist_flapping)
 }
 END_TEST
 
+/* When a server goes DOWN, each of its keys goes to its first replica, in
+ * the modes where the other servers keep what they own (not maglev, which
+ * refills its table, nor the modes that normalise or take a modulus): the
+ * replica order is the order of failover. */
+START_TEST(down_goes_to_first_replica)
+{
+    static const mcr_mode modes[] = {MCR_MODE_CONSISTENT, MCR_MODE_SPY, MCR_MODE_STABLE_KETAMA,
+                                     MCR_MODE_JUMP, MCR_MODE_RENDEZVOUS, MCR_MODE_SLOTS,
+                                     MCR_MODE_BOUNDED};
+    mcr_error err;
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        pool p;
+        plain_pool(&p, modes[m], 9, 1);
+        for (size_t i = 0; i < p.n; i++)
+            p.s[i].weight = 1 + (uint32_t)(i % 2);
+        mcr_snapshot *s = snap_of(&p);
+        mcr_changes *ch = mcr_changes_new();
+        EXPECT_INT(mcr_changes_set_state(ch, p.s[4].id, MCR_STATE_DOWN, &err), ==, MCR_OK);
+        mcr_snapshot *t = apply_ok(s, ch);
+        mcr_changes_free(ch);
+        unsigned checked = 0;
+        for (unsigned k = 0; k < 20000; k++) {
+            char key[32];
+            size_t kl = key_n(key, k);
+            uint32_t rep[2];
+            if (mcr_snapshot_locate(s, key, kl) != 4)
+                continue;
+            EXPECT_UINT(mcr_snapshot_replicas(s, key, kl, 2, rep, NULL), ==, 2);
+            EXPECT_MSG(mcr_snapshot_locate(t, key, kl) == rep[1], "%s: %s went to %u, not %u",
+                       mcr_mode_name(modes[m]), key, mcr_snapshot_locate(t, key, kl), rep[1]);
+            checked++;
+        }
+        EXPECT_UINT(checked, >, 500);
+        mcr_snapshot_unref(t);
+        mcr_snapshot_unref(s);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ snapshots */
 
 static char tmpdir[256];
@@ -1991,6 +2030,7 @@ static Suite *placement_suite(void)
     tcase_add_test(tc, checklist_replicas);
     tcase_add_test(tc, checklist_hot_key);
     tcase_add_test(tc, checklist_flapping);
+    tcase_add_test(tc, down_goes_to_first_replica);
     tcase_add_test(tc, watcher_flapping);
     suite_add_tcase(s, tc);
 
