@@ -1,6 +1,7 @@
 /* svg.c: the chart of mcroute simulate as a self-contained SVG document: keys moved against the ideal, peak-to-mean per mode, and the points sweep. */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -206,7 +207,10 @@ static void panel_sweep(FILE *f, const sim_chart *c, double top)
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\" "
                 "stroke-dasharray=\"4,4\"/>\n",
                 PX(c->knee), top, PX(c->knee), y1);
-        text(f, PX(c->knee) + 4, top + 14, "start", "font-size=\"11\"", "diminishing returns");
+        /* the label on the side of the line that has room */
+        bool right_half = PX(c->knee) > LEFT + (W - RIGHT - LEFT) / 2;
+        text(f, PX(c->knee) + (right_half ? -4 : 4), top + 14, right_half ? "end" : "start",
+             "font-size=\"11\"", "diminishing returns");
     }
     fprintf(f,
             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
