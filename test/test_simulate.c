@@ -408,6 +408,12 @@ START_TEST(bad_input)
     expect_usage_error(ARGS("simulate", "-s", "a:1:2000", "--add", "b"),
                        "leave the mode out with --modes");
     expect_usage_error(ARGS("simulate", "-n", "3", "--add", "x", "--bogus"), "'--bogus'");
+    expect_usage_error(ARGS("simulate", "-n", "3", "--add", "x", "--json=yes"),
+                       "option '--json' takes no value");
+    expect_usage_error(ARGS("simulate", "-n", "3", "--add", "x", "-Z"), "unknown option '-Z'");
+    expect_usage_error(ARGS("simulate", "-n", "3", "--add"), "option '--add' needs a value");
+    expect_usage_error(ARGS("simulate", "-n", "3", "--add", "x", "--s=a"), "ambiguous");
+    expect_usage_error(ARGS("simulate", "-s", "a", "-s", "b", "--add", "x"), "-s given twice");
     expect_usage_error(ARGS("simulate", "-n", "3", "--add", "x", "stray"),
                        "unexpected argument 'stray'");
     expect_usage_error(ARGS("simulate", "-f", "/nonexistent/servers", "--add", "x"),

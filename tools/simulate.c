@@ -478,6 +478,12 @@ static void parse_options(int argc, char **argv, sim_opts *o)
             exit(cli_finish_output());
         case ':': cli_die("simulate: option '%s' needs a value", argv[optind - 1]);
         default:
+            if (optopt != 0 && strncmp(argv[optind - 1], "--", 2) == 0) {
+                /* a long option that takes no value, given one: --json=yes */
+                const char *arg = argv[optind - 1], *eq = strchr(arg, '=');
+                cli_die("simulate: option '%.*s' takes no value",
+                        (int)(eq ? (size_t)(eq - arg) : strlen(arg)), arg);
+            }
             if (optopt != 0)
                 cli_die("simulate: unknown option '-%c' (see mcroute help simulate)", optopt);
             cli_die("simulate: unknown or ambiguous option '%s' (see mcroute help simulate)",
