@@ -85,7 +85,7 @@ const char cli_usage_simulate[] =
     "Ideal moved share: the weight-share difference between the placements before\n"
     "and after (1/(N+1) for one server added to N equal ones); the modes that ignore\n"
     "weights (consistent, spy, modula) are held to equal shares. slots: the change\n"
-    "is followed by the slot plan (mcr_slots_plan). See mcroute(1), SIMULATE.\n";
+    "is followed by the slot plan (mcr_slots_plan). See mcroute(1).\n";
 
 /* ------------------------------------------------------------ small helpers */
 
@@ -1383,7 +1383,6 @@ static void print_text(const sim_opts *o, const workload *w, const server_list *
             printf(" (sweep stopped at %.0f points in all)", SIM_SWEEP_POINTS_MAX);
         putchar('\n');
     }
-    (void)after;
 }
 
 /* ------------------------------------------------------------ JSON output */
