@@ -16,6 +16,7 @@
 #include "mcroute_twemproxy.h"
 
 #include "cli.h"
+#include "simulate.h"
 
 const char *cli_progname = "mcroute";
 
@@ -62,6 +63,7 @@ static const char usage_main[] =
     "  get SOURCE [KEY...]         print KEY<TAB>VALUE for each key found\n"
     "  delete SOURCE [KEY...]      delete keys from the servers that own them\n"
     "  probe SOURCE KEY...         print KEY<TAB>OWNER<TAB>HOLDERS for each key\n"
+    "  simulate SERVERS CHANGE...  compare placement modes on a workload and a change\n"
     "  help [COMMAND]              show help\n"
     "\n"
     "SOURCE (exactly one):\n"
@@ -947,6 +949,13 @@ int main(int argc, char **argv)
 {
     if (argc < 2)
         cli_die("no command given (see mcroute --help)");
+    /* simulate (tools/simulate.c): its own options and help. */
+    if (strcmp(argv[1], "simulate") == 0)
+        return cli_simulate(argc - 1, argv + 1);
+    if (argc == 3 && strcmp(argv[1], "help") == 0 && strcmp(argv[2], "simulate") == 0) {
+        fputs(cli_usage_simulate, stdout);
+        return cli_finish_output();
+    }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         if (argc > 3)
