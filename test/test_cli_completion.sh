@@ -61,8 +61,8 @@ touch "$tmp/keys.txt" "$tmp/keyring.snap" "$tmp/servers"
 printf 'alpha:\n  listen: 127.0.0.1:22121\n  servers:\n   - 127.0.0.1:11211:1\nbeta:\n  servers:\n   - 127.0.0.2:11211:1\n' >"$tmp/nc.yml"
 
 # ------------------------------------------------------------ commands
-expect "locate dump hash stats snapshot diff set get delete probe help" mcroute ''
-expect "set snapshot stats" mcroute s
+expect "locate dump hash stats snapshot diff set get delete probe simulate help" mcroute ''
+expect "set simulate snapshot stats" mcroute s
 expect "-h --help -V --version" mcroute -
 expect "dump delete diff" mcroute help d
 expect "" mcroute help stats ''
@@ -104,6 +104,12 @@ for opt in -f --server-file -t --twemproxy -k --ketama-file --snapshot -o --outp
 done
 expect "$tmp/nc.yml" mcroute diff "$tmp/n"
 expect "" mcroute locate -s a "$tmp/k" # keys, not files
+# simulate: its own options; --keys is a number there, --workload and --svg files
+has --workload mcroute simulate --w
+has --fail-zone mcroute simulate --fail
+expect "" mcroute simulate -n 3 --keys "$tmp/k"
+expect "$tmp/keys.txt $tmp/keyring.snap" mcroute simulate -n 3 --workload "$tmp/key"
+expect "maglev" mcroute simulate --modes mag
 
 # ------------------------------------------------------------ against the binary
 # Every option offered for a command is accepted by it, and every other

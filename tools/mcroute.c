@@ -935,6 +935,7 @@ static const struct command {
     {"get", cli_cmd_get, cli_usage_get},
     {"delete", cli_cmd_delete, cli_usage_delete},
     {"probe", cli_cmd_probe, cli_usage_probe},
+    {"simulate", cli_simulate, cli_usage_simulate},
 };
 
 static const struct command *find_command(const char *name)
@@ -949,13 +950,6 @@ int main(int argc, char **argv)
 {
     if (argc < 2)
         cli_die("no command given (see mcroute --help)");
-    /* simulate (tools/simulate.c): its own options and help. */
-    if (strcmp(argv[1], "simulate") == 0)
-        return cli_simulate(argc - 1, argv + 1);
-    if (argc == 3 && strcmp(argv[1], "help") == 0 && strcmp(argv[2], "simulate") == 0) {
-        fputs(cli_usage_simulate, stdout);
-        return cli_finish_output();
-    }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         if (argc > 3)
@@ -965,7 +959,7 @@ int main(int argc, char **argv)
         const struct command *c = find_command(argv[2]);
         if (c == NULL)
             cli_die("help: unknown command '%s' (commands: locate dump hash stats snapshot diff "
-                    "set get delete probe)",
+                    "set get delete probe simulate)",
                     argv[2]);
         print_usage_and_exit(c->usage);
     }
