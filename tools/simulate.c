@@ -89,24 +89,11 @@ const char cli_usage_simulate[] =
 
 /* ------------------------------------------------------------ small helpers */
 
-static void sim_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-static void sim_fail(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "%s: ", cli_progname);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(EXIT_FAILED);
-}
-
 static void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (p == NULL)
-        sim_fail("simulate: out of memory");
+        cli_fail("simulate: out of memory");
     return p;
 }
 
@@ -114,7 +101,7 @@ static char *xstrdup(const char *s)
 {
     char *d = strdup(s);
     if (d == NULL)
-        sim_fail("simulate: out of memory");
+        cli_fail("simulate: out of memory");
     return d;
 }
 
@@ -340,7 +327,7 @@ static void parse_add(change_spec *c, const char *arg)
     mcr_config *cfg = mcr_config_new();
     mcr_snapshot *one = NULL;
     if (cfg == NULL)
-        sim_fail("simulate: out of memory");
+        cli_fail("simulate: out of memory");
     if (mcr_config_add_servers(cfg, item, &err) != MCR_OK ||
         mcr_snapshot_new(cfg, 1, &one, &err) != MCR_OK)
         cli_die("simulate: --add '%s': %s", arg, err.message);
@@ -361,7 +348,7 @@ static change_spec *new_change(sim_opts *o, change_op op, const char *arg)
 {
     change_spec *grown = realloc(o->changes, (o->nchanges + 1) * sizeof(*grown));
     if (grown == NULL)
-        sim_fail("simulate: out of memory");
+        cli_fail("simulate: out of memory");
     o->changes = grown;
     change_spec *c = &o->changes[o->nchanges++];
     memset(c, 0, sizeof(*c));
@@ -631,12 +618,12 @@ static void workload_read(workload *w, const char *path)
             w->size = realloc(w->size, ncap * sizeof(*w->size));
             w->qps = realloc(w->qps, ncap * sizeof(*w->qps));
             if (!w->off || !w->size || !w->qps)
-                sim_fail("simulate: out of memory");
+                cli_fail("simulate: out of memory");
         }
         if (kused + kl > kcap) {
             kcap = (kcap + kl) * 2;
             if ((w->bytes = realloc(w->bytes, kcap)) == NULL)
-                sim_fail("simulate: out of memory");
+                cli_fail("simulate: out of memory");
         }
         memcpy(w->bytes + kused, line, kl);
         w->off[w->n] = kused;
@@ -714,7 +701,7 @@ static mcr_snapshot *base_snapshot(const sim_opts *o)
     mcr_snapshot *snap = NULL;
     int rc = MCR_OK;
     if (cfg == NULL)
-        sim_fail("simulate: out of memory");
+        cli_fail("simulate: out of memory");
     if (o->servers)
         rc = mcr_config_add_servers(cfg, o->servers, &err);
     else if (o->server_file)
@@ -741,7 +728,7 @@ static mcr_changes *make_changes(const sim_opts *o, const server_list *sl)
     mcr_error err;
     mcr_changes *ch = mcr_changes_new();
     if (ch == NULL)
-        sim_fail("simulate: out of memory");
+        cli_fail("simulate: out of memory");
     for (size_t i = 0; i < o->nchanges; i++) {
         const change_spec *c = &o->changes[i];
         int rc = MCR_OK;
@@ -970,7 +957,7 @@ static mcr_config *mode_config(mcr_mode m, const server_list *sl, uint32_t mult,
     mcr_error err;
     mcr_config *cfg = mcr_config_new();
     if (cfg == NULL)
-        sim_fail("simulate: out of memory");
+        cli_fail("simulate: out of memory");
     mcr_config_set_mode(cfg, m);
     mcr_config_set_hash(cfg, mode_hash(m));
     for (size_t i = 0; i < sl->n; i++) {
@@ -1039,7 +1026,7 @@ static void run_mode(const sim_opts *o, const workload *w, const server_list *be
     /* Owners, and what moved: servers compared by id. */
     size_t nb = mcr_snapshot_server_count(before), na = mcr_snapshot_server_count(after);
     if (na != mcr_snapshot_server_count(after_base))
-        sim_fail("simulate: %s: %zu servers after the change, expected %zu", name, na,
+        cli_fail("simulate: %s: %zu servers after the change, expected %zu", name, na,
                  mcr_snapshot_server_count(after_base));
     locate_all(before, w, own_before);
     locate_all(after, w, own_after);
@@ -1419,25 +1406,10 @@ bool sim_utf8_valid(const char *str)
     return true;
 }
 
-/* A JSON string. Ids and zones have no control byte; a string that is not
- * valid UTF-8 has its bytes above 0x7f written as U+FFFD (so the document
- * stays valid). After the merge with main, tools/json.c's
- * cli_json_string() replaces this. */
+/* A JSON string (tools/json.c's rules). */
 static void js_str(const char *s)
 {
-    bool raw = sim_utf8_valid(s);
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20 || *p == 0x7f)
-            printf("\\u%04x", *p);
-        else if (*p >= 0x80 && !raw)
-            fputs("\\ufffd", stdout);
-        else
-            putchar(*p);
-    }
-    putchar('"');
+    cli_json_string(stdout, s, strlen(s));
 }
 
 static void js_num(double x)
@@ -1626,7 +1598,7 @@ static void write_svg(const sim_opts *o, const workload *w, const server_list *b
     sim_chart c = {title, o->nmodes, cm, sw->n, cp, "stable-ketama", sw->floor_cv,
                    sw->knee >= 0 ? sw->p[sw->knee].points : 0};
     if (sim_svg_write(o->svg, &c, err, sizeof(err)) != 0)
-        sim_fail("simulate: %s", err);
+        cli_fail("simulate: %s", err);
 }
 
 /* ------------------------------------------------------------ the command */
