@@ -253,7 +253,11 @@ typedef enum mcr_mode {
      * in a bucket of a server that is not active jumps again with the next
      * key (the next output of SplitMix64 from k), so only that server's
      * keys move, spread over the active servers by weight, and they come
-     * back when it is active again. Shares follow weights (w / B each).
+     * back when it is active again. The buckets at the end of the table
+     * whose servers are not active (a server added DOWN) are left out of
+     * the jump altogether (B counts up to the last active bucket), so
+     * adding a server DOWN moves no key, and bringing it up later moves
+     * its ideal share to it. Shares follow weights (w / B each).
      *
      * Limits, not hidden: jump hash can only add or drop the LAST bucket.
      * Removing a server, or lowering its weight, frees buckets in the

@@ -262,6 +262,9 @@ static int side_init(side *s, const mcr_snapshot *snap, const mcr_snapshot *new_
     case MCR__KIND_JUMP:
         s->kind = SIDE_JUMP;
         s->table = mcr__ring_table(s->ring, &s->ntable);
+        /* lookups jump over the buckets up to the last that is not a hole */
+        while (s->ntable > 1 && s->table[s->ntable - 1] == MCR__HOLE)
+            s->ntable--;
         return MCR_OK;
     case MCR__KIND_RENDEZVOUS:
         s->kind = SIDE_RENDEZVOUS;

@@ -76,6 +76,9 @@ struct mcr_ring {
     uint32_t *table;      /* "jump": bucket -> ring index or MCR__HOLE;
                              "maglev", "slots": entry -> ring index */
     uint32_t ntable;
+    uint32_t njump;       /* "jump": the buckets jumped over: up to the last
+                             that is not a hole (trailing holes would only
+                             send keys elsewhere that had their place) */
     uint32_t *live;       /* "jump": the buckets that are not holes */
     uint32_t nlive;
     uint64_t *seeds;      /* "rendezvous": per server, mcr__id_seed(id) */
@@ -417,6 +420,7 @@ static int build_table(mcr_ring *r, const mcr__params *p, const mcr__server *ser
         }
         if (r->nlive == 0)
             return mcr__error(err, MCR_ERR_INVALID, "internal error: every bucket is a hole");
+        r->njump = r->live[r->nlive - 1] + 1;
         return MCR_OK;
     case MCR_MODE_SLOTS:
         if (map == NULL || nmap != p->table_size || nmap == 0 || nmap > MCR_SLOTS_MAX) {
@@ -790,7 +794,7 @@ static uint32_t jump_next(const mcr_ring *r, uint64_t *k)
     for (int t = 0; t < JUMP_TRIES; t++) {
         uint64_t key = *k;
         *k = mcr__mix64(key);
-        uint32_t s = r->table[mcr__jump(key, r->ntable)];
+        uint32_t s = r->table[mcr__jump(key, r->njump)];
         if (s != MCR__HOLE)
             return s;
     }

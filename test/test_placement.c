@@ -1392,9 +1392,37 @@ START_TEST(jump_removals)
     mcr_config_free(cfg);
     EXPECT(bad == NULL && ring == NULL);
 
+    /* A server added DOWN: its buckets are trailing holes, which lookups
+     * do not jump to, so nothing moves; brought up, it takes its ideal
+     * share, all of it from the others. */
+    spec nx;
+    new_spec(&nx, 1, NULL);
+    mcr_server_desc nd = {nx.id, nx.host, nx.port, 1, NULL, MCR_STATE_ACTIVE};
+    EXPECT_INT(mcr_changes_add(ch, &nd, &err), ==, MCR_OK);
+    EXPECT_INT(mcr_changes_set_state(ch, nx.id, MCR_STATE_DOWN, &err), ==, MCR_OK);
+    mcr_snapshot *added_down = apply_ok(s0, ch);
+    mcr_changes_clear(ch);
+    EXPECT_UINT(mcr_snapshot_table_size(added_down), ==, 11);
+    d = diff_of(s0, added_down);
+    EXPECT_MSG(mcr_diff_moved(d) == 0, "moved %.17g", mcr_diff_moved(d));
+    mcr_diff_free(d);
+    char kb[32];
+    for (unsigned i = 0; i < 20000; i++) {
+        size_t kl = key_n(kb, i);
+        EXPECT_STR(owner_of(s0, kb, kl), ==, owner_of(added_down, kb, kl));
+    }
+    EXPECT_INT(mcr_changes_set_state(ch, nx.id, MCR_STATE_ACTIVE, &err), ==, MCR_OK);
+    mcr_snapshot *brought_up = apply_ok(added_down, ch);
+    mcr_changes_clear(ch);
+    d = diff_of(added_down, brought_up);
+    EXPECT_MSG(fabs(mcr_diff_moved(d) - 1.0 / 11) < 1e-12, "moved %.17g", mcr_diff_moved(d));
+    check_diff(added_down, brought_up, d, 20000, 0.01);
+    mcr_diff_free(d);
+    moved_keys(added_down, brought_up, 20000, nx.id, NULL, "brought up");
+
     mcr_changes_free(ch);
-    mcr_snapshot *all[] = {s0, last, mid, down, down2, readd, up, back};
-    for (size_t i = 0; i < 8; i++)
+    mcr_snapshot *all[] = {s0, last, mid, down, down2, readd, up, back, added_down, brought_up};
+    for (size_t i = 0; i < 10; i++)
         mcr_snapshot_unref(all[i]);
 }
 END_TEST
