@@ -1637,6 +1637,41 @@ static int take_block(struct evbuffer *in, size_t line_len, uint64_t bytes, cons
     return 1;
 }
 
+/* The status lines that answer a store, delete, touch or arithmetic
+ * command, in each protocol. */
+static const struct status_rule {
+    mcr_op op;                 /* MCR_OP_SET: every store; MCR_OP_INCR: incr and decr */
+    mcr__line_kind text, meta;
+    mcr_reply reply;
+} status_rules[] = {
+    { MCR_OP_SET, MCR__L_STORED, MCR__L_HD, MCR_REPLY_STORED },
+    { MCR_OP_SET, MCR__L_NOT_STORED, MCR__L_NS, MCR_REPLY_NOT_STORED },
+    { MCR_OP_SET, MCR__L_EXISTS, MCR__L_EX, MCR_REPLY_EXISTS },
+    { MCR_OP_SET, MCR__L_NOT_FOUND, MCR__L_NF, MCR_REPLY_MISS },
+    { MCR_OP_DELETE, MCR__L_DELETED, MCR__L_HD, MCR_REPLY_DELETED },
+    { MCR_OP_DELETE, MCR__L_NOT_FOUND, MCR__L_NF, MCR_REPLY_MISS },
+    { MCR_OP_TOUCH, MCR__L_TOUCHED, MCR__L_HD, MCR_REPLY_TOUCHED },
+    { MCR_OP_TOUCH, MCR__L_NOT_FOUND, MCR__L_EN, MCR_REPLY_MISS },
+    { MCR_OP_INCR, MCR__L_NOT_FOUND, MCR__L_NF, MCR_REPLY_MISS },
+};
+
+/* 1 and *out when `kind` answers `op` in that protocol, else 0. */
+static int status_reply(mcr_op op, int meta, mcr__line_kind kind, mcr_reply *out)
+{
+    if (is_store_op(op))
+        op = MCR_OP_SET;
+    else if (op == MCR_OP_DECR)
+        op = MCR_OP_INCR;
+    for (size_t i = 0; i < sizeof(status_rules) / sizeof(status_rules[0]); i++) {
+        const struct status_rule *q = &status_rules[i];
+        if (q->op == op && (meta ? q->meta : q->text) == kind) {
+            *out = q->reply;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Parse what the head request r expects. 1: r is complete (the caller pops
  * it); 0: more bytes needed; -1: the stream does not fit r (msg says why). */
 static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg)
@@ -1833,40 +1868,17 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
         case MCR_OP_APPEND:
         case MCR_OP_PREPEND:
         case MCR_OP_CAS:
-            if (L.kind == (meta ? MCR__L_HD : MCR__L_STORED))
-                reply = MCR_REPLY_STORED;
-            else if (L.kind == (meta ? MCR__L_NS : MCR__L_NOT_STORED))
-                reply = MCR_REPLY_NOT_STORED;
-            else if (L.kind == (meta ? MCR__L_EX : MCR__L_EXISTS))
-                reply = MCR_REPLY_EXISTS;
-            else if (L.kind == (meta ? MCR__L_NF : MCR__L_NOT_FOUND))
-                reply = MCR_REPLY_MISS;
-            else
-                ok = 0;
-            break;
         case MCR_OP_DELETE:
-            if (L.kind == (meta ? MCR__L_HD : MCR__L_DELETED))
-                reply = MCR_REPLY_DELETED;
-            else if (L.kind == (meta ? MCR__L_NF : MCR__L_NOT_FOUND))
-                reply = MCR_REPLY_MISS;
-            else
-                ok = 0;
-            break;
         case MCR_OP_TOUCH:
-            if (L.kind == (meta ? MCR__L_HD : MCR__L_TOUCHED))
-                reply = MCR_REPLY_TOUCHED;
-            else if (L.kind == (meta ? MCR__L_EN : MCR__L_NOT_FOUND))
-                reply = MCR_REPLY_MISS;
-            else
-                ok = 0;
+            ok = status_reply(r->op, meta, L.kind, &reply);
             break;
         case MCR_OP_INCR:
         case MCR_OP_DECR:
             if (!meta && L.kind == MCR__L_NUMBER) {
                 r->number = L.number;
                 reply = MCR_REPLY_NUMBER;
-            } else if (L.kind == (meta ? MCR__L_NF : MCR__L_NOT_FOUND)) {
-                reply = MCR_REPLY_MISS;
+            } else if (status_reply(r->op, meta, L.kind, &reply)) {
+                /* a miss */
             } else if (meta && L.kind == MCR__L_VA && L.bytes <= 20) {
                 const char *data;
                 size_t ll = len;
