@@ -38,15 +38,6 @@
  *    repetition is reported.
  */
 
-#if defined(__GNUC__)
-#define NOINLINE __attribute__((noinline))
-#else
-#define NOINLINE
-#endif
-
-#ifndef MCR_BENCH_BUILD_TYPE
-#define MCR_BENCH_BUILD_TYPE "unknown"
-#endif
 
 /* libmemcached's consistent distributions abort above this many servers. */
 #define REF_SERVERS 100

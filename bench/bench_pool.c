@@ -76,9 +76,6 @@
  *    the servers' and nutcracker's CPU time (from /proc) are reported too.
  */
 
-#ifndef MCR_BENCH_BUILD_TYPE
-#define MCR_BENCH_BUILD_TYPE "unknown"
-#endif
 
 #define NSERVERS 4
 #define VALUE_LEN 100

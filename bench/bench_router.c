@@ -41,15 +41,6 @@
  *    side going first alternating; medians reported.
  */
 
-#if defined(__GNUC__)
-#define NOINLINE __attribute__((noinline))
-#else
-#define NOINLINE
-#endif
-
-#ifndef MCR_BENCH_BUILD_TYPE
-#define MCR_BENCH_BUILD_TYPE "unknown"
-#endif
 
 #define KEYS_FULL 65536
 #define KEYS_QUICK 8192

@@ -2,6 +2,17 @@
 #ifndef MCR_BENCHUTIL_H
 #define MCR_BENCHUTIL_H
 
+#if defined(__GNUC__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE
+#endif
+
+/* The build type the benchmark was compiled in (CMake passes it). */
+#ifndef MCR_BENCH_BUILD_TYPE
+#define MCR_BENCH_BUILD_TYPE "unknown"
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 

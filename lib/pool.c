@@ -470,14 +470,21 @@ static void req_free(pool_req *r)
     free(r);
 }
 
-static void deferred_push(mcr_pool *p, pool_req *r)
+/* Append r to the queue (*head, *tail): a connection's requests in flight,
+ * a server's waiting ones, the pool's deferred completions. */
+static void queue_push(pool_req **head, pool_req **tail, pool_req *r)
 {
     r->next = NULL;
-    if (p->def_tail != NULL)
-        p->def_tail->next = r;
+    if (*tail != NULL)
+        (*tail)->next = r;
     else
-        p->def_head = r;
-    p->def_tail = r;
+        *head = r;
+    *tail = r;
+}
+
+static void deferred_push(mcr_pool *p, pool_req *r)
+{
+    queue_push(&p->def_head, &p->def_tail, r);
     event_active(p->done_ev, EV_TIMEOUT, 0);
 }
 
@@ -1488,13 +1495,8 @@ static int conn_send(pool_conn *c, pool_req *r)
         return MCR_ERR_NOMEM;
     }
     r->conn = c;
-    r->next = NULL;
     r->sent_ns = now_ns();
-    if (c->tail != NULL)
-        c->tail->next = r;
-    else
-        c->head = r;
-    c->tail = r;
+    queue_push(&c->head, &c->tail, r);
     c->inflight++;
     c->server->inflight++;
     c->server->requests += r->nkeys > 0 ? r->nkeys : 1;
@@ -1513,12 +1515,7 @@ static int conn_send(pool_conn *c, pool_req *r)
 
 static void wait_push(pool_server *s, pool_req *r)
 {
-    r->next = NULL;
-    if (s->wait_tail != NULL)
-        s->wait_tail->next = r;
-    else
-        s->wait_head = r;
-    s->wait_tail = r;
+    queue_push(&s->wait_head, &s->wait_tail, r);
 }
 
 /* Send r to s now, or queue it there. The value is copied if it must wait.
