@@ -112,13 +112,24 @@ static double now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-/* Bytes the heap holds (glibc): the memory a snapshot takes is the growth
- * of this across its build, while it is alive. */
+/* Bytes the heap holds: the memory a snapshot takes is the growth of this
+ * across its build, while it is alive. glibc's counters; under ASan or TSan,
+ * whose allocators glibc does not see, the sanitizer runtime's own (declared
+ * here: GCC ships no header for it). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+size_t __sanitizer_get_current_allocated_bytes(void);
+
+static size_t heap_in_use(void)
+{
+    return __sanitizer_get_current_allocated_bytes();
+}
+#else
 static size_t heap_in_use(void)
 {
     struct mallinfo2 mi = mallinfo2();
     return mi.uordblks + mi.hblkhd;
 }
+#endif
 
 /* SplitMix64 (Steele, Lea and Flood): a fixed sequence for a seed, so a
  * workload is the same on every machine. */
