@@ -1,5 +1,6 @@
 /* test_placement.c: Check suite of the placement modes: fixed vectors of the native ones, and the design checklist on every mode. */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1849,10 +1850,28 @@ END_TEST
 
 /* ------------------------------------------------------------ the watcher */
 
+/* Written by the watcher's thread (in the hook), read by the test's. */
 typedef struct publishes {
+    pthread_mutex_t lock;
     int calls;
     double moved;
 } publishes;
+
+static int calls_of(publishes *p)
+{
+    pthread_mutex_lock(&p->lock);
+    int n = p->calls;
+    pthread_mutex_unlock(&p->lock);
+    return n;
+}
+
+static double moved_of(publishes *p)
+{
+    pthread_mutex_lock(&p->lock);
+    double m = p->moved;
+    pthread_mutex_unlock(&p->lock);
+    return m;
+}
 
 static void count_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
                        const mcr_diff *diff, void *arg)
@@ -1860,8 +1879,10 @@ static void count_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_sna
     publishes *p = arg;
     (void)old_snap;
     (void)new_snap;
-    p->calls++;
+    pthread_mutex_lock(&p->lock);
     p->moved += diff != NULL ? mcr_diff_moved(diff) : 1.0;
+    p->calls++;
+    pthread_mutex_unlock(&p->lock);
 }
 
 static void write_atomic(const char *path, const char *text)
@@ -1901,7 +1922,8 @@ START_TEST(watcher_flapping)
         EXPECT_INT(mcr_watcher_new(r, path, MCR_WATCH_SERVER_FILE, tmpl, &opt, &w, &err), ==,
                    MCR_OK);
         mcr_snapshot *first = mcr_router_current(r);
-        publishes pub = {0, 0};
+        publishes pub = {.calls = 0, .moved = 0};
+        pthread_mutex_init(&pub.lock, NULL);
         EXPECT_INT(mcr_router_add_hook(r, count_hook, &pub), ==, MCR_OK);
         /* 40 flaps, 25 ms apart: never settled. */
         for (int i = 0; i < 40; i++) {
@@ -1910,18 +1932,18 @@ START_TEST(watcher_flapping)
         }
         write_atomic(path, with);
         sleep_ms(700);
-        EXPECT_INT(pub.calls, ==, 0);
+        EXPECT_INT(calls_of(&pub), ==, 0);
         /* Away for good, then back. */
         write_atomic(path, without);
-        for (int i = 0; i < 500 && pub.calls < 1; i++)
+        for (int i = 0; i < 500 && calls_of(&pub) < 1; i++)
             sleep_ms(10);
-        EXPECT_INT(pub.calls, ==, 1);
-        EXPECT_MSG(fabs(pub.moved - 0.2) < 0.02, "%s: moved %g away", mcr_mode_name(modes[m]),
-                   pub.moved);
+        EXPECT_INT(calls_of(&pub), ==, 1);
+        EXPECT_MSG(fabs(moved_of(&pub) - 0.2) < 0.02, "%s: moved %g away",
+                   mcr_mode_name(modes[m]), moved_of(&pub));
         write_atomic(path, with);
-        for (int i = 0; i < 500 && pub.calls < 2; i++)
+        for (int i = 0; i < 500 && calls_of(&pub) < 2; i++)
             sleep_ms(10);
-        EXPECT_INT(pub.calls, ==, 2);
+        EXPECT_INT(calls_of(&pub), ==, 2);
         mcr_snapshot *now = mcr_router_current(r);
         double back = moved_keys(first, now, 20000, NULL, NULL, "back");
         if (modes[m] == MCR_MODE_JUMP)
@@ -1932,6 +1954,7 @@ START_TEST(watcher_flapping)
         mcr_watcher_free(w);
         mcr_snapshot_unref(first);
         mcr_router_free(r);
+        pthread_mutex_destroy(&pub.lock);
         mcr_config_free(tmpl);
     }
 }
