@@ -249,9 +249,11 @@ typedef struct mcr_watch_options {
  * `tmpl` matters only for a server file when the router holds no snapshot
  * yet: the first snapshot (epoch 1) then takes the parameters of `tmpl`
  * (mode, hashes, hash tag, key prefix), which must hold no server; the
- * file's servers are added to it (mcr_config_add_server_desc()). Otherwise
- * `tmpl` is not used and may be NULL: the parameters of the current
- * snapshot carry over to the next. `opts` may be NULL (defaults); it is
+ * file's servers are added to it (mcr_config_add_server_desc()), so `tmpl`
+ * is changed by the call, even one that fails: give a fresh config each
+ * time. The caller keeps ownership of `tmpl`; it is not used after the call
+ * returns. Otherwise `tmpl` is not used and may be NULL: the parameters of
+ * the current snapshot carry over to the next. `opts` may be NULL (defaults); it is
  * copied.
  *
  * Returns MCR_OK and the watcher in *out, or an error and no watcher:
