@@ -12,35 +12,6 @@
 #define TWO32 4294967296.0
 #define MAX_SERVERS 64
 
-/* Assertions for hot loops: Check's ck_assert_* record every passing
- * check (a write to a pipe in fork mode), which would dominate the run
- * time here; these only act on failure, with both operands printed. */
-#define EXPECT(c)                                                                        \
-    do {                                                                                 \
-        if (!(c))                                                                        \
-            ck_abort_msg("Assertion '%s' failed", #c);                                   \
-    } while (0)
-#define EXPECT_MSG(c, ...)                                                               \
-    do {                                                                                 \
-        if (!(c))                                                                        \
-            ck_abort_msg(__VA_ARGS__);                                                   \
-    } while (0)
-#define EXPECT_OP(T, fmt, x, op, y)                                                      \
-    do {                                                                                 \
-        T x_ = (x), y_ = (y);                                                            \
-        if (!(x_ op y_))                                                                 \
-            ck_abort_msg("Assertion '%s %s %s' failed: " fmt " vs " fmt, #x, #op, #y,   \
-                         x_, y_);                                                        \
-    } while (0)
-#define EXPECT_INT(x, op, y) EXPECT_OP(long long, "%lld", x, op, y)
-#define EXPECT_UINT(x, op, y) EXPECT_OP(unsigned long long, "%llu", x, op, y)
-#define EXPECT_STR(x, op, y)                                                             \
-    do {                                                                                 \
-        const char *x_ = (x), *y_ = (y);                                                 \
-        if (!(strcmp(x_, y_) op 0))                                                      \
-            ck_abort_msg("Assertion '%s %s %s' failed: \"%s\" vs \"%s\"", #x, #op, #y, \
-                         x_, y_);                                                        \
-    } while (0)
 
 /* ------------------------------------------------------------ pools */
 

@@ -708,7 +708,7 @@ static rec *do1(env *e, rec *r, const mcr_request q)
 }
 
 /* Evaluate r once: it is often the do1() that runs the request. */
-#define EXPECT(r, st, rep)                                                                   \
+#define EXPECT_REPLY(r, st, rep)                                                                   \
     do {                                                                                     \
         const rec *r_ = (r);                                                                 \
         ck_assert_msg(r_->status == (st) && ((st) != MCR_OK || r_->reply == (rep)),          \
@@ -999,7 +999,7 @@ START_TEST(test_round_trip)
     ck_assert_uint_eq(mcr_pool_pending(e.pool), RT_KEYS);
     WAIT_IDLE(&e, 15000);
     for (int i = 0; i < RT_KEYS; i++) {
-        EXPECT(&sets[i], MCR_OK, MCR_REPLY_STORED);
+        EXPECT_REPLY(&sets[i], MCR_OK, MCR_REPLY_STORED);
         ck_assert_str_eq(sets[i].server, e.id[owner[i]]);
         ck_assert_uint_eq(sets[i].epoch, 1);
     }
@@ -1012,7 +1012,7 @@ START_TEST(test_round_trip)
     for (int i = 0; i < RT_KEYS; i++) {
         size_t pad = i % 97 == 0 ? 5000 : (size_t)(i % 40);
         size_t vl = make_value(val, 8192, keys[i], lens[i], (unsigned)i, pad);
-        EXPECT(&gets[i], MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(&gets[i], MCR_OK, MCR_REPLY_HIT);
         ck_assert_uint_eq(gets[i].value_len, vl);
         ck_assert(memcmp(gets[i].value, val, vl) == 0);
         ck_assert_uint_eq(gets[i].flags, (uint32_t)i * 7u);
@@ -1076,34 +1076,34 @@ START_TEST(test_commands)
 
     /* flags: all 32 bits; a value that looks like protocol */
     const char *tricky = "x\r\nEND\r\nVALUE cmd:k 0 1\r\nz\r\nEN\r\nHD O1\r\n";
-    EXPECT(do1(&e, &r, rq_store(MCR_OP_SET, "cmd:flags", tricky, 0xffffffffu)), MCR_OK,
+    EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_SET, "cmd:flags", tricky, 0xffffffffu)), MCR_OK,
            MCR_REPLY_STORED);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, "cmd:flags")), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, "cmd:flags")), MCR_OK, MCR_REPLY_HIT);
     EXPECT_VALUE(&r, tricky);
     ck_assert_uint_eq(r.flags, 0xffffffffu);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GETS, "cmd:flags")), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GETS, "cmd:flags")), MCR_OK, MCR_REPLY_HIT);
     EXPECT_VALUE(&r, tricky);
     ck_assert_uint_eq(r.flags, 0xffffffffu);
 
     /* delete / get of a missing key */
-    EXPECT(do1(&e, &r, rq(MCR_OP_DELETE, k)), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_DELETE, k)), MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_eq(r.server, e.id[ko]);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_MISS);
     ck_assert_ptr_null(r.value);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GETS, k)), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GETS, k)), MCR_OK, MCR_REPLY_MISS);
 
     /* add, replace, append, prepend */
-    EXPECT(do1(&e, &r, rq_store(MCR_OP_ADD, k, "v1", 7)), MCR_OK, MCR_REPLY_STORED);
-    EXPECT(do1(&e, &r, rq_store(MCR_OP_ADD, k, "v1b", 7)), MCR_OK, MCR_REPLY_NOT_STORED);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_ADD, k, "v1", 7)), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_ADD, k, "v1b", 7)), MCR_OK, MCR_REPLY_NOT_STORED);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_HIT);
     EXPECT_VALUE(&r, "v1");
     ck_assert_uint_eq(r.flags, 7);
-    EXPECT(do1(&e, &r, rq_store(MCR_OP_REPLACE, k, "v2", 8)), MCR_OK, MCR_REPLY_STORED);
-    EXPECT(do1(&e, &r, rq_store(MCR_OP_REPLACE, miss, "x", 0)), MCR_OK, MCR_REPLY_NOT_STORED);
-    EXPECT(do1(&e, &r, rq_store(MCR_OP_APPEND, k, "+a", 0)), MCR_OK, MCR_REPLY_STORED);
-    EXPECT(do1(&e, &r, rq_store(MCR_OP_PREPEND, k, "p-", 0)), MCR_OK, MCR_REPLY_STORED);
-    EXPECT(do1(&e, &r, rq_store(MCR_OP_APPEND, miss, "x", 0)), MCR_OK, MCR_REPLY_NOT_STORED);
-    EXPECT(do1(&e, &r, rq_store(MCR_OP_PREPEND, miss, "x", 0)), MCR_OK, MCR_REPLY_NOT_STORED);
+    EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_REPLACE, k, "v2", 8)), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_REPLACE, miss, "x", 0)), MCR_OK, MCR_REPLY_NOT_STORED);
+    EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_APPEND, k, "+a", 0)), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_PREPEND, k, "p-", 0)), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_APPEND, miss, "x", 0)), MCR_OK, MCR_REPLY_NOT_STORED);
+    EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_PREPEND, miss, "x", 0)), MCR_OK, MCR_REPLY_NOT_STORED);
     ck_assert_int_eq(raw_get(fd[ko], k, buf, sizeof(buf)), 1);
     ck_assert_str_eq(buf, "p-v2+a");
     ck_assert_int_eq(raw_get(fd[ko], miss, buf, sizeof(buf)), 0);
@@ -1112,19 +1112,19 @@ START_TEST(test_commands)
     rec g;
     memset(&g, 0, sizeof(g));
     do1(&e, &g, rq(MCR_OP_GETS, k));
-    EXPECT(&g, MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(&g, MCR_OK, MCR_REPLY_HIT);
     EXPECT_VALUE(&g, "p-v2+a");
     ck_assert_uint_eq(g.flags, 8);
     ck_assert_uint_ne(g.cas, 0);
     uint64_t cas1 = g.cas;
     mcr_request q = rq_store(MCR_OP_CAS, k, "v3", 9);
     q.cas = cas1;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
     q.value = "v4";
     q.value_len = 2;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_EXISTS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_EXISTS);
     do1(&e, &g, rq(MCR_OP_GETS, k));
-    EXPECT(&g, MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(&g, MCR_OK, MCR_REPLY_HIT);
     EXPECT_VALUE(&g, "v3");
     ck_assert_uint_eq(g.flags, 9);
     ck_assert_uint_ne(g.cas, 0);
@@ -1142,7 +1142,7 @@ START_TEST(test_commands)
     /* gat, gats, touch: value and the new TTL */
     q = rq(MCR_OP_GAT, k);
     q.exptime = 1000;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_HIT);
     EXPECT_VALUE(&r, "v3");
     ck_assert_uint_eq(r.flags, 9);
     ck_assert_int_eq(raw_line(fd[ko], "mg cmd:k t", buf, sizeof(buf)), 0);
@@ -1150,7 +1150,7 @@ START_TEST(test_commands)
                   "after gat 1000: %s", buf);
     q = rq(MCR_OP_GATS, k);
     q.exptime = 2000;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_HIT);
     EXPECT_VALUE(&r, "v3");
     ck_assert_uint_ne(r.cas, 0);
     ck_assert_int_eq(raw_line(fd[ko], "mg cmd:k t", buf, sizeof(buf)), 0);
@@ -1158,42 +1158,42 @@ START_TEST(test_commands)
                   "after gats 2000: %s", buf);
     q = rq(MCR_OP_TOUCH, k);
     q.exptime = 3000;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_TOUCHED);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_TOUCHED);
     ck_assert_int_eq(raw_line(fd[ko], "mg cmd:k t", buf, sizeof(buf)), 0);
     ck_assert_msg(strcmp(buf, "HD t3000\r\n") == 0 || strcmp(buf, "HD t2999\r\n") == 0,
                   "after touch 3000: %s", buf);
     q = rq(MCR_OP_TOUCH, miss);
     q.exptime = 10;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
     q.op = MCR_OP_GAT;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
     q.op = MCR_OP_GATS;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
 
     /* incr / decr */
-    EXPECT(do1(&e, &r, rq_store(MCR_OP_SET, num, "10", 0)), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_SET, num, "10", 0)), MCR_OK, MCR_REPLY_STORED);
     q = rq(MCR_OP_INCR, num);
     q.delta = 5;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER);
     ck_assert_uint_eq(r.number, 15);
     q.op = MCR_OP_DECR;
     q.delta = 20;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER);
     ck_assert_uint_eq(r.number, 0); /* memcached stops at 0 */
     q.op = MCR_OP_INCR;
     q.delta = 18446744073709551615ull;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER);
     ck_assert_uint_eq(r.number, 18446744073709551615ull);
     q.delta = 3;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER); /* 64-bit wrap */
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_NUMBER); /* 64-bit wrap */
     ck_assert_uint_eq(r.number, 2);
     ck_assert_int_eq(raw_get(fd[env_index(&e, owner_id(&e, num))], num, buf, sizeof(buf)), 1);
     ck_assert_uint_eq(strtoull(buf, NULL, 10), 2); /* memcached pads a shorter number */
     q = rq(MCR_OP_INCR, miss);
     q.delta = 1;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
     q.op = MCR_OP_DECR;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
     q = rq(MCR_OP_INCR, k); /* "v3" is no number: the server refuses */
     q.delta = 1;
     do1(&e, &r, q);
@@ -1201,13 +1201,13 @@ START_TEST(test_commands)
                   r.message);
     ck_assert(r.message[0] != '\0');
     /* the connection is still usable after a server error */
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_HIT);
     EXPECT_VALUE(&r, "v3");
 
     /* delete hit, then miss */
-    EXPECT(do1(&e, &r, rq(MCR_OP_DELETE, k)), MCR_OK, MCR_REPLY_DELETED);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_MISS);
-    EXPECT(do1(&e, &r, rq(MCR_OP_DELETE, k)), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_DELETE, k)), MCR_OK, MCR_REPLY_DELETED);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, k)), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_DELETE, k)), MCR_OK, MCR_REPLY_MISS);
     ck_assert_int_eq(raw_get(fd[ko], k, buf, sizeof(buf)), 0);
 
     /* server commands, by id */
@@ -1219,19 +1219,19 @@ START_TEST(test_commands)
 
         q = rq(MCR_OP_VERSION, NULL);
         q.server = e.id[s];
-        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_VERSION);
+        EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_VERSION);
         EXPECT_VALUE(&r, want);
         ck_assert_str_eq(r.server, e.id[s]);
 
         q.op = MCR_OP_STATS;
-        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STATS);
+        EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_STATS);
         snprintf(line, sizeof(line), "pid %d", (int)e.mc[s].pid);
         ck_assert_msg(stat_line(&r, line), "stats of %s lack \"%s\": %.200s", e.id[s], line,
                       r.value ? r.value : "(null)");
         ck_assert_str_eq(r.server, e.id[s]);
         q.key = "slabs";
         q.key_len = 5;
-        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STATS);
+        EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_STATS);
         ck_assert_msg(r.value != NULL && strstr(r.value, "active_slabs ") != NULL,
                       "stats slabs: %.200s", r.value ? r.value : "(null)");
         ck_assert_msg(strstr(r.value, "STAT") == NULL && strstr(r.value, "END") == NULL,
@@ -1239,7 +1239,7 @@ START_TEST(test_commands)
 
         q = rq(MCR_OP_NOOP, NULL);
         q.server = e.id[s];
-        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_OK);
+        EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_OK);
         ck_assert_str_eq(r.server, e.id[s]);
     }
 
@@ -1248,16 +1248,16 @@ START_TEST(test_commands)
     q = rq_store(MCR_OP_SET, "cmd:pinned", "val|cmd:pinned|1|", 3);
     int pin_owner = env_index(&e, owner_id(&e, "cmd:pinned"));
     q.server = e.id[1 - pin_owner];
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
     ck_assert_str_eq(r.server, e.id[1 - pin_owner]);
     ck_assert_int_eq(raw_get(fd[1 - pin_owner], "cmd:pinned", buf, sizeof(buf)), 1);
     ck_assert_int_eq(raw_get(fd[pin_owner], "cmd:pinned", buf, sizeof(buf)), 0);
     q = rq(MCR_OP_GET, "cmd:pinned");
     q.server = e.id[1 - pin_owner];
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_HIT);
     EXPECT_VALUE(&r, "val|cmd:pinned|1|");
     q.server = NULL;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_eq(r.server, e.id[pin_owner]);
 
     /* flush_all empties one server only */
@@ -1265,7 +1265,7 @@ START_TEST(test_commands)
     ck_assert_int_eq(raw_set(fd[1], "cmd:f1", "b"), 0);
     q = rq(MCR_OP_FLUSH_ALL, NULL);
     q.server = e.id[other];
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_OK);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_OK);
     ck_assert_int_eq(raw_get(fd[other], other == 0 ? "cmd:f0" : "cmd:f1", buf, sizeof(buf)), 0);
     ck_assert_int_eq(raw_get(fd[ko], ko == 0 ? "cmd:f0" : "cmd:f1", buf, sizeof(buf)), 1);
 
@@ -1274,7 +1274,7 @@ START_TEST(test_commands)
     q = rq(MCR_OP_FLUSH_ALL, NULL);
     q.server = e.id[ko];
     q.exptime = 100;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_OK);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_OK);
     ck_assert_int_eq(raw_get(fd[ko], "cmd:later", buf, sizeof(buf)), 1);
 
     /* server commands need a server of the snapshot */
@@ -1354,7 +1354,7 @@ START_TEST(test_get_multi)
     WAIT_IDLE(&e, 10000);
     for (int i = 0; i < MG_KEYS; i++)
         if (i % 4 != 0)
-            EXPECT(&sets[i], MCR_OK, MCR_REPLY_STORED);
+            EXPECT_REPLY(&sets[i], MCR_OK, MCR_REPLY_STORED);
 
     /* the keys, 20 duplicates and a bad key, shuffled */
     size_t order[MG_KEYS + 21];
@@ -1549,8 +1549,8 @@ START_TEST(test_input_rules)
         mcr_request q = rq(MCR_OP_SET, good[i]);
         q.value = v;
         q.value_len = make_value(v, sizeof(v), good[i], strlen(good[i]), 1, 0);
-        EXPECT(do1(&e, &rs[0], q), MCR_OK, MCR_REPLY_STORED);
-        EXPECT(do1(&e, &rs[1], rq(MCR_OP_GET, good[i])), MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(do1(&e, &rs[0], q), MCR_OK, MCR_REPLY_STORED);
+        EXPECT_REPLY(do1(&e, &rs[1], rq(MCR_OP_GET, good[i])), MCR_OK, MCR_REPLY_HIT);
         ck_assert_uint_eq(rs[1].value_len, q.value_len);
         int fd = raw_fd(&e, env_index(&e, owner_id(&e, good[i])));
         ck_assert_int_eq(raw_get(fd, good[i], buf, sizeof(buf)), 1);
@@ -1579,8 +1579,8 @@ START_TEST(test_input_rules)
     mcr_request q = rq(MCR_OP_SET, "val:big");
     q.value = v;
     q.value_len = 1000;
-    EXPECT(do1(&e, &rs[0], q), MCR_OK, MCR_REPLY_STORED);
-    EXPECT(do1(&e, &rs[1], rq(MCR_OP_GET, "val:big")), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(do1(&e, &rs[0], q), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &rs[1], rq(MCR_OP_GET, "val:big")), MCR_OK, MCR_REPLY_HIT);
     ck_assert_uint_eq(rs[1].value_len, 1000);
     ck_assert(memcmp(rs[1].value, v, 1000) == 0);
 
@@ -1610,10 +1610,10 @@ START_TEST(test_input_rules)
     q.value_len = 3; /* NULL value with a length */
     ck_assert_int_eq(submit(&e, &r, &q), MCR_ERR_INVALID);
     q = rq(MCR_OP_SET, "x"); /* an empty value is a value */
-    EXPECT(do1(&e, &rs[2], q), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &rs[2], q), MCR_OK, MCR_REPLY_STORED);
     q = rq(MCR_OP_TOUCH, "x");
     q.exptime = 2147483647LL;
-    EXPECT(do1(&e, &rs[2], q), MCR_OK, MCR_REPLY_TOUCHED);
+    EXPECT_REPLY(do1(&e, &rs[2], q), MCR_OK, MCR_REPLY_TOUCHED);
 
     run_ms(&e, 50);
     ck_assert_int_eq(r.calls, 0);
@@ -1631,7 +1631,7 @@ START_TEST(test_input_rules)
     q = rq_store(MCR_OP_SET, big, "val|", 0);
     ck_assert_int_eq(submit_to(&e, pp, &rs[3], &q), MCR_OK); /* 4 + 246 = 250 bytes */
     ck_assert(run_until(&e, c_called, &rs[3], 5000));
-    EXPECT(&rs[3], MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(&rs[3], MCR_OK, MCR_REPLY_STORED);
     char pk[40][32];
     for (int i = 0; i < 40; i++) {
         snprintf(pk[i], sizeof(pk[i]), "kp%d", i);
@@ -1641,13 +1641,13 @@ START_TEST(test_input_rules)
         s.value_len = make_value(vv, sizeof(vv), pk[i], strlen(pk[i]), 5, 0);
         ck_assert_int_eq(submit_to(&e, pp, &rs[4], &s), MCR_OK);
         ck_assert(run_until(&e, c_called, &rs[4], 5000));
-        EXPECT(&rs[4], MCR_OK, MCR_REPLY_STORED);
+        EXPECT_REPLY(&rs[4], MCR_OK, MCR_REPLY_STORED);
         ck_assert_int_eq(submit_to(&e, pp, &rs[5], &(mcr_request){.op = MCR_OP_GET,
                                                                   .key = pk[i],
                                                                   .key_len = strlen(pk[i])}),
                          MCR_OK);
         ck_assert(run_until(&e, c_called, &rs[5], 5000));
-        EXPECT(&rs[5], MCR_OK, MCR_REPLY_HIT); /* rec_cb checked the result's key */
+        EXPECT_REPLY(&rs[5], MCR_OK, MCR_REPLY_HIT); /* rec_cb checked the result's key */
         int own = env_index(&e, owner_id(&e, pk[i]));
         ck_assert_str_eq(rs[5].server, e.id[own]);
         char wire[64];
@@ -1671,7 +1671,7 @@ START_TEST(test_input_rules)
     ck_assert_int_eq(m->done_status, MCR_OK);
     mt_free(m);
     /* the same keys through the pool without prefix: not there */
-    EXPECT(do1(&e, &rs[6], rq(MCR_OP_GET, "kp1")), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &rs[6], rq(MCR_OP_GET, "kp1")), MCR_OK, MCR_REPLY_MISS);
     ck_assert(run_until(&e, c_idle, NULL, 1000));
     mcr_pool_free(pp);
 
@@ -1737,7 +1737,7 @@ START_TEST(test_input_rules)
                                                               .key_len = 1}),
                      MCR_OK);
     ck_assert(run_until(&e, c_called, &rs[7], 5000));
-    EXPECT(&rs[7], MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(&rs[7], MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_eq(rs[7].server, e.id[0]);
     mcr_pool_free(np);
     mcr_router_free(er);
@@ -1873,7 +1873,7 @@ START_TEST(test_callback_contract)
     ck_assert(run_until(&e, c_idle, NULL, 5000));
     ck_assert_int_eq(c->wait_rc, MCR_ERR_INVALID);
     for (int i = 0; i < c->max; i++) {
-        EXPECT(&c->recs[i], MCR_OK, MCR_REPLY_MISS);
+        EXPECT_REPLY(&c->recs[i], MCR_OK, MCR_REPLY_MISS);
         rec_clear(&c->recs[i]);
     }
     free(c);
@@ -1888,7 +1888,7 @@ START_TEST(test_callback_contract)
     ck_assert_int_eq(mcr_pool_wait(e.pool), MCR_OK);
     ck_assert_uint_eq(mcr_pool_pending(e.pool), 0);
     for (int i = 0; i < 20; i++)
-        EXPECT(&recs[i], MCR_OK, MCR_REPLY_MISS);
+        EXPECT_REPLY(&recs[i], MCR_OK, MCR_REPLY_MISS);
     tally_ok(&e);
 
     /* exec: synchronous, an owned copy */
@@ -1940,7 +1940,7 @@ START_TEST(test_callback_contract)
     }
     run_ms(&e, 150);
     for (int i = 0; i < N1; i++)
-        EXPECT(&recs[N0 + i], MCR_OK, MCR_REPLY_MISS);
+        EXPECT_REPLY(&recs[N0 + i], MCR_OK, MCR_REPLY_MISS);
     for (int i = 0; i < N0; i++)
         ck_assert_msg(recs[i].calls == 0,
                       "get %s to the stopped server called back after %lld ms: %d (%s), %s, "
@@ -2034,7 +2034,7 @@ static void store_keys(env *e, const char *stem, int n, char (*keys)[48])
     }
     WAIT_IDLE(e, 10000);
     for (int i = 0; i < n; i++)
-        EXPECT(&rs[i], MCR_OK, MCR_REPLY_STORED);
+        EXPECT_REPLY(&rs[i], MCR_OK, MCR_REPLY_STORED);
     recs_free(rs, (size_t)n);
 }
 
@@ -2083,7 +2083,7 @@ START_TEST(test_sigstop_timeout)
                           ST_TIMEOUT, rs[i].message);
             ck_assert_str_eq(rs[i].server, e.id[1]);
         } else {
-            EXPECT(&rs[i], MCR_OK, MCR_REPLY_HIT);
+            EXPECT_REPLY(&rs[i], MCR_OK, MCR_REPLY_HIT);
             if (took > slowest_ok)
                 slowest_ok = took;
         }
@@ -2104,7 +2104,7 @@ START_TEST(test_sigstop_timeout)
         if (owner[i] == 1) {
             rec r;
             memset(&r, 0, sizeof(r));
-            EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[i])), MCR_OK, MCR_REPLY_HIT);
+            EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, keys[i])), MCR_OK, MCR_REPLY_HIT);
             rec_clear(&r);
         }
     tally_ok(&e);
@@ -2157,39 +2157,39 @@ START_TEST(test_kill_fail_fast)
     int port = e.mc[1].port;
     env_kill(&e, 1);
 
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_CONNECT, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_CONNECT, MCR_REPLY_MISS);
     ck_assert_str_eq(r.server, e.id[1]);
     ck_assert(r.message[0] != '\0');
     ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
     ck_assert_uint_eq(st.refusals, 1);
     ck_assert_uint_eq(st.consecutive_failures, 1);
     ck_assert_int_eq(st.health, MCR_HEALTH_UP);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_CONNECT, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_CONNECT, MCR_REPLY_MISS);
     ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
     ck_assert_uint_eq(st.refusals, 2);
     ck_assert_int_eq(st.health, MCR_HEALTH_DOWN);
     long long down_at = now_ms();
     /* down: at once, in a callback */
     do1(&e, &r, rq(MCR_OP_GET, kb));
-    EXPECT(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
+    EXPECT_REPLY(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
     ck_assert_msg(r.t1 - r.t0 < 100, "MCR_ERR_DOWN after %lld ms", r.t1 - r.t0);
     do1(&e, &r, rq_store(MCR_OP_SET, kb, buf, 0));
-    EXPECT(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
+    EXPECT_REPLY(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
     /* the other server is not affected */
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb0)), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb0)), MCR_OK, MCR_REPLY_MISS);
 
     /* back on the same port, but fail-fast waits for retry_timeout_ms */
     env_start_server(&e, 1, port);
     ck_assert_int_eq(e.mc[1].port, port);
     while (now_ms() - down_at < 250) {
         do1(&e, &r, rq(MCR_OP_GET, kb));
-        EXPECT(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
+        EXPECT_REPLY(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
         run_ms(&e, 30);
     }
     run_ms(&e, (unsigned)(o.retry_timeout_ms - (now_ms() - down_at) + 50));
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS); /* a new, empty memcached */
-    EXPECT(do1(&e, &r, rq_store(MCR_OP_SET, kb, buf, 0)), MCR_OK, MCR_REPLY_STORED);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS); /* a new, empty memcached */
+    EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_SET, kb, buf, 0)), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_HIT);
     ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
     ck_assert_int_eq(st.health, MCR_HEALTH_UP);
     ck_assert_uint_eq(st.consecutive_failures, 0);
@@ -2201,10 +2201,10 @@ START_TEST(test_kill_fail_fast)
     env_kill(&e, 1);
     int connects = fail_until(&e, &r, kb, MCR_ERR_CONNECT, 5);
     ck_assert_msg(connects >= 1 && connects <= 2, "%d refusals before down", connects);
-    EXPECT(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
+    EXPECT_REPLY(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
     run_ms(&e, o.retry_timeout_ms + 100);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_CONNECT, MCR_REPLY_MISS);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_DOWN, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_CONNECT, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_ERR_DOWN, MCR_REPLY_MISS);
     ck_assert_uint_eq(mcr_router_epoch(e.router), 1); /* fail-fast never changes the ring */
 
     tally_ok(&e);
@@ -2296,7 +2296,7 @@ START_TEST(test_eject)
     ck_assert_int_eq(mcr_pool_new(e.base, e.router, NULL, &p2, NULL), MCR_OK);
 
     key_on(&e, e.id[1], "ej:", kb, sizeof(kb));
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
     int port = e.mc[1].port;
     env_kill(&e, 1);
 
@@ -2313,7 +2313,7 @@ START_TEST(test_eject)
 
     /* its keys go elsewhere, for both pools */
     do1(&e, &r, rq(MCR_OP_GET, kb));
-    EXPECT(&r, MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(&r, MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_ne(r.server, e.id[1]);
     ck_assert_uint_eq(r.epoch, 2);
     rec r2;
@@ -2322,7 +2322,7 @@ START_TEST(test_eject)
                                                            .key_len = strlen(kb)}),
                      MCR_OK);
     ck_assert(run_until(&e, c_called, &r2, 5000));
-    EXPECT(&r2, MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(&r2, MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_ne(r2.server, e.id[1]);
     ck_assert_uint_eq(r2.epoch, 2);
 
@@ -2346,7 +2346,7 @@ START_TEST(test_eject)
     ck_assert_msg(log.t_up[0] - back <= 4 * EJ_RETRY + 500, "re-added %lld ms after restart",
                   log.t_up[0] - back);
     do1(&e, &r, rq(MCR_OP_GET, kb));
-    EXPECT(&r, MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(&r, MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_eq(r.server, e.id[1]);
     ck_assert_uint_eq(r.epoch, 3);
     ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
@@ -2457,15 +2457,15 @@ START_TEST(test_failover)
         mcr_request q = rq(MCR_OP_SET, keys[i]);
         q.value = v;
         q.value_len = make_value(v, sizeof(v), keys[i], strlen(keys[i]), 0, 0);
-        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+        EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
         ck_assert_str_eq(r.server, e.id[1]);
         q.value_len = make_value(v, sizeof(v), keys[i], strlen(keys[i]), 1, 0);
         q.server = e.id[replica[i]];
-        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+        EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
         ck_assert_str_eq(r.server, e.id[replica[i]]);
     }
     mcr_snapshot_unref(s);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[0])), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, keys[0])), MCR_OK, MCR_REPLY_HIT);
     make_value(v, sizeof(v), keys[0], strlen(keys[0]), 0, 0);
     EXPECT_VALUE(&r, v);
 
@@ -2477,29 +2477,29 @@ START_TEST(test_failover)
 
     for (int i = 0; i < NK; i++) {
         make_value(v, sizeof(v), keys[i], strlen(keys[i]), 1, 0);
-        EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[i])), MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, keys[i])), MCR_OK, MCR_REPLY_HIT);
         EXPECT_VALUE(&r, v);
         ck_assert_str_eq(r.server, e.id[replica[i]]);
-        EXPECT(do1(&e, &r, rq(MCR_OP_GETS, keys[i])), MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GETS, keys[i])), MCR_OK, MCR_REPLY_HIT);
         EXPECT_VALUE(&r, v);
         ck_assert_str_eq(r.server, e.id[replica[i]]);
         /* gat, gats and touch change the item: no failover */
         mcr_request q = rq(MCR_OP_GAT, keys[i]);
         q.exptime = 500;
-        EXPECT(do1(&e, &r, q), MCR_ERR_DOWN, MCR_REPLY_MISS);
+        EXPECT_REPLY(do1(&e, &r, q), MCR_ERR_DOWN, MCR_REPLY_MISS);
         q.op = MCR_OP_GATS;
-        EXPECT(do1(&e, &r, q), MCR_ERR_DOWN, MCR_REPLY_MISS);
+        EXPECT_REPLY(do1(&e, &r, q), MCR_ERR_DOWN, MCR_REPLY_MISS);
         q.op = MCR_OP_TOUCH;
-        EXPECT(do1(&e, &r, q), MCR_ERR_DOWN, MCR_REPLY_MISS);
+        EXPECT_REPLY(do1(&e, &r, q), MCR_ERR_DOWN, MCR_REPLY_MISS);
         /* writes fail */
-        EXPECT(do1(&e, &r, rq_store(MCR_OP_SET, keys[i], v, 0)), MCR_ERR_DOWN, MCR_REPLY_MISS);
-        EXPECT(do1(&e, &r, rq_store(MCR_OP_ADD, keys[i], v, 0)), MCR_ERR_DOWN, MCR_REPLY_MISS);
-        EXPECT(do1(&e, &r, rq_store(MCR_OP_APPEND, keys[i], v, 0)), MCR_ERR_DOWN,
+        EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_SET, keys[i], v, 0)), MCR_ERR_DOWN, MCR_REPLY_MISS);
+        EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_ADD, keys[i], v, 0)), MCR_ERR_DOWN, MCR_REPLY_MISS);
+        EXPECT_REPLY(do1(&e, &r, rq_store(MCR_OP_APPEND, keys[i], v, 0)), MCR_ERR_DOWN,
                MCR_REPLY_MISS);
-        EXPECT(do1(&e, &r, rq(MCR_OP_DELETE, keys[i])), MCR_ERR_DOWN, MCR_REPLY_MISS);
+        EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_DELETE, keys[i])), MCR_ERR_DOWN, MCR_REPLY_MISS);
         q = rq(MCR_OP_INCR, keys[i]);
         q.delta = 1;
-        EXPECT(do1(&e, &r, q), MCR_ERR_DOWN, MCR_REPLY_MISS);
+        EXPECT_REPLY(do1(&e, &r, q), MCR_ERR_DOWN, MCR_REPLY_MISS);
     }
     /* a multi-get of them: from the replicas too */
     mtrack *m = mt_new(&e.t, NK);
@@ -2720,7 +2720,7 @@ START_TEST(test_hot_keys)
     e.t.raw_values = 1;
     const char *own = owner_id(&e, k);
     int oi = env_index(&e, own);
-    EXPECT(do1(&e, &rs[0], rq_store(MCR_OP_SET, k, "val|hot:key|1", 0)), MCR_OK,
+    EXPECT_REPLY(do1(&e, &rs[0], rq_store(MCR_OP_SET, k, "val|hot:key|1", 0)), MCR_OK,
            MCR_REPLY_STORED);
     int fd = raw_fd(&e, oi);
     long long before = raw_stat(fd, NULL, "cmd_get");
@@ -2732,7 +2732,7 @@ START_TEST(test_hot_keys)
                          MCR_OK);
     WAIT_IDLE(&e, 5000);
     for (int i = 0; i < HOT; i++) {
-        EXPECT(&rs[i], MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(&rs[i], MCR_OK, MCR_REPLY_HIT);
         EXPECT_VALUE(&rs[i], "val|hot:key|1");
         ck_assert_str_eq(rs[i].server, own);
     }
@@ -2755,7 +2755,7 @@ START_TEST(test_hot_keys)
                          MCR_OK);
     WAIT_IDLE(&e, 5000);
     EXPECT_VALUE(&rs[0], "val|hot:key|1");
-    EXPECT(&rs[1], MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(&rs[1], MCR_OK, MCR_REPLY_STORED);
     for (int i = 2; i < 5; i++)
         EXPECT_VALUE(&rs[i], "val|hot:key|2");
 
@@ -2770,12 +2770,12 @@ START_TEST(test_hot_keys)
                                                          .key_len = strlen(k)}),
                      MCR_OK);
     WAIT_IDLE(&e, 5000);
-    EXPECT(&rs[0], MCR_OK, MCR_REPLY_HIT);
-    EXPECT(&rs[1], MCR_OK, MCR_REPLY_DELETED);
-    EXPECT(&rs[2], MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(&rs[0], MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(&rs[1], MCR_OK, MCR_REPLY_DELETED);
+    EXPECT_REPLY(&rs[2], MCR_OK, MCR_REPLY_MISS);
 
     /* gets share too, each with the cas */
-    EXPECT(do1(&e, &rs[0], rq_store(MCR_OP_SET, k, "val|hot:key|3", 0)), MCR_OK,
+    EXPECT_REPLY(do1(&e, &rs[0], rq_store(MCR_OP_SET, k, "val|hot:key|3", 0)), MCR_OK,
            MCR_REPLY_STORED);
     for (int i = 0; i < 10; i++)
         ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = MCR_OP_GETS, .key = k,
@@ -2783,7 +2783,7 @@ START_TEST(test_hot_keys)
                          MCR_OK);
     WAIT_IDLE(&e, 5000);
     for (int i = 0; i < 10; i++) {
-        EXPECT(&rs[i], MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(&rs[i], MCR_OK, MCR_REPLY_HIT);
         EXPECT_VALUE(&rs[i], "val|hot:key|3");
         ck_assert_uint_ne(rs[i].cas, 0);
         ck_assert_uint_eq(rs[i].cas, rs[0].cas);
@@ -2888,11 +2888,11 @@ START_TEST(test_stats)
     for (size_t i = 0; i < nr; i++)
         ck_assert_int_eq(rs[i].status, MCR_OK);
     for (size_t i = NS; i < NS + 30; i++)
-        EXPECT(&rs[i], MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(&rs[i], MCR_OK, MCR_REPLY_HIT);
     for (size_t i = NS + 30; i < NS + 50; i++)
-        EXPECT(&rs[i], MCR_OK, MCR_REPLY_MISS);
+        EXPECT_REPLY(&rs[i], MCR_OK, MCR_REPLY_MISS);
     for (size_t i = NS + 50; i < NS + 60; i++)
-        EXPECT(&rs[i], MCR_OK, MCR_REPLY_DELETED);
+        EXPECT_REPLY(&rs[i], MCR_OK, MCR_REPLY_DELETED);
 
     ck_assert_uint_eq(mcr_pool_server_count(e.pool), 2);
     for (int s = 0; s < 2; s++) {
@@ -3036,7 +3036,7 @@ START_TEST(test_unix_socket)
     WAIT_IDLE(&e, 5000);
     int on_unix = 0;
     for (int i = 0; i < NK; i++) {
-        EXPECT(&rs[i], MCR_OK, MCR_REPLY_STORED);
+        EXPECT_REPLY(&rs[i], MCR_OK, MCR_REPLY_STORED);
         ck_assert_int_eq(submit(&e, &rs[NK + i], &(mcr_request){.op = MCR_OP_GET,
                                                                   .key = keys[i],
                                                                   .key_len = strlen(keys[i])}),
@@ -3045,7 +3045,7 @@ START_TEST(test_unix_socket)
     WAIT_IDLE(&e, 5000);
     int tfd = raw_fd(&e, 0);
     for (int i = 0; i < NK; i++) {
-        EXPECT(&rs[NK + i], MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(&rs[NK + i], MCR_OK, MCR_REPLY_HIT);
         int unix_owner = owns(&e, keys[i], uid);
         ck_assert_str_eq(rs[i].server, unix_owner ? uid : e.id[0]);
         ck_assert_int_eq(raw_get(ufd, keys[i], buf, sizeof(buf)), unix_owner);
@@ -3057,9 +3057,9 @@ START_TEST(test_unix_socket)
     memset(&r, 0, sizeof(r));
     mcr_request q = rq(MCR_OP_VERSION, NULL);
     q.server = uid;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_VERSION);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_VERSION);
     q.op = MCR_OP_STATS;
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STATS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_STATS);
     snprintf(buf, sizeof(buf), "pid %d", (int)pid);
     ck_assert_msg(stat_line(&r, buf), "stats through the socket are not its memcached's");
     tally_ok(&e);
@@ -3077,7 +3077,7 @@ START_TEST(test_unix_socket)
     mcr_changes_free(ch);
     q = rq(MCR_OP_STATS, NULL);
     q.server = "unix-two";
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STATS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_STATS);
     ck_assert_msg(stat_line(&r, buf), "stats of unix-two are not the socket's memcached's");
     tally_ok(&e);
     mcr_pool_free(e.pool);
@@ -3087,7 +3087,7 @@ START_TEST(test_unix_socket)
     env_new_pool(&e, NULL);
     ck_assert_int_eq(mcr_pool_set_unix_path(e.pool, uid, path), MCR_OK);
     ck_assert_int_eq(mcr_pool_set_unix_path(e.pool, uid, NULL), MCR_OK);
-    EXPECT(do1(&e, &r, q), MCR_ERR_CONNECT, MCR_REPLY_OK);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_ERR_CONNECT, MCR_REPLY_OK);
 
     rec_clear(&r);
     close(ufd);
@@ -3280,7 +3280,7 @@ START_TEST(test_malformed_replies)
             ck_assert_msg(status_ok_for(c, rs[i].status), "%s: get %d: status %d (%s) [%s]",
                           c->name, i, rs[i].status, mcr_strerror(rs[i].status), rs[i].message);
             if (rs[i].status == MCR_OK) {
-                EXPECT(&rs[i], MCR_OK, MCR_REPLY_HIT);
+                EXPECT_REPLY(&rs[i], MCR_OK, MCR_REPLY_HIT);
                 ck_assert_msg(fake_value_ok(keys[i], rs[i].value, rs[i].value_len),
                               "%s: get of %s returned \"%s\"", c->name, keys[i], rs[i].value);
             } else {
@@ -3330,9 +3330,9 @@ START_TEST(test_malformed_replies)
     rec r;
     memset(&r, 0, sizeof(r));
     key_on(&e, e.id[1], "real:", kb, sizeof(kb));
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
     for (int i = 0; i < c->nkeys; i++) {
-        EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[i])), MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, keys[i])), MCR_OK, MCR_REPLY_HIT);
         ck_assert_msg(fake_value_ok(keys[i], r.value, r.value_len),
                       "%s: after recovery, get of %s returned \"%s\"", c->name, keys[i], r.value);
     }
@@ -3563,7 +3563,7 @@ START_TEST(test_max_in_flight)
     w.max_seen = st.in_flight;
     ck_assert(run_until(&e, c_watch_idle, &w, 10000));
     for (int i = 0; i < NQ; i++)
-        EXPECT(&rs[i], MCR_OK, MCR_REPLY_MISS);
+        EXPECT_REPLY(&rs[i], MCR_OK, MCR_REPLY_MISS);
     ck_assert_msg(w.max_seen <= 8, "%zu requests in flight, limit 4 x 2 connections",
                   w.max_seen);
     tally_ok(&e);
@@ -3703,7 +3703,7 @@ START_TEST(test_drain_in_flight)
     for (int i = 0; i < NK; i++) {
         ck_assert_msg(neu[i].calls == 1, "get of %s after the change: not answered in 200 ms",
                       keys2[i]);
-        EXPECT(&neu[i], MCR_OK, MCR_REPLY_MISS); /* another server: not there */
+        EXPECT_REPLY(&neu[i], MCR_OK, MCR_REPLY_MISS); /* another server: not there */
         ck_assert_str_ne(neu[i].server, e.id[1]);
         ck_assert_uint_eq(neu[i].epoch, 2);
         ck_assert_int_eq(old[i].calls, 0);
@@ -3711,7 +3711,7 @@ START_TEST(test_drain_in_flight)
     ck_assert_int_eq(kill(e.mc[1].pid, SIGCONT), 0);
     WAIT_IDLE(&e, 5000);
     for (int i = 0; i < NK; i++) {
-        EXPECT(&old[i], MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(&old[i], MCR_OK, MCR_REPLY_HIT);
         ck_assert_str_eq(old[i].server, e.id[1]);
         ck_assert_uint_eq(old[i].epoch, 1);
     }
@@ -3738,7 +3738,7 @@ START_TEST(test_drain_in_flight)
     if (_i == 1) {
         ck_assert_int_eq(rc, MCR_OK);
         ck_assert(run_until(&e, c_called, &v1, 3000));
-        EXPECT(&v1, MCR_OK, MCR_REPLY_VERSION);
+        EXPECT_REPLY(&v1, MCR_OK, MCR_REPLY_VERSION);
     } else {
         ck_assert_int_eq(rc, MCR_ERR_UNKNOWN); /* removed: no server of the snapshot */
     }
@@ -3795,7 +3795,7 @@ START_TEST(test_hash_tag)
         spread[env_index(&e, own)]++;
         for (int j = 0; j < PER; j++) {
             rec *r = &rs[t * PER + j];
-            EXPECT(r, MCR_OK, MCR_REPLY_STORED);
+            EXPECT_REPLY(r, MCR_OK, MCR_REPLY_STORED);
             ck_assert_str_eq(r->server, own);
             int fd = raw_fd(&e, env_index(&e, own));
             ck_assert_int_eq(raw_get(fd, keys[t * PER + j], v, sizeof(v)), 1);
@@ -3826,7 +3826,7 @@ START_TEST(test_coalesce_across_change)
     o.connect_timeout_ms = 3000;
     env_init(&e, 3, &o);
     key_on(&e, e.id[1], "cc:", kb, sizeof(kb));
-    EXPECT(do1(&e, &a, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS); /* connected */
+    EXPECT_REPLY(do1(&e, &a, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS); /* connected */
     env_sigstop(&e, 1);
     ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = kb,
                                                      .key_len = strlen(kb)}),
@@ -3849,12 +3849,12 @@ START_TEST(test_coalesce_across_change)
                   mcr_reply_name(a.reply), a.server);
     ck_assert_msg(b.calls == 1, "a get routed to a live server after the change waits for "
                   "the get in flight to the %s server", _i ? "downed" : "removed");
-    EXPECT(&b, MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(&b, MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_ne(b.server, e.id[1]);
     ck_assert_uint_eq(b.epoch, 2);
     kill(e.mc[1].pid, SIGCONT);
     WAIT_IDLE(&e, 5000);
-    EXPECT(&a, MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(&a, MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_eq(a.server, e.id[1]);
     tally_ok(&e);
     rec_clear(&a);
@@ -3897,11 +3897,11 @@ START_TEST(test_large_values)
         q.value = vals[i];
         q.value_len = lens[i];
         q.flags = 0xdeadbeefu;
-        EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+        EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
     }
     for (int i = 0; i < NV; i++) {
         for (int g = 0; g < 2; g++) {
-            EXPECT(do1(&e, &r, rq(g ? MCR_OP_GETS : MCR_OP_GET, keys[i])), MCR_OK,
+            EXPECT_REPLY(do1(&e, &r, rq(g ? MCR_OP_GETS : MCR_OP_GET, keys[i])), MCR_OK,
                    MCR_REPLY_HIT);
             ck_assert_uint_eq(r.value_len, lens[i]);
             ck_assert(lens[i] == 0 || memcmp(r.value, vals[i], lens[i]) == 0);
@@ -3917,7 +3917,7 @@ START_TEST(test_large_values)
                          MCR_OK);
     WAIT_IDLE(&e, 10000);
     for (int i = 0; i < NV; i++) {
-        EXPECT(&rs[i], MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(&rs[i], MCR_OK, MCR_REPLY_HIT);
         ck_assert_uint_eq(rs[i].value_len, lens[i]);
         ck_assert(lens[i] == 0 || memcmp(rs[i].value, vals[i], lens[i]) == 0);
         rec_clear(&rs[i]);
@@ -3937,14 +3937,14 @@ START_TEST(test_large_values)
     }
     WAIT_IDLE(&e, 20000);
     for (int i = 0; i < NB; i++) {
-        EXPECT(&bs[i], MCR_OK, MCR_REPLY_STORED);
+        EXPECT_REPLY(&bs[i], MCR_OK, MCR_REPLY_STORED);
         ck_assert_int_eq(submit(&e, &bs[i], &(mcr_request){.op = MCR_OP_GET, .key = bkeys[i],
                                                              .key_len = strlen(bkeys[i])}),
                          MCR_OK);
     }
     WAIT_IDLE(&e, 20000);
     for (int i = 0; i < NB; i++) {
-        EXPECT(&bs[i], MCR_OK, MCR_REPLY_HIT);
+        EXPECT_REPLY(&bs[i], MCR_OK, MCR_REPLY_HIT);
         ck_assert_uint_eq(bs[i].value_len, lens[i % NV]);
         ck_assert(lens[i % NV] == 0 || memcmp(bs[i].value, vals[i % NV], lens[i % NV]) == 0);
     }
@@ -3963,8 +3963,8 @@ START_TEST(test_large_values)
     mt_free(m);
     /* append to a large value */
     mcr_request q = rq_store(MCR_OP_APPEND, keys[NV - 1], "tail", 0);
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[NV - 1])), MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, keys[NV - 1])), MCR_OK, MCR_REPLY_HIT);
     ck_assert_uint_eq(r.value_len, lens[NV - 1] + 4);
     ck_assert(memcmp(r.value + lens[NV - 1], "tail", 4) == 0);
     tally_ok(&e);
@@ -4033,7 +4033,7 @@ START_TEST(test_connect_timeout)
                   r.message);
     ck_assert_msg(took >= 280 && took <= 800, "connect timed out after %lld ms, "
                   "connect_timeout_ms 300", took);
-    EXPECT(&other, MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(&other, MCR_OK, MCR_REPLY_MISS);
     ck_assert_msg(other.t1 - other.t0 < 250, "the other server's get took %lld ms",
                   other.t1 - other.t0);
     mcr_server_stats st;
@@ -4118,7 +4118,7 @@ START_TEST(test_cancel_on_removal)
     /* the keys now go to the other server */
     rec r;
     memset(&r, 0, sizeof(r));
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, keys[1])), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, keys[1])), MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_eq(r.server, e.id[1]);
     tally_ok(&e);
     rec_clear(&r);
@@ -4180,7 +4180,7 @@ START_TEST(test_pipelined_mixed)
     WAIT_IDLE(&e, 15000);
     for (int g = 0; g < PM_GETS; g++) {
         int i = which[g];
-        EXPECT(&rs[g], MCR_OK, stored[i] ? MCR_REPLY_HIT : MCR_REPLY_MISS);
+        EXPECT_REPLY(&rs[g], MCR_OK, stored[i] ? MCR_REPLY_HIT : MCR_REPLY_MISS);
         if (stored[i]) {
             ck_assert_uint_eq(rs[g].flags, (uint32_t)i);
             if (rs[g].op == MCR_OP_GETS)
@@ -4218,7 +4218,7 @@ START_TEST(test_eject_stopped)
     key_on(&e, e.id[1], "es:", kb, sizeof(kb));
     rec r;
     memset(&r, 0, sizeof(r));
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
 
     env_sigstop(&e, 1);
     int n = eject_by_gets(&e, e.id[1], kb, 10);
@@ -4240,7 +4240,7 @@ START_TEST(test_eject_stopped)
     ck_assert_msg(run_until(&e, c_state, &w, 6 * EJ_RETRY + 1000),
                   "resumed server not re-added");
     ck_assert_int_eq(log.publishes, 2);
-    EXPECT(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_eq(r.server, e.id[1]);
     mcr_router_remove_hook(e.router, pub_hook, &log);
     tally_ok(&e);
@@ -4290,11 +4290,11 @@ START_TEST(test_eject_two_pools)
     ck_assert_msg(log.publishes == 1, "%d publishes for one server going down",
                   log.publishes);
     /* both route its keys elsewhere */
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_ne(r.server, e.id[1]);
     ck_assert_int_eq(submit_to(&e, p2, &r2, &q), MCR_OK);
     ck_assert(run_until(&e, c_called, &r2, 3000));
-    EXPECT(&r2, MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(&r2, MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_ne(r2.server, e.id[1]);
 
     env_start_server(&e, 1, port);
@@ -4303,11 +4303,11 @@ START_TEST(test_eject_two_pools)
     run_ms(&e, 4 * EJ_RETRY);
     ck_assert_msg(log.publishes == 2 && log.up == 1, "%d publishes, %d re-adds", log.publishes,
                   log.up);
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_eq(r.server, e.id[1]);
     ck_assert_int_eq(submit_to(&e, p2, &r2, &q), MCR_OK);
     ck_assert(run_until(&e, c_called, &r2, 3000));
-    EXPECT(&r2, MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(&r2, MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_eq(r2.server, e.id[1]);
     mcr_server_stats st;
     ck_assert_int_eq(stats_of(p2, e.id[1], &st), 0);
@@ -4351,18 +4351,18 @@ START_TEST(test_failover_chain)
     q.value = v;
     q.value_len = make_value(v, sizeof(v), kb, strlen(kb), 2, 0);
     q.server = e.id[rep[2]];
-    EXPECT(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_OK, MCR_REPLY_STORED);
 
     env_kill(&e, 1);
     env_kill(&e, (int)rep[1]);
     /* the first replica fails a request sent to it by name: down (limit 1) */
     q = rq(MCR_OP_GET, kb);
     q.server = e.id[rep[1]];
-    EXPECT(do1(&e, &r, q), MCR_ERR_CONNECT, MCR_REPLY_MISS);
+    EXPECT_REPLY(do1(&e, &r, q), MCR_ERR_CONNECT, MCR_REPLY_MISS);
     /* the primary: one refusal, then failover */
     int failed = fail_until(&e, &r, kb, MCR_ERR_CONNECT, 3);
     ck_assert_int_eq(failed, 1);
-    EXPECT(&r, MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(&r, MCR_OK, MCR_REPLY_HIT);
     ck_assert_str_eq(r.server, e.id[rep[2]]);
     EXPECT_VALUE(&r, v);
     tally_ok(&e);

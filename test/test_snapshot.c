@@ -824,7 +824,7 @@ START_TEST(errors_publish_nothing)
     char id0[300];
     snprintf(id0, sizeof(id0), "%s", d.id);
 
-#define EXPECT(want)                                                    \
+#define EXPECT_APPLY(want)                                                    \
     do {                                                                \
         out = sentinel;                                                 \
         ck_assert_int_eq(mcr_snapshot_apply(s, ch, &out, &err), want);  \
@@ -835,25 +835,25 @@ START_TEST(errors_publish_nothing)
 
     /* Unknown ids, also after a valid change in the same batch. */
     ck_assert_int_eq(mcr_changes_remove(ch, "nobody", &err), MCR_OK);
-    EXPECT(MCR_ERR_UNKNOWN);
+    EXPECT_APPLY(MCR_ERR_UNKNOWN);
     ck_assert_ptr_nonnull(strstr(err.message, "nobody"));
     ck_assert_int_eq(mcr_changes_set_weight(ch, id0, 2, &err), MCR_OK);
     ck_assert_int_eq(mcr_changes_set_state(ch, "ghost", MCR_STATE_DOWN, &err), MCR_OK);
-    EXPECT(MCR_ERR_UNKNOWN);
+    EXPECT_APPLY(MCR_ERR_UNKNOWN);
     ck_assert_ptr_nonnull(strstr(err.message, "change 2"));
     ck_assert_int_eq(mcr_changes_remove(ch, id0, &err), MCR_OK);
     ck_assert_int_eq(mcr_changes_remove(ch, id0, &err), MCR_OK);
-    EXPECT(MCR_ERR_UNKNOWN);
+    EXPECT_APPLY(MCR_ERR_UNKNOWN);
     /* Duplicates: id, address. */
     mcr_server_desc a = {id0, "10.3.3.3", 11211, 1, NULL, MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
-    EXPECT(MCR_ERR_DUPLICATE);
+    EXPECT_APPLY(MCR_ERR_DUPLICATE);
     a = (mcr_server_desc){"fresh", "10.2.2.2", 4000, 1, NULL, MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
-    EXPECT(MCR_ERR_DUPLICATE);
+    EXPECT_APPLY(MCR_ERR_DUPLICATE);
     a = (mcr_server_desc){NULL, "10.2.2.2", 4000, 1, NULL, MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
-    EXPECT(MCR_ERR_DUPLICATE);
+    EXPECT_APPLY(MCR_ERR_DUPLICATE);
     /* Remove then add the same address is fine (checked below). */
     /* No active server left. */
     for (size_t i = 0; i < mcr_snapshot_server_count(s); i++) {
@@ -862,19 +862,19 @@ START_TEST(errors_publish_nothing)
                                                                 : MCR_STATE_DRAINING, &err),
                          MCR_OK);
     }
-    EXPECT(MCR_ERR_EMPTY);
+    EXPECT_APPLY(MCR_ERR_EMPTY);
     for (size_t i = 0; i < mcr_snapshot_server_count(s); i++) {
         mcr_snapshot_server(s, i, &d);
         ck_assert_int_eq(mcr_changes_remove(ch, d.id, &err), MCR_OK);
     }
-    EXPECT(MCR_ERR_EMPTY);
+    EXPECT_APPLY(MCR_ERR_EMPTY);
     /* stable-ketama's weight bound. */
     ck_assert_int_eq(mcr_changes_set_weight(ch, id0, MCR_STABLE_WEIGHT_MAX + 1, &err), MCR_OK);
-    EXPECT(MCR_ERR_RANGE);
+    EXPECT_APPLY(MCR_ERR_RANGE);
     a = (mcr_server_desc){"heavy", "10.4.4.4", 11211, MCR_STABLE_WEIGHT_MAX + 1, NULL,
                           MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
-    EXPECT(MCR_ERR_RANGE);
+    EXPECT_APPLY(MCR_ERR_RANGE);
     /* NULL arguments. */
     ck_assert_int_eq(mcr_snapshot_apply(NULL, ch, &out, &err), MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_snapshot_apply(s, NULL, &out, &err), MCR_ERR_INVALID);
@@ -924,7 +924,7 @@ START_TEST(errors_publish_nothing)
     mcr_snapshot *ok = apply_ok(s, ch);
     ck_assert_uint_eq(mcr_snapshot_epoch(ok), 6);
     mcr_snapshot_unref(ok);
-#undef EXPECT
+#undef EXPECT_APPLY
     mcr_changes_free(ch);
     mcr_snapshot_unref(s);
     mcr_config_free(cfg);

@@ -22,4 +22,37 @@ uint64_t tu_seed(void);
 /* Run one suite with CK_NORMAL output and return the process exit code. */
 int tu_run(Suite *s);
 
+
+/* Assertions for hot loops: Check's ck_assert_* record every passing
+ * check (a write to a pipe in fork mode), which would dominate the run
+ * time of suites that check millions of values; these only act on
+ * failure, with both operands printed. EXPECT_STR needs <string.h>. */
+#define EXPECT(c)                                                                        \
+    do {                                                                                 \
+        if (!(c))                                                                        \
+            ck_abort_msg("Assertion '%s' failed", #c);                                   \
+    } while (0)
+#define EXPECT_MSG(c, ...)                                                               \
+    do {                                                                                 \
+        if (!(c))                                                                        \
+            ck_abort_msg(__VA_ARGS__);                                                   \
+    } while (0)
+#define EXPECT_OP(T, fmt, x, op, y)                                                      \
+    do {                                                                                 \
+        T x_ = (x), y_ = (y);                                                            \
+        if (!(x_ op y_))                                                                 \
+            ck_abort_msg("Assertion '%s %s %s' failed: " fmt " vs " fmt, #x, #op, #y,   \
+                         x_, y_);                                                        \
+    } while (0)
+#define EXPECT_INT(x, op, y) EXPECT_OP(long long, "%lld", x, op, y)
+#define EXPECT_UINT(x, op, y) EXPECT_OP(unsigned long long, "%llu", x, op, y)
+#define EXPECT_DBL(x, op, y) EXPECT_OP(double, "%.9g", x, op, y)
+#define EXPECT_STR(x, op, y)                                                             \
+    do {                                                                                 \
+        const char *x_ = (x), *y_ = (y);                                                 \
+        if (!(strcmp(x_, y_) op 0))                                                      \
+            ck_abort_msg("Assertion '%s %s %s' failed: \"%s\" vs \"%s\"", #x, #op, #y, \
+                         x_, y_);                                                        \
+    } while (0)
+
 #endif
