@@ -17,10 +17,15 @@ typedef struct run {
 run run_cli(const char *in, size_t inlen, const char *const *argv);
 
 /* The same, killing it (SIGKILL, status -1) when it runs longer than
- * deadline_ms. */
+ * deadline_ms times MCR_TEST_TIME_SCALE (testutil.h). */
 run run_cli_deadline(const char *in, size_t inlen, const char *const *argv, long deadline_ms);
 
+/* Free what a run collected (pointers set to NULL: a second call is a no-op). */
 void run_free(run *r);
+
+/* Free the buffers of every run not yet freed: from a teardown, for the
+ * runs of a test whose failed assertion skipped its run_free() calls. */
+void run_free_all(void);
 
 /* Bad input: exit 2, nothing on stdout, a message containing `needle`. */
 void expect_usage_error(const char *const *argv, const char *needle);

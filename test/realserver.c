@@ -57,7 +57,7 @@ static void sleep_ms(int ms)
     }
 }
 
-/* Kill and reap one pid: SIGTERM, a grace period, SIGKILL. */
+/* Kill and reap one pid: SIGTERM (and SIGCONT, for a stopped one), a grace period, SIGKILL. */
 static void rs_kill(pid_t pid)
 {
     long long end;
@@ -69,6 +69,7 @@ static void rs_kill(pid_t pid)
         waitpid(pid, &st, WNOHANG);
         return;
     }
+    kill(pid, SIGCONT); /* a SIGSTOPped test server acts on SIGTERM at once */
     end = now_ms() + RS_TERM_GRACE_MS;
     while (now_ms() < end) {
         pid_t r = waitpid(pid, &st, WNOHANG);

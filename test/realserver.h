@@ -70,11 +70,14 @@ int rs_memcached_start(rs_proc *p, const char *addr, int port, const char *log,
 int rs_nutcracker_start(rs_proc *p, const char *conf, const char *log, const char *pidfile,
                         int stats_port, const char *addr, int port, int timeout_ms);
 
-/* SIGTERM, up to 2 s to exit, then SIGKILL; reaped and unregistered either
- * way. NULL or a stopped process is a no-op. */
+/* SIGTERM (then SIGCONT, so one stopped by SIGSTOP acts on it), up to 2 s
+ * to exit, then SIGKILL; reaped and unregistered either way. NULL or a
+ * process already stopped by rs_stop (pid 0) is a no-op. */
 void rs_stop(rs_proc *p);
 
-/* Stop every process this process started (a no-op in a forked child). */
+/* Stop every process this process started and has not stopped yet (a
+ * no-op in a forked child that started none): for a test's teardown, which
+ * runs even when a failed assertion skipped the test's own rs_stop calls. */
 void rs_stop_all(void);
 
 /* Run `argv` to completion with output discarded, at most timeout_ms (then

@@ -14,8 +14,8 @@
 #include "realserver.h"
 #include "testutil.h"
 
-#define START_MS 5000
-#define IO_MS 5000
+#define START_MS mcr_test_ms(20000) /* generous deadlines, times MCR_TEST_TIME_SCALE */
+#define IO_MS mcr_test_ms(10000)
 #define MAX_SERVERS 4
 
 /* Memcached servers on 127.0.0.1, ports picked by the kernel, and the
@@ -26,6 +26,13 @@ typedef struct cluster {
     char list[512];
     mcr_snapshot *snap;
 } cluster;
+
+/* The running test's snapshot, outside its stack frame: a failed assertion
+ * leaves the test without running its cluster_stop() (with CK_FORK=no
+ * Check longjmps out of it), and the checked teardown frees it and stops
+ * every server still running (realserver.c registers them), so no
+ * memcached outlives its test and nothing leaks. */
+static mcr_snapshot *g_snap;
 
 static void cluster_start(cluster *c, int n)
 {
@@ -42,8 +49,10 @@ static void cluster_start(cluster *c, int n)
     }
     mcr_config *cfg = mcr_config_new();
     ck_assert_int_eq(mcr_config_add_servers(cfg, c->list, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &c->snap, NULL), MCR_OK);
+    int rc = mcr_snapshot_new(cfg, 1, &c->snap, NULL);
     mcr_config_free(cfg);
+    ck_assert_int_eq(rc, MCR_OK);
+    g_snap = c->snap;
 }
 
 static void cluster_stop(cluster *c)
@@ -52,6 +61,20 @@ static void cluster_stop(cluster *c)
         rs_stop(&c->mc[i]);
     mcr_snapshot_unref(c->snap);
     c->snap = NULL;
+    g_snap = NULL;
+}
+
+static void texts_free_all(void);
+
+/* Checked teardown: runs after every test, failed or not, in the test's
+ * process (forked or not). */
+static void teardown(void)
+{
+    rs_stop_all();
+    mcr_snapshot_unref(g_snap);
+    g_snap = NULL;
+    run_free_all();
+    texts_free_all();
 }
 
 /* The server (index into c->mc) that owns key. */
@@ -92,6 +115,37 @@ typedef struct text {
     size_t len, cap;
 } text;
 
+/* Every text buffer not yet freed by text_free(), for the teardown: a
+ * failed assertion skips the test's own frees. */
+#define TEXTS_MAX 32
+static char *g_texts[TEXTS_MAX];
+
+static void text_track(char *old, char *now)
+{
+    for (int i = 0; i < TEXTS_MAX; i++)
+        if (g_texts[i] == old) { /* old NULL: the first free slot */
+            g_texts[i] = now;
+            return;
+        }
+}
+
+static void text_free(text *t)
+{
+    if (t->p != NULL)
+        text_track(t->p, NULL);
+    free(t->p);
+    t->p = NULL;
+    t->len = t->cap = 0;
+}
+
+static void texts_free_all(void)
+{
+    for (int i = 0; i < TEXTS_MAX; i++) {
+        free(g_texts[i]);
+        g_texts[i] = NULL;
+    }
+}
+
 static void add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void add(text *t, const char *fmt, ...)
@@ -102,8 +156,10 @@ static void add(text *t, const char *fmt, ...)
     va_end(ap);
     if (t->len + (size_t)n + 1 > t->cap) {
         t->cap = (t->len + (size_t)n + 1) * 2;
-        t->p = realloc(t->p, t->cap);
-        ck_assert_ptr_nonnull(t->p);
+        char *old = t->p, *p = realloc(t->p, t->cap);
+        ck_assert_ptr_nonnull(p);
+        t->p = p;
+        text_track(old, p);
     }
     va_start(ap, fmt);
     vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
@@ -199,9 +255,9 @@ START_TEST(set_get_round_trip)
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_str_eq(r.out, "rt:last\tno newline\n");
     run_free(&r);
-    free(in.p);
-    free(q.p);
-    free(want.p);
+    text_free(&in);
+    text_free(&q);
+    text_free(&want);
     cluster_stop(&c);
 }
 END_TEST
@@ -279,7 +335,7 @@ START_TEST(probe_finds_misplaced_keys)
     ck_assert_str_eq(r.out, wj.p);
     ck_assert_str_eq(r.err, "");
     run_free(&r);
-    free(wj.p);
+    text_free(&wj);
 
     /* a server that cannot be asked: the key fails, naming it */
     int dead = owner(&c, k4);
@@ -305,8 +361,8 @@ START_TEST(probe_finds_misplaced_keys)
     ck_assert_msg(strncmp(r.out, prefix, strlen(prefix)) == 0, "stdout: %s", r.out);
     ck_assert_msg(strcmp(r.out + r.outlen - 6, "\"}\n]}\n") == 0, "stdout: %s", r.out);
     run_free(&r);
-    free(in.p);
-    free(want.p);
+    text_free(&in);
+    text_free(&want);
     cluster_stop(&c);
 }
 END_TEST
@@ -337,8 +393,8 @@ START_TEST(delete_keys)
     ck_assert_str_eq(r.out, "del:5\tvalue 5\ndel:6\tvalue 6\ndel:7\tvalue 7\ndel:8\tvalue 8\n"
                             "del:9\tvalue 9\n");
     run_free(&r);
-    free(in.p);
-    free(q.p);
+    text_free(&in);
+    text_free(&q);
     cluster_stop(&c);
 }
 END_TEST
@@ -417,10 +473,10 @@ START_TEST(killed_server)
     expect_failures_of(&c, r.err, keys, N, dead);
     run_free(&r);
 
-    free(in.p);
-    free(in2.p);
-    free(q.p);
-    free(want.p);
+    text_free(&in);
+    text_free(&in2);
+    text_free(&q);
+    text_free(&want);
     cluster_stop(&c);
 }
 END_TEST
@@ -454,7 +510,7 @@ START_TEST(eject_moves_keys_off_a_dead_server)
     ck_assert_int_eq(r.status, 1);
     ck_assert_uint_eq(count_lines(r.err), (size_t)owned);
     run_free(&r);
-    free(in.p);
+    text_free(&in);
     cluster_stop(&c);
 }
 END_TEST
@@ -479,9 +535,11 @@ START_TEST(stopped_server_times_out)
 
     /* The server accepts connections (the kernel does) but never answers:
      * --timeout bounds the wait; the other servers' keys still come. */
-    r = run_cli_deadline(q.p, q.len, ARGS("get", "-s", c.list, "--timeout", "300"), 60000);
+    /* bounds against a hang, not a speed test: under valgrind on a loaded
+     * machine a get has taken 10.7 s */
+    r = run_cli_deadline(q.p, q.len, ARGS("get", "-s", c.list, "--timeout", "300"), 120000);
     ck_assert_msg(r.status == 1, "status %d after %ld ms: %s", r.status, r.ms, r.err);
-    ck_assert_msg(r.ms < 10000, "get took %ld ms", r.ms);
+    ck_assert_msg(r.ms < mcr_test_ms(60000), "get took %ld ms", r.ms);
     text want = {0};
     for (int i = 0; i < N; i++)
         if (owner(&c, keys[i]) != dead)
@@ -491,38 +549,78 @@ START_TEST(stopped_server_times_out)
     ck_assert_msg(strstr(r.err, "no reply within 300 ms") != NULL, "no timeout reported: %s", r.err);
     run_free(&r);
 
-    r = run_cli_deadline(in.p, in.len, ARGS("set", "-s", c.list, "--timeout", "300"), 60000);
+    r = run_cli_deadline(in.p, in.len, ARGS("set", "-s", c.list, "--timeout", "300"), 120000);
     ck_assert_msg(r.status == 1, "status %d after %ld ms: %s", r.status, r.ms, r.err);
-    ck_assert_msg(r.ms < 10000, "set took %ld ms", r.ms);
+    ck_assert_msg(r.ms < mcr_test_ms(60000), "set took %ld ms", r.ms);
     expect_failures_of(&c, r.err, keys, N, dead);
     run_free(&r);
 
     kill(c.mc[dead].pid, SIGCONT);
-    free(in.p);
-    free(q.p);
-    free(want.p);
+    text_free(&in);
+    text_free(&q);
+    text_free(&want);
     cluster_stop(&c);
 }
 END_TEST
 
+/* The TTL memcached holds for key on its owner: "mg KEY t" answers
+ * "HD t<seconds left>" (-1: none), "EN" for a miss: returns -2. */
+static long ttl_left(const cluster *c, const char *key)
+{
+    char line[300], reply[300];
+    int fd = rs_connect("127.0.0.1", c->mc[owner(c, key)].port, IO_MS);
+    ck_assert_int_ge(fd, 0);
+    snprintf(line, sizeof(line), "mg %s t", key);
+    int rc = rs_mc_command(fd, line, reply, sizeof(reply), IO_MS);
+    close(fd);
+    ck_assert_msg(rc == 0, "%s: no reply", line);
+    if (strcmp(reply, "EN") == 0)
+        return -2;
+    const char *t = strstr(reply, " t");
+    ck_assert_msg(strncmp(reply, "HD", 2) == 0 && t != NULL, "%s: %s", line, reply);
+    return strtol(t + 2, NULL, 10);
+}
+
+/* --ttl reaches memcached, and an expired key is a miss for get. Not a
+ * test of timing: the TTLs are read back from memcached, and the expiry is
+ * waited for (memcached's clock has whole seconds), not slept for. Under
+ * valgrind each CLI run takes seconds, so nothing assumes the short key is
+ * still there when the next command runs. */
 START_TEST(ttl_expires)
 {
     cluster c;
     cluster_start(&c, 2);
+    long long before = mcr_test_now_ms();
     run r = run_cli("ttl:a\tshort\n", 12, ARGS("set", "-s", c.list, "--ttl", "2"));
     ck_assert_msg(r.status == 0, "%s", r.err);
     run_free(&r);
+    long left = ttl_left(&c, "ttl:a");
+    /* a hit with at most 2 s left, or already gone: but only after 1 s */
+    ck_assert_msg((left >= 0 && left <= 2) ||
+                      (left == -2 && mcr_test_now_ms() - before >= 1000),
+                  "ttl:a set with --ttl 2: %ld s left (-1 none, -2 missing) after %lld ms", left,
+                  mcr_test_now_ms() - before);
     r = run_cli("ttl:b\tlong\n", 11, ARGS("set", "-s", c.list, "--ttl", "3600"));
     ck_assert_msg(r.status == 0, "%s", r.err);
     run_free(&r);
-    r = run_cli(NULL, 0, ARGS("get", "-s", c.list, "ttl:a", "ttl:b"));
-    ck_assert_str_eq(r.out, "ttl:a\tshort\nttl:b\tlong\n");
-    run_free(&r);
-    struct timespec ts = {3, 500000000};
-    nanosleep(&ts, NULL);
-    r = run_cli(NULL, 0, ARGS("get", "-s", c.list, "ttl:a", "ttl:b"));
+    left = ttl_left(&c, "ttl:b");
+    ck_assert_msg(left > 3000 && left <= 3600, "ttl:b set with --ttl 3600: %ld s left", left);
+    r = run_cli("ttl:c\tforever\n", 14, ARGS("set", "-s", c.list));
     ck_assert_msg(r.status == 0, "%s", r.err);
-    ck_assert_str_eq(r.out, "ttl:b\tlong\n");
+    run_free(&r);
+    ck_assert_int_eq(ttl_left(&c, "ttl:c"), -1);
+
+    /* wait for ttl:a to expire: at most 2 s after it was set, polled */
+    long long deadline = mcr_test_now_ms() + mcr_test_ms(30000);
+    while ((left = ttl_left(&c, "ttl:a")) != -2) {
+        ck_assert_msg(mcr_test_now_ms() < deadline, "ttl:a (--ttl 2) still there, %ld s left",
+                      left);
+        struct timespec ts = {0, 100000000}; /* a poll interval, not a wait for time */
+        nanosleep(&ts, NULL);
+    }
+    r = run_cli(NULL, 0, ARGS("get", "-s", c.list, "ttl:a", "ttl:b", "ttl:c"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, "ttl:b\tlong\nttl:c\tforever\n");
     run_free(&r);
     cluster_stop(&c);
 }
@@ -609,8 +707,8 @@ START_TEST(other_sources)
     unlink(file);
     unlink(snap);
     rmdir(dir);
-    free(in.p);
-    free(q.p);
+    text_free(&in);
+    text_free(&q);
     cluster_stop(&c);
 }
 END_TEST
@@ -756,6 +854,7 @@ static Suite *cli_pool_suite(void)
     Suite *s = suite_create("cli_pool");
     TCase *tc = tcase_create("pool");
     tcase_set_timeout(tc, 300);
+    tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, set_get_round_trip);
     tcase_add_test(tc, miss_prints_nothing);
     tcase_add_test(tc, probe_finds_misplaced_keys);

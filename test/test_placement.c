@@ -1888,7 +1888,9 @@ START_TEST(watcher_flapping)
         EXPECT_INT(mcr_config_set_mode(tmpl, modes[m]), ==, MCR_OK);
         mcr_router *r = NULL;
         EXPECT_INT(mcr_router_new(NULL, &r, &err), ==, MCR_OK);
-        mcr_watch_options opt = {.poll_ms = 10, .settle_ms = 300};
+        /* flaps 25 ms apart never settle: unless the writer is starved for
+         * the settle time, which MCR_TEST_TIME_SCALE stretches */
+        mcr_watch_options opt = {.poll_ms = 10, .settle_ms = (unsigned)mcr_test_ms(300)};
         mcr_watcher *w = NULL;
         EXPECT_INT(mcr_watcher_new(r, path, MCR_WATCH_SERVER_FILE, tmpl, &opt, &w, &err), ==,
                    MCR_OK);
@@ -1902,17 +1904,17 @@ START_TEST(watcher_flapping)
             sleep_ms(25);
         }
         write_atomic(path, with);
-        sleep_ms(700);
+        sleep_ms((unsigned)mcr_test_ms(700)); /* past settle: nothing may come */
         EXPECT_INT(calls_of(&pub), ==, 0);
         /* Away for good, then back. */
         write_atomic(path, without);
-        for (int i = 0; i < 500 && calls_of(&pub) < 1; i++)
-            sleep_ms(10);
+        for (int i = 0; i < mcr_test_ms(10000) / 10 && calls_of(&pub) < 1; i++)
+            sleep_ms(10); /* a poll for the publish, up to a deadline */
         EXPECT_INT(calls_of(&pub), ==, 1);
         EXPECT_MSG(fabs(moved_of(&pub) - 0.2) < 0.02, "%s: moved %g away",
                    mcr_mode_name(modes[m]), moved_of(&pub));
         write_atomic(path, with);
-        for (int i = 0; i < 500 && calls_of(&pub) < 2; i++)
+        for (int i = 0; i < mcr_test_ms(10000) / 10 && calls_of(&pub) < 2; i++)
             sleep_ms(10);
         EXPECT_INT(calls_of(&pub), ==, 2);
         mcr_snapshot *now = mcr_router_current(r);

@@ -707,8 +707,8 @@ static void wait_reports(watch_log *l, int n)
         watch_log_get(l, &c);
         if (c.ok + c.errors >= n)
             return;
-        ck_assert_msg(now_ms() - t0 < 10000, "no report after 10 s (%d of %d)", c.ok + c.errors,
-                      n);
+        ck_assert_msg(now_ms() - t0 < (uint64_t)mcr_test_ms(10000), "no report after %d ms (%d of %d)",
+                      mcr_test_ms(10000), c.ok + c.errors, n);
         sleep_ms(5);
     }
 }
@@ -860,8 +860,8 @@ START_TEST(watch_debounce)
     watch_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
     /* The pieces come 40 ms apart; a settle time twenty times that keeps
      * a loaded machine (sanitizers, valgrind) from reading a piece. */
-    mcr_watch_options opt = {.poll_ms = 10, .settle_ms = 800, .report = watch_report,
-                             .report_arg = &log};
+    mcr_watch_options opt = {.poll_ms = 10, .settle_ms = (unsigned)mcr_test_ms(800),
+                             .report = watch_report, .report_arg = &log};
     mcr_snapshot *s0 = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
     mcr_router *r = router_of(s0);
     hook_log h = {0};

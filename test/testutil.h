@@ -22,6 +22,38 @@ uint64_t tu_seed(void);
 /* Run one suite with CK_NORMAL output and return the process exit code. */
 int tu_run(Suite *s);
 
+/* Time scale of the tests: the one factor by which every timing-bound limit
+ * of the suites grows on a slow or loaded machine (CI, sanitizers, valgrind).
+ *
+ * It is MCR_TEST_TIME_SCALE from the environment, a positive number (1, 2.5,
+ * 10; at most 1000), 1 when unset. Anything else (empty, 0, negative, "2x",
+ * "inf") fails the program at start-up with a message naming the variable:
+ * a test never runs with a silently defaulted scale.
+ *
+ * ctest: CMake reads MCR_TEST_TIME_SCALE when configuring (environment or
+ * -DMCR_TEST_TIME_SCALE=N; see cmake/test_time_scale.cmake) and multiplies
+ * every test's TIMEOUT by it; the value is passed to the tests as
+ * MCR_TEST_TIME_SCALE_CTEST. A test run by ctest with no MCR_TEST_TIME_SCALE
+ * of its own takes the configured value; one whose MCR_TEST_TIME_SCALE is
+ * larger than the configured value fails at start-up (ctest would kill it
+ * at a timeout made for the smaller scale: reconfigure instead).
+ *
+ * Check: before main(), testutil.c sets CK_TIMEOUT_MULTIPLIER to the scale
+ * (unless it is already set), so every tcase's timeout, CK_DEFAULT_TIMEOUT
+ * included, grows with it.
+ *
+ * Use it for limits only: a deadline a test waits up to, a bound a latency
+ * must stay under. Never to sleep longer: a test waits on events. */
+double mcr_test_time_scale(void);
+/* ms multiplied by the time scale, rounded up, at most INT_MAX; ms <= 0 is
+ * returned as is. */
+int mcr_test_ms(int ms);
+/* The same for seconds, as a double (for Check timeouts and poll loops). */
+double mcr_test_sec(double sec);
+/* CLOCK_MONOTONIC in milliseconds and nanoseconds, for deadlines. */
+int64_t mcr_test_now_ms(void);
+int64_t mcr_test_now_ns(void);
+
 
 /* Assertions for hot loops: Check's ck_assert_* record every passing
  * check (a write to a pipe in fork mode), which would dominate the run

@@ -38,6 +38,7 @@
 #endif
 
 #include "realserver.h"
+#include "testutil.h"
 
 #define MAX_SERVERS 16
 #define MAX_EXPECT 16
@@ -210,6 +211,14 @@ int main(int argc, char **argv)
     }
     if (optind >= argc || n < 1 || n > MAX_SERVERS || timeout_s < 1)
         usage();
+    /* -t grows with MCR_TEST_TIME_SCALE (test/testutil.h), as ctest's
+     * TIMEOUT does; the command sees the scale in its environment. */
+    timeout_s = mcr_test_ms(timeout_s * 1000) / 1000 + 1;
+    {
+        char scale[32];
+        snprintf(scale, sizeof(scale), "%.17g", mcr_test_time_scale());
+        setenv("MCR_TEST_TIME_SCALE", scale, 1);
+    }
     if (!rs_executable(rs_memcached_path())) {
         fprintf(stderr, "with_memcached: %s is not an executable (set $MCR_MEMCACHED)\n",
                 rs_memcached_path());
