@@ -221,8 +221,8 @@ int mcr__proto_peek_line(struct evbuffer *in, const char **line, size_t *len)
 {
     size_t eol = 0;
     struct evbuffer_ptr e = evbuffer_search_eol(in, NULL, &eol, EVBUFFER_EOL_CRLF_STRICT);
-    if (e.pos < 0)
-        return evbuffer_get_length(in) > MCR__PROTO_MAX_LINE + 2 ? -1 : 0;
+    if (e.pos < 0) /* MAX + 2 bytes without CRLF: a line over MAX */
+        return evbuffer_get_length(in) >= MCR__PROTO_MAX_LINE + 2 ? -1 : 0;
     if ((size_t)e.pos > MCR__PROTO_MAX_LINE)
         return -1;
     *line = (const char *)evbuffer_pullup(in, e.pos + 2);
