@@ -432,7 +432,7 @@ END_TEST
  * after it read in step. */
 START_TEST(test_frame_too_big)
 {
-    enum { BIG = 3000, LIMIT = 100 };
+    enum { BIG = 600, LIMIT = 100 };
     char s[BIG + 256];
     size_t n = 0;
     n += (size_t)snprintf(s + n, sizeof(s) - n, "VALUE small 0 5\r\nhello\r\nVALUE big 1 %d\r\n",
@@ -449,7 +449,7 @@ START_TEST(test_frame_too_big)
     evbuffer_add(in, s, n);
     ck_assert_int_eq(read_all(&rd, in), 0);
     rd.out[rd.len] = '\0';
-    ck_assert_msg(strstr(rd.out, "k=big f=1 b=3000 too big](dropped)[") != NULL, "%s", rd.out);
+    ck_assert_msg(strstr(rd.out, "k=big f=1 b=600 too big](dropped)[") != NULL, "%s", rd.out);
     ck_assert_msg(strstr(rd.out, "k=after f=0 b=2 d=ok]") != NULL, "%s", rd.out);
     evbuffer_free(in);
 
@@ -624,6 +624,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("proto");
     TCase *tc = tcase_create("proto");
+    tcase_set_timeout(tc, 60); /* every split of every stream: seconds under sanitizers */
     tcase_add_test(tc, test_line_kinds);
     tcase_add_test(tc, test_line_bad);
     tcase_add_test(tc, test_line_limit);
