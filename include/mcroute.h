@@ -95,7 +95,7 @@ typedef enum mcr_status {
                                   file format */
     /* Request outcomes of the connection pool (<mcroute_pool.h>). */
     MCR_ERR_KEY = -11,       /* a key empty, too long, or with a space or control byte */
-    MCR_ERR_TOO_BIG = -12,   /* a value over the pool's max_value_size */
+    MCR_ERR_TOO_BIG = -12,   /* a value over the pool's max_value_size (sent or replied) */
     MCR_ERR_TIMEOUT = -13,   /* no connection or no reply within the timeout */
     MCR_ERR_CONNECT = -14,   /* connection refused, reset, closed or unreachable */
     MCR_ERR_DOWN = -15,      /* the server is down for this pool (failure policy) */

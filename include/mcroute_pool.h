@@ -53,7 +53,12 @@
  * request order; a reply that does not fit the request at the head of the
  * queue (wrong key, wrong token, unknown line, a length over the limits)
  * closes the connection and fails every request in flight on it with
- * MCR_ERR_PROTOCOL: a reply is never delivered to another request.
+ * MCR_ERR_PROTOCOL: a reply is never delivered to another request. Text
+ * gets sent in one loop pass share a "get k1 k2 ..." line, which carries a
+ * key once (a get of a key already on it starts another line), so a VALUE
+ * names one request: a second VALUE for a key within one reply, a VALUE for
+ * a key not asked for or out of the line's order, is a protocol error; in
+ * meta, so is a second reply for one token.
  *
  * Failures. A connection that cannot be made (refused, unreachable, connect
  * timeout) or breaks fails its requests; a request not answered within
@@ -90,7 +95,14 @@
  * Keys and values. A key is 1 to 250 bytes together with the pool's key
  * prefix, without space or control byte (0x00..0x20, 0x7f); anything else is
  * refused before a byte is sent (MCR_ERR_KEY), so a key cannot inject a
- * command. Values are at most max_value_size bytes (MCR_ERR_TOO_BIG). The
+ * command. Values are at most max_value_size bytes (MCR_ERR_TOO_BIG), both
+ * those sent and those replied: a reply's value over it fails that key with
+ * MCR_ERR_TOO_BIG, and the pool drops its bytes as they arrive, never
+ * holding them; the connection stays open and in step (the server
+ * answered: no failure is counted), and the next keys of the reply are
+ * read as usual. A reply length over MCR_POOL_VALUE_MAX is a protocol
+ * error. So a connection holds at most max_value_size plus one line plus
+ * 256 KiB (what one read callback takes) of replies not yet parsed. The
  * key prefix (libmemcached's namespace) is prepended on the wire and taken
  * off again in results; whether it is part of the hashed key is the
  * snapshot's business (mcr_config_set_key_prefix()). A hash tag set on the
@@ -165,7 +177,8 @@ typedef struct mcr_pool_options {
     unsigned server_failure_limit; /* consecutive failures; default 2 */
     unsigned retry_timeout_ms;     /* default 30000 */
     unsigned retry_max_ms;         /* backoff ceiling; default 16 x retry_timeout_ms */
-    size_t max_value_size;         /* default 1 MiB (1048576) */
+    size_t max_value_size;         /* default 1 MiB (1048576); values sent and
+                                      replied (see Keys and values above) */
     const char *key_prefix;        /* namespace sent before every key; NULL or "": none.
                                       Copied. At most 128 bytes, key rules. */
     mcr_protocol protocol;         /* default MCR_PROTO_TEXT */
@@ -225,10 +238,15 @@ typedef struct mcr_pool mcr_pool;
 MCR_EXTERN int mcr_pool_new(struct event_base *base, mcr_router *router,
                             const mcr_pool_options *opts, mcr_pool **out, mcr_error *err);
 
-/* mcr_pool_free: close every connection and free the pool. Requests still
- * in flight or queued complete first, inside this call, with
- * MCR_ERR_CANCELLED (their callbacks must not use the pool). NULL is a
- * no-op. Not from a callback of this pool. */
+/* mcr_pool_free: close every connection and free the pool. Every request
+ * whose callback has not run yet completes first, inside this call, exactly
+ * once, with MCR_ERR_CANCELLED: in flight, queued, not yet sent, sharing
+ * another get's reply, and those that had failed already (a down server, a
+ * refused connection, a multi-get's bad key) but were not reported yet.
+ * Results already delivered are not repeated: a multi-get's keys reported
+ * keep theirs, its other keys get MCR_ERR_CANCELLED, and its done_cb the
+ * first error met, as always. The callbacks must not use the pool. NULL is
+ * a no-op. Not from a callback of this pool. */
 MCR_EXTERN void mcr_pool_free(mcr_pool *pool);
 
 /* mcr_pool_set_unix_path: connect to the server whose id is `id` through

@@ -434,4 +434,11 @@ const mcr__point *mcr__ring_points(const mcr_ring *r);
 int mcr__ring_new_points(const mcr_config *cfg, const uint32_t *values,
                          const uint32_t *servers, size_t n, mcr_ring **out, mcr_error *err);
 
+/* The most reply bytes one connection of the pool held unparsed at once
+ * (its read buffer, measured after each read), since the pool was created:
+ * what a server's replies made it buffer. 0 for NULL. For the tests of the
+ * reply limits. */
+struct mcr_pool;
+size_t mcr__pool_read_peak(const struct mcr_pool *p);
+
 #endif /* MCR_INTERNAL_H */

@@ -116,6 +116,8 @@ struct pool_conn {
     int line_open;             /* a text get line is being extended */
     mcr_op line_op;
     unsigned line_keys;
+    pool_req *line_first;      /* the first request on the open line */
+    mcr__proto_skip skip;      /* a value over max_value_size, dropped as it comes */
     pool_req *head, *tail;     /* in flight, in send order */
     size_t inflight;
     int state;
@@ -193,6 +195,7 @@ struct mcr_pool {
     uint32_t *load;             /* snapshot index -> refs of its server: the
                                    loads of bounded reads */
     uint64_t load_total;        /* the loads of the ACTIVE servers */
+    size_t read_peak;           /* most bytes a read buffer held: mcr__pool_read_peak() */
 };
 
 /* ------------------------------------------------------------ small helpers */
@@ -834,7 +837,7 @@ static void probe_cb(const mcr_result *res, void *arg)
     pool_server *s = arg;
     mcr_pool *p = s->pool;
     s->probing = 0;
-    if (s->retired)
+    if (s->retired || p->freeing)
         return;
     if (res->status == MCR_OK) {
         s->health = MCR_HEALTH_UP;
@@ -1225,10 +1228,14 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
             conn_fail(c, MCR_ERR_NOMEM, "out of memory reading a reply");
             break;
         }
+        /* at most READ_STEP a read (the reservation may be larger): what a
+         * callback buffers before parsing stays bounded */
         struct iovec iov[2];
+        size_t room = READ_STEP;
         for (int i = 0; i < nv; i++) {
             iov[i].iov_base = v[i].iov_base;
-            iov[i].iov_len = v[i].iov_len;
+            iov[i].iov_len = v[i].iov_len < room ? v[i].iov_len : room;
+            room -= iov[i].iov_len;
         }
         ssize_t n = readv(fd, iov, nv);
         if (n < 0) {
@@ -1254,6 +1261,8 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
             left -= take;
         }
         evbuffer_commit_space(in, v, nv);
+        if (evbuffer_get_length(in) > p->read_peak)
+            p->read_peak = evbuffer_get_length(in);
         if ((size_t)n < READ_STEP)
             break;
     }
@@ -1424,6 +1433,20 @@ static pool_conn *pick_conn(pool_server *s)
     return NULL;
 }
 
+/* Whether one of r's keys is on c's open get line already. memcached
+ * answers the keys of a line in order, one VALUE each (misses send none):
+ * with every key at most once on a line, a VALUE names one request, and a
+ * second VALUE for a key is a protocol error, never another's answer. */
+static int line_has_key(const pool_conn *c, const pool_req *r)
+{
+    for (const pool_req *x = c->line_first; x != NULL; x = x->next)
+        for (uint32_t i = 0; i < x->nkeys; i++)
+            for (uint32_t j = 0; j < r->nkeys; j++)
+                if (x->klens[i] == r->klens[j] && memcmp(x->keys[i], r->keys[j], r->klens[j]) == 0)
+                    return 1;
+    return 0;
+}
+
 /* Write r on c. MCR_OK, or an error with r untouched (not queued). */
 static int conn_send(pool_conn *c, pool_req *r)
 {
@@ -1454,7 +1477,8 @@ static int conn_send(pool_conn *c, pool_req *r)
         /* Text gets queued in one loop pass share one "get k1 k2 ..."
          * line: memcached answers a line with one reply (one send)
          * instead of one per get. */
-        if (c->line_open && c->line_op == r->op && c->line_keys + r->nkeys <= LINE_KEYS_MAX) {
+        if (c->line_open && c->line_op == r->op && c->line_keys + r->nkeys <= LINE_KEYS_MAX &&
+            !line_has_key(c, r)) {
             r->joined = 1;
         } else if (c->line_open) {
             rc = evbuffer_add(out, "\r\n", 2);
@@ -1469,6 +1493,7 @@ static int conn_send(pool_conn *c, pool_req *r)
             c->line_open = 1;
             c->line_op = r->op;
             c->line_keys = 0;
+            c->line_first = NULL;
         }
         for (uint32_t j = 0; j < r->nkeys && rc == MCR_OK; j++)
             if (evbuffer_add(out, " ", 1) != 0 ||
@@ -1497,6 +1522,8 @@ static int conn_send(pool_conn *c, pool_req *r)
     r->conn = c;
     r->sent_ns = now_ns();
     queue_push(&c->head, &c->tail, r);
+    if (c->line_open && !r->joined)
+        c->line_first = r;
     c->inflight++;
     c->server->inflight++;
     c->server->requests += r->nkeys > 0 ? r->nkeys : 1;
@@ -1577,24 +1604,21 @@ static void server_pump(pool_server *s)
 
 /* ------------------------------------------------------------ reply parsing */
 
-/* The next line of `in`: 1 (line, len without CRLF), 0 (incomplete), -1 (too long). */
-static int peek_line(struct evbuffer *in, const char **line, size_t *len)
-{
-    size_t eol = 0;
-    struct evbuffer_ptr e = evbuffer_search_eol(in, NULL, &eol, EVBUFFER_EOL_CRLF_STRICT);
-    if (e.pos < 0)
-        return evbuffer_get_length(in) > MCR__PROTO_MAX_LINE + 2 ? -1 : 0;
-    if ((size_t)e.pos > MCR__PROTO_MAX_LINE)
-        return -1;
-    *line = (const char *)evbuffer_pullup(in, e.pos + 2);
-    *len = (size_t)e.pos;
-    return 1;
-}
-
 static int key_matches(const mcr_pool *p, const pool_req *r, uint32_t j, const char *k, size_t kl)
 {
     return kl == p->prefix_len + r->klens[j] && memcmp(k, p->prefix, p->prefix_len) == 0 &&
            memcmp(k + p->prefix_len, r->keys[j], r->klens[j]) == 0;
+}
+
+/* Whether key k was answered already on r's line (r is its first request
+ * still in flight): a second VALUE for it. */
+static int line_answered(const mcr_pool *p, const pool_req *r, const char *k, size_t kl)
+{
+    for (const pool_req *x = r; x != NULL && (x == r || x->joined); x = x->next)
+        for (uint32_t j = 0; j < x->cursor; j++)
+            if (key_matches(p, x, j, k, kl))
+                return 1;
+    return 0;
 }
 
 static int error_line(const mcr__line *L)
@@ -1617,21 +1641,6 @@ static int opaque_is(const pool_req *r, const mcr__line *L, uint32_t j)
     uint32_t o;
     return L->opaque != NULL && mcr__proto_opaque(L->opaque, L->opaque_len, &o) &&
            o == r->opaque + j;
-}
-
-/* A complete data block after the line, or 0 (more needed) / -1 (bad end). */
-static int take_block(struct evbuffer *in, size_t line_len, uint64_t bytes, const char **data)
-{
-    size_t need = line_len + 2 + (size_t)bytes + 2;
-    if (evbuffer_get_length(in) < need)
-        return 0;
-    const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)need);
-    if (p == NULL)
-        return -1;
-    if (p[need - 2] != '\r' || p[need - 1] != '\n')
-        return -1;
-    *data = p + line_len + 2;
-    return 1;
 }
 
 /* The status lines that answer a store, delete, touch or arithmetic
@@ -1678,9 +1687,19 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
     if (r->group_done)
         return 1; /* answered with the request before it on its line */
     for (;;) {
+        if (c->skip.left > 0) {
+            int sk = mcr__proto_skip_run(&c->skip, in);
+            if (sk <= 0) {
+                if (sk < 0)
+                    set_msg(msg, "data block not ended by CRLF");
+                return sk;
+            }
+            if (meta && r->nkeys == 1)
+                return 1; /* the VA was the whole reply, its key reported */
+        }
         const char *line;
         size_t len;
-        int rc = peek_line(in, &line, &len);
+        int rc = mcr__proto_peek_line(in, &line, &len);
         if (rc == 0)
             return 0;
         if (rc < 0) {
@@ -1710,17 +1729,22 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
                             break;
                         g = g->next;
                         if (g == NULL || !g->joined) {
-                            set_msg(msg,
-                                    "VALUE for a key not asked for (or out of order): \"%.*s\"",
+                            set_msg(msg, "VALUE for a key %s: \"%.*s\"",
+                                    line_answered(p, r, L.key, L.key_len)
+                                        ? "already answered on this line"
+                                        : "not asked for (or out of order)",
                                     (int)(L.key_len > 60 ? 60 : L.key_len), L.key);
                             return -1;
                         }
                     }
                 } else {
-                    uint32_t o;
-                    if (L.opaque == NULL || !mcr__proto_opaque(L.opaque, L.opaque_len, &o) ||
-                        o - r->opaque >= r->nkeys || o - r->opaque < r->cursor) {
-                        set_msg(msg, "VA with an opaque token not awaited");
+                    uint32_t o = 0;
+                    int ours = L.opaque != NULL && mcr__proto_opaque(L.opaque, L.opaque_len, &o);
+                    if (!ours || o - r->opaque >= r->nkeys || o - r->opaque < r->cursor) {
+                        set_msg(msg, "VA with an opaque token %s",
+                                ours && o - r->opaque < r->cursor
+                                    ? "already answered (or out of order)"
+                                    : "not awaited");
                         return -1;
                     }
                     j = o - r->opaque;
@@ -1731,21 +1755,27 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
                             gets ? "CAS unique" : "flags");
                     return -1;
                 }
-                if (L.bytes > (1u << 30)) {
+                if (L.bytes > MCR_POOL_VALUE_MAX) {
                     set_msg(msg, "a value of %" PRIu64 " bytes", L.bytes);
                     return -1;
                 }
-                const char *data;
+                /* A value over max_value_size fails its key with
+                 * MCR_ERR_TOO_BIG and is dropped as it arrives: the
+                 * connection stays in step without holding it. */
+                int too_big = L.bytes > p->o.max_value_size;
+                const char *data = NULL;
                 size_t ll = len;
                 uint64_t bytes = L.bytes;
                 uint32_t flags = L.flags;
                 uint64_t cas = L.cas;
-                rc = take_block(in, ll, bytes, &data);
-                if (rc == 0)
-                    return 0;
-                if (rc < 0) {
-                    set_msg(msg, "data block not ended by CRLF");
-                    return -1;
+                if (!too_big) {
+                    rc = mcr__proto_peek_block(in, ll, bytes, &data);
+                    if (rc == 0)
+                        return 0;
+                    if (rc < 0) {
+                        set_msg(msg, "data block not ended by CRLF");
+                        return -1;
+                    }
                 }
                 /* keys passed over are misses */
                 for (pool_req *x = r; x != g; x = x->next) {
@@ -1759,16 +1789,33 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
                 if (c->dead)
                     return 0;
                 mcr_result res;
+                char big[MSG_SIZE];
                 result_init(&res, g, j);
-                res.reply = MCR_REPLY_HIT;
-                res.value = data;
-                res.value_len = (size_t)bytes;
-                res.flags = flags;
-                res.cas = cas;
+                if (too_big) {
+                    set_msg(big, "%s:%d: a value of %" PRIu64 " bytes, over max_value_size (%zu)",
+                            c->server->host, c->server->port, bytes, p->o.max_value_size);
+                    res.status = MCR_ERR_TOO_BIG;
+                    res.message = big;
+                } else {
+                    res.reply = MCR_REPLY_HIT;
+                    res.value = data;
+                    res.value_len = (size_t)bytes;
+                    res.flags = flags;
+                    res.cas = cas;
+                }
                 g->cursor = j + 1;
                 deliver_key(p, g, j, &res);
                 if (c->dead)
                     return 0;
+                if (too_big) {
+                    evbuffer_drain(in, ll + 2);
+                    mcr__proto_skip_start(&c->skip, bytes);
+                    if (single_meta) {
+                        r->status = MCR_ERR_TOO_BIG;
+                        memcpy(r->message, big, sizeof(r->message));
+                    }
+                    continue;
+                }
                 evbuffer_drain(in, ll + 2 + (size_t)bytes + 2);
                 if (single_meta) {
                     r->status = MCR_OK;
@@ -1788,7 +1835,8 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
                 return 1; /* finish_req reports the miss */
             }
             if (meta && L.kind == MCR__L_EN) {
-                /* quiet gets send none; an older server might: a miss */
+                /* quiet gets send none; an older server might: a miss,
+                 * after which that token is answered */
                 uint32_t o;
                 if (L.opaque == NULL || !mcr__proto_opaque(L.opaque, L.opaque_len, &o) ||
                     o - r->opaque >= r->nkeys || o - r->opaque < r->cursor) {
@@ -1796,6 +1844,10 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
                     return -1;
                 }
                 evbuffer_drain(in, len + 2);
+                for (; r->cursor <= o - r->opaque && !c->dead; r->cursor++)
+                    deliver_simple(p, r, r->cursor, MCR_OK, MCR_REPLY_MISS, NULL);
+                if (c->dead)
+                    return 0;
                 continue;
             }
             if ((!meta && L.kind == MCR__L_END) || (meta && !single_meta && L.kind == MCR__L_MN)) {
@@ -1880,7 +1932,7 @@ static int parse_reply(pool_conn *c, pool_req *r, struct evbuffer *in, char *msg
                 const char *data;
                 size_t ll = len;
                 uint64_t bytes = L.bytes;
-                rc = take_block(in, ll, bytes, &data);
+                rc = mcr__proto_peek_block(in, ll, bytes, &data);
                 if (rc == 0)
                     return 0;
                 mcr__line N;
@@ -2126,11 +2178,18 @@ void mcr_pool_free(mcr_pool *p)
             if (s->conns[k] != NULL)
                 conn_fail(s->conns[k], MCR_ERR_CANCELLED, "pool freed");
     }
+    /* Those already failed and waiting to be reported (a down server, a
+     * refused connection, a multi-get's bad key) are cancelled too: what
+     * the callback has not heard yet is MCR_ERR_CANCELLED. */
     while (p->def_head != NULL) {
         pool_req *r = p->def_head;
         p->def_head = p->def_tail = NULL;
         while (r != NULL) {
             pool_req *n = r->next;
+            if (r->status != MCR_ERR_CANCELLED) {
+                r->status = MCR_ERR_CANCELLED;
+                set_msg(r->message, "pool freed");
+            }
             finish_req(p, r);
             r = n;
         }
@@ -2702,6 +2761,11 @@ void mcr_owned_result_clear(mcr_owned_result *o)
 }
 
 /* ------------------------------------------------------------ observability */
+
+size_t mcr__pool_read_peak(const mcr_pool *p)
+{
+    return p == NULL ? 0 : p->read_peak;
+}
 
 size_t mcr_pool_server_count(const mcr_pool *p)
 {

@@ -215,6 +215,65 @@ void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out)
     }
 }
 
+/* ------------------------------------------------------------ framing */
+
+int mcr__proto_peek_line(struct evbuffer *in, const char **line, size_t *len)
+{
+    size_t eol = 0;
+    struct evbuffer_ptr e = evbuffer_search_eol(in, NULL, &eol, EVBUFFER_EOL_CRLF_STRICT);
+    if (e.pos < 0) /* MAX + 2 bytes without CRLF: a line over MAX */
+        return evbuffer_get_length(in) >= MCR__PROTO_MAX_LINE + 2 ? -1 : 0;
+    if ((size_t)e.pos > MCR__PROTO_MAX_LINE)
+        return -1;
+    *line = (const char *)evbuffer_pullup(in, e.pos + 2);
+    if (*line == NULL)
+        return -1;
+    *len = (size_t)e.pos;
+    return 1;
+}
+
+int mcr__proto_peek_block(struct evbuffer *in, size_t line_len, uint64_t bytes, const char **data)
+{
+    if (bytes > MAX_DATA)
+        return -1;
+    size_t need = line_len + 2 + (size_t)bytes + 2;
+    if (evbuffer_get_length(in) < need)
+        return 0;
+    const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)need);
+    if (p == NULL || p[need - 2] != '\r' || p[need - 1] != '\n')
+        return -1;
+    *data = p + line_len + 2;
+    return 1;
+}
+
+void mcr__proto_skip_start(mcr__proto_skip *s, uint64_t bytes)
+{
+    s->left = bytes + 2;
+}
+
+int mcr__proto_skip_run(mcr__proto_skip *s, struct evbuffer *in)
+{
+    size_t have = evbuffer_get_length(in);
+    if (s->left > 2) {
+        uint64_t data = s->left - 2;
+        size_t n = have < data ? have : (size_t)data;
+        evbuffer_drain(in, n);
+        s->left -= n;
+        have -= n;
+    }
+    /* the CRLF, which may arrive a byte at a time */
+    while (s->left > 0 && s->left <= 2 && have > 0) {
+        char b;
+        evbuffer_copyout(in, &b, 1);
+        if (b != (s->left == 2 ? '\r' : '\n'))
+            return -1;
+        evbuffer_drain(in, 1);
+        s->left--;
+        have--;
+    }
+    return s->left == 0 ? 1 : 0;
+}
+
 /* ------------------------------------------------------------ writing */
 
 static int add(struct evbuffer *out, const void *p, size_t n)
@@ -265,8 +324,12 @@ static int write_text(struct evbuffer *out, const mcr__wire *w)
     case MCR_OP_APPEND:
     case MCR_OP_PREPEND:
     case MCR_OP_CAS: {
-        char head[16];
-        snprintf(head, sizeof(head), "%s ", mcr_op_name(w->op));
+        static const char *const verb[] = {
+            [MCR_OP_SET] = "set ",         [MCR_OP_ADD] = "add ",
+            [MCR_OP_REPLACE] = "replace ", [MCR_OP_APPEND] = "append ",
+            [MCR_OP_PREPEND] = "prepend ", [MCR_OP_CAS] = "cas ",
+        };
+        const char *head = verb[w->op];
         if (w->op == MCR_OP_CAS)
             snprintf(tail, sizeof(tail), " %" PRIu32 " %" PRId64 " %zu %" PRIu64, w->flags,
                      w->exptime, w->value_len, w->cas);

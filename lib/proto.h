@@ -61,6 +61,37 @@ typedef struct mcr__line {
  * otherwise. Pointers in *out point into `line`. */
 void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out);
 
+struct evbuffer;
+
+/* Framing of a reply stream. The pool decides what a line means for its
+ * request; these only find where a line or a data block ends, so that
+ * nothing is taken from the stream before it is complete. */
+
+/* mcr__proto_peek_line: the next line of `in`, left in place. 1: *line
+ * (contiguous) and *len (without CRLF); 0: incomplete; -1: no CRLF within
+ * MCR__PROTO_MAX_LINE bytes (not memcached's stream). */
+int mcr__proto_peek_line(struct evbuffer *in, const char **line, size_t *len);
+
+/* mcr__proto_peek_block: the data block of `bytes` bytes that follows a
+ * line of `line_len` bytes (without its CRLF) at the start of `in`, left
+ * in place. 1: *data (contiguous); 0: incomplete; -1: the block is not
+ * ended by CRLF, or memory ran out. */
+int mcr__proto_peek_block(struct evbuffer *in, size_t line_len, uint64_t bytes, const char **data);
+
+/* A data block being discarded as it arrives: a value over the client's
+ * limit, read so that the stream stays in step without holding it. */
+typedef struct mcr__proto_skip {
+    uint64_t left;        /* bytes still to drop, the final CRLF included; 0: none */
+} mcr__proto_skip;
+
+/* mcr__proto_skip_start: discard a block of `bytes` data bytes (and its CRLF). */
+void mcr__proto_skip_start(mcr__proto_skip *s, uint64_t bytes);
+
+/* mcr__proto_skip_run: drop what `in` holds of the block. 1: all of it was
+ * dropped, its CRLF checked; 0: more to come (`in` is empty); -1: the
+ * block is not ended by CRLF. */
+int mcr__proto_skip_run(mcr__proto_skip *s, struct evbuffer *in);
+
 /* A request line to write. */
 typedef struct mcr__wire {
     mcr_op op;
@@ -78,8 +109,6 @@ typedef struct mcr__wire {
     uint64_t delta;
     uint32_t opaque;      /* meta: the first key's token; key i gets opaque + i */
 } mcr__wire;
-
-struct evbuffer;
 
 /* mcr__proto_write: append the request to `out`. Keys and values were
  * checked by the caller. MCR_OK or MCR_ERR_NOMEM (out may then hold part of

@@ -36,6 +36,7 @@ typedef struct fs_conn {
     char *out;
     size_t out_len, out_off, out_cap;
     long long next_ms;   /* FS_TRICKLE: the next byte not before this time */
+    size_t hold_at;      /* FS_BIG: send no byte of `out` from here on until released; 0: none */
 } fs_conn;
 
 struct fs_server {
@@ -44,7 +45,8 @@ struct fs_server {
     fs_script script;
     unsigned bad_conns, trickle_ms;
     pthread_t thr;
-    atomic_uint accepted, peer_closed, open, gets, bad_replies;
+    atomic_uint accepted, peer_closed, open, gets, bad_replies, holding, released;
+    int held;            /* FS_BIG: a value was held back once already */
     fs_conn conns[FS_MAX_CONNS];
 };
 
@@ -116,6 +118,31 @@ static void value_of(const tok *key, const char *infix, char *buf, size_t cap, s
     *len = n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
+/* FS_BIG: whether key is one of the big ones. */
+static int is_big(const fs_server *fs, const fs_conn *c, const tok *key)
+{
+    return misbehaves(fs, c) && fs->script == FS_BIG && key->n >= 3 &&
+           memcmp(key->p, "big", 3) == 0;
+}
+
+/* FS_BIG: FS_BIG_BYTES of data and its CRLF, after a line just written;
+ * the first big value is held back after FS_BIG_HOLD bytes. */
+static void big_data(fs_server *fs, fs_conn *c)
+{
+    static const char chunk[4096] = {0};
+    if (!fs->held) {
+        fs->held = 1;
+        c->hold_at = c->out_len + FS_BIG_HOLD;
+    }
+    for (size_t left = FS_BIG_BYTES; left > 0;) {
+        size_t n = left < sizeof(chunk) ? left : sizeof(chunk);
+        out_put(c, chunk, n);
+        left -= n;
+    }
+    out_str(c, "\r\n");
+    atomic_fetch_add(&fs->bad_replies, 1);
+}
+
 /* get / gets / gat / gats of keys t[0..n) (cas: gets, gats). */
 static void text_get(fs_server *fs, fs_conn *c, const tok *keys, int n, int cas)
 {
@@ -124,8 +151,14 @@ static void text_get(fs_server *fs, fs_conn *c, const tok *keys, int n, int cas)
     const char *cas_s = cas ? " 1" : "";
 
     atomic_fetch_add(&fs->gets, 1);
-    if (!misbehaves(fs, c) || fs->script == FS_WRONG_OPAQUE) {
+    if (!misbehaves(fs, c) || fs->script == FS_WRONG_OPAQUE || fs->script == FS_BIG) {
         for (int i = 0; i < n; i++) {
+            if (is_big(fs, c, &keys[i])) {
+                out_fmt(c, "VALUE %.*s 0 %d%s\r\n", (int)keys[i].n, keys[i].p, FS_BIG_BYTES,
+                        cas_s);
+                big_data(fs, c);
+                continue;
+            }
             value_of(&keys[i], "", v, sizeof(v), &vl);
             out_fmt(c, "VALUE %.*s 0 %zu%s\r\n", (int)keys[i].n, keys[i].p, vl, cas_s);
             out_put(c, v, vl);
@@ -193,6 +226,21 @@ static void text_get(fs_server *fs, fs_conn *c, const tok *keys, int n, int cas)
     case FS_CLOSE:
         c->close_after = 1;
         c->mute = 1;
+        break;
+    case FS_DUP_VALUE:
+        for (int i = 0; i < n; i++) {
+            value_of(&keys[i], "", v, sizeof(v), &vl);
+            out_fmt(c, "VALUE %.*s 0 %zu%s\r\n", (int)keys[i].n, keys[i].p, vl, cas_s);
+            out_put(c, v, vl);
+            out_str(c, "\r\n");
+            if (i == 0) {
+                value_of(&keys[i], "dup:", v, sizeof(v), &vl);
+                out_fmt(c, "VALUE %.*s 0 %zu%s\r\n", (int)keys[i].n, keys[i].p, vl, cas_s);
+                out_put(c, v, vl);
+                out_str(c, "\r\n");
+            }
+        }
+        out_str(c, "END\r\n");
         break;
     default:
         break;
@@ -264,7 +312,13 @@ static void meta_get(fs_server *fs, fs_conn *c, const tok *t, int nt)
 
     atomic_fetch_add(&fs->gets, 1);
     value_of(key, "", v, sizeof(v), &vl);
-    int bad = misbehaves(fs, c) && fs->script != FS_NO_END;
+    if (is_big(fs, c, key)) {
+        meta_echo(echo, sizeof(echo), flags, nf, key, FS_BIG_BYTES, "", 0, 1);
+        out_fmt(c, "VA %d%s\r\n", FS_BIG_BYTES, echo);
+        big_data(fs, c);
+        return;
+    }
+    int bad = misbehaves(fs, c) && fs->script != FS_NO_END && fs->script != FS_BIG;
     if (bad)
         atomic_fetch_add(&fs->bad_replies, 1);
     switch (bad ? fs->script : FS_GOOD) {
@@ -311,6 +365,12 @@ static void meta_get(fs_server *fs, fs_conn *c, const tok *t, int nt)
         out_str(c, "\r\n");
     } else {
         out_fmt(c, "HD%s\r\n", echo);
+    }
+    if (bad && fs->script == FS_DUP_VALUE && want_v) {
+        value_of(key, "dup:", v, sizeof(v), &vl);
+        out_fmt(c, "VA %zu%s\r\n", vl, echo);
+        out_put(c, v, vl);
+        out_str(c, "\r\n");
     }
     if (bad && fs->script == FS_UNSOLICITED) {
         if (want_v)
@@ -466,6 +526,16 @@ static int trickles(const fs_server *fs, const fs_conn *c)
     return fs->script == FS_TRICKLE && c->bad;
 }
 
+/* The end of what c may send now: FS_BIG holds its value back. */
+static size_t send_limit(fs_server *fs, fs_conn *c)
+{
+    if (c->hold_at != 0 && atomic_load(&fs->released))
+        c->hold_at = 0;
+    if (c->hold_at != 0 && c->out_off >= c->hold_at)
+        atomic_store(&fs->holding, 1);
+    return c->hold_at != 0 && c->hold_at < c->out_len ? c->hold_at : c->out_len;
+}
+
 static void *fs_thread(void *arg)
 {
     fs_server *fs = arg;
@@ -486,7 +556,10 @@ static void *fs_thread(void *arg)
             if (c->fd < 0)
                 continue;
             short ev = POLLIN;
-            if (c->out_off < c->out_len) {
+            if (c->out_off < c->out_len && c->out_off >= send_limit(fs, c)) {
+                if (timeout < 0 || timeout > 5)
+                    timeout = 5; /* held back: look for fs_release() again soon */
+            } else if (c->out_off < c->out_len) {
                 if (trickles(fs, c) && c->next_ms > now) {
                     int wait = (int)(c->next_ms - now);
                     if (timeout < 0 || wait < timeout)
@@ -556,8 +629,8 @@ static void *fs_thread(void *arg)
                     }
                 }
             }
-            if (c->out_off < c->out_len && (!trickles(fs, c) || c->next_ms <= now)) {
-                size_t want = c->out_len - c->out_off;
+            if (c->out_off < send_limit(fs, c) && (!trickles(fs, c) || c->next_ms <= now)) {
+                size_t want = send_limit(fs, c) - c->out_off;
                 if (trickles(fs, c))
                     want = 1;
                 ssize_t w = send(c->fd, c->out + c->out_off, want, MSG_NOSIGNAL);
@@ -571,7 +644,7 @@ static void *fs_thread(void *arg)
                     c->next_ms = now + fs->trickle_ms;
                 }
                 if (c->out_off == c->out_len)
-                    c->out_off = c->out_len = 0;
+                    c->out_off = c->out_len = c->hold_at = 0;
             }
             if (c->close_after && c->out_off == c->out_len)
                 conn_close(fs, c);
@@ -660,4 +733,15 @@ unsigned fs_gets(const fs_server *fs)
 unsigned fs_bad_replies(const fs_server *fs)
 {
     return atomic_load(&fs->bad_replies);
+}
+
+unsigned fs_holding(const fs_server *fs)
+{
+    return atomic_load(&fs->holding);
+}
+
+void fs_release(fs_server *fs)
+{
+    atomic_store(&fs->released, 1);
+    atomic_store(&fs->holding, 0);
 }

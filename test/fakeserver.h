@@ -28,8 +28,17 @@ typedef enum fs_script {
     FS_UNSOLICITED,   /* the correct reply, then a second one ("STALE") nobody asked for */
     FS_TRICKLE,       /* the correct reply, one byte every trickle_ms */
     FS_SILENT,        /* never answers a get */
-    FS_CLOSE          /* closes the connection on reading a get, without a reply */
+    FS_CLOSE,         /* closes the connection on reading a get, without a reply */
+    FS_DUP_VALUE,     /* each get's first key answered twice: its value, then a second
+                         block "fake:dup:<key>" for the same key (text: same line;
+                         meta: same O token), then the rest as usual */
+    FS_BIG            /* keys starting "big" have a value of FS_BIG_BYTES bytes (others
+                         as usual); the first such value stops after its line and
+                         FS_BIG_HOLD bytes of data until fs_release() */
 } fs_script;
+
+#define FS_BIG_BYTES 2000000
+#define FS_BIG_HOLD 65536
 
 typedef struct fs_server fs_server;
 
@@ -49,5 +58,10 @@ unsigned fs_peer_closed(const fs_server *fs); /* connections the client closed (
 unsigned fs_open(const fs_server *fs);        /* connections open now */
 unsigned fs_gets(const fs_server *fs);        /* get-family commands read */
 unsigned fs_bad_replies(const fs_server *fs); /* scripted (malformed) replies sent */
+unsigned fs_holding(const fs_server *fs);     /* FS_BIG: 1 while a value is held back at
+                                                 FS_BIG_HOLD bytes, its first part sent */
+
+/* FS_BIG: send the rest of the value held back (and never hold again). */
+void fs_release(fs_server *fs);
 
 #endif

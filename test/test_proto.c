@@ -1,0 +1,644 @@
+/* test_proto.c: Check suite of lib/proto.c: reply lines classified, reply streams framed at every split, over-limit blocks dropped, request lines written. */
+/*
+ * proto.c knows the wire only: which line is which and where a line or a
+ * data block ends. Which request a reply answers (and so a second VALUE for
+ * one key, a wrong key, a wrong token) is the pool's business, tested in
+ * test_pool.c against a scripted fake server.
+ *
+ * The framing tests feed reply streams into an evbuffer in chunks of every
+ * size from 1 byte to the whole stream, and read them with the functions
+ * the pool uses, the way it uses them: the events read must be the same for
+ * every split, an error must come at the same point, and a value over the
+ * limit must never be held.
+ */
+#include <check.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "proto.h"
+#include "testutil.h"
+
+/* ================================================================== lines */
+
+static mcr__line parse(const char *s)
+{
+    mcr__line L;
+    mcr__proto_parse_line(s, strlen(s), &L);
+    return L;
+}
+
+static int field_is(const char *p, size_t n, const char *want)
+{
+    return p != NULL && n == strlen(want) && memcmp(p, want, n) == 0;
+}
+
+#define KIND(s, k)                                                                          \
+    do {                                                                                    \
+        mcr__line L_ = parse(s);                                                            \
+        ck_assert_msg(L_.kind == (k), "\"%s\": kind %d, expected %d", (s), (int)L_.kind,   \
+                      (int)(k));                                                            \
+    } while (0)
+
+START_TEST(test_line_kinds)
+{
+    static const struct {
+        const char *line;
+        mcr__line_kind kind;
+    } plain[] = {
+        {"END", MCR__L_END},         {"STORED", MCR__L_STORED},
+        {"NOT_STORED", MCR__L_NOT_STORED}, {"EXISTS", MCR__L_EXISTS},
+        {"NOT_FOUND", MCR__L_NOT_FOUND}, {"DELETED", MCR__L_DELETED},
+        {"TOUCHED", MCR__L_TOUCHED}, {"OK", MCR__L_OK},
+        {"ERROR", MCR__L_ERROR},     {"MN", MCR__L_MN},
+        {"EN", MCR__L_EN},           {"HD", MCR__L_HD},
+        {"NS", MCR__L_NS},           {"EX", MCR__L_EX},
+        {"NF", MCR__L_NF},
+    };
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
+        KIND(plain[i].line, plain[i].kind);
+
+    mcr__line L = parse("VALUE foo 42 7");
+    ck_assert_int_eq(L.kind, MCR__L_VALUE);
+    ck_assert(field_is(L.key, L.key_len, "foo"));
+    ck_assert_uint_eq(L.flags, 42);
+    ck_assert_uint_eq(L.bytes, 7);
+    ck_assert_int_eq(L.has_cas, 0);
+
+    L = parse("VALUE k 4294967295 1099511627776 18446744073709551615");
+    ck_assert_int_eq(L.kind, MCR__L_VALUE);
+    ck_assert_uint_eq(L.flags, UINT32_MAX);
+    ck_assert_uint_eq(L.bytes, (uint64_t)1 << 40);
+    ck_assert_int_eq(L.has_cas, 1);
+    ck_assert_uint_eq(L.cas, UINT64_MAX);
+
+    L = parse("18446744073709551615");
+    ck_assert_int_eq(L.kind, MCR__L_NUMBER);
+    ck_assert_uint_eq(L.number, UINT64_MAX);
+    L = parse("0");
+    ck_assert_int_eq(L.kind, MCR__L_NUMBER);
+    ck_assert_uint_eq(L.number, 0);
+
+    L = parse("VERSION 1.6.21");
+    ck_assert_int_eq(L.kind, MCR__L_VERSION);
+    ck_assert(field_is(L.text, L.text_len, "1.6.21"));
+    L = parse("STAT curr_items 12");
+    ck_assert_int_eq(L.kind, MCR__L_STAT);
+    ck_assert(field_is(L.text, L.text_len, "curr_items 12"));
+    L = parse("CLIENT_ERROR bad data chunk");
+    ck_assert_int_eq(L.kind, MCR__L_CLIENT_ERROR);
+    ck_assert(field_is(L.text, L.text_len, "bad data chunk"));
+    L = parse("SERVER_ERROR");
+    ck_assert_int_eq(L.kind, MCR__L_SERVER_ERROR);
+    ck_assert_uint_eq(L.text_len, 0);
+
+    L = parse("VA 5 f7 c9 kfoo O123 t-1 s5 W Z");
+    ck_assert_int_eq(L.kind, MCR__L_VA);
+    ck_assert_uint_eq(L.bytes, 5);
+    ck_assert(L.has_flags && L.flags == 7);
+    ck_assert(L.has_cas && L.cas == 9);
+    ck_assert(field_is(L.key, L.key_len, "foo"));
+    ck_assert(field_is(L.opaque, L.opaque_len, "123"));
+    L = parse("VA 0");
+    ck_assert_int_eq(L.kind, MCR__L_VA);
+    ck_assert_ptr_null(L.opaque);
+    ck_assert_int_eq(L.has_flags, 0);
+    L = parse("HD O7 kbar");
+    ck_assert_int_eq(L.kind, MCR__L_HD);
+    ck_assert(field_is(L.opaque, L.opaque_len, "7"));
+    ck_assert(field_is(L.key, L.key_len, "bar"));
+    L = parse("EN O4294967295");
+    ck_assert_int_eq(L.kind, MCR__L_EN);
+    uint32_t o = 0;
+    ck_assert(mcr__proto_opaque(L.opaque, L.opaque_len, &o));
+    ck_assert_uint_eq(o, UINT32_MAX);
+}
+END_TEST
+
+START_TEST(test_line_bad)
+{
+    static const char *const bad[] = {
+        "",                     /* empty */
+        "HELLO WORLD",          /* not memcached's */
+        "end",                  /* case matters */
+        "END ",                 /* trailing space */
+        " END",                 /* leading space */
+        "END x",                /* a word too many */
+        "STORED  ",
+        "VALUE",                /* too few fields */
+        "VALUE k",
+        "VALUE k 0",
+        "VALUE k 0 1 2 3",      /* too many */
+        "VALUE k  0 1",         /* two spaces */
+        "VALUE k 4294967296 1", /* flags over 32 bits */
+        "VALUE k 0 1099511627777", /* bytes over 2^40 */
+        "VALUE k -1 1",
+        "VALUE k +1 1",
+        "VALUE k 0 1x",
+        "VALUE k 0 1 18446744073709551616", /* cas over 64 bits */
+        "VALUE k 0 123456789012345678901",  /* 21 digits */
+        "18446744073709551616", /* incr result over 64 bits */
+        "-1",
+        "STAT",                 /* a STAT without name */
+        "VA",                   /* meta without size */
+        "VA x",
+        "VA 5 f-1",             /* bad flag number */
+        "VA 5 fx",
+        "VA 5 c",
+        "VA 5 9",               /* a flag must start with a letter */
+        "HD f4294967296",
+        "EN  O1",
+        "VALUE k\x01 0 1",      /* control bytes */
+        "END\r",
+        "EN\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        mcr__line L = parse(bad[i]);
+        ck_assert_msg(L.kind == MCR__L_BAD, "\"%s\": kind %d, expected BAD", bad[i],
+                      (int)L.kind);
+    }
+    /* a NUL in the line (strlen would stop there) */
+    mcr__line L;
+    mcr__proto_parse_line("END\0", 4, &L);
+    ck_assert_int_eq(L.kind, MCR__L_BAD);
+    /* tabs are text */
+    KIND("SERVER_ERROR a\tb", MCR__L_SERVER_ERROR);
+}
+END_TEST
+
+/* The longest line: accepted at MCR__PROTO_MAX_LINE bytes, not one more. */
+START_TEST(test_line_limit)
+{
+    char buf[MCR__PROTO_MAX_LINE + 2];
+    memset(buf, 'x', sizeof(buf));
+    memcpy(buf, "SERVER_ERROR ", 13);
+    mcr__line L;
+    mcr__proto_parse_line(buf, MCR__PROTO_MAX_LINE, &L);
+    ck_assert_int_eq(L.kind, MCR__L_SERVER_ERROR);
+    ck_assert_uint_eq(L.text_len, MCR__PROTO_MAX_LINE - 13);
+    mcr__proto_parse_line(buf, MCR__PROTO_MAX_LINE + 1, &L);
+    ck_assert_int_eq(L.kind, MCR__L_BAD);
+
+    /* the same through the framing: a line of MAX bytes, then one of MAX + 1 */
+    struct evbuffer *in = evbuffer_new();
+    const char *line;
+    size_t len;
+    evbuffer_add(in, buf, MCR__PROTO_MAX_LINE);
+    ck_assert_int_eq(mcr__proto_peek_line(in, &line, &len), 0);
+    evbuffer_add(in, "\r\n", 2);
+    ck_assert_int_eq(mcr__proto_peek_line(in, &line, &len), 1);
+    ck_assert_uint_eq(len, MCR__PROTO_MAX_LINE);
+    evbuffer_drain(in, len + 2);
+    evbuffer_add(in, buf, MCR__PROTO_MAX_LINE + 1);
+    evbuffer_add(in, "\r", 1);
+    /* no CRLF yet, but already too long to be a line: refused without waiting */
+    ck_assert_int_eq(mcr__proto_peek_line(in, &line, &len), -1);
+    evbuffer_add(in, "\n", 1);
+    ck_assert_int_eq(mcr__proto_peek_line(in, &line, &len), -1);
+    evbuffer_free(in);
+}
+END_TEST
+
+START_TEST(test_key_and_opaque)
+{
+    ck_assert(mcr__proto_key_ok("a", 1, 250));
+    ck_assert(!mcr__proto_key_ok("", 0, 250));
+    ck_assert(!mcr__proto_key_ok("a b", 3, 250));
+    ck_assert(!mcr__proto_key_ok("a\r\nset", 7, 250));
+    ck_assert(!mcr__proto_key_ok("a\x7f", 2, 250));
+    ck_assert(mcr__proto_key_ok("\x80\xff", 2, 250)); /* bytes over 0x7f are allowed */
+    ck_assert(mcr__proto_key_ok("abc", 3, 3));
+    ck_assert(!mcr__proto_key_ok("abcd", 4, 3));
+
+    uint32_t o = 99;
+    ck_assert(mcr__proto_opaque("0", 1, &o) && o == 0);
+    ck_assert(mcr__proto_opaque("4294967295", 10, &o) && o == UINT32_MAX);
+    o = 99;
+    ck_assert(!mcr__proto_opaque("4294967296", 10, &o));
+    ck_assert(!mcr__proto_opaque("", 0, &o));
+    ck_assert(!mcr__proto_opaque("bogus", 5, &o));
+    ck_assert(!mcr__proto_opaque("-1", 2, &o));
+    ck_assert_uint_eq(o, 99); /* unchanged on failure */
+}
+END_TEST
+
+/* ================================================================== framing */
+
+/* A reader as the pool's: lines, data blocks within `limit`, blocks over it
+ * dropped as they come. It writes what it read into `out`, one event each. */
+typedef struct reader {
+    uint64_t limit;
+    mcr__proto_skip skip;
+    char out[16384];
+    size_t len;
+} reader;
+
+static void say(reader *rd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void say(reader *rd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(rd->out + rd->len, sizeof(rd->out) - rd->len, fmt, ap);
+    va_end(ap);
+    ck_assert(n >= 0 && (size_t)n < sizeof(rd->out) - rd->len);
+    rd->len += (size_t)n;
+}
+
+static void describe(reader *rd, const mcr__line *L)
+{
+    say(rd, "[%d", (int)L->kind);
+    if (L->key != NULL)
+        say(rd, " k=%.*s", (int)L->key_len, L->key);
+    if (L->opaque != NULL)
+        say(rd, " O=%.*s", (int)L->opaque_len, L->opaque);
+    if (L->text != NULL)
+        say(rd, " t=%.*s", (int)L->text_len, L->text);
+    if (L->has_flags)
+        say(rd, " f=%" PRIu32, L->flags);
+    if (L->has_cas)
+        say(rd, " c=%" PRIu64, L->cas);
+    if (L->kind == MCR__L_VALUE || L->kind == MCR__L_VA)
+        say(rd, " b=%" PRIu64, L->bytes);
+    if (L->kind == MCR__L_NUMBER)
+        say(rd, " n=%" PRIu64, L->number);
+}
+
+/* One event: 1 (read one), 0 (more bytes needed), -1 (the stream is bad). */
+static int read_one(reader *rd, struct evbuffer *in)
+{
+    if (rd->skip.left > 0) {
+        int rc = mcr__proto_skip_run(&rd->skip, in);
+        if (rc == 1)
+            say(rd, "(dropped)");
+        return rc;
+    }
+    const char *line;
+    size_t len;
+    int rc = mcr__proto_peek_line(in, &line, &len);
+    if (rc <= 0)
+        return rc;
+    mcr__line L;
+    mcr__proto_parse_line(line, len, &L);
+    if (L.kind == MCR__L_BAD)
+        return -1;
+    if (L.kind != MCR__L_VALUE && L.kind != MCR__L_VA) {
+        describe(rd, &L);
+        say(rd, "]");
+        evbuffer_drain(in, len + 2);
+        return 1;
+    }
+    uint64_t bytes = L.bytes;
+    if (bytes > rd->limit) {
+        describe(rd, &L);
+        say(rd, " too big]");
+        evbuffer_drain(in, len + 2);
+        mcr__proto_skip_start(&rd->skip, bytes);
+        return 1;
+    }
+    /* the line's pointers do not survive the block's pullup: the pool
+     * copies what it needs first, and so does this reader */
+    char desc[512];
+    size_t before = rd->len;
+    describe(rd, &L);
+    size_t dl = rd->len - before;
+    ck_assert(dl < sizeof(desc));
+    memcpy(desc, rd->out + before, dl);
+    rd->len = before;
+    const char *data;
+    rc = mcr__proto_peek_block(in, len, bytes, &data);
+    if (rc <= 0)
+        return rc;
+    say(rd, "%.*s d=%.*s]", (int)dl, desc, (int)bytes, data);
+    evbuffer_drain(in, len + 2 + (size_t)bytes + 2);
+    return 1;
+}
+
+/* Read all that `in` allows: the last read_one() result (0 or -1). */
+static int read_all(reader *rd, struct evbuffer *in)
+{
+    int rc;
+    while ((rc = read_one(rd, in)) == 1) {
+    }
+    return rc;
+}
+
+/* Feed s in chunks of every size; the reading must not depend on the
+ * split, and the buffer never holds an over-limit value. */
+static void check_splits(const char *name, const char *s, size_t n, uint64_t limit, int bad,
+                         size_t max_line)
+{
+    reader whole;
+    memset(&whole, 0, sizeof(whole));
+    whole.limit = limit;
+    struct evbuffer *in = evbuffer_new();
+    ck_assert_ptr_nonnull(in);
+    evbuffer_add(in, s, n);
+    int end = read_all(&whole, in);
+    ck_assert_msg(end == (bad ? -1 : 0), "%s: read whole: %d", name, end);
+    if (!bad)
+        ck_assert_msg(evbuffer_get_length(in) == 0, "%s: %zu bytes left", name,
+                      evbuffer_get_length(in));
+    evbuffer_free(in);
+
+    for (size_t cs = 1; cs <= n; cs++) {
+        reader rd;
+        memset(&rd, 0, sizeof(rd));
+        rd.limit = limit;
+        in = evbuffer_new();
+        size_t peak = 0;
+        int rc = 0;
+        for (size_t off = 0; off < n && rc >= 0; off += cs) {
+            evbuffer_add(in, s + off, n - off < cs ? n - off : cs);
+            if (evbuffer_get_length(in) > peak)
+                peak = evbuffer_get_length(in);
+            rc = read_all(&rd, in);
+        }
+        EXPECT_MSG(rc == end, "%s, chunks of %zu: ended %d, whole %d", name, cs, rc, end);
+        EXPECT_MSG(rd.len == whole.len && memcmp(rd.out, whole.out, rd.len) == 0,
+                   "%s, chunks of %zu: read\n%.*s\nwhole:\n%.*s", name, cs, (int)rd.len, rd.out,
+                   (int)whole.len, whole.out);
+        /* held at most: a chunk, a line and a block within the limit */
+        EXPECT_MSG(peak <= cs + max_line + 2 + limit + 2, "%s, chunks of %zu: %zu bytes held",
+                   name, cs, peak);
+        if (!bad)
+            EXPECT_UINT(evbuffer_get_length(in), ==, 0);
+        evbuffer_free(in);
+    }
+}
+
+static const char text_replies[] =
+    "VALUE k1 5 3\r\nabc\r\n"
+    "VALUE k2 0 0\r\n\r\n"                                 /* an empty value */
+    "VALUE k3 4294967295 4 18446744073709551615\r\nab\r\n\r\n" /* CRLF inside the data */
+    "END\r\n"
+    "STORED\r\nNOT_STORED\r\nEXISTS\r\nNOT_FOUND\r\nDELETED\r\nTOUCHED\r\nOK\r\n"
+    "42\r\n"
+    "VERSION 1.6.21\r\n"
+    "STAT pid 1\r\nSTAT uptime 5\r\nEND\r\n"
+    "ERROR\r\nCLIENT_ERROR bad data chunk\r\nSERVER_ERROR out of memory\r\n";
+
+static const char meta_replies[] =
+    "VA 5 f7 c9 O1 kfoo t-1\r\nhello\r\n"
+    "EN O2\r\nHD O3\r\nNS O4\r\nEX O5\r\nNF O6\r\nMN\r\n"
+    "VA 2 O7\r\n10\r\n" /* ma's number */
+    "VA 0 f0 O8\r\n\r\n";
+
+START_TEST(test_frame_splits)
+{
+    check_splits("text", text_replies, sizeof(text_replies) - 1, 1024, 0, 64);
+    check_splits("meta", meta_replies, sizeof(meta_replies) - 1, 1024, 0, 64);
+
+    reader rd;
+    memset(&rd, 0, sizeof(rd));
+    rd.limit = 1024;
+    struct evbuffer *in = evbuffer_new();
+    evbuffer_add(in, text_replies, sizeof(text_replies) - 1);
+    ck_assert_int_eq(read_all(&rd, in), 0);
+    rd.out[rd.len] = '\0';
+    ck_assert_msg(strstr(rd.out, "k=k3 f=4294967295 c=18446744073709551615 b=4 d=ab\r\n]") != NULL,
+                  "%s", rd.out);
+    ck_assert_msg(strstr(rd.out, "k=k2 f=0 b=0 d=]") != NULL, "%s", rd.out);
+    ck_assert_msg(strstr(rd.out, "n=42") != NULL, "%s", rd.out);
+    evbuffer_free(in);
+}
+END_TEST
+
+/* A block not ended by CRLF, a line no memcached sends, a line with no end:
+ * errors at every split, after the same good events. */
+START_TEST(test_frame_bad)
+{
+    static const char no_crlf[] = "VALUE a 0 1\r\nx\r\nVALUE k 0 3\r\nabcd\r\nEND\r\n";
+    static const char garbage[] = "STORED\r\nHELLO WORLD\r\n";
+    static const char bare_lf[] = "STORED\r\nEND\n";
+    check_splits("block without CRLF", no_crlf, sizeof(no_crlf) - 1, 1024, 1, 64);
+    check_splits("garbage", garbage, sizeof(garbage) - 1, 1024, 1, 64);
+
+    /* a bare LF is no end of line: waits, until too long for a line */
+    char endless[MCR__PROTO_MAX_LINE + 16];
+    memcpy(endless, bare_lf, sizeof(bare_lf) - 1);
+    memset(endless + sizeof(bare_lf) - 1, 'x', sizeof(endless) - (sizeof(bare_lf) - 1));
+    check_splits("no end of line", endless, sizeof(endless), 1024, 1,
+                 MCR__PROTO_MAX_LINE + 2);
+}
+END_TEST
+
+/* A value over the limit is dropped as it arrives (never held whole, the
+ * buffer bounded by a chunk and a line), its CRLF checked, and the replies
+ * after it read in step. */
+START_TEST(test_frame_too_big)
+{
+    enum { BIG = 600, LIMIT = 100 };
+    char s[BIG + 256];
+    size_t n = 0;
+    n += (size_t)snprintf(s + n, sizeof(s) - n, "VALUE small 0 5\r\nhello\r\nVALUE big 1 %d\r\n",
+                          BIG);
+    memset(s + n, 'x', BIG);
+    n += BIG;
+    n += (size_t)snprintf(s + n, sizeof(s) - n, "\r\nVALUE after 0 2\r\nok\r\nEND\r\n");
+    check_splits("text too big", s, n, LIMIT, 0, 64);
+
+    reader rd;
+    memset(&rd, 0, sizeof(rd));
+    rd.limit = LIMIT;
+    struct evbuffer *in = evbuffer_new();
+    evbuffer_add(in, s, n);
+    ck_assert_int_eq(read_all(&rd, in), 0);
+    rd.out[rd.len] = '\0';
+    ck_assert_msg(strstr(rd.out, "k=big f=1 b=600 too big](dropped)[") != NULL, "%s", rd.out);
+    ck_assert_msg(strstr(rd.out, "k=after f=0 b=2 d=ok]") != NULL, "%s", rd.out);
+    evbuffer_free(in);
+
+    /* at the limit: held and read; one over: dropped */
+    char at[LIMIT + 64];
+    size_t an = (size_t)snprintf(at, sizeof(at), "VA %d f0 O1\r\n", LIMIT);
+    memset(at + an, 'y', LIMIT);
+    an += LIMIT;
+    memcpy(at + an, "\r\nMN\r\n", 6);
+    an += 6;
+    memset(&rd, 0, sizeof(rd));
+    rd.limit = LIMIT;
+    in = evbuffer_new();
+    evbuffer_add(in, at, an);
+    ck_assert_int_eq(read_all(&rd, in), 0);
+    rd.out[rd.len] = '\0';
+    ck_assert_msg(strstr(rd.out, "too big") == NULL && strstr(rd.out, " d=yyy") != NULL, "%s",
+                  rd.out);
+    evbuffer_free(in);
+    memset(&rd, 0, sizeof(rd));
+    rd.limit = LIMIT - 1;
+    in = evbuffer_new();
+    evbuffer_add(in, at, an);
+    ck_assert_int_eq(read_all(&rd, in), 0);
+    rd.out[rd.len] = '\0';
+    ck_assert_msg(strstr(rd.out, "too big](dropped)") != NULL, "%s", rd.out);
+    evbuffer_free(in);
+    check_splits("meta at the limit", at, an, LIMIT, 0, 64);
+    check_splits("meta over the limit", at, an, LIMIT - 1, 0, 64);
+
+    /* the dropped block must still end in CRLF */
+    s[n - strlen("\r\nVALUE after 0 2\r\nok\r\nEND\r\n")] = 'z';
+    check_splits("too big, bad end", s, n, LIMIT, 1, 64);
+    static const char lf_only[] = "VALUE big 0 200\r\n";
+    char t[sizeof(lf_only) + 200 + 8];
+    memcpy(t, lf_only, sizeof(lf_only) - 1);
+    memset(t + sizeof(lf_only) - 1, 'q', 200);
+    memcpy(t + sizeof(lf_only) - 1 + 200, "\rxEND\r\n", 7);
+    check_splits("too big, CR then no LF", t, sizeof(lf_only) - 1 + 200 + 7, LIMIT, 1, 64);
+}
+END_TEST
+
+/* A skip of 0 data bytes checks only the CRLF; one fed byte by byte ends
+ * exactly at its CRLF. */
+START_TEST(test_skip_edges)
+{
+    mcr__proto_skip sk;
+    struct evbuffer *in = evbuffer_new();
+    mcr__proto_skip_start(&sk, 0);
+    ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 0);
+    evbuffer_add(in, "\r", 1);
+    ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 0);
+    evbuffer_add(in, "\nEND\r\n", 6);
+    ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 1);
+    ck_assert_uint_eq(evbuffer_get_length(in), 5); /* the next line is left */
+    evbuffer_drain(in, 5);
+
+    mcr__proto_skip_start(&sk, 3);
+    for (const char *p = "abc\r"; *p; p++) {
+        evbuffer_add(in, p, 1);
+        ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 0);
+        ck_assert_uint_eq(evbuffer_get_length(in), 0);
+    }
+    evbuffer_add(in, "\n", 1);
+    ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 1);
+    ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 1); /* done stays done */
+
+    mcr__proto_skip_start(&sk, 1);
+    evbuffer_add(in, "a\n\r", 3);
+    ck_assert_int_eq(mcr__proto_skip_run(&sk, in), -1);
+    evbuffer_free(in);
+}
+END_TEST
+
+/* ================================================================== writing */
+
+static void expect_wire(const mcr__wire *w, const char *want)
+{
+    struct evbuffer *out = evbuffer_new();
+    ck_assert_int_eq(mcr__proto_write(out, w), MCR_OK);
+    size_t n = evbuffer_get_length(out);
+    char *got = malloc(n + 1);
+    ck_assert_ptr_nonnull(got);
+    evbuffer_remove(out, got, n);
+    got[n] = '\0';
+    ck_assert_msg(n == strlen(want) && memcmp(got, want, n) == 0, "op %s (%s): wrote \"%s\"",
+                  mcr_op_name(w->op), w->proto == MCR_PROTO_META ? "meta" : "text", got);
+    free(got);
+    evbuffer_free(out);
+}
+
+/* w reset to op/proto, one key (keys[0]), prefix "p:". */
+static mcr__wire *wire(mcr__wire *w, mcr_op op, mcr_protocol proto, const char **keys,
+                       size_t *lens)
+{
+    memset(w, 0, sizeof(*w));
+    w->op = op;
+    w->proto = proto;
+    w->keys = keys;
+    w->key_lens = lens;
+    w->nkeys = 1;
+    w->prefix = "p:";
+    w->prefix_len = 2;
+    return w;
+}
+
+START_TEST(test_write)
+{
+    const char *k1[] = {"a"}, *k3[] = {"a", "bb", "c"};
+    size_t l1[] = {1}, l3[] = {1, 2, 1};
+    mcr__wire w;
+#define W(OP, PROTO) wire(&w, (OP), (PROTO), k1, l1)
+
+    expect_wire(W(MCR_OP_GET, MCR_PROTO_TEXT), "get p:a\r\n");
+    W(MCR_OP_GETS, MCR_PROTO_TEXT);
+    w.keys = k3, w.key_lens = l3, w.nkeys = 3;
+    expect_wire(&w, "gets p:a p:bb p:c\r\n");
+    W(MCR_OP_GAT, MCR_PROTO_TEXT)->exptime = 60;
+    expect_wire(&w, "gat 60 p:a\r\n");
+    static const struct {
+        mcr_op op;
+        const char *want;
+    } stores[] = {
+        {MCR_OP_SET, "set p:a 7 30 3\r\nxyz\r\n"},
+        {MCR_OP_ADD, "add p:a 7 30 3\r\nxyz\r\n"},
+        {MCR_OP_REPLACE, "replace p:a 7 30 3\r\nxyz\r\n"},
+        {MCR_OP_APPEND, "append p:a 7 30 3\r\nxyz\r\n"},
+        {MCR_OP_PREPEND, "prepend p:a 7 30 3\r\nxyz\r\n"},
+        {MCR_OP_CAS, "cas p:a 7 30 3 99\r\nxyz\r\n"},
+    };
+    for (size_t i = 0; i < sizeof(stores) / sizeof(stores[0]); i++) {
+        W(stores[i].op, MCR_PROTO_TEXT);
+        w.value = "xyz", w.value_len = 3, w.flags = 7, w.exptime = 30, w.cas = 99;
+        expect_wire(&w, stores[i].want);
+    }
+    expect_wire(W(MCR_OP_DELETE, MCR_PROTO_TEXT), "delete p:a\r\n");
+    W(MCR_OP_INCR, MCR_PROTO_TEXT)->delta = 5;
+    expect_wire(&w, "incr p:a 5\r\n");
+    W(MCR_OP_TOUCH, MCR_PROTO_TEXT)->exptime = 9;
+    expect_wire(&w, "touch p:a 9\r\n");
+    W(MCR_OP_STATS, MCR_PROTO_TEXT)->nkeys = 0;
+    expect_wire(&w, "stats\r\n");
+    expect_wire(W(MCR_OP_FLUSH_ALL, MCR_PROTO_TEXT), "flush_all\r\n");
+    expect_wire(W(MCR_OP_NOOP, MCR_PROTO_TEXT), "version\r\n");
+
+    W(MCR_OP_GET, MCR_PROTO_META)->opaque = 5;
+    expect_wire(&w, "mg p:a v f O5\r\n");
+    W(MCR_OP_GETS, MCR_PROTO_META);
+    w.keys = k3, w.key_lens = l3, w.nkeys = 3, w.opaque = 10;
+    expect_wire(&w, "mg p:a v f c O10 q\r\nmg p:bb v f c O11 q\r\nmg p:c v f c O12 q\r\nmn\r\n");
+    W(MCR_OP_GAT, MCR_PROTO_META)->exptime = 60;
+    w.opaque = 1;
+    expect_wire(&w, "mg p:a v f O1 T60\r\n");
+    W(MCR_OP_CAS, MCR_PROTO_META);
+    w.value = "xyz", w.value_len = 3, w.flags = 7, w.exptime = 30, w.cas = 99, w.opaque = 2;
+    expect_wire(&w, "ms p:a 3 F7 T30 MS O2 C99\r\nxyz\r\n");
+    W(MCR_OP_ADD, MCR_PROTO_META);
+    w.value = "", w.value_len = 0, w.opaque = 3;
+    expect_wire(&w, "ms p:a 0 F0 T0 ME O3\r\n\r\n");
+    W(MCR_OP_DELETE, MCR_PROTO_META)->opaque = 4;
+    expect_wire(&w, "md p:a O4\r\n");
+    W(MCR_OP_DECR, MCR_PROTO_META)->delta = 2;
+    w.opaque = 6;
+    expect_wire(&w, "ma p:a D2 MD v O6\r\n");
+    expect_wire(W(MCR_OP_NOOP, MCR_PROTO_META), "mn\r\n");
+    expect_wire(W(MCR_OP_VERSION, MCR_PROTO_META), "version\r\n");
+#undef W
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("proto");
+    TCase *tc = tcase_create("proto");
+    tcase_set_timeout(tc, 60); /* every split of every stream: seconds under sanitizers */
+    tcase_add_test(tc, test_line_kinds);
+    tcase_add_test(tc, test_line_bad);
+    tcase_add_test(tc, test_line_limit);
+    tcase_add_test(tc, test_key_and_opaque);
+    tcase_add_test(tc, test_frame_splits);
+    tcase_add_test(tc, test_frame_bad);
+    tcase_add_test(tc, test_frame_too_big);
+    tcase_add_test(tc, test_skip_edges);
+    tcase_add_test(tc, test_write);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(suite());
+}
