@@ -49,8 +49,8 @@ echo "# Why they differ: both hash each server's labels \"LABEL-0\", \"LABEL-1\"
 echo "# four points per digest, and both give these servers the same counts (120, 120, 240"
 echo "# points); but libketama's LABEL always has the port (\"10.0.0.1:11211-0\") while"
 echo "# libmemcached drops the default port 11211 (\"10.0.0.1-0\"), so every point lands"
-echo "# elsewhere on the ring. Each mode reproduces its own client exactly; they are not"
-echo "# interchangeable."
+echo "# elsewhere on the ring. With the servers on port 11212 both would hash"
+echo "# \"10.0.0.1:11212-0\" and place every key alike. Each mode reproduces its own client."
 echo
 echo "# How many of 10000 keys move when a fourth server joins (ketama keeps ~1/4 moving):"
 seq -f 'key:%g' 1 10000 > /tmp/mcroute-demo-keys.$$
