@@ -3,7 +3,8 @@
 #
 # Usage: scripts/fresh-check.sh [options]
 #   --ref REF        the commit or branch to clone (default: HEAD of this checkout)
-#   --run LIST       which README commands, in order: demo, test or demo,test (default)
+#   --run LIST       which README commands, in order: demo, test or demo,test (default);
+#                    none: only make the root, mount, clone and clean up
 #   --cache DIR      where the pristine root is cached as a tarball, and the roots
 #                    are made (default: /var/tmp/mcroute-fresh)
 #   --no-cache       debootstrap a new root even when the cached tarball exists
@@ -23,7 +24,6 @@
 # deleted only when findmnt shows nothing mounted at or below it; otherwise
 # it is left in place and the script says what is still mounted.
 set -euo pipefail
-# shellcheck disable=SC2317 # cleanup is called by the trap
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 ref=HEAD
@@ -47,10 +47,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 IFS=, read -ra commands <<<"$run_list"
+[ "$run_list" = none ] && commands=()
 for c in "${commands[@]}"; do
   case $c in
   demo | test) ;;
-  *) echo "fresh-check: --run: '$c' is not demo or test" >&2; exit 2 ;;
+  *) echo "fresh-check: --run: '$c' is not demo, test or none" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "fresh-check: needs root (debootstrap, mount, chroot)" >&2; exit 2; }
@@ -91,9 +92,11 @@ root=$cache/root-$$
 # ---------------------------------------------------------------- cleanup
 made_root=0 # 1 once this run has made $root: cleanup touches nothing else
 mounts=()   # in the order they were made
+# shellcheck disable=SC2317 # called by cleanup
 under_root() { # the mount points at or below $root, deepest first
   findmnt -rn -o TARGET | awk -v r="$root" '$0 == r || index($0, r "/") == 1' | sort -r
 }
+# shellcheck disable=SC2317 # called by the trap
 cleanup() {
   local st=$? m d pid left
   trap - EXIT INT TERM HUP
@@ -191,8 +194,9 @@ git -C "$root/root/mcroute" checkout -q --detach "$commit"
 echo "$commit" >"$root/root/mcroute.commit"
 
 # ---------------------------------------------------------------- 4. the commands
-results=()
+results=("nothing run (--run none)")
 status=0
+[ ${#commands[@]} -gt 0 ] && results=()
 for c in "${commands[@]}"; do
   say "running ./scripts/$c.sh in the root ($(elapsed) so far)..."
   t0=$(date +%s)
