@@ -228,7 +228,10 @@ int main(int argc, char **argv)
     }
     int ok = 1;
 
-    printf("%zu memcached servers, stable-ketama, %zu keys\n", nservers, d.nkeys);
+    /* Why stable-ketama, in one line: what the misses below rely on. */
+    printf("%zu memcached servers, stable-ketama (a server added takes keys only from the "
+           "others; none move between them), %zu keys\n",
+           nservers, d.nkeys);
     size_t sent = set_keys(&d, NULL);
     printf("set %zu keys: %zu stored, %zu failed\n", sent, sent - d.failed, d.failed);
     get_all(&d);

@@ -2,19 +2,55 @@
 # demo.sh: install what is missing, build mcroute, show where keys go and how a resize moves them, then use real memcached servers through the pool and add one live.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+step() { echo "demo: $*"; }
+elapsed() { echo "$(($(date +%s) - $1))s"; }
+
+t0=$(date +%s)
+step "1/3 Debian packages: scripts/deps.sh installs those that are missing..."
 ./scripts/deps.sh
-cmake -S . -B build-plain -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-plain -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
-M=./build-plain/mcroute
+# Its own build tree, and only the two programs the demo runs (not the tests
+# and benchmarks, which ./scripts/test.sh builds in build-plain/).
+build="build-demo"
+mkdir -p "$build"
+log=$build/demo-build.log
+step "2/3 configuring ($build/, log in $log)..."
+t=$(date +%s)
+if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMCR_BUILD_BENCH=OFF >"$log" 2>&1; then
+  tail -n 30 "$log" >&2; echo "demo: cmake failed (log: $log)" >&2; exit 1
+fi
+step "3/3 building the mcroute command and examples/pool_demo (under a minute on 2 idle cores)..."
+if ! cmake --build "$build" -j"$jobs" --target mcroute_cli pool_demo >>"$log" 2>&1; then
+  tail -n 30 "$log" >&2; echo "demo: the build failed (log: $log)" >&2; exit 1
+fi
+step "built in $(elapsed "$t") ($(elapsed "$t0") since the start)"
+echo
+M=./$build/mcroute
+
+# table HEADER...: the command's tab-separated lines under a header row,
+# the columns aligned (the command itself prints no header: scripts read it).
+table() { { (IFS=$'\t'; echo "$*"); cat; } | expand -t 16; }
+# diff's output: "moved F" first, then FROM TO FRACTION per pair, and with
+# --keys a last "keys_moved N TOTAL".
+diff_table() {
+  awk -F'\t' 'NR == 1 { print; print "FROM\tTO\tFRACTION"; next } { print }' | expand -t 16
+}
 
 POOL="10.0.0.1:11211,10.0.0.2:11211,10.0.0.3:11211:2"
 echo "\$ mcroute locate -s $POOL user:1 user:2 user:3 session:9 cart:77"
-$M locate -s "$POOL" user:1 user:2 user:3 session:9 cart:77
+$M locate -s "$POOL" user:1 user:2 user:3 session:9 cart:77 | table KEY SERVER
 echo
 echo "# The same keys under libmemcached's weighted ketama, configured as a PHP or C client would:"
 OPTS="--SERVER=10.0.0.1:11211 --SERVER=10.0.0.2:11211 --SERVER=10.0.0.3:11211/?2"
 echo "\$ mcroute locate --libmemcached '$OPTS' --behavior KETAMA_WEIGHTED=1 user:1 user:2 user:3 session:9 cart:77"
-$M locate --libmemcached "$OPTS" --behavior KETAMA_WEIGHTED=1 user:1 user:2 user:3 session:9 cart:77
+$M locate --libmemcached "$OPTS" --behavior KETAMA_WEIGHTED=1 user:1 user:2 user:3 session:9 cart:77 |
+  table KEY SERVER
+echo "# Why they differ: both hash each server's labels \"LABEL-0\", \"LABEL-1\", ... with MD5,"
+echo "# four points per digest, and both give these servers the same counts (120, 120, 240"
+echo "# points); but libketama's LABEL always has the port (\"10.0.0.1:11211-0\") while"
+echo "# libmemcached drops the default port 11211 (\"10.0.0.1-0\"), so every point lands"
+echo "# elsewhere on the ring. With the servers on port 11212 both would hash"
+echo "# \"10.0.0.1:11212-0\" and place every key alike. Each mode reproduces its own client."
 echo
 echo "# How many of 10000 keys move when a fourth server joins (ketama keeps ~1/4 moving):"
 seq -f 'key:%g' 1 10000 > /tmp/mcroute-demo-keys.$$
@@ -27,23 +63,26 @@ $M locate -s "$POOL,10.0.0.4:11211" -m modula < /tmp/mcroute-demo-keys.$$ > /tmp
 moved=$(paste /tmp/mcroute-demo-a.$$ /tmp/mcroute-demo-b.$$ | awk -F'\t' '$2 != $4' | wc -l)
 echo "modula: $moved of 10000 keys moved"
 echo
-echo "# The same question answered by diff: which arcs of the ring change hands"
+echo "# The same question answered by diff: which arcs of the ring change hands. 'moved' is"
+echo "# the share of the hash space whose owner changes, then each (FROM, TO) pair's share,"
+echo "# and keys_moved: how many of the keys in keys.txt move, of how many."
 echo "\$ mcroute diff $POOL $POOL,10.0.0.4:11211 --keys keys.txt"
-$M diff "$POOL" "$POOL,10.0.0.4:11211" --keys /tmp/mcroute-demo-keys.$$
+$M diff "$POOL" "$POOL,10.0.0.4:11211" --keys /tmp/mcroute-demo-keys.$$ | diff_table
 echo
 echo "# libketama's normalisation also moved keys between the old servers; stable-ketama does not:"
 echo "\$ mcroute diff -m stable-ketama $POOL $POOL,10.0.0.4:11211 --keys keys.txt"
-$M diff -m stable-ketama "$POOL" "$POOL,10.0.0.4:11211" --keys /tmp/mcroute-demo-keys.$$
+$M diff -m stable-ketama "$POOL" "$POOL,10.0.0.4:11211" --keys /tmp/mcroute-demo-keys.$$ | diff_table
 echo
 echo "# Primary and two replicas per key, in distinct zones where possible:"
 printf '10.0.0.1 zone=a\n10.0.0.2 zone=a\n10.0.0.3 weight=2 zone=b\n10.0.0.4 zone=c\n' > /tmp/mcroute-demo-servers.$$
 echo "\$ mcroute locate -f servers.txt --replicas 3 user:1 user:2"
-$M locate -f /tmp/mcroute-demo-servers.$$ --replicas 3 user:1 user:2
+$M locate -f /tmp/mcroute-demo-servers.$$ --replicas 3 user:1 user:2 | table KEY PRIMARY REPLICA REPLICA
 rm -f /tmp/mcroute-demo-*.$$
 echo
-echo "# The first points of the continuum:"
+echo "# The first points of the continuum (each point's 32-bit value, and the server owning"
+echo "# the arc up to it):"
 echo "\$ mcroute dump -s $POOL | head -5"
-$M dump -s "$POOL" | sed -n 1,5p
+$M dump -s "$POOL" | sed -n 1,5p | table POINT SERVER
 echo
 
 # ---------------------------------------------------------------- live servers
@@ -76,17 +115,22 @@ for _ in 1 2 3 4 5; do start_memcached; done
 LIVE="127.0.0.1:${PORTS[0]},127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]},127.0.0.1:${PORTS[3]}"
 NEW="127.0.0.1:${PORTS[4]}"
 echo "# Five memcached servers started on 127.0.0.1 (ports ${PORTS[*]}), stopped at the end."
-echo "# Through the connection pool: 10000 keys stored and read back on four of them, then the"
-echo "# fifth added while the pool stays up. Only the keys the new server now owns miss"
-echo "# (about 1/5 of them), and they are exactly those the diff predicted:"
-echo "\$ examples/pool_demo $LIVE $NEW 10000"
-./build-plain/examples/pool_demo "$LIVE" "$NEW" 10000
+echo "# LIVE is the first four, NEW the fifth:"
+echo "LIVE=$LIVE"
+echo "NEW=$NEW"
+echo "# Through the connection pool: 10000 keys stored and read back on LIVE, then NEW added"
+echo "# while the pool stays up. pool_demo places keys with stable-ketama, not the default"
+echo "# ketama: there a server added takes keys only from the others and none move between"
+echo "# two old servers (the diffs above: ketama moved keys between old servers too), so"
+echo "# only the keys NEW now owns miss (about 1/5), exactly those the diff predicted:"
+echo "\$ examples/pool_demo \$LIVE \$NEW 10000"
+"./$build/examples/pool_demo" "$LIVE" "$NEW" 10000
 echo
 echo "# The same pool from the command line: store, read (a miss prints nothing), delete:"
 echo "\$ printf 'user:1\\tAda Lovelace\\nuser:2\\tAlan Turing\\nuser:3\\tGrace Hopper\\n' | mcroute set -s \$LIVE"
 printf 'user:1\tAda Lovelace\nuser:2\tAlan Turing\nuser:3\tGrace Hopper\n' | $M set -s "$LIVE"
 echo "\$ mcroute get -s \$LIVE user:1 user:2 user:3 user:4"
-$M get -s "$LIVE" user:1 user:2 user:3 user:4
+$M get -s "$LIVE" user:1 user:2 user:3 user:4 | table KEY VALUE
 echo "\$ mcroute delete -s \$LIVE user:3 && mcroute get -s \$LIVE user:3"
 $M delete -s "$LIVE" user:3 && $M get -s "$LIVE" user:3
 echo
@@ -96,8 +140,9 @@ for p in "${PORTS[@]:0:4}"; do
   [ "127.0.0.1:$p" != "$OWNER" ] && { STRAY="127.0.0.1:$p"; break; }
 done
 echo "# probe asks every server: user:2 is where it belongs; user:9 was stored by a client"
-echo "# that knew only $STRAY, which does not own it (every client of \$LIVE misses it):"
+echo "# that knew only $STRAY, which does not own it (every client of \$LIVE misses it)."
+echo "# OWNER is the server the placement names, HOLDERS those that hold the key:"
 echo "\$ printf 'user:9\\tstale\\n' | mcroute set -s $STRAY"
 printf 'user:9\tstale\n' | $M set -s "$STRAY"
 echo "\$ mcroute probe -s \$LIVE user:2 user:9"
-$M probe -s "$LIVE" user:2 user:9
+$M probe -s "$LIVE" user:2 user:9 | table KEY OWNER HOLDERS

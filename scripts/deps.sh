@@ -1,10 +1,33 @@
 #!/usr/bin/env bash
-# deps.sh: install the Debian 12 packages mcroute needs, only those that are missing.
+# deps.sh: install the Debian 12 packages that building mcroute and running its demo, tests and benchmarks use, only those that are missing.
+#
+# Every tool the build, scripts/*.sh, test/ and examples/ run is here, so
+# that the README's two commands work on a fresh Debian 12 minbase system
+# (scripts/fresh-check.sh proves it). A test that finds a tool missing
+# fails saying so; it never skips. To add a dependency, add a line below
+# with what needs it.
 set -euo pipefail
 
-PKGS=(build-essential cmake pkg-config libssl-dev libevent-dev check
-      libmemcached-dev libhashkit-dev memcached valgrind groff-base man-db
-      libyaml-dev nutcracker liburcu-dev)
+PKGS=(
+  build-essential  # gcc, make, libc headers; the sanitizer runtimes come with gcc
+  binutils         # readelf (test_install)
+  cmake
+  pkg-config       # the build, and the .pc files test_install checks
+  libssl-dev       # libcrypto: the tests' reference MD5
+  libevent-dev     # the connection pool (libevent_core), http_cache (libevent_extra)
+  libyaml-dev      # nutcracker YAML files
+  liburcu-dev      # the router's lock-free readers (liburcu-bp)
+  libmemcached-dev # libmcroute_libmemcached, test_compat_libmemcached, benchmarks
+  libhashkit-dev   # test_hash: libhashkit's digests
+  check            # every Check suite
+  memcached        # real servers for the pool's tests, the examples and the demo
+  nutcracker       # test_compat_twemproxy, bench_pool
+  valgrind         # scripts/test.sh, stage 4
+  python3          # test_simulate, test_cli_stats (JSON), the http_cache example tests
+  perl-base        # test/check_docs.sh
+  groff-base       # test/check_docs.sh: man pages render cleanly
+  man-db           # test/check_docs.sh: `man -l`
+)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -13,16 +36,48 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
-echo "deps: installing ${missing[*]}" >&2
-SUDO=""
+SUDO=()
 if [ "$(id -u)" -ne 0 ]; then
   if ! command -v sudo >/dev/null 2>&1; then
     echo "deps: missing packages: ${missing[*]}" >&2
     echo "deps: run this script as root, or install sudo, to install them" >&2
     exit 1
   fi
-  SUDO="sudo"
+  SUDO=(sudo)
 fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+log=$(mktemp "${TMPDIR:-/tmp}/mcroute-deps.XXXXXX")
+# Another apt may hold the lock for a while (unattended upgrades, a second
+# checkout running this script): wait for it rather than fail.
+APT=("${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600)
+fail() {
+  echo "deps: $1 failed; the last lines of its output ($log):" >&2
+  tail -n 30 "$log" >&2
+  exit 1
+}
+
+echo "deps: ${#missing[@]} Debian packages missing: ${missing[*]}" >&2
+echo "deps: apt-get update..." >&2
+# (DPkg::Lock::Timeout does not cover the lists' lock that update takes.)
+for i in $(seq 120); do
+  "${APT[@]}" update >"$log" 2>&1 && break
+  grep -q 'Could not get lock' "$log" || fail "apt-get update"
+  [ "$i" -eq 1 ] && echo "deps: waiting for another apt to finish..." >&2
+  [ "$i" -eq 120 ] && fail "apt-get update"
+  sleep 5
+done
+# apt's own progress, one line per tenth of the packages it downloads and
+# sets up (its full output is in $log).
+echo "deps: apt-get install (with what they need)..." >&2
+set +e
+"${APT[@]}" install -y --no-install-recommends "${missing[@]}" 2>&1 | tee -a "$log" |
+  awk '
+    /newly installed/ { n = $3 + 0; printf "deps: %d packages to install\n", n > "/dev/stderr" }
+    /^Get:/ { g++; if (n && (g == n || g % int(n / 10 + 1) == 0)) printf "deps: downloaded %d of %d\n", g, n > "/dev/stderr" }
+    /^Setting up / { s++; if (n && (s == n || s % int(n / 10 + 1) == 0)) printf "deps: set up %d of %d\n", s, n > "/dev/stderr" }
+  '
+st=${PIPESTATUS[0]}
+set -e
+[ "$st" -eq 0 ] || fail "apt-get install"
+rm -f "$log"
+echo "deps: done" >&2

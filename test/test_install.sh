@@ -23,7 +23,12 @@
 #      no path of the build or source tree in any installed text file;
 #   3. build test/install_consumer/consumer.c (and version_only.c, which
 #      includes <mcroute_version.h> alone) with `pkg-config mcroute`, against
-#      the shared library and, with --static, against libmcroute.a; build the
+#      the shared library and, with --static, against libmcroute.a, with
+#      pkg-config seeing only the installed .pc files (PKG_CONFIG_LIBDIR), not
+#      those of libmcroute's dependencies: a program using the shared library
+#      needs nothing but mcroute installed, and its cflags name no system
+#      include directory; the same with find_package(mcroute COMPONENTS shared)
+#      and no dependency visible to CMake's pkg-config; build the
 #      CMake project test/install_consumer with find_package(mcroute CONFIG)
 #      (mcroute::mcroute, mcroute::mcroute_static, mcroute_libmemcached);
 #      build the libketama and libmemcached consumers with their .pc files;
@@ -210,10 +215,33 @@ uses_installed() {
 }
 
 mkdir "$tmp/pc"
-# (a) pkg-config, shared.
-# shellcheck disable=SC2046 # pkg-config prints words
+# pkg-config that sees only the install's .pc files: none of the
+# dependencies' (yaml-0.1, liburcu-bp, libevent_core), as on a machine where
+# only mcroute is installed.
+only_mcroute() { PKG_CONFIG_LIBDIR=$p/$libdir/pkgconfig PKG_CONFIG_PATH= "$@"; }
+for dep in yaml-0.1 liburcu-bp libevent_core; do
+    only_mcroute "$pkgconf" --exists "$dep" &&
+        fail "pkg-config with PKG_CONFIG_LIBDIR=$p/$libdir/pkgconfig still finds $dep: the checks below prove nothing"
+done
+# (a) pkg-config, shared: mcroute.pc alone is enough, and its cflags are the
+# install's include directory, nothing else (no -I/usr/include/... of a
+# dependency's .pc file).
+if ! pc_shared=$(only_mcroute "$pkgconf" --cflags --libs mcroute 2>"$tmp/err"); then
+    fail "pkg-config --cflags --libs mcroute needs more than mcroute installed: $(cat "$tmp/err")"
+fi
+pc_cflags=$(only_mcroute "$pkgconf" --cflags mcroute 2>/dev/null) || true
+# shellcheck disable=SC2086 # the flags are words
+for f in $pc_cflags; do
+    case $f in
+    -I/usr/include* | -I/usr/local/include*) fail "pkg-config --cflags mcroute: a system include directory: $f" ;;
+    -I*) [ "$(realpath -m "${f#-I}")" = "$(realpath -m "$p/$includedir")" ] ||
+        fail "pkg-config --cflags mcroute: $f (only the install's $includedir expected)" ;;
+    *) fail "pkg-config --cflags mcroute: $f (only -I of the install's $includedir expected)" ;;
+    esac
+done
+# shellcheck disable=SC2046,SC2086 # pkg-config prints words
 if "$cc" "${cflags[@]}" -o "$tmp/pc/consumer_shared" "$cs/consumer.c" "$cs/version_only.c" \
-    $("$pkgconf" --cflags --libs mcroute) 2>"$tmp/err"; then
+    $pc_shared 2>"$tmp/err"; then
     uses_installed "$tmp/pc/consumer_shared" "libmcroute.so.$major" ||
         fail "pkg-config shared consumer does not load $p/$libdir/libmcroute.so.$major"
     run_consumer "pkg-config mcroute (shared)" "$tmp/pc/consumer_shared"
@@ -224,13 +252,14 @@ fi
 # (a') pkg-config --static: libmcroute.a and what Libs.private /
 # Requires.private add. -lmcroute would take the .so beside the .a, so it
 # is replaced by the archive itself.
-read -ra static_libs <<<"$("$pkgconf" --static --libs mcroute)"
+# It too needs only mcroute.pc (the dependencies are -l flags in Libs.private).
+read -ra static_libs <<<"$(only_mcroute "$pkgconf" --static --libs mcroute)"
 for i in "${!static_libs[@]}"; do
     [ "${static_libs[$i]}" = -lmcroute ] && static_libs[i]=$p/$libdir/libmcroute.a
 done
 # shellcheck disable=SC2046
 if "$cc" "${cflags[@]}" -o "$tmp/pc/consumer_static" "$cs/consumer.c" "$cs/version_only.c" \
-    $("$pkgconf" --static --cflags mcroute) "${static_libs[@]}" 2>"$tmp/err"; then
+    $(only_mcroute "$pkgconf" --static --cflags mcroute) "${static_libs[@]}" 2>"$tmp/err"; then
     needed "$tmp/pc/consumer_static" | grep '^libmcroute' >/dev/null &&
         fail "pkg-config --static consumer needs libmcroute.so"
     run_consumer "pkg-config --static mcroute (libmcroute.a)" "$tmp/pc/consumer_static"
@@ -260,6 +289,24 @@ else
         fail "CMake consumer_static (mcroute::mcroute_static) needs libmcroute.so"
     run_consumer "CMake mcroute::mcroute" "$tmp/cmake/consumer_shared"
     run_consumer "CMake mcroute::mcroute_static" "$tmp/cmake/consumer_static"
+fi
+
+# (b') CMake, shared only: find_package(mcroute COMPONENTS shared) with no
+# dependency visible to pkg-config (CMake's pkg-config sees the prefix only).
+cmake_args=(-S "$cs" -B "$tmp/cmake-shared" -G "$generator" -DCMAKE_PREFIX_PATH="$p"
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS="$sanitize"
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DMCR_EXPECTED_VERSION="$major.0" -DMCR_SHARED_ONLY=ON)
+[ -n "$make" ] && cmake_args+=(-DCMAKE_MAKE_PROGRAM="$make")
+if ! only_mcroute "$cmake" "${cmake_args[@]}" >"$tmp/cmake-shared.log" 2>&1; then
+    fail "find_package(mcroute CONFIG COMPONENTS shared) does not configure with only mcroute installed:"
+    sed 's/^/    /' "$tmp/cmake-shared.log" >&2
+elif ! only_mcroute "$cmake" --build "$tmp/cmake-shared" -- VERBOSE=1 >"$tmp/build-shared.log" 2>&1; then
+    fail "find_package(mcroute CONFIG COMPONENTS shared) project does not build:"
+    sed 's/^/    /' "$tmp/build-shared.log" >&2
+else
+    grep -E -- '-I ?/usr/(local/)?include|-isystem ?/usr/(local/)?include' "$tmp/build-shared.log" >&2 &&
+        fail "CMake mcroute::mcroute: a system include directory on the compile line"
+    run_consumer "CMake mcroute::mcroute (only mcroute installed)" "$tmp/cmake-shared/consumer_shared"
 fi
 
 # The version file: SameMajorVersion refuses the next major version.

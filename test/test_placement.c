@@ -1956,10 +1956,8 @@ static void hot_read_cb(const mcr_result *res, void *arg)
  * within its capacity; without it, every get goes to the owner. */
 START_TEST(pool_bounded_reads)
 {
-    if (!rs_executable(rs_memcached_path())) {
-        fprintf(stderr, "pool_bounded_reads: no memcached at %s, skipped\n", rs_memcached_path());
-        return;
-    }
+    ck_assert_msg(rs_executable(rs_memcached_path()), "need %s (Debian package memcached)",
+                  rs_memcached_path());
     rs_proc mc[3];
     mcr_error err;
     mcr_config *cfg = mcr_config_new();

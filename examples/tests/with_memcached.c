@@ -20,8 +20,8 @@
  *
  * Exit status: the command's, 124 on timeout, 125 when the servers cannot be
  * started (or a usage error), 126 when the command cannot be run, 1 when
- * the command exits 0 but an expected output is missing, 77 (a
- * skip, for ctest) when there is no memcached binary.
+ * the command exits 0 but an expected output is missing; 125 too when there
+ * is no memcached binary (a failure that says so, never a skip).
  */
 #include <errno.h>
 #include <poll.h>
@@ -220,9 +220,11 @@ int main(int argc, char **argv)
         setenv("MCR_TEST_TIME_SCALE", scale, 1);
     }
     if (!rs_executable(rs_memcached_path())) {
-        fprintf(stderr, "with_memcached: %s is not an executable (set $MCR_MEMCACHED)\n",
+        fprintf(stderr,
+                "with_memcached: %s is not an executable (Debian package memcached, "
+                "or set $MCR_MEMCACHED)\n",
                 rs_memcached_path());
-        return 77; /* ctest's SKIP_RETURN_CODE: no memcached on this machine */
+        return 125;
     }
 
     rs_proc procs[MAX_SERVERS];
