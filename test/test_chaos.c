@@ -16,9 +16,13 @@
  *   - its callback comes exactly once (a multi-get: key_cb once per key
  *     occurrence, then done_cb once), never inside the submitting call,
  *     and mcr_pool_pending() always equals the requests not yet called
- *     back; at the end a burst of requests is submitted and the pool freed
- *     at once: each of those still pending completes inside
- *     mcr_pool_free() with MCR_ERR_CANCELLED, and none is missing after;
+ *     back; a multi-get's done_cb carries the status of its first failed
+ *     key_cb (MCR_OK if none) and its number of hits. At the end a server
+ *     in use is stopped until the pool has it down (so requests failed at
+ *     submission wait in the pool to be called back), a burst of requests
+ *     is submitted and the pool freed at once: every callback still owed
+ *     comes inside mcr_pool_free() with MCR_ERR_CANCELLED, and none is
+ *     missing after;
  *   - its result is for its key, and a hit's value is one this test wrote
  *     for that key: values are "v|<key>|<seq>|<pad>" with the pad a
  *     function of (key, seq), checked byte for byte, and seq no higher
@@ -27,8 +31,10 @@
  *     older values);
  *   - its status is one the chaos explains (OK, TIMEOUT, CONNECT, DOWN,
  *     CANCELLED) and its reply fits its command;
- *   - it completes within connect_timeout_ms + request_timeout_ms +
- *     MARGIN_MS x MCR_TEST_TIME_SCALE of its submission, not counting the
+ *   - it completes within connect_timeout_ms + request_timeout_ms (it
+ *     waits at most for a connection, then for its reply: SLOTS keeps it
+ *     from queueing behind max_in_flight) + MARGIN_MS x
+ *     MCR_TEST_TIME_SCALE of its submission, not counting the
  *     time the test thread itself spent outside the loop on chaos (a
  *     restart waits for the new process to accept connections);
  *   - /proc/self/fd holds as many descriptors after the pool, loop and
@@ -42,7 +48,8 @@
  * for N seconds instead: `MCR_CHAOS_SECONDS=300 test/test_chaos`, or the
  * ctest entry test_chaos_long (label chaos-long), registered only when
  * the build is configured with -DMCR_CHAOS_LONG_SECONDS=N (N > 0), so that
- * the default `ctest` never runs it: `ctest -L chaos-long`.
+ * the default `ctest` never runs it: `ctest -L chaos-long` (labels are
+ * regular expressions: `ctest -L '^chaos$'` selects the short run alone).
  *
  * Replay. Every run draws its seed afresh and prints it; MCR_CHAOS_SEED
  * replays it: the same keys, pool options, request sequence and chaos
@@ -588,6 +595,7 @@ static int submit_one(void)
     s->t0 = now_us();
     s->stall0 = g->stall_us;
     int rc;
+    mcr_error err = {0, ""};
     g->submitting++;
     if (s->kind == K_MULTI) {
         const void *keys[MULTI_MAX];
@@ -622,16 +630,12 @@ static int submit_one(void)
             q.value = g->vbuf;
             q.value_len = make_value(g->vbuf, s->key, s->seq);
         }
-        mcr_error err = {0, ""};
         rc = mcr_pool_submit(g->pool, &q, single_cb, arg_of(si), &err);
-        if (rc != MCR_OK)
-            violation("%s \"%s\" refused: %d (%s)", kind_names[s->kind], g->keys[s->key], rc,
-                      err.message);
     }
     g->submitting--;
     if (rc != MCR_OK) {
-        violation("request #%" PRIu32 " (%s) refused: %d (%s)", s->gen, kind_names[s->kind], rc,
-                  mcr_strerror(rc)); /* (a single request's message came first) */
+        violation("request #%" PRIu32 " (%s) refused: %d (%s) %s", s->gen, kind_names[s->kind],
+                  rc, mcr_strerror(rc), err.message);
         s->in_use = 0;
         s->next_free = g->free_head;
         g->free_head = si;
