@@ -2509,8 +2509,8 @@ int mcr_pool_delete(mcr_pool *p, const void *key, size_t len, mcr_pool_cb cb, vo
 /* ------------------------------------------------------------ multi-get */
 
 /* A key-level failure of a multi-get, reported from the loop. */
-static int mget_key_error(mcr_pool *p, pool_mget *m, pool_server *s, const void *key, size_t len,
-                          size_t user, int status, const char *msg)
+static int mget_key_error(mcr_pool *p, pool_mget *m, mcr_op op, pool_server *s, const void *key,
+                          size_t len, size_t user, int status, const char *msg)
 {
     pool_req *r = req_new(1, len, 1);
     if (r == NULL)
@@ -2522,7 +2522,7 @@ static int mget_key_error(mcr_pool *p, pool_mget *m, pool_server *s, const void 
     r->klens[0] = len;
     r->nkeys = 1;
     r->user_idx[0] = user;
-    r->op = MCR_OP_GET;
+    r->op = op; /* the multi-get's own: get or gets */
     r->mget = m;
     r->epoch = p->epoch;
     r->server = s;
@@ -2576,7 +2576,7 @@ int mcr_pool_get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const si
         const void *k = keys[i];
         size_t kl = lens[i];
         if (k == NULL || !mcr__proto_key_ok(k, kl, KEY_MAX - p->prefix_len)) {
-            rc = mget_key_error(p, m, NULL, k, k != NULL ? kl : 0, i, MCR_ERR_KEY,
+            rc = mget_key_error(p, m, op, NULL, k, k != NULL ? kl : 0, i, MCR_ERR_KEY,
                                 "key is not 1..250 bytes without space or control byte");
             continue;
         }
@@ -2603,7 +2603,7 @@ int mcr_pool_get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const si
         if (status != MCR_OK) {
             char msg[96];
             snprintf(msg, sizeof(msg), "server %s is down", s->id);
-            rc = mget_key_error(p, m, s, k, kl, i, status, msg);
+            rc = mget_key_error(p, m, op, s, k, kl, i, status, msg);
             continue;
         }
         next_in[i] = SIZE_MAX;
@@ -2658,7 +2658,7 @@ int mcr_pool_get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const si
         if (rc != MCR_OK) {
             /* keys not yet in a request: report them failed */
             for (; u != SIZE_MAX; u = next_in[u])
-                mget_key_error(p, m, s, keys[u], lens[u], u, MCR_ERR_NOMEM, "out of memory");
+                mget_key_error(p, m, op, s, keys[u], lens[u], u, MCR_ERR_NOMEM, "out of memory");
         }
     }
     for (size_t t = 0; t < ntouched; t++)

@@ -111,9 +111,7 @@ _Static_assert(sizeof(uintptr_t) >= 8, "callback arguments carry a slot and a ge
 
 /* ================================================================== settings */
 
-/* The factor that stretches every time limit on a slow machine
- * (MCR_TEST_TIME_SCALE, default 1). Read here until testutil.h offers a
- * shared helper for it. */
+/* The one factor of the tests' time limits (MCR_TEST_TIME_SCALE, testutil.h). */
 static double g_scale = 1.0;
 static uint64_t g_seed;
 static unsigned g_seconds; /* 0: the short, count-bounded run */
@@ -121,15 +119,9 @@ static int g_verbose;
 
 static void settings_or_die(void)
 {
-    const char *e = getenv("MCR_TEST_TIME_SCALE");
+    const char *e;
     char *end;
-    if (e != NULL && *e != '\0') {
-        g_scale = strtod(e, &end);
-        if (*end != '\0' || !(g_scale >= 1.0 && g_scale <= 1000.0)) {
-            fprintf(stderr, "MCR_TEST_TIME_SCALE=\"%s\": not a number from 1 to 1000\n", e);
-            exit(EXIT_FAILURE);
-        }
-    }
+    g_scale = mcr_test_time_scale();
     e = getenv("MCR_CHAOS_SECONDS");
     if (e != NULL && *e != '\0') {
         errno = 0;
