@@ -185,7 +185,10 @@ static void file_target(const uint8_t *data, size_t size, mcr_mode mode, mcr_has
         mcr_server_desc d;
         mcr_snapshot_server(snap, i, &d);
         int v6 = strchr(d.host, ':') != NULL;
-        writable = plain(d.id) && (d.zone == NULL || plain(d.zone));
+        /* (a default id over 255 bytes, see fuzz_common.c, cannot be
+         * written as id=) */
+        writable = plain(d.id) && strlen(d.id) <= MCR_HOSTNAME_MAX &&
+                   (d.zone == NULL || plain(d.zone));
         len += (size_t)snprintf(text + len, cap - len, "%s%s%s:%d weight=%" PRIu32 " id=%s%s%s\n",
                                 v6 ? "[" : "", d.host, v6 ? "]" : "", d.port, d.weight, d.id,
                                 d.zone ? " zone=" : "", d.zone ? d.zone : "");

@@ -120,10 +120,16 @@ static char *write_yaml(const mcr_twem *t, size_t *len)
             mcr_twem_server s;
             FUZZ_CHECK(mcr_twem_server_get(t, i, k, &s) == MCR_OK, "server");
             buf line = {0};
-            puts_(&line, s.host);
-            if (s.port != 0) {
-                snprintf(tmp, sizeof(tmp), ":%d", s.port);
-                puts_(&line, tmp);
+            /* An unnamed server's name is its "host:port" as written
+             * ("h:0123" is port 123 named "h:0123"): write that text. */
+            if (s.name == NULL && s.port != 0 && s.port != 11211) {
+                puts_(&line, s.ketama_name);
+            } else {
+                puts_(&line, s.host);
+                if (s.port != 0) {
+                    snprintf(tmp, sizeof(tmp), ":%d", s.port);
+                    puts_(&line, tmp);
+                }
             }
             snprintf(tmp, sizeof(tmp), ":%" PRIu32, s.weight);
             puts_(&line, tmp);
