@@ -65,6 +65,21 @@ static void quoted(buf *b, const char *s)
         } else if (*p < 0x20 || *p == 0x7f) {
             snprintf(e, sizeof(e), "\\x%02x", *p);
             put(b, e, 4);
+        } else if (*p >= 0xc2 && *p <= 0xef && (p[1] & 0xc0) == 0x80 &&
+                   (*p < 0xe0 || (p[2] & 0xc0) == 0x80)) {
+            /* A character YAML does not allow raw (a C1 control but NEL,
+             * U+FFFE, U+FFFF) as \uXXXX; any other as its UTF-8 bytes. */
+            unsigned c = *p < 0xe0 ? (unsigned)(*p & 0x1f) << 6 | (p[1] & 0x3f)
+                                   : (unsigned)(*p & 0x0f) << 12 | (unsigned)(p[1] & 0x3f) << 6 |
+                                         (p[2] & 0x3f);
+            size_t n = *p < 0xe0 ? 2 : 3;
+            if ((c >= 0x80 && c <= 0x9f && c != 0x85) || c == 0xfffe || c == 0xffff) {
+                snprintf(e, sizeof(e), "\\u%04x", c);
+                put(b, e, 6);
+            } else {
+                put(b, (const char *)p, n);
+            }
+            p += n - 1;
         } else {
             put(b, (const char *)p, 1);
         }
