@@ -41,10 +41,16 @@ TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan
 #    TSan: its timeouts are 100-300 ms, which valgrind's slowdown would turn
 #    into false failures.)
 echo "=== valgrind ==="
-for t in test_config test_hash test_ring test_cli test_cli_stats test_cli_pool test_compat_ketama test_snapshot test_diff; do
+for t in test_config test_hash test_proto test_ring test_cli test_cli_stats test_cli_pool test_compat_ketama test_snapshot test_diff; do
   echo "--- valgrind $t"
   (cd build-plain && CK_FORK=no MCR_TEST_BIN_DIR="$PWD" MCR_TEST_SRC_DIR="$(cd .. && pwd)" \
      valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
        --trace-children=yes --trace-children-skip='*/memcached,*/python3*' "./test/$t")
+done
+# The fuzz targets' corpus replay: every corpus through every target.
+for t in build-plain/test/fuzz/replay_*; do
+  echo "--- valgrind $(basename "$t")"
+  valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+    "$t" test/fuzz/corpus/*/
 done
 echo "=== all suites passed (plain, asan+ubsan, tsan, valgrind) ==="
