@@ -837,7 +837,7 @@ static void probe_cb(const mcr_result *res, void *arg)
     pool_server *s = arg;
     mcr_pool *p = s->pool;
     s->probing = 0;
-    if (s->retired || p->freeing)
+    if (s->retired)
         return;
     if (res->status == MCR_OK) {
         s->health = MCR_HEALTH_UP;

@@ -1,4 +1,4 @@
-/* proto.c: memcached's text and meta protocols: request lines written to an evbuffer, reply lines classified. */
+/* proto.c: memcached's text and meta protocols: request lines written to an evbuffer; reply lines classified, framed and over-limit blocks dropped. */
 #include "proto.h"
 
 #include <inttypes.h>
