@@ -388,6 +388,29 @@ MCR_EXTERN int mcr_mode_from_name(const char *name, mcr_mode *out);
 /* mcr_mode_name: canonical name of `m`, a static string, or NULL if unknown. */
 MCR_EXTERN const char *mcr_mode_name(mcr_mode m);
 
+/* mcr_mode_default_hash: the key hash of mode `m` when none is chosen, that
+ * of the client the mode comes from. A config uses it until
+ * mcr_config_set_hash() is called (mcr_config_new, mcr_config_set_mode), and
+ * so do `mcroute -m MODE` without --hash and `mcroute simulate`:
+ *
+ *   ketama                      md5: libketama hashes keys with MD5 only.
+ *   consistent, spy, modula     default (one-at-a-time): libmemcached's
+ *                               MEMCACHED_HASH_DEFAULT, which setting its
+ *                               DISTRIBUTION or KETAMA behaviour leaves as is.
+ *   weighted, spy-weighted      md5: KETAMA_WEIGHTED, the behaviour that turns
+ *                               weighting on, also sets the key hash to MD5.
+ *   twemproxy-ketama,
+ *   twemproxy-modula            fnv1a_64: nutcracker's default `hash:`.
+ *   stable-ketama, jump, rendezvous, maglev, bounded
+ *                               md5: mcroute's own modes, which take the
+ *                               hash of a new config.
+ *   slots                       md5, which the mode does not use (keys are
+ *                               placed by their CRC-16/XMODEM).
+ *
+ * MCR_HASH_COUNT (not a hash: mcr_config_set_hash refuses it) for an
+ * unknown mode. Cannot fail otherwise. Thread-safe. */
+MCR_EXTERN mcr_hash mcr_mode_default_hash(mcr_mode m);
+
 /* ==================================================================== */
 /*  Config                                                               */
 /* ==================================================================== */
@@ -400,21 +423,25 @@ typedef struct mcr_config mcr_config;
 #define MCR_DEFAULT_PORT 11211
 #define MCR_WEIGHT_MAX 1000000u
 
-/* mcr_config_new: a config with no servers, mode "ketama", key hash md5 and
- * point hash following the key hash. Returns NULL only when out of memory.
- * Free with mcr_config_free(). */
+/* mcr_config_new: a config with no servers, mode "ketama", the key hash of
+ * that mode (md5, see mcr_mode_default_hash) following the mode until set,
+ * and the point hash following the key hash. Returns NULL only when out of
+ * memory. Free with mcr_config_free(). */
 MCR_EXTERN mcr_config *mcr_config_new(void);
 
 /* mcr_config_free: release `cfg` and everything it owns. NULL is a no-op.
  * Rings built from it stay valid: they own copies of what they need. */
 MCR_EXTERN void mcr_config_free(mcr_config *cfg);
 
-/* mcr_config_set_mode: choose the placement mode. MCR_OK, or MCR_ERR_INVALID
- * for NULL or an unknown mode. */
+/* mcr_config_set_mode: choose the placement mode. Until mcr_config_set_hash()
+ * is called on `cfg`, this also sets the key hash to the mode's,
+ * mcr_mode_default_hash(mode) (and the point hash, unless it was set).
+ * MCR_OK, or MCR_ERR_INVALID for NULL or an unknown mode. */
 MCR_EXTERN int mcr_config_set_mode(mcr_config *cfg, mcr_mode mode);
 
 /* mcr_config_set_hash: the key hash (what a key is hashed with before the
- * continuum lookup or the modulo). MCR_OK or MCR_ERR_INVALID. */
+ * continuum lookup or the modulo), kept from then on whatever mode is set
+ * before or after. MCR_OK or MCR_ERR_INVALID. */
 MCR_EXTERN int mcr_config_set_hash(mcr_config *cfg, mcr_hash hash);
 
 /* mcr_config_set_point_hash: the hash applied to labels in the "consistent"

@@ -130,6 +130,8 @@ struct mcr_config {
     mcr_mode mode;
     mcr_hash key_hash;
     mcr_hash point_hash;
+    bool key_hash_set;        /* false: key hash follows the mode
+                                 (mcr_mode_default_hash) */
     bool point_hash_set;      /* false: point hash follows the key hash */
     bool tag_on;              /* twemproxy hash_tag in force */
     char tag[2];              /* its opening and closing bytes */

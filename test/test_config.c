@@ -242,6 +242,52 @@ START_TEST(mode_names)
 }
 END_TEST
 
+/* Each mode's default key hash, the client's (mcroute.h says why), and a
+ * config that follows its mode until a hash is set. */
+START_TEST(mode_default_hashes)
+{
+    static const mcr_hash want[MCR_MODE_COUNT] = {
+        [MCR_MODE_KETAMA] = MCR_HASH_MD5,
+        [MCR_MODE_CONSISTENT] = MCR_HASH_DEFAULT,
+        [MCR_MODE_WEIGHTED] = MCR_HASH_MD5,
+        [MCR_MODE_SPY] = MCR_HASH_DEFAULT,
+        [MCR_MODE_SPY_WEIGHTED] = MCR_HASH_MD5,
+        [MCR_MODE_MODULA] = MCR_HASH_DEFAULT,
+        [MCR_MODE_TWEMPROXY_KETAMA] = MCR_HASH_FNV1A_64,
+        [MCR_MODE_TWEMPROXY_MODULA] = MCR_HASH_FNV1A_64,
+        [MCR_MODE_STABLE_KETAMA] = MCR_HASH_MD5,
+        [MCR_MODE_JUMP] = MCR_HASH_MD5,
+        [MCR_MODE_RENDEZVOUS] = MCR_HASH_MD5,
+        [MCR_MODE_MAGLEV] = MCR_HASH_MD5,
+        [MCR_MODE_SLOTS] = MCR_HASH_MD5,
+        [MCR_MODE_BOUNDED] = MCR_HASH_MD5,
+    };
+    for (int m = 0; m < MCR_MODE_COUNT; m++) {
+        ck_assert_int_eq(mcr_mode_default_hash((mcr_mode)m), want[m]);
+        mcr_config *cfg = mcr_config_new();
+        ck_assert_int_eq(cfg->key_hash, MCR_HASH_MD5); /* ketama's */
+        ck_assert_int_eq(mcr_config_set_mode(cfg, (mcr_mode)m), MCR_OK);
+        ck_assert_int_eq(cfg->key_hash, want[m]);
+        ck_assert_int_eq(cfg->point_hash, want[m]);
+        /* a hash set is kept, before or after the mode */
+        ck_assert_int_eq(mcr_config_set_hash(cfg, MCR_HASH_CRC), MCR_OK);
+        ck_assert_int_eq(mcr_config_set_mode(cfg, MCR_MODE_TWEMPROXY_KETAMA), MCR_OK);
+        ck_assert_int_eq(mcr_config_set_mode(cfg, (mcr_mode)m), MCR_OK);
+        ck_assert_int_eq(cfg->key_hash, MCR_HASH_CRC);
+        mcr_config_free(cfg);
+    }
+    /* a point hash set apart is not moved by the mode */
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_set_point_hash(cfg, MCR_HASH_HSIEH), MCR_OK);
+    ck_assert_int_eq(mcr_config_set_mode(cfg, MCR_MODE_CONSISTENT), MCR_OK);
+    ck_assert_int_eq(cfg->key_hash, MCR_HASH_DEFAULT);
+    ck_assert_int_eq(cfg->point_hash, MCR_HASH_HSIEH);
+    mcr_config_free(cfg);
+    ck_assert_int_eq(mcr_mode_default_hash(MCR_MODE_COUNT), MCR_HASH_COUNT);
+    ck_assert_int_eq(mcr_mode_default_hash((mcr_mode)-1), MCR_HASH_COUNT);
+}
+END_TEST
+
 /* The generated <mcroute_version.h> agrees with itself and with the library:
  * the hex number and the string are the three numbers, and the functions
  * return what the macros say (this suite links the library it was built
@@ -275,6 +321,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, ids_after_ketama_file);
     tcase_add_test(tc, sort_hosts_order);
     tcase_add_test(tc, mode_names);
+    tcase_add_test(tc, mode_default_hashes);
     tcase_add_test(tc, version_numbers);
     suite_add_tcase(s, tc);
     return s;
