@@ -367,6 +367,11 @@ static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
     return MCR_OK;
 }
 
+int mcr__config_copy_server(mcr_config *cfg, const mcr__server *s, mcr_error *err)
+{
+    return push_server(cfg, s->host, s->host_len, s->port, s->weight, s->label, s->zone, err);
+}
+
 /* Validate and append. With `check_id`, the label must be a valid id
  * (mcr__check_name) and the id (label or default) must be new. */
 static int add_server_n(mcr_config *cfg, const char *host, size_t len, int port,

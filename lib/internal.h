@@ -157,6 +157,11 @@ typedef struct mcr__params {
                                  count; 0 in every other mode */
 } mcr__params;
 
+/* Append a copy of server `s` of another config, everything it has (host,
+ * port, weight, label, zone), without checks: it was valid there. MCR_OK
+ * or MCR_ERR_NOMEM. */
+int mcr__config_copy_server(mcr_config *cfg, const mcr__server *s, mcr_error *err);
+
 /* The parameters of cfg. Cannot fail. */
 void mcr__config_params(const mcr_config *cfg, mcr__params *out);
 
