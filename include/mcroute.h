@@ -376,6 +376,18 @@ typedef enum mcr_mode {
 /* "maglev": the largest table size (a prime just below 2^26). */
 #define MCR_MAGLEV_SIZE_MAX 67108859u
 
+/* "maglev": the largest table size for N servers (listed, in any state) is
+ * max(MCR_MAGLEV_SIZE_FREE, MCR_MAGLEV_SIZE_PER_N2 x N^2), at most
+ * MCR_MAGLEV_SIZE_MAX: any size up to about a million entries, and beyond
+ * that a table that the servers justify (four times the 100 N^2 that keeps
+ * movement low, so that half of the servers can be removed). Building a
+ * table costs O(M log M) time and 4 M bytes or more; this bound keeps a
+ * small snapshot file from demanding a huge one. A larger table is refused
+ * with MCR_ERR_RANGE when a ring or a snapshot is built or applied, and when
+ * a snapshot file is loaded (before anything is built). */
+#define MCR_MAGLEV_SIZE_FREE 1048576u
+#define MCR_MAGLEV_SIZE_PER_N2 400u
+
 /* "slots": the default and the largest slot count. */
 #define MCR_SLOTS_DEFAULT 16384u
 #define MCR_SLOTS_MAX 65536u
@@ -468,7 +480,9 @@ MCR_EXTERN int mcr_config_set_key_prefix(mcr_config *cfg, const void *prefix,
  * >= max(65537, 200 x servers) at the time the ring or first snapshot is
  * built (twice the minimum: room for the servers to double). A snapshot keeps its M through every mcr_snapshot_apply(). When
  * the ring or a snapshot is built, M must be at least 100 times the number
- * of active servers (else MCR_ERR_RANGE). Other modes ignore it. MCR_OK,
+ * of active servers, and at most max(MCR_MAGLEV_SIZE_FREE,
+ * MCR_MAGLEV_SIZE_PER_N2 x N^2) for the N servers listed (else
+ * MCR_ERR_RANGE). Other modes ignore it. MCR_OK,
  * or (the config unchanged) MCR_ERR_INVALID for a NULL cfg, MCR_ERR_RANGE
  * for a size that is not such a prime. */
 MCR_EXTERN int mcr_config_set_table_size(mcr_config *cfg, uint32_t size);

@@ -260,6 +260,11 @@ int mcr__is_prime(uint32_t n);
 /* The smallest prime >= max(65537, 200 x servers), capped at
  * MCR_MAGLEV_SIZE_MAX. */
 uint32_t mcr__maglev_auto_size(size_t servers);
+/* The largest maglev table size for `listed` servers (see
+ * MCR_MAGLEV_SIZE_FREE), and the check of a size m against it: MCR_OK, or
+ * MCR_ERR_RANGE with a message saying so. */
+uint32_t mcr__maglev_size_limit(size_t listed);
+int mcr__maglev_check_limit(uint32_t m, size_t listed, mcr_error *err);
 /* A server's Maglev permutation in a table of m entries (m >= 2). */
 void mcr__maglev_perm(const char *id, size_t len, uint32_t m, uint32_t *offset, uint32_t *skip);
 /* Fill table[0..m) with server numbers 0..n-1 (n >= 1), each server's
