@@ -88,8 +88,10 @@ static size_t first_line_of(const mcr_config *tmp, size_t keep, const size_t *li
     return 0;
 }
 
-/* A copy of cfg's servers (not its settings): the file is read into it, so
- * that cfg is replaced only once the whole file has proven good. */
+/* A copy of cfg's servers (not its settings), each with everything it has
+ * (label, that is id, and zone: a config's servers are all active): the
+ * file is read into it, so that cfg is replaced only once the whole file
+ * has proven good. */
 static int copy_servers(const mcr_config *cfg, mcr_config **out, mcr_error *err)
 {
     mcr_config *tmp = mcr_config_new();
@@ -97,8 +99,7 @@ static int copy_servers(const mcr_config *cfg, mcr_config **out, mcr_error *err)
     if (tmp == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory reading a ketama server file");
     for (size_t i = 0; i < cfg->count; i++) {
-        const mcr__server *s = &cfg->servers[i];
-        int rc = mcr_config_add_server_named(tmp, s->host, s->port, s->weight, s->label, err);
+        int rc = mcr__config_copy_server(tmp, &cfg->servers[i], err);
         if (rc != MCR_OK) { /* only NOMEM: these servers were valid in cfg */
             mcr_config_free(tmp);
             return rc;

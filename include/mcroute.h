@@ -376,6 +376,18 @@ typedef enum mcr_mode {
 /* "maglev": the largest table size (a prime just below 2^26). */
 #define MCR_MAGLEV_SIZE_MAX 67108859u
 
+/* "maglev": the largest table size for N servers (listed, in any state) is
+ * max(MCR_MAGLEV_SIZE_FREE, MCR_MAGLEV_SIZE_PER_N2 x N^2), at most
+ * MCR_MAGLEV_SIZE_MAX: any size up to about a million entries, and beyond
+ * that a table that the servers justify (four times the 100 N^2 that keeps
+ * movement low, so that half of the servers can be removed). Building a
+ * table costs O(M log M) time and 4 M bytes or more; this bound keeps a
+ * small snapshot file from demanding a huge one. A larger table is refused
+ * with MCR_ERR_RANGE when a ring or a snapshot is built or applied, and when
+ * a snapshot file is loaded (before anything is built). */
+#define MCR_MAGLEV_SIZE_FREE 1048576u
+#define MCR_MAGLEV_SIZE_PER_N2 400u
+
 /* "slots": the default and the largest slot count. */
 #define MCR_SLOTS_DEFAULT 16384u
 #define MCR_SLOTS_MAX 65536u
@@ -387,6 +399,29 @@ MCR_EXTERN int mcr_mode_from_name(const char *name, mcr_mode *out);
 
 /* mcr_mode_name: canonical name of `m`, a static string, or NULL if unknown. */
 MCR_EXTERN const char *mcr_mode_name(mcr_mode m);
+
+/* mcr_mode_default_hash: the key hash of mode `m` when none is chosen, that
+ * of the client the mode comes from. A config uses it until
+ * mcr_config_set_hash() is called (mcr_config_new, mcr_config_set_mode), and
+ * so do `mcroute -m MODE` without --hash and `mcroute simulate`:
+ *
+ *   ketama                      md5: libketama hashes keys with MD5 only.
+ *   consistent, spy, modula     default (one-at-a-time): libmemcached's
+ *                               MEMCACHED_HASH_DEFAULT, which setting its
+ *                               DISTRIBUTION or KETAMA behaviour leaves as is.
+ *   weighted, spy-weighted      md5: KETAMA_WEIGHTED, the behaviour that turns
+ *                               weighting on, also sets the key hash to MD5.
+ *   twemproxy-ketama,
+ *   twemproxy-modula            fnv1a_64: nutcracker's default `hash:`.
+ *   stable-ketama, jump, rendezvous, maglev, bounded
+ *                               md5: mcroute's own modes, which take the
+ *                               hash of a new config.
+ *   slots                       md5, which the mode does not use (keys are
+ *                               placed by their CRC-16/XMODEM).
+ *
+ * MCR_HASH_COUNT (not a hash: mcr_config_set_hash refuses it) for an
+ * unknown mode. Cannot fail otherwise. Thread-safe. */
+MCR_EXTERN mcr_hash mcr_mode_default_hash(mcr_mode m);
 
 /* ==================================================================== */
 /*  Config                                                               */
@@ -400,21 +435,25 @@ typedef struct mcr_config mcr_config;
 #define MCR_DEFAULT_PORT 11211
 #define MCR_WEIGHT_MAX 1000000u
 
-/* mcr_config_new: a config with no servers, mode "ketama", key hash md5 and
- * point hash following the key hash. Returns NULL only when out of memory.
- * Free with mcr_config_free(). */
+/* mcr_config_new: a config with no servers, mode "ketama", the key hash of
+ * that mode (md5, see mcr_mode_default_hash) following the mode until set,
+ * and the point hash following the key hash. Returns NULL only when out of
+ * memory. Free with mcr_config_free(). */
 MCR_EXTERN mcr_config *mcr_config_new(void);
 
 /* mcr_config_free: release `cfg` and everything it owns. NULL is a no-op.
  * Rings built from it stay valid: they own copies of what they need. */
 MCR_EXTERN void mcr_config_free(mcr_config *cfg);
 
-/* mcr_config_set_mode: choose the placement mode. MCR_OK, or MCR_ERR_INVALID
- * for NULL or an unknown mode. */
+/* mcr_config_set_mode: choose the placement mode. Until mcr_config_set_hash()
+ * is called on `cfg`, this also sets the key hash to the mode's,
+ * mcr_mode_default_hash(mode) (and the point hash, unless it was set).
+ * MCR_OK, or MCR_ERR_INVALID for NULL or an unknown mode. */
 MCR_EXTERN int mcr_config_set_mode(mcr_config *cfg, mcr_mode mode);
 
 /* mcr_config_set_hash: the key hash (what a key is hashed with before the
- * continuum lookup or the modulo). MCR_OK or MCR_ERR_INVALID. */
+ * continuum lookup or the modulo), kept from then on whatever mode is set
+ * before or after. MCR_OK or MCR_ERR_INVALID. */
 MCR_EXTERN int mcr_config_set_hash(mcr_config *cfg, mcr_hash hash);
 
 /* mcr_config_set_point_hash: the hash applied to labels in the "consistent"
@@ -441,7 +480,9 @@ MCR_EXTERN int mcr_config_set_key_prefix(mcr_config *cfg, const void *prefix,
  * >= max(65537, 200 x servers) at the time the ring or first snapshot is
  * built (twice the minimum: room for the servers to double). A snapshot keeps its M through every mcr_snapshot_apply(). When
  * the ring or a snapshot is built, M must be at least 100 times the number
- * of active servers (else MCR_ERR_RANGE). Other modes ignore it. MCR_OK,
+ * of active servers, and at most max(MCR_MAGLEV_SIZE_FREE,
+ * MCR_MAGLEV_SIZE_PER_N2 x N^2) for the N servers listed (else
+ * MCR_ERR_RANGE). Other modes ignore it. MCR_OK,
  * or (the config unchanged) MCR_ERR_INVALID for a NULL cfg, MCR_ERR_RANGE
  * for a size that is not such a prime. */
 MCR_EXTERN int mcr_config_set_table_size(mcr_config *cfg, uint32_t size);

@@ -99,6 +99,9 @@ extern "C" {
  * continuum from the file's servers alone, so for its placement load the
  * file into an empty config.
  *
+ * The servers already in `cfg` are kept as they are, in their order, with
+ * their ids (labels) and zones (a config's servers are all active).
+ *
  * All or nothing: on any error `cfg` is left exactly as it was. `path` is
  * only read during the call.
  *

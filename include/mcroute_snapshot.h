@@ -374,7 +374,8 @@ MCR_EXTERN int mcr_slots_plan(const mcr_snapshot *snap, mcr_changes *ch, size_t 
  * would remain), MCR_ERR_RANGE (a weight over MCR_STABLE_WEIGHT_MAX in
  * "stable-ketama", "bounded" and "jump"; a slot move beyond the slot
  * count; more than 2^24 jump buckets; more active servers than a maglev
- * table of M entries holds, M / 100; the epoch would overflow; too many
+ * table of M entries holds, M / 100, or fewer servers than it needs (see
+ * MCR_MAGLEV_SIZE_FREE); the epoch would overflow; too many
  * points), MCR_ERR_NOMEM. Thread-safe: any number of threads may apply
  * changes to the same snapshot at once (each gets its own new snapshot). */
 MCR_EXTERN int mcr_snapshot_apply(const mcr_snapshot *old, const mcr_changes *ch,
@@ -591,7 +592,10 @@ MCR_EXTERN int mcr_snapshot_save(const mcr_snapshot *snap, const char *path, mcr
  *   3. every line must parse (MCR_ERR_SYNTAX naming the line; an unknown
  *      format version or MCR_SNAPSHOT_ALGORITHM is MCR_ERR_UNSUPPORTED;
  *      a known name that is invalid here, MCR_ERR_UNKNOWN / MCR_ERR_RANGE /
- *      MCR_ERR_DUPLICATE);
+ *      MCR_ERR_DUPLICATE), and a maglev table must be one its servers
+ *      justify (MCR_ERR_RANGE, see MCR_MAGLEV_SIZE_FREE), checked from the
+ *      header before anything is built: the checksum only tells corruption
+ *      apart, since whoever writes a file can compute it;
  *   4. when `current` is not NULL and `force` is 0, the file's epoch must be
  *      above current's: an equal or older one is stale, MCR_ERR_RANGE;
  *   5. the snapshot rebuilt from the file (continuum included) must have

@@ -24,6 +24,32 @@ static const char *const mode_names[MCR_MODE_COUNT] = {
     [MCR_MODE_BOUNDED] = "bounded",
 };
 
+/* The key hash of each mode when none is chosen: the default of the client
+ * the mode comes from (see mcr_mode_default_hash in mcroute.h for why). */
+static const mcr_hash mode_hashes[MCR_MODE_COUNT] = {
+    [MCR_MODE_KETAMA] = MCR_HASH_MD5,            /* libketama: MD5 only */
+    [MCR_MODE_CONSISTENT] = MCR_HASH_DEFAULT,    /* libmemcached: DISTRIBUTION and */
+    [MCR_MODE_SPY] = MCR_HASH_DEFAULT,           /* KETAMA leave its default, */
+    [MCR_MODE_MODULA] = MCR_HASH_DEFAULT,        /* one-at-a-time, in place */
+    [MCR_MODE_WEIGHTED] = MCR_HASH_MD5,          /* KETAMA_WEIGHTED sets MD5 */
+    [MCR_MODE_SPY_WEIGHTED] = MCR_HASH_MD5,
+    [MCR_MODE_TWEMPROXY_KETAMA] = MCR_HASH_FNV1A_64, /* nutcracker's default hash */
+    [MCR_MODE_TWEMPROXY_MODULA] = MCR_HASH_FNV1A_64,
+    [MCR_MODE_STABLE_KETAMA] = MCR_HASH_MD5,     /* mcroute's own modes */
+    [MCR_MODE_JUMP] = MCR_HASH_MD5,
+    [MCR_MODE_RENDEZVOUS] = MCR_HASH_MD5,
+    [MCR_MODE_MAGLEV] = MCR_HASH_MD5,
+    [MCR_MODE_SLOTS] = MCR_HASH_MD5,             /* unused: CRC-16 places keys */
+    [MCR_MODE_BOUNDED] = MCR_HASH_MD5,
+};
+
+mcr_hash mcr_mode_default_hash(mcr_mode m)
+{
+    if ((int)m < 0 || m >= MCR_MODE_COUNT)
+        return MCR_HASH_COUNT;
+    return mode_hashes[m];
+}
+
 int mcr_mode_from_name(const char *name, mcr_mode *out)
 {
     if (name == NULL || out == NULL)
@@ -50,8 +76,8 @@ mcr_config *mcr_config_new(void)
     if (cfg == NULL)
         return NULL;
     cfg->mode = MCR_MODE_KETAMA;
-    cfg->key_hash = MCR_HASH_MD5;
-    cfg->point_hash = MCR_HASH_MD5;
+    cfg->key_hash = mcr_mode_default_hash(MCR_MODE_KETAMA);
+    cfg->point_hash = cfg->key_hash;
     cfg->slot_count = MCR_SLOTS_DEFAULT;
     return cfg;
 }
@@ -129,6 +155,11 @@ int mcr_config_set_mode(mcr_config *cfg, mcr_mode mode)
     if (cfg == NULL || (int)mode < 0 || mode >= MCR_MODE_COUNT)
         return MCR_ERR_INVALID;
     cfg->mode = mode;
+    if (!cfg->key_hash_set) {
+        cfg->key_hash = mcr_mode_default_hash(mode);
+        if (!cfg->point_hash_set)
+            cfg->point_hash = cfg->key_hash;
+    }
     return MCR_OK;
 }
 
@@ -157,6 +188,7 @@ int mcr_config_set_hash(mcr_config *cfg, mcr_hash hash)
     if (cfg == NULL || (int)hash < 0 || hash >= MCR_HASH_COUNT)
         return MCR_ERR_INVALID;
     cfg->key_hash = hash;
+    cfg->key_hash_set = true;
     if (!cfg->point_hash_set)
         cfg->point_hash = hash;
     return MCR_OK;
@@ -333,6 +365,11 @@ static int push_server(mcr_config *cfg, const char *host, size_t len, int port,
     s->zone = z;
     set_insert(cfg, cfg->count - 1);
     return MCR_OK;
+}
+
+int mcr__config_copy_server(mcr_config *cfg, const mcr__server *s, mcr_error *err)
+{
+    return push_server(cfg, s->host, s->host_len, s->port, s->weight, s->label, s->zone, err);
 }
 
 /* Validate and append. With `check_id`, the label must be a valid id

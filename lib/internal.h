@@ -130,6 +130,8 @@ struct mcr_config {
     mcr_mode mode;
     mcr_hash key_hash;
     mcr_hash point_hash;
+    bool key_hash_set;        /* false: key hash follows the mode
+                                 (mcr_mode_default_hash) */
     bool point_hash_set;      /* false: point hash follows the key hash */
     bool tag_on;              /* twemproxy hash_tag in force */
     char tag[2];              /* its opening and closing bytes */
@@ -154,6 +156,11 @@ typedef struct mcr__params {
     uint32_t table_size;      /* "maglev": M, resolved; "slots": the slot
                                  count; 0 in every other mode */
 } mcr__params;
+
+/* Append a copy of server `s` of another config, everything it has (host,
+ * port, weight, label, zone), without checks: it was valid there. MCR_OK
+ * or MCR_ERR_NOMEM. */
+int mcr__config_copy_server(mcr_config *cfg, const mcr__server *s, mcr_error *err);
 
 /* The parameters of cfg. Cannot fail. */
 void mcr__config_params(const mcr_config *cfg, mcr__params *out);
@@ -253,6 +260,11 @@ int mcr__is_prime(uint32_t n);
 /* The smallest prime >= max(65537, 200 x servers), capped at
  * MCR_MAGLEV_SIZE_MAX. */
 uint32_t mcr__maglev_auto_size(size_t servers);
+/* The largest maglev table size for `listed` servers (see
+ * MCR_MAGLEV_SIZE_FREE), and the check of a size m against it: MCR_OK, or
+ * MCR_ERR_RANGE with a message saying so. */
+uint32_t mcr__maglev_size_limit(size_t listed);
+int mcr__maglev_check_limit(uint32_t m, size_t listed, mcr_error *err);
 /* A server's Maglev permutation in a table of m entries (m >= 2). */
 void mcr__maglev_perm(const char *id, size_t len, uint32_t m, uint32_t *offset, uint32_t *skip);
 /* Fill table[0..m) with server numbers 0..n-1 (n >= 1), each server's

@@ -128,6 +128,28 @@ uint32_t mcr__maglev_auto_size(size_t servers)
     return m;
 }
 
+uint32_t mcr__maglev_size_limit(size_t listed)
+{
+    uint64_t n = listed, lim = MCR_MAGLEV_SIZE_FREE;
+    if (n < (1u << 16) && MCR_MAGLEV_SIZE_PER_N2 * n * n > lim)
+        lim = MCR_MAGLEV_SIZE_PER_N2 * n * n;
+    else if (n >= (1u << 16))
+        lim = MCR_MAGLEV_SIZE_MAX;
+    return lim < MCR_MAGLEV_SIZE_MAX ? (uint32_t)lim : MCR_MAGLEV_SIZE_MAX;
+}
+
+int mcr__maglev_check_limit(uint32_t m, size_t listed, mcr_error *err)
+{
+    uint32_t lim = mcr__maglev_size_limit(listed);
+    if (m <= lim)
+        return MCR_OK;
+    return mcr__error(err, MCR_ERR_RANGE,
+                      "maglev: a table of %u entries for %zu server%s is above the limit of %u "
+                      "(max(%u, %u x servers^2)): use a smaller table",
+                      (unsigned)m, listed, listed == 1 ? "" : "s", (unsigned)lim,
+                      (unsigned)MCR_MAGLEV_SIZE_FREE, (unsigned)MCR_MAGLEV_SIZE_PER_N2);
+}
+
 /* ------------------------------------------------------------ Maglev */
 
 void mcr__maglev_perm(const char *id, size_t len, uint32_t m, uint32_t *offset, uint32_t *skip)

@@ -635,6 +635,12 @@ int mcr_ring_new(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
                                   mcr_mode_name(cfg->mode));
         }
     }
+    if (cfg != NULL && cfg->mode == MCR_MODE_MAGLEV && cfg->count > 0) {
+        mcr__params p;
+        mcr__config_params(cfg, &p);
+        if ((rc = mcr__maglev_check_limit(p.table_size, cfg->count, err)) != MCR_OK)
+            return rc;
+    }
     rc = ring_alloc_cfg(cfg, &r, err);
     if (rc != MCR_OK)
         return rc;

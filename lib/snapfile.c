@@ -30,6 +30,16 @@
  * line with its '\n'. Hashing each server line apart lets a new snapshot
  * reuse the digests of the servers a change did not touch, so publishing
  * costs 16 bytes of MD5 input per server instead of a whole text.
+ *
+ * The checksum is verified on the text before anything is parsed or built,
+ * but it only tells corruption apart: whoever writes a file can compute
+ * it. So every size a file declares is bounded by what the file itself
+ * justifies, before anything of that size is allocated: a jump map is at
+ * most MCR_STABLE_WEIGHT_MAX buckets a server line, a slot map at most
+ * MCR_SLOTS_MAX, and a maglev table (which is not in the file: it is
+ * rebuilt, at O(M log M)) at most max(MCR_MAGLEV_SIZE_FREE,
+ * MCR_MAGLEV_SIZE_PER_N2 x N^2) for N server lines, the rule every build
+ * of a table follows (mcr__maglev_check_limit).
  */
 
 #define FORMAT_VERSION 1
@@ -596,6 +606,14 @@ static int parse_header(loader *L, const line *ls, size_t nl, mcr__params *p, ui
         return mcr__error(L->err, MCR_ERR_SYNTAX,
                           "%s line %zu: %llu servers announced, %zu server lines follow", L->path,
                           sl + 1, (unsigned long long)x, nl - sl - 2);
+    /* The table a file may demand is bounded by its servers, checked here
+     * before anything is built: a few hundred bytes must not cost minutes
+     * and gigabytes (MCR_MAGLEV_SIZE_FREE). */
+    if (p->mode == MCR_MODE_MAGLEV) {
+        mcr_error e2;
+        if ((rc = mcr__maglev_check_limit(p->table_size, (size_t)x, &e2)) != MCR_OK)
+            return mcr__error(L->err, rc, "%s line 9: %s", L->path, e2.message);
+    }
     *nservers = (size_t)x;
     *first = sl + 1;
     return MCR_OK;
@@ -853,6 +871,11 @@ int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
     for (size_t i = 0; i < nservers && rc == MCR_OK; i++) {
         from[i] = -1;
         rc = parse_server(&L, &ls[first + i], format, &e[i], &mf[i], &mfn[i]);
+        /* The mode's weight limit before the map is sized by weights (the
+         * build checks it too, with the same words). */
+        if (rc == MCR_OK && e[i].weight > mcr__weight_max(p.mode))
+            rc = bad(&L, &ls[first + i], MCR_ERR_RANGE, "weight above the limit of the mode",
+                     mcr_mode_name(p.mode));
         nmap += e[i].weight; /* jump: a bucket a unit of weight */
     }
     if (rc == MCR_OK && mcr__mode_has_map(p.mode)) {

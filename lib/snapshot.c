@@ -614,6 +614,10 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
         rc = mcr__error(err, MCR_ERR_RANGE, "too many servers: %zu", s->nactive);
         goto fail;
     }
+    /* Before any table is built: a table the servers do not justify. */
+    if (p->mode == MCR_MODE_MAGLEV &&
+        (rc = mcr__maglev_check_limit(p->table_size, n, err)) != MCR_OK)
+        goto fail;
     s->ring_map = malloc(s->nactive * sizeof(*s->ring_map));
     rs = malloc(s->nactive * sizeof(*rs));
     if (s->ring_map == NULL || rs == NULL) {

@@ -100,6 +100,87 @@ START_TEST(locate_many_keys_match_library)
 }
 END_TEST
 
+/* -m MODE without --hash places keys as a program that only sets the mode
+ * (the library's defaults): in every mode, on random server lists and
+ * keys. The CLI once had its own table of default hashes, which disagreed
+ * with mcr_config_new() in 7 modes. */
+START_TEST(mode_defaults_match_library)
+{
+    tu_rng rng;
+    tu_rng_init(&rng, 4242);
+    enum { TRIALS = 3, KEYS = 300 };
+    char *in = malloc(KEYS * 70), *want = malloc(KEYS * 120);
+    ck_assert_ptr_nonnull(in);
+    ck_assert_ptr_nonnull(want);
+    for (int m = 0; m < MCR_MODE_COUNT; m++) {
+        const char *name = mcr_mode_name((mcr_mode)m);
+        ck_assert_ptr_nonnull(name);
+        EXPECT_MSG(mcr_hash_name(mcr_mode_default_hash((mcr_mode)m)) != NULL,
+                   "%s: no default hash", name);
+        for (int t = 0; t < TRIALS; t++) {
+            /* 1..12 servers: addresses, hostnames, IPv6, weights 1..5 */
+            char list[1024];
+            size_t lo = 0, n = 1 + tu_below(&rng, 12);
+            for (size_t i = 0; i < n; i++) {
+                unsigned w = 1 + tu_below(&rng, 5), port = 1000 + tu_below(&rng, 60000);
+                switch (tu_below(&rng, 3)) {
+                case 0:
+                    lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%s10.%u.%u.%zu:%u:%u",
+                                           i ? "," : "", tu_below(&rng, 256),
+                                           tu_below(&rng, 256), i, port, w);
+                    break;
+                case 1:
+                    lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%scache-%zu-%u:%u:%u",
+                                           i ? "," : "", i, tu_below(&rng, 1000), port, w);
+                    break;
+                default:
+                    lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%s[fd00::%zx]:%u:%u",
+                                           i ? "," : "", i + 1, port, w);
+                    break;
+                }
+            }
+            /* the library with its defaults: only the mode is set */
+            mcr_config *cfg = mcr_config_new();
+            mcr_ring *ring = NULL;
+            mcr_error err;
+            ck_assert_int_eq(mcr_config_set_mode(cfg, (mcr_mode)m), MCR_OK);
+            ck_assert_int_eq(mcr_config_add_servers(cfg, list, &err), MCR_OK);
+            EXPECT_MSG(mcr_ring_new(cfg, &ring, &err) == MCR_OK, "%s: %s", name, err.message);
+            mcr_config_free(cfg);
+            EXPECT_MSG(mcr_ring_key_hash(ring) == mcr_mode_default_hash((mcr_mode)m),
+                       "%s: the config's hash is %s, the mode's default %s", name,
+                       mcr_hash_name(mcr_ring_key_hash(ring)),
+                       mcr_hash_name(mcr_mode_default_hash((mcr_mode)m)));
+            size_t il = 0, wl = 0;
+            for (int k = 0; k < KEYS; k++) {
+                char key[64];
+                size_t kl = tu_key(&rng, key, 60);
+                memcpy(in + il, key, kl);
+                il += kl;
+                in[il++] = '\n';
+                wl += (size_t)sprintf(want + wl, "%s\t%s\n", key,
+                                      mcr_ring_server_name(ring, mcr_ring_locate(ring, key, kl)));
+            }
+            mcr_ring_free(ring);
+            run r = run_cli(in, il, ARGS("locate", "-s", list, "-m", name));
+            EXPECT_MSG(r.status == 0, "%s: status %d: %s", name, r.status, r.err);
+            size_t at = 0;
+            while (at < r.outlen && at < wl && r.out[at] == want[at])
+                at++;
+            EXPECT_MSG(r.outlen == wl && at == wl,
+                       "mode %s, servers %s: the CLI places keys unlike the library's defaults "
+                       "from byte %zu: \"%.60s\" vs \"%.60s\"",
+                       name, list, at, r.out + (at < r.outlen ? at : r.outlen), want + at);
+            run_free(&r);
+        }
+    }
+    ck_assert_int_eq(mcr_mode_default_hash(MCR_MODE_COUNT), MCR_HASH_COUNT);
+    ck_assert_int_eq(mcr_mode_default_hash((mcr_mode)-1), MCR_HASH_COUNT);
+    free(in);
+    free(want);
+}
+END_TEST
+
 START_TEST(server_file_source)
 {
     char path[] = "/tmp/mcr-cli-servers-XXXXXX";
@@ -481,6 +562,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, locate_arguments);
     tcase_add_test(tc, locate_stdin_bytes);
     tcase_add_test(tc, locate_many_keys_match_library);
+    tcase_add_test(tc, mode_defaults_match_library);
     tcase_add_test(tc, server_file_source);
     tcase_add_test(tc, dump_continuum);
     tcase_add_test(tc, hash_command);

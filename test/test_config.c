@@ -7,6 +7,7 @@
 #include "internal.h"
 #include "mcroute.h"
 #include "mcroute_ketama.h"
+#include "mcroute_snapshot.h"
 #include "testutil.h"
 
 /* Expect `list` to fail with `code` and a message containing `needle`, and
@@ -207,6 +208,55 @@ START_TEST(ids_after_ketama_file)
 }
 END_TEST
 
+/* Loading a ketama file keeps what the servers already in the config have:
+ * ids, zones, and so replicas over zones (the load once re-added them
+ * without their zones). */
+START_TEST(zones_after_ketama_file)
+{
+    char *p = write_file("10.0.0.1:11211\t100\ncache-b\t100\n");
+    mcr_config *cfg = mcr_config_new();
+    mcr_error err;
+    const char *zones[] = {"rack-a", "rack-a", "rack-b"};
+    for (int i = 0; i < 3; i++) {
+        char id[16], host[16];
+        snprintf(id, sizeof(id), "z%d", i);
+        snprintf(host, sizeof(host), "10.1.0.%d", i + 1);
+        mcr_server_desc d = {.id = id, .host = host, .port = 11211, .weight = 1 + i,
+                             .zone = zones[i]};
+        ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
+    }
+    ck_assert_int_eq(mcr_config_load_ketama_file(cfg, p, &err), MCR_OK);
+    ck_assert_uint_eq(mcr_config_server_count(cfg), 5);
+    mcr_snapshot *snap = NULL;
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &snap, &err), MCR_OK);
+    for (int i = 0; i < 3; i++) {
+        mcr_server_desc d;
+        char host[16];
+        snprintf(host, sizeof(host), "10.1.0.%d", i + 1);
+        ck_assert_int_eq(mcr_snapshot_server(snap, (size_t)i, &d), MCR_OK);
+        ck_assert_ptr_nonnull(d.zone);
+        ck_assert_str_eq(d.zone, zones[i]);
+        ck_assert_str_eq(d.host, host);
+        ck_assert_uint_eq(d.weight, (unsigned)(1 + i));
+        ck_assert_int_eq(d.state, MCR_STATE_ACTIVE);
+        char id[16];
+        snprintf(id, sizeof(id), "z%d", i);
+        ck_assert_str_eq(d.id, id);
+    }
+    for (size_t i = 3; i < 5; i++) {
+        mcr_server_desc d;
+        ck_assert_int_eq(mcr_snapshot_server(snap, i, &d), MCR_OK);
+        ck_assert_msg(d.zone == NULL || d.zone[0] == '\0', "server %zu: zone %s", i, d.zone);
+    }
+    /* the failure domains replicas are spread over */
+    ck_assert_uint_eq(mcr_snapshot_zone_count(snap), 2);
+    mcr_snapshot_unref(snap);
+    mcr_config_free(cfg);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
 START_TEST(sort_hosts_order)
 {
     mcr_config *cfg = mcr_config_new();
@@ -242,6 +292,52 @@ START_TEST(mode_names)
 }
 END_TEST
 
+/* Each mode's default key hash, the client's (mcroute.h says why), and a
+ * config that follows its mode until a hash is set. */
+START_TEST(mode_default_hashes)
+{
+    static const mcr_hash want[MCR_MODE_COUNT] = {
+        [MCR_MODE_KETAMA] = MCR_HASH_MD5,
+        [MCR_MODE_CONSISTENT] = MCR_HASH_DEFAULT,
+        [MCR_MODE_WEIGHTED] = MCR_HASH_MD5,
+        [MCR_MODE_SPY] = MCR_HASH_DEFAULT,
+        [MCR_MODE_SPY_WEIGHTED] = MCR_HASH_MD5,
+        [MCR_MODE_MODULA] = MCR_HASH_DEFAULT,
+        [MCR_MODE_TWEMPROXY_KETAMA] = MCR_HASH_FNV1A_64,
+        [MCR_MODE_TWEMPROXY_MODULA] = MCR_HASH_FNV1A_64,
+        [MCR_MODE_STABLE_KETAMA] = MCR_HASH_MD5,
+        [MCR_MODE_JUMP] = MCR_HASH_MD5,
+        [MCR_MODE_RENDEZVOUS] = MCR_HASH_MD5,
+        [MCR_MODE_MAGLEV] = MCR_HASH_MD5,
+        [MCR_MODE_SLOTS] = MCR_HASH_MD5,
+        [MCR_MODE_BOUNDED] = MCR_HASH_MD5,
+    };
+    for (int m = 0; m < MCR_MODE_COUNT; m++) {
+        ck_assert_int_eq(mcr_mode_default_hash((mcr_mode)m), want[m]);
+        mcr_config *cfg = mcr_config_new();
+        ck_assert_int_eq(cfg->key_hash, MCR_HASH_MD5); /* ketama's */
+        ck_assert_int_eq(mcr_config_set_mode(cfg, (mcr_mode)m), MCR_OK);
+        ck_assert_int_eq(cfg->key_hash, want[m]);
+        ck_assert_int_eq(cfg->point_hash, want[m]);
+        /* a hash set is kept, before or after the mode */
+        ck_assert_int_eq(mcr_config_set_hash(cfg, MCR_HASH_CRC), MCR_OK);
+        ck_assert_int_eq(mcr_config_set_mode(cfg, MCR_MODE_TWEMPROXY_KETAMA), MCR_OK);
+        ck_assert_int_eq(mcr_config_set_mode(cfg, (mcr_mode)m), MCR_OK);
+        ck_assert_int_eq(cfg->key_hash, MCR_HASH_CRC);
+        mcr_config_free(cfg);
+    }
+    /* a point hash set apart is not moved by the mode */
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_set_point_hash(cfg, MCR_HASH_HSIEH), MCR_OK);
+    ck_assert_int_eq(mcr_config_set_mode(cfg, MCR_MODE_CONSISTENT), MCR_OK);
+    ck_assert_int_eq(cfg->key_hash, MCR_HASH_DEFAULT);
+    ck_assert_int_eq(cfg->point_hash, MCR_HASH_HSIEH);
+    mcr_config_free(cfg);
+    ck_assert_int_eq(mcr_mode_default_hash(MCR_MODE_COUNT), MCR_HASH_COUNT);
+    ck_assert_int_eq(mcr_mode_default_hash((mcr_mode)-1), MCR_HASH_COUNT);
+}
+END_TEST
+
 /* The generated <mcroute_version.h> agrees with itself and with the library:
  * the hex number and the string are the three numbers, and the functions
  * return what the macros say (this suite links the library it was built
@@ -273,8 +369,10 @@ static Suite *config_suite(void)
     tcase_add_test(tc, server_files);
     tcase_add_test(tc, duplicate_set_survives_rollback_and_sort);
     tcase_add_test(tc, ids_after_ketama_file);
+    tcase_add_test(tc, zones_after_ketama_file);
     tcase_add_test(tc, sort_hosts_order);
     tcase_add_test(tc, mode_names);
+    tcase_add_test(tc, mode_default_hashes);
     tcase_add_test(tc, version_numbers);
     suite_add_tcase(s, tc);
     return s;

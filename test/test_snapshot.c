@@ -1,6 +1,8 @@
 /* test_snapshot.c: snapshots, membership changes and snapshot files: properties on many random rings, errors, round trips, threads. */
 #include <errno.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1260,6 +1262,136 @@ START_TEST(forged_files_refused)
 }
 END_TEST
 
+/* The time limit of a test about time: `ms`, times MCR_TEST_TIME_SCALE (a
+ * slow or loaded machine raises it; 1 by default). */
+static double scaled_ms(double ms)
+{
+    const char *v = getenv("MCR_TEST_TIME_SCALE");
+    double k = v != NULL && *v != '\0' ? strtod(v, NULL) : 1.0;
+    return ms * (k >= 1.0 ? k : 1.0);
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static long max_rss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* A 300-byte file with a valid checksum that declares the largest maglev
+ * table for one server: refused at its header, in milliseconds, without
+ * building (or allocating) the table. It once took 90 s and 600 MB to be
+ * refused (the table of 67 million entries was built first). */
+START_TEST(forged_huge_table_refused_fast)
+{
+    static const char head[] = "mcroute-snapshot 2\nalgorithm 1\nepoch 1\nmode maglev\nhash md5\n"
+                               "point-hash md5\nhash-tag off\nkey-prefix off\ntable %u\n"
+                               "servers 1\nserver id=h0:11211 host=h0 port=11211 weight=1 zone= "
+                               "state=active named=0 points=%u digest=0000000000000000 map=\n"
+                               "checksum 00000000000000000000000000000000\n";
+    char t[1024];
+    size_t n = (size_t)snprintf(t, sizeof(t), head, (unsigned)MCR_MAGLEV_SIZE_MAX,
+                                (unsigned)MCR_MAGLEV_SIZE_MAX);
+    fix_checksum(t, &n);
+    ck_assert_uint_lt(n, 400);
+    const char *path = tmp_path("huge.snap");
+    write_all(path, t, n);
+    mcr_snapshot *out = NULL;
+    mcr_error err;
+    long rss0 = max_rss_kb();
+    double t0 = now_ms();
+    int rc = mcr_snapshot_load(path, NULL, 0, &out, &err);
+    double ms = now_ms() - t0;
+    long grown_kb = max_rss_kb() - rss0;
+    ck_assert_msg(rc == MCR_ERR_RANGE, "%d: %s", rc, rc ? err.message : "loaded");
+    ck_assert_ptr_null(out);
+    ck_assert_msg(strstr(err.message, "line 9: maglev: a table of 67108859 entries for 1 server "
+                                      "is above the limit of 1048576") != NULL,
+                  "%s", err.message);
+    ck_assert_msg(ms < scaled_ms(2000), "refused after %.0f ms", ms);
+    /* the table alone would be 268 MB (4 bytes an entry) */
+    ck_assert_msg(grown_kb < 32 * 1024, "peak memory grew by %ld kB", grown_kb);
+
+    /* The same forgery with a size one server justifies passes the header
+     * and the checksum (fix_checksum is right), and is refused by the
+     * rebuild: its points and digest are not the table's. */
+    n = (size_t)snprintf(t, sizeof(t), head, 65537u, (unsigned)MCR_MAGLEV_SIZE_MAX);
+    fix_checksum(t, &n);
+    write_all(path, t, n);
+    rc = mcr_snapshot_load(path, NULL, 0, &out, &err);
+    ck_assert_msg(rc == MCR_ERR_INVALID, "%d: %s", rc, rc ? err.message : "loaded");
+    ck_assert_msg(strstr(err.message, "line 11: differs") != NULL, "%s", err.message);
+    ck_assert_ptr_null(out);
+}
+END_TEST
+
+/* The bound on maglev tables holds everywhere a table is built, so that
+ * every snapshot the library makes can be loaded from its file. */
+START_TEST(maglev_table_bound)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    mcr_snapshot *s = NULL;
+    mcr_ring *ring = NULL;
+    ck_assert_int_eq(mcr_config_set_mode(cfg, MCR_MODE_MAGLEV), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_servers(cfg, "a:1,b:2", NULL), MCR_OK);
+    ck_assert_int_eq(mcr_config_set_table_size(cfg, MCR_MAGLEV_SIZE_MAX), MCR_OK);
+    double t0 = now_ms();
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, &err), MCR_ERR_RANGE);
+    ck_assert_msg(strstr(err.message, "above the limit of 1048576") != NULL, "%s", err.message);
+    ck_assert_int_eq(mcr_ring_new(cfg, &ring, &err), MCR_ERR_RANGE);
+    ck_assert_msg(strstr(err.message, "for 2 servers") != NULL, "%s", err.message);
+    ck_assert_msg(now_ms() - t0 < scaled_ms(2000), "refused after %.0f ms", now_ms() - t0);
+    ck_assert_ptr_null(s);
+    ck_assert_ptr_null(ring);
+    mcr_config_free(cfg);
+
+    /* 60 servers justify 400 x 60^2 = 1,440,000 entries (1439989 is the
+     * largest prime below); 50 justify max(1048576, 1,000,000), less than
+     * the table: removing 10 is refused (marking them DOWN, which keeps
+     * them listed, is not) */
+    cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_set_mode(cfg, MCR_MODE_MAGLEV), MCR_OK);
+    for (int i = 0; i < 60; i++) {
+        char h[32];
+        snprintf(h, sizeof(h), "10.0.0.%d", i + 1);
+        ck_assert_int_eq(mcr_config_add_server(cfg, h, 11211, 1, NULL), MCR_OK);
+    }
+    ck_assert_int_eq(mcr_config_set_table_size(cfg, 1439989), MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, &err), MCR_OK);
+    mcr_config_free(cfg);
+    const char *path = tmp_path("bound.snap");
+    ck_assert_int_eq(mcr_snapshot_save(s, path, &err), MCR_OK);
+    mcr_snapshot *back = NULL;
+    ck_assert_int_eq(mcr_snapshot_load(path, NULL, 0, &back, &err), MCR_OK);
+    mcr_snapshot_unref(back);
+    mcr_changes *ch = mcr_changes_new(), *down = mcr_changes_new();
+    for (int i = 0; i < 10; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "10.0.0.%d:11211", i + 1);
+        ck_assert_int_eq(mcr_changes_remove(ch, id, NULL), MCR_OK);
+        ck_assert_int_eq(mcr_changes_set_state(down, id, MCR_STATE_DOWN, NULL), MCR_OK);
+    }
+    mcr_snapshot *next = NULL;
+    ck_assert_int_eq(mcr_snapshot_apply(s, ch, &next, &err), MCR_ERR_RANGE);
+    ck_assert_msg(strstr(err.message, "for 50 servers is above the limit") != NULL, "%s",
+                  err.message);
+    ck_assert_ptr_null(next);
+    ck_assert_int_eq(mcr_snapshot_apply(s, down, &next, &err), MCR_OK);
+    mcr_snapshot_unref(next);
+    mcr_changes_free(ch);
+    mcr_changes_free(down);
+    mcr_snapshot_unref(s);
+}
+END_TEST
+
 START_TEST(epoch_monotonic)
 {
     mcr_snapshot *s = small_snapshot(1);
@@ -1513,6 +1645,8 @@ static Suite *snapshot_suite(void)
     tcase_add_test(tc, save_load_round_trip);
     tcase_add_test(tc, corrupted_truncated_stale_refused);
     tcase_add_test(tc, forged_files_refused);
+    tcase_add_test(tc, forged_huge_table_refused_fast);
+    tcase_add_test(tc, maglev_table_bound);
     tcase_add_test(tc, epoch_monotonic);
     tcase_add_test(tc, refcount_under_threads);
     tcase_add_test(tc, shared_caches_freed_concurrently);

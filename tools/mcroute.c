@@ -86,9 +86,9 @@ static const char usage_main[] =
     "                              spy-weighted, modula, twemproxy-ketama,\n"
     "                              twemproxy-modula, jump, rendezvous, maglev,\n"
     "                              slots, bounded\n"
-    "      --hash NAME             with -s/-f: key hash (default md5 for ketama,\n"
-    "                              weighted, spy-weighted; fnv1a_64 for twemproxy-*;\n"
-    "                              'default' otherwise)\n"
+    "      --hash NAME             with -s/-f: key hash (default: the mode's client's,\n"
+    "                              as the library's: 'default' for consistent, spy,\n"
+    "                              modula; fnv1a_64 for twemproxy-*; md5 otherwise)\n"
     "\n"
     "Options of some commands:\n"
     "      --replicas N            locate: KEY<TAB>PRIMARY<TAB>REPLICA..., distinct\n"
@@ -114,13 +114,14 @@ static const char usage_main[] =
     "\n"
     "With no KEY, keys are read from standard input, one per line (the line without\n"
     "its newline; every other byte is kept). Bad input prints a message on stderr,\n"
-    "nothing on stdout, and exits with status 2; set, get, delete and probe check\n"
-    "all of their input before they send anything. A key that fails on the servers\n"
-    "prints KEY<TAB>error<TAB>REASON on stderr, and the exit status is then 1.\n"
+    "nothing on stdout, and exits with status 2. In set, get, delete and probe, a\n"
+    "key that fails on the servers, and a bad key or line (which is not sent: the\n"
+    "others are), prints KEY<TAB>error<TAB>REASON on stderr, and the exit status is\n"
+    "then 1.\n"
     "Long options may be written --option=VALUE or --option VALUE, and abbreviated.\n"
     "\n"
-    "Exit status: 0 success; 1 something failed (a key on the servers, writing\n"
-    "the output or a snapshot file); 2 bad input (nothing done).\n"
+    "Exit status: 0 success; 1 something failed (a key, on the servers or bad,\n"
+    "writing the output or a snapshot file); 2 bad input (nothing done).\n"
     "\n"
     "Options: -h, --help (also after a command), -V, --version.\n";
 
@@ -432,21 +433,6 @@ static mcr_config *config_from_lmc(const cli_source *src)
     return cfg;
 }
 
-/* Key hash that a user of each mode expects when none is given: the one of
- * the client the mode comes from. */
-static mcr_hash default_hash_for(mcr_mode m)
-{
-    switch (m) {
-    case MCR_MODE_KETAMA:
-    case MCR_MODE_STABLE_KETAMA:
-    case MCR_MODE_WEIGHTED:
-    case MCR_MODE_SPY_WEIGHTED: return MCR_HASH_MD5;
-    case MCR_MODE_TWEMPROXY_KETAMA:
-    case MCR_MODE_TWEMPROXY_MODULA: return MCR_HASH_FNV1A_64; /* nutcracker's default */
-    default: return MCR_HASH_DEFAULT;
-    }
-}
-
 static mcr_config *config_from_twemproxy(const cli_source *src)
 {
     mcr_error err;
@@ -502,12 +488,14 @@ static mcr_config *config_from_list(const char *list, const char *file, const cl
             "spy-weighted modula twemproxy-ketama twemproxy-modula jump rendezvous maglev "
             "slots bounded)",
             src->mode);
-    mcr_hash hash = src->hash ? parse_hash(src->hash) : default_hash_for(mode);
     mcr_config *cfg = mcr_config_new();
     if (cfg == NULL)
         cli_fail("out of memory");
+    /* Without --hash, the mode's own (mcr_mode_default_hash), as the
+     * library gives it: the config follows the mode until a hash is set. */
     mcr_config_set_mode(cfg, mode);
-    mcr_config_set_hash(cfg, hash);
+    if (src->hash != NULL)
+        mcr_config_set_hash(cfg, parse_hash(src->hash));
     int rc = list ? mcr_config_add_servers(cfg, list, &err)
                   : mcr_config_load_server_file(cfg, file, &err);
     if (rc != MCR_OK) {

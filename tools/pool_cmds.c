@@ -37,11 +37,12 @@ const char cli_usage_set[] =
     "Usage: mcroute set SOURCE [--ttl SECONDS] [--timeout MS] [--failure-policy NAME]\n"
     "Store every KEY<TAB>VALUE line of standard input on the server that owns KEY.\n"
     "VALUE is the rest of the line after the first TAB (it may be empty and may\n"
-    "contain TABs; a newline ends it, a CR before it is kept). The whole input is\n"
-    "checked before anything is sent: a line without TAB, a bad key or a value over\n"
-    "1048576 bytes is bad input (exit 2, naming the line). Requests are pipelined.\n"
-    "Prints nothing on success; a key that could not be stored prints\n"
-    "KEY<TAB>error<TAB>REASON on stderr, and the exit status is then 1.\n"
+    "contain TABs; a newline ends it, a CR before it is kept). Requests are\n"
+    "pipelined. Prints nothing on success; a key that could not be stored prints\n"
+    "KEY<TAB>error<TAB>REASON on stderr, and the exit status is then 1. So does a\n"
+    "bad line, which is not sent (the other keys are): a bad key, a value over\n"
+    "1048576 bytes, or no TAB (KEY is then the whole line); REASON names the line\n"
+    "(\"line N: ...\").\n"
     "SOURCE: as for locate (see mcroute --help)\n";
 
 const char cli_usage_get[] =
@@ -50,7 +51,8 @@ const char cli_usage_get[] =
     "found prints nothing. With no KEY, reads keys from standard input, one per\n"
     "line. Keys are fetched with multi-key gets, several batches in flight.\n"
     "A key that could not be fetched prints KEY<TAB>error<TAB>REASON on stderr,\n"
-    "and the exit status is then 1.\n"
+    "and the exit status is then 1; so does a bad key (empty, over 250 bytes, with\n"
+    "a space or control byte), which is not sent (the other keys are).\n"
     "SOURCE: as for locate (see mcroute --help)\n";
 
 const char cli_usage_delete[] =
@@ -58,7 +60,8 @@ const char cli_usage_delete[] =
     "Delete every key from the server that owns it. With no KEY, reads keys from\n"
     "standard input, one per line. A key that is not there is not an error.\n"
     "Prints nothing on success; a key that could not be deleted prints\n"
-    "KEY<TAB>error<TAB>REASON on stderr, and the exit status is then 1.\n"
+    "KEY<TAB>error<TAB>REASON on stderr, and the exit status is then 1; so does a\n"
+    "bad key, which is not sent (the other keys are).\n"
     "SOURCE: as for locate (see mcroute --help)\n";
 
 const char cli_usage_probe[] =
@@ -70,7 +73,7 @@ const char cli_usage_probe[] =
     "order, '-' for none: a key held elsewhere than by its owner was stored\n"
     "under another placement. A key that some server could not be asked about\n"
     "prints KEY<TAB>error<TAB>SERVER: REASON on stderr instead, and the exit\n"
-    "status is then 1.\n"
+    "status is then 1; a bad key prints KEY<TAB>error<TAB>REASON and is not sent.\n"
     "With --json: {\"keys\": [{\"key\": K, \"owner\": ID, \"holders\": [ID, ...]}, ...]};\n"
     "a key that failed is {\"key\": K, \"error\": \"SERVER: REASON\"} (and is reported\n"
     "on stderr as well); a key that is not valid UTF-8 also gets \"key_hex\".\n"
@@ -79,12 +82,17 @@ const char cli_usage_probe[] =
 /* ------------------------------------------------------------ input */
 
 /* One unit of work: a key, and for set its value (both point into argv or
- * into the buffer of standard input). */
+ * into the buffer of standard input). An item whose input is bad (a bad
+ * key, a line without TAB, a value too long) is not sent: it fails alone,
+ * with `why`, and every other item goes on. */
 typedef struct item {
     const char *key;
     size_t klen;
     const char *value;
     size_t vlen;
+    const char *why; /* NULL, or why the item is bad (a static string) */
+    int why_status;  /* its mcr_status: MCR_ERR_KEY, _SYNTAX or _TOO_BIG */
+    size_t lineno;   /* its line of standard input; 0 for an argument */
 } item;
 
 typedef struct input {
@@ -132,27 +140,6 @@ static char *read_stdin(size_t *len)
     return buf;
 }
 
-/* Up to 60 bytes of `s` as a quoted C-style string, for messages. */
-static const char *quoted(const char *s, size_t len, char *out, size_t cap)
-{
-    size_t o = 0;
-    out[o++] = '"';
-    for (size_t i = 0; i < len && o + 8 < cap; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (i == 60) {
-            o += (size_t)snprintf(out + o, cap - o, "...");
-            break;
-        }
-        if (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\')
-            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
-        else
-            out[o++] = (char)ch;
-    }
-    out[o++] = '"';
-    out[o] = '\0';
-    return out;
-}
-
 /* Why memcached would refuse `key`, or NULL when it is a valid key: 1 to
  * 250 bytes, none a space or control byte (the rule the pool checks too,
  * so that a key can never inject a command). */
@@ -170,11 +157,18 @@ static const char *key_problem(const char *key, size_t len)
     return NULL;
 }
 
+/* Mark `it` bad: it will fail alone, with `why`. */
+static void item_bad(item *it, int status, const char *why)
+{
+    it->why = why;
+    it->why_status = status;
+}
+
 /* Split buf (len bytes) into the items of `in`, one a line (without its
  * newline; a last line without newline counts, an empty input has none),
- * KEY<TAB>VALUE lines `with_values`. 0, or -1 with msg naming the line. */
-static int split_lines(const char *cmd, char *buf, size_t len, input *in, int with_values,
-                       char *msg, size_t cap)
+ * KEY<TAB>VALUE lines `with_values`. A bad line is marked (item_bad), its
+ * key being the whole line when it has no TAB. */
+static void split_lines(char *buf, size_t len, input *in, int with_values)
 {
     size_t lines = 0;
     for (size_t i = 0; i < len; i++)
@@ -190,44 +184,31 @@ static int split_lines(const char *cmd, char *buf, size_t len, input *in, int wi
         item *it = &in->items[in->n++];
         it->key = buf + start;
         it->klen = end - start;
+        it->lineno = lineno;
         start = end + 1;
         if (with_values) {
             const char *tab = memchr(it->key, '\t', it->klen);
             if (tab == NULL) {
-                snprintf(msg, cap,
-                         "%s: standard input, line %zu: no TAB between the key and the value "
-                         "(expected KEY<TAB>VALUE)",
-                         cmd, lineno);
-                return -1;
+                item_bad(it, MCR_ERR_SYNTAX,
+                         "no TAB between the key and the value (expected KEY<TAB>VALUE)");
+                continue;
             }
             it->value = tab + 1;
             it->vlen = it->klen - (size_t)(tab + 1 - it->key);
             it->klen = (size_t)(tab - it->key);
-            if (it->vlen > VALUE_MAX) {
-                snprintf(msg, cap,
-                         "%s: standard input, line %zu: the value is %zu bytes, over the limit "
-                         "of %u",
-                         cmd, lineno, it->vlen, VALUE_MAX);
-                return -1;
-            }
         }
         const char *why = key_problem(it->key, it->klen);
-        if (why != NULL) {
-            char q[300];
-            snprintf(msg, cap, "%s: standard input, line %zu: key %s: %s", cmd, lineno,
-                     quoted(it->key, it->klen, q, sizeof(q)), why);
-            return -1;
-        }
+        if (why != NULL)
+            item_bad(it, MCR_ERR_KEY, why);
+        else if (it->vlen > VALUE_MAX)
+            item_bad(it, MCR_ERR_TOO_BIG, "the value is over the limit"); /* see put_why */
     }
-    return 0;
 }
 
 /* The keys of the arguments, or (none given) of standard input; with
  * `with_values`, KEY<TAB>VALUE lines of standard input. All of it is read
- * and checked here, before anything is sent. 0, or -1 with msg naming the
- * first problem (free `in` either way). */
-static int read_input(const char *cmd, int argc, char **argv, int with_values, input *in,
-                      char *msg, size_t cap)
+ * and checked here, before anything is sent; bad items are marked. */
+static void read_input(int argc, char **argv, int with_values, input *in)
 {
     memset(in, 0, sizeof(*in));
     if (argc > 0) {
@@ -237,18 +218,14 @@ static int read_input(const char *cmd, int argc, char **argv, int with_values, i
             it->key = argv[i];
             it->klen = strlen(argv[i]);
             const char *why = key_problem(it->key, it->klen);
-            if (why != NULL) {
-                char q[300];
-                snprintf(msg, cap, "%s: key %s: %s", cmd, quoted(it->key, it->klen, q, sizeof(q)),
-                         why);
-                return -1;
-            }
+            if (why != NULL)
+                item_bad(it, MCR_ERR_KEY, why);
         }
-        return 0;
+        return;
     }
     size_t len;
     in->buf = read_stdin(&len);
-    return split_lines(cmd, in->buf, len, in, with_values, msg, cap);
+    split_lines(in->buf, len, in, with_values);
 }
 
 static void input_free(input *in)
@@ -303,13 +280,13 @@ typedef struct conn {
 static void conn_close(conn *c);
 
 /* Everything a command needs before it sends anything: the snapshot of
- * SOURCE, the input (read and checked), then the pool. Bad input of any
- * kind exits 2 here, with whatever was built freed. */
+ * SOURCE, the input (read and checked: bad items are marked, and fail
+ * alone), then the pool. A bad SOURCE exits 2 here, with whatever was
+ * built freed. */
 static void conn_open(conn *c, const char *cmd, cli_source *src, const settings *st,
                       int no_coalesce, int argc, char **argv, int with_values, input *in)
 {
     mcr_error err;
-    char msg[512];
 
     memset(c, 0, sizeof(*c));
     /* The pool sends keys as they are given; a libmemcached namespace would
@@ -323,12 +300,7 @@ static void conn_open(conn *c, const char *cmd, cli_source *src, const settings 
                 cmd);
     }
     c->snap = cli_build_snapshot(src);
-    if (read_input(cmd, argc, argv, with_values, in, msg, sizeof(msg)) != 0) {
-        input_free(in);
-        conn_close(c);
-        free(src->behaviors);
-        cli_die("%s", msg);
-    }
+    read_input(argc, argv, with_values, in);
     int rc = mcr_router_new(c->snap, &c->router, &err);
     if (rc == MCR_OK && (c->base = event_base_new()) == NULL) {
         rc = MCR_ERR_NOMEM;
@@ -396,11 +368,27 @@ static int names_server(const char *message, const char *server)
     return message != NULL && strncmp(message, server, n) == 0 && message[n] == ':';
 }
 
+/* Why a bad item fails: "line N: " (from standard input) and its reason. */
+static void put_why(FILE *f, const item *it)
+{
+    if (it->lineno > 0)
+        fprintf(f, "line %zu: ", it->lineno);
+    if (it->why_status == MCR_ERR_TOO_BIG)
+        fprintf(f, "the value is %zu bytes, over the limit of %u", it->vlen, VALUE_MAX);
+    else
+        fputs(it->why, f);
+}
+
 static void report_failure(const item *it, const char *server, int status, const char *message)
 {
     cli_progress_clear();
     fwrite(it->key, 1, it->klen, stderr);
     fputs("\terror\t", stderr);
+    if (it->why != NULL) { /* bad input: no server was asked */
+        put_why(stderr, it);
+        fputc('\n', stderr);
+        return;
+    }
     if (server != NULL && !names_server(message, server))
         fprintf(stderr, "%s: ", server);
     put_reason(stderr, status, message);
@@ -488,6 +476,11 @@ static int run_writes(const char *cmd, int argc, char **argv, mcr_op op, unsigne
             loop_once(&c);
             failed |= report_writes(&in, slots, &reported);
             cli_progress_update(reported);
+        }
+        if (in.items[i].why != NULL) { /* fails alone, reported in its turn */
+            slots[i].done = 1;
+            slots[i].fail.status = in.items[i].why_status;
+            continue;
         }
         mcr_request req;
         mcr_error err;
@@ -652,7 +645,12 @@ static get_batch *get_batch_new(const input *in, size_t first, size_t n)
         e[j] = (sort_entry){in->items[first + j].key, in->items[first + j].klen, j};
     qsort(e, n, sizeof(*e), cmp_entry);
     for (size_t j = 0; j < n; j++) {
-        if (j == 0 || cmp_bytes(e[j].key, e[j].klen, e[j - 1].key, e[j - 1].klen) != 0) {
+        if (in->items[first + e[j].pos].why != NULL) { /* bad: fails alone, not asked */
+            b->slot_of[e[j].pos] = SIZE_MAX;
+            continue;
+        }
+        if (b->nd == 0 || cmp_bytes(e[j].key, e[j].klen, b->slots[b->nd - 1].key,
+                                    b->slots[b->nd - 1].klen) != 0) {
             b->slots[b->nd].key = e[j].key;
             b->slots[b->nd].klen = e[j].klen;
             b->nd++;
@@ -665,6 +663,10 @@ static get_batch *get_batch_new(const input *in, size_t first, size_t n)
 
 static void get_batch_submit(conn *c, get_batch *b)
 {
+    if (b->nd == 0) { /* every key of the batch is bad: nothing to ask */
+        b->done = 1;
+        return;
+    }
     const void **keys = xcalloc(b->nd, sizeof(*keys));
     size_t *lens = xcalloc(b->nd, sizeof(*lens));
     for (size_t i = 0; i < b->nd; i++) {
@@ -689,8 +691,13 @@ static int get_batch_print(const input *in, get_batch *b)
 {
     int failed = 0;
     for (size_t j = 0; j < b->n; j++) {
-        const get_slot *s = &b->slots[b->slot_of[j]];
         const item *it = &in->items[b->first + j];
+        if (b->slot_of[j] == SIZE_MAX) {
+            report_failure(it, NULL, it->why_status, NULL);
+            failed = 1;
+            continue;
+        }
+        const get_slot *s = &b->slots[b->slot_of[j]];
         if (s->fail.status != MCR_OK) {
             report_failure(it, NULL, s->fail.status, s->fail.message);
             failed = 1;
@@ -795,7 +802,17 @@ static void probe_json_failure(probe_out *po, const item *it, const char *server
                                const char *message)
 {
     const char *m = message != NULL && *message != '\0' ? message : mcr_strerror(status);
-    if (names_server(m, server))
+    char why[160];
+    if (it->why != NULL) { /* bad input: no server was asked */
+        if (it->why_status == MCR_ERR_TOO_BIG)
+            snprintf(why, sizeof(why), "the value is %zu bytes, over the limit of %u", it->vlen,
+                     VALUE_MAX);
+        else
+            snprintf(why, sizeof(why), "%s", it->why);
+        m = why;
+        server = NULL;
+    }
+    if (server != NULL && names_server(m, server))
         server = NULL;
     size_t len = (server ? strlen(server) + 2 : 0) + strlen(m);
     char *text = xcalloc(len + 1, 1);
@@ -826,7 +843,12 @@ static int report_probes(const conn *c, const input *in, probe_cell *cells, size
         for (s = 0; s < ns && bad < 0; s++)
             if (row[s].fail.status != MCR_OK)
                 bad = (int)s;
-        if (bad >= 0) {
+        if (it->why != NULL) { /* bad input: no server was asked */
+            report_failure(it, NULL, it->why_status, NULL);
+            if (po->json)
+                probe_json_failure(po, it, NULL, it->why_status, NULL);
+            failed = 1;
+        } else if (bad >= 0) {
             mcr_snapshot_server(c->snap, (size_t)bad, &d);
             report_failure(it, d.id, row[bad].fail.status, row[bad].fail.message);
             if (po->json)
@@ -910,6 +932,10 @@ int cli_cmd_probe(int argc, char **argv)
             req.key_len = in.items[i].klen;
             req.server = d.id;
             probe_cell *p = &cells[i * ns + s];
+            if (in.items[i].why != NULL) { /* bad: fails alone, no server asked */
+                p->done = 1;
+                continue;
+            }
             int rc = mcr_pool_submit(c.pool, &req, probe_done, p, &err);
             if (rc != MCR_OK) {
                 p->done = 1;

@@ -818,20 +818,6 @@ static bool mode_ignores_weights(mcr_mode m)
     return m == MCR_MODE_CONSISTENT || m == MCR_MODE_SPY || m == MCR_MODE_MODULA;
 }
 
-/* The key hash a user of the mode expects (that of the client it comes
- * from; md5, the config's default, for mcroute's own modes). */
-static mcr_hash mode_hash(mcr_mode m)
-{
-    switch (m) {
-    case MCR_MODE_CONSISTENT:
-    case MCR_MODE_SPY:
-    case MCR_MODE_MODULA: return MCR_HASH_DEFAULT;
-    case MCR_MODE_TWEMPROXY_KETAMA:
-    case MCR_MODE_TWEMPROXY_MODULA: return MCR_HASH_FNV1A_64;
-    default: return MCR_HASH_MD5;
-    }
-}
-
 /* Each server's expected share in a snapshot (0 when not active). */
 static void expected_shares(const mcr_snapshot *snap, mcr_mode m, double *e)
 {
@@ -969,8 +955,7 @@ static mcr_config *mode_config(mcr_mode m, const server_list *sl, uint32_t mult,
     mcr_config *cfg = mcr_config_new();
     if (cfg == NULL)
         cli_fail("simulate: out of memory");
-    mcr_config_set_mode(cfg, m);
-    mcr_config_set_hash(cfg, mode_hash(m));
+    mcr_config_set_mode(cfg, m); /* and its key hash, mcr_mode_default_hash() */
     for (size_t i = 0; i < sl->n; i++) {
         if (active_only && sl->d[i].state != MCR_STATE_ACTIVE)
             continue;
@@ -993,7 +978,7 @@ static void run_mode(const sim_opts *o, const workload *w, const server_list *be
 {
     mcr_error err;
     const char *name = mcr_mode_name(r->mode);
-    r->hash = mode_hash(r->mode);
+    r->hash = mcr_mode_default_hash(r->mode);
 
     /* Build: memory of the first snapshot while it lives; median time. */
     mcr_config *cfg = mode_config(r->mode, before_sl, 1, false);
