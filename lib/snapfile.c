@@ -658,8 +658,6 @@ static int parse_server(loader *L, const line *l, int format, mcr__entry *e, con
         (rc = decode(L, l, f[1], fn[1], &host, &hl)) != MCR_OK ||
         (rc = decode(L, l, f[4], fn[4], &zone, &zl)) != MCR_OK)
         return rc;
-    if (il == 0 || il > MCR_HOSTNAME_MAX)
-        return bad(L, l, MCR_ERR_SYNTAX, "an id is 1..255 bytes", NULL);
     if ((rc = mcr__check_host(host, hl, &e2)) != MCR_OK)
         return bad(L, l, rc, e2.message, NULL);
     if (zl > 0 && (rc = mcr__check_name("zone", zone, &e2)) != MCR_OK)
@@ -685,6 +683,13 @@ static int parse_server(loader *L, const line *l, int format, mcr__entry *e, con
     if (!is(f[6], fn[6], "0") && !is(f[6], fn[6], "1"))
         return bad(L, l, MCR_ERR_SYNTAX, "named is 0 or 1", NULL);
     e->named = f[6][0] == '1';
+    /* A given id is 1..255 bytes; a derived one is "host:port" ("[host]:port"
+     * for IPv6), up to 263 bytes for a 255-byte host. Which derived id it is
+     * is checked with the rest, by comparing with the rebuilt text. */
+    if (il == 0 || il > (e->named ? (size_t)MCR_HOSTNAME_MAX : (size_t)MCR__NAME_BUF - 1))
+        return bad(L, l, MCR_ERR_SYNTAX,
+                   e->named ? "an id is 1..255 bytes" : "a derived id longer than host:port",
+                   NULL);
     /* points= and digest= are checked by comparing with the rebuilt text. */
     *map = nf == 10 ? f[9] : NULL;
     *mapn = nf == 10 ? fn[9] : 0;

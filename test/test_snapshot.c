@@ -1195,6 +1195,52 @@ static void fix_checksum(char *text, size_t *len)
     *len = (size_t)(o - text);
 }
 
+/* A server of a 255-byte host and no id has the derived id "host:port",
+ * over the 255 bytes a given id may have: its snapshot file still loads
+ * (found by the server_list fuzz target), and a file that gives a named
+ * id over 255 bytes is still refused. */
+START_TEST(long_host_derived_id_round_trip)
+{
+    char host[MCR_HOSTNAME_MAX + 1], v6[64];
+    memset(host, 'h', MCR_HOSTNAME_MAX);
+    host[MCR_HOSTNAME_MAX] = '\0';
+    for (size_t i = 60; i < MCR_HOSTNAME_MAX; i += 63)
+        host[i] = '.';
+    snprintf(v6, sizeof(v6), "fd00::%x", 0xbeefu);
+    mcr_config *cfg = mcr_config_new();
+    mcr_error err;
+    ck_assert_int_eq(mcr_config_add_server(cfg, host, 65535, 1, &err), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server(cfg, v6, 11211, 1, &err), MCR_OK);
+    mcr_snapshot *s = snap_of(cfg, 7);
+    mcr_server_desc d;
+    mcr_snapshot_server(s, 0, &d);
+    ck_assert_uint_gt(strlen(d.id), MCR_HOSTNAME_MAX);
+    const char *path = tmp_path("longhost.snap");
+    ck_assert_int_eq(mcr_snapshot_save(s, path, &err), MCR_OK);
+    mcr_snapshot *l = NULL;
+    int rc = mcr_snapshot_load(path, NULL, 0, &l, &err);
+    ck_assert_msg(rc == MCR_OK, "load: %s", err.message);
+    ck_assert_str_eq(mcr_snapshot_checksum(l), mcr_snapshot_checksum(s));
+    mcr_snapshot_unref(l);
+
+    /* The same line marked named=1, the checksum recomputed: a given id of
+     * 261 bytes is refused, by name. */
+    size_t n;
+    char *t = read_all(path, &n);
+    char *named = strstr(t, " named=0");
+    ck_assert_ptr_nonnull(named);
+    named[7] = '1';
+    fix_checksum(t, &n);
+    write_all(path, t, n);
+    rc = mcr_snapshot_load(path, NULL, 0, &l, &err);
+    ck_assert_int_eq(rc, MCR_ERR_SYNTAX);
+    ck_assert_msg(strstr(err.message, "an id is 1..255 bytes") != NULL, "%s", err.message);
+    free(t);
+    mcr_snapshot_unref(s);
+    mcr_config_free(cfg);
+}
+END_TEST
+
 START_TEST(forged_files_refused)
 {
     mcr_snapshot *s = small_snapshot(3);
@@ -1643,6 +1689,7 @@ static Suite *snapshot_suite(void)
     tcase_add_test(tc, errors_publish_nothing);
     tcase_add_test(tc, checksum_covers_every_field);
     tcase_add_test(tc, save_load_round_trip);
+    tcase_add_test(tc, long_host_derived_id_round_trip);
     tcase_add_test(tc, corrupted_truncated_stale_refused);
     tcase_add_test(tc, forged_files_refused);
     tcase_add_test(tc, forged_huge_table_refused_fast);

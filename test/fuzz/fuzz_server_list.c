@@ -185,8 +185,8 @@ static void file_target(const uint8_t *data, size_t size, mcr_mode mode, mcr_has
         mcr_server_desc d;
         mcr_snapshot_server(snap, i, &d);
         int v6 = strchr(d.host, ':') != NULL;
-        /* (a default id over 255 bytes, see fuzz_common.c, cannot be
-         * written as id=) */
+        /* (a derived id over 255 bytes, "host:port" of a long host, cannot
+         * be given as id=, whose limit is 255) */
         writable = plain(d.id) && strlen(d.id) <= MCR_HOSTNAME_MAX &&
                    (d.zone == NULL || plain(d.zone));
         len += (size_t)snprintf(text + len, cap - len, "%s%s%s:%d weight=%" PRIu32 " id=%s%s%s\n",
