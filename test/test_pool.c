@@ -744,9 +744,12 @@ static rec *do1(env *e, rec *r, const mcr_request q)
     do {                                                                                     \
         const rec *r_ = (r);                                                                 \
         ck_assert_msg(r_->status == (st) && ((st) != MCR_OK || r_->reply == (rep)),          \
-                      "%s \"%s\": status %d (%s), reply %s; expected %d, %s [%s]",           \
+                      "%s \"%s\": status %d (%s), reply %s; expected %d, %s [%s]; "          \
+                      "value \"%.*s\" from %s",                                              \
                       mcr_op_name(r_->op), r_->key, r_->status, mcr_strerror(r_->status),    \
-                      mcr_reply_name(r_->reply), (int)(st), mcr_reply_name(rep), r_->message); \
+                      mcr_reply_name(r_->reply), (int)(st), mcr_reply_name(rep), r_->message, \
+                      r_->value ? (int)(r_->value_len > 80 ? 80 : r_->value_len) : 0,        \
+                      r_->value ? r_->value : "", r_->server);                               \
     } while (0)
 
 #define EXPECT_VALUE(r, v)                                                                   \
