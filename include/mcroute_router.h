@@ -155,9 +155,12 @@ MCR_EXTERN uint64_t mcr_router_epoch(mcr_router *router);
 /* ---- writers: serialized ---- */
 
 /* How many replaced snapshots of one router may await reclamation (see
- * "Reclamation" above). At 1,000 publishes a second, grace periods of up to
- * 64 ms pass unnoticed. */
-#define MCR_ROUTER_RETIRED_MAX 64u
+ * "Reclamation" above): at 1,000 publishes a second, grace periods of up to
+ * about 100 ms (a reader preempted inside a section on a loaded machine;
+ * call_rcu waits for one per batch) pass unnoticed. The memory it allows
+ * is this many snapshots: 256 KiB each for the default maglev table, a few
+ * tens of KiB for a ketama ring of ten servers. */
+#define MCR_ROUTER_RETIRED_MAX 256u
 
 /* mcr_router_publish: make `snap` current (the router takes its own
  * reference), call the hooks, and hand the replaced snapshot to RCU

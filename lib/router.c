@@ -45,8 +45,8 @@
  *
  * call_rcu alone is unbounded: under a publish storm, or while one reader
  * sits in a section, replaced snapshots pile up. Each router counts its own
- * (nretired, under reclaim_mu) and allows MCR_ROUTER_RETIRED_MAX; the count
- * is raised with the writer mutex held, so it never goes past the bound. At
+ * (nretired) and allows MCR_ROUTER_RETIRED_MAX; the count is raised with
+ * the writer mutex held, so it never goes past the bound. At
  * the bound, mcr_router_publish() and mcr_router_apply() wait (on
  * reclaim_cv, signalled by reclaim_cb()) for one to be reclaimed: the old
  * behaviour, but only past the bound; mcr_router_try_apply() refuses
@@ -147,11 +147,14 @@ struct mcr_router {
     hook *hooks;
     size_t nhooks, hooks_cap;
     /* Replaced snapshots handed to call_rcu() and not yet reclaimed, at
-     * most MCR_ROUTER_RETIRED_MAX; raised by writers (write_mu held too),
-     * lowered by reclaim_cb(), which broadcasts reclaim_cv. */
+     * most MCR_ROUTER_RETIRED_MAX. Raised by writers with write_mu held
+     * (one at a time, so the bound is exact) and without reclaim_mu: a
+     * writer that need not wait takes no other lock. Lowered by
+     * reclaim_cb() with reclaim_mu held, which then broadcasts reclaim_cv
+     * to whoever waits (under reclaim_mu) for it to fall. */
     pthread_mutex_t reclaim_mu;
     pthread_cond_t reclaim_cv;
-    size_t nretired;
+    atomic_size_t nretired;
     /* Only its address matters: the TSan synchronization object of the
      * grace period (see the top of the file). */
     char tsan_grace_period;
@@ -201,6 +204,7 @@ int mcr_router_new(mcr_snapshot *initial, mcr_router **out, mcr_error *err)
         return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: cannot create a condition");
     }
     atomic_init(&r->current, initial ? mcr_snapshot_ref(initial) : NULL);
+    atomic_init(&r->nretired, 0);
     *out = r;
     return MCR_OK;
 }
@@ -210,7 +214,7 @@ int mcr_router_new(mcr_snapshot *initial, mcr_router **out, mcr_error *err)
 static void wait_retired(mcr_router *router, size_t limit)
 {
     (void)pthread_mutex_lock(&router->reclaim_mu);
-    while (router->nretired > limit)
+    while (atomic_load(&router->nretired) > limit)
         (void)pthread_cond_wait(&router->reclaim_cv, &router->reclaim_mu);
     (void)pthread_mutex_unlock(&router->reclaim_mu);
 }
@@ -327,21 +331,14 @@ static void reclaim_cb(struct rcu_head *head)
     /* The last touch of the router: mcr_router_free() may free it as soon
      * as the mutex is released. */
     (void)pthread_mutex_lock(&router->reclaim_mu);
-    router->nretired--;
+    atomic_fetch_sub(&router->nretired, 1);
     (void)pthread_cond_broadcast(&router->reclaim_cv);
     (void)pthread_mutex_unlock(&router->reclaim_mu);
 }
 
 size_t mcr_router_retired(mcr_router *router)
 {
-    size_t n;
-
-    if (router == NULL)
-        return 0;
-    (void)pthread_mutex_lock(&router->reclaim_mu);
-    n = router->nretired;
-    (void)pthread_mutex_unlock(&router->reclaim_mu);
-    return n;
+    return router == NULL ? 0 : atomic_load(&router->nretired);
 }
 
 int mcr_router_reclaim(mcr_router *router)
@@ -393,21 +390,17 @@ static void unlock(mcr_router *router)
  * refuse. Writer mutex held: no other writer raises the count meanwhile. */
 static int reserve_retired(mcr_router *router, int nowait, mcr_error *err)
 {
-    int rc = MCR_OK;
-
-    (void)pthread_mutex_lock(&router->reclaim_mu);
-    if (nowait && router->nretired >= MCR_ROUTER_RETIRED_MAX)
-        rc = mcr__error(err, MCR_ERR_TIMEOUT,
-                        "mcr_router_try_apply: %u replaced snapshots await reclamation "
-                        "(a reader section is long, or publishes come faster than grace "
-                        "periods end); try again later",
-                        (unsigned)MCR_ROUTER_RETIRED_MAX);
-    while (rc == MCR_OK && router->nretired >= MCR_ROUTER_RETIRED_MAX)
-        (void)pthread_cond_wait(&router->reclaim_cv, &router->reclaim_mu);
-    if (rc == MCR_OK)
-        router->nretired++;
-    (void)pthread_mutex_unlock(&router->reclaim_mu);
-    return rc;
+    if (atomic_load(&router->nretired) >= MCR_ROUTER_RETIRED_MAX) {
+        if (nowait)
+            return mcr__error(err, MCR_ERR_TIMEOUT,
+                              "mcr_router_try_apply: %u replaced snapshots await reclamation "
+                              "(a reader section is long, or publishes come faster than "
+                              "grace periods end); try again later",
+                              (unsigned)MCR_ROUTER_RETIRED_MAX);
+        wait_retired(router, MCR_ROUTER_RETIRED_MAX - 1);
+    }
+    atomic_fetch_add(&router->nretired, 1);
+    return MCR_OK;
 }
 
 /* The publish, writer mutex held. `rec` (not NULL) becomes the retired
