@@ -23,12 +23,22 @@
  *
  * Writers. mcr_router_publish() replaces the snapshot with one of a higher
  * epoch; mcr_router_apply() builds the next snapshot from the current one and
- * a batch of changes and publishes it. Writers are serialized by a mutex.
- * A publish returns once no reader can still be using the replaced snapshot
- * (it waits for an RCU grace period, typically microseconds, longer while a
- * reader is inside a section), then drops the router's reference to it: the
- * memory held by replaced snapshots is bounded by one snapshot plus the
- * references callers hold themselves.
+ * a batch of changes and publishes it; mcr_router_try_apply() does the same
+ * but never waits, for an event loop (a connection pool's ejections use it).
+ * Writers are serialized by a mutex, held only for the swap, the diff and
+ * the hooks (apply builds the snapshot before taking it).
+ *
+ * Reclamation. A publish does not wait for the readers of the replaced
+ * snapshot: it hands the snapshot to liburcu's call_rcu thread (one per
+ * process, started on the first publish that replaces a snapshot), which
+ * drops the router's reference once no reader can be using it, after an
+ * RCU grace period (typically microseconds to milliseconds, as long as the
+ * longest section in progress). The memory this holds is bounded: at most
+ * MCR_ROUTER_RETIRED_MAX replaced snapshots per router await reclamation
+ * (mcr_router_retired() counts them). At the bound, publish and apply wait
+ * on the caller's thread for one to be reclaimed, and try_apply refuses
+ * with MCR_ERR_TIMEOUT. mcr_router_reclaim() waits for all of them;
+ * mcr_router_free() too.
  *
  * Hooks. After each publish, the hooks registered with mcr_router_add_hook()
  * are called, in registration order, in the publishing thread (the caller of
@@ -46,10 +56,13 @@
  * Rules for read-side sections (between acquire and release):
  *   - release in the thread that acquired, with the router acquired from;
  *     sections nest (also across routers);
- *   - keep them short: a publish waits for every section in progress;
- *   - no mcr_router_publish(), _apply(), _add_hook(), _remove_hook(),
- *     mcr_watcher_new() or _free() inside one: they would wait for the
- *     section that waits for them. Publish and apply detect it and return
+ *   - keep them short: the snapshots replaced meanwhile are reclaimed only
+ *     once every section in progress has ended, and past
+ *     MCR_ROUTER_RETIRED_MAX of them publishes wait;
+ *   - no mcr_router_publish(), _apply(), _try_apply(), _reclaim(),
+ *     _add_hook(), _remove_hook(), _free(), mcr_watcher_new() or _free()
+ *     inside one: they could wait for the section that waits for them.
+ *     Publish, apply, try_apply and reclaim detect it and return
  *     MCR_ERR_INVALID; the others must not be called there.
  *
  * Lifetime. A router takes its own reference to every snapshot it is given;
@@ -62,7 +75,9 @@
  * section and unregisters it when the thread exits. A process that forks
  * without exec and uses routers in the child must follow liburcu-bp's fork
  * protocol (urcu_bp_before_fork(), urcu_bp_after_fork_parent(),
- * urcu_bp_after_fork_child()).
+ * urcu_bp_after_fork_child()), and, as publishes use call_rcu, its
+ * call_rcu one too (urcu_bp_call_rcu_before_fork(),
+ * urcu_bp_call_rcu_after_fork_parent(), urcu_bp_call_rcu_after_fork_child()).
  *
  * Errors follow mcroute.h: MCR_OK or a negative mcr_status, details in an
  * optional mcr_error. A call that fails publishes nothing and calls no hook.
@@ -92,8 +107,10 @@ typedef struct mcr_router mcr_router;
  * Errors (*out unchanged): MCR_ERR_INVALID (NULL out), MCR_ERR_NOMEM. */
 MCR_EXTERN int mcr_router_new(mcr_snapshot *initial, mcr_router **out, mcr_error *err);
 
-/* mcr_router_free: drop the router's reference to its snapshot and free the
- * router. NULL is a no-op. See "Lifetime" above. */
+/* mcr_router_free: wait until the snapshots the router replaced are
+ * reclaimed (see "Reclamation" above: a grace period, as long as the
+ * longest reader section in progress), drop the router's reference to its
+ * snapshot and free the router. NULL is a no-op. See "Lifetime" above. */
 MCR_EXTERN void mcr_router_free(mcr_router *router);
 
 /* ---- readers: any thread, no lock ---- */
@@ -135,25 +152,67 @@ MCR_EXTERN mcr_snapshot *mcr_router_current(mcr_router *router);
  * `router` is NULL. Lock-free. */
 MCR_EXTERN uint64_t mcr_router_epoch(mcr_router *router);
 
-/* ---- writers: serialized, may block ---- */
+/* ---- writers: serialized ---- */
+
+/* How many replaced snapshots of one router may await reclamation (see
+ * "Reclamation" above): at 1,000 publishes a second, grace periods of up to
+ * about 100 ms (a reader preempted inside a section on a loaded machine;
+ * call_rcu waits for one per batch) pass unnoticed. The memory it allows
+ * is this many snapshots: 256 KiB each for the default maglev table, a few
+ * tens of KiB for a ketama ring of ten servers. */
+#define MCR_ROUTER_RETIRED_MAX 256u
 
 /* mcr_router_publish: make `snap` current (the router takes its own
- * reference), call the hooks, wait until no reader uses the replaced
- * snapshot, drop it. The epoch of `snap` must be above the current one.
- * Errors (nothing published, no hook called): MCR_ERR_INVALID (NULL
- * argument; called inside a read-side section, or from a hook of this router
- * in its thread), MCR_ERR_RANGE (stale: epoch not above the current one),
- * and MCR_ERR_NOMEM (also when hooks need a diff and it cannot be built). */
+ * reference), call the hooks, and hand the replaced snapshot to RCU
+ * reclamation (the router's reference is dropped after a grace period, in
+ * liburcu's call_rcu thread). The epoch of `snap` must be above the current
+ * one. Blocks only while another writer holds the router (for its swap,
+ * diff and hooks), and, when MCR_ROUTER_RETIRED_MAX replaced snapshots await
+ * reclamation, until one is reclaimed. Never waits for a grace period
+ * otherwise. Errors (nothing published, no hook called): MCR_ERR_INVALID
+ * (NULL argument; called inside a read-side section, or from a hook of this
+ * router in its thread), MCR_ERR_RANGE (stale: epoch not above the current
+ * one), and MCR_ERR_NOMEM (also when hooks need a diff and it cannot be
+ * built). */
 MCR_EXTERN int mcr_router_publish(mcr_router *router, mcr_snapshot *snap, mcr_error *err);
 
 /* mcr_router_apply: build the next snapshot (epoch + 1) from the current one
- * and `changes` with mcr_snapshot_apply(), and publish it; the changes are
- * applied to the snapshot current when the writer mutex is taken, so
- * concurrent writers never lose an update. Errors (nothing published):
- * those of mcr_router_publish(), MCR_ERR_EMPTY (the router holds no
- * snapshot yet), and those of mcr_snapshot_apply(): MCR_ERR_UNKNOWN,
- * MCR_ERR_DUPLICATE, MCR_ERR_EMPTY (no active server would remain), ... */
+ * and `changes` with mcr_snapshot_apply(), and publish it as
+ * mcr_router_publish() does. The snapshot is built before the writer mutex
+ * is taken; if another writer published meanwhile, it is built again, with
+ * the mutex held, from what that writer published: concurrent writers never
+ * lose an update, and every apply raises the epoch by exactly 1. Blocks as
+ * mcr_router_publish() does. Errors (nothing published): those of
+ * mcr_router_publish(), MCR_ERR_EMPTY (the router holds no snapshot yet),
+ * and those of mcr_snapshot_apply(): MCR_ERR_UNKNOWN, MCR_ERR_DUPLICATE,
+ * MCR_ERR_EMPTY (no active server would remain), ... */
 MCR_EXTERN int mcr_router_apply(mcr_router *router, const mcr_changes *changes, mcr_error *err);
+
+/* mcr_router_try_apply: mcr_router_apply() that never blocks, for event
+ * loops: it takes the writer mutex with a try-lock, and does not wait for
+ * reclamation. Its cost is building the snapshot, the diff (when hooks are
+ * registered), the hooks (which run in the calling thread) and an enqueue.
+ * Errors: those of mcr_router_apply(), and MCR_ERR_TIMEOUT when it would
+ * have to wait (another writer holds the router, or MCR_ROUTER_RETIRED_MAX
+ * replaced snapshots await reclamation): nothing is published, no hook is
+ * called; call again later (the changes are not kept), keeping the order of
+ * changes that depend on each other. */
+MCR_EXTERN int mcr_router_try_apply(mcr_router *router, const mcr_changes *changes,
+                                    mcr_error *err);
+
+/* mcr_router_retired: how many snapshots `router` replaced are still
+ * awaiting reclamation (0 to MCR_ROUTER_RETIRED_MAX); 0 for a NULL router.
+ * A moment's value: it falls as grace periods end. Does not block (it takes
+ * a mutex held only for a counter update). */
+MCR_EXTERN size_t mcr_router_retired(mcr_router *router);
+
+/* mcr_router_reclaim: wait until no snapshot `router` replaced awaits
+ * reclamation (a grace period: as long as the longest reader section in
+ * progress; while other threads keep publishing, their snapshots too). For a caller that wants the memory back now,
+ * or a test; publishes need not call it. MCR_OK, or MCR_ERR_INVALID (NULL
+ * router; called inside a read-side section, where it would wait for
+ * itself). Not to be called from an event loop that must not block. */
+MCR_EXTERN int mcr_router_reclaim(mcr_router *router);
 
 /* A hook: `old_snap` is the snapshot replaced, `new_snap` the one published
  * and `diff` their diff (mcr_diff_new()). `old_snap` and `diff` are NULL for

@@ -822,7 +822,7 @@ static int publish_state(mcr_pool *p, pool_server *s, mcr_server_state want)
             mcr_changes *ch = mcr_changes_new();
             rc = ch == NULL ? MCR_ERR_NOMEM : mcr_changes_set_state(ch, s->id, want, NULL);
             if (rc == MCR_OK)
-                rc = mcr_router_apply(p->router, ch, NULL);
+                rc = mcr_router_try_apply(p->router, ch, NULL); /* never blocks the loop */
             mcr_changes_free(ch);
             if (rc == MCR_OK && want == MCR_STATE_DOWN)
                 s->ejections++;
@@ -882,6 +882,11 @@ static void retry_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 static void run_ops(mcr_pool *p)
 {
+    /* MCR_ERR_TIMEOUT: the router is busy (another writer, or reclamation
+     * at its bound). The change stays pending and is tried again on a later
+     * turn of the loop; a server's re-add waits for its ejection. */
+    static const struct timeval retry = {0, 1000};
+    int busy = 0;
     p->ops_pending = 0;
     for (size_t i = 0; i < p->nservers; i++) {
         pool_server *s = p->servers[i];
@@ -890,6 +895,10 @@ static void run_ops(mcr_pool *p)
             if (s->retired)
                 continue;
             int rc = publish_state(p, s, MCR_STATE_DOWN);
+            if (rc == MCR_ERR_TIMEOUT) {
+                s->eject_pending = busy = 1;
+                continue;
+            }
             if (rc != MCR_OK) {
                 /* The ring cannot lose it (the last active server, or it
                  * changed meanwhile): behave as fail-fast for it. */
@@ -900,9 +909,13 @@ static void run_ops(mcr_pool *p)
         }
         if (s->readd_pending) {
             s->readd_pending = 0;
-            if (!s->retired)
-                publish_state(p, s, MCR_STATE_ACTIVE);
+            if (!s->retired && publish_state(p, s, MCR_STATE_ACTIVE) == MCR_ERR_TIMEOUT)
+                s->readd_pending = busy = 1;
         }
+    }
+    if (busy) {
+        p->ops_pending = 1;
+        event_add(p->done_ev, &retry);
     }
     pool_refresh(p);
 }

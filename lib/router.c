@@ -29,18 +29,44 @@
  * memory barrier to the writer); as we do not define _LGPL_SOURCE (that
  * would inline LGPL code into ours), it is also two calls into the shared
  * library and their thread-local lookups: about 4 ns per section, which
- * bench_router measures. Its slower grace periods do not matter: we
- * publish rarely.
+ * bench_router measures. Its slower grace periods do not matter: no
+ * publisher waits for one (below).
  *
- * Bounded reclamation: every publish waits for a grace period
- * (urcu_bp_synchronize_rcu()) before dropping the router's reference to the
- * replaced snapshot. At most one replaced snapshot per router is awaiting
- * reclamation, in the writer, at any time; call_rcu with its queue would be
- * cheaper for the writer but unbounded under a publish storm, and writers
- * here are rare.
+ * Deferred, bounded reclamation. A publish must not wait for a grace
+ * period: pools publish ejections from their event loop, and a grace period
+ * lasts as long as the slowest reader section in progress (on a loaded
+ * machine, a reader preempted inside one; urcu-bp also sleeps 10 ms between
+ * its polls of the readers): synchronize_rcu() there held loops for up to
+ * 265 ms, longer than the requests' timeouts. So the replaced snapshot is
+ * handed to call_rcu() (urcu_bp_call_rcu()), whose worker thread, one per
+ * process and started by liburcu on first use, waits for the grace period
+ * and runs reclaim_cb(), which drops the router's reference. The cost for
+ * the publisher is an allocation and a wait-free enqueue.
+ *
+ * call_rcu alone is unbounded: under a publish storm, or while one reader
+ * sits in a section, replaced snapshots pile up. Each router counts its own
+ * (nretired) and allows MCR_ROUTER_RETIRED_MAX; the count is raised with
+ * the writer mutex held, so it never goes past the bound. At
+ * the bound, mcr_router_publish() and mcr_router_apply() wait (on
+ * reclaim_cv, signalled by reclaim_cb()) for one to be reclaimed: the old
+ * behaviour, but only past the bound; mcr_router_try_apply() refuses
+ * (MCR_ERR_TIMEOUT) instead. mcr_router_free() waits for all of its own
+ * (rcu_barrier() would wait for every callback of the process).
+ *
+ * The writer mutex. A loop must not wait behind another writer either
+ * (another pool's ejection, a watcher, an application's publish and its
+ * hooks), so: mcr_router_apply() and _try_apply() build the next snapshot
+ * before taking the mutex, from the snapshot current then, and under the
+ * mutex publish it if that snapshot is still current (else build again,
+ * against the new one, under the mutex: no update is lost, epochs stay
+ * +1 per change). The mutex is held only for the swap, the diff and the
+ * hooks. mcr_router_try_apply() takes it with a try-lock and returns
+ * MCR_ERR_TIMEOUT when another writer holds it; the pool keeps the change
+ * and tries again on a later turn of its loop, in order.
  *
  * ThreadSanitizer. liburcu is not instrumented, and its grace period rests
- * on membarrier()/fences TSan cannot see. Two consequences, two measures:
+ * on membarrier()/fences TSan cannot see. Three consequences, three
+ * measures:
  *
  *  1. The pointer itself is published with C11 atomics (release store,
  *     acquire load) instead of rcu_assign_pointer()/rcu_dereference(),
@@ -48,18 +74,24 @@
  *     x86 the instructions are the same (on weakly ordered CPUs an acquire
  *     load costs a few cycles more than a dependent load), and the edge
  *     "snapshot built -> snapshot read" is visible to TSan.
- *  2. The edge "reader done with the old snapshot -> writer frees it" exists
+ *  2. The edge "reader done with the old snapshot -> its free" exists
  *     only through the grace period. We tell TSan about it: each read-side
- *     exit does __tsan_release() on a per-router address, and the writer,
- *     after urcu_bp_synchronize_rcu() returns, does __tsan_acquire() on it.
+ *     exit does __tsan_release() on a per-router address, and reclaim_cb(),
+ *     which call_rcu runs only after a grace period that started after the
+ *     swap, does __tsan_acquire() on it before the unref that frees.
  *     TSan's release accumulates (joins) the vector clocks of every
- *     releasing thread, and synchronize_rcu() returns only after every
- *     section that could see the old pointer has called release, so the
- *     acquire orders all of them before the unref that frees. These are
- *     compiled only under TSan; without them TSan reports every free of a
- *     snapshot as racing with the readers (and, the other way round, it
- *     still reports a real race if the grace period is removed: the stress
- *     test of test_router.c was checked to fail that way).
+ *     releasing thread, and the grace period ends only after every section
+ *     that could see the old pointer has called release, so the acquire
+ *     orders all of them before the free. Without them TSan reports every
+ *     free of a snapshot as racing with the readers (and, the other way
+ *     round, it still reports a real race if the grace period is removed:
+ *     the stress test of test_router.c was checked to fail that way).
+ *  3. The retired record goes from the publisher to the call_rcu thread
+ *     through liburcu's queue, which TSan does not see either: the
+ *     publisher releases the record's address before call_rcu(), the
+ *     callback acquires it first.
+ *
+ * These annotations are compiled only under TSan.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -96,6 +128,15 @@ typedef struct hook {
     void *arg;
 } hook;
 
+/* A replaced snapshot on its way to reclamation: allocated by the writer
+ * before it takes the mutex (so that running out of memory publishes
+ * nothing), handed to call_rcu() after the swap, freed by reclaim_cb(). */
+typedef struct retired {
+    struct rcu_head head;
+    mcr_router *router;
+    mcr_snapshot *snap;
+} retired;
+
 struct mcr_router {
     /* The current snapshot, or NULL. Written only with write_mu held
      * (release), read by anyone inside a read-side section (acquire). The
@@ -105,6 +146,15 @@ struct mcr_router {
     pthread_mutex_t write_mu;
     hook *hooks;
     size_t nhooks, hooks_cap;
+    /* Replaced snapshots handed to call_rcu() and not yet reclaimed, at
+     * most MCR_ROUTER_RETIRED_MAX. Raised by writers with write_mu held
+     * (one at a time, so the bound is exact) and without reclaim_mu: a
+     * writer that need not wait takes no other lock. Lowered by
+     * reclaim_cb() with reclaim_mu held, which then broadcasts reclaim_cv
+     * to whoever waits (under reclaim_mu) for it to fall. */
+    pthread_mutex_t reclaim_mu;
+    pthread_cond_t reclaim_cv;
+    atomic_size_t nretired;
     /* Only its address matters: the TSan synchronization object of the
      * grace period (see the top of the file). */
     char tsan_grace_period;
@@ -142,18 +192,46 @@ int mcr_router_new(mcr_snapshot *initial, mcr_router **out, mcr_error *err)
         free(r);
         return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: cannot create a mutex");
     }
+    if (pthread_mutex_init(&r->reclaim_mu, NULL) != 0) {
+        pthread_mutex_destroy(&r->write_mu);
+        free(r);
+        return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: cannot create a mutex");
+    }
+    if (pthread_cond_init(&r->reclaim_cv, NULL) != 0) {
+        pthread_mutex_destroy(&r->reclaim_mu);
+        pthread_mutex_destroy(&r->write_mu);
+        free(r);
+        return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: cannot create a condition");
+    }
     atomic_init(&r->current, initial ? mcr_snapshot_ref(initial) : NULL);
+    atomic_init(&r->nretired, 0);
     *out = r;
     return MCR_OK;
+}
+
+/* Wait until at most `limit` replaced snapshots of `router` await
+ * reclamation. */
+static void wait_retired(mcr_router *router, size_t limit)
+{
+    (void)pthread_mutex_lock(&router->reclaim_mu);
+    while (atomic_load(&router->nretired) > limit)
+        (void)pthread_cond_wait(&router->reclaim_cv, &router->reclaim_mu);
+    (void)pthread_mutex_unlock(&router->reclaim_mu);
 }
 
 void mcr_router_free(mcr_router *router)
 {
     if (router == NULL)
         return;
-    /* No reader may be left (the contract), so no grace period: the
-     * reference can go at once. */
+    /* The replaced snapshots still queued in call_rcu point at the router:
+     * wait for their callbacks (no section of this thread is open, by
+     * contract, so the grace periods can end). */
+    wait_retired(router, 0);
+    /* No reader may be left (the contract), so no grace period for the
+     * current one: the reference can go at once. */
     mcr_snapshot_unref(atomic_load_explicit(&router->current, memory_order_relaxed));
+    pthread_cond_destroy(&router->reclaim_cv);
+    pthread_mutex_destroy(&router->reclaim_mu);
     pthread_mutex_destroy(&router->write_mu);
     free(router->hooks);
     free(router);
@@ -234,17 +312,58 @@ uint64_t mcr_router_epoch(mcr_router *router)
     return epoch;
 }
 
+/* ---- reclamation ---- */
+
+/* Runs in liburcu's call_rcu thread, after a grace period that began after
+ * the snapshot was replaced: no reader can still hold it. */
+static void reclaim_cb(struct rcu_head *head)
+{
+    retired *rec = caa_container_of(head, retired, head);
+    mcr_router *router;
+    mcr_snapshot *snap;
+
+    MCR__TSAN_ACQUIRE(rec);
+    router = rec->router;
+    snap = rec->snap;
+    free(rec);
+    MCR__TSAN_ACQUIRE(&router->tsan_grace_period);
+    mcr_snapshot_unref(snap);
+    /* The last touch of the router: mcr_router_free() may free it as soon
+     * as the mutex is released. */
+    (void)pthread_mutex_lock(&router->reclaim_mu);
+    atomic_fetch_sub(&router->nretired, 1);
+    (void)pthread_cond_broadcast(&router->reclaim_cv);
+    (void)pthread_mutex_unlock(&router->reclaim_mu);
+}
+
+size_t mcr_router_retired(mcr_router *router)
+{
+    return router == NULL ? 0 : atomic_load(&router->nretired);
+}
+
+int mcr_router_reclaim(mcr_router *router)
+{
+    if (router == NULL)
+        return MCR_ERR_INVALID;
+    /* The grace periods would wait for this thread's own section. */
+    if (urcu_bp_read_ongoing())
+        return MCR_ERR_INVALID;
+    wait_retired(router, 0);
+    return MCR_OK;
+}
+
 /* ---- writers ---- */
 
-/* Refuses the calls that would deadlock: from a read-side section (the
- * grace period would wait for the caller), from this router's hooks (the
- * writer mutex is held by the caller). */
+/* Refuses the calls that would deadlock: from a read-side section (a
+ * publish at the bound waits for a grace period, which would wait for the
+ * caller), from this router's hooks (the writer mutex is held by the
+ * caller). */
 static int check_writer(const mcr_router *router, const char *what, mcr_error *err)
 {
     if (urcu_bp_read_ongoing())
         return mcr__error(err, MCR_ERR_INVALID,
                           "%s: called between mcr_router_acquire() and mcr_router_release(); "
-                          "it would wait for that section forever",
+                          "it could wait for that section forever",
                           what);
     if (in_own_hook(router))
         return mcr__error(err, MCR_ERR_INVALID,
@@ -266,8 +385,28 @@ static void unlock(mcr_router *router)
     (void)pthread_mutex_unlock(&router->write_mu);
 }
 
-/* The publish, writer mutex held. */
-static int publish_locked(mcr_router *router, mcr_snapshot *snap, mcr_error *err)
+/* Reserve a place for one more replaced snapshot: wait for one to be
+ * reclaimed when MCR_ROUTER_RETIRED_MAX are pending, or, with `nowait`,
+ * refuse. Writer mutex held: no other writer raises the count meanwhile. */
+static int reserve_retired(mcr_router *router, int nowait, mcr_error *err)
+{
+    if (atomic_load(&router->nretired) >= MCR_ROUTER_RETIRED_MAX) {
+        if (nowait)
+            return mcr__error(err, MCR_ERR_TIMEOUT,
+                              "mcr_router_try_apply: %u replaced snapshots await reclamation "
+                              "(a reader section is long, or publishes come faster than "
+                              "grace periods end); try again later",
+                              (unsigned)MCR_ROUTER_RETIRED_MAX);
+        wait_retired(router, MCR_ROUTER_RETIRED_MAX - 1);
+    }
+    atomic_fetch_add(&router->nretired, 1);
+    return MCR_OK;
+}
+
+/* The publish, writer mutex held. `rec` (not NULL) becomes the retired
+ * record of the replaced snapshot; *rec is set to NULL when it was used. */
+static int publish_locked(mcr_router *router, mcr_snapshot *snap, retired **rec, int nowait,
+                          mcr_error *err)
 {
     mcr_snapshot *old = atomic_load_explicit(&router->current, memory_order_relaxed);
     mcr_diff *diff = NULL;
@@ -292,6 +431,13 @@ static int publish_locked(mcr_router *router, mcr_snapshot *snap, mcr_error *err
             return rc;
         }
     }
+    if (old != NULL) {
+        rc = reserve_retired(router, nowait, err);
+        if (rc != MCR_OK) {
+            mcr_diff_free(diff);
+            return rc;
+        }
+    }
 
     atomic_store_explicit(&router->current, mcr_snapshot_ref(snap), memory_order_release);
 
@@ -306,16 +452,19 @@ static int publish_locked(mcr_router *router, mcr_snapshot *snap, mcr_error *err
 
     if (old != NULL) {
         /* Every section that may hold `old` started before the store above;
-         * when synchronize returns, all of them have ended. */
-        urcu_bp_synchronize_rcu();
-        MCR__TSAN_ACQUIRE(&router->tsan_grace_period);
-        mcr_snapshot_unref(old);
+         * call_rcu runs reclaim_cb() once all of them have ended. */
+        (*rec)->router = router;
+        (*rec)->snap = old;
+        MCR__TSAN_RELEASE(*rec);
+        urcu_bp_call_rcu(&(*rec)->head, reclaim_cb);
+        *rec = NULL;
     }
     return MCR_OK;
 }
 
 int mcr_router_publish(mcr_router *router, mcr_snapshot *snap, mcr_error *err)
 {
+    retired *rec;
     int rc;
 
     if (router == NULL || snap == NULL)
@@ -323,36 +472,83 @@ int mcr_router_publish(mcr_router *router, mcr_snapshot *snap, mcr_error *err)
     rc = check_writer(router, "mcr_router_publish", err);
     if (rc != MCR_OK)
         return rc;
+    rec = malloc(sizeof *rec);
+    if (rec == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_publish: out of memory");
     lock(router);
-    rc = publish_locked(router, snap, err);
+    rc = publish_locked(router, snap, &rec, 0, err);
     unlock(router);
+    free(rec); /* NULL when used */
+    return rc;
+}
+
+/* mcr_router_apply() and _try_apply(). */
+static int apply(mcr_router *router, const mcr_changes *changes, int nowait, const char *what,
+                 mcr_error *err)
+{
+    mcr_snapshot *base, *cur, *next = NULL;
+    mcr_error berr = {0, ""};
+    retired *rec;
+    int rc, brc;
+
+    if (router == NULL || changes == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "%s: NULL argument", what);
+    rc = check_writer(router, what, err);
+    if (rc != MCR_OK)
+        return rc;
+    rec = malloc(sizeof *rec);
+    if (rec == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "%s: out of memory", what);
+    /* Build outside the writer mutex, against the snapshot current now
+     * (see the top of the file). */
+    base = mcr_router_current(router);
+    brc = base == NULL ? MCR_ERR_EMPTY : mcr_snapshot_apply(base, changes, &next, &berr);
+    if (!nowait) {
+        lock(router);
+    } else if (pthread_mutex_trylock(&router->write_mu) != 0) {
+        rc = mcr__error(err, MCR_ERR_TIMEOUT,
+                        "%s: another writer holds the router; nothing was published, try "
+                        "again later",
+                        what);
+        goto out;
+    }
+    /* Only writers change `current`, and we are the writer: no section
+     * needed to read it. */
+    cur = atomic_load_explicit(&router->current, memory_order_relaxed);
+    if (cur != base) {
+        /* Another writer published meanwhile (`base` is referenced, so its
+         * address cannot have been reused): build again against what it
+         * published, so that its change is kept. */
+        mcr_snapshot_unref(next);
+        next = NULL;
+        brc = cur == NULL ? MCR_ERR_EMPTY : mcr_snapshot_apply(cur, changes, &next, &berr);
+    }
+    if (cur == NULL) {
+        rc = mcr__error(err, MCR_ERR_EMPTY,
+                        "%s: the router holds no snapshot to apply changes to", what);
+    } else if (brc != MCR_OK) {
+        rc = brc;
+        if (err != NULL)
+            *err = berr;
+    } else {
+        rc = publish_locked(router, next, &rec, nowait, err);
+    }
+    unlock(router);
+out:
+    mcr_snapshot_unref(next); /* the router holds its own reference */
+    mcr_snapshot_unref(base);
+    free(rec); /* NULL when used */
     return rc;
 }
 
 int mcr_router_apply(mcr_router *router, const mcr_changes *changes, mcr_error *err)
 {
-    mcr_snapshot *cur, *next = NULL;
-    int rc;
+    return apply(router, changes, 0, "mcr_router_apply", err);
+}
 
-    if (router == NULL || changes == NULL)
-        return mcr__error(err, MCR_ERR_INVALID, "mcr_router_apply: NULL argument");
-    rc = check_writer(router, "mcr_router_apply", err);
-    if (rc != MCR_OK)
-        return rc;
-    lock(router);
-    /* Only writers change `current`, and we are the writer: no section
-     * needed to read it. */
-    cur = atomic_load_explicit(&router->current, memory_order_relaxed);
-    if (cur == NULL)
-        rc = mcr__error(err, MCR_ERR_EMPTY,
-                        "mcr_router_apply: the router holds no snapshot to apply changes to");
-    else
-        rc = mcr_snapshot_apply(cur, changes, &next, err);
-    if (rc == MCR_OK)
-        rc = publish_locked(router, next, err);
-    unlock(router);
-    mcr_snapshot_unref(next); /* the router holds its own reference */
-    return rc;
+int mcr_router_try_apply(mcr_router *router, const mcr_changes *changes, mcr_error *err)
+{
+    return apply(router, changes, 1, "mcr_router_try_apply", err);
 }
 
 /* ---- hooks ---- */

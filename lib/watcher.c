@@ -328,6 +328,10 @@ static int load_server_file(mcr_watcher *w, mcr_config *tmpl, const file_sig *si
             mcr_changes_free(ch);
         }
         if (rc == MCR_OK && next != NULL) {
+            /* Built above, outside the router's writer mutex; the publish
+             * holds it only for the swap, the diff and the hooks, and does
+             * not wait for a grace period, so a pool ejecting meanwhile
+             * (mcr_router_try_apply()) is not held up. */
             rc = mcr_router_publish(w->router, next, err);
             *published = rc == MCR_OK;
         }

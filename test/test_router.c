@@ -339,6 +339,308 @@ START_TEST(hooks_cannot_reenter)
 }
 END_TEST
 
+/* ------------------------------------------------------------ publishing never waits */
+
+/* How long a test waits for an event that should come at once: generous,
+ * for loaded machines and sanitizers. A publish that waited for the parked
+ * reader would never return: any bound tells the two apart. */
+#define EVENT_WAIT_MS 20000
+
+/* One reader thread parked inside a read-side section, and publisher
+ * threads, synchronized by events (a mutex and a condition), never by
+ * sleeps. */
+typedef struct park {
+    mcr_router *r;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int inside, may_leave, left;     /* the reader */
+    uint64_t epoch_in, epoch_after;  /* what it read from its snapshot */
+    uint32_t server_in, server_after;
+    const mcr_changes *ch;           /* the publisher's change */
+    int published, publish_rc;       /* the publisher */
+} park;
+
+static void park_init(park *pk, mcr_router *r)
+{
+    memset(pk, 0, sizeof *pk);
+    pk->r = r;
+    ck_assert_int_eq(pthread_mutex_init(&pk->mu, NULL), 0);
+    ck_assert_int_eq(pthread_cond_init(&pk->cv, NULL), 0);
+}
+
+static void park_destroy(park *pk)
+{
+    pthread_cond_destroy(&pk->cv);
+    pthread_mutex_destroy(&pk->mu);
+}
+
+static void park_set(park *pk, int *flag)
+{
+    pthread_mutex_lock(&pk->mu);
+    *flag = 1;
+    pthread_cond_broadcast(&pk->cv);
+    pthread_mutex_unlock(&pk->mu);
+}
+
+/* Wait for *flag, at most EVENT_WAIT_MS. Returns whether it was set. */
+static int park_wait(park *pk, const int *flag)
+{
+    struct timespec dl;
+    int rc = 0;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += EVENT_WAIT_MS / 1000;
+    pthread_mutex_lock(&pk->mu);
+    while (!*flag && rc == 0)
+        rc = pthread_cond_timedwait(&pk->cv, &pk->mu, &dl);
+    int set = *flag;
+    pthread_mutex_unlock(&pk->mu);
+    return set;
+}
+
+static int park_get(park *pk, const int *flag)
+{
+    pthread_mutex_lock(&pk->mu);
+    int v = *flag;
+    pthread_mutex_unlock(&pk->mu);
+    return v;
+}
+
+static void *parked_reader(void *arg)
+{
+    park *pk = arg;
+    const mcr_snapshot *snap = mcr_router_acquire(pk->r);
+    pk->epoch_in = mcr_snapshot_epoch(snap);
+    pk->server_in = mcr_snapshot_locate(snap, "parked", 6);
+    park_set(pk, &pk->inside);
+    park_wait(pk, &pk->may_leave);
+    /* The snapshot replaced meanwhile must still be there: under ASan a
+     * snapshot reclaimed too early is a use after free right here. */
+    pk->epoch_after = mcr_snapshot_epoch(snap);
+    pk->server_after = mcr_snapshot_locate(snap, "parked", 6);
+    mcr_router_release(pk->r, snap);
+    park_set(pk, &pk->left);
+    return NULL;
+}
+
+static void *blocking_publisher(void *arg)
+{
+    park *pk = arg;
+    int rc = mcr_router_apply(pk->r, pk->ch, NULL);
+    pthread_mutex_lock(&pk->mu);
+    pk->publish_rc = rc;
+    pk->published = 1;
+    pthread_cond_broadcast(&pk->cv);
+    pthread_mutex_unlock(&pk->mu);
+    return NULL;
+}
+
+/* The server `id` of `s`, or one of weight 0 when there is none (no
+ * assertion: it runs before the cleanup). */
+static mcr_server_desc find_server_in(const mcr_snapshot *s, const char *id)
+{
+    mcr_server_desc d;
+    long at = mcr_snapshot_find(s, id);
+    if (at < 0 || mcr_snapshot_server(s, (size_t)at, &d) != MCR_OK)
+        memset(&d, 0, sizeof d);
+    return d;
+}
+
+static mcr_changes *changes_weight(const char *id, uint32_t w)
+{
+    mcr_changes *ch = mcr_changes_new();
+    ck_assert_ptr_nonnull(ch);
+    ck_assert_int_eq(mcr_changes_set_weight(ch, id, w, NULL), MCR_OK);
+    return ch;
+}
+
+/* A publish from another thread returns while a reader is inside a section
+ * holding the replaced snapshot, which is reclaimed only once that reader
+ * has left. With a grace period waited for in the publish, the publish
+ * returns only after the reader leaves, which it does only when told after
+ * the publish: the wait below times out. */
+START_TEST(publish_does_not_wait_for_readers)
+{
+    mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 1);
+    mcr_router *r = router_of(s1);
+    mcr_snapshot_unref(s1); /* the router's reference is the only one now */
+    mcr_changes *down = mcr_changes_new();
+    mcr_changes *up = mcr_changes_new();
+    ck_assert_int_eq(mcr_changes_set_state(down, "10.0.0.2:11211", MCR_STATE_DOWN, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_changes_set_state(up, "10.0.0.2:11211", MCR_STATE_ACTIVE, NULL), MCR_OK);
+    park pk;
+    pthread_t rd, pub;
+    park_init(&pk, r);
+    pk.ch = down;
+
+    ck_assert_int_eq(pthread_create(&rd, NULL, parked_reader, &pk), 0);
+    int inside = park_wait(&pk, &pk.inside);
+    ck_assert_int_eq(pthread_create(&pub, NULL, blocking_publisher, &pk), 0);
+    int returned = inside && park_wait(&pk, &pk.published);
+    int still_inside = !park_get(&pk, &pk.left);
+    uint64_t epoch = mcr_router_epoch(r);
+    size_t retired = mcr_router_retired(r);
+    /* The loop's way, also while the reader is inside: the ejection's
+     * re-add, epoch + 1. */
+    int try_rc = returned ? mcr_router_try_apply(r, up, NULL) : MCR_ERR_INVALID;
+    uint64_t epoch2 = mcr_router_epoch(r);
+    size_t retired2 = mcr_router_retired(r);
+    /* Cleanup before asserting, so that a failure leaves nothing behind. */
+    park_set(&pk, &pk.may_leave);
+    pthread_join(pub, NULL);
+    pthread_join(rd, NULL);
+    int reclaim_rc = mcr_router_reclaim(r);
+    size_t retired_end = mcr_router_retired(r);
+    uint64_t epoch_end = mcr_router_epoch(r);
+    mcr_router_free(r);
+    mcr_changes_free(down);
+    mcr_changes_free(up);
+    park_destroy(&pk);
+
+    ck_assert_msg(inside, "the reader never entered its section");
+    ck_assert_msg(returned, "mcr_router_apply() did not return within %d ms while a reader "
+                            "was inside a section: it waited for a grace period",
+                  EVENT_WAIT_MS);
+    ck_assert_int_eq(pk.publish_rc, MCR_OK);
+    ck_assert_msg(still_inside, "the reader had left before the publish was seen");
+    ck_assert_uint_eq(epoch, 2);
+    ck_assert_uint_eq(retired, 1); /* snapshot 1: the reader still holds it */
+    ck_assert_int_eq(try_rc, MCR_OK);
+    ck_assert_uint_eq(epoch2, 3);
+    ck_assert_uint_eq(retired2, 2);
+    ck_assert_int_eq(reclaim_rc, MCR_OK);
+    ck_assert_uint_eq(retired_end, 0);
+    ck_assert_uint_eq(epoch_end, 3);
+    /* The reader's snapshot stayed whole for as long as it held it. */
+    ck_assert_uint_eq(pk.epoch_in, 1);
+    ck_assert_uint_eq(pk.epoch_after, 1);
+    ck_assert_uint_eq(pk.server_in, pk.server_after);
+}
+END_TEST
+
+/* Reclamation is bounded: with a reader parked, MCR_ROUTER_RETIRED_MAX
+ * publishes go through, the next try_apply refuses (MCR_ERR_TIMEOUT,
+ * nothing published), and a blocking apply completes once the reader
+ * leaves. */
+START_TEST(reclamation_is_bounded)
+{
+    mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 1);
+    mcr_router *r = router_of(s1);
+    mcr_snapshot_unref(s1);
+    mcr_changes *last = changes_weight("10.0.0.1:11211", 1000);
+    mcr_error err = {0, ""};
+    park pk;
+    pthread_t rd, pub;
+    park_init(&pk, r);
+    pk.ch = last;
+
+    ck_assert_int_eq(pthread_create(&rd, NULL, parked_reader, &pk), 0);
+    int inside = park_wait(&pk, &pk.inside);
+    unsigned ok = 0;
+    int rc = MCR_OK;
+    for (unsigned i = 0; inside && i < MCR_ROUTER_RETIRED_MAX && rc == MCR_OK; i++) {
+        mcr_changes *ch = changes_weight("10.0.0.1:11211", 2 + i);
+        rc = mcr_router_try_apply(r, ch, NULL);
+        ok += rc == MCR_OK;
+        mcr_changes_free(ch);
+    }
+    size_t full = mcr_router_retired(r);
+    mcr_changes *more = changes_weight("10.0.0.1:11211", 999);
+    int refused = mcr_router_try_apply(r, more, &err);
+    uint64_t epoch_full = mcr_router_epoch(r);
+    mcr_changes_free(more);
+    ck_assert_int_eq(pthread_create(&pub, NULL, blocking_publisher, &pk), 0);
+    park_set(&pk, &pk.may_leave);
+    int left = park_wait(&pk, &pk.left);
+    int returned = park_wait(&pk, &pk.published);
+    pthread_join(pub, NULL);
+    pthread_join(rd, NULL);
+    uint64_t epoch_end = mcr_router_epoch(r);
+    size_t retired_end = mcr_router_retired(r);
+    ck_assert_int_eq(mcr_router_reclaim(r), MCR_OK);
+    size_t reclaimed = mcr_router_retired(r);
+    mcr_router_free(r);
+    mcr_changes_free(last);
+    park_destroy(&pk);
+
+    ck_assert_msg(inside, "the reader never entered its section");
+    ck_assert_uint_eq(ok, MCR_ROUTER_RETIRED_MAX);
+    ck_assert_uint_eq(full, MCR_ROUTER_RETIRED_MAX);
+    ck_assert_int_eq(refused, MCR_ERR_TIMEOUT);
+    ck_assert_msg(strstr(err.message, "await reclamation") != NULL, "%s", err.message);
+    ck_assert_uint_eq(epoch_full, 1 + MCR_ROUTER_RETIRED_MAX);
+    ck_assert(left);
+    ck_assert_msg(returned, "the blocking apply never returned after the reader left");
+    ck_assert_int_eq(pk.publish_rc, MCR_OK);
+    ck_assert_uint_eq(epoch_end, 2 + MCR_ROUTER_RETIRED_MAX);
+    ck_assert_uint_le(retired_end, MCR_ROUTER_RETIRED_MAX);
+    ck_assert_uint_eq(reclaimed, 0);
+    ck_assert_uint_eq(pk.epoch_after, 1);
+}
+END_TEST
+
+/* A writer whose hook is slow holds the writer mutex: try_apply returns
+ * MCR_ERR_TIMEOUT at once instead of waiting behind it, and publishes
+ * nothing; once the writer is done, it goes through. */
+typedef struct slow_hook {
+    park *pk;
+    int entered, calls;
+} slow_hook;
+
+static void slow_hook_fn(const mcr_snapshot *o, const mcr_snapshot *n, const mcr_diff *d,
+                         void *arg)
+{
+    slow_hook *h = arg;
+    (void)o, (void)n, (void)d;
+    if (h->calls++ > 0)
+        return;
+    park_set(h->pk, &h->entered);
+    park_wait(h->pk, &h->pk->may_leave);
+}
+
+START_TEST(try_apply_does_not_wait_for_writers)
+{
+    mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
+    mcr_router *r = router_of(s1);
+    mcr_snapshot_unref(s1);
+    mcr_changes *a = changes_weight("10.0.0.1:11211", 7);
+    mcr_changes *b = changes_weight("10.0.0.2:11211", 9);
+    mcr_error err = {0, ""};
+    park pk;
+    pthread_t pub;
+    park_init(&pk, r);
+    slow_hook h = {&pk, 0, 0};
+    pk.ch = a;
+    ck_assert_int_eq(mcr_router_add_hook(r, slow_hook_fn, &h), MCR_OK);
+
+    ck_assert_int_eq(pthread_create(&pub, NULL, blocking_publisher, &pk), 0);
+    int entered = park_wait(&pk, &h.entered);
+    int busy = entered ? mcr_router_try_apply(r, b, &err) : MCR_ERR_INVALID;
+    park_set(&pk, &pk.may_leave);
+    pthread_join(pub, NULL);
+    int after = mcr_router_try_apply(r, b, NULL);
+    mcr_snapshot *cur = mcr_router_current(r);
+    uint64_t epoch = mcr_snapshot_epoch(cur);
+    mcr_server_desc d1 = find_server_in(cur, "10.0.0.1:11211");
+    mcr_server_desc d2 = find_server_in(cur, "10.0.0.2:11211");
+    mcr_snapshot_unref(cur);
+    mcr_router_free(r);
+    mcr_changes_free(a);
+    mcr_changes_free(b);
+    park_destroy(&pk);
+
+    ck_assert_msg(entered, "the first writer's hook never ran");
+    ck_assert_int_eq(busy, MCR_ERR_TIMEOUT);
+    ck_assert_msg(strstr(err.message, "another writer") != NULL, "%s", err.message);
+    ck_assert_int_eq(pk.publish_rc, MCR_OK);
+    ck_assert_int_eq(after, MCR_OK);
+    ck_assert_int_eq(h.calls, 2);
+    /* Both changes are in, one epoch each, none lost. */
+    ck_assert_uint_eq(epoch, 3);
+    ck_assert_uint_eq(d1.weight, 7);
+    ck_assert_uint_eq(d2.weight, 9);
+}
+END_TEST
+
 /* ------------------------------------------------------------ stress */
 
 /* Readers look keys up without pause while one writer publishes thousands
@@ -1130,6 +1432,9 @@ static Suite *router_suite(void)
     tcase_add_test(tc, publish_and_apply);
     tcase_add_test(tc, acquire_holds_one_snapshot);
     tcase_add_test(tc, hooks_cannot_reenter);
+    tcase_add_test(tc, publish_does_not_wait_for_readers);
+    tcase_add_test(tc, reclamation_is_bounded);
+    tcase_add_test(tc, try_apply_does_not_wait_for_writers);
     tcase_add_test(tc, stress_publish_while_reading);
     suite_add_tcase(s, tc);
     TCase *tw = tcase_create("watcher");
