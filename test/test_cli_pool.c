@@ -762,7 +762,7 @@ START_TEST(bad_keys_fail_alone)
                      "big:9\terror\tline 9: the value is 1048577 bytes, over the limit of "
                      "1048576\n");
     run_free(&r);
-    free(in.p);
+    text_free(&in);
 
     /* the good keys are really stored, on their owners; the bad ones nowhere */
     const char *good[] = {"ok:1", "ok:3", "ok:6", "ok:10"};
