@@ -1336,10 +1336,12 @@ END_TEST
 
 /* ================================================================== multi-get */
 
-static int submit_multi(env *e, mcr_pool *p, mtrack *m, mcr_op op)
+/* A multi-get of m's keys with key_cb for each key (mt_key_cb, or a
+ * variant that checks more) and mt_done_cb. */
+static int submit_multi_cb(env *e, mcr_pool *p, mtrack *m, mcr_op op, mcr_pool_cb key_cb)
 {
     g_submitting++;
-    int rc = mcr_pool_get_multi(p, op, (const void *const *)m->keys, m->lens, m->n, mt_key_cb,
+    int rc = mcr_pool_get_multi(p, op, (const void *const *)m->keys, m->lens, m->n, key_cb,
                                 mt_done_cb, m);
     g_submitting--;
     if (rc == MCR_OK)
@@ -1347,6 +1349,11 @@ static int submit_multi(env *e, mcr_pool *p, mtrack *m, mcr_op op)
     else
         m->refused = rc;
     return rc;
+}
+
+static int submit_multi(env *e, mcr_pool *p, mtrack *m, mcr_op op)
+{
+    return submit_multi_cb(e, p, m, op, mt_key_cb);
 }
 
 static int c_mt_done(env *e, void *arg)
@@ -3345,12 +3352,7 @@ START_TEST(test_malformed_replies)
         m->check_value = 0;
         for (int i = 0; i < c->nkeys; i++)
             mt_add(m, keys[i], strlen(keys[i]));
-        g_submitting++;
-        ck_assert_int_eq(mcr_pool_get_multi(e.pool, MCR_OP_GET, (const void *const *)m->keys,
-                                            m->lens, m->n, fake_mt_key_cb, mt_done_cb, m),
-                         MCR_OK);
-        g_submitting--;
-        e.t.submitted++;
+        ck_assert_int_eq(submit_multi_cb(&e, e.pool, m, MCR_OP_GET, fake_mt_key_cb), MCR_OK);
     } else {
         for (int i = 0; i < c->nkeys; i++)
             ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = MCR_OP_GET, .key = keys[i],
@@ -3508,12 +3510,7 @@ START_TEST(test_duplicate_value)
         m->check_value = 0;
         mt_add(m, k, strlen(k));
         mt_add(m, other, strlen(other));
-        g_submitting++;
-        ck_assert_int_eq(mcr_pool_get_multi(e.pool, MCR_OP_GET, (const void *const *)m->keys,
-                                            m->lens, m->n, fake_mt_key_cb, mt_done_cb, m),
-                         MCR_OK);
-        g_submitting--;
-        e.t.submitted++;
+        ck_assert_int_eq(submit_multi_cb(&e, e.pool, m, MCR_OP_GET, fake_mt_key_cb), MCR_OK);
     } else {
         ck_assert_int_eq(submit(&e, &rs[1], &(mcr_request){.op = MCR_OP_GET, .key = k,
                                                              .key_len = strlen(k)}),
@@ -3618,12 +3615,7 @@ START_TEST(test_value_over_limit)
     m->check_value = 0;
     mt_add(m, "big:2", 5);
     mt_add(m, "sm:2", 4);
-    g_submitting++;
-    ck_assert_int_eq(mcr_pool_get_multi(e.pool, MCR_OP_GET, (const void *const *)m->keys,
-                                        m->lens, m->n, fake_mt_key_cb, mt_done_cb, m),
-                     MCR_OK);
-    g_submitting--;
-    e.t.submitted++;
+    ck_assert_int_eq(submit_multi_cb(&e, e.pool, m, MCR_OP_GET, fake_mt_key_cb), MCR_OK);
     WAIT_IDLE(&e, 10000);
     mt_check(m);
     ck_assert_int_eq(m->status[0], MCR_ERR_TOO_BIG);
@@ -3724,12 +3716,7 @@ START_TEST(test_free_cancels)
     mt_add(m, "bad key", 7);
     mt_add(m, k2, strlen(k2));
     mt_add(m, k1c, strlen(k1c));
-    g_submitting++;
-    ck_assert_int_eq(mcr_pool_get_multi(e.pool, MCR_OP_GET, (const void *const *)m->keys,
-                                        m->lens, m->n, mt_key_cb, mt_done_cb, m),
-                     MCR_OK);
-    g_submitting--;
-    e.t.submitted++;
+    ck_assert_int_eq(submit_multi_cb(&e, e.pool, m, MCR_OP_GET, mt_key_cb), MCR_OK);
     for (int i = R_FLIGHT; i < R_N; i++)
         ck_assert_int_eq(rs[i].calls, 0);
 
