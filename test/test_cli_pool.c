@@ -775,7 +775,8 @@ START_TEST(bad_keys_fail_alone)
     }
     const char *never[] = {"bad", "2", "big:9", "no", "ctl"};
     ck_assert_uint_eq(stored_anywhere(&c, never, 5), 0);
-    r = run_cli("ok:1\nbad\x7f\nok:3\n\nok:10\n", 24, ARGS("get", "-s", L));
+    const char get_in[] = "ok:1\nbad\x7f\nok:3\n\nok:10\n";
+    r = run_cli(get_in, sizeof(get_in) - 1, ARGS("get", "-s", L));
     ck_assert_msg(r.status == 1, "status %d: %s", r.status, r.err);
     ck_assert_str_eq(r.out, "ok:1\tone\nok:3\tthree\nok:10\tten\n");
     ck_assert_str_eq(r.err, "bad\x7f\terror\tline 2: the key contains a space or a control byte\n"
