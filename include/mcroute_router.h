@@ -38,7 +38,13 @@
  * (mcr_router_retired() counts them). At the bound, publish and apply wait
  * on the caller's thread for one to be reclaimed, and try_apply refuses
  * with MCR_ERR_TIMEOUT. mcr_router_reclaim() waits for all of them;
- * mcr_router_free() too.
+ * mcr_router_free() too. The snapshots that mcr_router_try_apply()
+ * replaces are the exception to "freed by the call_rcu thread": after the
+ * grace period they wait for the writer's own thread, which frees them on
+ * its next try_apply or mcr_router_collect() (a pool does so from its
+ * loop). A free from the call_rcu thread takes the lock of the malloc arena
+ * (glibc) of the thread that allocated the memory, and an event loop that
+ * allocates meanwhile would wait for it.
  *
  * Hooks. After each publish, the hooks registered with mcr_router_add_hook()
  * are called, in registration order, in the publishing thread (the caller of
@@ -191,7 +197,9 @@ MCR_EXTERN int mcr_router_apply(mcr_router *router, const mcr_changes *changes, 
 /* mcr_router_try_apply: mcr_router_apply() that never blocks, for event
  * loops: it takes the writer mutex with a try-lock, and does not wait for
  * reclamation. Its cost is building the snapshot, the diff (when hooks are
- * registered), the hooks (which run in the calling thread) and an enqueue.
+ * registered), the hooks (which run in the calling thread) and an enqueue;
+ * first, it frees the snapshots its earlier calls replaced whose grace
+ * period has ended (mcr_router_collect()).
  * Errors: those of mcr_router_apply(), and MCR_ERR_TIMEOUT when it would
  * have to wait (another writer holds the router, or MCR_ROUTER_RETIRED_MAX
  * replaced snapshots await reclamation): nothing is published, no hook is
@@ -202,9 +210,22 @@ MCR_EXTERN int mcr_router_try_apply(mcr_router *router, const mcr_changes *chang
 
 /* mcr_router_retired: how many snapshots `router` replaced are still
  * awaiting reclamation (0 to MCR_ROUTER_RETIRED_MAX); 0 for a NULL router.
- * A moment's value: it falls as grace periods end. Does not block (it takes
- * a mutex held only for a counter update). */
+ * A moment's value: it falls as grace periods end and as try_apply's
+ * snapshots are collected. Does not block (it reads an atomic counter). */
 MCR_EXTERN size_t mcr_router_retired(mcr_router *router);
+
+/* mcr_router_collect: free, on the calling thread, the snapshots that
+ * mcr_router_try_apply() replaced and that no reader can hold any more
+ * (their grace period has ended), and return how many snapshots replaced by
+ * try_apply remain (grace period not over, or collected meanwhile by
+ * nobody): 0 means nothing is left to collect. Never blocks, never waits
+ * for a grace period, never fails (0 for a NULL router). May be called from
+ * any thread at any time, also inside a read-side section and from hooks;
+ * an event loop calls it (a timer while the result is above 0) so that the
+ * memory its publishes replaced goes back to its own allocator arena.
+ * mcr_router_try_apply(), mcr_router_reclaim() and mcr_router_free() also
+ * collect. */
+MCR_EXTERN size_t mcr_router_collect(mcr_router *router);
 
 /* mcr_router_reclaim: wait until no snapshot `router` replaced awaits
  * reclamation (a grace period: as long as the longest reader section in

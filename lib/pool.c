@@ -183,6 +183,7 @@ struct mcr_pool {
     pool_req *def_head, *def_tail;
     struct event *done_ev;
     struct event *flush_ev;     /* writes what this loop pass queued */
+    struct event *collect_ev;   /* frees what our ejections replaced */
     pool_conn *flush_head;
     int ops_pending;
     size_t pending;
@@ -880,6 +881,21 @@ static void retry_timer_cb(evutil_socket_t fd, short what, void *arg)
     dispatch(s, r);
 }
 
+/* The snapshots our publishes (mcr_router_try_apply()) replaced are freed
+ * on this thread once no reader holds them, not on liburcu's thread, whose
+ * frees would contend with this loop's allocations for its malloc arena
+ * (see lib/router.c). A grace period lasts milliseconds, urcu-bp polls
+ * its readers every 10 ms: collect at that pace until none is left. */
+static void collect_cb(evutil_socket_t fd, short what, void *arg)
+{
+    static const struct timeval again = {0, 10000};
+    mcr_pool *p = arg;
+    (void)fd;
+    (void)what;
+    if (mcr_router_collect(p->router) > 0)
+        event_add(p->collect_ev, &again);
+}
+
 static void run_ops(mcr_pool *p)
 {
     /* MCR_ERR_TIMEOUT: the router is busy (another writer, or reclamation
@@ -917,6 +933,8 @@ static void run_ops(mcr_pool *p)
         p->ops_pending = 1;
         event_add(p->done_ev, &retry);
     }
+    if (!evtimer_pending(p->collect_ev, NULL))
+        collect_cb(-1, 0, p);
     pool_refresh(p);
 }
 
@@ -2160,11 +2178,14 @@ int mcr_pool_new(struct event_base *base, mcr_router *router, const mcr_pool_opt
     p->o.key_prefix = p->prefix;
     p->done_ev = event_new(base, -1, 0, pool_done_cb, p);
     p->flush_ev = event_new(base, -1, 0, flush_cb, p);
-    if (p->done_ev == NULL || p->flush_ev == NULL) {
+    p->collect_ev = evtimer_new(base, collect_cb, p);
+    if (p->done_ev == NULL || p->flush_ev == NULL || p->collect_ev == NULL) {
         if (p->done_ev != NULL)
             event_free(p->done_ev);
         if (p->flush_ev != NULL)
             event_free(p->flush_ev);
+        if (p->collect_ev != NULL)
+            event_free(p->collect_ev);
         free(p);
         return fail(err, MCR_ERR_NOMEM, "out of memory");
     }
@@ -2222,6 +2243,10 @@ void mcr_pool_free(mcr_pool *p)
         mcr_snapshot_unref(p->snap);
     event_free(p->done_ev);
     event_free(p->flush_ev);
+    event_free(p->collect_ev);
+    /* What is left (grace periods not over) goes at the next collect by
+     * any writer, or with the router. */
+    (void)mcr_router_collect(p->router);
     free(p);
 }
 

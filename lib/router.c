@@ -53,6 +53,16 @@
  * (MCR_ERR_TIMEOUT) instead. mcr_router_free() waits for all of its own
  * (rcu_barrier() would wait for every callback of the process).
  *
+ * Who frees. The call_rcu thread frees what blocking publishes replaced.
+ * What mcr_router_try_apply() replaced it only pushes on a stack, and the
+ * writer's own thread frees it (collect(): at its next try_apply, or when a
+ * loop calls mcr_router_collect()). glibc gives each thread its malloc
+ * arena, and a free from another thread takes the lock of the arena the
+ * memory came from: the call_rcu thread freeing a loop's snapshots held
+ * the loop's arena lock while the loop allocated, and when it was
+ * preempted holding it the loop waited a whole time slice (bench_publish:
+ * 3-4 of 5,000 publishes blocked, up to 3.3 ms, on __lll_lock_wait_private).
+ *
  * The writer mutex. A loop must not wait behind another writer either
  * (another pool's ejection, a watcher, an application's publish and its
  * hooks), so: mcr_router_apply() and _try_apply() build the next snapshot
@@ -135,6 +145,11 @@ typedef struct retired {
     struct rcu_head head;
     mcr_router *router;
     mcr_snapshot *snap;
+    /* Retired by mcr_router_try_apply(): after the grace period,
+     * reclaim_cb() does not free it but pushes it on the router's
+     * `collectable` stack, and a writer's thread frees it (collect()). */
+    int deferred;
+    struct retired *next;
 } retired;
 
 struct mcr_router {
@@ -155,6 +170,15 @@ struct mcr_router {
     pthread_mutex_t reclaim_mu;
     pthread_cond_t reclaim_cv;
     atomic_size_t nretired;
+    /* The deferred records whose grace period has ended, a stack: pushed by
+     * reclaim_cb() with reclaim_mu held (a CAS loop), taken whole by
+     * collect() with one exchange and no lock. `ndeferred` counts the
+     * deferred records not collected yet (grace period or not); `nwaiters`
+     * the threads in wait_retired(), which a collect() lowering nretired
+     * must wake (see wait_retired()). */
+    _Atomic(retired *) collectable;
+    atomic_size_t ndeferred;
+    atomic_size_t nwaiters;
     /* Only its address matters: the TSan synchronization object of the
      * grace period (see the top of the file). */
     char tsan_grace_period;
@@ -205,17 +229,62 @@ int mcr_router_new(mcr_snapshot *initial, mcr_router **out, mcr_error *err)
     }
     atomic_init(&r->current, initial ? mcr_snapshot_ref(initial) : NULL);
     atomic_init(&r->nretired, 0);
+    atomic_init(&r->collectable, NULL);
+    atomic_init(&r->ndeferred, 0);
+    atomic_init(&r->nwaiters, 0);
     *out = r;
     return MCR_OK;
 }
 
+/* Free, on this thread, the deferred records whose grace period has ended.
+ * Takes no lock unless a thread waits in wait_retired(): the count falls
+ * without reclaim_mu, so a waiter that read it before the fall must be
+ * woken. Both sides use sequentially consistent operations (the waiter
+ * raises nwaiters, then reads nretired; we lower nretired, then read
+ * nwaiters), so either the waiter sees the new count or we see the waiter,
+ * and our broadcast under the mutex cannot fall between its check and its
+ * wait. */
+static size_t collect(mcr_router *router)
+{
+    retired *rec = atomic_exchange_explicit(&router->collectable, NULL, memory_order_acquire);
+    size_t n = 0;
+
+    while (rec != NULL) {
+        retired *next = rec->next;
+        mcr_snapshot_unref(rec->snap);
+        free(rec);
+        n++;
+        rec = next;
+    }
+    if (n > 0) {
+        atomic_fetch_sub(&router->ndeferred, n);
+        atomic_fetch_sub(&router->nretired, n);
+        if (atomic_load(&router->nwaiters) > 0) {
+            (void)pthread_mutex_lock(&router->reclaim_mu);
+            (void)pthread_cond_broadcast(&router->reclaim_cv);
+            (void)pthread_mutex_unlock(&router->reclaim_mu);
+        }
+    }
+    return n;
+}
+
 /* Wait until at most `limit` replaced snapshots of `router` await
- * reclamation. */
+ * reclamation, collecting the deferred ones (on this thread) as their
+ * grace periods end. */
 static void wait_retired(mcr_router *router, size_t limit)
 {
     (void)pthread_mutex_lock(&router->reclaim_mu);
-    while (atomic_load(&router->nretired) > limit)
+    atomic_fetch_add(&router->nwaiters, 1);
+    while (atomic_load(&router->nretired) > limit) {
+        if (atomic_load(&router->collectable) != NULL) {
+            (void)pthread_mutex_unlock(&router->reclaim_mu);
+            collect(router);
+            (void)pthread_mutex_lock(&router->reclaim_mu);
+            continue;
+        }
         (void)pthread_cond_wait(&router->reclaim_cv, &router->reclaim_mu);
+    }
+    atomic_fetch_sub(&router->nwaiters, 1);
     (void)pthread_mutex_unlock(&router->reclaim_mu);
 }
 
@@ -324,9 +393,31 @@ static void reclaim_cb(struct rcu_head *head)
 
     MCR__TSAN_ACQUIRE(rec);
     router = rec->router;
+    MCR__TSAN_ACQUIRE(&router->tsan_grace_period);
+    if (rec->deferred) {
+        /* Freed by a writer's thread (collect()): memory goes back to the
+         * allocator from the thread that allocated it. A free from this
+         * thread would take the lock of the writer's malloc arena (glibc),
+         * and a writer that allocates meanwhile, an event loop, would wait
+         * for this thread, for a whole time slice when it is preempted
+         * holding it: bench_publish saw 3-4 of 5,000 loop publishes block
+         * so, for up to 3.3 ms. The push is made under the mutex for the
+         * same reason as the count below: mcr_router_free() must not free
+         * the router before this callback is done with it. */
+        retired *top;
+        (void)pthread_mutex_lock(&router->reclaim_mu);
+        top = atomic_load_explicit(&router->collectable, memory_order_relaxed);
+        do {
+            rec->next = top;
+        } while (!atomic_compare_exchange_weak_explicit(&router->collectable, &top, rec,
+                                                        memory_order_release,
+                                                        memory_order_relaxed));
+        (void)pthread_cond_broadcast(&router->reclaim_cv);
+        (void)pthread_mutex_unlock(&router->reclaim_mu);
+        return;
+    }
     snap = rec->snap;
     free(rec);
-    MCR__TSAN_ACQUIRE(&router->tsan_grace_period);
     mcr_snapshot_unref(snap);
     /* The last touch of the router: mcr_router_free() may free it as soon
      * as the mutex is released. */
@@ -339,6 +430,14 @@ static void reclaim_cb(struct rcu_head *head)
 size_t mcr_router_retired(mcr_router *router)
 {
     return router == NULL ? 0 : atomic_load(&router->nretired);
+}
+
+size_t mcr_router_collect(mcr_router *router)
+{
+    if (router == NULL)
+        return 0;
+    collect(router);
+    return atomic_load(&router->ndeferred);
 }
 
 int mcr_router_reclaim(mcr_router *router)
@@ -455,6 +554,9 @@ static int publish_locked(mcr_router *router, mcr_snapshot *snap, retired **rec,
          * call_rcu runs reclaim_cb() once all of them have ended. */
         (*rec)->router = router;
         (*rec)->snap = old;
+        (*rec)->deferred = nowait;
+        if (nowait)
+            atomic_fetch_add(&router->ndeferred, 1);
         MCR__TSAN_RELEASE(*rec);
         urcu_bp_call_rcu(&(*rec)->head, reclaim_cb);
         *rec = NULL;
@@ -496,6 +598,10 @@ static int apply(mcr_router *router, const mcr_changes *changes, int nowait, con
     rc = check_writer(router, what, err);
     if (rc != MCR_OK)
         return rc;
+    /* The loop's own garbage first: what its earlier publishes replaced
+     * and no reader holds any more (see reclaim_cb()). */
+    if (nowait)
+        collect(router);
     rec = malloc(sizeof *rec);
     if (rec == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "%s: out of memory", what);

@@ -634,6 +634,12 @@ static int run_until(env *e, cond_fn done, void *arg, unsigned ms)
     return 1;
 }
 
+static int c_nothing_retired(env *e, void *arg)
+{
+    (void)e;
+    return mcr_router_retired(arg) == 0;
+}
+
 static int c_idle(env *e, void *arg)
 {
     (void)arg;
@@ -2439,6 +2445,12 @@ START_TEST(test_eject)
     /* a quiet period: nothing more is published */
     run_ms(&e, 3 * EJ_RETRY);
     ck_assert_int_eq(log.publishes, 2);
+    /* the two snapshots the ejection and the re-add replaced were freed by
+     * the loop itself (its publishes leave them to it, see
+     * mcr_router_collect()), with no call but the loop's */
+    ck_assert_msg(run_until(&e, c_nothing_retired, e.router, 5000),
+                  "%zu replaced snapshots still await the loop's collect",
+                  mcr_router_retired(e.router));
 
     ck_assert_int_eq(mcr_router_remove_hook(e.router, pub_hook, &log), MCR_OK);
     ck_assert(run_until(&e, c_idle, NULL, 1000));

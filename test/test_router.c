@@ -641,6 +641,57 @@ START_TEST(try_apply_does_not_wait_for_writers)
 }
 END_TEST
 
+/* Where replaced snapshots are freed. Those of mcr_router_try_apply() (an
+ * event loop's) are not freed in liburcu's call_rcu thread, whose frees
+ * would contend with the loop's allocations for its malloc arena, but on
+ * the writer's thread: they still count as retired after their callbacks
+ * have run, until mcr_router_collect() (or the next try_apply) frees them
+ * at once. Those of mcr_router_apply() are freed by the callback itself.
+ * The callbacks of one thread run in the order they were queued, so once
+ * the apply's snapshot (queued last) is gone, both try_apply callbacks
+ * have run. (urcu_bp_barrier() would say so too, but TSan reports its
+ * uninstrumented internals.) */
+START_TEST(try_apply_garbage_is_freed_by_the_writer)
+{
+    mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 1);
+    mcr_router *r = router_of(s1);
+    mcr_snapshot_unref(s1);
+    mcr_changes *a = changes_weight("10.0.0.1:11211", 5);
+    mcr_changes *b = changes_weight("10.0.0.2:11211", 6);
+    mcr_changes *c = changes_weight("10.0.0.3:11211", 7);
+
+    int rc1 = mcr_router_try_apply(r, a, NULL);
+    int rc2 = mcr_router_try_apply(r, b, NULL);
+    int rc3 = mcr_router_apply(r, c, NULL);
+    size_t queued = mcr_router_retired(r);
+    int64_t deadline = mcr_test_now_ms() + mcr_test_ms(10000);
+    while (mcr_router_retired(r) > 2 && mcr_test_now_ms() < deadline)
+        sleep_ms(1); /* polls a count; the deadline is the bound */
+    size_t after_callbacks = mcr_router_retired(r);
+    size_t left = mcr_router_collect(r);
+    size_t after_collect = mcr_router_retired(r);
+    uint64_t epoch = mcr_router_epoch(r);
+    mcr_router_free(r);
+    mcr_changes_free(a);
+    mcr_changes_free(b);
+    mcr_changes_free(c);
+
+    ck_assert_int_eq(rc1, MCR_OK);
+    ck_assert_int_eq(rc2, MCR_OK);
+    ck_assert_int_eq(rc3, MCR_OK);
+    ck_assert_uint_le(queued, 3);
+    ck_assert_msg(after_callbacks == 2,
+                  "%zu replaced snapshots count once the callbacks have run; want the 2 "
+                  "of try_apply, left to the writer (0: the callbacks freed them on "
+                  "liburcu's thread; 3: the apply's was never freed)",
+                  after_callbacks);
+    ck_assert_uint_eq(left, 0);
+    ck_assert_uint_eq(after_collect, 0);
+    ck_assert_uint_eq(epoch, 4);
+    ck_assert_uint_eq(mcr_router_collect(NULL), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------ stress */
 
 /* Readers look keys up without pause while one writer publishes thousands
@@ -1435,6 +1486,7 @@ static Suite *router_suite(void)
     tcase_add_test(tc, publish_does_not_wait_for_readers);
     tcase_add_test(tc, reclamation_is_bounded);
     tcase_add_test(tc, try_apply_does_not_wait_for_writers);
+    tcase_add_test(tc, try_apply_garbage_is_freed_by_the_writer);
     tcase_add_test(tc, stress_publish_while_reading);
     suite_add_tcase(s, tc);
     TCase *tw = tcase_create("watcher");
