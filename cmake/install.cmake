@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # install.cmake: what `cmake --install` puts where: libraries, headers, the CLI, man pages, pkg-config files, the CMake package, shell completion.
 #
 # Every destination is a GNUInstallDirs variable, relative to the prefix, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute.h: the public API of libmcroute, client-side memcached key placement.
  *
  * INTRODUCTION

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_libmemcached.h: libmemcached 1.1.4 configuration vocabulary for mcroute.
  *
  * An application configured through libmemcached (an option string given to

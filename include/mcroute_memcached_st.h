@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_memcached_st.h: an mcroute ring equivalent to a live libmemcached handle.
  *
  * INTRODUCTION

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_pool.h: a libevent connection pool that routes every request through a router's current snapshot.
  *
  * INTRODUCTION

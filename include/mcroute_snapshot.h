@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_snapshot.h: versioned immutable placement snapshots, membership changes, diffs and replicas.
  *
  * INTRODUCTION

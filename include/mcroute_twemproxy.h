@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_twemproxy.h: twemproxy (nutcracker 0.5.0) pool configurations for mcroute.
  *
  * An operator who moves a pool from behind nutcracker to client-side

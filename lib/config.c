@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* config.c: the mutable placement description (servers, mode, hashes) and its text parsers. */
 #include <ctype.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* diff.c: what moved between two snapshots: changed arcs, shares per server pair, per-key test. */
 #include <math.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* error.c: status names, error reports, the version functions and small text helpers. */
 #include <stdarg.h>
 #include <stdio.h>

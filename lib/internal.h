@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* internal.h: declarations shared between libmcroute's source files, never installed. */
 #ifndef MCR_INTERNAL_H
 #define MCR_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* router.c: the current snapshot behind an RCU-protected pointer: lock-free lookups, serialized publishes, hooks. */
 
 /*

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* snapshot.c: immutable reference-counted placement snapshots, and membership changes applied to them incrementally. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* watcher.c: reloads a server file or snapshot file when it changes (polled, debounced) and publishes it through a router. */
 
 /*

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # fresh-check.sh: run the README's two commands in a clean clone on a fresh Debian 12 minbase root (debootstrap, chroot), then unmount and delete the root safely.
 #
 # Usage: scripts/fresh-check.sh [options]

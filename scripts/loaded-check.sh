@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # loaded-check.sh: run the suite several times in a row on a clean clone while stress-ng loads every core; stops at the first failure.
 #
 # usage: scripts/loaded-check.sh [--ref REF] [--runs N] [--load N] [--stages LIST] [--dir DIR] [--keep]

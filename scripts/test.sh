@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test.sh: install what is missing, build with warnings as errors, run every suite plain, under ASan+UBSan, TSan and valgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."

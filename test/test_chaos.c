@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_chaos.c: the pool under chaos: real memcached servers stopped, resumed, killed, restarted, added, removed, drained and downed under load, for every failure policy and both protocols. */
 /*
  * One test case per policy x protocol (Check tcases "fail-fast-text",

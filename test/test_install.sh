@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_install.sh: `cmake --install` of a finished build into a temporary prefix, checked file by file, then used by programs built with pkg-config and with find_package.
 #
 # Usage: test_install.sh NAME=VALUE...   (test/CMakeLists.txt passes them all)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_pool.c: Check suite of the connection pool against real memcached processes and a scripted fake server. */
 /*
  * Every test starts its own memcached processes (on 127.0.0.1, 127.0.0.2,

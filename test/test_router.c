@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_router.c: Check suite of the router (publish, apply, hooks, lock-free readers under a publish storm) and the file watcher. */
 #include <pthread.h>
 #include <stdatomic.h>
