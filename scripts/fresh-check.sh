@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
   --keep) keep=1; shift ;;
   --mirror) mirror=$2; shift 2 ;;
   --log) log=$2; shift 2 ;;
-  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   *) echo "fresh-check: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
     --stages) stages=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '4,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "loaded-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
