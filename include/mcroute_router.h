@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_router.h: the current snapshot, published atomically to lock-free readers, with hooks and a file watcher.
+ * Library: libmcroute, `pkg-config --cflags --libs mcroute`.
  *
  * INTRODUCTION
  *

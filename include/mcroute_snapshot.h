@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_snapshot.h: versioned immutable placement snapshots, membership changes, diffs and replicas.
+ * Library: libmcroute, `pkg-config --cflags --libs mcroute`.
  *
  * INTRODUCTION
  *
