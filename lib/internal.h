@@ -158,6 +158,10 @@ typedef struct mcr__params {
                                  count; 0 in every other mode */
 } mcr__params;
 
+/* A new config with every parameter of `src` (mode, hashes, hash tag, key
+ * prefix, table sizes) and no servers; NULL when out of memory. */
+mcr_config *mcr__config_copy_params(const mcr_config *src);
+
 /* Append a copy of server `s` of another config, everything it has (host,
  * port, weight, label, zone), without checks: it was valid there. MCR_OK
  * or MCR_ERR_NOMEM. */

@@ -2639,7 +2639,7 @@ static void book_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap
     (void)diff;
     uint64_t ep = mcr_snapshot_epoch(new_snap);
     if (ep < 64 && b->by_epoch[ep] == NULL)
-        b->by_epoch[ep] = mcr_snapshot_ref((mcr_snapshot *)new_snap);
+        b->by_epoch[ep] = mcr_snapshot_ref(new_snap);
 }
 
 static void book_free(snap_book *b)
