@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_modes.c: lookup cost, build time and memory of every native placement mode at 10, 120, 1,000 and 10,000 servers, on the same keys, each mode's answers checked first. */
 #include <inttypes.h>
 #include <malloc.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_placement.c: times mcroute against libmemcached 1.1.4 on the same servers and keys, after checking both place every key alike. */
 #include <inttypes.h>
 #include <stdbool.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_pool.c: the connection pool timed against libmemcached and nutcracker on the same real memcached servers and keys: pipelined gets and sets, 100-key multi-gets. */
 #include <inttypes.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_publish.c: how long a publisher (a pool's event loop ejecting and re-adding servers) spends inside a publish, at 1,000 publishes a second with 4 reader threads looking keys up. */
 /* RUSAGE_THREAD (Linux): the per-thread context switch counts. */
 #undef _POSIX_C_SOURCE

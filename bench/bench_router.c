@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_router.c: times lookups through an mcr_router against a bare snapshot, and publishing an added server against a rebuild (mcroute) and memcached_server_add (libmemcached). */
 #include <inttypes.h>
 #include <stdbool.h>

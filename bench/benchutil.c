@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* benchutil.c: what the benchmark programs share: a clock, allocation, a fixed random sequence, medians. */
 #include <stdio.h>
 #include <stdlib.h>

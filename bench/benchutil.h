@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* benchutil.h: what the benchmark programs share: a clock, allocation, a fixed random sequence, medians. */
 #ifndef MCR_BENCHUTIL_H
 #define MCR_BENCHUTIL_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # install.cmake: what `cmake --install` puts where: libraries, headers, the CLI, man pages, pkg-config files, the CMake package, shell completion.
 #
 # Every destination is a GNUInstallDirs variable, relative to the prefix, and
@@ -17,10 +18,12 @@ set(MCR_PKGCONFIG_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 # are in separate export sets: a program that uses only the shared library
 # must not need the static one's dependencies (libyaml, liburcu, libevent
 # development files) to find the package.
-install(TARGETS mcroute EXPORT mcroute-shared-targets
+# libmcroute_pool and libmcroute_twemproxy likewise, each beside libmcroute
+# in the same two export sets.
+install(TARGETS mcroute mcroute_pool mcroute_twemproxy EXPORT mcroute-shared-targets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS mcroute_static EXPORT mcroute-static-targets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS mcroute_static mcroute_pool_static mcroute_twemproxy_static
+        EXPORT mcroute-static-targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS mcroute_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # libmcroute_libmemcached.so.MAJOR: only when libmemcached was found, since
@@ -48,40 +51,46 @@ foreach(sec 1 3 7)
 endforeach()
 
 # ---------------------------------------------------------------- bash completion
-# Installed when the sources have one (checked at configure time).
-foreach(f tools/mcroute.bash-completion tools/mcroute-completion.bash tools/mcroute.bash)
-  if(EXISTS ${PROJECT_SOURCE_DIR}/${f})
-    install(FILES ${PROJECT_SOURCE_DIR}/${f}
-            DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
-            RENAME mcroute)
-    break()
-  endif()
-endforeach()
+install(FILES ${PROJECT_SOURCE_DIR}/tools/mcroute.bash-completion
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+        RENAME mcroute)
 
 # ---------------------------------------------------------------- pkg-config
 # ${pcfiledir}/<MCR_PC_UP> is the prefix, wherever the tree was installed.
 file(RELATIVE_PATH MCR_PC_UP "/p/${MCR_PKGCONFIG_DIR}" "/p")
 string(REGEX REPLACE "/$" "" MCR_PC_UP "${MCR_PC_UP}")
-# Libs.private of mcroute.pc: the static link flags of libmcroute's
-# dependencies as the build found them (a -L only for a directory the
-# compiler does not search already), then threads and libm.
-set(MCR_PC_LIBS_PRIVATE "")
-foreach(m YAML URCU LIBEVENT)
-  foreach(d IN LISTS ${m}_STATIC_LIBRARY_DIRS)
-    if(NOT d IN_LIST CMAKE_C_IMPLICIT_LINK_DIRECTORIES)
-      list(APPEND MCR_PC_LIBS_PRIVATE "-L${d}")
-    endif()
+# mcr_pc_libs_private(OUT MODULES...): the Libs.private of a .pc file: the
+# static link flags of the pkg-config MODULES (YAML, URCU, LIBEVENT: the
+# prefixes of pkg_check_modules) as the build found them (a -L only for a
+# directory the compiler does not search already).
+function(mcr_pc_libs_private out)
+  set(flags "")
+  foreach(m IN LISTS ARGN)
+    foreach(d IN LISTS ${m}_STATIC_LIBRARY_DIRS)
+      if(NOT d IN_LIST CMAKE_C_IMPLICIT_LINK_DIRECTORIES)
+        list(APPEND flags "-L${d}")
+      endif()
+    endforeach()
+    foreach(l IN LISTS ${m}_STATIC_LIBRARIES)
+      list(APPEND flags "-l${l}")
+    endforeach()
+    list(APPEND flags ${${m}_STATIC_LDFLAGS_OTHER})
   endforeach()
-  foreach(l IN LISTS ${m}_STATIC_LIBRARIES)
-    list(APPEND MCR_PC_LIBS_PRIVATE "-l${l}")
-  endforeach()
-  list(APPEND MCR_PC_LIBS_PRIVATE ${${m}_STATIC_LDFLAGS_OTHER})
-endforeach()
-list(APPEND MCR_PC_LIBS_PRIVATE -pthread -lm)
-list(REMOVE_DUPLICATES MCR_PC_LIBS_PRIVATE)
-string(JOIN " " MCR_PC_LIBS_PRIVATE ${MCR_PC_LIBS_PRIVATE})
+  list(REMOVE_DUPLICATES flags)
+  string(JOIN " " flags ${flags})
+  set(${out} "${flags}" PARENT_SCOPE)
+endfunction()
+mcr_pc_libs_private(MCR_PC_LIBS_PRIVATE URCU)
+string(APPEND MCR_PC_LIBS_PRIVATE " -pthread -lm")
+mcr_pc_libs_private(MCR_PC_POOL_LIBS_PRIVATE LIBEVENT)
+mcr_pc_libs_private(MCR_PC_TWEMPROXY_LIBS_PRIVATE YAML)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute.pc.in ${PROJECT_BINARY_DIR}/mcroute.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/mcroute.pc DESTINATION ${MCR_PKGCONFIG_DIR})
+configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-pool.pc.in ${PROJECT_BINARY_DIR}/mcroute-pool.pc @ONLY)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-twemproxy.pc.in
+               ${PROJECT_BINARY_DIR}/mcroute-twemproxy.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/mcroute.pc ${PROJECT_BINARY_DIR}/mcroute-pool.pc
+              ${PROJECT_BINARY_DIR}/mcroute-twemproxy.pc
+        DESTINATION ${MCR_PKGCONFIG_DIR})
 if(TARGET mcroute_libmemcached)
   configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-libmemcached.pc.in
                  ${PROJECT_BINARY_DIR}/mcroute-libmemcached.pc @ONLY)
@@ -89,7 +98,8 @@ if(TARGET mcroute_libmemcached)
 endif()
 
 # ---------------------------------------------------------------- CMake package
-# find_package(mcroute CONFIG): mcroute::mcroute (shared), mcroute::mcroute_static,
+# find_package(mcroute CONFIG): mcroute::mcroute, mcroute::mcroute_pool,
+# mcroute::mcroute_twemproxy (shared), their _static twins, and
 # mcroute::mcroute_libmemcached when built. Any 0.x satisfies a request for
 # 0.y with y <= x, never 1.x: the rule of the SONAME.
 install(EXPORT mcroute-shared-targets NAMESPACE mcroute::

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # cmake/test_time_scale.cmake: ctest's time limits grown by MCR_TEST_TIME_SCALE, the one factor of the tests' timing (test/testutil.h).
 #
 # MCR_TEST_TIME_SCALE (a positive number, 1 by default) comes from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ketama_file.c: reader of libketama's server files (`address memory` a line) into an mcr_config. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libmemcached.c: libmemcached 1.1.4's placement state machine and option-string language. */
 /*
  * What is reproduced, and where each fact comes from (all checked against

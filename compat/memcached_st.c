@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* memcached_st.c: builds the mcroute ring equivalent to a live libmemcached memcached_st. */
 /*
  * Only public libmemcached API and public fields of struct memcached_st

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* twemproxy.c: nutcracker 0.5.0 configurations read with libyaml, and their pools' placement. */
 /*
  * What is reproduced, and where each rule comes from (nutcracker 0.5.0's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* http_cache.c: example HTTP cache service on libevent's evhttp, answering every request from the callback of an mcroute pool in the same event loop.
  *
  * Usage: http_cache -s HOST:PORT[,HOST:PORT...] [--listen ADDR:PORT] [-m MODE]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ketama_client.c: example libketama program (ketama.h API only): prints the server of each key of a server file's continuum.
  *
  * Usage: ketama_client SERVERFILE [KEY...]

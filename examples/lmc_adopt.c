@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lmc_adopt.c: example application that keeps its libmemcached handle and adopts its placement into mcroute, proving both agree key for key and that no key is missed.
  *
  * Usage: lmc_adopt -s HOST:PORT[,HOST:PORT...] [-n KEYS]

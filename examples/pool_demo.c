@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* pool_demo.c: example: keys through a connection pool, a server added live, and how many keys moved (measured, predicted by the diff, and 1/(N+1)).
  *
  * Usage: pool_demo SERVERS NEW_SERVER [KEYS]

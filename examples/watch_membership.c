@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* watch_membership.c: example of a membership change driven by a watched server file while a pool keeps serving requests.
  *
  * Usage: watch_membership -s HOST:PORT,HOST:PORT,HOST:PORT[,...] [-k KEYS] [-p PHASE_MS]

@@ -1,4 +1,6 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute.h: the public API of libmcroute, client-side memcached key placement.
+ * Library: libmcroute, `pkg-config --cflags --libs mcroute`.
  *
  * INTRODUCTION
  *

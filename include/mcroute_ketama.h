@@ -1,4 +1,6 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_ketama.h: libketama's server files (address and memory, one server a line) read into an mcr_config.
+ * Library: libmcroute, `pkg-config --cflags --libs mcroute`.
  *
  * INTRODUCTION
  *

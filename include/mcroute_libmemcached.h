@@ -1,4 +1,8 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_libmemcached.h: libmemcached 1.1.4 configuration vocabulary for mcroute.
+ * Library: libmcroute, `pkg-config --cflags --libs mcroute` (its
+ * mcr_lmc_fill_pool_options() fills the mcr_pool_options of mcroute_pool.h,
+ * whose type alone it needs: no libmcroute_pool).
  *
  * An application configured through libmemcached (an option string given to
  * memcached(), then memcached_behavior_set() calls) can hand the same

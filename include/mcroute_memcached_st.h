@@ -1,4 +1,7 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_memcached_st.h: an mcroute ring equivalent to a live libmemcached handle.
+ * Library: libmcroute_libmemcached, `pkg-config --cflags --libs
+ * mcroute-libmemcached` (and libmcroute and libmemcached).
  *
  * INTRODUCTION
  *

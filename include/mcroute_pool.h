@@ -1,4 +1,8 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_pool.h: a libevent connection pool that routes every request through a router's current snapshot.
+ * Library: libmcroute_pool, `pkg-config --cflags --libs mcroute-pool` (and
+ * libmcroute, which it links; the application links libevent itself, for
+ * its event_base).
  *
  * INTRODUCTION
  *

@@ -1,4 +1,6 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_router.h: the current snapshot, published atomically to lock-free readers, with hooks and a file watcher.
+ * Library: libmcroute, `pkg-config --cflags --libs mcroute`.
  *
  * INTRODUCTION
  *
@@ -111,7 +113,7 @@ typedef struct mcr_router mcr_router;
  * takes its own reference), or that holds none yet when `initial` is NULL:
  * then acquire returns NULL and the first publish may have any epoch.
  * Errors (*out unchanged): MCR_ERR_INVALID (NULL out), MCR_ERR_NOMEM. */
-MCR_EXTERN int mcr_router_new(mcr_snapshot *initial, mcr_router **out, mcr_error *err);
+MCR_EXTERN int mcr_router_new(const mcr_snapshot *initial, mcr_router **out, mcr_error *err);
 
 /* mcr_router_free: wait until the snapshots the router replaced are
  * reclaimed (see "Reclamation" above: a grace period, as long as the
@@ -180,7 +182,7 @@ MCR_EXTERN uint64_t mcr_router_epoch(mcr_router *router);
  * router in its thread), MCR_ERR_RANGE (stale: epoch not above the current
  * one), and MCR_ERR_NOMEM (also when hooks need a diff and it cannot be
  * built). */
-MCR_EXTERN int mcr_router_publish(mcr_router *router, mcr_snapshot *snap, mcr_error *err);
+MCR_EXTERN int mcr_router_publish(mcr_router *router, const mcr_snapshot *snap, mcr_error *err);
 
 /* mcr_router_apply: build the next snapshot (epoch + 1) from the current one
  * and `changes` with mcr_snapshot_apply(), and publish it as
@@ -328,11 +330,11 @@ typedef struct mcr_watch_options {
  *
  * `tmpl` matters only for a server file when the router holds no snapshot
  * yet: the first snapshot (epoch 1) then takes the parameters of `tmpl`
- * (mode, hashes, hash tag, key prefix), which must hold no server; the
- * file's servers are added to it (mcr_config_add_server_desc()), so `tmpl`
- * is changed by the call, even one that fails: give a fresh config each
- * time. The caller keeps ownership of `tmpl`; it is not used after the call
- * returns. Otherwise `tmpl` is not used and may be NULL: the parameters of
+ * (mode, hashes, hash tag, key prefix, table sizes), which must hold no
+ * server; the file's servers are added to a copy of it, never to `tmpl`
+ * itself, which the call does not change (also when it fails), so one
+ * template may serve any number of watchers. The caller keeps ownership of
+ * `tmpl`; it is not used after the call returns. Otherwise `tmpl` is not used and may be NULL: the parameters of
  * the current snapshot carry over to the next. `opts` may be NULL (defaults); it is
  * copied.
  *
@@ -348,7 +350,7 @@ typedef struct mcr_watch_options {
  * router's hooks in the thread that publishes: this one for the first load,
  * the watcher's thread afterwards. */
 MCR_EXTERN int mcr_watcher_new(mcr_router *router, const char *path, mcr_watch_format format,
-                               mcr_config *tmpl, const mcr_watch_options *opts,
+                               const mcr_config *tmpl, const mcr_watch_options *opts,
                                mcr_watcher **out, mcr_error *err);
 
 /* mcr_watcher_free: stop the watcher's thread, wait for it (a load in

@@ -1,4 +1,6 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_snapshot.h: versioned immutable placement snapshots, membership changes, diffs and replicas.
+ * Library: libmcroute, `pkg-config --cflags --libs mcroute`.
  *
  * INTRODUCTION
  *
@@ -105,8 +107,12 @@ MCR_EXTERN int mcr_snapshot_new(const mcr_config *cfg, uint64_t epoch, mcr_snaps
                                 mcr_error *err);
 
 /* mcr_snapshot_ref: take one more reference to `snap`; returns `snap`
- * (NULL gives NULL). Any thread, lock-free. */
-MCR_EXTERN mcr_snapshot *mcr_snapshot_ref(mcr_snapshot *snap);
+ * (NULL gives NULL), as a non-const pointer the caller owns one reference
+ * through (to mcr_snapshot_unref() later). It takes a const pointer, so
+ * that the snapshots routers and hooks hand out (const) can be kept with
+ * no cast: a snapshot is immutable, only its reference count changes. Any
+ * thread, lock-free. */
+MCR_EXTERN mcr_snapshot *mcr_snapshot_ref(const mcr_snapshot *snap);
 
 /* mcr_snapshot_unref: drop one reference; the last one frees the snapshot
  * (its ring, strings and its share of the point caches). NULL is a no-op.

@@ -1,4 +1,8 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute_twemproxy.h: twemproxy (nutcracker 0.5.0) pool configurations for mcroute.
+ * Library: libmcroute_twemproxy, `pkg-config --cflags --libs
+ * mcroute-twemproxy` (and libmcroute, which it links; it reads YAML with
+ * libyaml).
  *
  * An operator who moves a pool from behind nutcracker to client-side
  * routing loads nutcracker's own YAML file here and gets, for every key, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* config.c: the mutable placement description (servers, mode, hashes) and its text parsers. */
 #include <ctype.h>
 #include <errno.h>
@@ -79,6 +80,26 @@ mcr_config *mcr_config_new(void)
     cfg->key_hash = mcr_mode_default_hash(MCR_MODE_KETAMA);
     cfg->point_hash = cfg->key_hash;
     cfg->slot_count = MCR_SLOTS_DEFAULT;
+    return cfg;
+}
+
+mcr_config *mcr__config_copy_params(const mcr_config *src)
+{
+    mcr_config *cfg = calloc(1, sizeof(*cfg));
+    if (cfg == NULL)
+        return NULL;
+    cfg->mode = src->mode;
+    cfg->key_hash = src->key_hash;
+    cfg->point_hash = src->point_hash;
+    cfg->key_hash_set = src->key_hash_set;
+    cfg->point_hash_set = src->point_hash_set;
+    cfg->tag_on = src->tag_on;
+    memcpy(cfg->tag, src->tag, sizeof cfg->tag);
+    cfg->prefix_on = src->prefix_on;
+    memcpy(cfg->prefix, src->prefix, sizeof cfg->prefix);
+    cfg->prefix_len = src->prefix_len;
+    cfg->maglev_size = src->maglev_size;
+    cfg->slot_count = src->slot_count;
     return cfg;
 }
 

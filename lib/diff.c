@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* diff.c: what moved between two snapshots: changed arcs, shares per server pair, per-key test. */
 #include <math.h>
 #include <stdlib.h>
@@ -840,8 +841,8 @@ int mcr_diff_new(const mcr_snapshot *old, const mcr_snapshot *new_snap, mcr_diff
     }
     /* The diff only reads the snapshots; a reference count is not part of
      * what "const" promises here. */
-    d->old_snap = mcr_snapshot_ref((mcr_snapshot *)(uintptr_t)old);
-    d->new_snap = mcr_snapshot_ref((mcr_snapshot *)(uintptr_t)new_snap);
+    d->old_snap = mcr_snapshot_ref(old);
+    d->new_snap = mcr_snapshot_ref(new_snap);
     *out = d;
     return MCR_OK;
 }

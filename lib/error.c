@@ -1,6 +1,5 @@
-/* error.c: status names, error reports, the version functions and small text helpers. */
-#include <stdarg.h>
-#include <stdio.h>
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* error.c: status names and the version functions. */
 
 #include "internal.h"
 
@@ -37,59 +36,5 @@ const char *mcr_strerror(int status)
     case MCR_ERR_SERVER: return "server error";
     case MCR_ERR_CANCELLED: return "cancelled";
     default: return "unknown error";
-    }
-}
-
-int mcr__error(mcr_error *err, int code, const char *fmt, ...)
-{
-    if (err != NULL) {
-        va_list ap;
-        err->code = code;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof(err->message), fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
-const char *mcr__quote(char *out, size_t cap, const char *s, size_t len)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-
-    if (cap == 0)
-        return out;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        size_t need = (c >= 0x20 && c < 0x7f && c != '\\') ? 1 : 4;
-        if (o + need + 4 > cap) {          /* keep room for "..." and NUL */
-            if (o + 4 <= cap) {
-                out[o++] = '.'; out[o++] = '.'; out[o++] = '.';
-            }
-            break;
-        }
-        if (need == 1) {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '\\'; out[o++] = 'x';
-            out[o++] = hex[c >> 4]; out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
-int mcr__ascii_caseeq(const char *a, const char *b)
-{
-    for (;; a++, b++) {
-        unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
-        if (x >= 'A' && x <= 'Z')
-            x = (unsigned char)(x - 'A' + 'a');
-        if (y >= 'A' && y <= 'Z')
-            y = (unsigned char)(y - 'A' + 'a');
-        if (x != y)
-            return 0;
-        if (x == '\0')
-            return 1;
     }
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hash.c: the key hashes of libhashkit 1.1.4, bit for bit, and their names. */
 #include <string.h>
 

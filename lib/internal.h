@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* internal.h: declarations shared between libmcroute's source files, never installed. */
 #ifndef MCR_INTERNAL_H
 #define MCR_INTERNAL_H
@@ -156,6 +157,10 @@ typedef struct mcr__params {
     uint32_t table_size;      /* "maglev": M, resolved; "slots": the slot
                                  count; 0 in every other mode */
 } mcr__params;
+
+/* A new config with every parameter of `src` (mode, hashes, hash tag, key
+ * prefix, table sizes) and no servers; NULL when out of memory. */
+mcr_config *mcr__config_copy_params(const mcr_config *src);
 
 /* Append a copy of server `s` of another config, everything it has (host,
  * port, weight, label, zone), without checks: it was valid there. MCR_OK

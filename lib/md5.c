@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* md5.c: a one-shot MD5 (RFC 1321) tuned for short inputs: the "md5" key hash and ketama's points. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* placement.c: the algorithms of the native table modes: jump consistent hash, Maglev tables, weighted rendezvous, CRC-16 slots. */
 #include <math.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* pool.c: the libevent connection pool: routing through the router's snapshot, pipelined connections, timeouts, failure policies, hot-key sharing, counters. */
 #include "mcroute_pool.h"
 

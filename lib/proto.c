@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* proto.c: memcached's text and meta protocols: request lines written to an evbuffer; reply lines classified, framed and over-limit blocks dropped. */
 #include "proto.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* proto.h: the memcached text and meta protocols: request lines written, reply lines read (internal). */
 #ifndef MCR_PROTO_H
 #define MCR_PROTO_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* replica.c: where a key's copies go (the primary, then distinct servers in the mode's order, new zones first), and lookups with bounded loads. */
 #include <math.h>
 #include <stdlib.h>

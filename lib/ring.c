@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ring.c: building the immutable continuum (or table) from a config, and the key lookups on it. */
 #include <math.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* router.c: the current snapshot behind an RCU-protected pointer: lock-free lookups, serialized publishes, hooks. */
 
 /*
@@ -203,7 +204,7 @@ static int in_own_hook(const mcr_router *router)
     return 0;
 }
 
-int mcr_router_new(mcr_snapshot *initial, mcr_router **out, mcr_error *err)
+int mcr_router_new(const mcr_snapshot *initial, mcr_router **out, mcr_error *err)
 {
     mcr_router *r;
 
@@ -504,7 +505,7 @@ static int reserve_retired(mcr_router *router, int nowait, mcr_error *err)
 
 /* The publish, writer mutex held. `rec` (not NULL) becomes the retired
  * record of the replaced snapshot; *rec is set to NULL when it was used. */
-static int publish_locked(mcr_router *router, mcr_snapshot *snap, retired **rec, int nowait,
+static int publish_locked(mcr_router *router, const mcr_snapshot *snap, retired **rec, int nowait,
                           mcr_error *err)
 {
     mcr_snapshot *old = atomic_load_explicit(&router->current, memory_order_relaxed);
@@ -564,7 +565,7 @@ static int publish_locked(mcr_router *router, mcr_snapshot *snap, retired **rec,
     return MCR_OK;
 }
 
-int mcr_router_publish(mcr_router *router, mcr_snapshot *snap, mcr_error *err)
+int mcr_router_publish(mcr_router *router, const mcr_snapshot *snap, mcr_error *err)
 {
     retired *rec;
     int rc;

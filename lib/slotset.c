@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* slotset.c: a small open-addressing set of array indexes, for the duplicate checks of configs and of mcr_lmc. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* snapfile.c: the canonical text of a snapshot: its checksum, and saving and loading snapshot files. */
 #include <errno.h>
 #include <fcntl.h>

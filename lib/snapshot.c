@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* snapshot.c: immutable reference-counted placement snapshots, and membership changes applied to them incrementally. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,8 +144,12 @@ static void snapshot_free(mcr_snapshot *s)
     free(s);
 }
 
-mcr_snapshot *mcr_snapshot_ref(mcr_snapshot *s)
+mcr_snapshot *mcr_snapshot_ref(const mcr_snapshot *snap)
 {
+    /* The count is the one mutable part of an immutable snapshot; every
+     * snapshot is allocated writable (mcr_snapshot_new()), so dropping the
+     * const is defined. */
+    mcr_snapshot *s = (mcr_snapshot *)(uintptr_t)snap;
     if (s != NULL)
         atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
     return s;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* snapshot.h: the layout of a snapshot, shared by snapshot.c (building, changes) and snapfile.c (canonical text, files); never installed. */
 #ifndef MCR_SNAPSHOT_INTERNAL_H
 #define MCR_SNAPSHOT_INTERNAL_H

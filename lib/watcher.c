@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* watcher.c: reloads a server file or snapshot file when it changes (polled, debounced) and publishes it through a router. */
 
 /*
@@ -252,20 +253,24 @@ out:
 
 /* The first snapshot of an empty router: the template's parameters, the
  * file's servers (ids and zones included), epoch 1. */
-static int bootstrap(mcr_config *tmpl, const mcr_snapshot *file, mcr_snapshot **out,
+static int bootstrap(const mcr_config *tmpl, const mcr_snapshot *file, mcr_snapshot **out,
                      mcr_error *err)
 {
     size_t n = mcr_snapshot_server_count(file);
+    mcr_config *cfg = mcr__config_copy_params(tmpl); /* the caller's stays as it is */
     mcr_server_desc f;
     int rc = MCR_OK;
 
+    if (cfg == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "mcr_watcher_new: out of memory");
     for (size_t i = 0; i < n && rc == MCR_OK; i++) {
         mcr_snapshot_server(file, i, &f);
         f.state = MCR_STATE_ACTIVE;
-        rc = mcr_config_add_server_desc(tmpl, &f, err);
+        rc = mcr_config_add_server_desc(cfg, &f, err);
     }
     if (rc == MCR_OK)
-        rc = mcr_snapshot_new(tmpl, 1, out, err);
+        rc = mcr_snapshot_new(cfg, 1, out, err);
+    mcr_config_free(cfg);
     return rc;
 }
 
@@ -291,7 +296,7 @@ static int unchanged(const char *path, const file_sig *sig)
 
 /* Load the file (whose identity was `sig` when it settled) and publish what
  * it holds. *published tells whether a snapshot was published. */
-static int load_server_file(mcr_watcher *w, mcr_config *tmpl, const file_sig *sig,
+static int load_server_file(mcr_watcher *w, const mcr_config *tmpl, const file_sig *sig,
                             load_result *res, int *published, mcr_error *err)
 {
     mcr_snapshot *file = NULL;
@@ -382,7 +387,7 @@ static int load_snapshot_file(mcr_watcher *w, const file_sig *sig, load_result *
     return rc;
 }
 
-static int load(mcr_watcher *w, mcr_config *tmpl, const file_sig *sig, load_result *res,
+static int load(mcr_watcher *w, const mcr_config *tmpl, const file_sig *sig, load_result *res,
                 int *published, mcr_error *err)
 {
     *published = 0;
@@ -495,7 +500,7 @@ static void *watch_thread(void *arg)
 /* ------------------------------------------------------------ public */
 
 int mcr_watcher_new(mcr_router *router, const char *path, mcr_watch_format format,
-                    mcr_config *tmpl, const mcr_watch_options *opts, mcr_watcher **out,
+                    const mcr_config *tmpl, const mcr_watch_options *opts, mcr_watcher **out,
                     mcr_error *err)
 {
     mcr_watcher *w;

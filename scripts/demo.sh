@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # demo.sh: install what is missing, build mcroute, show where keys go and how a resize moves them, then use real memcached servers through the pool and add one live.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # deps.sh: install the Debian 12 packages that building mcroute and running its demo, tests and benchmarks use, only those that are missing.
 #
 # Every tool the build, scripts/*.sh, test/ and examples/ run is here, so

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # fresh-check.sh: run the README's two commands in a clean clone on a fresh Debian 12 minbase root (debootstrap, chroot), then unmount and delete the root safely.
 #
 # Usage: scripts/fresh-check.sh [options]
@@ -42,7 +43,7 @@ while [ $# -gt 0 ]; do
   --keep) keep=1; shift ;;
   --mirror) mirror=$2; shift 2 ;;
   --log) log=$2; shift 2 ;;
-  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   *) echo "fresh-check: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # loaded-check.sh: run the suite several times in a row on a clean clone while stress-ng loads every core; stops at the first failure.
 #
 # usage: scripts/loaded-check.sh [--ref REF] [--runs N] [--load N] [--stages LIST] [--dir DIR] [--keep]
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
     --stages) stages=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '4,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "loaded-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

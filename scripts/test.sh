@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test.sh: install what is missing, build with warnings as errors, run every suite plain, under ASan+UBSan, TSan and valgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,14 +12,18 @@ build() { # dir, extra cmake args...
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMCR_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j"$jobs" >/dev/null
 }
-run_ctest() { # dir
-  echo "=== tests in $1 ==="
-  (cd "$1" && ctest --output-on-failure -j"$jobs")
+run_ctest() { # dir [ctest args: a label selection]
+  local dir=$1; shift
+  echo "=== tests in $dir${*:+ ($*)} ==="
+  (cd "$dir" && ctest --output-on-failure -j"$jobs" "$@")
 }
 
-# 1. Plain: every suite, the docs check and a benchmark smoke run.
+# 1. Plain: the fast unit lane first (no server process, about a minute),
+#    so that a broken change fails early; then every other suite, the docs
+#    check and the benchmarks' smoke runs.
 build build-plain
-run_ctest build-plain
+run_ctest build-plain -L unit
+run_ctest build-plain -LE unit
 
 # 2. AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
 build build-asan -DMCR_ASAN=ON -DMCR_BUILD_BENCH=OFF
@@ -40,8 +45,11 @@ TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan
 #    checks the JSON output with it). test_pool runs under ASan and
 #    TSan: its timeouts are 100-300 ms, which valgrind's slowdown would turn
 #    into false failures.)
+#    The suites are those labelled valgrind in test/CMakeLists.txt.
 echo "=== valgrind ==="
-for t in test_config test_hash test_proto test_ring test_cli test_cli_stats test_cli_pool test_compat_ketama test_snapshot test_diff; do
+valgrind_suites=$(cd build-plain && ctest -N -L valgrind | sed -n 's/^ *Test  *#[0-9]*: *//p')
+[ -n "$valgrind_suites" ] || { echo "test.sh: no suite is labelled valgrind" >&2; exit 1; }
+for t in $valgrind_suites; do
   echo "--- valgrind $t"
   (cd build-plain && CK_FORK=no MCR_TEST_BIN_DIR="$PWD" MCR_TEST_SRC_DIR="$(cd .. && pwd)" \
      valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \

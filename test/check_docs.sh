@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # check_docs.sh: every public function has a man page with the required sections and an example that compiles; every page renders cleanly; mcroute(1) covers mcroute --help.
 #
 # Usage: check_docs.sh SOURCE_DIR MCROUTE_BINARY [GENERATED_INCLUDE_DIR]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* clirun.c: run the built mcroute command as a real process, with a given standard input, and collect what it printed. */
 #include <errno.h>
 #include <limits.h>

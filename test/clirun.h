@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* clirun.h: run the built mcroute command as a real process, with a given standard input, and collect what it printed. */
 #ifndef MCR_CLIRUN_H
 #define MCR_CLIRUN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fakeserver.c: a scripted fake memcached in a thread, answering the get family with malformed replies (see fakeserver.h). */
 #include <arpa/inet.h>
 #include <errno.h>

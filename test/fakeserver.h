@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fakeserver.h: a scripted fake memcached (a thread on 127.0.0.1) that answers gets with malformed replies, for the pool's tests. */
 #ifndef MCR_FAKESERVER_H
 #define MCR_FAKESERVER_H

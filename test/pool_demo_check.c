@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* pool_demo_check.c: runs examples/pool_demo against memcached servers it starts, and checks what the demo reports. */
 #include <signal.h>
 #include <stdio.h>

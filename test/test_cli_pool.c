@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_pool.c: Check suite of mcroute set, get, delete and probe, run as real processes against real memcached servers. */
 #include <signal.h>
 #include <stdarg.h>

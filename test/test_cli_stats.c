@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_stats.c: Check suite of mcroute stats, --json, help and version, exit statuses of every command and the progress line, run as real processes. */
 #define _GNU_SOURCE /* posix_openpt, ptsname */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_compat_ketama.c: Check suite of libketama compatibility: a libketama program's view against an independent model, vectors, reload, bad files. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_compat_libmemcached.c: mcr_lmc and mcr_ring_from_memcached against the real libmemcached 1.1.4. */
 /*
  * Every differential test builds the same configuration twice: in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_compat_twemproxy.c: nutcracker configurations: parsing, errors, placement against a real nutcracker and memcached. */
 /*
  * The live tests start, once for the "live" test case (an unchecked

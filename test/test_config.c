@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_config.c: Check suite of the config: server list and file parsing, bad input, sorting, names. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_diff.c: Check suite of diffs and replicas: diffs agree with lookups, shares are exact, replicas spread. */
 #include <math.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_hash.c: the key hashes and MD5 against libhashkit 1.1.4, OpenSSL and published vectors. */
 #include <stdbool.h>
 #include <stdio.h>

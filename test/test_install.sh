@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_install.sh: `cmake --install` of a finished build into a temporary prefix, checked file by file, then used by programs built with pkg-config and with find_package.
 #
 # Usage: test_install.sh NAME=VALUE...   (test/CMakeLists.txt passes them all)
@@ -101,14 +102,34 @@ exists() { # path...
 soname() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'; }
 needed() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
 
-exists "$libdir/libmcroute.so" "$libdir/libmcroute.so.$major" "$libdir/libmcroute.so.$version" \
-    "$libdir/libmcroute.a" "$bindir/mcroute"
-if [ -e "$p/$libdir/libmcroute.so" ]; then
-    s=$(soname "$p/$libdir/libmcroute.so")
-    [ "$s" = "libmcroute.so.$major" ] || fail "libmcroute.so has SONAME '$s', not libmcroute.so.$major"
-    [ "$(readlink "$p/$libdir/libmcroute.so")" = "libmcroute.so.$major" ] ||
-        fail "libmcroute.so does not link to libmcroute.so.$major"
-fi
+# The three libraries, split by dependency: libmcroute needs neither
+# libevent nor libyaml, the pool and the YAML reader one each.
+for l in libmcroute libmcroute_pool libmcroute_twemproxy; do
+    exists "$libdir/$l.so" "$libdir/$l.so.$major" "$libdir/$l.so.$version" "$libdir/$l.a"
+    if [ -e "$p/$libdir/$l.so" ]; then
+        s=$(soname "$p/$libdir/$l.so")
+        [ "$s" = "$l.so.$major" ] || fail "$l.so has SONAME '$s', not $l.so.$major"
+        [ "$(readlink "$p/$libdir/$l.so")" = "$l.so.$major" ] ||
+            fail "$l.so does not link to $l.so.$major"
+    fi
+done
+exists "$bindir/mcroute" "$libdir/pkgconfig/mcroute-pool.pc" "$libdir/pkgconfig/mcroute-twemproxy.pc"
+# needs_only LIB WANTED...: LIB's NEEDED entries that are not libc, libm,
+# the loader, libpthread, or one of WANTED (prefixes) are a failure.
+needs_only() {
+    local lib=$1 n w ok; shift
+    [ -e "$p/$libdir/$lib" ] || return 0
+    for n in $(needed "$p/$libdir/$lib"); do
+        ok=0
+        for w in libc.so libm.so ld-linux libpthread.so "$@"; do
+            case $n in "$w"*) ok=1 ;; esac
+        done
+        [ $ok = 1 ] || fail "$lib needs $n (only $* expected beside libc)"
+    done
+}
+needs_only libmcroute.so liburcu-bp.so liburcu-common.so
+needs_only libmcroute_pool.so "libmcroute.so.$major" libevent_core
+needs_only libmcroute_twemproxy.so "libmcroute.so.$major" libyaml
 
 # Every public header of the sources, and the generated one with this version.
 hdrs=0
@@ -154,13 +175,7 @@ fi
 exists "$libdir/pkgconfig/mcroute.pc" "$libdir/cmake/mcroute/mcroute-config.cmake" \
     "$libdir/cmake/mcroute/mcroute-config-version.cmake"
 
-# Bash completion, when the sources have one (the names cmake/install.cmake knows).
-for c in tools/mcroute.bash-completion tools/mcroute-completion.bash tools/mcroute.bash; do
-    if [ -e "$src/$c" ]; then
-        exists "$datadir/bash-completion/completions/mcroute"
-        break
-    fi
-done
+exists "$datadir/bash-completion/completions/mcroute"
 
 # No installed text file names the build or source tree, and no ELF file
 # has a run path into them.
@@ -244,6 +259,10 @@ if "$cc" "${cflags[@]}" -o "$tmp/pc/consumer_shared" "$cs/consumer.c" "$cs/versi
     $pc_shared 2>"$tmp/err"; then
     uses_installed "$tmp/pc/consumer_shared" "libmcroute.so.$major" ||
         fail "pkg-config shared consumer does not load $p/$libdir/libmcroute.so.$major"
+    # A program that includes only mcroute.h loads no libevent, no libyaml.
+    LD_LIBRARY_PATH=$p/$libdir ldd "$tmp/pc/consumer_shared" 2>/dev/null |
+        grep -E 'libevent|libyaml' >&2 &&
+        fail "pkg-config mcroute (shared) consumer loads libevent or libyaml"
     run_consumer "pkg-config mcroute (shared)" "$tmp/pc/consumer_shared"
 else
     fail "cannot build with pkg-config --cflags --libs mcroute: $(cat "$tmp/err")"
@@ -265,6 +284,54 @@ if "$cc" "${cflags[@]}" -o "$tmp/pc/consumer_static" "$cs/consumer.c" "$cs/versi
     run_consumer "pkg-config --static mcroute (libmcroute.a)" "$tmp/pc/consumer_static"
 else
     fail "cannot link libmcroute.a with pkg-config --static --libs mcroute: $(cat "$tmp/err")"
+fi
+
+# (a'') The pool and the YAML reader, through mcroute-pool.pc and
+# mcroute-twemproxy.pc only: shared (each loads its library from the
+# install), then --static (their .a files; libevent_core and libyaml come
+# from Libs.private as -l flags).
+printf 'alpha:\n  listen: 127.0.0.1:22121\n  hash: fnv1a_64\n  distribution: ketama\n  servers:\n   - 10.0.0.1:11211:1\n   - 10.0.0.2:11211:1\n   - 10.0.0.3:11212:2\n' \
+    >"$tmp/alpha.yml"
+{
+    echo "pool: invalid"
+    "$p/$bindir/mcroute" locate -t "$tmp/alpha.yml" "${keys[@]}" 2>"$tmp/err" ||
+        fail "mcroute locate -t failed: $(cat "$tmp/err")"
+} >"$tmp/want.parts"
+run_parts() { # NAME BINARY
+    if ! LD_LIBRARY_PATH=$p/$libdir "$2" "$tmp/alpha.yml" "${keys[@]}" >"$tmp/out" 2>"$tmp/err"; then
+        fail "$1: exited with an error: $(cat "$tmp/err")"
+    elif ! diff -u "$tmp/want.parts" "$tmp/out" >"$tmp/diff"; then
+        fail "$1: output differs from 'mcroute locate -t':"
+        cat "$tmp/diff" >&2
+    else
+        ok "$1: the pool refuses a NULL event_base, ${#keys[@]} keys as nutcracker's ketama places them"
+    fi
+}
+# shellcheck disable=SC2046
+if "$cc" "${cflags[@]}" -o "$tmp/pc/parts_shared" "$cs/parts_consumer.c" \
+    $(only_mcroute "$pkgconf" --cflags --libs mcroute-pool mcroute-twemproxy) 2>"$tmp/err"; then
+    for l in libmcroute_pool libmcroute_twemproxy libmcroute; do
+        uses_installed "$tmp/pc/parts_shared" "$l.so.$major" ||
+            fail "pkg-config mcroute-pool mcroute-twemproxy consumer does not load $p/$libdir/$l.so.$major"
+    done
+    run_parts "pkg-config mcroute-pool mcroute-twemproxy (shared)" "$tmp/pc/parts_shared"
+else
+    fail "cannot build with pkg-config --cflags --libs mcroute-pool mcroute-twemproxy: $(cat "$tmp/err")"
+fi
+read -ra static_libs <<<"$(only_mcroute "$pkgconf" --static --libs mcroute-pool mcroute-twemproxy)"
+for i in "${!static_libs[@]}"; do
+    case ${static_libs[$i]} in
+    -lmcroute | -lmcroute_pool | -lmcroute_twemproxy) static_libs[i]=$p/$libdir/lib${static_libs[$i]#-l}.a ;;
+    esac
+done
+# shellcheck disable=SC2046
+if "$cc" "${cflags[@]}" -o "$tmp/pc/parts_static" "$cs/parts_consumer.c" \
+    $(only_mcroute "$pkgconf" --static --cflags mcroute-pool mcroute-twemproxy) "${static_libs[@]}" 2>"$tmp/err"; then
+    needed "$tmp/pc/parts_static" | grep '^libmcroute' >/dev/null &&
+        fail "pkg-config --static pool and YAML consumer needs a libmcroute*.so"
+    run_parts "pkg-config --static mcroute-pool mcroute-twemproxy (.a files)" "$tmp/pc/parts_static"
+else
+    fail "cannot link the .a files with pkg-config --static --libs mcroute-pool mcroute-twemproxy: $(cat "$tmp/err")"
 fi
 
 # (b) CMake: find_package(mcroute CONFIG) from the moved prefix.
@@ -289,6 +356,10 @@ else
         fail "CMake consumer_static (mcroute::mcroute_static) needs libmcroute.so"
     run_consumer "CMake mcroute::mcroute" "$tmp/cmake/consumer_shared"
     run_consumer "CMake mcroute::mcroute_static" "$tmp/cmake/consumer_static"
+    needed "$tmp/cmake/parts_static" | grep '^libmcroute' >/dev/null &&
+        fail "CMake parts_static (mcroute::mcroute_pool_static, _twemproxy_static) needs a libmcroute*.so"
+    run_parts "CMake mcroute::mcroute_pool, mcroute::mcroute_twemproxy" "$tmp/cmake/parts_shared"
+    run_parts "CMake mcroute::mcroute_pool_static, mcroute::mcroute_twemproxy_static" "$tmp/cmake/parts_static"
 fi
 
 # (b') CMake, shared only: find_package(mcroute COMPONENTS shared) with no
@@ -307,6 +378,7 @@ else
     grep -E -- '-I ?/usr/(local/)?include|-isystem ?/usr/(local/)?include' "$tmp/build-shared.log" >&2 &&
         fail "CMake mcroute::mcroute: a system include directory on the compile line"
     run_consumer "CMake mcroute::mcroute (only mcroute installed)" "$tmp/cmake-shared/consumer_shared"
+    run_parts "CMake mcroute::mcroute_pool, _twemproxy (only mcroute installed)" "$tmp/cmake-shared/parts_shared"
 fi
 
 # The version file: SameMajorVersion refuses the next major version.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_placement.c: Check suite of the placement modes: fixed vectors of the native ones, and the design checklist on every mode. */
 #include <math.h>
 #include <pthread.h>

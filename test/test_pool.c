@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_pool.c: Check suite of the connection pool against real memcached processes and a scripted fake server. */
 /*
  * Every test starts its own memcached processes (on 127.0.0.1, 127.0.0.2,
@@ -2504,9 +2505,13 @@ START_TEST(test_eject_backoff)
     ck_assert(run_until(&e, c_state, &up, 20 * EJ_RETRY));
     long long gap2 = log.t_up[1] - log.t_down[1];
 
-    ck_assert_msg(gap1 >= EJ_RETRY - TMS(20) && gap1 <= EJ_RETRY + TMS(500),
+    /* The lower bounds are the contract (never probed before the backoff);
+     * the upper ones only say that the re-add came, with room for a loop
+     * starved on a loaded machine (seen: 969 ms for a 200 ms retry at a
+     * load average of 10 on 2 cores). */
+    ck_assert_msg(gap1 >= EJ_RETRY - TMS(20) && gap1 <= EJ_RETRY + TMS(2000),
                   "first probe %lld ms after the ejection, retry %d", gap1, EJ_RETRY);
-    ck_assert_msg(gap2 >= 2 * EJ_RETRY - TMS(20) && gap2 <= 2 * EJ_RETRY + TMS(500),
+    ck_assert_msg(gap2 >= 2 * EJ_RETRY - TMS(20) && gap2 <= 2 * EJ_RETRY + TMS(2000),
                   "after failing again at once, re-added %lld ms after the ejection "
                   "(first time %lld ms), expected twice retry_timeout_ms (%d)",
                   gap2, gap1, 2 * EJ_RETRY);
@@ -2638,7 +2643,7 @@ static void book_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap
     (void)diff;
     uint64_t ep = mcr_snapshot_epoch(new_snap);
     if (ep < 64 && b->by_epoch[ep] == NULL)
-        b->by_epoch[ep] = mcr_snapshot_ref((mcr_snapshot *)new_snap);
+        b->by_epoch[ep] = mcr_snapshot_ref(new_snap);
 }
 
 static void book_free(snap_book *b)

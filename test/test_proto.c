@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_proto.c: Check suite of lib/proto.c: reply lines classified, reply streams framed at every split, over-limit blocks dropped, request lines written. */
 /*
  * proto.c knows the wire only: which line is which and where a line or a

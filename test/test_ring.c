@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_ring.c: Check suite of the continuum: successor rule, point counts, labels, index, 10,000 servers. */
 #include <math.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_router.c: Check suite of the router (publish, apply, hooks, lock-free readers under a publish storm) and the file watcher. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1119,6 +1120,22 @@ START_TEST(watch_server_file)
     ck_assert_str_eq(d.host, "::1");
     ck_assert_str_eq(find_server(s, "10.0.0.1:11211").zone, "a");
     mcr_snapshot_unref(s);
+    /* The template is the caller's and stays as it was (a const pointer):
+     * no server was added to it, so it serves another empty router too. */
+    ck_assert_uint_eq(mcr_config_server_count(tmpl), 0);
+    {
+        mcr_router *r2 = NULL;
+        mcr_watcher *w2 = NULL;
+        const mcr_config *ctmpl = tmpl;
+        ck_assert_int_eq(mcr_router_new(NULL, &r2, NULL), MCR_OK);
+        int rc2 = mcr_watcher_new(r2, sc.path, MCR_WATCH_SERVER_FILE, ctmpl, &opt, &w2, &err);
+        uint64_t e2 = mcr_router_epoch(r2);
+        mcr_watcher_free(w2);
+        mcr_router_free(r2);
+        ck_assert_msg(rc2 == MCR_OK, "a second watcher from the same template: %s", err.message);
+        ck_assert_uint_eq(e2, 1);
+        ck_assert_uint_eq(mcr_config_server_count(tmpl), 0);
+    }
 
     /* A server taken out of rotation through the router stays so across
      * reloads: the file says nothing about states. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_simulate.c: Check suite of mcroute simulate, run as a real process: its numbers against what the modes guarantee, determinism by seed, JSON and SVG that parse (python3), bad input. */
 #include <stdio.h>
 #include <stdlib.h>

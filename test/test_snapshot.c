@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_snapshot.c: snapshots, membership changes and snapshot files: properties on many random rings, errors, round trips, threads. */
 #include <errno.h>
 #include <pthread.h>

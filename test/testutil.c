@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* testutil.c: seeded randomness, the time scale of timing-bound limits, and the common main() of the Check suites. */
 #include <errno.h>
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* testutil.h: helpers shared by the Check suites: a seeded RNG, random keys, suite runner. */
 #ifndef MCR_TESTUTIL_H
 #define MCR_TESTUTIL_H

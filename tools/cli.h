@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cli.h: what the files of the mcroute command share: messages and exits, the parsed options, the placement of a SOURCE. */
 #ifndef MCR_CLI_H
 #define MCR_CLI_H

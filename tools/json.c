@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* json.c: the JSON strings of mcroute --json: keys and server names, escaped so that any byte string gives a valid document. */
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mcroute.c: the mcroute command line: its options and sources, and the commands that place keys (locate, dump, hash, snapshot, diff). */
 #include <errno.h>
 #include <getopt.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* pool_cmds.c: the mcroute commands that talk to the servers through a connection pool: set, get, delete, probe. */
 #include <errno.h>
 #include <signal.h>

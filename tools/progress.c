@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* progress.c: the progress line of long runs, drawn on standard error only when it is a terminal. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* simulate.c: mcroute simulate: placement modes compared on one workload and one membership change (moved shares against the ideal, balance, lookup cost, build time, memory, a points sweep), as tables, JSON or an SVG chart. */
 #include <errno.h>
 #include <getopt.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* simulate.h: mcroute simulate (tools/simulate.c), placements compared on a workload and a membership change, and its SVG chart (tools/svg.c). */
 #ifndef MCR_SIMULATE_H
 #define MCR_SIMULATE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stats.c: mcroute stats: how evenly a placement spreads the hash space, and a set of keys, over its servers. */
 #include <math.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* svg.c: the chart of mcroute simulate as a self-contained SVG document: keys moved against the ideal, peak-to-mean per mode, and the points sweep. */
 #include <errno.h>
 #include <math.h>

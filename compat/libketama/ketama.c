@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ketama.c: libketama's C API over libmcroute: continua built from server files, rebuilt when their file changes. */
 #include <limits.h>
 #include <stdbool.h>

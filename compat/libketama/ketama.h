@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ketama.h: libketama's C API (last.fm's consistent hashing library), provided by mcroute's libketama.
  *
  * INTRODUCTION

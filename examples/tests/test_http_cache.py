@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """test_http_cache.py: drives examples/http_cache against real memcached servers (run by with_memcached).
 
 Usage: test_http_cache.py --service PATH --cli PATH --servers H:P,H:P,... [--meta]

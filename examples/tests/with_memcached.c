@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* with_memcached.c: test driver of the examples: starts N real memcached on loopback, runs a command against them, stops them.
  *
  * Usage: with_memcached [-n N] [-t SECONDS] [-l LOGDIR] [-e REGEX]... -- COMMAND [ARG...]

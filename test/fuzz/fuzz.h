@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz.h: what the fuzz targets share: the invariant check that aborts, temporary files, and the checks of errors, rings and snapshots. */
 #ifndef MCR_FUZZ_H
 #define MCR_FUZZ_H

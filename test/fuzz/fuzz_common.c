@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_common.c: the helpers of fuzz.h: failing loudly, temporary files, and the invariants every placement must keep. */
 #include "fuzz.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_ketama_file.c: fuzz target of libketama server files (compat/ketama_file.c): all or nothing, labels as written, a ring every key locates on, and a round trip through the file syntax. */
 #include <inttypes.h>
 #include <stdio.h>

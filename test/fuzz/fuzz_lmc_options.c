@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_lmc_options.c: fuzz target of libmemcached option strings (compat/libmemcached.c): errors, all-or-nothing, statement-by-statement application, and the ring. */
 #include <stdlib.h>
 #include <string.h>

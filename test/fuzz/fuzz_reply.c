@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_reply.c: fuzz target of the memcached text and meta protocols (lib/proto.c): reply lines read as the pool frames them, and request lines written. */
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_server_list.c: fuzz target of server lists and server files (lib/config.c): all or nothing, a ring every key locates on, and a round trip through the list and file syntax. */
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_snapshot.c: fuzz target of snapshot files (lib/snapfile.c): the input as it is, then with its checksum made right so that the parser behind the checksum is reached; what loads verifies and saves back to the same bytes. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_twemproxy.c: fuzz target of nutcracker YAML (compat/twemproxy.c): what loads is consistent, places keys on its servers, and written back as YAML loads the same. */
 #include <inttypes.h>
 #include <stdio.h>

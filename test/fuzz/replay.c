@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* replay.c: main() of a fuzz target in the ordinary build: every file of the given files and directories through LLVMFuzzerTestOneInput once. */
 #include <dirent.h>
 #include <errno.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test/fuzz/run.sh: build the fuzz targets with clang (MCR_FUZZ=ON) and run
 # each for SECONDS, then merge the inputs that found new coverage into its
 # seed corpus (libFuzzer -merge=1: only inputs that add coverage are kept).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* consumer.c: a program built against an installed libmcroute (test_install.sh): prints the versions, then the server of each key. */
 #include <stdio.h>
 #include <string.h>

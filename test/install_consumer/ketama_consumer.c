@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ketama_consumer.c: a libketama program built against mcroute's installed libketama (test_install.sh): prints the server and point of each key. */
 #include <stdio.h>
 

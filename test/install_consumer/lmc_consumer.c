@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lmc_consumer.c: a program built against the installed libmcroute_libmemcached (test_install.sh): the server of each key for a libmemcached option string. */
 #include <stdio.h>
 #include <string.h>

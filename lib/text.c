@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* text.c: the internal helpers every library of mcroute uses: error reports, quoting for messages, ASCII case-insensitive comparison. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+/*
+ * Compiled into each shared library (libmcroute, libmcroute_pool,
+ * libmcroute_twemproxy) as a private copy: symbols are hidden, so one
+ * library cannot call another's internals, and these are too small to be
+ * worth an exported, versioned internal API. The static libraries hold it
+ * once, in libmcroute.a.
+ */
+
+int mcr__error(mcr_error *err, int code, const char *fmt, ...)
+{
+    if (err != NULL) {
+        va_list ap;
+        err->code = code;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+const char *mcr__quote(char *out, size_t cap, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+
+    if (cap == 0)
+        return out;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        size_t need = (c >= 0x20 && c < 0x7f && c != '\\') ? 1 : 4;
+        if (o + need + 4 > cap) {          /* keep room for "..." and NUL */
+            if (o + 4 <= cap) {
+                out[o++] = '.'; out[o++] = '.'; out[o++] = '.';
+            }
+            break;
+        }
+        if (need == 1) {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '\\'; out[o++] = 'x';
+            out[o++] = hex[c >> 4]; out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+int mcr__ascii_caseeq(const char *a, const char *b)
+{
+    for (;; a++, b++) {
+        unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
+        if (x >= 'A' && x <= 'Z')
+            x = (unsigned char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z')
+            y = (unsigned char)(y - 'A' + 'a');
+        if (x != y)
+            return 0;
+        if (x == '\0')
+            return 1;
+    }
+}
