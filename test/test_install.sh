@@ -115,13 +115,14 @@ for l in libmcroute libmcroute_pool libmcroute_twemproxy; do
 done
 exists "$bindir/mcroute" "$libdir/pkgconfig/mcroute-pool.pc" "$libdir/pkgconfig/mcroute-twemproxy.pc"
 # needs_only LIB WANTED...: LIB's NEEDED entries that are not libc, libm,
-# the loader, libpthread, or one of WANTED (prefixes) are a failure.
+# the loader, libpthread, a sanitizer's runtime (in an ASan, UBSan or TSan
+# build), or one of WANTED (prefixes) are a failure.
 needs_only() {
     local lib=$1 n w ok; shift
     [ -e "$p/$libdir/$lib" ] || return 0
     for n in $(needed "$p/$libdir/$lib"); do
         ok=0
-        for w in libc.so libm.so ld-linux libpthread.so "$@"; do
+        for w in libc.so libm.so ld-linux libpthread.so libasan.so libubsan.so libtsan.so "$@"; do
             case $n in "$w"*) ok=1 ;; esac
         done
         [ $ok = 1 ] || fail "$lib needs $n (only $* expected beside libc)"
