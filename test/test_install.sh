@@ -211,18 +211,24 @@ grep -qx "$(printf 'user:42\t10.0.0.1:11211')" "$tmp/want.keys" ||
     cat "$tmp/want.keys"
 } >"$tmp/want"
 
-# run_consumer NAME BINARY: runs it (the installed lib dir on the library
-# path, nothing of the build tree), compares with the expected output.
-run_consumer() {
-    local name=$1 bin=$2
-    if ! LD_LIBRARY_PATH=$p/$libdir "$bin" "$servers" "${keys[@]}" >"$tmp/out" 2>"$tmp/err"; then
+# run_against WANT WHAT NAME BINARY ARGS...: runs BINARY ARGS (the installed
+# lib dir on the library path, nothing of the build tree) and compares its
+# output with the file WANT; WHAT says where WANT came from, for messages.
+run_against() {
+    local want=$1 what=$2 name=$3 bin=$4
+    shift 4
+    if ! LD_LIBRARY_PATH=$p/$libdir "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then
         fail "$name: exited with an error: $(cat "$tmp/err")"
-    elif ! diff -u "$tmp/want" "$tmp/out" >"$tmp/diff"; then
-        fail "$name: output differs from 'mcroute locate':"
+    elif ! diff -u "$want" "$tmp/out" >"$tmp/diff"; then
+        fail "$name: output differs from '$what':"
         cat "$tmp/diff" >&2
     else
-        ok "$name: versions $version, ${#keys[@]} keys as mcroute locate places them"
+        ok "$name: ${#keys[@]} keys as $what places them"
     fi
+}
+# run_consumer NAME BINARY: consumer.c's versions and placements.
+run_consumer() {
+    run_against "$tmp/want" "mcroute locate" "$1" "$2" "$servers" "${keys[@]}"
 }
 # uses_lib BINARY SONAME: is the library among its NEEDED, loaded from the install?
 uses_installed() {
@@ -298,15 +304,8 @@ printf 'alpha:\n  listen: 127.0.0.1:22121\n  hash: fnv1a_64\n  distribution: ket
     "$p/$bindir/mcroute" locate -t "$tmp/alpha.yml" "${keys[@]}" 2>"$tmp/err" ||
         fail "mcroute locate -t failed: $(cat "$tmp/err")"
 } >"$tmp/want.parts"
-run_parts() { # NAME BINARY
-    if ! LD_LIBRARY_PATH=$p/$libdir "$2" "$tmp/alpha.yml" "${keys[@]}" >"$tmp/out" 2>"$tmp/err"; then
-        fail "$1: exited with an error: $(cat "$tmp/err")"
-    elif ! diff -u "$tmp/want.parts" "$tmp/out" >"$tmp/diff"; then
-        fail "$1: output differs from 'mcroute locate -t':"
-        cat "$tmp/diff" >&2
-    else
-        ok "$1: the pool refuses a NULL event_base, ${#keys[@]} keys as nutcracker's ketama places them"
-    fi
+run_parts() { # NAME BINARY: parts_consumer.c's pool refusal and placements
+    run_against "$tmp/want.parts" "mcroute locate -t" "$1" "$2" "$tmp/alpha.yml" "${keys[@]}"
 }
 # shellcheck disable=SC2046
 if "$cc" "${cflags[@]}" -o "$tmp/pc/parts_shared" "$cs/parts_consumer.c" \
