@@ -75,6 +75,12 @@ flags() { # stage -> cmake flags, as scripts/test.sh builds it
     tsan) echo "-DMCR_TSAN=ON -DMCR_BUILD_BENCH=OFF" ;;
   esac
 }
+selection() { # stage -> ctest label selection, as scripts/test.sh runs it
+  case $1 in
+    plain) echo "" ;;
+    asan|tsan) echo "-LE docs" ;;
+  esac
+}
 for s in "${stage_list[@]}"; do
   echo "=== build build-$s (loaded; $(cut -d' ' -f1-3 /proc/loadavg)) ==="
   # shellcheck disable=SC2046
@@ -91,7 +97,8 @@ for run in $(seq 1 "$runs"); do
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       TSAN_OPTIONS=halt_on_error=1 \
-      ctest --output-on-failure -j"$jobs") > "$dir/run$run-$s.log" 2>&1 || rc=$?
+      # shellcheck disable=SC2046
+      ctest --output-on-failure -j"$jobs" $(selection "$s")) > "$dir/run$run-$s.log" 2>&1 || rc=$?
     grep -E "tests passed|tests failed|\*\*\*Failed|\*\*\*Timeout|Exception" "$dir/run$run-$s.log" || true
     echo "--- run $run $s: $([ $rc -eq 0 ] && echo PASSED || echo FAILED) in $(( $(date +%s) - start )) s"
     if [ $rc -ne 0 ]; then

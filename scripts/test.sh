@@ -25,15 +25,20 @@ build build-plain
 run_ctest build-plain -L unit
 run_ctest build-plain -LE unit
 
-# 2. AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
+# 2. AddressSanitizer + UndefinedBehaviorSanitizer (leaks included). Every
+#    suite but the docs check, which runs no library code (its one program,
+#    mcroute --help, is run by test_cli in every stage).
 build build-asan -DMCR_ASAN=ON -DMCR_BUILD_BENCH=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run_ctest build-asan
+  run_ctest build-asan -LE docs
 
 # 3. ThreadSanitizer: rings are read by many threads at once without locks.
+#    The single-threaded differential suites draw a quarter of their random
+#    cases here (testutil.h, tu_cases()): every kind of case still runs, and
+#    the full counts run in the plain and ASan builds.
 build build-tsan -DMCR_TSAN=ON -DMCR_BUILD_BENCH=OFF
-TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan
+TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan -LE docs
 
 # 4. valgrind on the plain build: memory errors and leaks, the CLI included.
 #    (test_compat_libmemcached and test_compat_twemproxy run under ASan above:

@@ -54,14 +54,36 @@ size_t tu_key(tu_rng *r, char *buf, size_t maxlen)
     return len;
 }
 
+#define MCR_TU_STR_(x) #x
+#define MCR_TU_STR(x) MCR_TU_STR_(x)
+#if defined(__SANITIZE_THREAD__)
+#define TU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_TSAN 1
+#endif
+#endif
+#ifndef TU_TSAN
+#define TU_TSAN 0
+#endif
+
+int tu_cases(int n)
+{
+    if (!TU_TSAN || n <= 1)
+        return n;
+    return (n + TU_TSAN_CASE_DIVISOR - 1) / TU_TSAN_CASE_DIVISOR;
+}
+
 int tu_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);
     int failed;
 
     printf("seed: 0x%llx (set MCR_TEST_SEED to change), time scale %g "
-           "(MCR_TEST_TIME_SCALE)\n",
-           (unsigned long long)tu_seed(), mcr_test_time_scale());
+           "(MCR_TEST_TIME_SCALE)%s\n",
+           (unsigned long long)tu_seed(), mcr_test_time_scale(),
+           TU_TSAN ? ", random cases 1/" MCR_TU_STR(TU_TSAN_CASE_DIVISOR)
+                     " of the full counts (a TSan build)" : "");
     fflush(stdout);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

@@ -23,6 +23,17 @@ uint64_t tu_seed(void);
 /* Run one suite with CK_NORMAL output and return the process exit code. */
 int tu_run(Suite *s);
 
+/* How many random cases a single-threaded differential loop draws, for a
+ * full count of n: n itself, except in a ThreadSanitizer build, where it is
+ * n / TU_TSAN_CASE_DIVISOR rounded up (at least 1). TSan finds races, which
+ * a loop on one thread cannot have, and runs such loops 5-15 times slower;
+ * every kind of case still runs, and the plain and ASan builds run the full
+ * counts. Not for loops whose count is the point of the test (a stress test,
+ * a coverage bound), nor for tests with threads. tu_run() prints the
+ * divisor in use. */
+#define TU_TSAN_CASE_DIVISOR 4
+int tu_cases(int n);
+
 /* Time scale of the tests: the one factor by which every timing-bound limit
  * of the suites grows on a slow or loaded machine (CI, sanitizers, valgrind).
  *
