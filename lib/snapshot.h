@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* snapshot.h: the layout of a snapshot, shared by snapshot.c (building, changes) and snapfile.c (canonical text, files); never installed. */
+/* snapshot.h: the layout of a snapshot, shared by snapshot.c (building, reading), changes.c (change sets), snaptext.c (canonical text, checksum) and snapfile.c (files); never installed. */
 #ifndef MCR_SNAPSHOT_INTERNAL_H
 #define MCR_SNAPSHOT_INTERNAL_H
 
@@ -83,12 +83,52 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
 /* The seed of the roll digests (the "digest" of a server line). */
 #define MCR__ROLL_SEED 0x6d63726f75746521ULL /* "mcroute!" */
 
+/* A new reference to a point cache (NULL stays NULL); snapshot.c. */
+mcr__pcache *mcr__pcache_ref(mcr__pcache *c);
+
+/* The hash of the id and address indexes (FNV-1a with a final mix). */
+#define MCR__FNV_OFFSET 0xcbf29ce484222325ULL
+static inline uint64_t mcr__str_hash(const char *s, size_t len, uint64_t h)
+{
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+    return h ^ (h >> 29);
+}
+
+/* The size of an open-addressing index for n entries: a power of two, at
+ * least 16 and at least 2n. */
+static inline size_t mcr__map_cap(size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    return cap;
+}
+
+/* ---- the canonical text and checksum (snaptext.c) */
+
+#define MCR__SNAP_MAGIC "mcroute-snapshot"
+#define MCR__SNAP_FORMAT 1        /* the modes up to "stable-ketama" */
+#define MCR__SNAP_FORMAT_TABLES 2 /* the native table modes */
+
+/* The file format a mode's snapshots are written in. */
+int mcr__snapshot_format(mcr_mode m);
+
 /* Fill the line digests of s's servers (reused from `old` for servers that
  * did not change) and its checksum. MCR_OK or MCR_ERR_NOMEM. */
 int mcr__snapshot_digest(mcr_snapshot *s, const mcr_snapshot *old, const long *from,
                          mcr_error *err);
 
-/* "active", "draining", "down", or NULL. */
+/* The whole text of s with its checksum line, malloc'ed, into *out and
+ * its length into *len. MCR_OK or MCR_ERR_NOMEM. */
+int mcr__snapshot_text(const mcr_snapshot *s, char **out, size_t *len, mcr_error *err);
+
+/* The 32 lower-case hex digits of an MD5 digest, NUL-terminated. */
+void mcr__checksum_hex(const unsigned char d[16], char out[MCR_SNAPSHOT_CHECKSUM_LEN + 1]);
+
+/* Whether st is one of the three states; its name ("active", "draining",
+ * "down"), or NULL. */
+bool mcr__state_valid(mcr_server_state st);
 const char *mcr__state_name(mcr_server_state st);
 
 #endif
