@@ -80,11 +80,10 @@ typedef enum mcr_status {
     MCR_OK = 0,
     MCR_ERR_INVALID = -1,     /* an argument is invalid (NULL, out of range), a call made
                                  where it is not allowed (inside a read-side section, a
-                                 hook, a callback), a snapshot file's checksum wrong */
+                                 hook, a callback) */
     MCR_ERR_NOMEM = -2,       /* memory allocation failed */
     MCR_ERR_SYNTAX = -3,      /* malformed text: server list, option, file line */
-    MCR_ERR_RANGE = -4,       /* a number outside its range (port, weight, option), a
-                                 stale epoch */
+    MCR_ERR_RANGE = -4,       /* a number outside its range (port, weight, option) */
     MCR_ERR_DUPLICATE = -5,   /* the same server (host and port, or id) given twice; a
                                  directive given twice */
     MCR_ERR_UNKNOWN = -6,     /* an unknown name: hash, mode, option, behaviour, server id */
@@ -103,7 +102,12 @@ typedef enum mcr_status {
     MCR_ERR_DOWN = -15,      /* the server is down for this pool (failure policy) */
     MCR_ERR_PROTOCOL = -16,  /* a reply that does not fit its request */
     MCR_ERR_SERVER = -17,    /* the server answered ERROR, CLIENT_ERROR or SERVER_ERROR */
-    MCR_ERR_CANCELLED = -18  /* the pool was freed first, or the server removed before it was sent */
+    MCR_ERR_CANCELLED = -18, /* the pool was freed first, or the server removed before it was sent */
+    /* Snapshots (0.2). */
+    MCR_ERR_CORRUPT = -19,   /* a snapshot file whose checksum does not match its text, or
+                                whose text does not rebuild to the same snapshot */
+    MCR_ERR_STALE = -20      /* a snapshot published, loaded or watched whose epoch is not
+                                above the current one */
 } mcr_status;
 
 /* mcr_strerror: a static, human-readable name for a status code ("invalid

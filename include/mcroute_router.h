@@ -179,7 +179,7 @@ MCR_EXTERN uint64_t mcr_router_epoch(mcr_router *router);
  * reclamation, until one is reclaimed. Never waits for a grace period
  * otherwise. Errors (nothing published, no hook called): MCR_ERR_INVALID
  * (NULL argument; called inside a read-side section, or from a hook of this
- * router in its thread), MCR_ERR_RANGE (stale: epoch not above the current
+ * router in its thread), MCR_ERR_STALE (epoch not above the current
  * one), and MCR_ERR_NOMEM (also when hooks need a diff and it cannot be
  * built). */
 MCR_EXTERN int mcr_router_publish(mcr_router *router, const mcr_snapshot *snap, mcr_error *err);
@@ -283,7 +283,7 @@ typedef enum mcr_watch_format {
     /* A snapshot file (mcr_snapshot_save()): loaded with its checksum
      * verified; published when its epoch is above the current one; the
      * current snapshot itself (same epoch and checksum) is "no change";
-     * anything older is refused as stale (MCR_ERR_RANGE). */
+     * anything older is refused as stale (MCR_ERR_STALE). */
     MCR_WATCH_SNAPSHOT_FILE = 1
 } mcr_watch_format;
 
@@ -343,8 +343,8 @@ typedef struct mcr_watch_options {
  * file, an empty router and no usable `tmpl`), the errors of reading the
  * file (those of mcr_config_load_server_file() or mcr_snapshot_load():
  * MCR_ERR_IO, MCR_ERR_SYNTAX, MCR_ERR_RANGE, MCR_ERR_DUPLICATE,
- * MCR_ERR_EMPTY, ...), of applying it (mcr_snapshot_apply()) and of
- * publishing it (MCR_ERR_RANGE for a stale snapshot file); the router is
+ * MCR_ERR_EMPTY, MCR_ERR_CORRUPT, ...), of applying it (mcr_snapshot_apply())
+ * and of publishing it (MCR_ERR_STALE for a stale snapshot file); the router is
  * then unchanged. MCR_ERR_NOMEM: out of memory, or the thread could not be
  * started (the first load may have been published then). Publishes run the
  * router's hooks in the thread that publishes: this one for the first load,

@@ -35,6 +35,8 @@ const char *mcr_strerror(int status)
     case MCR_ERR_PROTOCOL: return "protocol error";
     case MCR_ERR_SERVER: return "server error";
     case MCR_ERR_CANCELLED: return "cancelled";
+    case MCR_ERR_CORRUPT: return "corrupt snapshot file";
+    case MCR_ERR_STALE: return "stale snapshot";
     default: return "unknown error";
     }
 }

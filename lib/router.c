@@ -513,7 +513,7 @@ static int publish_locked(mcr_router *router, const mcr_snapshot *snap, retired 
     int rc;
 
     if (old != NULL && mcr_snapshot_epoch(snap) <= mcr_snapshot_epoch(old))
-        return mcr__error(err, MCR_ERR_RANGE,
+        return mcr__error(err, MCR_ERR_STALE,
                           "mcr_router_publish: stale snapshot: epoch %llu is not above the "
                           "current epoch %llu",
                           (unsigned long long)mcr_snapshot_epoch(snap),

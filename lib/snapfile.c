@@ -568,7 +568,7 @@ int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
     mcr__checksum_hex(d, sum);
     if (memcmp(sum, cl->p + 9, MCR_SNAPSHOT_CHECKSUM_LEN) != 0) {
         char q[48];
-        rc = mcr__error(err, MCR_ERR_INVALID,
+        rc = mcr__error(err, MCR_ERR_CORRUPT,
                         "%s line %zu: checksum mismatch: the file says %s, its text gives %s "
                         "(corrupted or edited)",
                         path, cl->no, mcr__quote(q, sizeof(q), cl->p + 9, MCR_SNAPSHOT_CHECKSUM_LEN),
@@ -588,7 +588,7 @@ int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
 
     /* 4. Stale? */
     if (current != NULL && !force && epoch <= current->epoch) {
-        rc = mcr__error(err, MCR_ERR_RANGE,
+        rc = mcr__error(err, MCR_ERR_STALE,
                         "%s line 3: stale snapshot: epoch %llu is not above the current epoch "
                         "%llu (force to load it anyway)",
                         path, (unsigned long long)epoch, (unsigned long long)current->epoch);
@@ -664,7 +664,7 @@ int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
         size_t i = 0, lineno = 1;
         while (i < len && i < rlen && text[i] == rebuilt[i])
             lineno += text[i++] == '\n';
-        rc = mcr__error(err, MCR_ERR_INVALID,
+        rc = mcr__error(err, MCR_ERR_CORRUPT,
                         "%s line %zu: differs from the snapshot rebuilt from the file (written "
                         "by an incompatible build, or not canonical)",
                         path, lineno);

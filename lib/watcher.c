@@ -344,7 +344,7 @@ static int load_server_file(mcr_watcher *w, const mcr_config *tmpl, const file_s
         mcr_snapshot_unref(base);
         /* Another writer published since `base` was taken: redo against
          * the new current snapshot. */
-        if (rc == MCR_ERR_RANGE && base != NULL && attempt < PUBLISH_RETRIES)
+        if (rc == MCR_ERR_STALE && base != NULL && attempt < PUBLISH_RETRIES)
             continue;
         break;
     }
@@ -374,7 +374,7 @@ static int load_snapshot_file(mcr_watcher *w, const file_sig *sig, load_result *
         strcmp(mcr_snapshot_checksum(snap), mcr_snapshot_checksum(cur)) == 0) {
         rc = MCR_OK; /* the snapshot in force */
     } else if (cur != NULL && mcr_snapshot_epoch(snap) <= mcr_snapshot_epoch(cur)) {
-        rc = mcr__error(err, MCR_ERR_RANGE,
+        rc = mcr__error(err, MCR_ERR_STALE,
                         "%s: stale snapshot: epoch %llu is not above the current epoch %llu",
                         w->path, (unsigned long long)mcr_snapshot_epoch(snap),
                         (unsigned long long)mcr_snapshot_epoch(cur));

@@ -189,9 +189,9 @@ START_TEST(publish_and_apply)
 
     /* Stale publishes: the current epoch again, and an older one. */
     mcr_snapshot *cur = mcr_router_current(r);
-    ck_assert_int_eq(mcr_router_publish(r, cur, &err), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_router_publish(r, cur, &err), MCR_ERR_STALE);
     ck_assert_ptr_nonnull(strstr(err.message, "stale"));
-    ck_assert_int_eq(mcr_router_publish(r, s1, &err), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_router_publish(r, s1, &err), MCR_ERR_STALE);
     ck_assert_uint_eq(mcr_router_epoch(r), 2);
     ck_assert_int_eq(h.calls, 1);
 
@@ -951,7 +951,7 @@ START_TEST(stress_publish_while_reading)
         }
         if (i % 50 == 49) {
             /* Stale: the snapshot we started from. */
-            ck_assert_int_eq(mcr_router_publish(st.router, cur, &err), MCR_ERR_RANGE);
+            ck_assert_int_eq(mcr_router_publish(st.router, cur, &err), MCR_ERR_STALE);
             refused_stale++;
         }
         mcr_changes_free(ch);
@@ -1342,7 +1342,7 @@ START_TEST(watch_snapshot_file)
     ck_assert_int_eq(mcr_snapshot_save(s1, sc.path, &err), MCR_OK);
     wait_reports(&log, 4);
     watch_log_get(&log, &c);
-    ck_assert_int_eq(c.last_status, MCR_ERR_RANGE);
+    ck_assert_int_eq(c.last_status, MCR_ERR_STALE);
     ck_assert_ptr_nonnull(strstr(c.last_error, "stale"));
     ck_assert_uint_eq(mcr_router_epoch(r), 2);
 

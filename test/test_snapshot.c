@@ -1130,15 +1130,15 @@ START_TEST(corrupted_truncated_stale_refused)
     char *z = strstr(bad, "zone=z1");
     z[6] = '2';
     write_all(bad_path, bad, len);
-    ck_assert_int_eq(mcr_snapshot_load(bad_path, cur, 0, &out, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_snapshot_load(bad_path, cur, 0, &out, &err), MCR_ERR_CORRUPT);
     ck_assert_ptr_nonnull(strstr(err.message, "checksum mismatch"));
 
     /* Stale: an epoch not above the current one, unless forced. */
-    ck_assert_int_eq(mcr_snapshot_load(path, s, 0, &out, &err), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_snapshot_load(path, s, 0, &out, &err), MCR_ERR_STALE);
     ck_assert_ptr_nonnull(strstr(err.message, "stale"));
     ck_assert_ptr_eq(out, sentinel);
     mcr_snapshot *newer = small_snapshot(11);
-    ck_assert_int_eq(mcr_snapshot_load(path, newer, 0, &out, &err), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_snapshot_load(path, newer, 0, &out, &err), MCR_ERR_STALE);
     ck_assert_int_eq(mcr_snapshot_load(path, newer, 1, &out, &err), MCR_OK);
     ck_assert_str_eq(mcr_snapshot_checksum(out), mcr_snapshot_checksum(s));
     mcr_snapshot_unref(out);
@@ -1267,8 +1267,8 @@ START_TEST(forged_files_refused)
         int code;
         const char *msg;
     } cases[] = {
-        {"weight=2", "weight=3", MCR_ERR_INVALID, "line 11: differs"},
-        {"named=1", "named=0", MCR_ERR_INVALID, "line 10: differs"},
+        {"weight=2", "weight=3", MCR_ERR_CORRUPT, "line 11: differs"},
+        {"named=1", "named=0", MCR_ERR_CORRUPT, "line 10: differs"},
         {"algorithm 1", "algorithm 2", MCR_ERR_UNSUPPORTED, "algorithm 2"},
         {"mcroute-snapshot 1", "mcroute-snapshot 9", MCR_ERR_UNSUPPORTED, "format 9"},
         {"mode stable-ketama", "mode stable-ketamo", MCR_ERR_UNKNOWN, "line 4"},
@@ -1279,7 +1279,7 @@ START_TEST(forged_files_refused)
         {"zone=z1", "zone=z%2", MCR_ERR_SYNTAX, "escape"},
         {"zone=z1", "zone=Z1", MCR_OK, NULL}, /* a zone is free text: valid */
         {"hash md5", "hash nope", MCR_ERR_UNKNOWN, "unknown hash"},
-        {"id=a ", "id=b ", MCR_ERR_INVALID, "line 10: differs"}, /* b's points */
+        {"id=a ", "id=b ", MCR_ERR_CORRUPT, "line 10: differs"}, /* b's points */
         {" digest=", " digist=", MCR_ERR_SYNTAX, "digest="},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
@@ -1373,7 +1373,7 @@ START_TEST(forged_huge_table_refused_fast)
     fix_checksum(t, &n);
     write_all(path, t, n);
     rc = mcr_snapshot_load(path, NULL, 0, &out, &err);
-    ck_assert_msg(rc == MCR_ERR_INVALID, "%d: %s", rc, rc ? err.message : "loaded");
+    ck_assert_msg(rc == MCR_ERR_CORRUPT, "%d: %s", rc, rc ? err.message : "loaded");
     ck_assert_msg(strstr(err.message, "line 11: differs") != NULL, "%s", err.message);
     ck_assert_ptr_null(out);
 }

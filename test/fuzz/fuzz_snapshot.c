@@ -93,7 +93,7 @@ static int load(const char *path, const char *text, size_t len, const uint8_t *d
     /* stale against itself, accepted when forced */
     mcr_snapshot *again = NULL;
     rc = mcr_snapshot_load(path, snap, 0, &again, &err);
-    FUZZ_CHECK(rc == MCR_ERR_RANGE, "the same epoch again is not stale: %d", rc);
+    FUZZ_CHECK(rc == MCR_ERR_STALE, "the same epoch again is not stale: %d", rc);
     fuzz_check_error(rc, &err, "stale load");
     rc = mcr_snapshot_load(path, snap, 1, &again, &err);
     FUZZ_CHECK(rc == MCR_OK, "forced load: %s", err.message);
