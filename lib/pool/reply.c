@@ -240,7 +240,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 evbuffer_drain(in, len + 2);
                 r->status = MCR_OK;
                 r->reply = MCR_REPLY_MISS;
-                return 1; /* finish_req reports the miss */
+                return 1; /* mcr__finish_req reports the miss */
             }
             if (meta && L.kind == MCR__L_EN) {
                 /* quiet gets send none; an older server might: a miss,
