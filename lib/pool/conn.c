@@ -57,7 +57,8 @@ void mcr__conn_fail(mcr__pool_conn *c, int status, const char *msg)
     mcr_pool *p = s->pool;
     if (s->conns[c->slot] == c)
         s->conns[c->slot] = NULL;
-    int counts = status != MCR_ERR_CANCELLED && (c->inflight > 0 || c->state == MCR__CONN_CONNECTING);
+    int counts =
+        status != MCR_ERR_CANCELLED && (c->inflight > 0 || c->state == MCR__CONN_CONNECTING);
     mcr__pool_req *r = c->head;
     c->head = c->tail = NULL;
     s->inflight -= c->inflight;

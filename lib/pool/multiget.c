@@ -11,8 +11,8 @@
 /* ------------------------------------------------------------ multi-get */
 
 /* A key-level failure of a multi-get, reported from the loop. */
-static int mget_key_error(mcr_pool *p, mcr__pool_mget *m, mcr_op op, mcr__pool_server *s, const void *key,
-                          size_t len, size_t user, int status, const char *msg)
+static int mget_key_error(mcr_pool *p, mcr__pool_mget *m, mcr_op op, mcr__pool_server *s,
+                          const void *key, size_t len, size_t user, int status, const char *msg)
 {
     mcr__pool_req *r = mcr__req_new(1, len, 1);
     if (r == NULL)

@@ -12,7 +12,8 @@
 
 /* ------------------------------------------------------------ reply parsing */
 
-static int key_matches(const mcr_pool *p, const mcr__pool_req *r, uint32_t j, const char *k, size_t kl)
+static int key_matches(const mcr_pool *p, const mcr__pool_req *r, uint32_t j, const char *k,
+                       size_t kl)
 {
     return kl == p->prefix_len + r->klens[j] && memcmp(k, p->prefix, p->prefix_len) == 0 &&
            memcmp(k + p->prefix_len, r->keys[j], r->klens[j]) == 0;
@@ -41,7 +42,7 @@ static void error_text(const mcr__line *L, char *msg)
                                      [MCR__L_CLIENT_ERROR] = "CLIENT_ERROR",
                                      [MCR__L_SERVER_ERROR] = "SERVER_ERROR" };
     mcr__set_msg(msg, "%s%s%.*s", w[L->kind], L->text_len ? " " : "", (int)L->text_len,
-            L->text ? L->text : "");
+                 L->text ? L->text : "");
 }
 
 static int opaque_is(const mcr__pool_req *r, const mcr__line *L, uint32_t j)
@@ -117,8 +118,8 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
         mcr__line L;
         mcr__proto_parse_line(line, len, &L);
         if (L.kind == MCR__L_BAD) {
-            mcr__set_msg(msg, "unexpected reply line \"%.*s\" to %s", (int)(len > 40 ? 40 : len), line,
-                    mcr_op_name(r->op));
+            mcr__set_msg(msg, "unexpected reply line \"%.*s\" to %s", (int)(len > 40 ? 40 : len),
+                         line, mcr_op_name(r->op));
             return -1;
         }
 
@@ -138,10 +139,10 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                         g = g->next;
                         if (g == NULL || !g->joined) {
                             mcr__set_msg(msg, "VALUE for a key %s: \"%.*s\"",
-                                    line_answered(p, r, L.key, L.key_len)
-                                        ? "already answered on this line"
-                                        : "not asked for (or out of order)",
-                                    (int)(L.key_len > 60 ? 60 : L.key_len), L.key);
+                                         line_answered(p, r, L.key, L.key_len)
+                                             ? "already answered on this line"
+                                             : "not asked for (or out of order)",
+                                         (int)(L.key_len > 60 ? 60 : L.key_len), L.key);
                             return -1;
                         }
                     }
@@ -150,9 +151,9 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                     int ours = L.opaque != NULL && mcr__proto_opaque(L.opaque, L.opaque_len, &o);
                     if (!ours || o - r->opaque >= r->nkeys || o - r->opaque < r->cursor) {
                         mcr__set_msg(msg, "VA with an opaque token %s",
-                                ours && o - r->opaque < r->cursor
-                                    ? "already answered (or out of order)"
-                                    : "not awaited");
+                                     ours && o - r->opaque < r->cursor
+                                         ? "already answered (or out of order)"
+                                         : "not awaited");
                         return -1;
                     }
                     j = o - r->opaque;
@@ -160,7 +161,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 int gets = r->op == MCR_OP_GETS || r->op == MCR_OP_GATS;
                 if ((gets && !L.has_cas) || (meta && !L.has_flags)) {
                     mcr__set_msg(msg, "%s without the %s asked for", meta ? "VA" : "VALUE",
-                            gets ? "CAS unique" : "flags");
+                                 gets ? "CAS unique" : "flags");
                     return -1;
                 }
                 if (L.bytes > MCR_POOL_VALUE_MAX) {
@@ -200,8 +201,9 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 char big[MCR__MSG_SIZE];
                 mcr__result_init(&res, g, j);
                 if (too_big) {
-                    mcr__set_msg(big, "%s:%d: a value of %" PRIu64 " bytes, over max_value_size (%zu)",
-                            c->server->host, c->server->port, bytes, p->o.max_value_size);
+                    mcr__set_msg(big,
+                                 "%s:%d: a value of %" PRIu64 " bytes, over max_value_size (%zu)",
+                                 c->server->host, c->server->port, bytes, p->o.max_value_size);
                     res.status = MCR_ERR_TOO_BIG;
                     res.message = big;
                 } else {
@@ -297,7 +299,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 return 1;
             }
             mcr__set_msg(msg, "unexpected reply \"%.*s\" to %s", (int)(len > 40 ? 40 : len), line,
-                    mcr_op_name(r->op));
+                         mcr_op_name(r->op));
             return -1;
         }
 
@@ -310,12 +312,12 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
         }
         int ok = 1;
         mcr_reply reply = MCR_REPLY_OK;
-        int meta_cmd = meta && (mcr__is_store_op(r->op) || r->op == MCR_OP_DELETE ||
-                                r->op == MCR_OP_INCR || r->op == MCR_OP_DECR ||
-                                r->op == MCR_OP_TOUCH);
+        int meta_cmd =
+            meta && (mcr__is_store_op(r->op) || r->op == MCR_OP_DELETE || r->op == MCR_OP_INCR ||
+                     r->op == MCR_OP_DECR || r->op == MCR_OP_TOUCH);
         if (meta_cmd && !opaque_is(r, &L, 0)) {
             mcr__set_msg(msg, "reply with an opaque token not awaited (%.*s)",
-                    (int)(len > 40 ? 40 : len), line);
+                         (int)(len > 40 ? 40 : len), line);
             return -1;
         }
         switch (r->op) {
@@ -413,7 +415,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
         }
         if (!ok) {
             mcr__set_msg(msg, "unexpected reply \"%.*s\" to %s", (int)(len > 40 ? 40 : len), line,
-                    mcr_op_name(r->op));
+                         mcr_op_name(r->op));
             return -1;
         }
         evbuffer_drain(in, len + 2);

@@ -199,7 +199,7 @@ void mcr__result_init(mcr_result *res, const mcr__pool_req *r, uint32_t j)
 }
 
 void mcr__deliver_simple(mcr_pool *p, mcr__pool_req *r, uint32_t j, int status, mcr_reply reply,
-                           const char *msg)
+                         const char *msg)
 {
     mcr_result res;
     mcr__result_init(&res, r, j);

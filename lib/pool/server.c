@@ -66,7 +66,8 @@ static unsigned next_backoff(mcr__pool_server *s, uint64_t now)
 
 void mcr__server_schedule_probe(mcr__pool_server *s)
 {
-    struct timeval tv = { (time_t)(s->backoff_ms / 1000), (suseconds_t)(s->backoff_ms % 1000) * 1000 };
+    struct timeval tv = {(time_t)(s->backoff_ms / 1000),
+                         (suseconds_t)(s->backoff_ms % 1000) * 1000};
     evtimer_add(s->retry_ev, &tv);
 }
 
@@ -286,7 +287,7 @@ int mcr__server_dispatch(mcr__pool_server *s, mcr__pool_req *r)
         open += s->conns[i] != NULL;
     if (open == 0)
         mcr__server_fail_waiting(s, s->health == MCR_HEALTH_UP ? MCR_ERR_CONNECT : MCR_ERR_DOWN,
-                            "cannot connect");
+                                 "cannot connect");
     return MCR_OK;
 }
 

@@ -57,13 +57,15 @@ static int check_request(mcr_pool *p, const mcr_request *q, mcr_error *err)
     if ((unsigned)q->op >= MCR_OP_COUNT)
         return mcr__pool_fail(err, MCR_ERR_INVALID, "unknown op %d", (int)q->op);
     if (q->exptime < 0 || q->exptime > INT32_MAX)
-        return mcr__pool_fail(err, MCR_ERR_INVALID, "exptime %" PRId64 " outside 0..2147483647", q->exptime);
+        return mcr__pool_fail(err, MCR_ERR_INVALID, "exptime %" PRId64 " outside 0..2147483647",
+                              q->exptime);
     if (mcr__is_server_op(q->op)) {
         if (q->server == NULL)
             return mcr__pool_fail(err, MCR_ERR_INVALID, "%s needs a server id", mcr_op_name(q->op));
         if (q->op == MCR_OP_STATS && q->key_len > 0 &&
             (q->key == NULL || !mcr__proto_key_ok(q->key, q->key_len, MCR__KEY_MAX)))
-            return mcr__pool_fail(err, MCR_ERR_KEY, "stats group must be 1..250 bytes without space or control byte");
+            return mcr__pool_fail(err, MCR_ERR_KEY,
+                                  "stats group must be 1..250 bytes without space or control byte");
         return MCR_OK;
     }
     if (q->key == NULL && q->key_len > 0)
@@ -71,16 +73,17 @@ static int check_request(mcr_pool *p, const mcr_request *q, mcr_error *err)
     if (!mcr__proto_key_ok(q->key, q->key_len, MCR__KEY_MAX - p->prefix_len)) {
         char qb[80];
         return mcr__pool_fail(err, MCR_ERR_KEY,
-                    "key \"%s\" is not 1..%zu bytes without space or control byte",
-                    mcr__quote(qb, sizeof(qb), q->key ? q->key : "", q->key_len),
-                    (size_t)MCR__KEY_MAX - p->prefix_len);
+                              "key \"%s\" is not 1..%zu bytes without space or control byte",
+                              mcr__quote(qb, sizeof(qb), q->key ? q->key : "", q->key_len),
+                              (size_t)MCR__KEY_MAX - p->prefix_len);
     }
     if (mcr__is_store_op(q->op)) {
         if (q->value == NULL && q->value_len > 0)
             return mcr__pool_fail(err, MCR_ERR_INVALID, "NULL value");
         if (q->value_len > p->o.max_value_size)
-            return mcr__pool_fail(err, MCR_ERR_TOO_BIG, "value of %zu bytes is over the limit of %zu",
-                        q->value_len, p->o.max_value_size);
+            return mcr__pool_fail(err, MCR_ERR_TOO_BIG,
+                                  "value of %zu bytes is over the limit of %zu", q->value_len,
+                                  p->o.max_value_size);
     }
     return MCR_OK;
 }
@@ -96,7 +99,8 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
         return rc;
     rc = mcr__pool_refresh(p);
     if (rc != MCR_OK)
-        return mcr__pool_fail(err, rc, rc == MCR_ERR_EMPTY ? "the router holds no snapshot" : "out of memory");
+        return mcr__pool_fail(
+            err, rc, rc == MCR_ERR_EMPTY ? "the router holds no snapshot" : "out of memory");
 
     int status = MCR_OK;
     mcr__pool_server *s;
@@ -104,8 +108,9 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
         s = server_by_id(p, q->server);
         if (s == NULL) {
             char qb[80];
-            return mcr__pool_fail(err, MCR_ERR_UNKNOWN, "no server %s in the snapshot (epoch %" PRIu64 ")",
-                        mcr__quote(qb, sizeof(qb), q->server, strlen(q->server)), p->epoch);
+            return mcr__pool_fail(
+                err, MCR_ERR_UNKNOWN, "no server %s in the snapshot (epoch %" PRIu64 ")",
+                mcr__quote(qb, sizeof(qb), q->server, strlen(q->server)), p->epoch);
         }
         if (s->health != MCR_HEALTH_UP && s->health != MCR_HEALTH_EJECTED)
             status = s->health == MCR_HEALTH_DRAINING ? MCR_ERR_CANCELLED : MCR_ERR_DOWN;
