@@ -24,12 +24,12 @@
  * What is measured. The pool's eject policy publishes from its event loop:
  * on an ejection, and on the re-add after a probe, it reads the current
  * snapshot, checks the server's state, and applies one state change
- * (lib/pool.c, publish_state()). This program does the same at a fixed rate
- * (one change per period, eject and re-add in turn, cycling over the
- * servers) while reader threads look keys up through the router without
- * pause, and times each change from the read of the current snapshot to
- * the return of the apply: the time a loop would be held. It reports the
- * longest, the 99th percentile and the median.
+ * (lib/pool/server.c, mcr__server_publish_state()). This program does the
+ * same at a fixed rate (one change per period, eject and re-add in turn,
+ * cycling over the servers) while reader threads look keys up through the
+ * router without pause, and times each change from the read of the current
+ * snapshot to the return of the apply: the time a loop would be held. It
+ * reports the longest, the 99th percentile and the median.
  *
  * On a loaded machine the wall clock also counts the time the publisher
  * was preempted, which no library can prevent. So each call is also

@@ -540,7 +540,7 @@ int main(int argc, char **argv)
             break;
         case OPT_TIMEOUT:
             /* Both: a request sent while its connection is still being made
-             * waits for the connect timeout, not for its own (lib/pool.c). */
+             * waits for the connect timeout, not for its own (lib/pool/conn.c). */
             opts.request_timeout_ms = opts.connect_timeout_ms = parse_ms(optarg, "--timeout-ms");
             break;
         case OPT_META:

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_proto.c: Check suite of lib/proto.c: reply lines classified, reply streams framed at every split, over-limit blocks dropped, request lines written. */
+/* test_proto.c: Check suite of lib/pool/proto.c: reply lines classified, reply streams framed at every split, over-limit blocks dropped, request lines written. */
 /*
  * proto.c knows the wire only: which line is which and where a line or a
  * data block ends. Which request a reply answers (and so a second VALUE for
@@ -21,7 +21,7 @@
 
 #include <event2/buffer.h>
 
-#include "proto.h"
+#include "pool/proto.h"
 #include "testutil.h"
 
 /* ================================================================== lines */

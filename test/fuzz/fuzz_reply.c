@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* fuzz_reply.c: fuzz target of the memcached text and meta protocols (lib/proto.c): reply lines read as the pool frames them, and request lines written. */
+/* fuzz_reply.c: fuzz target of the memcached text and meta protocols (lib/pool/proto.c): reply lines read as the pool frames them, and request lines written. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <event2/buffer.h>
 
 #include "fuzz.h"
-#include "proto.h"
+#include "pool/proto.h"
 
 #define MAX_DATA ((uint64_t)1 << 40)
 

@@ -1,0 +1,558 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* conn.c: the pool's connections: connect, pipelined sends (text gets on one line), reads, timeouts, close. */
+#include "pool_internal.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+/* The bytes of one pipelined text get line, at most (keys are added to an
+ * open "get" line until then). */
+#define LINE_KEYS_MAX 100
+/* Bytes read by one system call. */
+#define READ_STEP 65536
+
+/* ------------------------------------------------------------ connections */
+
+static void conn_destroy(mcr__pool_conn *c)
+{
+    if (c->rev != NULL)
+        event_free(c->rev);
+    if (c->wev != NULL)
+        event_free(c->wev);
+    if (c->timer != NULL)
+        event_free(c->timer);
+    if (c->in != NULL)
+        evbuffer_free(c->in);
+    if (c->out != NULL)
+        evbuffer_free(c->out);
+    if (c->fd >= 0)
+        evutil_closesocket(c->fd);
+    free(c);
+}
+
+static void conn_arm(mcr__pool_conn *c, uint64_t deadline)
+{
+    uint64_t now = mcr__now_ns();
+    uint64_t d = deadline > now ? deadline - now : 0;
+    struct timeval tv = { (time_t)(d / 1000000000u), (suseconds_t)((d % 1000000000u) / 1000) };
+    evtimer_add(c->timer, &tv);
+    c->armed_at = deadline;
+}
+
+/* Close c: every request in flight fails with `status`. */
+void mcr__conn_fail(mcr__pool_conn *c, int status, const char *msg)
+{
+    if (c->dead)
+        return;
+    c->dead = 1;
+    mcr__pool_server *s = c->server;
+    mcr_pool *p = s->pool;
+    if (s->conns[c->slot] == c)
+        s->conns[c->slot] = NULL;
+    int counts =
+        status != MCR_ERR_CANCELLED && (c->inflight > 0 || c->state == MCR__CONN_CONNECTING);
+    mcr__pool_req *r = c->head;
+    c->head = c->tail = NULL;
+    s->inflight -= c->inflight;
+    c->inflight = 0;
+    while (r != NULL) {
+        mcr__pool_req *n = r->next;
+        r->conn = NULL;
+        r->status = status;
+        mcr__set_msg(r->message, "%s:%d: %s", s->host, s->port, msg);
+        mcr__deferred_push(p, r);
+        r = n;
+    }
+    if (c->rev != NULL)
+        event_del(c->rev);
+    if (c->wev != NULL)
+        event_del(c->wev);
+    evtimer_del(c->timer);
+    if (c->flush_queued) {
+        for (mcr__pool_conn **pp = &p->flush_head; *pp != NULL; pp = &(*pp)->flush_next)
+            if (*pp == c) {
+                *pp = c->flush_next;
+                break;
+            }
+        c->flush_queued = 0;
+    }
+    if (!c->busy)
+        conn_destroy(c);
+    if (counts)
+        p->up.server_failed(s, status);
+    if (!p->freeing && s->wait_head != NULL && s->health == MCR_HEALTH_UP)
+        p->up.server_pump(s);
+}
+
+static int reply_waiting(mcr__pool_conn *c)
+{
+    char b;
+    return c->fd >= 0 && recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+}
+
+static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    mcr__pool_conn *c = arg;
+    mcr_pool *p = c->server->pool;
+    uint64_t now = mcr__now_ns();
+    if (c->state == MCR__CONN_CONNECTING && now >= c->connect_deadline) {
+        char m[64];
+        snprintf(m, sizeof(m), "no connection within %u ms", p->o.connect_timeout_ms);
+        mcr__conn_fail(c, MCR_ERR_TIMEOUT, m);
+        return;
+    }
+    uint64_t next = c->state == MCR__CONN_CONNECTING ? c->connect_deadline : 0;
+    if (c->head != NULL) {
+        uint64_t d = c->head->sent_ns + (uint64_t)p->o.request_timeout_ms * 1000000u;
+        if (now >= d && c->graced != c->head->sent_ns && reply_waiting(c)) {
+            /* The reply arrived but the loop has not read it yet (a
+             * program that runs the loop only now and then): read first. */
+            c->graced = c->head->sent_ns;
+            conn_arm(c, now + 1000000u);
+            return;
+        }
+        if (now >= d) {
+            char m[64];
+            snprintf(m, sizeof(m), "no reply within %u ms", p->o.request_timeout_ms);
+            mcr__conn_fail(c, MCR_ERR_TIMEOUT, m);
+            return;
+        }
+        if (next == 0 || d < next)
+            next = d;
+    }
+    if (next != 0)
+        conn_arm(c, next);
+}
+
+/* Write what c has queued, as far as the socket takes it; arm the write
+ * event for the rest. MSG_NOSIGNAL: a closed peer is an error, not SIGPIPE. */
+static void conn_flush(mcr__pool_conn *c)
+{
+    if (c->line_open) {
+        if (evbuffer_add(c->out, "\r\n", 2) != 0) {
+            mcr__conn_fail(c, MCR_ERR_NOMEM, "out of memory writing a request");
+            return;
+        }
+        c->line_open = 0;
+    }
+    if (c->state != MCR__CONN_READY)
+        return;
+    while (evbuffer_get_length(c->out) > 0) {
+        struct evbuffer_iovec v[32];
+        int n = evbuffer_peek(c->out, READ_STEP, NULL, v, 32);
+        struct iovec iov[32];
+        int k = n < 32 ? n : 32;
+        for (int i = 0; i < k; i++) {
+            iov[i].iov_base = v[i].iov_base;
+            iov[i].iov_len = v[i].iov_len;
+        }
+        struct msghdr mh;
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)k;
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                event_add(c->wev, NULL);
+                return;
+            }
+            char m[96];
+            snprintf(m, sizeof(m), "send: %s", strerror(errno));
+            mcr__conn_fail(c, MCR_ERR_CONNECT, m);
+            return;
+        }
+        evbuffer_drain(c->out, (size_t)w);
+    }
+}
+
+void mcr__conn_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    mcr_pool *p = arg;
+    while (p->flush_head != NULL) {
+        mcr__pool_conn *c = p->flush_head;
+        p->flush_head = c->flush_next;
+        c->flush_queued = 0;
+        conn_flush(c);
+    }
+}
+
+/* Have c's queued bytes written at the end of this loop pass, together
+ * with whatever else is queued for it by then. */
+static void flush_later(mcr__pool_conn *c)
+{
+    if (c->flush_queued)
+        return;
+    mcr_pool *p = c->server->pool;
+    c->flush_queued = 1;
+    c->flush_next = p->flush_head;
+    p->flush_head = c;
+    event_active(p->flush_ev, EV_TIMEOUT, 0);
+}
+
+static void conn_connected(mcr__pool_conn *c)
+{
+    c->state = MCR__CONN_READY;
+    if (c->server->addr.ss_family != AF_UNIX) {
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    /* the connect deadline no longer applies; request deadlines do */
+    if (c->head == NULL)
+        evtimer_del(c->timer);
+    conn_flush(c);
+}
+
+static void conn_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    mcr__pool_conn *c = arg;
+    if (c->state == MCR__CONN_CONNECTING) {
+        int e = 0;
+        socklen_t len = sizeof(e);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+            e = errno;
+        if (e == EINPROGRESS || e == EALREADY || e == EINTR) {
+            event_add(c->wev, NULL);
+            return;
+        }
+        if (e != 0) {
+            char m[96];
+            snprintf(m, sizeof(m), "connect: %s", strerror(e));
+            mcr__conn_fail(c, MCR_ERR_CONNECT, m);
+            return;
+        }
+        conn_connected(c);
+        return;
+    }
+    conn_flush(c);
+}
+
+static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    mcr__pool_conn *c = arg;
+    mcr__pool_server *s = c->server;
+    mcr_pool *p = s->pool;
+    struct evbuffer *in = c->in;
+    char msg[MCR__MSG_SIZE];
+
+    c->busy++;
+    if (c->state == MCR__CONN_CONNECTING) {
+        /* readable before writable: the connect failed (or the server
+         * spoke first); the write callback's SO_ERROR check decides */
+        int e = 0;
+        socklen_t len = sizeof(e);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len);
+        if (e != 0) {
+            char m[96];
+            snprintf(m, sizeof(m), "connect: %s", strerror(e));
+            mcr__conn_fail(c, MCR_ERR_CONNECT, m);
+        } else {
+            conn_connected(c);
+        }
+    }
+    for (int step = 0; step < 4 && !c->dead; step++) {
+        struct evbuffer_iovec v[2];
+        int nv = evbuffer_reserve_space(in, READ_STEP, v, 2);
+        if (nv <= 0) {
+            mcr__conn_fail(c, MCR_ERR_NOMEM, "out of memory reading a reply");
+            break;
+        }
+        /* at most READ_STEP a read (the reservation may be larger): what a
+         * callback buffers before parsing stays bounded */
+        struct iovec iov[2];
+        size_t room = READ_STEP;
+        for (int i = 0; i < nv; i++) {
+            iov[i].iov_base = v[i].iov_base;
+            iov[i].iov_len = v[i].iov_len < room ? v[i].iov_len : room;
+            room -= iov[i].iov_len;
+        }
+        ssize_t n = readv(fd, iov, nv);
+        if (n < 0) {
+            evbuffer_commit_space(in, v, 0);
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            char m[96];
+            snprintf(m, sizeof(m), "receive: %s", strerror(errno));
+            mcr__conn_fail(c, MCR_ERR_CONNECT, m);
+            break;
+        }
+        if (n == 0) {
+            evbuffer_commit_space(in, v, 0);
+            mcr__conn_fail(c, MCR_ERR_CONNECT, "connection closed by the server");
+            break;
+        }
+        size_t left = (size_t)n;
+        for (int i = 0; i < nv; i++) {
+            size_t take = left < v[i].iov_len ? left : v[i].iov_len;
+            v[i].iov_len = take;
+            left -= take;
+        }
+        evbuffer_commit_space(in, v, nv);
+        if (evbuffer_get_length(in) > p->read_peak)
+            p->read_peak = evbuffer_get_length(in);
+        if ((size_t)n < READ_STEP)
+            break;
+    }
+
+    while (!c->dead) {
+        mcr__pool_req *r = c->head;
+        if (r == NULL) {
+            if (evbuffer_get_length(in) > 0)
+                mcr__conn_fail(c, MCR_ERR_PROTOCOL, "reply with no request");
+            break;
+        }
+        msg[0] = '\0';
+        int rc = mcr__parse_reply(c, r, in, msg);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            mcr__conn_fail(c, MCR_ERR_PROTOCOL, msg);
+            break;
+        }
+        if (c->dead) /* a callback closed it (pool refresh): r was failed with it */
+            break;
+        c->head = r->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        c->inflight--;
+        s->inflight--;
+        s->consecutive = 0;
+        r->conn = NULL;
+        mcr__finish_req(p, r);
+    }
+    /* A snapshot published meanwhile: adopt it now, so servers it removed
+     * close as soon as their last request is answered. */
+    if (!c->dead && mcr_router_epoch(p->router) != p->epoch)
+        p->up.refresh(p);
+    c->busy--;
+    if (c->dead) {
+        if (c->busy == 0)
+            conn_destroy(c);
+        return;
+    }
+    if (s->retired && c->inflight == 0) {
+        mcr__conn_fail(c, MCR_ERR_CANCELLED, "server removed");
+        p->up.server_maybe_free(s);
+        return;
+    }
+    if (s->inactive && c->inflight == 0 && s->wait_head == NULL) {
+        /* DRAINING or DOWN in the snapshot: its last request is answered */
+        mcr__conn_fail(c, MCR_ERR_CANCELLED, "server no longer active");
+        return;
+    }
+    if (s->wait_head != NULL)
+        p->up.server_pump(s);
+}
+
+static int server_resolve(mcr__pool_server *s)
+{
+    mcr_pool *p = s->pool;
+    for (size_t i = 0; i < p->nunix; i++)
+        if (strcmp(p->unix_paths[i].id, s->id) == 0) {
+            struct sockaddr_un *un = (struct sockaddr_un *)&s->addr;
+            memset(un, 0, sizeof(*un));
+            un->sun_family = AF_UNIX;
+            snprintf(un->sun_path, sizeof(un->sun_path), "%s", p->unix_paths[i].path);
+            s->addrlen = sizeof(*un);
+            return MCR_OK;
+        }
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof(port), "%d", s->port);
+    if (getaddrinfo(s->host, port, &hints, &res) != 0 || res == NULL)
+        return MCR_ERR_CONNECT;
+    memcpy(&s->addr, res->ai_addr, res->ai_addrlen);
+    s->addrlen = (socklen_t)res->ai_addrlen;
+    freeaddrinfo(res);
+    return MCR_OK;
+}
+
+mcr__pool_conn *mcr__conn_open(mcr__pool_server *s, int slot)
+{
+    mcr_pool *p = s->pool;
+    if (s->addrlen == 0 && server_resolve(s) != MCR_OK) {
+        s->refusals++;
+        s->consecutive++;
+        return NULL;
+    }
+    mcr__pool_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->server = s;
+    c->slot = slot;
+    c->state = MCR__CONN_CONNECTING;
+    c->fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+        free(c);
+        s->refusals++;
+        s->consecutive++;
+        return NULL;
+    }
+    c->in = evbuffer_new();
+    c->out = evbuffer_new();
+    c->rev = event_new(p->base, c->fd, EV_READ | EV_PERSIST, conn_read_cb, c);
+    c->wev = event_new(p->base, c->fd, EV_WRITE, conn_write_cb, c);
+    c->timer = evtimer_new(p->base, conn_timer_cb, c);
+    if (c->in == NULL || c->out == NULL || c->rev == NULL || c->wev == NULL || c->timer == NULL) {
+        conn_destroy(c);
+        return NULL;
+    }
+    s->conns[slot] = c;
+    c->connect_deadline = mcr__now_ns() + (uint64_t)p->o.connect_timeout_ms * 1000000u;
+    conn_arm(c, c->connect_deadline);
+    int rc;
+    do
+        rc = connect(c->fd, (struct sockaddr *)&s->addr, s->addrlen);
+    while (rc != 0 && errno == EINTR);
+    if (rc == 0) {
+        event_add(c->rev, NULL);
+        c->state = MCR__CONN_READY;
+        if (s->addr.ss_family != AF_UNIX) {
+            int one = 1;
+            setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        }
+        evtimer_del(c->timer);
+        return c;
+    }
+    if (errno == EINPROGRESS) {
+        event_add(c->rev, NULL);
+        event_add(c->wev, NULL);
+        return c;
+    }
+    /* Failed at once (refused on a Unix socket, unreachable): counted like
+     * any other failure; its requests are failed from the loop. */
+    char m[96];
+    snprintf(m, sizeof(m), "connect: %s", strerror(errno));
+    c->busy++;
+    mcr__conn_fail(c, MCR_ERR_CONNECT, m);
+    c->busy--;
+    conn_destroy(c);
+    return NULL;
+}
+
+/* Whether one of r's keys is on c's open get line already. memcached
+ * answers the keys of a line in order, one VALUE each (misses send none):
+ * with every key at most once on a line, a VALUE names one request, and a
+ * second VALUE for a key is a protocol error, never another's answer. */
+static int line_has_key(const mcr__pool_conn *c, const mcr__pool_req *r)
+{
+    for (const mcr__pool_req *x = c->line_first; x != NULL; x = x->next)
+        for (uint32_t i = 0; i < x->nkeys; i++)
+            for (uint32_t j = 0; j < r->nkeys; j++)
+                if (x->klens[i] == r->klens[j] && memcmp(x->keys[i], r->keys[j], r->klens[j]) == 0)
+                    return 1;
+    return 0;
+}
+
+/* Write r on c. MCR_OK, or an error with r untouched (not queued). */
+int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
+{
+    mcr_pool *p = c->server->pool;
+    mcr__wire w;
+    memset(&w, 0, sizeof(w));
+    w.op = r->op;
+    w.proto = p->o.protocol;
+    w.prefix = p->prefix;
+    w.prefix_len = mcr__is_server_op(r->op) ? 0 : p->prefix_len;
+    w.keys = r->keys;
+    w.key_lens = r->klens;
+    w.nkeys = r->nkeys;
+    w.value = r->val;
+    w.value_len = r->val_len;
+    w.flags = r->flags_in;
+    w.exptime = r->exptime;
+    w.cas = r->cas_in;
+    w.delta = r->delta;
+    w.opaque = c->opaque_seq;
+    r->opaque = c->opaque_seq;
+    c->opaque_seq += r->nkeys > 0 ? r->nkeys : 1;
+    struct evbuffer *out = c->out;
+    size_t before = evbuffer_get_length(out);
+    int rc;
+    r->joined = 0;
+    if (p->o.protocol == MCR_PROTO_TEXT && (r->op == MCR_OP_GET || r->op == MCR_OP_GETS)) {
+        /* Text gets queued in one loop pass share one "get k1 k2 ..."
+         * line: memcached answers a line with one reply (one send)
+         * instead of one per get. */
+        if (c->line_open && c->line_op == r->op && c->line_keys + r->nkeys <= LINE_KEYS_MAX &&
+            !line_has_key(c, r)) {
+            r->joined = 1;
+        } else if (c->line_open) {
+            rc = evbuffer_add(out, "\r\n", 2);
+            c->line_open = 0;
+            if (rc != 0)
+                return MCR_ERR_PROTOCOL;
+        }
+        rc = MCR_OK;
+        if (!r->joined) {
+            rc = evbuffer_add(out, r->op == MCR_OP_GET ? "get" : "gets",
+                              r->op == MCR_OP_GET ? 3 : 4) == 0 ? MCR_OK : MCR_ERR_NOMEM;
+            c->line_open = 1;
+            c->line_op = r->op;
+            c->line_keys = 0;
+            c->line_first = NULL;
+        }
+        for (uint32_t j = 0; j < r->nkeys && rc == MCR_OK; j++)
+            if (evbuffer_add(out, " ", 1) != 0 ||
+                (p->prefix_len && evbuffer_add(out, p->prefix, p->prefix_len) != 0) ||
+                evbuffer_add(out, r->keys[j], r->klens[j]) != 0)
+                rc = MCR_ERR_NOMEM;
+        c->line_keys += r->nkeys;
+    } else {
+        if (c->line_open) {
+            c->line_open = 0;
+            if (evbuffer_add(out, "\r\n", 2) != 0)
+                return MCR_ERR_PROTOCOL;
+            before += 2;
+        }
+        rc = mcr__proto_write(out, &w);
+    }
+    if (rc != MCR_OK) {
+        /* take back what was written */
+        size_t after = evbuffer_get_length(out);
+        if (after > before) {
+            /* evbuffer has no truncate-at-end: the stream is unusable */
+            return MCR_ERR_PROTOCOL;
+        }
+        return MCR_ERR_NOMEM;
+    }
+    r->conn = c;
+    r->sent_ns = mcr__now_ns();
+    mcr__queue_push(&c->head, &c->tail, r);
+    if (c->line_open && !r->joined)
+        c->line_first = r;
+    c->inflight++;
+    c->server->inflight++;
+    c->server->requests += r->nkeys > 0 ? r->nkeys : 1;
+    /* The timer serves the earliest deadline: the head request's, or the
+     * connect deadline, which may come after this request's own. */
+    uint64_t deadline = r->sent_ns + (uint64_t)p->o.request_timeout_ms * 1000000u;
+    if (!evtimer_pending(c->timer, NULL) || deadline < c->armed_at)
+        conn_arm(c, deadline);
+    flush_later(c);
+    /* the value was written: no copy needed any more */
+    r->val = NULL;
+    free(r->val_copy);
+    r->val_copy = NULL;
+    return MCR_OK;
+}

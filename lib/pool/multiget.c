@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* multiget.c: mcr_pool_get_multi(): keys deduplicated, grouped by server, one request per server and batch. */
+#include "pool_internal.h"
+
+#include <stdlib.h>
+
+/* Keys of one server in one multi-get request: memcached reads a long get
+ * line in pieces, so the bound only keeps one request's reply moderate. */
+#define BATCH_MAX 256
+
+/* ------------------------------------------------------------ multi-get */
+
+/* A key-level failure of a multi-get, reported from the loop. */
+static int mget_key_error(mcr_pool *p, mcr__pool_mget *m, mcr_op op, mcr__pool_server *s,
+                          const void *key, size_t len, size_t user, int status, const char *msg)
+{
+    mcr__pool_req *r = mcr__req_new(1, len, 1);
+    if (r == NULL)
+        return MCR_ERR_NOMEM;
+    char *kb = mcr__req_key_area(r, 1, 1);
+    if (len > 0)
+        memcpy(kb, key, len);
+    r->keys[0] = kb;
+    r->klens[0] = len;
+    r->nkeys = 1;
+    r->user_idx[0] = user;
+    r->op = op; /* the multi-get's own: get or gets */
+    r->mget = m;
+    r->epoch = p->epoch;
+    r->server = s;
+    if (s != NULL)
+        mcr__server_ref(s);
+    m->outstanding++;
+    mcr__fail_later(p, r, status, msg);
+    return MCR_OK;
+}
+
+int mcr_pool_get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t *lens,
+                       size_t n, mcr_pool_cb key_cb, mcr_pool_cb done_cb, void *arg)
+{
+    if (p == NULL || keys == NULL || lens == NULL || key_cb == NULL || done_cb == NULL || n == 0 ||
+        (op != MCR_OP_GET && op != MCR_OP_GETS) || p->freeing)
+        return MCR_ERR_INVALID;
+    int rc = mcr__pool_refresh(p);
+    if (rc != MCR_OK)
+        return rc;
+    mcr__pool_mget *m = calloc(1, sizeof(*m));
+    size_t *next_dup = malloc(n * sizeof(size_t));
+    size_t *next_in = malloc(n * sizeof(size_t));   /* next key of the same server */
+    size_t tsize = 16;
+    while (tsize < 2 * n)
+        tsize *= 2;
+    size_t *table = malloc(tsize * sizeof(size_t)); /* dedupe: first user index */
+    mcr__pool_server **touched = malloc(n * sizeof(*touched));
+    if (m == NULL || next_dup == NULL || next_in == NULL || table == NULL ||
+        touched == NULL) {
+        free(m);
+        free(next_dup);
+        free(next_in);
+        free(table);
+        free(touched);
+        return MCR_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < tsize; i++)
+        table[i] = SIZE_MAX;
+    m->key_cb = key_cb;
+    m->done_cb = done_cb;
+    m->arg = arg;
+    m->next_dup = next_dup;
+    m->epoch = p->epoch;
+    m->outstanding = 1; /* held until every request is submitted */
+    p->pending++;
+    size_t ntouched = 0;
+    rc = MCR_OK;
+
+    for (size_t i = 0; i < n && rc == MCR_OK; i++) {
+        next_dup[i] = SIZE_MAX;
+        const void *k = keys[i];
+        size_t kl = lens[i];
+        if (k == NULL || !mcr__proto_key_ok(k, kl, MCR__KEY_MAX - p->prefix_len)) {
+            rc = mget_key_error(p, m, op, NULL, k, k != NULL ? kl : 0, i, MCR_ERR_KEY,
+                                "key is not 1..250 bytes without space or control byte");
+            continue;
+        }
+        /* duplicates: chain to the first occurrence */
+        size_t slot = mcr__fnv1a(k, kl, 2166136261u) & (tsize - 1);
+        int dup = 0;
+        while (table[slot] != SIZE_MAX) {
+            size_t f = table[slot];
+            if (lens[f] == kl && memcmp(keys[f], k, kl) == 0) {
+                size_t t = f;
+                while (next_dup[t] != SIZE_MAX)
+                    t = next_dup[t];
+                next_dup[t] = i;
+                dup = 1;
+                break;
+            }
+            slot = (slot + 1) & (tsize - 1);
+        }
+        if (dup)
+            continue;
+        table[slot] = i;
+        int status = MCR_OK;
+        mcr__pool_server *s = mcr__route_key(p, op, k, kl, &status);
+        if (status != MCR_OK) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "server %s is down", s->id);
+            rc = mget_key_error(p, m, op, s, k, kl, i, status, msg);
+            continue;
+        }
+        next_in[i] = SIZE_MAX;
+        if (!s->mg_marked) {
+            s->mg_marked = 1;
+            s->mg_head = s->mg_tail = i;
+            s->mg_count = 1;
+            touched[ntouched++] = s;
+        } else {
+            next_in[s->mg_tail] = i;
+            s->mg_tail = i;
+            s->mg_count++;
+        }
+    }
+
+    /* One request per server (per BATCH_MAX keys). */
+    for (size_t t = 0; t < ntouched; t++) {
+        mcr__pool_server *s = touched[t];
+        s->mg_marked = 0;
+        size_t u = s->mg_head;
+        while (u != SIZE_MAX && rc == MCR_OK) {
+            size_t cnt = 0, bytes = 0;
+            for (size_t v = u; v != SIZE_MAX && cnt < BATCH_MAX; v = next_in[v]) {
+                cnt++;
+                bytes += lens[v];
+            }
+            mcr__pool_req *r = mcr__req_new(cnt, bytes, 1);
+            if (r == NULL) {
+                rc = MCR_ERR_NOMEM;
+                break;
+            }
+            char *kb = mcr__req_key_area(r, cnt, 1);
+            for (size_t j = 0; j < cnt; j++, u = next_in[u]) {
+                memcpy(kb, keys[u], lens[u]);
+                r->keys[j] = kb;
+                r->klens[j] = lens[u];
+                r->user_idx[j] = u;
+                kb += lens[u];
+            }
+            r->nkeys = (uint32_t)cnt;
+            r->op = op;
+            r->mget = m;
+            r->server = s;
+            r->epoch = p->epoch;
+            mcr__server_ref(s);
+            m->outstanding++;
+            if (mcr__server_dispatch(s, r) != MCR_OK) {
+                /* out of memory sending: fail these keys from the loop */
+                mcr__fail_later(p, r, MCR_ERR_NOMEM, "out of memory");
+            }
+        }
+        if (rc != MCR_OK) {
+            /* keys not yet in a request: report them failed */
+            for (; u != SIZE_MAX; u = next_in[u])
+                mget_key_error(p, m, op, s, keys[u], lens[u], u, MCR_ERR_NOMEM, "out of memory");
+        }
+    }
+    for (size_t t = 0; t < ntouched; t++)
+        touched[t]->mg_marked = 0;
+    free(next_in);
+    free(table);
+    free(touched);
+    /* Release the submission's hold from the loop, so done_cb can never
+     * run inside this call. */
+    mcr__pool_req *hold = mcr__req_new(0, 0, 1);
+    if (hold == NULL) {
+        /* cannot defer: keep the hold; the last request finishes it */
+        m->outstanding--;
+        if (m->outstanding == 0) {
+            /* nothing at all was submitted (cannot happen: n > 0) */
+            p->pending--;
+            free(m->next_dup);
+            free(m);
+            return MCR_ERR_NOMEM;
+        }
+        return MCR_OK;
+    }
+    hold->mget = m;
+    hold->op = op;
+    hold->epoch = p->epoch;
+    hold->status = MCR_OK;
+    mcr__deferred_push(p, hold);
+    return MCR_OK;
+}

@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* pool_internal.h: what the pool's source files share (the structs of pools, servers, connections and requests, small helpers, cross-file calls), never installed. */
+#ifndef MCR_POOL_INTERNAL_H
+#define MCR_POOL_INTERNAL_H
+
+/* The pool in layers. Each file calls only into the files below it:
+ *
+ *   multiget.c   mcr_pool_get_multi(): keys deduplicated, split by server
+ *   submit.c     mcr_pool_submit() and the shorthands: checks, routing,
+ *                hot-key joining; mcr_pool_exec() on top
+ *   pool.c       lifecycle (new, free, unix paths, wait), adopting the
+ *                router's snapshots, the loop's deferred work (ejections
+ *                published, failures reported)
+ *   server.c     server health and policies: failures counted, down,
+ *                ejection and probes; a server's wait queue and dispatch
+ *   conn.c       connections and I/O: connect, send (text gets batched on
+ *                one line), read, timeouts
+ *   reply.c      the reply to the request at the head of a connection
+ *   request.c    requests: allocation, queues, hot-key sharing, delivery
+ *                of results to callbacks, a request's end
+ *   options.c    names of ops, replies and policies; options checked
+ *   stats.c      latency histograms and mcr_pool_server_stats()
+ *   proto.c      the wire: request lines written, reply lines read; a leaf
+ *                that knows nothing of the pool
+ *
+ * A lower layer tells a higher one through the upcalls in mcr_pool.up
+ * (mcr__pool_up), which mcr_pool_new() fills in: a connection that failed
+ * (the server counts it and sends what waits), a read after which the
+ * server has room or is retired, a snapshot published meanwhile (the pool
+ * adopts it), a retired server's last request ended (the server is freed).
+ * Each is called only when that event happens: the byte and reply paths
+ * (read, parse, deliver, send) are direct calls. */
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "internal.h"
+#include "mcroute_pool.h"
+#include "proto.h"
+
+/* memcached's key limit, prefix included (KEY_MAX_LENGTH in memcached). */
+#define MCR__KEY_MAX MCR_KEY_MAX
+#define MCR__HIST_SUB 16
+#define MCR__HIST_BUCKETS (64 * MCR__HIST_SUB)
+#define MCR__MSG_SIZE 160
+
+typedef struct mcr__pool_server mcr__pool_server;
+typedef struct mcr__pool_conn mcr__pool_conn;
+typedef struct mcr__pool_req mcr__pool_req;
+
+typedef struct mcr__pool_waiter {
+    struct mcr__pool_waiter *next;
+    mcr_pool_cb cb;
+    void *arg;
+} mcr__pool_waiter;
+
+/* A multi-get: its per-server requests report here. */
+typedef struct mcr__pool_mget {
+    mcr_pool_cb key_cb, done_cb;
+    void *arg;
+    size_t outstanding;   /* requests (and deferred key errors) not finished */
+    uint64_t hits;
+    int status;           /* first error met, MCR_OK otherwise */
+    uint64_t epoch;
+    size_t *next_dup;     /* next user index with the same key, SIZE_MAX: none */
+    char message[MCR__MSG_SIZE];
+} mcr__pool_mget;
+
+struct mcr__pool_req {
+    mcr__pool_req *next;            /* connection queue, server wait queue or deferred list */
+    mcr__pool_server *server;
+    mcr__pool_conn *conn;           /* while in flight */
+    mcr_pool_cb cb;            /* single request */
+    void *arg;
+    mcr__pool_waiter *waiters;      /* gets sharing this one's reply */
+    mcr__pool_mget *mget;           /* part of a multi-get */
+    size_t *user_idx;          /* mget: first user index of key j */
+    mcr__pool_req *hot_next;        /* hot-key table chain */
+    uint32_t hot_hash;
+    unsigned in_hot : 1;       /* in the hot-key table: others may join */
+    unsigned delivered : 1;    /* single: its callback has run */
+    unsigned internal : 1;     /* a probe of the pool itself */
+    unsigned failed_batch : 1; /* meta multi-get: an error line came before MN */
+    unsigned joined : 1;       /* text get: its keys share the previous request's line */
+    unsigned group_done : 1;   /* text get: its line's END came (or its error) */
+    mcr_op op;
+    uint64_t epoch;
+    uint64_t sent_ns;
+    uint32_t opaque;
+    uint32_t nkeys, cursor;    /* keys; keys [0, cursor) are reported */
+    uint32_t flags_in;
+    int64_t exptime;
+    uint64_t cas_in, delta;
+    const void *val;           /* value to send; points to val_copy once queued */
+    size_t val_len;
+    char *val_copy;
+    /* outcome */
+    int status;
+    mcr_reply reply;
+    uint32_t flags;
+    uint64_t cas, number;
+    char *text;                /* VERSION / STATS text */
+    size_t text_len, text_cap;
+    const char **keys;
+    size_t *klens;
+    char message[MCR__MSG_SIZE];
+};
+
+enum { MCR__CONN_CONNECTING, MCR__CONN_READY };
+
+struct mcr__pool_conn {
+    mcr__pool_server *server;
+    evutil_socket_t fd;
+    struct event *rev;         /* readable: persistent while open */
+    struct event *wev;         /* writable: only while connecting or blocked */
+    struct evbuffer *in, *out;
+    struct event *timer;
+    mcr__pool_conn *flush_next;     /* in the pool's list of connections to flush */
+    int flush_queued;
+    int line_open;             /* a text get line is being extended */
+    mcr_op line_op;
+    unsigned line_keys;
+    mcr__pool_req *line_first;      /* the first request on the open line */
+    mcr__proto_skip skip;      /* a value over max_value_size, dropped as it comes */
+    mcr__pool_req *head, *tail;     /* in flight, in send order */
+    size_t inflight;
+    int state;
+    int slot;
+    int busy;                  /* inside its read callback */
+    int dead;                  /* closed; freed when no longer busy */
+    uint32_t opaque_seq;
+    uint64_t connect_deadline;
+    uint64_t graced;           /* sent_ns of the request given a read grace */
+    uint64_t armed_at;         /* when the timer fires, if pending */
+};
+
+struct mcr__pool_server {
+    mcr_pool *pool;
+    char *id;
+    char host[MCR_HOSTNAME_MAX + 1];
+    int port;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;          /* 0: not resolved yet */
+    mcr__pool_conn **conns;          /* options.connections slots */
+    mcr__pool_req *wait_head, *wait_tail;
+    size_t inflight;
+    size_t refs;                /* requests pointing here (any queue) */
+    size_t idx;                 /* its index in the pool's snapshot, or
+                                   SIZE_MAX once retired */
+    int counted;                /* ACTIVE there: its load is in load_total */
+    mcr_server_health health;
+    unsigned consecutive;
+    uint64_t retry_at;          /* DOWN: when a request may try again */
+    unsigned backoff_ms;
+    uint64_t readded_at;
+    struct event *retry_ev;     /* EJECTED: the probe timer */
+    int retired;                /* not in the pool's snapshot any more */
+    int inactive;               /* listed there, but DRAINING or DOWN */
+    int eject_pending, readd_pending, probing;
+    size_t list_pos;
+    /* multi-get grouping scratch */
+    size_t mg_head, mg_tail, mg_count;
+    int mg_marked;
+    /* counters */
+    uint64_t requests, hits, misses, errors, timeouts, refusals, ejections, coalesced;
+    uint64_t lat_count, lat_max;
+    uint32_t hist[MCR__HIST_BUCKETS];
+};
+
+typedef struct mcr__pool_unix {
+    char *id;
+    char *path;
+} mcr__pool_unix;
+
+/* Upcalls: how a lower layer tells a higher one something without
+ * calling into it (see the top of this file). Set by mcr_pool_new(). */
+typedef struct mcr__pool_up {
+    int (*refresh)(mcr_pool *p);                 /* conn: a snapshot published meanwhile (pool.c) */
+    void (*server_failed)(mcr__pool_server *s, int status); /* conn: count a failure (server.c) */
+    void (*server_pump)(mcr__pool_server *s);    /* conn: send what waits (server.c) */
+    void (*server_maybe_free)(mcr__pool_server *s); /* request, conn: a retired server's
+                                                     last reference gone (server.c) */
+} mcr__pool_up;
+
+struct mcr_pool {
+    struct event_base *base;
+    mcr_router *router;
+    mcr_pool_options o;
+    char prefix[MCR_POOL_PREFIX_MAX + 1];
+    size_t prefix_len;
+    mcr_snapshot *snap;
+    uint64_t epoch;
+    mcr__pool_server **by_index;     /* snapshot server index -> server */
+    size_t nby;
+    mcr__pool_server **servers;      /* current and draining */
+    size_t nservers, cap;
+    mcr__pool_req *def_head, *def_tail;
+    struct event *done_ev;
+    struct event *flush_ev;     /* writes what this loop pass queued */
+    struct event *collect_ev;   /* frees what our ejections replaced */
+    mcr__pool_conn *flush_head;
+    int ops_pending;
+    size_t pending;
+    int in_callback;
+    int freeing;
+    mcr__pool_req **hot;
+    size_t hot_mask, hot_count;
+    mcr__pool_unix *unix_paths;
+    size_t nunix;
+    uint32_t *load;             /* snapshot index -> refs of its server: the
+                                   loads of bounded reads */
+    uint64_t load_total;        /* the loads of the ACTIVE servers */
+    size_t read_peak;           /* most bytes a read buffer held: mcr__pool_read_peak() */
+    mcr__pool_up up;            /* the higher layers' entry points */
+};
+
+/* ------------------------------------------------------------ small helpers */
+
+static inline uint64_t mcr__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void mcr__set_msg(char *dst, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, MCR__MSG_SIZE, fmt, ap);
+    va_end(ap);
+}
+
+static inline int mcr__pool_fail(mcr_error *err, int code, const char *fmt, ...)
+{
+    if (err != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->code = code;
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static inline uint32_t mcr__fnv1a(const void *p, size_t n, uint32_t h)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 16777619u;
+    return h;
+}
+
+/* What failover may send to a replica: reads that change nothing. */
+static inline int mcr__is_read_op(mcr_op op)
+{
+    return op == MCR_OP_GET || op == MCR_OP_GETS;
+}
+
+static inline int mcr__is_get_family(mcr_op op)
+{
+    return op == MCR_OP_GET || op == MCR_OP_GETS || op == MCR_OP_GAT || op == MCR_OP_GATS;
+}
+
+static inline int mcr__is_server_op(mcr_op op)
+{
+    return op == MCR_OP_VERSION || op == MCR_OP_STATS || op == MCR_OP_FLUSH_ALL ||
+           op == MCR_OP_NOOP;
+}
+
+static inline int mcr__is_store_op(mcr_op op)
+{
+    return op >= MCR_OP_SET && op <= MCR_OP_CAS;
+}
+
+
+/* A request points at s from now on / no longer: its refs, and the load
+ * that bounded reads see. */
+static inline void mcr__server_ref(mcr__pool_server *s)
+{
+    s->refs++;
+    if (s->idx != SIZE_MAX) {
+        s->pool->load[s->idx]++;
+        s->pool->load_total += (uint64_t)s->counted;
+    }
+}
+
+static inline void mcr__server_unref(mcr__pool_server *s)
+{
+    s->refs--;
+    if (s->idx != SIZE_MAX) {
+        s->pool->load[s->idx]--;
+        s->pool->load_total -= (uint64_t)s->counted;
+    }
+}
+
+static inline char *mcr__req_key_area(mcr__pool_req *r, size_t nkeys, int with_user_idx)
+{
+    return (char *)(r + 1) + nkeys * (sizeof(char *) + sizeof(size_t)) +
+           (with_user_idx ? nkeys * sizeof(size_t) : 0);
+}
+
+/* Append r to the queue (*head, *tail): a connection's requests in flight,
+ * a server's waiting ones, the pool's deferred completions. */
+static inline void mcr__queue_push(mcr__pool_req **head, mcr__pool_req **tail, mcr__pool_req *r)
+{
+    r->next = NULL;
+    if (*tail != NULL)
+        (*tail)->next = r;
+    else
+        *head = r;
+    *tail = r;
+}
+
+/* ---- stats.c */
+
+/* Count one latency of ns nanoseconds in s's histogram. */
+void mcr__hist_add(mcr__pool_server *s, uint64_t ns);
+
+/* ---- options.c */
+
+/* *o: *in (or zeros) with every 0 defaulted; MCR_ERR_RANGE (err set) on a
+ * value out of range. */
+int mcr__pool_options_normalize(const mcr_pool_options *in, mcr_pool_options *o, mcr_error *err);
+
+/* ---- request.c */
+
+/* A request with room for nkeys keys of keybytes bytes in all (and their
+ * user indexes for a multi-get), zeroed; NULL when out of memory. */
+mcr__pool_req *mcr__req_new(size_t nkeys, size_t keybytes, int with_user_idx);
+void mcr__req_free(mcr__pool_req *r);
+/* Queue r's end for the loop (pool.c reports it from its done event). */
+void mcr__deferred_push(mcr_pool *p, mcr__pool_req *r);
+/* The hot-key table: gets in flight that others of the same key may join. */
+uint32_t mcr__hot_hash(mcr_op op, const void *key, size_t len);
+mcr__pool_req *mcr__hot_find(mcr_pool *p, mcr_op op, const void *key, size_t len, uint32_t h);
+void mcr__hot_remove(mcr_pool *p, mcr__pool_req *r);
+void mcr__hot_insert(mcr_pool *p, mcr__pool_req *r, uint32_t h);
+void mcr__hot_invalidate(mcr_pool *p, const void *key, size_t len);
+/* Delivery of key j's result to the callbacks waiting for it. */
+void mcr__deliver_key(mcr_pool *p, mcr__pool_req *r, uint32_t j, const mcr_result *res);
+void mcr__result_init(mcr_result *res, const mcr__pool_req *r, uint32_t j);
+void mcr__deliver_simple(mcr_pool *p, mcr__pool_req *r, uint32_t j, int status, mcr_reply reply,
+                         const char *msg);
+void mcr__finish_req(mcr_pool *p, mcr__pool_req *r);
+void mcr__fail_later(mcr_pool *p, mcr__pool_req *r, int status, const char *msg);
+
+/* ---- reply.c */
+
+/* Parse what the head request r of c expects from in. 1: complete; 0: more
+ * bytes needed; -1: the stream does not fit r (msg says why). */
+int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, char *msg);
+
+/* ---- conn.c */
+
+/* Close c; every request in flight fails with status. */
+void mcr__conn_fail(mcr__pool_conn *c, int status, const char *msg);
+/* Open a connection in s's slot; NULL when it cannot be (counted). */
+mcr__pool_conn *mcr__conn_open(mcr__pool_server *s, int slot);
+/* Write r on c: MCR_OK, or an error with r not queued. */
+int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r);
+/* The pool's flush event: write what this loop pass queued. */
+void mcr__conn_flush_cb(evutil_socket_t fd, short what, void *arg);
+
+/* ---- server.c */
+
+void mcr__server_fail_waiting(mcr__pool_server *s, int status, const char *msg);
+void mcr__server_close_idle(mcr__pool_server *s);
+void mcr__server_destroy(mcr__pool_server *s);
+void mcr__server_maybe_free(mcr__pool_server *s);
+void mcr__server_schedule_probe(mcr__pool_server *s);
+void mcr__server_failed(mcr__pool_server *s, int status);
+int mcr__server_publish_state(mcr_pool *p, mcr__pool_server *s, mcr_server_state want);
+mcr__pool_server *mcr__server_new(mcr_pool *p, const mcr_server_desc *d);
+void mcr__server_retire(mcr__pool_server *s);
+/* Send r to s now, or queue it there: MCR_OK, or MCR_ERR_NOMEM. */
+int mcr__server_dispatch(mcr__pool_server *s, mcr__pool_req *r);
+void mcr__server_pump(mcr__pool_server *s);
+
+/* ---- pool.c */
+
+/* Adopt the router's current snapshot if it is new: MCR_OK, MCR_ERR_EMPTY
+ * or MCR_ERR_NOMEM. */
+int mcr__pool_refresh(mcr_pool *p);
+/* 1 when called from inside a callback run by p's event loop. */
+int mcr__pool_inside_loop(mcr_pool *p);
+
+/* ---- submit.c */
+
+/* The server for a keyed request, or NULL with *status set. */
+mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t len, int *status);
+
+#endif

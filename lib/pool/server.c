@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* server.c: the pool's servers: health, failures counted, fail-fast and ejection with probes, the wait queue and dispatch to connections. */
+#include "pool_internal.h"
+
+#include <stdlib.h>
+
+/* ------------------------------------------------------------ servers */
+
+void mcr__server_fail_waiting(mcr__pool_server *s, int status, const char *msg)
+{
+    mcr__pool_req *r = s->wait_head;
+    s->wait_head = s->wait_tail = NULL;
+    while (r != NULL) {
+        mcr__pool_req *n = r->next;
+        mcr__fail_later(s->pool, r, status, msg);
+        r = n;
+    }
+}
+
+void mcr__server_close_idle(mcr__pool_server *s)
+{
+    for (unsigned i = 0; i < s->pool->o.connections; i++) {
+        mcr__pool_conn *c = s->conns[i];
+        if (c != NULL && c->inflight == 0)
+            mcr__conn_fail(c, MCR_ERR_CANCELLED, "server removed");
+    }
+}
+
+void mcr__server_destroy(mcr__pool_server *s)
+{
+    mcr_pool *p = s->pool;
+    size_t i = s->list_pos;
+    p->servers[i] = p->servers[--p->nservers];
+    p->servers[i]->list_pos = i;
+    if (s->retry_ev != NULL)
+        event_free(s->retry_ev);
+    free(s->conns);
+    free(s->id);
+    free(s);
+}
+
+void mcr__server_maybe_free(mcr__pool_server *s)
+{
+    if (!s->retired || s->refs > 0 || s->pool->freeing)
+        return;
+    for (unsigned i = 0; i < s->pool->o.connections; i++)
+        if (s->conns[i] != NULL) {
+            if (s->conns[i]->inflight == 0)
+                mcr__conn_fail(s->conns[i], MCR_ERR_CANCELLED, "server removed");
+            if (s->conns[i] != NULL)
+                return; /* a busy connection: freed when it is */
+        }
+    mcr__server_destroy(s);
+}
+
+static unsigned next_backoff(mcr__pool_server *s, uint64_t now)
+{
+    const mcr_pool_options *o = &s->pool->o;
+    if (s->readded_at != 0 && now - s->readded_at < (uint64_t)o->retry_timeout_ms * 1000000u &&
+        s->backoff_ms != 0) {
+        uint64_t b = (uint64_t)s->backoff_ms * 2;
+        return b > o->retry_max_ms ? o->retry_max_ms : (unsigned)b;
+    }
+    return o->retry_timeout_ms;
+}
+
+void mcr__server_schedule_probe(mcr__pool_server *s)
+{
+    struct timeval tv = {(time_t)(s->backoff_ms / 1000),
+                         (suseconds_t)(s->backoff_ms % 1000) * 1000};
+    evtimer_add(s->retry_ev, &tv);
+}
+
+static void server_down(mcr__pool_server *s)
+{
+    mcr_pool *p = s->pool;
+    uint64_t now = mcr__now_ns();
+    s->backoff_ms = next_backoff(s, now);
+    if (p->o.policy == MCR_POLICY_EJECT && !s->retired) {
+        s->health = MCR_HEALTH_EJECTED;
+        s->eject_pending = 1;
+        p->ops_pending = 1;
+        event_active(p->done_ev, EV_TIMEOUT, 0);
+    } else {
+        s->health = MCR_HEALTH_DOWN;
+        s->retry_at = now + (uint64_t)s->backoff_ms * 1000000u;
+    }
+    mcr__server_fail_waiting(s, MCR_ERR_DOWN, "server down after consecutive failures");
+}
+
+void mcr__server_failed(mcr__pool_server *s, int status)
+{
+    if (status == MCR_ERR_TIMEOUT)
+        s->timeouts++;
+    else
+        s->refusals++;
+    s->consecutive++;
+    if (s->health == MCR_HEALTH_UP && s->consecutive >= s->pool->o.server_failure_limit)
+        server_down(s);
+}
+
+/* Change one server's state through the router (eject / re-add). */
+int mcr__server_publish_state(mcr_pool *p, mcr__pool_server *s, mcr_server_state want)
+{
+    mcr_snapshot *cur = mcr_router_current(p->router);
+    if (cur == NULL)
+        return MCR_ERR_EMPTY;
+    long i = mcr_snapshot_find(cur, s->id);
+    mcr_server_desc d;
+    int rc = MCR_ERR_UNKNOWN;
+    if (i >= 0 && mcr_snapshot_server(cur, (size_t)i, &d) == MCR_OK && d.port == s->port &&
+        strcmp(d.host, s->host) == 0) {
+        if (d.state == want) {
+            rc = MCR_OK; /* someone else did it */
+        } else if (d.state == MCR_STATE_DRAINING) {
+            /* an operator's choice, not ours to override either way */
+            rc = want == MCR_STATE_ACTIVE ? MCR_OK : MCR_ERR_INVALID;
+        } else {
+            mcr_changes *ch = mcr_changes_new();
+            rc = ch == NULL ? MCR_ERR_NOMEM : mcr_changes_set_state(ch, s->id, want, NULL);
+            if (rc == MCR_OK)
+                rc = mcr_router_try_apply(p->router, ch, NULL); /* never blocks the loop */
+            mcr_changes_free(ch);
+            if (rc == MCR_OK && want == MCR_STATE_DOWN)
+                s->ejections++;
+        }
+    }
+    mcr_snapshot_unref(cur);
+    return rc;
+}
+
+static void probe_cb(const mcr_result *res, void *arg)
+{
+    mcr__pool_server *s = arg;
+    mcr_pool *p = s->pool;
+    s->probing = 0;
+    if (s->retired)
+        return;
+    if (res->status == MCR_OK) {
+        s->health = MCR_HEALTH_UP;
+        s->consecutive = 0;
+        s->readded_at = mcr__now_ns();
+        s->readd_pending = 1;
+        p->ops_pending = 1;
+        event_active(p->done_ev, EV_TIMEOUT, 0);
+    } else {
+        uint64_t b = (uint64_t)s->backoff_ms * 2;
+        s->backoff_ms = b > p->o.retry_max_ms ? p->o.retry_max_ms : (unsigned)b;
+        mcr__server_schedule_probe(s);
+    }
+}
+
+static void retry_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    mcr__pool_server *s = arg;
+    mcr_pool *p = s->pool;
+    if (s->retired || s->probing || s->health == MCR_HEALTH_UP)
+        return;
+    mcr__pool_req *r = mcr__req_new(0, 0, 0);
+    if (r == NULL) {
+        mcr__server_schedule_probe(s);
+        return;
+    }
+    r->op = MCR_OP_VERSION;
+    r->internal = 1;
+    r->cb = probe_cb;
+    r->arg = s;
+    r->server = s;
+    r->epoch = p->epoch;
+    mcr__server_ref(s);
+    s->probing = 1;
+    s->consecutive = 0;
+    mcr__server_dispatch(s, r);
+}
+
+mcr__pool_server *mcr__server_new(mcr_pool *p, const mcr_server_desc *d)
+{
+    if (p->nservers == p->cap) {
+        size_t n = p->cap ? p->cap * 2 : 16;
+        mcr__pool_server **t = realloc(p->servers, n * sizeof(*t));
+        if (t == NULL)
+            return NULL;
+        p->servers = t;
+        p->cap = n;
+    }
+    mcr__pool_server *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->pool = p;
+    s->idx = SIZE_MAX;
+    s->id = strdup(d->id);
+    s->conns = calloc(p->o.connections, sizeof(*s->conns));
+    s->retry_ev = evtimer_new(p->base, retry_timer_cb, s);
+    if (s->id == NULL || s->conns == NULL || s->retry_ev == NULL) {
+        if (s->retry_ev != NULL)
+            event_free(s->retry_ev);
+        free(s->conns);
+        free(s->id);
+        free(s);
+        return NULL;
+    }
+    snprintf(s->host, sizeof(s->host), "%s", d->host);
+    s->port = d->port;
+    s->list_pos = p->nservers;
+    p->servers[p->nservers++] = s;
+    return s;
+}
+
+void mcr__server_retire(mcr__pool_server *s)
+{
+    if (s->retired)
+        return;
+    s->retired = 1;
+    s->health = MCR_HEALTH_DRAINING;
+    event_del(s->retry_ev);
+    mcr__server_fail_waiting(s, MCR_ERR_CANCELLED, "server removed from the snapshot");
+    /* Requests on a connection not made yet never reached the server. */
+    for (unsigned i = 0; i < s->pool->o.connections; i++) {
+        mcr__pool_conn *c = s->conns[i];
+        if (c != NULL && c->state == MCR__CONN_CONNECTING)
+            mcr__conn_fail(c, MCR_ERR_CANCELLED, "server removed before its connection was made");
+    }
+    mcr__server_close_idle(s);
+    mcr__server_maybe_free(s);
+}
+
+/* The connection to use for one more request, or NULL (all full). */
+static mcr__pool_conn *pick_conn(mcr__pool_server *s)
+{
+    mcr_pool *p = s->pool;
+    mcr__pool_conn *best = NULL;
+    int empty = -1;
+    for (unsigned i = 0; i < p->o.connections; i++) {
+        mcr__pool_conn *c = s->conns[i];
+        if (c == NULL) {
+            if (empty < 0)
+                empty = (int)i;
+        } else if (best == NULL || c->inflight < best->inflight) {
+            best = c;
+        }
+    }
+    if (best != NULL && best->inflight == 0)
+        return best;
+    if (empty >= 0) {
+        mcr__pool_conn *c = mcr__conn_open(s, empty);
+        if (c != NULL)
+            return c;
+    }
+    if (best != NULL && best->inflight < p->o.max_in_flight)
+        return best;
+    return NULL;
+}
+
+static void wait_push(mcr__pool_server *s, mcr__pool_req *r)
+{
+    mcr__queue_push(&s->wait_head, &s->wait_tail, r);
+}
+
+/* Send r to s now, or queue it there. The value is copied if it must wait.
+ * MCR_OK, or MCR_ERR_NOMEM (r untouched, not queued). */
+int mcr__server_dispatch(mcr__pool_server *s, mcr__pool_req *r)
+{
+    mcr__pool_conn *c = s->wait_head == NULL ? pick_conn(s) : NULL;
+    if (c != NULL) {
+        int rc = mcr__conn_send(c, r);
+        if (rc == MCR_OK)
+            return MCR_OK;
+        if (rc == MCR_ERR_PROTOCOL) {
+            mcr__conn_fail(c, MCR_ERR_CONNECT, "out of memory writing a request");
+            return MCR_ERR_NOMEM;
+        }
+        return rc;
+    }
+    if (r->val != NULL && r->val_copy == NULL && r->val_len > 0) {
+        r->val_copy = malloc(r->val_len);
+        if (r->val_copy == NULL)
+            return MCR_ERR_NOMEM;
+        memcpy(r->val_copy, r->val, r->val_len);
+        r->val = r->val_copy;
+    }
+    wait_push(s, r);
+    /* No connection could be opened at all: fail it from the loop. */
+    int open = 0;
+    for (unsigned i = 0; i < s->pool->o.connections; i++)
+        open += s->conns[i] != NULL;
+    if (open == 0)
+        mcr__server_fail_waiting(s, s->health == MCR_HEALTH_UP ? MCR_ERR_CONNECT : MCR_ERR_DOWN,
+                                 "cannot connect");
+    return MCR_OK;
+}
+
+void mcr__server_pump(mcr__pool_server *s)
+{
+    while (s->wait_head != NULL) {
+        mcr__pool_conn *c = pick_conn(s);
+        if (c == NULL)
+            break;
+        mcr__pool_req *r = s->wait_head;
+        s->wait_head = r->next;
+        if (s->wait_head == NULL)
+            s->wait_tail = NULL;
+        int rc = mcr__conn_send(c, r);
+        if (rc != MCR_OK) {
+            mcr__fail_later(s->pool, r, MCR_ERR_NOMEM, "out of memory writing a request");
+            if (rc == MCR_ERR_PROTOCOL)
+                mcr__conn_fail(c, MCR_ERR_CONNECT, "out of memory writing a request");
+        }
+    }
+    int open = 0;
+    for (unsigned i = 0; i < s->pool->o.connections; i++)
+        open += s->conns[i] != NULL;
+    if (open == 0 && s->wait_head != NULL)
+        mcr__server_fail_waiting(s, MCR_ERR_CONNECT, "cannot connect");
+}

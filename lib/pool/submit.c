@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* submit.c: submitting one request: checks, routing (bounded loads, failover), hot-key joining; mcr_pool_exec() on top. */
+#include "pool_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+/* ------------------------------------------------------------ submission */
+
+/* The server for a keyed request, or NULL with *status set. */
+mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t len, int *status)
+{
+    /* Reads with bounded loads skip an owner that has its share already. */
+    uint32_t i = p->o.bounded_epsilon > 0 && mcr__is_read_op(op)
+                     ? mcr_snapshot_locate_bounded(p->snap, key, len, p->load, p->load_total,
+                                                   p->o.bounded_epsilon)
+                     : mcr_snapshot_locate(p->snap, key, len);
+    mcr__pool_server *s = p->by_index[i];
+    if (s->health == MCR_HEALTH_UP)
+        return s;
+    uint64_t now = mcr__now_ns();
+    if (s->health == MCR_HEALTH_DOWN && now >= s->retry_at) {
+        /* one more try: a single failure downs it again */
+        s->health = MCR_HEALTH_UP;
+        s->consecutive = p->o.server_failure_limit - 1;
+        s->readded_at = now;
+        return s;
+    }
+    if (p->o.policy == MCR_POLICY_FAILOVER && mcr__is_read_op(op)) {
+        uint32_t rep[8];
+        size_t na = mcr_snapshot_active_count(p->snap);
+        size_t n = mcr_snapshot_replicas(p->snap, key, len, na < 8 ? na : 8, rep, NULL);
+        for (size_t k = 1; k < n; k++) {
+            mcr__pool_server *t = p->by_index[rep[k]];
+            if (t->health == MCR_HEALTH_UP)
+                return t;
+            if (t->health == MCR_HEALTH_DOWN && now >= t->retry_at) {
+                t->health = MCR_HEALTH_UP;
+                t->consecutive = p->o.server_failure_limit - 1;
+                t->readded_at = now;
+                return t;
+            }
+        }
+    }
+    *status = MCR_ERR_DOWN;
+    return s;
+}
+
+static mcr__pool_server *server_by_id(mcr_pool *p, const char *id)
+{
+    long i = mcr_snapshot_find(p->snap, id);
+    return i < 0 || (size_t)i >= p->nby ? NULL : p->by_index[i];
+}
+
+static int check_request(mcr_pool *p, const mcr_request *q, mcr_error *err)
+{
+    if ((unsigned)q->op >= MCR_OP_COUNT)
+        return mcr__pool_fail(err, MCR_ERR_INVALID, "unknown op %d", (int)q->op);
+    if (q->exptime < 0 || q->exptime > INT32_MAX)
+        return mcr__pool_fail(err, MCR_ERR_INVALID, "exptime %" PRId64 " outside 0..2147483647",
+                              q->exptime);
+    if (mcr__is_server_op(q->op)) {
+        if (q->server == NULL)
+            return mcr__pool_fail(err, MCR_ERR_INVALID, "%s needs a server id", mcr_op_name(q->op));
+        if (q->op == MCR_OP_STATS && q->key_len > 0 &&
+            (q->key == NULL || !mcr__proto_key_ok(q->key, q->key_len, MCR__KEY_MAX)))
+            return mcr__pool_fail(err, MCR_ERR_KEY,
+                                  "stats group must be 1..250 bytes without space or control byte");
+        return MCR_OK;
+    }
+    if (q->key == NULL && q->key_len > 0)
+        return mcr__pool_fail(err, MCR_ERR_INVALID, "NULL key");
+    if (!mcr__proto_key_ok(q->key, q->key_len, MCR__KEY_MAX - p->prefix_len)) {
+        char qb[80];
+        return mcr__pool_fail(err, MCR_ERR_KEY,
+                              "key \"%s\" is not 1..%zu bytes without space or control byte",
+                              mcr__quote(qb, sizeof(qb), q->key ? q->key : "", q->key_len),
+                              (size_t)MCR__KEY_MAX - p->prefix_len);
+    }
+    if (mcr__is_store_op(q->op)) {
+        if (q->value == NULL && q->value_len > 0)
+            return mcr__pool_fail(err, MCR_ERR_INVALID, "NULL value");
+        if (q->value_len > p->o.max_value_size)
+            return mcr__pool_fail(err, MCR_ERR_TOO_BIG,
+                                  "value of %zu bytes is over the limit of %zu", q->value_len,
+                                  p->o.max_value_size);
+    }
+    return MCR_OK;
+}
+
+int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg, mcr_error *err)
+{
+    if (p == NULL || q == NULL || cb == NULL)
+        return mcr__pool_fail(err, MCR_ERR_INVALID, "mcr_pool_submit: NULL argument");
+    if (p->freeing)
+        return mcr__pool_fail(err, MCR_ERR_INVALID, "the pool is being freed");
+    int rc = check_request(p, q, err);
+    if (rc != MCR_OK)
+        return rc;
+    rc = mcr__pool_refresh(p);
+    if (rc != MCR_OK)
+        return mcr__pool_fail(
+            err, rc, rc == MCR_ERR_EMPTY ? "the router holds no snapshot" : "out of memory");
+
+    int status = MCR_OK;
+    mcr__pool_server *s;
+    if (q->server != NULL) {
+        s = server_by_id(p, q->server);
+        if (s == NULL) {
+            char qb[80];
+            return mcr__pool_fail(
+                err, MCR_ERR_UNKNOWN, "no server %s in the snapshot (epoch %" PRIu64 ")",
+                mcr__quote(qb, sizeof(qb), q->server, strlen(q->server)), p->epoch);
+        }
+        if (s->health != MCR_HEALTH_UP && s->health != MCR_HEALTH_EJECTED)
+            status = s->health == MCR_HEALTH_DRAINING ? MCR_ERR_CANCELLED : MCR_ERR_DOWN;
+        if (s->health == MCR_HEALTH_DOWN && mcr__now_ns() >= s->retry_at) {
+            s->health = MCR_HEALTH_UP;
+            s->consecutive = p->o.server_failure_limit - 1;
+            status = MCR_OK;
+        }
+    } else {
+        s = mcr__route_key(p, q->op, q->key, q->key_len, &status);
+    }
+
+    int keyed = !mcr__is_server_op(q->op);
+    size_t klen = keyed || (q->op == MCR_OP_STATS && q->key_len > 0) ? q->key_len : 0;
+
+    /* Hot keys: join a get of the same key in flight. */
+    uint32_t h = 0;
+    int shareable = !p->o.no_coalesce && (q->op == MCR_OP_GET || q->op == MCR_OP_GETS) &&
+                    q->server == NULL && status == MCR_OK;
+    if (shareable) {
+        h = mcr__hot_hash(q->op, q->key, q->key_len);
+        mcr__pool_req *lead = mcr__hot_find(p, q->op, q->key, q->key_len, h);
+        if (lead != NULL && lead->server != s) {
+            /* routed elsewhere since (a new snapshot, a failover): this
+             * request leads from now on */
+            mcr__hot_remove(p, lead);
+            lead = NULL;
+        }
+        if (lead != NULL) {
+            mcr__pool_waiter *w = malloc(sizeof(*w));
+            if (w == NULL)
+                return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
+            w->cb = cb;
+            w->arg = arg;
+            w->next = lead->waiters;
+            lead->waiters = w;
+            p->pending++;
+            return MCR_OK;
+        }
+    } else if (keyed && !mcr__is_get_family(q->op)) {
+        mcr__hot_invalidate(p, q->key, q->key_len);
+    }
+
+    mcr__pool_req *r = mcr__req_new(klen ? 1 : 0, klen, 0);
+    if (r == NULL)
+        return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
+    if (klen) {
+        char *kb = mcr__req_key_area(r, 1, 0);
+        memcpy(kb, q->key, klen);
+        r->keys[0] = kb;
+        r->klens[0] = klen;
+        r->nkeys = 1;
+    }
+    r->op = q->op;
+    r->cb = cb;
+    r->arg = arg;
+    r->flags_in = q->flags;
+    r->exptime = q->exptime;
+    r->cas_in = q->cas;
+    r->delta = q->delta;
+    r->val = q->value;
+    r->val_len = mcr__is_store_op(q->op) ? q->value_len : 0;
+    r->server = s;
+    r->epoch = p->epoch;
+    mcr__server_ref(s);
+    p->pending++;
+    if (status != MCR_OK) {
+        char m[96];
+        snprintf(m, sizeof(m), "server %s is %s", s->id,
+                 status == MCR_ERR_DOWN ? "down" : "being removed");
+        r->val = NULL;
+        mcr__fail_later(p, r, status, m);
+        return MCR_OK;
+    }
+    rc = mcr__server_dispatch(s, r);
+    if (rc != MCR_OK) {
+        mcr__server_unref(s);
+        p->pending--;
+        mcr__req_free(r);
+        return mcr__pool_fail(err, rc, "out of memory");
+    }
+    if (r->val != NULL && r->val_copy == NULL)
+        r->val = NULL; /* never read after this call */
+    if (shareable)
+        mcr__hot_insert(p, r, h);
+    return MCR_OK;
+}
+
+int mcr_pool_get(mcr_pool *p, const void *key, size_t len, mcr_pool_cb cb, void *arg)
+{
+    mcr_request q;
+    memset(&q, 0, sizeof(q));
+    q.op = MCR_OP_GET;
+    q.key = key;
+    q.key_len = len;
+    return mcr_pool_submit(p, &q, cb, arg, NULL);
+}
+
+int mcr_pool_set(mcr_pool *p, const void *key, size_t key_len, const void *value,
+                 size_t value_len, uint32_t flags, int64_t exptime, mcr_pool_cb cb, void *arg)
+{
+    mcr_request q;
+    memset(&q, 0, sizeof(q));
+    q.op = MCR_OP_SET;
+    q.key = key;
+    q.key_len = key_len;
+    q.value = value;
+    q.value_len = value_len;
+    q.flags = flags;
+    q.exptime = exptime;
+    return mcr_pool_submit(p, &q, cb, arg, NULL);
+}
+
+int mcr_pool_delete(mcr_pool *p, const void *key, size_t len, mcr_pool_cb cb, void *arg)
+{
+    mcr_request q;
+    memset(&q, 0, sizeof(q));
+    q.op = MCR_OP_DELETE;
+    q.key = key;
+    q.key_len = len;
+    return mcr_pool_submit(p, &q, cb, arg, NULL);
+}
+
+/* ------------------------------------------------------------ synchronous */
+
+typedef struct exec_state {
+    int done;
+    mcr_owned_result *out;
+} exec_state;
+
+static void exec_cb(const mcr_result *res, void *arg)
+{
+    exec_state *st = arg;
+    mcr_owned_result *o = st->out;
+    o->status = res->status;
+    o->reply = res->reply;
+    o->flags = res->flags;
+    o->cas = res->cas;
+    o->number = res->number;
+    o->epoch = res->epoch;
+    snprintf(o->server, sizeof(o->server), "%s", res->server ? res->server : "");
+    snprintf(o->message, sizeof(o->message), "%s", res->message ? res->message : "");
+    if (res->value != NULL) {
+        o->value = malloc(res->value_len + 1);
+        if (o->value == NULL) {
+            o->status = MCR_ERR_NOMEM;
+            snprintf(o->message, sizeof(o->message), "out of memory copying the value");
+        } else {
+            memcpy(o->value, res->value, res->value_len);
+            o->value[res->value_len] = '\0';
+            o->value_len = res->value_len;
+        }
+    }
+    st->done = 1;
+}
+
+int mcr_pool_exec(mcr_pool *p, const mcr_request *q, mcr_owned_result *out)
+{
+    if (out == NULL)
+        return MCR_ERR_INVALID;
+    memset(out, 0, sizeof(*out));
+    if (q == NULL) {
+        out->status = MCR_ERR_INVALID;
+        snprintf(out->message, sizeof(out->message), "mcr_pool_exec: NULL request");
+        return MCR_ERR_INVALID;
+    }
+    if (p == NULL || mcr__pool_inside_loop(p)) {
+        out->status = MCR_ERR_INVALID;
+        snprintf(out->message, sizeof(out->message), "mcr_pool_exec: %s",
+                 p == NULL ? "NULL pool" : "called from inside the pool's event loop");
+        return MCR_ERR_INVALID;
+    }
+    exec_state st = { 0, out };
+    mcr_error e;
+    memset(&e, 0, sizeof(e));
+    int rc = mcr_pool_submit(p, q, exec_cb, &st, &e);
+    if (rc != MCR_OK) {
+        out->status = rc;
+        snprintf(out->message, sizeof(out->message), "%s", e.message);
+        return rc;
+    }
+    while (!st.done)
+        event_base_loop(p->base, EVLOOP_ONCE);
+    return out->status;
+}
+
+void mcr_owned_result_clear(mcr_owned_result *o)
+{
+    if (o == NULL)
+        return;
+    free(o->value);
+    memset(o, 0, sizeof(*o));
+}
