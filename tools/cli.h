@@ -14,6 +14,7 @@
 #define EXIT_FAILED 1 /* some operation failed, or output was lost */
 #define EXIT_USAGE 2  /* bad input of any kind: nothing was done */
 
+/* The name in messages and in the progress line: "mcroute". */
 extern const char *cli_progname;
 
 /* Print "mcroute: MESSAGE" on stderr (after erasing a progress line) and
@@ -57,6 +58,18 @@ typedef struct cli_source {
  * unknown, repeated or not in `allowed`. */
 int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
                       unsigned allowed);
+
+/* Print `usage` on standard output and exit: 0, or EXIT_FAILED when it
+ * could not be written (cli_finish_output). */
+void cli_print_usage_and_exit(const char *usage) __attribute__((noreturn));
+
+/* The hash called `name`; exits EXIT_USAGE, listing the known names, when
+ * there is none. */
+mcr_hash cli_parse_hash(const char *name);
+
+/* Load the snapshot file `path`; exits EXIT_USAGE with the library's
+ * message when it cannot be loaded. */
+mcr_snapshot *cli_load_snapshot(const char *path);
 
 /* The snapshot of a SOURCE: loaded from --snapshot, or built (epoch 1) from
  * the other sources. Exits EXIT_USAGE when there is no source, more than
@@ -106,7 +119,7 @@ bool cli_json_string(FILE *f, const char *s, size_t len);
  * not valid UTF-8, so that every key can be recovered from the document. */
 void cli_json_key_member(FILE *f, const char *name, const char *key, size_t len);
 
-/* ------------------------------------------------------------ progress (progress.c) */
+/* ------------------------------------------------------------ progress (cli.c) */
 
 /* A progress line on standard error, "mcroute CMD: DONE[/TOTAL] keys",
  * redrawn in place, for runs over many keys. Only when standard error is a
