@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* cli.h: what the files of the mcroute command share: messages and exits, the parsed options, the placement of a SOURCE. */
+/* cli.h: what the files of the mcroute command share: messages and exits, the parsed options, the placement of a SOURCE (tools/cli.c), JSON strings (tools/json.c), and the commands main runs. */
 #ifndef MCR_CLI_H
 #define MCR_CLI_H
 
@@ -136,6 +136,15 @@ void cli_progress_end(void);
 /* Flush stdout: EXIT_SUCCESS, or EXIT_FAILED with a message when anything
  * could not be written. */
 int cli_finish_output(void);
+
+/* The commands that place keys (tools/place_cmds.c) and their help texts. */
+int cli_cmd_locate(int argc, char **argv);
+int cli_cmd_dump(int argc, char **argv);
+int cli_cmd_hash(int argc, char **argv);
+int cli_cmd_snapshot(int argc, char **argv);
+int cli_cmd_diff(int argc, char **argv);
+extern const char cli_usage_locate[], cli_usage_dump[], cli_usage_hash[], cli_usage_snapshot[],
+    cli_usage_diff[];
 
 /* The pool-backed commands (tools/pool_cmds.c) and their help texts. */
 int cli_cmd_set(int argc, char **argv);
