@@ -119,6 +119,10 @@ bool cli_json_string(FILE *f, const char *s, size_t len);
  * not valid UTF-8, so that every key can be recovered from the document. */
 void cli_json_key_member(FILE *f, const char *name, const char *key, size_t len);
 
+/* Whether `s` is valid UTF-8 (no overlong form, surrogate or value above
+ * U+10FFFF): what JSON and XML may carry as it is. */
+bool cli_utf8_valid(const char *s);
+
 /* ------------------------------------------------------------ progress (cli.c) */
 
 /* A progress line on standard error, "mcroute CMD: DONE[/TOTAL] keys",
@@ -152,6 +156,11 @@ int cli_cmd_get(int argc, char **argv);
 int cli_cmd_delete(int argc, char **argv);
 int cli_cmd_probe(int argc, char **argv);
 extern const char cli_usage_set[], cli_usage_get[], cli_usage_delete[], cli_usage_probe[];
+
+/* simulate (tools/simulate.c): its own options (see cli_usage_simulate),
+ * exits EXIT_USAGE (2) on bad input and EXIT_FAILED (1) when output is lost. */
+int cli_simulate(int argc, char **argv);
+extern const char cli_usage_simulate[];
 
 /* stats (tools/stats.c): the share of the ring and of keys of each server. */
 int cli_cmd_stats(int argc, char **argv);

@@ -9,7 +9,6 @@
 #include "mcroute.h"
 
 #include "cli.h"
-#include "simulate.h"
 
 static const char usage_main[] =
     "Usage: mcroute COMMAND [OPTIONS] [ARGS]\n"
