@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* cli.h: what the files of the mcroute command share: messages and exits, the parsed options, the placement of a SOURCE. */
+/* cli.h: what the files of the mcroute command share: messages and exits, the parsed options, the placement of a SOURCE (tools/cli.c), JSON strings (tools/json.c), and the commands main runs. */
 #ifndef MCR_CLI_H
 #define MCR_CLI_H
 
@@ -14,6 +14,7 @@
 #define EXIT_FAILED 1 /* some operation failed, or output was lost */
 #define EXIT_USAGE 2  /* bad input of any kind: nothing was done */
 
+/* The name in messages and in the progress line: "mcroute". */
 extern const char *cli_progname;
 
 /* Print "mcroute: MESSAGE" on stderr (after erasing a progress line) and
@@ -57,6 +58,18 @@ typedef struct cli_source {
  * unknown, repeated or not in `allowed`. */
 int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
                       unsigned allowed);
+
+/* Print `usage` on standard output and exit: 0, or EXIT_FAILED when it
+ * could not be written (cli_finish_output). */
+void cli_print_usage_and_exit(const char *usage) __attribute__((noreturn));
+
+/* The hash called `name`; exits EXIT_USAGE, listing the known names, when
+ * there is none. */
+mcr_hash cli_parse_hash(const char *name);
+
+/* Load the snapshot file `path`; exits EXIT_USAGE with the library's
+ * message when it cannot be loaded. */
+mcr_snapshot *cli_load_snapshot(const char *path);
 
 /* The snapshot of a SOURCE: loaded from --snapshot, or built (epoch 1) from
  * the other sources. Exits EXIT_USAGE when there is no source, more than
@@ -106,7 +119,11 @@ bool cli_json_string(FILE *f, const char *s, size_t len);
  * not valid UTF-8, so that every key can be recovered from the document. */
 void cli_json_key_member(FILE *f, const char *name, const char *key, size_t len);
 
-/* ------------------------------------------------------------ progress (progress.c) */
+/* Whether `s` is valid UTF-8 (no overlong form, surrogate or value above
+ * U+10FFFF): what JSON and XML may carry as it is. */
+bool cli_utf8_valid(const char *s);
+
+/* ------------------------------------------------------------ progress (cli.c) */
 
 /* A progress line on standard error, "mcroute CMD: DONE[/TOTAL] keys",
  * redrawn in place, for runs over many keys. Only when standard error is a
@@ -124,12 +141,26 @@ void cli_progress_end(void);
  * could not be written. */
 int cli_finish_output(void);
 
+/* The commands that place keys (tools/place_cmds.c) and their help texts. */
+int cli_cmd_locate(int argc, char **argv);
+int cli_cmd_dump(int argc, char **argv);
+int cli_cmd_hash(int argc, char **argv);
+int cli_cmd_snapshot(int argc, char **argv);
+int cli_cmd_diff(int argc, char **argv);
+extern const char cli_usage_locate[], cli_usage_dump[], cli_usage_hash[], cli_usage_snapshot[],
+    cli_usage_diff[];
+
 /* The pool-backed commands (tools/pool_cmds.c) and their help texts. */
 int cli_cmd_set(int argc, char **argv);
 int cli_cmd_get(int argc, char **argv);
 int cli_cmd_delete(int argc, char **argv);
 int cli_cmd_probe(int argc, char **argv);
 extern const char cli_usage_set[], cli_usage_get[], cli_usage_delete[], cli_usage_probe[];
+
+/* simulate (tools/simulate.c): its own options (see cli_usage_simulate),
+ * exits EXIT_USAGE (2) on bad input and EXIT_FAILED (1) when output is lost. */
+int cli_simulate(int argc, char **argv);
+extern const char cli_usage_simulate[];
 
 /* stats (tools/stats.c): the share of the ring and of keys of each server. */
 int cli_cmd_stats(int argc, char **argv);

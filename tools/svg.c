@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "simulate.h"
 
 #define W 860.0           /* document width */
@@ -24,7 +25,7 @@ static const char *const color_ring = "#8c61b8";
  * bytes, and bytes above 0x7f when the text is not valid UTF-8, as '?'. */
 static void put_text(FILE *f, const char *s)
 {
-    int raw = sim_utf8_valid(s);
+    int raw = cli_utf8_valid(s);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
         case '&': fputs("&amp;", f); break;

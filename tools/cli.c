@@ -1,0 +1,621 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* cli.c: what the commands of mcroute share: messages and exits, the progress line, option parsing, the snapshot or placement of a SOURCE, key input, output finishing. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mcroute.h"
+#include "mcroute_ketama.h"
+#include "mcroute_libmemcached.h"
+#include "mcroute_snapshot.h"
+#include "mcroute_twemproxy.h"
+
+#include "cli.h"
+
+const char *cli_progname = "mcroute";
+
+static void vmessage(const char *fmt, va_list ap)
+{
+    cli_progress_clear();
+    fprintf(stderr, "%s: ", cli_progname);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void cli_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+    exit(EXIT_USAGE);
+}
+
+void cli_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+    exit(EXIT_FAILED);
+}
+
+/* ------------------------------------------------------------ the progress line */
+
+/* Drawn at every multiple of PROGRESS_STEP items, and at least once a
+ * second once a run has lasted a second: fast runs over a few keys print
+ * nothing, slow ones (a pool command against far servers) still move. */
+#define PROGRESS_STEP 65536
+/* Updates between two looks at the clock (reading it for every key of a
+ * locate would cost more than the lookup). */
+#define PROGRESS_CLOCK_EVERY 1024
+
+static struct {
+    int on;              /* standard error is a terminal, a run is going on */
+    const char *cmd;
+    size_t total;        /* 0: unknown */
+    size_t next_count;   /* draw when done reaches it */
+    size_t calls;        /* updates since the last look at the clock */
+    double start, last;  /* seconds: run start, last drawing */
+    size_t width;        /* characters of the line on screen, 0 when none */
+} pg;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void cli_progress_start(const char *cmd, size_t total, bool prints_lines)
+{
+    memset(&pg, 0, sizeof(pg));
+    /* A line redrawn in place between the lines of standard output, on the
+     * same screen, would garble them. */
+    if (!isatty(STDERR_FILENO) || (prints_lines && isatty(STDOUT_FILENO)))
+        return;
+    pg.on = 1;
+    pg.cmd = cmd;
+    pg.total = total;
+    pg.next_count = PROGRESS_STEP;
+    pg.start = pg.last = now();
+}
+
+static void draw(size_t done)
+{
+    char line[160];
+    int n = pg.total > 0 ? snprintf(line, sizeof(line), "%s %s: %zu/%zu keys", cli_progname,
+                                    pg.cmd, done, pg.total)
+                         : snprintf(line, sizeof(line), "%s %s: %zu keys", cli_progname,
+                                    pg.cmd, done);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+    fputc('\r', stderr);
+    fwrite(line, 1, len, stderr);
+    for (size_t i = len; i < pg.width; i++) /* what a longer line left */
+        fputc(' ', stderr);
+    fflush(stderr);
+    if (len > pg.width)
+        pg.width = len;
+}
+
+void cli_progress_update(size_t done)
+{
+    if (!pg.on)
+        return;
+    int due = 0;
+    if (done >= pg.next_count) {
+        due = 1;
+        pg.next_count = (done / PROGRESS_STEP + 1) * PROGRESS_STEP;
+    }
+    if (++pg.calls >= PROGRESS_CLOCK_EVERY) {
+        pg.calls = 0;
+        double t = now();
+        if (t - pg.start >= 1.0 && t - pg.last >= 1.0)
+            due = 1;
+    }
+    if (due) {
+        pg.last = now();
+        draw(done);
+    }
+}
+
+void cli_progress_clear(void)
+{
+    if (pg.width == 0)
+        return;
+    fputc('\r', stderr);
+    for (size_t i = 0; i < pg.width; i++)
+        fputc(' ', stderr);
+    fputc('\r', stderr);
+    fflush(stderr);
+    pg.width = 0;
+}
+
+void cli_progress_end(void)
+{
+    cli_progress_clear();
+    pg.on = 0;
+}
+
+/* ------------------------------------------------------------ options */
+
+enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
+       OPT_JSON };
+
+static const struct option source_opts[] = {
+    {"servers", required_argument, NULL, 's'},
+    {"server-file", required_argument, NULL, 'f'},
+    {"libmemcached", required_argument, NULL, 'l'},
+    {"behavior", required_argument, NULL, 'b'},
+    {"behaviour", required_argument, NULL, 'b'},
+    {"mode", required_argument, NULL, 'm'},
+    {"twemproxy", required_argument, NULL, 't'},
+    {"pool", required_argument, NULL, 'p'},
+    {"ketama-file", required_argument, NULL, 'k'},
+    {"hash", required_argument, NULL, OPT_HASH},
+    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+    {"replicas", required_argument, NULL, OPT_REPLICAS},
+    {"keys", required_argument, NULL, OPT_KEYS},
+    {"output", required_argument, NULL, 'o'},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"failure-policy", required_argument, NULL, OPT_POLICY},
+    {"ttl", required_argument, NULL, OPT_TTL},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Flush stdout and fail if anything could not be written (a full disk, a
+ * closed pipe): output that silently lost lines is worse than an error. */
+int cli_finish_output(void)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "%s: error writing standard output\n", cli_progname);
+        return EXIT_FAILED;
+    }
+    return EXIT_SUCCESS;
+}
+
+void cli_print_usage_and_exit(const char *usage)
+{
+    fputs(usage, stdout);
+    exit(cli_finish_output());
+}
+
+/* The spelling of option `c` for messages. */
+static const char *opt_name(int c)
+{
+    switch (c) {
+    case 's': return "--servers";
+    case 'f': return "--server-file";
+    case 'l': return "--libmemcached";
+    case 'b': return "--behavior";
+    case 'm': return "--mode";
+    case 't': return "--twemproxy";
+    case 'p': return "--pool";
+    case 'k': return "--ketama-file";
+    case 'o': return "--output";
+    case OPT_SNAPSHOT: return "--snapshot";
+    case OPT_REPLICAS: return "--replicas";
+    case OPT_KEYS: return "--keys";
+    case OPT_HASH: return "--hash";
+    case OPT_TIMEOUT: return "--timeout";
+    case OPT_POLICY: return "--failure-policy";
+    case OPT_TTL: return "--ttl";
+    case OPT_JSON: return "--json";
+    case 'h': return "--help";
+    default: return "?";
+    }
+}
+
+static bool option_allowed(int c, unsigned allowed)
+{
+    switch (c) {
+    case OPT_HASH: case 'h': case ':': case '?': return true;
+    case 'm': return (allowed & (ALLOW_SOURCE | MIXED_ARGS)) != 0;
+    case OPT_REPLICAS: return (allowed & ALLOW_REPLICAS) != 0;
+    case 'o': return (allowed & ALLOW_OUTPUT) != 0;
+    case OPT_KEYS: return (allowed & ALLOW_KEYS) != 0;
+    case OPT_TIMEOUT: case OPT_POLICY: return (allowed & ALLOW_POOL) != 0;
+    case OPT_TTL: return (allowed & ALLOW_TTL) != 0;
+    case OPT_JSON: return (allowed & ALLOW_JSON) != 0;
+    default: return (allowed & ALLOW_SOURCE) != 0;
+    }
+}
+
+int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage, unsigned allowed)
+{
+    int c;
+
+    memset(src, 0, sizeof(*src));
+    src->behaviors = calloc((size_t)argc, sizeof(char *));
+    if (src->behaviors == NULL)
+        cli_fail("out of memory");
+    opterr = 0;
+    optind = 1;
+    const char *optstring = (allowed & MIXED_ARGS) ? ":s:f:l:b:m:t:p:k:o:h"
+                                                   : "+:s:f:l:b:m:t:p:k:o:h";
+    while ((c = getopt_long(argc, argv, optstring, source_opts, NULL)) != -1) {
+        if (!option_allowed(c, allowed))
+            cli_die("%s: option '%s' is not valid here (see --help)", argv[0], opt_name(c));
+        switch (c) {
+        case OPT_SNAPSHOT:
+            if (src->snapshot)
+                cli_die("--snapshot given twice");
+            src->snapshot = optarg;
+            break;
+        case OPT_REPLICAS: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || n < 1 || n > 1000)
+                cli_die("--replicas '%s': expected a number from 1 to 1000", optarg);
+            src->replicas = n;
+            break;
+        }
+        case 'o':
+            if (src->output)
+                cli_die("--output given twice");
+            src->output = optarg;
+            break;
+        case OPT_KEYS:
+            if (src->keys)
+                cli_die("--keys given twice");
+            src->keys = optarg;
+            break;
+        case OPT_TIMEOUT:
+            if (src->timeout)
+                cli_die("--timeout given twice");
+            src->timeout = optarg;
+            break;
+        case OPT_POLICY:
+            if (src->policy)
+                cli_die("--failure-policy given twice");
+            src->policy = optarg;
+            break;
+        case OPT_TTL:
+            if (src->ttl)
+                cli_die("--ttl given twice");
+            src->ttl = optarg;
+            break;
+        case OPT_JSON: src->json = true; break;
+        case 's':
+            if (src->servers)
+                cli_die("-s given twice");
+            src->servers = optarg;
+            break;
+        case 'f':
+            if (src->server_file)
+                cli_die("--server-file given twice");
+            src->server_file = optarg;
+            break;
+        case 'l':
+            if (src->libmemcached)
+                cli_die("--libmemcached given twice");
+            src->libmemcached = optarg;
+            break;
+        case 't':
+            if (src->twemproxy)
+                cli_die("--twemproxy given twice");
+            src->twemproxy = optarg;
+            break;
+        case 'p':
+            if (src->pool)
+                cli_die("--pool given twice");
+            src->pool = optarg;
+            break;
+        case 'k':
+            if (src->ketama_file)
+                cli_die("--ketama-file given twice");
+            src->ketama_file = optarg;
+            break;
+        case 'b': src->behaviors[src->nbehaviors++] = optarg; break;
+        case 'm':
+            if (src->mode)
+                cli_die("--mode given twice");
+            src->mode = optarg;
+            break;
+        case OPT_HASH:
+            if (src->hash)
+                cli_die("--hash given twice");
+            src->hash = optarg;
+            break;
+        case 'h': cli_print_usage_and_exit(usage); break;
+        case ':': /* the option was the last argument */
+            cli_die("%s: option '%s' needs a value", argv[0], argv[optind - 1]);
+        default:
+            if (optopt == 'h' || optopt == OPT_JSON) /* --help=X, --json=X */
+                cli_die("%s: option '%s' takes no value", argv[0], opt_name(optopt));
+            if (optopt != 0)
+                cli_die("%s: unknown option '-%c' (see --help)", argv[0], optopt);
+            cli_die("%s: unknown or ambiguous option '%s' (see --help)", argv[0], argv[optind - 1]);
+        }
+    }
+    return optind;
+}
+
+/* ------------------------------------------------------------ sources */
+
+mcr_hash cli_parse_hash(const char *name)
+{
+    mcr_hash h;
+    if (mcr_hash_from_name(name, &h) != MCR_OK)
+        cli_die("unknown hash '%s' (known: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 "
+            "hsieh murmur jenkins murmur3 crc16 crc32a)",
+            name);
+    return h;
+}
+
+const char *cli_server_label(const cli_placement *pl, uint32_t s)
+{
+    return pl->names ? pl->names[s] : mcr_ring_server_name(pl->ring, s);
+}
+
+static void free_names(char **names, size_t n)
+{
+    if (names != NULL)
+        for (size_t i = 0; i < n; i++)
+            free(names[i]);
+    free(names);
+}
+
+void cli_placement_free(cli_placement *pl)
+{
+    free_names(pl->names, mcr_ring_server_count(pl->ring));
+    mcr_ring_free(pl->owned);
+    mcr_snapshot_unref(pl->snap);
+}
+
+static mcr_config *config_from_lmc(const cli_source *src)
+{
+    mcr_error err;
+    mcr_config *cfg = NULL;
+    mcr_lmc *lmc = mcr_lmc_new();
+
+    if (lmc == NULL)
+        cli_fail("out of memory");
+    if (mcr_lmc_parse_options(lmc, src->libmemcached, &err) != MCR_OK) {
+        mcr_lmc_free(lmc);
+        cli_die("libmemcached options: %s", err.message);
+    }
+    for (size_t i = 0; i < src->nbehaviors; i++) {
+        const char *b = src->behaviors[i];
+        const char *eq = strchr(b, '=');
+        if (eq == NULL || eq == b) {
+            mcr_lmc_free(lmc);
+            cli_die("--behavior '%s': expected NAME=VALUE", b);
+        }
+        char name[128];
+        size_t nl = (size_t)(eq - b);
+        if (nl >= sizeof(name)) {
+            mcr_lmc_free(lmc);
+            cli_die("--behavior '%.40s...': unknown behavior name", b);
+        }
+        memcpy(name, b, nl);
+        name[nl] = '\0';
+        if (mcr_lmc_set_behavior_name(lmc, name, eq + 1, &err) != MCR_OK) {
+            mcr_lmc_free(lmc);
+            cli_die("--behavior %s: %s", b, err.message);
+        }
+    }
+    int rc = mcr_lmc_config(lmc, &cfg, &err);
+    mcr_lmc_free(lmc);
+    if (rc != MCR_OK)
+        cli_die("%s", err.message);
+    return cfg;
+}
+
+static mcr_config *config_from_twemproxy(const cli_source *src)
+{
+    mcr_error err;
+    mcr_twem *tw = NULL;
+    mcr_config *cfg = NULL;
+    size_t pool = 0;
+
+    if (mcr_twem_load(src->twemproxy, &tw, &err) != MCR_OK)
+        cli_die("%s", err.message);
+    int rc = MCR_OK;
+    if (src->pool != NULL)
+        rc = mcr_twem_pool_index(tw, src->pool, &pool, &err);
+    if (rc == MCR_OK)
+        rc = mcr_twem_config(tw, pool, &cfg, &err);
+    mcr_twem_free(tw);
+    if (rc != MCR_OK)
+        cli_die("%s", err.message);
+    return cfg;
+}
+
+/* A libketama file: its servers print as their addresses are written, so
+ * *names gets them, in config order. */
+static mcr_config *config_from_ketama_file(const cli_source *src, char ***names)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+
+    if (cfg == NULL)
+        cli_fail("out of memory");
+    if (mcr_config_load_ketama_file(cfg, src->ketama_file, &err) != MCR_OK) {
+        mcr_config_free(cfg);
+        cli_die("%s", err.message);
+    }
+    size_t n = mcr_config_server_count(cfg);
+    *names = calloc(n, sizeof(**names));
+    if (*names == NULL)
+        cli_fail("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *a = mcr_config_ketama_address(cfg, i);
+        (*names)[i] = a ? strdup(a) : NULL;
+    }
+    return cfg;
+}
+
+/* A server list or server file with --mode and --hash. */
+static mcr_config *config_from_list(const char *list, const char *file, const cli_source *src)
+{
+    mcr_error err;
+    mcr_mode mode = MCR_MODE_KETAMA;
+
+    if (src->mode != NULL && mcr_mode_from_name(src->mode, &mode) != MCR_OK)
+        cli_die("unknown mode '%s' (known: ketama stable-ketama consistent weighted spy "
+            "spy-weighted modula twemproxy-ketama twemproxy-modula jump rendezvous maglev "
+            "slots bounded)",
+            src->mode);
+    mcr_config *cfg = mcr_config_new();
+    if (cfg == NULL)
+        cli_fail("out of memory");
+    /* Without --hash, the mode's own (mcr_mode_default_hash), as the
+     * library gives it: the config follows the mode until a hash is set. */
+    mcr_config_set_mode(cfg, mode);
+    if (src->hash != NULL)
+        mcr_config_set_hash(cfg, cli_parse_hash(src->hash));
+    int rc = list ? mcr_config_add_servers(cfg, list, &err)
+                  : mcr_config_load_server_file(cfg, file, &err);
+    if (rc != MCR_OK) {
+        mcr_config_free(cfg);
+        cli_die("%s", err.message);
+    }
+    return cfg;
+}
+
+/* Check the combination of source options; returns 1 for a snapshot file. */
+static int check_source(const cli_source *src)
+{
+    int nsrc = (src->servers != NULL) + (src->server_file != NULL) +
+               (src->libmemcached != NULL) + (src->twemproxy != NULL) +
+               (src->ketama_file != NULL) + (src->snapshot != NULL);
+
+    if (nsrc == 0)
+        cli_die("no servers: give -s LIST, --server-file FILE, --libmemcached OPTIONS, "
+            "--twemproxy FILE, --ketama-file FILE or --snapshot FILE");
+    if (nsrc > 1)
+        cli_die("give only one of -s, --server-file, --libmemcached, --twemproxy, "
+            "--ketama-file and --snapshot");
+    if (src->pool != NULL && src->twemproxy == NULL)
+        cli_die("--pool applies only to --twemproxy");
+    if (src->nbehaviors > 0 && src->libmemcached == NULL)
+        cli_die("--behavior applies only to --libmemcached");
+    if ((src->mode != NULL || src->hash != NULL) && src->servers == NULL &&
+        src->server_file == NULL)
+        cli_die("--mode and --hash apply only to -s and --server-file; %s",
+            src->libmemcached ? "use --behavior DISTRIBUTION=... or HASH=..."
+                              : "the file sets the placement");
+    return src->snapshot != NULL;
+}
+
+/* The config a SOURCE other than --snapshot describes. */
+static mcr_config *build_config(const cli_source *src, char ***names)
+{
+    *names = NULL;
+    if (src->libmemcached != NULL)
+        return config_from_lmc(src);
+    if (src->twemproxy != NULL)
+        return config_from_twemproxy(src);
+    if (src->ketama_file != NULL)
+        return config_from_ketama_file(src, names);
+    return config_from_list(src->servers, src->server_file, src);
+}
+
+mcr_snapshot *cli_load_snapshot(const char *path)
+{
+    mcr_error err;
+    mcr_snapshot *snap = NULL;
+    if (mcr_snapshot_load(path, NULL, 0, &snap, &err) != MCR_OK)
+        cli_die("%s", err.message);
+    return snap;
+}
+
+/* The snapshot of a SOURCE: loaded, or built (epoch 1) from its config. */
+mcr_snapshot *cli_build_snapshot(const cli_source *src)
+{
+    mcr_error err;
+    mcr_snapshot *snap = NULL;
+    char **names;
+
+    if (check_source(src))
+        return cli_load_snapshot(src->snapshot);
+    mcr_config *cfg = build_config(src, &names);
+    size_t n = mcr_config_server_count(cfg);
+    int rc = mcr_snapshot_new(cfg, 1, &snap, &err);
+    mcr_config_free(cfg);
+    free_names(names, n);
+    if (rc != MCR_OK)
+        cli_die("%s", err.message);
+    return snap;
+}
+
+cli_placement cli_placement_build(const cli_source *src)
+{
+    mcr_error err;
+    cli_placement pl = {NULL, NULL, NULL, NULL};
+    char **names;
+
+    if (check_source(src)) {
+        pl.snap = cli_load_snapshot(src->snapshot);
+        pl.ring = mcr_snapshot_ring(pl.snap);
+        return pl;
+    }
+    mcr_config *cfg = build_config(src, &names);
+    size_t n = mcr_config_server_count(cfg);
+    int rc = mcr_ring_new(cfg, &pl.owned, &err);
+    mcr_config_free(cfg);
+    if (rc != MCR_OK) {
+        free_names(names, n);
+        cli_die("%s", err.message);
+    }
+    pl.ring = pl.owned;
+    if (names != NULL) /* ketama file: NULL entries fall back to the ring's name */
+        for (size_t i = 0; i < n; i++)
+            if (names[i] == NULL && (names[i] = strdup(mcr_ring_server_name(pl.ring, i))) == NULL)
+                cli_fail("out of memory");
+    pl.names = names;
+    return pl;
+}
+
+/* ------------------------------------------------------------ key input */
+
+FILE *cli_open_keys(const char *cmd, const char *path)
+{
+    if (strcmp(path, "-") == 0)
+        return stdin;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        cli_die("%s: cannot open %s: %s", cmd, path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        cli_die("%s: %s: %s", cmd, path, strerror(EISDIR));
+    }
+    return f;
+}
+
+void cli_for_each_line(FILE *in, const char *cmd, bool prints_lines, cli_key_fn fn, void *ctx)
+{
+    char *line = NULL;
+    size_t cap = 0, count = 0;
+    ssize_t n;
+
+    cli_progress_start(cmd, 0, prints_lines);
+    while ((n = getline(&line, &cap, in)) >= 0) {
+        if (n > 0 && line[n - 1] == '\n')
+            n--;
+        fn(line, (size_t)n, ctx);
+        cli_progress_update(++count);
+        if (ferror(stdout))
+            break; /* output is lost: cli_finish_output() says so */
+    }
+    int read_errno = errno; /* of the getline() that ended the loop */
+    cli_progress_end();
+    free(line);
+    bool is_stdin = in == stdin, bad = ferror(in) != 0;
+    if (!is_stdin)
+        fclose(in);
+    if (bad)
+        cli_die("%s: error reading %s: %s", cmd, is_stdin ? "standard input" : "the key file",
+                strerror(read_errno));
+}
