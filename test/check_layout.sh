@@ -44,38 +44,54 @@ srcname() {
 }
 
 npairs=0 nobjs=0
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
 for group in "$@"; do
     name=${group%%=*}
     list=${group#*=}
     [ "$name" != "$group" ] && [ -n "$list" ] ||
         { echo "check_layout: '$group': not NAME=OBJ,OBJ..." >&2; exit 2; }
     IFS=, read -r -a objs <<<"$list"
-    declare -A def=()
-    declare -A edge=()
     for o in "${objs[@]}"; do
         [ -f "$o" ] || { echo "check_layout: $name: $o: no such object" >&2; exit 2; }
-        nobjs=$((nobjs + 1))
-        while read -r sym; do
-            def[$sym]=$o
-        done < <(nm -g --defined-only "$o" | awk 'NF == 3 { print $3 }')
     done
-    for o in "${objs[@]}"; do
-        while read -r sym; do
-            t=${def[$sym]:-}
-            if [ -n "$t" ] && [ "$t" != "$o" ]; then
-                edge["$o>$t"]+="${edge["$o>$t"]:+ }$sym"
-            fi
-        done < <(nm -u "$o" | awk '{ print $NF }')
-    done
-    for k in "${!edge[@]}"; do
-        a=${k%%>*} b=${k##*>}
-        npairs=$((npairs + 1))
-        if [ -n "${edge["$b>$a"]:-}" ] && [[ $a < $b ]]; then
-            fail "$name: $(srcname "$a") and $(srcname "$b") call into each other:" \
-                "$(srcname "$a") uses ${edge[$k]}; $(srcname "$b") uses ${edge["$b>$a"]}"
+    nobjs=$((nobjs + ${#objs[@]}))
+    # "D obj sym" for every global definition, "U obj sym" for every
+    # undefined symbol; then the edges a -> b with their symbols, and the
+    # pairs that go both ways.
+    {
+        for o in "${objs[@]}"; do
+            nm -g --defined-only "$o" | awk -v o="$o" 'NF == 3 { print "D", o, $3 }'
+            nm -u "$o" | awk -v o="$o" '{ print "U", o, $NF }'
+        done
+    } | awk '
+        $1 == "D" { def[$3] = $2; next }
+        { use[++n] = $2 SUBSEP $3 }
+        END {
+            for (i = 1; i <= n; i++) {
+                split(use[i], u, SUBSEP)
+                t = def[u[2]]
+                if (t == "" || t == u[1]) continue
+                k = u[1] SUBSEP t
+                edge[k] = edge[k] (edge[k] == "" ? "" : " ") u[2]
+            }
+            for (k in edge) {
+                split(k, ab, SUBSEP)
+                npairs++
+                r = ab[2] SUBSEP ab[1]
+                if ((r in edge) && ab[1] < ab[2])
+                    print "MUTUAL", ab[1], ab[2], edge[k] "|" edge[r]
+            }
+            print "PAIRS", npairs + 0
+        }' >"$tmp"
+    while read -r kind a b syms; do
+        if [ "$kind" = PAIRS ]; then
+            npairs=$((npairs + a))
+            continue
         fi
-    done
-    unset def edge
+        fail "$name: $(srcname "$a") and $(srcname "$b") call into each other:" \
+            "$(srcname "$a") uses ${syms%%|*}; $(srcname "$b") uses ${syms#*|}"
+    done <"$tmp"
 done
 
 nfiles=0
