@@ -432,9 +432,9 @@ static void submit_one(win *w, slot *s, uint64_t t0)
     w->in_submit = true;
     if (w->set)
         rc = mcr_pool_set(w->pool, W.key[i], W.len[i], W.val + i * VALUE_LEN, VALUE_LEN,
-                          (uint32_t)i, 0, on_reply, s);
+                          (uint32_t)i, 0, on_reply, s, NULL);
     else
-        rc = mcr_pool_get(w->pool, W.key[i], W.len[i], on_reply, s);
+        rc = mcr_pool_get(w->pool, W.key[i], W.len[i], on_reply, s, NULL);
     w->in_submit = false;
     if (rc != MCR_OK) {
         bad(w->ck, "submitting key %zu: %s", i, mcr_strerror(rc));
@@ -540,7 +540,7 @@ static void msubmit(mwin *w, mslot *s)
     s->t0 = bench_now_ns();
     w->in_submit = true;
     int rc = mcr_pool_get_multi(w->pool, MCR_OP_GET, (const void *const *)(W.key + s->first),
-                                W.len + s->first, s->m, on_mkey, on_mdone, s);
+                                W.len + s->first, s->m, on_mkey, on_mdone, s, NULL);
     w->in_submit = false;
     if (rc != MCR_OK) {
         bad(w->ck, "submitting multi-get of keys %zu..: %s", s->first, mcr_strerror(rc));

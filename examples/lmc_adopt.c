@@ -340,7 +340,7 @@ int main(int argc, char **argv)
         goto out;
     }
     tally got = {&ks, 0, 0, 0, 0, 0, 0};
-    rc = mcr_pool_get_multi(pool, MCR_OP_GET, ks.ptrs, ks.lens, n, got_key, got_all, &got);
+    rc = mcr_pool_get_multi(pool, MCR_OP_GET, ks.ptrs, ks.lens, n, got_key, got_all, &got, NULL);
     if (rc != MCR_OK) {
         fprintf(stderr, "lmc_adopt: mcr_pool_get_multi: %s\n", mcr_strerror(rc));
         goto out;
@@ -355,7 +355,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         char v[128];
         value_of(rev.keys[i], v, sizeof(v));
-        rc = mcr_pool_set(pool, rev.keys[i], rev.lens[i], v, strlen(v), 0, 0, stored, &put);
+        rc = mcr_pool_set(pool, rev.keys[i], rev.lens[i], v, strlen(v), 0, 0, stored, &put, NULL);
         if (rc != MCR_OK) {
             fprintf(stderr, "lmc_adopt: mcr_pool_set: %s\n", mcr_strerror(rc));
             put.errors++;

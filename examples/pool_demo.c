@@ -131,7 +131,7 @@ static size_t set_keys(demo *d, const unsigned char *which)
             event_base_loop(d->base, EVLOOP_ONCE);
         char v[300];
         value_of(d, i, v, sizeof(v));
-        if (mcr_pool_set(d->pool, d->keys[i], d->lens[i], v, strlen(v), 0, 0, stored, d) != MCR_OK)
+        if (mcr_pool_set(d->pool, d->keys[i], d->lens[i], v, strlen(v), 0, 0, stored, d, NULL) != MCR_OK)
             d->failed++;
         sent++;
     }
@@ -145,7 +145,7 @@ static void get_all(demo *d)
     d->hits = d->misses = d->failed = d->wrong = 0;
     memset(d->hit, 0, d->nkeys);
     if (mcr_pool_get_multi(d->pool, MCR_OP_GET, (const void *const *)d->keys, d->lens, d->nkeys,
-                           fetched, all_fetched, d) != MCR_OK)
+                           fetched, all_fetched, d, NULL) != MCR_OK)
         d->failed = d->nkeys;
     mcr_pool_wait(d->pool);
 }

@@ -247,10 +247,10 @@ static void issue(demo *d, size_t key, int get)
     char v[64];
     int rc;
     if (get) {
-        rc = mcr_pool_get(d->pool, d->keys[key], d->lens[key], done, o);
+        rc = mcr_pool_get(d->pool, d->keys[key], d->lens[key], done, o, NULL);
     } else {
         value_of(d, key, v, sizeof(v));
-        rc = mcr_pool_set(d->pool, d->keys[key], d->lens[key], v, strlen(v), 0, 0, done, o);
+        rc = mcr_pool_set(d->pool, d->keys[key], d->lens[key], v, strlen(v), 0, 0, done, o, NULL);
     }
     if (rc != MCR_OK) { /* the callback will never run */
         d->submit_errors++;
@@ -451,7 +451,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < d.nkeys; i++) {
         char v[64];
         value_of(&d, i, v, sizeof(v));
-        if (mcr_pool_set(d.pool, d.keys[i], d.lens[i], v, strlen(v), 0, 0, warmed, &d) != MCR_OK)
+        if (mcr_pool_set(d.pool, d.keys[i], d.lens[i], v, strlen(v), 0, 0, warmed, &d, NULL) != MCR_OK)
             d.submit_errors++;
     }
     mcr_pool_wait(d.pool); /* not inside a callback: the loop may be run here */

@@ -382,14 +382,15 @@ typedef void (*mcr_pool_cb)(const mcr_result *res, void *arg);
 MCR_EXTERN int mcr_pool_submit(mcr_pool *pool, const mcr_request *req, mcr_pool_cb cb,
                                void *arg, mcr_error *err);
 
-/* Shorthands for mcr_pool_submit(). */
+/* Shorthands for mcr_pool_submit() with a request of that op: the same
+ * errors, named in `err` (may be NULL). */
 MCR_EXTERN int mcr_pool_get(mcr_pool *pool, const void *key, size_t len, mcr_pool_cb cb,
-                            void *arg);
+                            void *arg, mcr_error *err);
 MCR_EXTERN int mcr_pool_set(mcr_pool *pool, const void *key, size_t key_len,
                             const void *value, size_t value_len, uint32_t flags,
-                            int64_t exptime, mcr_pool_cb cb, void *arg);
+                            int64_t exptime, mcr_pool_cb cb, void *arg, mcr_error *err);
 MCR_EXTERN int mcr_pool_delete(mcr_pool *pool, const void *key, size_t len, mcr_pool_cb cb,
-                               void *arg);
+                               void *arg, mcr_error *err);
 
 /* mcr_pool_get_multi: get (op MCR_OP_GET or MCR_OP_GETS) `n` keys: they
  * are split by server, one request per server (several when a connection's
@@ -402,11 +403,11 @@ MCR_EXTERN int mcr_pool_delete(mcr_pool *pool, const void *key, size_t len, mcr_
  * key given twice and found counts twice, as it is reported twice) and
  * key_len 0. Duplicate keys are fetched once and reported once per
  * occurrence. Errors (no callback at all): MCR_ERR_INVALID (NULL pool,
- * keys, lens or a callback; n == 0; another op), MCR_ERR_EMPTY,
- * MCR_ERR_NOMEM. */
+ * keys, lens or a callback; n == 0; another op; the pool being freed),
+ * MCR_ERR_EMPTY, MCR_ERR_NOMEM. `err` (may be NULL) names the problem. */
 MCR_EXTERN int mcr_pool_get_multi(mcr_pool *pool, mcr_op op, const void *const *keys,
                                   const size_t *lens, size_t n, mcr_pool_cb key_cb,
-                                  mcr_pool_cb done_cb, void *arg);
+                                  mcr_pool_cb done_cb, void *arg, mcr_error *err);
 
 /* ==================================================================== */
 /*  Synchronous calls                                                    */

@@ -611,7 +611,7 @@ static int submit_one(void)
         }
         s->mtotal = n;
         rc = mcr_pool_get_multi(g->pool, s->op, keys, lens, (size_t)n, multi_key_cb, multi_done_cb,
-                                arg_of(si));
+                                arg_of(si), NULL);
     } else {
         mcr_request q;
         memset(&q, 0, sizeof(q));

@@ -1996,7 +1996,7 @@ START_TEST(pool_bounded_reads)
         }
         enum { GETS = 300 };
         for (int k = 0; k < GETS; k++)
-            EXPECT_INT(mcr_pool_get(mp, hot, strlen(hot), hot_read_cb, &h), ==, MCR_OK);
+            EXPECT_INT(mcr_pool_get(mp, hot, strlen(hot), hot_read_cb, &h, NULL), ==, MCR_OK);
         EXPECT_INT(mcr_pool_wait(mp), ==, MCR_OK);
         EXPECT_INT(h.done, ==, GETS);
         EXPECT_INT(h.hits, ==, GETS);

@@ -1349,7 +1349,7 @@ static int submit_multi_cb(env *e, mcr_pool *p, mtrack *m, mcr_op op, mcr_pool_c
 {
     g_submitting++;
     int rc = mcr_pool_get_multi(p, op, (const void *const *)m->keys, m->lens, m->n, key_cb,
-                                mt_done_cb, m);
+                                mt_done_cb, m, NULL);
     g_submitting--;
     if (rc == MCR_OK)
         e->t.submitted++;
@@ -1489,28 +1489,31 @@ START_TEST(test_get_multi)
     mt_add(m, keys[1], strlen(keys[1]));
     mt_add(m, keys[2], strlen(keys[2]));
     g_submitting++;
+    mcr_error err;
     ck_assert_int_eq(mcr_pool_get_multi(e.pool, op, (const void *const *)m->keys, m->lens, 0,
-                                        mt_key_cb, mt_done_cb, m),
+                                        mt_key_cb, mt_done_cb, m, &err),
                      MCR_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "n is 0") != NULL, "%s", err.message);
     ck_assert_int_eq(mcr_pool_get_multi(e.pool, MCR_OP_SET, (const void *const *)m->keys,
-                                        m->lens, 2, mt_key_cb, mt_done_cb, m),
+                                        m->lens, 2, mt_key_cb, mt_done_cb, m, &err),
                      MCR_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "op set, not get or gets") != NULL, "%s", err.message);
     ck_assert_int_eq(mcr_pool_get_multi(e.pool, MCR_OP_GAT, (const void *const *)m->keys,
-                                        m->lens, 2, mt_key_cb, mt_done_cb, m),
+                                        m->lens, 2, mt_key_cb, mt_done_cb, m, NULL),
                      MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_pool_get_multi(e.pool, op, NULL, m->lens, 2, mt_key_cb, mt_done_cb, m),
+    ck_assert_int_eq(mcr_pool_get_multi(e.pool, op, NULL, m->lens, 2, mt_key_cb, mt_done_cb, m, NULL),
                      MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_pool_get_multi(e.pool, op, (const void *const *)m->keys, NULL, 2,
-                                        mt_key_cb, mt_done_cb, m),
+                                        mt_key_cb, mt_done_cb, m, NULL),
                      MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_pool_get_multi(e.pool, op, (const void *const *)m->keys, m->lens, 2,
-                                        NULL, mt_done_cb, m),
+                                        NULL, mt_done_cb, m, NULL),
                      MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_pool_get_multi(e.pool, op, (const void *const *)m->keys, m->lens, 2,
-                                        mt_key_cb, NULL, m),
+                                        mt_key_cb, NULL, m, NULL),
                      MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_pool_get_multi(NULL, op, (const void *const *)m->keys, m->lens, 2,
-                                        mt_key_cb, mt_done_cb, m),
+                                        mt_key_cb, mt_done_cb, m, NULL),
                      MCR_ERR_INVALID);
     g_submitting--;
     m->refused = MCR_ERR_INVALID;
@@ -1545,10 +1548,12 @@ static void refuse_key(env *e, mcr_pool *p, const char *k, size_t len, rec *r)
                       mcr_op_name(ops[i]), len, len > 1 ? (unsigned char)k[1] : 0, rc);
     }
     g_submitting++;
-    ck_assert_int_eq(mcr_pool_get(p, k, len, rec_cb, ticket_for(&e->t, r)), MCR_ERR_KEY);
-    ck_assert_int_eq(mcr_pool_set(p, k, len, "v", 1, 0, 0, rec_cb, ticket_for(&e->t, r)),
+    mcr_error err;
+    ck_assert_int_eq(mcr_pool_get(p, k, len, rec_cb, ticket_for(&e->t, r), &err), MCR_ERR_KEY);
+    ck_assert_int_eq(err.code, MCR_ERR_KEY);
+    ck_assert_int_eq(mcr_pool_set(p, k, len, "v", 1, 0, 0, rec_cb, ticket_for(&e->t, r), NULL),
                      MCR_ERR_KEY);
-    ck_assert_int_eq(mcr_pool_delete(p, k, len, rec_cb, ticket_for(&e->t, r)), MCR_ERR_KEY);
+    ck_assert_int_eq(mcr_pool_delete(p, k, len, rec_cb, ticket_for(&e->t, r), NULL), MCR_ERR_KEY);
     g_submitting--;
 }
 
@@ -1621,7 +1626,7 @@ START_TEST(test_input_rules)
     }
     g_submitting++;
     ck_assert_int_eq(mcr_pool_set(e.pool, "val:big", 7, v, 1001, 0, 0, rec_cb,
-                                  ticket_for(&e.t, &r)),
+                                  ticket_for(&e.t, &r), NULL),
                      MCR_ERR_TOO_BIG);
     g_submitting--;
     make_value(v, 1001, "val:big", 7, 1, 2000); /* 1000 bytes: fits */

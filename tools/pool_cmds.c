@@ -674,12 +674,13 @@ static void get_batch_submit(conn *c, get_batch *b)
         keys[i] = b->slots[i].key;
         lens[i] = b->slots[i].klen;
     }
+    mcr_error err;
     int rc = mcr_pool_get_multi(c->pool, MCR_OP_GET, keys, lens, b->nd, get_key_done,
-                                get_batch_done, b);
+                                get_batch_done, b, &err);
     if (rc != MCR_OK) {
         for (size_t i = 0; i < b->nd; i++) {
             b->slots[i].seen = 1;
-            failure_set(&b->slots[i].fail, rc, NULL);
+            failure_set(&b->slots[i].fail, rc, err.message);
         }
         b->done = 1;
     }

@@ -36,14 +36,23 @@ static int mget_key_error(mcr_pool *p, mcr__pool_mget *m, mcr_op op, mcr__pool_s
 }
 
 int mcr_pool_get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t *lens,
-                       size_t n, mcr_pool_cb key_cb, mcr_pool_cb done_cb, void *arg)
+                       size_t n, mcr_pool_cb key_cb, mcr_pool_cb done_cb, void *arg,
+                       mcr_error *err)
 {
-    if (p == NULL || keys == NULL || lens == NULL || key_cb == NULL || done_cb == NULL || n == 0 ||
-        (op != MCR_OP_GET && op != MCR_OP_GETS) || p->freeing)
-        return MCR_ERR_INVALID;
+    if (p == NULL || keys == NULL || lens == NULL || key_cb == NULL || done_cb == NULL)
+        return mcr__pool_fail(err, MCR_ERR_INVALID,
+                              "mcr_pool_get_multi: NULL pool, keys, lens or callback");
+    if (n == 0)
+        return mcr__pool_fail(err, MCR_ERR_INVALID, "mcr_pool_get_multi: no key (n is 0)");
+    if (op != MCR_OP_GET && op != MCR_OP_GETS)
+        return mcr__pool_fail(err, MCR_ERR_INVALID, "mcr_pool_get_multi: op %s, not get or gets",
+                              mcr_op_name(op) != NULL ? mcr_op_name(op) : "(unknown)");
+    if (p->freeing)
+        return mcr__pool_fail(err, MCR_ERR_INVALID, "mcr_pool_get_multi: the pool is being freed");
     int rc = mcr__pool_refresh(p);
     if (rc != MCR_OK)
-        return rc;
+        return mcr__pool_fail(err, rc, "%s",
+                              rc == MCR_ERR_EMPTY ? "the router holds no snapshot" : "out of memory");
     mcr__pool_mget *m = calloc(1, sizeof(*m));
     size_t *next_dup = malloc(n * sizeof(size_t));
     size_t *next_in = malloc(n * sizeof(size_t));   /* next key of the same server */
@@ -59,7 +68,7 @@ int mcr_pool_get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const si
         free(next_in);
         free(table);
         free(touched);
-        return MCR_ERR_NOMEM;
+        return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
     }
     for (size_t i = 0; i < tsize; i++)
         table[i] = SIZE_MAX;
@@ -179,7 +188,7 @@ int mcr_pool_get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const si
             p->pending--;
             free(m->next_dup);
             free(m);
-            return MCR_ERR_NOMEM;
+            return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
         }
         return MCR_OK;
     }

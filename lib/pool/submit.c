@@ -199,18 +199,20 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
     return MCR_OK;
 }
 
-int mcr_pool_get(mcr_pool *p, const void *key, size_t len, mcr_pool_cb cb, void *arg)
+int mcr_pool_get(mcr_pool *p, const void *key, size_t len, mcr_pool_cb cb, void *arg,
+                 mcr_error *err)
 {
     mcr_request q;
     memset(&q, 0, sizeof(q));
     q.op = MCR_OP_GET;
     q.key = key;
     q.key_len = len;
-    return mcr_pool_submit(p, &q, cb, arg, NULL);
+    return mcr_pool_submit(p, &q, cb, arg, err);
 }
 
 int mcr_pool_set(mcr_pool *p, const void *key, size_t key_len, const void *value,
-                 size_t value_len, uint32_t flags, int64_t exptime, mcr_pool_cb cb, void *arg)
+                 size_t value_len, uint32_t flags, int64_t exptime, mcr_pool_cb cb, void *arg,
+                 mcr_error *err)
 {
     mcr_request q;
     memset(&q, 0, sizeof(q));
@@ -221,17 +223,18 @@ int mcr_pool_set(mcr_pool *p, const void *key, size_t key_len, const void *value
     q.value_len = value_len;
     q.flags = flags;
     q.exptime = exptime;
-    return mcr_pool_submit(p, &q, cb, arg, NULL);
+    return mcr_pool_submit(p, &q, cb, arg, err);
 }
 
-int mcr_pool_delete(mcr_pool *p, const void *key, size_t len, mcr_pool_cb cb, void *arg)
+int mcr_pool_delete(mcr_pool *p, const void *key, size_t len, mcr_pool_cb cb, void *arg,
+                    mcr_error *err)
 {
     mcr_request q;
     memset(&q, 0, sizeof(q));
     q.op = MCR_OP_DELETE;
     q.key = key;
     q.key_len = len;
-    return mcr_pool_submit(p, &q, cb, arg, NULL);
+    return mcr_pool_submit(p, &q, cb, arg, err);
 }
 
 /* ------------------------------------------------------------ synchronous */
