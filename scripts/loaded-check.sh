@@ -15,6 +15,10 @@
 # prints the load average and every stage's result; the exit status is 0
 # only if every run of every stage passed.
 set -euo pipefail
+# The whole script is one block, parsed before any of it runs: bash reads a
+# script as it goes, so editing this file during a run (which lasts an hour
+# or more) would otherwise make it run the new text from an old offset.
+{
 cd "$(dirname "$0")/.."
 src=$PWD
 ref=HEAD runs=3 load=$(nproc 2>/dev/null || echo 2) stages=plain,asan,tsan dir= keep=0
@@ -109,3 +113,5 @@ for run in $(seq 1 "$runs"); do
   done
 done
 echo "loaded-check: all $runs runs of [$stages] passed under load"
+exit 0
+}
