@@ -181,7 +181,7 @@ static int add_line(mcr_config *tmp, size_t keep, const size_t *line_of, const c
     return MCR_OK;
 }
 
-int mcr_config_load_ketama_file(mcr_config *cfg, const char *path, mcr_error *err)
+int mcr_ketama_load_file(mcr_config *cfg, const char *path, mcr_error *err)
 {
     FILE *f;
     mcr_config *tmp = NULL;
@@ -250,7 +250,7 @@ int mcr_config_load_ketama_file(mcr_config *cfg, const char *path, mcr_error *er
     return rc;
 }
 
-const char *mcr_config_ketama_address(const mcr_config *cfg, size_t i)
+const char *mcr_ketama_address(const mcr_config *cfg, size_t i)
 {
     if (cfg == NULL || i >= cfg->count)
         return NULL;

@@ -895,7 +895,7 @@ done:
     return rc;
 }
 
-int mcr_ring_from_memcached(const memcached_st *memc, mcr_ring **out, mcr_error *err)
+int mcr_memcached_st_ring(const memcached_st *memc, mcr_ring **out, mcr_error *err)
 {
     source src;
     probe *p;

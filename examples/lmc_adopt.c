@@ -6,7 +6,7 @@
  * The application configures libmemcached as it always has: an option
  * string with weighted servers (server i gets weight i + 1), then
  * KETAMA_WEIGHTED=1. It does not restate that configuration for mcroute:
- * mcr_ring_from_memcached() (mcroute_memcached_st.h, library
+ * mcr_memcached_st_ring() (mcroute_memcached_st.h, library
  * mcroute_libmemcached) reads the live memcached_st and returns a ring that
  * places every key where libmemcached does.
  *
@@ -264,9 +264,9 @@ int main(int argc, char **argv)
     memset(&ks, 0, sizeof(ks));
     memset(&rev, 0, sizeof(rev));
     int status = 1;
-    int rc = mcr_ring_from_memcached(memc, &ring, &err);
+    int rc = mcr_memcached_st_ring(memc, &ring, &err);
     if (rc != MCR_OK) {
-        fprintf(stderr, "lmc_adopt: mcr_ring_from_memcached: %s\n", err.message);
+        fprintf(stderr, "lmc_adopt: mcr_memcached_st_ring: %s\n", err.message);
         goto out;
     }
     printf("adopted ring: mode %s, key hash %s, %zu servers, %zu points\n",

@@ -11,7 +11,7 @@
  * deployment can move to mcroute by pointing it at the file it already has.
  *
  *     mcr_config *cfg = mcr_config_new();      (mode "ketama", key hash md5)
- *     if (mcr_config_load_ketama_file(cfg, "/etc/ketama.servers", &err) != MCR_OK)
+ *     if (mcr_ketama_load_file(cfg, "/etc/ketama.servers", &err) != MCR_OK)
  *         fprintf(stderr, "%s\n", err.message);
  *
  * The program-level compatibility (a program written against libketama's
@@ -89,7 +89,7 @@
 extern "C" {
 #endif
 
-/* mcr_config_load_ketama_file: append the servers of the libketama server
+/* mcr_ketama_load_file: append the servers of the libketama server
  * file at `path` to `cfg`, in file order, each with weight = memory and the
  * address as written as its label (see mcr_config_add_server_named), its
  * host and port parsed from the address for connecting.
@@ -122,17 +122,16 @@ extern "C" {
  *                     lines), or a server already in cfg;
  *   MCR_ERR_EMPTY     no server line in the file;
  *   MCR_ERR_NOMEM. */
-MCR_EXTERN int mcr_config_load_ketama_file(mcr_config *cfg, const char *path,
-                                           mcr_error *err);
+MCR_EXTERN int mcr_ketama_load_file(mcr_config *cfg, const char *path, mcr_error *err);
 
-/* mcr_config_ketama_address: the address of server `i` (0-based, config
+/* mcr_ketama_address: the address of server `i` (0-based, config
  * order) as written in its libketama file: the label its points are named
  * after. A string owned by `cfg`, valid until the config is changed or
  * freed. NULL when `cfg` is NULL, `i` is out of range, or the server was
  * added without a label (the ketama mode then names its points after
  * "host:port", as mcr_ring_server_name() writes it). Thread-safe on a
  * config that no thread changes. */
-MCR_EXTERN const char *mcr_config_ketama_address(const mcr_config *cfg, size_t i);
+MCR_EXTERN const char *mcr_ketama_address(const mcr_config *cfg, size_t i);
 
 #ifdef __cplusplus
 }

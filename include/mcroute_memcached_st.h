@@ -7,7 +7,7 @@
  *
  * An application that already configured a memcached_st (with memcached(),
  * memcached_server_add*(), memcached_behavior_set(), ...) can adopt mcroute
- * beside it without restating its configuration: mcr_ring_from_memcached()
+ * beside it without restating its configuration: mcr_memcached_st_ring()
  * reads the handle and returns a ring that places every key on the same
  * server as memcached_generate_hash() / memcached_server_by_key() would.
  * Index i of the ring is position i of memcached_server_instance_by_position().
@@ -77,7 +77,7 @@
 extern "C" {
 #endif
 
-/* mcr_ring_from_memcached: build into *out the ring that places keys as
+/* mcr_memcached_st_ring: build into *out the ring that places keys as
  * `memc` does now. The caller owns the ring (mcr_ring_free()). `memc` is
  * not modified and not connected.
  *
@@ -105,8 +105,8 @@ extern "C" {
  *                        over 255 bytes, forbidden byte, weight above
  *                        MCR_WEIGHT_MAX).
  *   MCR_ERR_NOMEM        out of memory (in mcroute or in memcached_clone()). */
-MCR_EXTERN int mcr_ring_from_memcached(const memcached_st *memc, mcr_ring **out,
-                                       mcr_error *err);
+MCR_EXTERN int mcr_memcached_st_ring(const memcached_st *memc, mcr_ring **out,
+                                     mcr_error *err);
 
 #ifdef __cplusplus
 }

@@ -484,7 +484,7 @@ END_TEST
 
 /* Many random files: a program's view through ketama.h only (the whole
  * continuum and random keys) against the model, and the parsed servers
- * through mcr_config_load_ketama_file. */
+ * through mcr_ketama_load_file. */
 START_TEST(random_files_match_model)
 {
     enum { FILES = 150, KEYS = 400 };
@@ -513,11 +513,11 @@ START_TEST(random_files_match_model)
         mcr_config *cfg = mcr_config_new();
         mcr_ring *ring = NULL;
         mcr_error err;
-        ck_assert_msg(mcr_config_load_ketama_file(cfg, path, &err) == MCR_OK, "%s", err.message);
+        ck_assert_msg(mcr_ketama_load_file(cfg, path, &err) == MCR_OK, "%s", err.message);
         ck_assert_uint_eq(mcr_config_server_count(cfg), n);
         ck_assert_int_eq(mcr_ring_new(cfg, &ring, NULL), MCR_OK);
         for (size_t i = 0; i < n; i++) {
-            ck_assert_str_eq(mcr_config_ketama_address(cfg, i), sv[i].addr);
+            ck_assert_str_eq(mcr_ketama_address(cfg, i), sv[i].addr);
             ck_assert_str_eq(mcr_ring_server_host(ring, i), sv[i].host);
             ck_assert_int_eq(mcr_ring_server_port(ring, i), sv[i].port);
             ck_assert_uint_eq(mcr_ring_server_weight(ring, i), sv[i].memory);
@@ -680,12 +680,12 @@ START_TEST(good_edge_files)
 
         mcr_config *cfg = mcr_config_new();
         mcr_ring *ring = NULL;
-        ck_assert_int_eq(mcr_config_load_ketama_file(cfg, path, NULL), MCR_OK);
+        ck_assert_int_eq(mcr_ketama_load_file(cfg, path, NULL), MCR_OK);
         ck_assert_int_eq(mcr_ring_new(cfg, &ring, NULL), MCR_OK);
         ck_assert_uint_eq(mcr_ring_server_count(ring), n);
         for (size_t i = 0; i < n; i++) {
             ck_assert_uint_eq(mcr_ring_server_weight(ring, i), sv[i].memory);
-            ck_assert_str_eq(mcr_config_ketama_address(cfg, i), sv[i].addr);
+            ck_assert_str_eq(mcr_ketama_address(cfg, i), sv[i].addr);
         }
         if (t == sizeof(cases) / sizeof(cases[0]) - 1) {
             for (size_t i = 0; i < 3; i++) {
@@ -780,7 +780,7 @@ START_TEST(bad_files_load)
         write_bytes(path, bc.text, bc.len ? bc.len : strlen(bc.text));
         ck_assert_int_eq(mcr_config_add_server(cfg, "keep", 1, 1, NULL), MCR_OK);
         memset(&err, 0, sizeof(err));
-        int rc = mcr_config_load_ketama_file(cfg, path, &err);
+        int rc = mcr_ketama_load_file(cfg, path, &err);
         ck_assert_msg(rc == bc.code, "case %zu: got %d (%s), want %d", t, rc, err.message, bc.code);
         ck_assert_int_eq(err.code, bc.code);
         if (bc.line > 0)
@@ -801,31 +801,31 @@ START_TEST(bad_files_load)
     mcr_config *cfg = mcr_config_new();
     write_text(path, "b 1\na 2\n");
     ck_assert_int_eq(mcr_config_add_server(cfg, "a", 11211, 1, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_config_load_ketama_file(cfg, path, &err), MCR_ERR_DUPLICATE);
+    ck_assert_int_eq(mcr_ketama_load_file(cfg, path, &err), MCR_ERR_DUPLICATE);
     ck_assert_ptr_nonnull(strstr(err.message, "line 2"));
     ck_assert_ptr_nonnull(strstr(err.message, "already in the config"));
     ck_assert_uint_eq(mcr_config_server_count(cfg), 1);
-    ck_assert_ptr_null(mcr_config_ketama_address(cfg, 0));
+    ck_assert_ptr_null(mcr_ketama_address(cfg, 0));
     /* appending after it works, and the first server is still there */
     write_text(path, "b 1\nc:5 2\n");
-    ck_assert_int_eq(mcr_config_load_ketama_file(cfg, path, &err), MCR_OK);
+    ck_assert_int_eq(mcr_ketama_load_file(cfg, path, &err), MCR_OK);
     ck_assert_uint_eq(mcr_config_server_count(cfg), 3);
-    ck_assert_str_eq(mcr_config_ketama_address(cfg, 2), "c:5");
-    ck_assert_ptr_null(mcr_config_ketama_address(cfg, 3));
+    ck_assert_str_eq(mcr_ketama_address(cfg, 2), "c:5");
+    ck_assert_ptr_null(mcr_ketama_address(cfg, 3));
     ck_assert_int_eq(mcr_config_add_server(cfg, "c", 5, 1, NULL), MCR_ERR_DUPLICATE);
     mcr_config_free(cfg);
 
     /* unreadable */
     cfg = mcr_config_new();
-    ck_assert_int_eq(mcr_config_load_ketama_file(cfg, "/nonexistent/ketama.servers", &err),
+    ck_assert_int_eq(mcr_ketama_load_file(cfg, "/nonexistent/ketama.servers", &err),
                      MCR_ERR_IO);
     ck_assert_ptr_nonnull(strstr(err.message, "/nonexistent/ketama.servers"));
-    ck_assert_int_eq(mcr_config_load_ketama_file(cfg, s.dir, &err), MCR_ERR_IO);
+    ck_assert_int_eq(mcr_ketama_load_file(cfg, s.dir, &err), MCR_ERR_IO);
     ck_assert_ptr_nonnull(strstr(err.message, s.dir));
-    ck_assert_int_eq(mcr_config_load_ketama_file(NULL, path, &err), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_config_load_ketama_file(cfg, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_ketama_load_file(NULL, path, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_ketama_load_file(cfg, NULL, NULL), MCR_ERR_INVALID);
     ck_assert_uint_eq(mcr_config_server_count(cfg), 0);
-    ck_assert_ptr_null(mcr_config_ketama_address(NULL, 0));
+    ck_assert_ptr_null(mcr_ketama_address(NULL, 0));
     mcr_config_free(cfg);
     scratch_done(&s);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_compat_libmemcached.c: mcr_lmc and mcr_ring_from_memcached against the real libmemcached 1.1.4. */
+/* test_compat_libmemcached.c: mcr_lmc and mcr_memcached_st_ring against the real libmemcached 1.1.4. */
 /*
  * Every differential test builds the same configuration twice: in
  * libmemcached (memcached() with an option string, then
@@ -550,7 +550,7 @@ END_TEST
 START_TEST(differential_spy_weighted) { run_family(FAM_SPY_WEIGHTED, CONFIGS_PER_FAMILY, KEYS_PER_CONFIG, 16); }
 END_TEST
 
-/* mcr_ring_from_memcached on the same kind of random handles. */
+/* mcr_memcached_st_ring on the same kind of random handles. */
 START_TEST(from_memcached_random)
 {
     tu_rng r;
@@ -561,7 +561,7 @@ START_TEST(from_memcached_random)
         memcached_st *m = build_reference(&c);
         mcr_ring *ring = NULL, *ring2 = NULL;
         mcr_error e;
-        ck_assert_msg(mcr_ring_from_memcached(m, &ring, &e) == MCR_OK, "%s; %s", e.message,
+        ck_assert_msg(mcr_memcached_st_ring(m, &ring, &e) == MCR_OK, "%s; %s", e.message,
                       describe(&c));
         compare_keys(&r, m, ring, 1000, c.hwn_possible, describe(&c));
         g_configs++;
@@ -612,7 +612,7 @@ START_TEST(from_memcached_weights)
         }
         mcr_ring *ring = NULL;
         mcr_error e;
-        ck_assert_msg(mcr_ring_from_memcached(m, &ring, &e) == MCR_OK, "case %d: %s", i,
+        ck_assert_msg(mcr_memcached_st_ring(m, &ring, &e) == MCR_OK, "case %d: %s", i,
                       e.message);
         compare_keys(&r, m, ring, 3000, false, "from_memcached_weights");
         g_configs++;
@@ -653,7 +653,7 @@ static uint32_t reachable_max(const mcr_ring *ring)
 }
 
 /* Key hash crc keeps 15 bits, so the 320 probe keys of
- * mcr_ring_from_memcached() cannot tell most label hashes apart: here
+ * mcr_memcached_st_ring() cannot tell most label hashes apart: here
  * md5 valued the labels, and the other candidates agree with it on nearly
  * every key. The ring must agree with libmemcached on every one of the
  * 32,768 crc values, reached by keys. */
@@ -671,7 +671,7 @@ START_TEST(from_memcached_crc_label_hash)
     memcached_server_add(m, "h724-1.example", 11211);
     memcached_server_add(m, "h724-2.example", 11211);
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_CRC);
-    ck_assert_msg(mcr_ring_from_memcached(m, &ring, &e) == MCR_OK, "%s", e.message);
+    ck_assert_msg(mcr_memcached_st_ring(m, &ring, &e) == MCR_OK, "%s", e.message);
     ck_assert_uint_eq(memcached_generate_hash(m, "key38548", 8), 2);
     ck_assert_uint_eq(mcr_ring_locate(ring, "key38548", 8), 2);
     memset(seen, 0, sizeof(seen));
@@ -701,7 +701,7 @@ START_TEST(from_memcached_crc_label_hash)
 END_TEST
 
 /* Hosts with a label that the given hash values below 202, the lowest crc
- * value of the probe keys of mcr_ring_from_memcached() (found by search;
+ * value of the probe keys of mcr_memcached_st_ring() (found by search;
  * checked below). With key hash crc, the server owning that point gets
  * only keys that no probe has, so label hashes that differ exactly there
  * pass every probe. style 0: labels "host-i" (consistent and ketama,
@@ -768,7 +768,7 @@ START_TEST(from_memcached_crc_low_points)
             mcr_ring_point(want, 0, &first, NULL);
             ck_assert_msg(first < 202, "%s: lowest point %u", low_label_hosts[t].host,
                           (unsigned)first);
-            ck_assert_msg(mcr_ring_from_memcached(m, &ring, &e) == MCR_OK, "%s: %s",
+            ck_assert_msg(mcr_memcached_st_ring(m, &ring, &e) == MCR_OK, "%s: %s",
                           low_label_hosts[t].host, e.message);
             ck_assert_msg(same_placement(ring, want, 0x7fff), "%s (%s), %d servers, hot %d",
                           low_label_hosts[t].host, mcr_hash_name(low_label_hosts[t].hash), n,
@@ -856,7 +856,7 @@ START_TEST(from_memcached_label_hash_sweep)
         mcr_error e, untouched;
         memset(&e, 0x5a, sizeof(e));
         memcpy(&untouched, &e, sizeof(e));
-        ck_assert_msg(mcr_ring_from_memcached(m, &ring, &e) == MCR_OK, "handle %d: %s", it,
+        ck_assert_msg(mcr_memcached_st_ring(m, &ring, &e) == MCR_OK, "handle %d: %s", it,
                       e.message);
         ck_assert_msg(memcmp(&e, &untouched, sizeof(e)) == 0, "handle %d: err written on success",
                       it);
@@ -1493,24 +1493,24 @@ START_TEST(from_memcached_bad_inputs)
     mcr_error e;
     memcached_st *m = memcached_create(NULL);
 
-    ck_assert_int_eq(mcr_ring_from_memcached(NULL, &ring, &e), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_ring_from_memcached(m, NULL, &e), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_memcached_st_ring(NULL, &ring, &e), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_memcached_st_ring(m, NULL, &e), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_memcached_st_ring(m, &ring, &e), MCR_ERR_EMPTY);
     memcached_server_add(m, "one.example", 11211);
     memcached_server_add(m, "two.example", 11211);
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_RANDOM);
-    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_ERR_UNSUPPORTED);
+    ck_assert_int_eq(mcr_memcached_st_ring(m, &ring, &e), MCR_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(e.message, "random") != NULL, "%s", e.message);
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_CONSISTENT);
     memcached_server_add(m, "two.example", 11211); /* libmemcached keeps duplicates */
-    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_ERR_DUPLICATE);
+    ck_assert_int_eq(mcr_memcached_st_ring(m, &ring, &e), MCR_ERR_DUPLICATE);
     ck_assert_msg(strstr(e.message, "two.example") != NULL, "%s", e.message);
     memcached_free(m);
 
     const char *sock = "--SERVER=one.example --SOCKET=\"/tmp/mcr.sock\"";
     m = memcached(sock, strlen(sock));
     ck_assert(m != NULL);
-    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_ERR_UNSUPPORTED);
+    ck_assert_int_eq(mcr_memcached_st_ring(m, &ring, &e), MCR_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(e.message, "socket") != NULL, "%s", e.message);
     memcached_free(m);
 
@@ -1521,7 +1521,7 @@ START_TEST(from_memcached_bad_inputs)
     ck_assert_int_eq(hashkit_set_custom_function(hk, constant_hash, NULL), HASHKIT_SUCCESS);
     memcached_set_hashkit(m, hk);
     hashkit_free(hk);
-    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_ERR_UNSUPPORTED);
+    ck_assert_int_eq(mcr_memcached_st_ring(m, &ring, &e), MCR_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(e.message, "custom") != NULL, "%s", e.message);
     memcached_free(m);
     ck_assert(ring == NULL);
@@ -1529,7 +1529,7 @@ START_TEST(from_memcached_bad_inputs)
     /* one server: everything on it */
     const char *one = "--SERVER=one.example --DISTRIBUTION=consistent";
     m = memcached(one, strlen(one));
-    ck_assert_int_eq(mcr_ring_from_memcached(m, &ring, &e), MCR_OK);
+    ck_assert_int_eq(mcr_memcached_st_ring(m, &ring, &e), MCR_OK);
     ck_assert_uint_eq(mcr_ring_locate(ring, "k", 1), 0);
     mcr_ring_free(ring);
     memcached_free(m);

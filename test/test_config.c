@@ -193,7 +193,7 @@ START_TEST(ids_after_ketama_file)
     mcr_config *cfg = mcr_config_new();
     mcr_error err;
     ck_assert_int_eq(mcr_config_add_servers(cfg, "first:1", NULL), MCR_OK);
-    ck_assert_int_eq(mcr_config_load_ketama_file(cfg, p, &err), MCR_OK);
+    ck_assert_int_eq(mcr_ketama_load_file(cfg, p, &err), MCR_OK);
     mcr_server_desc d = {.id = "cache-b", .host = "10.9.9.9", .port = 1, .weight = 1};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_DUPLICATE);
     d.id = "10.0.0.1:11211";
@@ -226,7 +226,7 @@ START_TEST(zones_after_ketama_file)
                              .zone = zones[i]};
         ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
     }
-    ck_assert_int_eq(mcr_config_load_ketama_file(cfg, p, &err), MCR_OK);
+    ck_assert_int_eq(mcr_ketama_load_file(cfg, p, &err), MCR_OK);
     ck_assert_uint_eq(mcr_config_server_count(cfg), 5);
     mcr_snapshot *snap = NULL;
     ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &snap, &err), MCR_OK);

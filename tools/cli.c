@@ -440,7 +440,7 @@ static mcr_config *config_from_ketama_file(const cli_source *src, char ***names)
 
     if (cfg == NULL)
         cli_fail("out of memory");
-    if (mcr_config_load_ketama_file(cfg, src->ketama_file, &err) != MCR_OK) {
+    if (mcr_ketama_load_file(cfg, src->ketama_file, &err) != MCR_OK) {
         mcr_config_free(cfg);
         cli_die("%s", err.message);
     }
@@ -449,7 +449,7 @@ static mcr_config *config_from_ketama_file(const cli_source *src, char ***names)
     if (*names == NULL)
         cli_fail("out of memory");
     for (size_t i = 0; i < n; i++) {
-        const char *a = mcr_config_ketama_address(cfg, i);
+        const char *a = mcr_ketama_address(cfg, i);
         (*names)[i] = a ? strdup(a) : NULL;
     }
     return cfg;

@@ -88,7 +88,7 @@ static int build(const char *path, mcr_ring **ring_out, mcs **array_out, int *nu
         return 0;
     }
     /* A new config is already libketama's placement: mode "ketama", md5. */
-    if (mcr_config_load_ketama_file(cfg, path, &err) != MCR_OK ||
+    if (mcr_ketama_load_file(cfg, path, &err) != MCR_OK ||
         mcr_ring_new(cfg, &ring, &err) != MCR_OK) {
         set_error(err.message);
         mcr_config_free(cfg);
@@ -115,7 +115,7 @@ static int build(const char *path, mcr_ring **ring_out, mcs **array_out, int *nu
         mcr_ring_point(ring, i, &value, &server);
         /* Every server of the file has its address as label, of at most
          * MCR_HOSTNAME_MAX (< KETAMA_IP_SIZE) bytes. */
-        const char *addr = mcr_config_ketama_address(cfg, server);
+        const char *addr = mcr_ketama_address(cfg, server);
         array[i].point = value;
         memcpy(array[i].ip, addr, strlen(addr));
     }

@@ -15,7 +15,7 @@
  * server file, floorf(pct * 40.0 * numservers) labels per server, four
  * points per MD5 digest, the successor rule), computed by libmcroute.
  *
- * The server file is read by mcr_config_load_ketama_file() (see
+ * The server file is read by mcr_ketama_load_file() (see
  * <mcroute_ketama.h>): `address memory` a line, '#' comments. It reads some
  * files that the original misreads (the last line without a newline, blanks
  * after the memory field, addresses over 21 bytes, lines over 126

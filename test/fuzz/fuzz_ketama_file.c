@@ -30,37 +30,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(mcr_config_add_server_named(base, "base.example", 1, 1, "base.example:1", &err) ==
                    MCR_OK,
                "base");
-    int rc = mcr_config_load_ketama_file(base, path, &err);
+    int rc = mcr_ketama_load_file(base, path, &err);
     if (rc != MCR_OK) {
-        fuzz_check_error(rc, &err, "mcr_config_load_ketama_file onto a base");
+        fuzz_check_error(rc, &err, "mcr_ketama_load_file onto a base");
         FUZZ_CHECK(mcr_config_server_count(base) == 1, "a failed load added %zu servers",
                    mcr_config_server_count(base) - 1);
-        FUZZ_CHECK(strcmp(mcr_config_ketama_address(base, 0), "base.example:1") == 0,
+        FUZZ_CHECK(strcmp(mcr_ketama_address(base, 0), "base.example:1") == 0,
                    "a failed load changed the base's label");
     }
     mcr_config_free(base);
 
     mcr_config *cfg = mcr_config_new();
     FUZZ_CHECK(cfg != NULL, "out of memory");
-    int rc2 = mcr_config_load_ketama_file(cfg, path, &err);
+    int rc2 = mcr_ketama_load_file(cfg, path, &err);
     if (rc2 != MCR_OK) {
-        fuzz_check_error(rc2, &err, "mcr_config_load_ketama_file");
+        fuzz_check_error(rc2, &err, "mcr_ketama_load_file");
         FUZZ_CHECK(mcr_config_server_count(cfg) == 0, "a failed load added servers");
         mcr_config_free(cfg);
         return 0;
     }
     size_t n = mcr_config_server_count(cfg);
     FUZZ_CHECK(n >= 1, "an accepted file with no server");
-    FUZZ_CHECK(mcr_config_ketama_address(cfg, n) == NULL, "an address past the last");
+    FUZZ_CHECK(mcr_ketama_address(cfg, n) == NULL, "an address past the last");
     for (size_t i = 0; i < n; i++) {
-        const char *a = mcr_config_ketama_address(cfg, i);
+        const char *a = mcr_ketama_address(cfg, i);
         FUZZ_CHECK(a != NULL && a[0] != '\0' && strlen(a) <= MCR_HOSTNAME_MAX,
                    "server %zu address", i);
         FUZZ_CHECK(strpbrk(a, " \t\r\n#") == NULL, "address \"%s\" with a blank or '#'", a);
         FUZZ_CHECK(contains(data, size, a, strlen(a)), "address \"%s\" not in the file", a);
     }
     /* Loading it again: every server is a duplicate. */
-    rc = mcr_config_load_ketama_file(cfg, path, &err);
+    rc = mcr_ketama_load_file(cfg, path, &err);
     FUZZ_CHECK(rc == MCR_ERR_DUPLICATE, "the same file twice: %d (%s)", rc,
                rc ? err.message : "accepted");
     fuzz_check_error(rc, &err, "a ketama file loaded twice");
@@ -85,10 +85,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(text != NULL, "out of memory");
     for (size_t i = 0; i < n; i++)
         len += (size_t)snprintf(text + len, cap - len, "%s\t%" PRIu32 "\n",
-                                mcr_config_ketama_address(cfg, i), mcr_ring_server_weight(ring, i));
+                                mcr_ketama_address(cfg, i), mcr_ring_server_weight(ring, i));
     mcr_config *c2 = mcr_config_new();
     FUZZ_CHECK(c2 != NULL, "out of memory");
-    rc = mcr_config_load_ketama_file(c2, fuzz_write_file(1, text, len), &err);
+    rc = mcr_ketama_load_file(c2, fuzz_write_file(1, text, len), &err);
     FUZZ_CHECK(rc == MCR_OK, "written back, the file is refused: %s\n%s", err.message, text);
     mcr_ring *r2 = NULL;
     FUZZ_CHECK(mcr_ring_new(c2, &r2, &err) == MCR_OK, "ring: %s", err.message);
@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                "written back: %zu servers %zu points, then %zu and %zu", n, np,
                mcr_ring_server_count(r2), mcr_ring_point_count(r2));
     for (size_t i = 0; i < n; i++)
-        FUZZ_CHECK(strcmp(mcr_config_ketama_address(cfg, i), mcr_config_ketama_address(c2, i)) ==
+        FUZZ_CHECK(strcmp(mcr_ketama_address(cfg, i), mcr_ketama_address(c2, i)) ==
                            0 &&
                        strcmp(mcr_ring_server_name(ring, i), mcr_ring_server_name(r2, i)) == 0,
                    "server %zu written back differs", i);

@@ -20,7 +20,7 @@ int main(int argc, char **argv)
     }
     mcr_error err;
     mcr_ring *ring = NULL;
-    if (mcr_ring_from_memcached(memc, &ring, &err) != MCR_OK) {
+    if (mcr_memcached_st_ring(memc, &ring, &err) != MCR_OK) {
         fprintf(stderr, "lmc_consumer: %s\n", err.message);
         memcached_free(memc);
         return 1;
