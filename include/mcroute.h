@@ -106,8 +106,11 @@ typedef enum mcr_status {
     /* Snapshots (0.2). */
     MCR_ERR_CORRUPT = -19,   /* a snapshot file whose checksum does not match its text, or
                                 whose text does not rebuild to the same snapshot */
-    MCR_ERR_STALE = -20      /* a snapshot published, loaded or watched whose epoch is not
+    MCR_ERR_STALE = -20,     /* a snapshot published, loaded or watched whose epoch is not
                                 above the current one */
+    MCR_ERR_BUSY = -21       /* a call that must not block would have to wait (another
+                                writer holds the router, or replaced snapshots await
+                                reclamation); nothing was done, call again later */
 } mcr_status;
 
 /* mcr_strerror: a static, human-readable name for a status code ("invalid

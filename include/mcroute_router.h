@@ -39,7 +39,7 @@
  * MCR_ROUTER_RETIRED_MAX replaced snapshots per router await reclamation
  * (mcr_router_retired() counts them). At the bound, publish and apply wait
  * on the caller's thread for one to be reclaimed, and try_apply refuses
- * with MCR_ERR_TIMEOUT. mcr_router_reclaim() waits for all of them;
+ * with MCR_ERR_BUSY. mcr_router_reclaim() waits for all of them;
  * mcr_router_free() too. The snapshots that mcr_router_try_apply()
  * replaces are the exception to "freed by the call_rcu thread": after the
  * grace period they wait for the writer's own thread, which frees them on
@@ -202,7 +202,7 @@ MCR_EXTERN int mcr_router_apply(mcr_router *router, const mcr_changes *changes, 
  * registered), the hooks (which run in the calling thread) and an enqueue;
  * first, it frees the snapshots its earlier calls replaced whose grace
  * period has ended (mcr_router_collect()).
- * Errors: those of mcr_router_apply(), and MCR_ERR_TIMEOUT when it would
+ * Errors: those of mcr_router_apply(), and MCR_ERR_BUSY when it would
  * have to wait (another writer holds the router, or MCR_ROUTER_RETIRED_MAX
  * replaced snapshots await reclamation): nothing is published, no hook is
  * called; call again later (the changes are not kept), keeping the order of

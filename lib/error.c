@@ -37,6 +37,7 @@ const char *mcr_strerror(int status)
     case MCR_ERR_CANCELLED: return "cancelled";
     case MCR_ERR_CORRUPT: return "corrupt snapshot file";
     case MCR_ERR_STALE: return "stale snapshot";
+    case MCR_ERR_BUSY: return "busy, try again";
     default: return "unknown error";
     }
 }

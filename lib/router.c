@@ -51,7 +51,7 @@
  * the bound, mcr_router_publish() and mcr_router_apply() wait (on
  * reclaim_cv, signalled by reclaim_cb()) for one to be reclaimed: the old
  * behaviour, but only past the bound; mcr_router_try_apply() refuses
- * (MCR_ERR_TIMEOUT) instead. mcr_router_free() waits for all of its own
+ * (MCR_ERR_BUSY) instead. mcr_router_free() waits for all of its own
  * (rcu_barrier() would wait for every callback of the process).
  *
  * Who frees. The call_rcu thread frees what blocking publishes replaced.
@@ -72,7 +72,7 @@
  * against the new one, under the mutex: no update is lost, epochs stay
  * +1 per change). The mutex is held only for the swap, the diff and the
  * hooks. mcr_router_try_apply() takes it with a try-lock and returns
- * MCR_ERR_TIMEOUT when another writer holds it; the pool keeps the change
+ * MCR_ERR_BUSY when another writer holds it; the pool keeps the change
  * and tries again on a later turn of its loop, in order.
  *
  * ThreadSanitizer. liburcu is not instrumented, and its grace period rests
@@ -492,7 +492,7 @@ static int reserve_retired(mcr_router *router, int nowait, mcr_error *err)
 {
     if (atomic_load(&router->nretired) >= MCR_ROUTER_RETIRED_MAX) {
         if (nowait)
-            return mcr__error(err, MCR_ERR_TIMEOUT,
+            return mcr__error(err, MCR_ERR_BUSY,
                               "mcr_router_try_apply: %u replaced snapshots await reclamation "
                               "(a reader section is long, or publishes come faster than "
                               "grace periods end); try again later",
@@ -613,7 +613,7 @@ static int apply(mcr_router *router, const mcr_changes *changes, int nowait, con
     if (!nowait) {
         lock(router);
     } else if (pthread_mutex_trylock(&router->write_mu) != 0) {
-        rc = mcr__error(err, MCR_ERR_TIMEOUT,
+        rc = mcr__error(err, MCR_ERR_BUSY,
                         "%s: another writer holds the router; nothing was published, try "
                         "again later",
                         what);

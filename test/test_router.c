@@ -519,7 +519,7 @@ START_TEST(publish_does_not_wait_for_readers)
 END_TEST
 
 /* Reclamation is bounded: with a reader parked, MCR_ROUTER_RETIRED_MAX
- * publishes go through, the next try_apply refuses (MCR_ERR_TIMEOUT,
+ * publishes go through, the next try_apply refuses (MCR_ERR_BUSY,
  * nothing published), and a blocking apply completes once the reader
  * leaves. */
 START_TEST(reclamation_is_bounded)
@@ -566,7 +566,7 @@ START_TEST(reclamation_is_bounded)
     ck_assert_msg(inside, "the reader never entered its section");
     ck_assert_uint_eq(ok, MCR_ROUTER_RETIRED_MAX);
     ck_assert_uint_eq(full, MCR_ROUTER_RETIRED_MAX);
-    ck_assert_int_eq(refused, MCR_ERR_TIMEOUT);
+    ck_assert_int_eq(refused, MCR_ERR_BUSY);
     ck_assert_msg(strstr(err.message, "await reclamation") != NULL, "%s", err.message);
     ck_assert_uint_eq(epoch_full, 1 + MCR_ROUTER_RETIRED_MAX);
     ck_assert(left);
@@ -580,7 +580,7 @@ START_TEST(reclamation_is_bounded)
 END_TEST
 
 /* A writer whose hook is slow holds the writer mutex: try_apply returns
- * MCR_ERR_TIMEOUT at once instead of waiting behind it, and publishes
+ * MCR_ERR_BUSY at once instead of waiting behind it, and publishes
  * nothing; once the writer is done, it goes through. */
 typedef struct slow_hook {
     park *pk;
@@ -630,7 +630,7 @@ START_TEST(try_apply_does_not_wait_for_writers)
     park_destroy(&pk);
 
     ck_assert_msg(entered, "the first writer's hook never ran");
-    ck_assert_int_eq(busy, MCR_ERR_TIMEOUT);
+    ck_assert_int_eq(busy, MCR_ERR_BUSY);
     ck_assert_msg(strstr(err.message, "another writer") != NULL, "%s", err.message);
     ck_assert_int_eq(pk.publish_rc, MCR_OK);
     ck_assert_int_eq(after, MCR_OK);

@@ -24,7 +24,7 @@ static void collect_cb(evutil_socket_t fd, short what, void *arg)
 
 static void run_ops(mcr_pool *p)
 {
-    /* MCR_ERR_TIMEOUT: the router is busy (another writer, or reclamation
+    /* MCR_ERR_BUSY: the router is busy (another writer, or reclamation
      * at its bound). The change stays pending and is tried again on a later
      * turn of the loop; a server's re-add waits for its ejection. */
     static const struct timeval retry = {0, 1000};
@@ -37,7 +37,7 @@ static void run_ops(mcr_pool *p)
             if (s->retired)
                 continue;
             int rc = mcr__server_publish_state(p, s, MCR_STATE_DOWN);
-            if (rc == MCR_ERR_TIMEOUT) {
+            if (rc == MCR_ERR_BUSY) {
                 s->eject_pending = busy = 1;
                 continue;
             }
@@ -51,7 +51,7 @@ static void run_ops(mcr_pool *p)
         }
         if (s->readd_pending) {
             s->readd_pending = 0;
-            if (!s->retired && mcr__server_publish_state(p, s, MCR_STATE_ACTIVE) == MCR_ERR_TIMEOUT)
+            if (!s->retired && mcr__server_publish_state(p, s, MCR_STATE_ACTIVE) == MCR_ERR_BUSY)
                 s->readd_pending = busy = 1;
         }
     }
