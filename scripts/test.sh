@@ -47,9 +47,9 @@ TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan -LE docs
 #    readers starve the writer's RCU grace periods and the stress test
 #    cannot publish. test_cli_pool runs the CLI under valgrind against real
 #    memcached servers, which are not traced, nor is python3 (test_cli_stats
-#    checks the JSON output with it). test_pool runs under ASan and
-#    TSan: its timeouts are 100-300 ms, which valgrind's slowdown would turn
-#    into false failures.)
+#    checks the JSON output with it). The test_pool_* suites run under ASan
+#    and TSan: their timeouts are 100-300 ms, which valgrind's slowdown would
+#    turn into false failures.)
 #    The suites are those labelled valgrind in test/CMakeLists.txt.
 echo "=== valgrind ==="
 valgrind_suites=$(cd build-plain && ctest -N -L valgrind | sed -n 's/^ *Test  *#[0-9]*: *//p')

@@ -694,3 +694,109 @@ int rs_mc_command(int fd, const char *line, char *reply, size_t cap, int timeout
     free(b.p);
     return rc;
 }
+
+/* ---------------------------------------------------------------- the raw client of the pool suites */
+
+/* Send `req` and read until the reply ends with `end` (or is one line when
+ * end is NULL). The reply, NUL-terminated, in buf. 0, or -1. */
+static int raw_exchange(int fd, const char *req, size_t req_len, const char *end, char *buf,
+                        size_t cap, int timeout_ms)
+{
+    long long deadline = now_ms() + timeout_ms;
+    size_t have = 0, sent = 0;
+
+    while (sent < req_len) {
+        ssize_t w = send(fd, req + sent, req_len - sent, MSG_NOSIGNAL);
+        if (w < 0 && errno != EINTR && errno != EAGAIN)
+            return -1;
+        if (w > 0)
+            sent += (size_t)w;
+    }
+    for (;;) {
+        buf[have] = '\0';
+        if (end != NULL) {
+            size_t el = strlen(end);
+            if (have >= el && memcmp(buf + have - el, end, el) == 0 &&
+                (have == el || buf[have - el - 1] == '\n'))
+                return 0;
+            /* errors end a reply too */
+            if (have >= 2 && buf[have - 1] == '\n' &&
+                (strncmp(buf, "ERROR", 5) == 0 || strncmp(buf, "CLIENT_ERROR", 12) == 0 ||
+                 strncmp(buf, "SERVER_ERROR", 12) == 0))
+                return 0;
+        } else if (have >= 2 && buf[have - 2] == '\r' && buf[have - 1] == '\n') {
+            return 0;
+        }
+        long long left = deadline - now_ms();
+        if (left <= 0 || have + 1 >= cap)
+            return -1;
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, (int)left) <= 0)
+            continue;
+        ssize_t r = recv(fd, buf + have, cap - 1 - have, MSG_DONTWAIT);
+        if (r == 0)
+            return -1;
+        if (r > 0)
+            have += (size_t)r;
+    }
+}
+
+int rs_mc_get(int fd, const char *key, char *val, size_t cap, int timeout_ms)
+{
+    char req[600], *buf = malloc(1 << 20);
+    int rc = -1;
+    if (buf == NULL)
+        return -1;
+    int n = snprintf(req, sizeof(req), "get %s\r\n", key);
+    if (raw_exchange(fd, req, (size_t)n, "END\r\n", buf, 1 << 20, timeout_ms) == 0) {
+        if (strncmp(buf, "END\r\n", 5) == 0)
+            rc = 0;
+        else if (strncmp(buf, "VALUE ", 6) == 0) {
+            char *nl = strstr(buf, "\r\n");
+            char *sp = nl ? nl : buf;
+            while (sp > buf && sp[-1] != ' ')
+                sp--;
+            size_t len = strtoul(sp, NULL, 10);
+            if (nl != NULL && val != NULL) {
+                snprintf(val, cap, "%.*s", (int)len, nl + 2);
+            }
+            rc = 1;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+long long rs_mc_stat(int fd, const char *group, const char *name, int timeout_ms)
+{
+    char req[128], *buf = malloc(1 << 16);
+    long long v = -1;
+    if (buf == NULL)
+        return -1;
+    int n = snprintf(req, sizeof(req), "stats%s%s\r\n", group ? " " : "", group ? group : "");
+    if (raw_exchange(fd, req, (size_t)n, "END\r\n", buf, 1 << 16, timeout_ms) == 0) {
+        char pat[128];
+        snprintf(pat, sizeof(pat), "STAT %s ", name);
+        char *p = strstr(buf, pat);
+        if (p != NULL)
+            v = strtoll(p + strlen(pat), NULL, 10);
+    }
+    free(buf);
+    return v;
+}
+
+int rs_mc_set(int fd, const char *key, const char *value, int timeout_ms)
+{
+    char req[2048], buf[256];
+    int n = snprintf(req, sizeof(req), "set %s 0 0 %zu\r\n%s\r\n", key, strlen(value), value);
+    if (raw_exchange(fd, req, (size_t)n, NULL, buf, sizeof(buf), timeout_ms) != 0)
+        return -1;
+    return strcmp(buf, "STORED\r\n") == 0 ? 0 : -1;
+}
+
+int rs_mc_line(int fd, const char *line, char *out, size_t cap, int timeout_ms)
+{
+    char req[1024];
+    int n = snprintf(req, sizeof(req), "%s\r\n", line);
+    return raw_exchange(fd, req, (size_t)n, NULL, out, cap, timeout_ms);
+}

@@ -109,4 +109,21 @@ int rs_mc_hits(int fd, const char *const *keys, const size_t *lens, size_t n,
  * reply (NUL-terminated, without "\r\n"). */
 int rs_mc_command(int fd, const char *line, char *reply, size_t cap, int timeout_ms);
 
+/*
+ * The raw client of the pool suites (test_pool_*): one request, then its
+ * whole reply, read within timeout_ms. On failure they return -1.
+ */
+
+/* get key: 1 (value in val), 0 (miss), -1 (error). */
+int rs_mc_get(int fd, const char *key, char *val, size_t cap, int timeout_ms);
+
+/* A `stats` number (`group` NULL: the general stats), or -1. */
+long long rs_mc_stat(int fd, const char *group, const char *name, int timeout_ms);
+
+/* set key value on one server: 0 when STORED. */
+int rs_mc_set(int fd, const char *key, const char *value, int timeout_ms);
+
+/* One reply line (its "\r\n" kept) to one command line (given without it). */
+int rs_mc_line(int fd, const char *line, char *out, size_t cap, int timeout_ms);
+
 #endif
