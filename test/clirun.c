@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* clirun.c: run the built mcroute command as a real process, with a given standard input, and collect what it printed. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -65,35 +66,27 @@ static char *slurp(int fd, size_t *len)
     return buf;
 }
 
+/* An unnamed file: made, opened, and unlinked at once. */
 static int tmpfd(void)
 {
-    char path[] = "/tmp/mcr-cli-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    unlink(path);
+    char *path = tu_temp_file("cli", NULL, 0);
+    int fd = open(path, O_RDWR);
+    ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+    tu_temp_file_free(path);
     return fd;
-}
-
-static long elapsed_ms(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long)(t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
 run run_cli_deadline(const char *in, size_t inlen, const char *const *argv, long deadline_ms)
 {
-    const char *dir = getenv("MCR_TEST_BIN_DIR");
-    char exe[4096];
-    snprintf(exe, sizeof(exe), "%s/mcroute", dir ? dir : ".");
+    const char *exe = tu_cli_path();
     int fin = tmpfd(), fout = tmpfd(), ferr = tmpfd();
     if (inlen > 0)
         ck_assert_int_eq(write(fin, in, inlen), (ssize_t)inlen);
     lseek(fin, 0, SEEK_SET);
-    struct timespec t0;
+    int64_t t0;
     if (deadline_ms > 0 && deadline_ms < INT_MAX)
         deadline_ms = mcr_test_ms((int)deadline_ms); /* MCR_TEST_TIME_SCALE */
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    t0 = mcr_test_now_ms();
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -110,7 +103,7 @@ run run_cli_deadline(const char *in, size_t inlen, const char *const *argv, long
             break;
         if (w < 0 && errno != EINTR)
             ck_abort_msg("waitpid: %s", strerror(errno));
-        if (deadline_ms > 0 && elapsed_ms(&t0) > deadline_ms) {
+        if (deadline_ms > 0 && mcr_test_now_ms() - t0 > deadline_ms) {
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);
             break;
@@ -121,7 +114,7 @@ run run_cli_deadline(const char *in, size_t inlen, const char *const *argv, long
         }
     }
     run r;
-    r.ms = elapsed_ms(&t0);
+    r.ms = (long)(mcr_test_now_ms() - t0);
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     r.out = slurp(fout, &r.outlen);
     r.err = slurp(ferr, NULL);

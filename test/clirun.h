@@ -13,7 +13,7 @@ typedef struct run {
     long ms;      /* how long it ran */
 } run;
 
-/* Run $MCR_TEST_BIN_DIR/mcroute with argv (NULL-terminated, argv[0]
+/* Run $MCR_TEST_BIN_DIR/mcroute (tu_cli_path(), testutil.h) with argv (NULL-terminated, argv[0]
  * ignored) and `inlen` bytes of `in` as standard input. */
 run run_cli(const char *in, size_t inlen, const char *const *argv);
 

@@ -12,25 +12,14 @@
 #include "mcroute_snapshot.h"
 #include "clirun.h"
 #include "testutil.h"
-
-static mcr_ring *lib_ring(const char *list, mcr_mode mode, mcr_hash hash)
-{
-    mcr_config *cfg = mcr_config_new();
-    mcr_ring *ring = NULL;
-    mcr_config_set_mode(cfg, mode);
-    mcr_config_set_hash(cfg, hash);
-    ck_assert_int_eq(mcr_config_add_servers(cfg, list, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_ring_new(cfg, &ring, NULL), MCR_OK);
-    mcr_config_free(cfg);
-    return ring;
-}
+#include "testutil_config.h"
 
 START_TEST(locate_arguments)
 {
     const char *list = "10.0.0.1:11211,10.0.0.2:11212:3,cache:11213,[::1]:11214";
     run r = run_cli(NULL, 0, ARGS("locate", "-s", list, "foo", "bar", "user:42"));
     ck_assert_msg(r.status == 0, "%s", r.err);
-    mcr_ring *ring = lib_ring(list, MCR_MODE_KETAMA, MCR_HASH_MD5);
+    mcr_ring *ring = tu_ring(list, MCR_MODE_KETAMA, MCR_HASH_MD5);
     char want[1024];
     const char *keys[] = {"foo", "bar", "user:42"};
     size_t o = 0;
@@ -53,7 +42,7 @@ START_TEST(locate_stdin_bytes)
     const char *list = "a:1,b:2,c:3";
     run r = run_cli(in, inlen, ARGS("locate", "-s", list, "--mode", "consistent", "--hash", "fnv1a_32"));
     ck_assert_msg(r.status == 0, "%s", r.err);
-    mcr_ring *ring = lib_ring(list, MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32);
+    mcr_ring *ring = tu_ring(list, MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32);
     char want[512];
     size_t o = 0, start = 0;
     for (size_t i = 0; i <= inlen; i++) {
@@ -80,7 +69,7 @@ START_TEST(locate_many_keys_match_library)
     enum { N = 3000 };
     char *in = malloc(N * 70), *want = malloc(N * 100);
     size_t inlen = 0, wl = 0;
-    mcr_ring *ring = lib_ring(list, MCR_MODE_WEIGHTED, MCR_HASH_MD5);
+    mcr_ring *ring = tu_ring(list, MCR_MODE_WEIGHTED, MCR_HASH_MD5);
     for (int i = 0; i < N; i++) {
         char k[64];
         size_t kl = tu_key(&rng, k, 60);
@@ -184,18 +173,15 @@ END_TEST
 
 START_TEST(server_file_source)
 {
-    char path[] = "/tmp/mcr-cli-servers-XXXXXX";
-    int fd = mkstemp(path);
     const char *text = "# pool\n10.0.0.1:11211:2\n10.0.0.2  # second\n\n[::1]:11212\n";
-    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
+    char *path = tu_temp_file("cli-servers", text, strlen(text));
     run a = run_cli(NULL, 0, ARGS("locate", "--server-file", path, "k1", "k2", "k3"));
     run b = run_cli(NULL, 0, ARGS("locate", "-s", "10.0.0.1:11211:2,10.0.0.2,[::1]:11212", "k1", "k2", "k3"));
     ck_assert_msg(a.status == 0, "%s", a.err);
     ck_assert_str_eq(a.out, b.out);
     run_free(&a);
     run_free(&b);
-    unlink(path);
+    tu_temp_file_free(path);
 }
 END_TEST
 
@@ -204,7 +190,7 @@ START_TEST(dump_continuum)
     const char *list = "a:1,b:2:2,c:3";
     run r = run_cli(NULL, 0, ARGS("dump", "-s", list));
     ck_assert_msg(r.status == 0, "%s", r.err);
-    mcr_ring *ring = lib_ring(list, MCR_MODE_KETAMA, MCR_HASH_MD5);
+    mcr_ring *ring = tu_ring(list, MCR_MODE_KETAMA, MCR_HASH_MD5);
     size_t n = mcr_ring_point_count(ring), lines = 0;
     char *p = r.out;
     unsigned long prev = 0;
@@ -345,12 +331,7 @@ END_TEST
 
 static char *temp_file(const char *text)
 {
-    char *path = strdup("/tmp/mcr-cli-src-XXXXXX");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-    return path;
+    return tu_temp_file("cli-src", text, strlen(text));
 }
 
 START_TEST(twemproxy_source)
@@ -406,17 +387,14 @@ START_TEST(twemproxy_source)
     expect_usage_error(ARGS("dump", "-t", yml, "-p", "beta"), "no continuum");
     expect_usage_error(ARGS("locate", "-t", yml, "--hash", "md5", "k"), "the file sets");
     expect_usage_error(ARGS("locate", "-s", "a", "-p", "beta", "k"), "--pool applies only");
-    unlink(yml);
-    free(yml);
+    tu_temp_file_free(yml);
 
     char *bad = temp_file("alpha:\n  servers:\n   - 127.0.0.1:11211:0\n");
     expect_usage_error(ARGS("locate", "-t", bad, "k"), bad);
-    unlink(bad);
-    free(bad);
+    tu_temp_file_free(bad);
     bad = temp_file("alpha: [unclosed\n");
     expect_usage_error(ARGS("locate", "-t", bad, "k"), bad);
-    unlink(bad);
-    free(bad);
+    tu_temp_file_free(bad);
     mcr_ring_free(a);
     mcr_ring_free(b);
 }
@@ -437,8 +415,7 @@ START_TEST(ketama_file_source)
         lines += r.out[i] == '\n';
     ck_assert_uint_eq(lines, 472); /* 65 + 32 + 21 labels, 4 points each */
     run_free(&r);
-    unlink(f);
-    free(f);
+    tu_temp_file_free(f);
     /* an address written without a port prints as written */
     f = temp_file("cache-a\t100\ncache-b:11212\t100\n");
     r = run_cli(NULL, 0, ARGS("dump", "-k", f));
@@ -446,23 +423,19 @@ START_TEST(ketama_file_source)
     ck_assert(strstr(r.out, "\tcache-a\n") != NULL);
     ck_assert(strstr(r.out, "\tcache-b:11212\n") != NULL);
     run_free(&r);
-    unlink(f);
-    free(f);
+    tu_temp_file_free(f);
     f = temp_file("10.0.0.1:11211\t0\n");
     expect_usage_error(ARGS("locate", "-k", f, "k"), "line 1");
-    unlink(f);
-    free(f);
+    tu_temp_file_free(f);
     f = temp_file("# nothing\n");
     expect_usage_error(ARGS("locate", "-k", f, "k"), f);
-    unlink(f);
-    free(f);
+    tu_temp_file_free(f);
 }
 END_TEST
 
 START_TEST(snapshot_diff_replicas)
 {
-    char dir[] = "/tmp/mcr-cli-snap-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char *dir = tu_tmpdir("cli-snap");
     char snap[256], keys[256];
     snprintf(snap, sizeof(snap), "%s/ring.snap", dir);
     snprintf(keys, sizeof(keys), "%s/keys", dir);
@@ -536,19 +509,15 @@ START_TEST(snapshot_diff_replicas)
     run_free(&r);
     expect_usage_error(ARGS("locate", "-s", "a:1", "--replicas", "0", "k"), "--replicas");
 
-    unlink(snap);
-    unlink(keys);
-    rmdir(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
 START_TEST(write_errors_are_reported)
 {
     /* stdout on a full device: the lines are lost, so the exit status says so */
-    const char *dir = getenv("MCR_TEST_BIN_DIR");
     char cmd[4200];
-    snprintf(cmd, sizeof(cmd), "%s/mcroute locate -s a,b k1 k2 >/dev/full 2>/dev/null",
-             dir ? dir : ".");
+    snprintf(cmd, sizeof(cmd), "%s locate -s a,b k1 k2 >/dev/full 2>/dev/null", tu_cli_path());
     int st = system(cmd);
     ck_assert(WIFEXITED(st));
     ck_assert_int_ne(WEXITSTATUS(st), 0);

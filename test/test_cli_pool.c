@@ -14,6 +14,7 @@
 #include "clirun.h"
 #include "realserver.h"
 #include "testutil.h"
+#include "testutil_config.h"
 
 #define START_MS mcr_test_ms(20000) /* generous deadlines, times MCR_TEST_TIME_SCALE */
 #define IO_MS mcr_test_ms(10000)
@@ -48,8 +49,7 @@ static void cluster_start(cluster *c, int n)
         o += (size_t)snprintf(c->list + o, sizeof(c->list) - o, "%s127.0.0.1:%d", i ? "," : "",
                               c->mc[i].port);
     }
-    mcr_config *cfg = mcr_config_new();
-    ck_assert_int_eq(mcr_config_add_servers(cfg, c->list, NULL), MCR_OK);
+    mcr_config *cfg = tu_config(c->list, MCR_MODE_KETAMA, MCR_HASH_COUNT);
     int rc = mcr_snapshot_new(cfg, 1, &c->snap, NULL);
     mcr_config_free(cfg);
     ck_assert_int_eq(rc, MCR_OK);
@@ -631,14 +631,14 @@ START_TEST(other_sources)
 {
     cluster c;
     cluster_start(&c, 2);
-    char dir[] = "/tmp/mcr-clipool-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char *dir = tu_tmpdir("clipool");
     char file[300], snap[300];
     snprintf(file, sizeof(file), "%s/servers", dir);
     snprintf(snap, sizeof(snap), "%s/ring.snap", dir);
-    FILE *f = fopen(file, "w");
-    fprintf(f, "127.0.0.1:%d id=first\n127.0.0.1:%d id=second\n", c.mc[0].port, c.mc[1].port);
-    fclose(f);
+    char body[300];
+    snprintf(body, sizeof(body), "127.0.0.1:%d id=first\n127.0.0.1:%d id=second\n", c.mc[0].port,
+             c.mc[1].port);
+    tu_write_file(file, body, strlen(body));
     run r = run_cli(NULL, 0, ARGS("snapshot", "-f", file, "-o", snap));
     ck_assert_msg(r.status == 0, "%s", r.err);
     run_free(&r);
@@ -676,14 +676,14 @@ START_TEST(other_sources)
     char kfile[300], yml[300];
     snprintf(kfile, sizeof(kfile), "%s/ketama.servers", dir);
     snprintf(yml, sizeof(yml), "%s/nutcracker.yml", dir);
-    f = fopen(kfile, "w");
-    fprintf(f, "127.0.0.1:%d\t100\n127.0.0.1:%d\t300\n", c.mc[0].port, c.mc[1].port);
-    fclose(f);
-    f = fopen(yml, "w");
-    fprintf(f, "alpha:\n  listen: 127.0.0.1:22121\n  distribution: ketama\n  servers:\n"
-               "   - 127.0.0.1:%d:1 one\n   - 127.0.0.1:%d:1 two\n",
-            c.mc[0].port, c.mc[1].port);
-    fclose(f);
+    snprintf(body, sizeof(body), "127.0.0.1:%d\t100\n127.0.0.1:%d\t300\n", c.mc[0].port,
+             c.mc[1].port);
+    tu_write_file(kfile, body, strlen(body));
+    snprintf(body, sizeof(body),
+             "alpha:\n  listen: 127.0.0.1:22121\n  distribution: ketama\n  servers:\n"
+             "   - 127.0.0.1:%d:1 one\n   - 127.0.0.1:%d:1 two\n",
+             c.mc[0].port, c.mc[1].port);
+    tu_write_file(yml, body, strlen(body));
     r = run_cli("kf:1\tketama\n", 12, ARGS("set", "-k", kfile));
     ck_assert_msg(r.status == 0, "%s", r.err);
     run_free(&r);
@@ -703,11 +703,7 @@ START_TEST(other_sources)
     r = run_cli(NULL, 0, ARGS("get", "-t", yml, "tw:1"));
     ck_assert_str_eq(r.out, "");
     run_free(&r);
-    unlink(kfile);
-    unlink(yml);
-    unlink(file);
-    unlink(snap);
-    rmdir(dir);
+    tu_tmpdir_free(dir);
     text_free(&in);
     text_free(&q);
     cluster_stop(&c);
@@ -884,10 +880,9 @@ START_TEST(help_and_output_errors)
     r = run_cli("out:1\tx\n", 8, ARGS("set", "-s", c.list));
     ck_assert_msg(r.status == 0, "%s", r.err);
     run_free(&r);
-    const char *dir = getenv("MCR_TEST_BIN_DIR");
     char cmd[4400];
-    snprintf(cmd, sizeof(cmd), "%s/mcroute get -s %s out:1 >/dev/full 2>/dev/null",
-             dir ? dir : ".", c.list);
+    snprintf(cmd, sizeof(cmd), "%s get -s %s out:1 >/dev/full 2>/dev/null", tu_cli_path(),
+             c.list);
     int st = system(cmd);
     ck_assert(WIFEXITED(st));
     ck_assert_int_eq(WEXITSTATUS(st), 1);

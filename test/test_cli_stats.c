@@ -15,6 +15,7 @@
 #include "mcroute_snapshot.h"
 #include "clirun.h"
 #include "testutil.h"
+#include "testutil_config.h"
 
 #define HASH_VALUES 4294967296.0
 #define MAX_LINES 4096
@@ -97,37 +98,7 @@ static double table_number(const table *t, const char *section, const char *name
 
 static char *temp_file(const char *text, size_t len)
 {
-    char *path = strdup("/tmp/mcr-cli-stats-XXXXXX");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    if (len > 0)
-        ck_assert_int_eq(write(fd, text, len), (ssize_t)len);
-    close(fd);
-    return path;
-}
-
-static void remove_file(char *path)
-{
-    unlink(path);
-    free(path);
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    size_t r;
-    while ((r = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += r;
-        if (n == cap)
-            buf = realloc(buf, (cap *= 2) + 1);
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
+    return tu_temp_file("cli-stats", text, len);
 }
 
 /* Balance of x[0..n-1] as mcroute(1) defines it. */
@@ -158,18 +129,11 @@ static void balance(const double *x, const double *expected, int n, double *ptm,
 
 static mcr_ring *lib_ring(const char *list, const char *mode, const char *hash)
 {
-    mcr_config *cfg = mcr_config_new();
     mcr_mode m;
     mcr_hash h;
     ck_assert_int_eq(mcr_mode_from_name(mode, &m), MCR_OK);
     ck_assert_int_eq(mcr_hash_from_name(hash, &h), MCR_OK);
-    mcr_config_set_mode(cfg, m);
-    mcr_config_set_hash(cfg, h);
-    ck_assert_int_eq(mcr_config_add_servers(cfg, list, NULL), MCR_OK);
-    mcr_ring *ring = NULL;
-    ck_assert_int_eq(mcr_ring_new(cfg, &ring, NULL), MCR_OK);
-    mcr_config_free(cfg);
-    return ring;
+    return tu_ring(list, m, h);
 }
 
 /* Python's json module is the independent parser: required, never skipped
@@ -186,15 +150,14 @@ static void python_agrees(const char *kind, const run *json, const run *text)
     python_required();
     char *jf = temp_file(json->out, json->outlen);
     char *tf = temp_file(text->out, text->outlen);
-    const char *srcdir = getenv("MCR_TEST_SRC_DIR");
     char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "python3 '%s/test/test_cli_json.py' %s '%s' '%s'",
-             srcdir ? srcdir : "..", kind, jf, tf);
+    snprintf(cmd, sizeof(cmd), "python3 '%s/test/test_cli_json.py' %s '%s' '%s'", tu_src_dir(),
+             kind, jf, tf);
     int st = system(cmd);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: JSON and text disagree:\n%s\n%s",
                   kind, json->out, text->out);
-    remove_file(jf);
-    remove_file(tf);
+    tu_temp_file_free(jf);
+    tu_temp_file_free(tf);
 }
 
 /* ------------------------------------------------------------ stats: the ring */
@@ -464,7 +427,7 @@ START_TEST(stats_keys_match_locate)
     run_free(&st);
     run_free(&st2);
     run_free(&lo);
-    remove_file(keys);
+    tu_temp_file_free(keys);
     free(in);
 }
 END_TEST
@@ -495,11 +458,10 @@ START_TEST(stats_edge_cases)
     python_agrees("stats", &js, &r);
     run_free(&js);
     run_free(&r);
-    remove_file(empty);
+    tu_temp_file_free(empty);
 
     /* a snapshot places like its list; libmemcached consistent ignores weights */
-    char dir[] = "/tmp/mcr-cli-stats-dir-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char *dir = tu_tmpdir("cli-stats-dir");
     char snap[256];
     snprintf(snap, sizeof(snap), "%s/s.snap", dir);
     r = run_cli(NULL, 0, ARGS("snapshot", "-s", "a:1:2,b:2,c:3", "-o", snap));
@@ -511,8 +473,7 @@ START_TEST(stats_edge_cases)
     ck_assert_str_eq(a.out, b.out);
     run_free(&a);
     run_free(&b);
-    unlink(snap);
-    rmdir(dir);
+    tu_tmpdir_free(dir);
     r = run_cli(NULL, 0,
                 ARGS("stats", "-l", "--SERVER=cache1:11211/?3 --SERVER=cache2:11211",
                      "-b", "DISTRIBUTION=consistent"));
@@ -637,7 +598,7 @@ START_TEST(json_locate_diff_match_text)
     run_free(&j);
     /* a key file that cannot be read: nothing on standard output */
     expect_usage_error(ARGS("diff", "a:1", "b:2", "--keys", "/nonexistent/k"), "/nonexistent/k");
-    remove_file(keys);
+    tu_temp_file_free(keys);
 }
 END_TEST
 
@@ -745,7 +706,7 @@ END_TEST
 /* Lost output is exit status 1, for a full disk and a closed pipe alike. */
 START_TEST(lost_output_is_status_1)
 {
-    const char *dir = getenv("MCR_TEST_BIN_DIR");
+    const char *exe = tu_cli_path();
     char cmd[4400];
     const char *cases[] = {
         "stats -s a,b >/dev/full",
@@ -757,7 +718,7 @@ START_TEST(lost_output_is_status_1)
         "--version >/dev/full",
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        snprintf(cmd, sizeof(cmd), "'%s/mcroute' %s 2>/dev/null", dir ? dir : ".", cases[i]);
+        snprintf(cmd, sizeof(cmd), "'%s' %s 2>/dev/null", exe, cases[i]);
         int st = system(cmd);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "%s: %d", cases[i], st);
     }
@@ -778,16 +739,16 @@ START_TEST(lost_output_is_status_1)
     char *err = temp_file("", 0);
     snprintf(cmd, sizeof(cmd),
              "bash -c '\"$0\" locate -s a,b < \"$1\" 2>\"$2\" | head -c 1 >/dev/null; "
-             "exit ${PIPESTATUS[0]}' '%s/mcroute' '%s' '%s'",
-             dir ? dir : ".", keys, err);
+             "exit ${PIPESTATUS[0]}' '%s' '%s' '%s'",
+             exe, keys, err);
     int st = system(cmd);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "closed pipe: status %d", st);
     size_t elen;
-    char *etext = read_file(err, &elen);
+    char *etext = tu_read_file(err, &elen);
     ck_assert_msg(strstr(etext, "error writing standard output") != NULL, "%s", etext);
     free(etext);
-    remove_file(err);
-    remove_file(keys);
+    tu_temp_file_free(err);
+    tu_temp_file_free(keys);
 }
 END_TEST
 
@@ -798,9 +759,7 @@ END_TEST
 static char *run_on_pty(const char *const *argv, const char *stdin_path, int stdout_too,
                         int *status)
 {
-    const char *dir = getenv("MCR_TEST_BIN_DIR");
-    char exe[4096];
-    snprintf(exe, sizeof(exe), "%s/mcroute", dir ? dir : ".");
+    const char *exe = tu_cli_path();
     int m = posix_openpt(O_RDWR | O_NOCTTY);
     ck_assert_int_ge(m, 0);
     ck_assert_int_eq(grantpt(m), 0);
@@ -882,7 +841,7 @@ START_TEST(progress_only_on_a_terminal)
     ck_assert_int_eq(r.status, 0);
     ck_assert_str_eq(r.err, "");
     run_free(&r);
-    remove_file(keys);
+    tu_temp_file_free(keys);
     free(big);
 }
 END_TEST

@@ -23,18 +23,16 @@
 /*  Scratch files                                                        */
 /* ==================================================================== */
 
-/* A private directory per test; files in it are removed by scratch_done. */
+/* A private directory per test (tu_tmpdir); files in it are removed by scratch_done. */
 typedef struct scratch {
-    char dir[256];
+    char *dir;
     char paths[8][300];
     int n;
 } scratch;
 
 static void scratch_init(scratch *s)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(s->dir, sizeof(s->dir), "%s/mcr-ketama-XXXXXX", t != NULL && *t ? t : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(s->dir));
+    s->dir = tu_tmpdir("ketama");
     s->n = 0;
 }
 
@@ -53,19 +51,19 @@ static const char *scratch_path(scratch *s, const char *name)
     return s->paths[s->n++];
 }
 
+/* The files scratch_path() named, then the directory, which must hold
+ * nothing else. */
 static void scratch_done(scratch *s)
 {
     for (int i = 0; i < s->n; i++)
         unlink(s->paths[i]);
-    ck_assert_int_eq(rmdir(s->dir), 0);
+    ck_assert_uint_eq(tu_tmpdir_free(s->dir), 0);
+    s->dir = NULL;
 }
 
 static void write_bytes(const char *path, const char *data, size_t len)
 {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-    ck_assert_int_eq(fclose(f), 0);
+    tu_write_file(path, data, len);
 }
 
 static void write_text(const char *path, const char *text)

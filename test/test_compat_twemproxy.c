@@ -23,7 +23,6 @@
  * MCR_TWEM_PRINT_VECTORS=1 prints the vector table as observed through
  * nutcracker, in C, to refresh the literals below.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -60,12 +59,8 @@ static mcr_twem *load_ok(const char *yaml)
 
 static int write_file(const char *path, const char *text)
 {
-    FILE *f = fopen(path, "w");
-    if (f == NULL)
-        return -1;
-    size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, f) == n;
-    return fclose(f) == 0 && ok ? 0 : -1;
+    tu_write_file(path, text, strlen(text));
+    return 0;
 }
 
 /* `nutcracker -t -c path`: 0 when it accepts the file, 1 when it refuses. */
@@ -75,40 +70,19 @@ static int nutcracker_test_conf(const char *path)
     return rs_run(argv, 10000);
 }
 
-static char g_dir[64]; /* the suite's temporary directory */
+static char *g_dir; /* the suite's temporary directory (tu_tmpdir), or NULL */
 
 static void make_dir(void)
 {
-    if (g_dir[0] != '\0')
-        return;
-    snprintf(g_dir, sizeof(g_dir), "/tmp/mcr-twem-XXXXXX");
-    if (mkdtemp(g_dir) == NULL)
-        g_dir[0] = '\0';
+    if (g_dir == NULL)
+        g_dir = tu_tmpdir("twem");
 }
 
+/* With MCR_TEST_KEEP=1, tu_tmpdir_free() keeps it and prints its path. */
 static void remove_dir(void)
 {
-    const char *keep = getenv("MCR_TEST_KEEP");
-    if (g_dir[0] == '\0')
-        return;
-    if (keep != NULL && *keep == '1') {
-        printf("kept %s\n", g_dir);
-        return;
-    }
-    DIR *d = opendir(g_dir);
-    if (d != NULL) {
-        struct dirent *de;
-        char p[sizeof(g_dir) + sizeof(de->d_name) + 2];
-        while ((de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            snprintf(p, sizeof(p), "%s/%s", g_dir, de->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(g_dir);
-    g_dir[0] = '\0';
+    tu_tmpdir_free(g_dir);
+    g_dir = NULL;
 }
 
 /* nutcracker 0.5.0's "crc16" (hash_crc16 in src/hashkit/nc_crc16.c), as
@@ -566,7 +540,6 @@ START_TEST(test_bad_input)
     int ran_nutcracker = rs_executable(rs_nutcracker_path());
 
     make_dir();
-    ck_assert_msg(g_dir[0] != '\0', "mkdtemp: %s", strerror(errno));
     snprintf(path, sizeof(path), "%s/t.yml", g_dir);
     ck_assert_msg(ran_nutcracker, "%s not found (Debian package nutcracker)", rs_nutcracker_path());
     for (size_t i = 0; i < NBAD; i++) {
@@ -637,7 +610,6 @@ START_TEST(test_placement_refused)
     char path[128];
 
     make_dir();
-    ck_assert(g_dir[0] != '\0');
     snprintf(path, sizeof(path), "%s/t.yml", g_dir);
     for (size_t i = 0; i < NCFG; i++) {
         const cfg_case *c = &cfg_cases[i];
@@ -1224,10 +1196,6 @@ static void live_setup(void)
         }
     }
     make_dir();
-    if (g_dir[0] == '\0') {
-        live_fail("mkdtemp: %s", strerror(errno));
-        return;
-    }
     snprintf(L.conf, sizeof(L.conf), "%s/nutcracker.yml", g_dir);
     if (!start_memcached())
         return;

@@ -120,12 +120,7 @@ END_TEST
 
 static char *write_file(const char *text)
 {
-    char *path = strdup("/tmp/mcr-test-servers-XXXXXX");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-    return path;
+    return tu_temp_file("test-servers", text, strlen(text));
 }
 
 START_TEST(server_files)
@@ -135,26 +130,22 @@ START_TEST(server_files)
     char *p = write_file("# cache tier\n\n  a:1:2  \nb # trailing comment\r\n\t[::1]:3\n");
     ck_assert_int_eq(mcr_config_load_server_file(cfg, p, &err), MCR_OK);
     ck_assert_uint_eq(mcr_config_server_count(cfg), 3);
-    unlink(p);
-    free(p);
+    tu_temp_file_free(p);
 
     p = write_file("d:1\ne:2\nf:0\n");
     ck_assert_int_eq(mcr_config_load_server_file(cfg, p, &err), MCR_ERR_RANGE);
     ck_assert_msg(strstr(err.message, "line 3") != NULL, "%s", err.message);
     ck_assert_uint_eq(mcr_config_server_count(cfg), 3); /* all or nothing */
-    unlink(p);
-    free(p);
+    tu_temp_file_free(p);
 
     p = write_file("# nothing\n\n");
     ck_assert_int_eq(mcr_config_load_server_file(cfg, p, &err), MCR_ERR_EMPTY);
-    unlink(p);
-    free(p);
+    tu_temp_file_free(p);
 
     p = write_file("x\ny\nx\n");
     ck_assert_int_eq(mcr_config_load_server_file(cfg, p, &err), MCR_ERR_DUPLICATE);
     ck_assert_msg(strstr(err.message, "line 3") != NULL, "%s", err.message);
-    unlink(p);
-    free(p);
+    tu_temp_file_free(p);
 
     ck_assert_int_eq(mcr_config_load_server_file(cfg, "/nonexistent/servers", &err), MCR_ERR_IO);
     ck_assert(strstr(err.message, "/nonexistent/servers") != NULL);
@@ -204,8 +195,7 @@ START_TEST(ids_after_ketama_file)
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
     ck_assert_uint_eq(mcr_config_server_count(cfg), 4);
     mcr_config_free(cfg);
-    unlink(p);
-    free(p);
+    tu_temp_file_free(p);
 }
 END_TEST
 
@@ -253,8 +243,7 @@ START_TEST(zones_after_ketama_file)
     ck_assert_uint_eq(mcr_snapshot_zone_count(snap), 2);
     mcr_snapshot_unref(snap);
     mcr_config_free(cfg);
-    unlink(p);
-    free(p);
+    tu_temp_file_free(p);
 }
 END_TEST
 

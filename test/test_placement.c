@@ -797,7 +797,7 @@ END_TEST
 
 /* ------------------------------------------------------------ snapshots */
 
-static char tmpdir[256];
+static char *tmpdir; /* the suite's directory (tu_tmpdir), made by main() */
 
 static const char *tmp_path(const char *name)
 {
@@ -808,25 +808,6 @@ static const char *tmp_path(const char *name)
     return b;
 }
 
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    char *buf = malloc(1 << 22);
-    ck_assert_ptr_nonnull(buf);
-    *len = fread(buf, 1, (1 << 22) - 1, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
-static void write_all(const char *path, const char *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-    fclose(f);
-}
 
 /* The checksum line as mcroute_snapshot.h defines it: MD5 of the header
  * lines and of the MD5 of each server line. */
@@ -901,7 +882,7 @@ START_TEST(files_every_mode)
         const char *path = tmp_path("every.snap");
         EXPECT_INT(mcr_snapshot_save(s, path, &err), ==, MCR_OK);
         size_t len;
-        char *text = read_all(path, &len);
+        char *text = tu_read_file(path, &len);
         int format = mode >= MCR_MODE_JUMP ? 2 : 1;
         char magic[32];
         snprintf(magic, sizeof(magic), "mcroute-snapshot %d\n", format);
@@ -930,7 +911,7 @@ START_TEST(files_every_mode)
         /* Same text again. */
         EXPECT_INT(mcr_snapshot_save(t, tmp_path("again.snap"), &err), ==, MCR_OK);
         size_t len2;
-        char *text2 = read_all(tmp_path("again.snap"), &len2);
+        char *text2 = tu_read_file(tmp_path("again.snap"), &len2);
         EXPECT_UINT(len2, ==, len);
         EXPECT(memcmp(text, text2, len) == 0);
         /* A diff of the two is empty. */
@@ -959,7 +940,7 @@ START_TEST(files_forged_maps)
         const char *path = tmp_path("forge.snap");
         EXPECT_INT(mcr_snapshot_save(s, path, &err), ==, MCR_OK);
         size_t len;
-        char *good = read_all(path, &len);
+        char *good = tu_read_file(path, &len);
         /* jump: buckets 0-1, 2-3, 4-5; slots: 0-19, 20-39, 40-59 */
         EXPECT_MSG(strstr(good, slots ? " map=20-39\n" : " map=2-3\n") != NULL, "%s", good);
         struct {
@@ -1000,7 +981,7 @@ START_TEST(files_forged_maps)
             memcpy(at, to, tl);
             size_t n = len - fl + tl;
             fix_checksum(t, &n);
-            write_all(tmp_path("forged.snap"), t, n);
+            tu_write_file(tmp_path("forged.snap"), t, n);
             mcr_snapshot *out = NULL;
             int rc = mcr_snapshot_load(tmp_path("forged.snap"), NULL, 0, &out, &err);
             EXPECT_MSG(rc == code, "%s case %zu: %d, %s", slots ? "slots" : "jump", c, rc,
@@ -1018,14 +999,16 @@ START_TEST(files_forged_maps)
     mcr_snapshot *s = snap_of(&p);
     EXPECT_INT(mcr_snapshot_save(s, tmp_path("m.snap"), &err), ==, MCR_OK);
     size_t len;
-    char *t = read_all(tmp_path("m.snap"), &len);
+    char *t = tu_read_file(tmp_path("m.snap"), &len);
+    t = realloc(t, len + 3); /* room for the two bytes inserted below */
+    ck_assert_ptr_nonnull(t);
     char *at = strstr(t, " map=\n");
     ck_assert_ptr_nonnull(at);
     memmove(at + 7, at + 5, len - (size_t)(at - t) - 5 + 1);
     memcpy(at + 5, "01", 2);
     len += 2;
     fix_checksum(t, &len);
-    write_all(tmp_path("m2.snap"), t, len);
+    tu_write_file(tmp_path("m2.snap"), t, len);
     mcr_snapshot *out = NULL;
     EXPECT_INT(mcr_snapshot_load(tmp_path("m2.snap"), NULL, 0, &out, &err), ==, MCR_ERR_SYNTAX);
     EXPECT(strstr(err.message, "without one") != NULL);
@@ -1861,7 +1844,7 @@ static void write_atomic(const char *path, const char *text)
 {
     char tmp[600];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    write_all(tmp, text, strlen(text));
+    tu_write_file(tmp, text, strlen(text));
     ck_assert_int_eq(rename(tmp, path), 0);
 }
 
@@ -2084,16 +2067,8 @@ static Suite *placement_suite(void)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof(tmpdir), "%s/mcr_placement_test_XXXXXX",
-             getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
-    if (mkdtemp(tmpdir) == NULL) {
-        perror("mkdtemp");
-        return 1;
-    }
+    tmpdir = tu_tmpdir("placement-test");
     int rc = tu_run(placement_suite());
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
+    tu_tmpdir_free(tmpdir);
     return rc;
 }

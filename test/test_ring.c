@@ -11,18 +11,7 @@
 #include "internal.h"
 #include "mcroute.h"
 #include "testutil.h"
-
-static mcr_config *cfg_with(const char *list, mcr_mode mode, mcr_hash hash)
-{
-    mcr_error err;
-    mcr_config *cfg = mcr_config_new();
-    ck_assert_ptr_nonnull(cfg);
-    ck_assert_int_eq(mcr_config_set_mode(cfg, mode), MCR_OK);
-    ck_assert_int_eq(mcr_config_set_hash(cfg, hash), MCR_OK);
-    int rc = mcr_config_add_servers(cfg, list, &err);
-    ck_assert_msg(rc == MCR_OK, "add_servers(%s): %s", list, err.message);
-    return cfg;
-}
+#include "testutil_config.h"
 
 static mcr_ring *ring_of(const mcr_config *cfg)
 {
@@ -52,7 +41,7 @@ static uint32_t naive_find(const mcr_ring *ring, uint32_t h)
 
 START_TEST(worked_example)
 {
-    mcr_config *cfg = cfg_with("A:1,B:1,C:1,D:1", MCR_MODE_CONSISTENT, MCR_HASH_DEFAULT);
+    mcr_config *cfg = tu_config("A:1,B:1,C:1,D:1", MCR_MODE_CONSISTENT, MCR_HASH_DEFAULT);
     enum { A, B, C, D };
     mcr_ring *r3 = NULL, *r4 = NULL, *back = NULL;
     mcr_error err;
@@ -98,7 +87,7 @@ END_TEST
 
 START_TEST(ties_go_to_earlier_server)
 {
-    mcr_config *cfg = cfg_with("a,b,c", MCR_MODE_CONSISTENT, MCR_HASH_DEFAULT);
+    mcr_config *cfg = tu_config("a,b,c", MCR_MODE_CONSISTENT, MCR_HASH_DEFAULT);
     mcr_ring *r = NULL;
     /* Servers 2 and 1 share 500; server 1 comes first in server order. */
     uint32_t v[] = {100, 500, 500, 900}, s[] = {0, 1, 2, 2};
@@ -169,7 +158,7 @@ START_TEST(lookup_matches_naive_rule)
             o += (size_t)snprintf(list + o, sizeof(list) - o, "%s10.%u.%u.%u:%u:%u", i ? "," : "",
                                   tu_below(&rng, 256), tu_below(&rng, 256), i & 255,
                                   11211 + tu_below(&rng, 3), 1 + tu_below(&rng, 5));
-        mcr_config *cfg = cfg_with(list, modes[(size_t)round % 5], (mcr_hash)tu_below(&rng, 11));
+        mcr_config *cfg = tu_config(list, modes[(size_t)round % 5], (mcr_hash)tu_below(&rng, 11));
         mcr_ring *ring = ring_of(cfg);
         check_against_naive(ring, &rng, 3000);
         mcr_ring_free(ring);
@@ -222,7 +211,7 @@ static int has_point(const mcr_ring *ring, uint32_t value, uint32_t server)
 START_TEST(ketama_points_and_labels)
 {
     /* libketama: floorf(pct * 40.0 * n) labels "host:port-k", 4 points each. */
-    mcr_config *cfg = cfg_with("10.0.0.1:11211:100,10.0.0.2:11212:300,cache-a:11211:50,[::1]:11213:7",
+    mcr_config *cfg = tu_config("10.0.0.1:11211:100,10.0.0.2:11212:300,cache-a:11211:50,[::1]:11213:7",
                                MCR_MODE_KETAMA, MCR_HASH_MD5);
     mcr_ring *ring = ring_of(cfg);
     const char *addr[] = {"10.0.0.1:11211", "10.0.0.2:11212", "cache-a:11211", "[::1]:11213"};
@@ -253,7 +242,7 @@ END_TEST
 START_TEST(libmemcached_labels)
 {
     /* Unweighted consistent: 100 labels, port 11211 dropped; spy: "/host:port-i". */
-    mcr_config *cfg = cfg_with("alpha,beta:22122", MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32);
+    mcr_config *cfg = tu_config("alpha,beta:22122", MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32);
     mcr_ring *ring = ring_of(cfg);
     ck_assert_uint_eq(mcr_ring_point_count(ring), 200);
     uint32_t pts[200];
@@ -286,7 +275,7 @@ START_TEST(libmemcached_labels)
 
     /* Weighted: floorf(pct*160/4*n + 1e-10f)*4 points, MD5 of "host-i". */
     mcr_config_free(cfg);
-    cfg = cfg_with("alpha:11211:3,beta:22122:1", MCR_MODE_WEIGHTED, MCR_HASH_MD5);
+    cfg = tu_config("alpha:11211:3,beta:22122:1", MCR_MODE_WEIGHTED, MCR_HASH_MD5);
     ring = ring_of(cfg);
     float p0 = 3.0f / 4.0f, p1 = 1.0f / 4.0f;
     uint32_t n0 = (uint32_t)floorf(p0 * 160.0f / 4.0f * 2.0f + 0.0000000001F) * 4;
@@ -309,7 +298,7 @@ END_TEST
 
 START_TEST(modula_and_single_server)
 {
-    mcr_config *cfg = cfg_with("a,b,c,d,e", MCR_MODE_MODULA, MCR_HASH_CRC);
+    mcr_config *cfg = tu_config("a,b,c,d,e", MCR_MODE_MODULA, MCR_HASH_CRC);
     mcr_ring *ring = ring_of(cfg);
     ck_assert_uint_eq(mcr_ring_point_count(ring), 0);
     for (int i = 0; i < 1000; i++) {
@@ -324,7 +313,7 @@ START_TEST(modula_and_single_server)
     mcr_config_free(cfg);
 
     for (int m = 0; m < MCR_MODE_COUNT; m++) {
-        cfg = cfg_with("only:1234", (mcr_mode)m, MCR_HASH_MD5);
+        cfg = tu_config("only:1234", (mcr_mode)m, MCR_HASH_MD5);
         ring = ring_of(cfg);
         for (int i = 0; i < 100; i++) {
             char k[16];
@@ -339,7 +328,7 @@ END_TEST
 
 START_TEST(key_prefix_rules)
 {
-    mcr_config *cfg = cfg_with("a,b,c", MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32);
+    mcr_config *cfg = tu_config("a,b,c", MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32);
     ck_assert_int_eq(mcr_config_set_key_prefix(cfg, "ns:", 3), MCR_OK);
     mcr_ring *ring = ring_of(cfg);
     ck_assert_uint_eq(mcr_ring_hash(ring, "key", 3), mcr_hash_key(MCR_HASH_FNV1A_32, "ns:key", 6));
@@ -367,7 +356,7 @@ START_TEST(locate_many_equals_locate)
 {
     tu_rng rng;
     tu_rng_init(&rng, 5);
-    mcr_config *cfg = cfg_with("a,b:2,c:3:4,d,e,f,g", MCR_MODE_WEIGHTED, MCR_HASH_MD5);
+    mcr_config *cfg = tu_config("a,b:2,c:3:4,d,e,f,g", MCR_MODE_WEIGHTED, MCR_HASH_MD5);
     mcr_ring *ring = ring_of(cfg);
     enum { N = 500 };
     static char keys[N][64];
@@ -460,7 +449,7 @@ END_TEST
 
 START_TEST(ring_outlives_config)
 {
-    mcr_config *cfg = cfg_with("x:1,y:2,z:3", MCR_MODE_KETAMA, MCR_HASH_MD5);
+    mcr_config *cfg = tu_config("x:1,y:2,z:3", MCR_MODE_KETAMA, MCR_HASH_MD5);
     mcr_ring *ring = ring_of(cfg);
     uint32_t before = mcr_ring_locate(ring, "hello", 5);
     mcr_config_add_servers(cfg, "w:4", NULL);
@@ -522,7 +511,7 @@ END_TEST
 
 START_TEST(hash_tag_rule)
 {
-    mcr_config *cfg = cfg_with("a,b,c", MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32);
+    mcr_config *cfg = tu_config("a,b,c", MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32);
     ck_assert_int_eq(mcr_config_set_hash_tag(cfg, "{}"), MCR_OK);
     ck_assert_int_eq(mcr_config_set_hash_tag(cfg, "{"), MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_config_set_hash_tag(cfg, "{}}"), MCR_ERR_INVALID);
@@ -591,7 +580,7 @@ static void *reader_main(void *arg)
 
 START_TEST(concurrent_readers)
 {
-    mcr_config *cfg = cfg_with("a:1:1,b:2:2,c:3:3,d:4:4,e:5:5", MCR_MODE_WEIGHTED, MCR_HASH_MD5);
+    mcr_config *cfg = tu_config("a:1:1,b:2:2,c:3:3,d:4:4,e:5:5", MCR_MODE_WEIGHTED, MCR_HASH_MD5);
     mcr_ring *ring = ring_of(cfg);
     uint32_t *want = malloc(THREAD_KEYS * sizeof(*want));
     char key[32];

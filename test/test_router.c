@@ -13,17 +13,15 @@
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
 #include "testutil.h"
+#include "testutil_config.h"
 
 /* ------------------------------------------------------------ helpers */
 
 static mcr_snapshot *snap_of(const char *list, mcr_mode mode, uint64_t epoch)
 {
     mcr_error err = {0, ""};
-    mcr_config *cfg = mcr_config_new();
+    mcr_config *cfg = tu_config(list, mode, MCR_HASH_COUNT);
     mcr_snapshot *s = NULL;
-    ck_assert_ptr_nonnull(cfg);
-    ck_assert_int_eq(mcr_config_set_mode(cfg, mode), MCR_OK);
-    ck_assert_msg(mcr_config_add_servers(cfg, list, &err) == MCR_OK, "%s", err.message);
     ck_assert_msg(mcr_snapshot_new(cfg, epoch, &s, &err) == MCR_OK, "%s", err.message);
     mcr_config_free(cfg);
     return s;
@@ -42,13 +40,6 @@ static void sleep_ms(unsigned ms)
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0)
         ;
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* What a hook saw. Written by the publishing thread, read after it. */
@@ -918,9 +909,9 @@ START_TEST(stress_publish_while_reading)
         ck_assert_int_eq(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
     }
 
-    t0 = now_ms();
+    t0 = (uint64_t)mcr_test_now_ms();
     for (unsigned i = 0; published < STRESS_MAX_PUBLISHES; i++) {
-        uint64_t ms = now_ms() - t0;
+        uint64_t ms = (uint64_t)mcr_test_now_ms() - t0;
         if (ms >= STRESS_MAX_MS || (ms >= STRESS_MS && published >= STRESS_MIN_PUBLISHES))
             break;
         mcr_snapshot *cur = mcr_router_current(st.router);
@@ -970,7 +961,7 @@ START_TEST(stress_publish_while_reading)
     printf("stress: %lu publishes, %lu refused (empty), %lu refused (stale), %lu lookups by %d "
            "readers in %llu ms\n",
            published, refused_empty, refused_stale, lookups, STRESS_READERS,
-           (unsigned long long)(now_ms() - t0));
+           (unsigned long long)((uint64_t)mcr_test_now_ms() - t0));
     ck_assert_uint_ge(published, STRESS_MIN_PUBLISHES);
     ck_assert_uint_eq(log.calls, published);
     ck_assert_uint_eq(log.bad, 0);
@@ -981,25 +972,26 @@ END_TEST
 
 /* ------------------------------------------------------------ watcher */
 
-/* A scratch directory per test. */
+/* A scratch directory per test (tu_tmpdir). */
 typedef struct scratch {
-    char dir[64];
-    char path[128], tmp[128];
+    char *dir;
+    char path[512], tmp[512];
 } scratch;
 
 static void scratch_init(scratch *s, const char *name)
 {
-    snprintf(s->dir, sizeof s->dir, "/tmp/mcr-router-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(s->dir));
+    s->dir = tu_tmpdir("router");
     snprintf(s->path, sizeof s->path, "%s/%s", s->dir, name);
     snprintf(s->tmp, sizeof s->tmp, "%s/%s.tmp", s->dir, name);
 }
 
+/* The file and its temporary, then the directory, which must hold nothing else. */
 static void scratch_free(scratch *s)
 {
     unlink(s->path);
     unlink(s->tmp);
-    ck_assert_int_eq(rmdir(s->dir), 0);
+    ck_assert_uint_eq(tu_tmpdir_free(s->dir), 0);
+    s->dir = NULL;
 }
 
 static void write_in_place(const char *path, const char *text, size_t len, const char *mode)
@@ -1056,12 +1048,13 @@ static void watch_log_get(watch_log *l, watch_log *copy)
 static void wait_reports(watch_log *l, int n)
 {
     watch_log c;
-    uint64_t t0 = now_ms();
+    uint64_t t0 = (uint64_t)mcr_test_now_ms();
     for (;;) {
         watch_log_get(l, &c);
         if (c.ok + c.errors >= n)
             return;
-        ck_assert_msg(now_ms() - t0 < (uint64_t)mcr_test_ms(10000), "no report after %d ms (%d of %d)",
+        ck_assert_msg((uint64_t)mcr_test_now_ms() - t0 < (uint64_t)mcr_test_ms(10000),
+                      "no report after %d ms (%d of %d)",
                       mcr_test_ms(10000), c.ok + c.errors, n);
         sleep_ms(5);
     }
@@ -1282,7 +1275,7 @@ START_TEST(watch_snapshot_file)
     mcr_watcher *w = NULL;
     mcr_error err = {0, ""};
     watch_log c;
-    char other[160];
+    char other[600];
 
     scratch_init(&sc, "snapshot");
     snprintf(other, sizeof other, "%s/next", sc.dir);

@@ -58,12 +58,7 @@ static run simulate_ok(const char *const *argv)
 
 static char *temp_file(const char *content, size_t len)
 {
-    char *path = strdup("/tmp/mcr-sim-XXXXXX");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, content, len), (ssize_t)len);
-    close(fd);
-    return path;
+    return tu_temp_file("sim", content, len);
 }
 
 /* Run python3 SCRIPT FILE: exit status 0 means the check passed; its
@@ -79,8 +74,7 @@ static void python_check(const char *script, const char *file)
     size_t n = fread(buf, 1, sizeof(buf) - 1, p);
     buf[n] = '\0';
     int st = pclose(p);
-    unlink(sp);
-    free(sp);
+    tu_temp_file_free(sp);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "python3 check failed (%d): %s", st, buf);
 }
 
@@ -218,8 +212,7 @@ START_TEST(json_sums_and_bounded)
                              "--requests", REQS, "--zipf", "1.2", "--sweep", "2560", "--json"));
     char *path = temp_file(r.out, r.outlen);
     python_check(json_sums, path);
-    unlink(path);
-    free(path);
+    tu_temp_file_free(path);
     run_free(&r);
 }
 END_TEST
@@ -295,10 +288,7 @@ static const char svg_check[] =
 START_TEST(json_and_svg_parse)
 {
     char *sf = temp_file(servers_file, sizeof(servers_file) - 1);
-    char svg[] = "/tmp/mcr-sim-svg-XXXXXX";
-    int fd = mkstemp(svg);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    char *svg = tu_temp_file("sim-svg", NULL, 0);
     run r = simulate_ok(ARGS("simulate", "-f", sf, "--add", "10.1.0.6 zone=c id=new<\"&\">",
                              "--fail-zone", "b", "--keys", "3000", "--requests", "5000", "--modes",
                              "all", "--sweep", "640", "--json", "--svg", svg));
@@ -332,11 +322,9 @@ START_TEST(json_and_svg_parse)
     ck_assert_msg(v[3] > 2.0 / 6 - 1e-6 && v[3] < 2.0 / 6 + 1e-6, "rendezvous ideal %f", v[3]);
     run_free(&t);
 
-    unlink(svg);
-    unlink(path);
-    unlink(sf);
-    free(path);
-    free(sf);
+    tu_temp_file_free(svg);
+    tu_temp_file_free(path);
+    tu_temp_file_free(sf);
     run_free(&r);
 }
 END_TEST
@@ -361,8 +349,7 @@ START_TEST(workload_file)
                  "    assert sum(s['keys'] for s in m['per_server_after']) == 4\n"
                  "    assert m['moved']['keys'] in (0, 0.25, 0.5, 0.75, 1), m\n",
                  jp);
-    unlink(jp);
-    free(jp);
+    tu_temp_file_free(jp);
     run_free(&r);
 
     static const char bad[] = "a\t1\t1\nb\t12x\t1\n";
@@ -375,12 +362,9 @@ START_TEST(workload_file)
                        "every QPS is 0");
     expect_usage_error(ARGS("simulate", "-n", "3", "--add", "x", "--workload", path, "--keys", "5"),
                        "--workload FILE replaces");
-    unlink(path);
-    unlink(bp);
-    unlink(zp);
-    free(path);
-    free(bp);
-    free(zp);
+    tu_temp_file_free(path);
+    tu_temp_file_free(bp);
+    tu_temp_file_free(zp);
 }
 END_TEST
 

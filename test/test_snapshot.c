@@ -180,7 +180,7 @@ static mcr_config *config_of(const mcr_snapshot *s, mcr_mode m, int only_active)
     return cfg;
 }
 
-static char tmpdir[256];
+static char *tmpdir; /* the suite's directory (tu_tmpdir), made by main() */
 
 /* A path in the test's directory; each call has its own buffer (a few at
  * a time are in use). */
@@ -193,23 +193,6 @@ static const char *tmp_path(const char *name)
     return b;
 }
 
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    char *buf = malloc(1 << 22);
-    *len = fread(buf, 1, 1 << 22, f);
-    fclose(f);
-    return buf;
-}
-
-static void write_all(const char *path, const char *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-    fclose(f);
-}
 
 static const mcr_mode all_modes[] = {
     MCR_MODE_KETAMA,        MCR_MODE_STABLE_KETAMA,    MCR_MODE_CONSISTENT,
@@ -1057,9 +1040,9 @@ START_TEST(save_load_round_trip)
                          mcr_snapshot_locate(s1, keys[k], key_len[k]));
         /* Saving the loaded snapshot gives the same bytes. */
         size_t n1, n2;
-        char *t1 = read_all(path, &n1);
+        char *t1 = tu_read_file(path, &n1);
         ck_assert_int_eq(mcr_snapshot_save(l, tmp_path("rt2.snap"), &err), MCR_OK);
-        char *t2 = read_all(tmp_path("rt2.snap"), &n2);
+        char *t2 = tu_read_file(tmp_path("rt2.snap"), &n2);
         ck_assert_uint_eq(n1, n2);
         ck_assert(memcmp(t1, t2, n1) == 0);
         free(t1);
@@ -1094,7 +1077,7 @@ START_TEST(corrupted_truncated_stale_refused)
     const char *path = tmp_path("c.snap");
     ck_assert_int_eq(mcr_snapshot_save(s, path, &err), MCR_OK);
     size_t len;
-    char *good = read_all(path, &len);
+    char *good = tu_read_file(path, &len);
     char *bad = malloc(len + 1);
     mcr_snapshot *sentinel = (mcr_snapshot *)&err, *out;
     const char *bad_path = tmp_path("bad.snap");
@@ -1106,7 +1089,7 @@ START_TEST(corrupted_truncated_stale_refused)
             bad[i] = flip ? (char)(bad[i] ^ 0x01) : (bad[i] == '1' ? '2' : '1');
             if (bad[i] == good[i])
                 continue;
-            write_all(bad_path, bad, len);
+            tu_write_file(bad_path, bad, len);
             out = sentinel;
             int rc = mcr_snapshot_load(bad_path, cur, 0, &out, &err);
             ck_assert_msg(rc != MCR_OK, "byte %zu changed: accepted", i);
@@ -1116,20 +1099,20 @@ START_TEST(corrupted_truncated_stale_refused)
     }
     /* Every truncation. */
     for (size_t n = 0; n < len; n++) {
-        write_all(bad_path, good, n);
+        tu_write_file(bad_path, good, n);
         out = sentinel;
         ck_assert_msg(mcr_snapshot_load(bad_path, cur, 0, &out, &err) != MCR_OK,
                       "truncated to %zu bytes: accepted", n);
         ck_assert_ptr_eq(out, sentinel);
     }
-    write_all(bad_path, good, len - 1);
+    tu_write_file(bad_path, good, len - 1);
     ck_assert_int_eq(mcr_snapshot_load(bad_path, cur, 0, &out, &err), MCR_ERR_SYNTAX);
     ck_assert_ptr_nonnull(strstr(err.message, "truncated"));
     /* A byte changed in the middle: a checksum mismatch. */
     memcpy(bad, good, len);
     char *z = strstr(bad, "zone=z1");
     z[6] = '2';
-    write_all(bad_path, bad, len);
+    tu_write_file(bad_path, bad, len);
     ck_assert_int_eq(mcr_snapshot_load(bad_path, cur, 0, &out, &err), MCR_ERR_CORRUPT);
     ck_assert_ptr_nonnull(strstr(err.message, "checksum mismatch"));
 
@@ -1159,7 +1142,7 @@ START_TEST(corrupted_truncated_stale_refused)
     ck_assert_ptr_eq(out, sentinel);
     /* The failed save left the old file as it was. */
     size_t len2;
-    char *again = read_all(path, &len2);
+    char *again = tu_read_file(path, &len2);
     ck_assert_uint_eq(len2, len);
     ck_assert(memcmp(again, good, len) == 0);
     free(again);
@@ -1227,12 +1210,12 @@ START_TEST(long_host_derived_id_round_trip)
     /* The same line marked named=1, the checksum recomputed: a given id of
      * 261 bytes is refused, by name. */
     size_t n;
-    char *t = read_all(path, &n);
+    char *t = tu_read_file(path, &n);
     char *named = strstr(t, " named=0");
     ck_assert_ptr_nonnull(named);
     named[7] = '1';
     fix_checksum(t, &n);
-    write_all(path, t, n);
+    tu_write_file(path, t, n);
     rc = mcr_snapshot_load(path, NULL, 0, &l, &err);
     ck_assert_int_eq(rc, MCR_ERR_SYNTAX);
     ck_assert_msg(strstr(err.message, "an id is 1..255 bytes") != NULL, "%s", err.message);
@@ -1249,7 +1232,7 @@ START_TEST(forged_files_refused)
     const char *path = tmp_path("f.snap");
     ck_assert_int_eq(mcr_snapshot_save(s, path, &err), MCR_OK);
     size_t len;
-    char *good = read_all(path, &len);
+    char *good = tu_read_file(path, &len);
     char *t = malloc(len + 256);
     mcr_snapshot *out = NULL;
 
@@ -1292,7 +1275,7 @@ START_TEST(forged_files_refused)
         memcpy(p, cases[c].to, tl);
         n = len - fl + tl;
         fix_checksum(t, &n);
-        write_all(tmp_path("forged.snap"), t, n);
+        tu_write_file(tmp_path("forged.snap"), t, n);
         out = NULL;
         int rc = mcr_snapshot_load(tmp_path("forged.snap"), NULL, 0, &out, &err);
         ck_assert_msg(rc == cases[c].code, "case %zu: %d, %s", c, rc, rc ? err.message : "ok");
@@ -1308,22 +1291,6 @@ START_TEST(forged_files_refused)
     mcr_snapshot_unref(s);
 }
 END_TEST
-
-/* The time limit of a test about time: `ms`, times MCR_TEST_TIME_SCALE (a
- * slow or loaded machine raises it; 1 by default). */
-static double scaled_ms(double ms)
-{
-    const char *v = getenv("MCR_TEST_TIME_SCALE");
-    double k = v != NULL && *v != '\0' ? strtod(v, NULL) : 1.0;
-    return ms * (k >= 1.0 ? k : 1.0);
-}
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 static long max_rss_kb(void)
 {
@@ -1349,20 +1316,20 @@ START_TEST(forged_huge_table_refused_fast)
     fix_checksum(t, &n);
     ck_assert_uint_lt(n, 400);
     const char *path = tmp_path("huge.snap");
-    write_all(path, t, n);
+    tu_write_file(path, t, n);
     mcr_snapshot *out = NULL;
     mcr_error err;
     long rss0 = max_rss_kb();
-    double t0 = now_ms();
+    int64_t t0 = mcr_test_now_ms();
     int rc = mcr_snapshot_load(path, NULL, 0, &out, &err);
-    double ms = now_ms() - t0;
+    long long ms = mcr_test_now_ms() - t0;
     long grown_kb = max_rss_kb() - rss0;
     ck_assert_msg(rc == MCR_ERR_RANGE, "%d: %s", rc, rc ? err.message : "loaded");
     ck_assert_ptr_null(out);
     ck_assert_msg(strstr(err.message, "line 9: maglev: a table of 67108859 entries for 1 server "
                                       "is above the limit of 1048576") != NULL,
                   "%s", err.message);
-    ck_assert_msg(ms < scaled_ms(2000), "refused after %.0f ms", ms);
+    ck_assert_msg(ms < mcr_test_ms(2000), "refused after %lld ms", ms);
     /* the table alone would be 268 MB (4 bytes an entry) */
     ck_assert_msg(grown_kb < 32 * 1024, "peak memory grew by %ld kB", grown_kb);
 
@@ -1371,7 +1338,7 @@ START_TEST(forged_huge_table_refused_fast)
      * rebuild: its points and digest are not the table's. */
     n = (size_t)snprintf(t, sizeof(t), head, 65537u, (unsigned)MCR_MAGLEV_SIZE_MAX);
     fix_checksum(t, &n);
-    write_all(path, t, n);
+    tu_write_file(path, t, n);
     rc = mcr_snapshot_load(path, NULL, 0, &out, &err);
     ck_assert_msg(rc == MCR_ERR_CORRUPT, "%d: %s", rc, rc ? err.message : "loaded");
     ck_assert_msg(strstr(err.message, "line 11: differs") != NULL, "%s", err.message);
@@ -1390,12 +1357,13 @@ START_TEST(maglev_table_bound)
     ck_assert_int_eq(mcr_config_set_mode(cfg, MCR_MODE_MAGLEV), MCR_OK);
     ck_assert_int_eq(mcr_config_add_servers(cfg, "a:1,b:2", NULL), MCR_OK);
     ck_assert_int_eq(mcr_config_set_table_size(cfg, MCR_MAGLEV_SIZE_MAX), MCR_OK);
-    double t0 = now_ms();
+    int64_t t0 = mcr_test_now_ms();
     ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, &err), MCR_ERR_RANGE);
     ck_assert_msg(strstr(err.message, "above the limit of 1048576") != NULL, "%s", err.message);
     ck_assert_int_eq(mcr_ring_new(cfg, &ring, &err), MCR_ERR_RANGE);
     ck_assert_msg(strstr(err.message, "for 2 servers") != NULL, "%s", err.message);
-    ck_assert_msg(now_ms() - t0 < scaled_ms(2000), "refused after %.0f ms", now_ms() - t0);
+    ck_assert_msg(mcr_test_now_ms() - t0 < mcr_test_ms(2000), "refused after %lld ms",
+                  (long long)(mcr_test_now_ms() - t0));
     ck_assert_ptr_null(s);
     ck_assert_ptr_null(ring);
     mcr_config_free(cfg);
@@ -1611,7 +1579,7 @@ START_TEST(config_desc_and_server_file)
                        "  10.1.0.3:11300   id=gamma zone=rack-b   # comment\n"
                        "[::1]:11211 zone=rack-a\n"
                        "10.1.0.5\n";
-    write_all(path, text, strlen(text));
+    tu_write_file(path, text, strlen(text));
     mcr_config_free(cfg);
     cfg = mcr_config_new();
     int rc = mcr_config_load_server_file(cfg, path, &err);
@@ -1661,7 +1629,7 @@ START_TEST(config_desc_and_server_file)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char buf[256];
         snprintf(buf, sizeof(buf), "10.2.0.9\n%s", bad[i].line);
-        write_all(tmp_path("bad.txt"), buf, strlen(buf));
+        tu_write_file(tmp_path("bad.txt"), buf, strlen(buf));
         rc = mcr_config_load_server_file(cfg, tmp_path("bad.txt"), &err);
         ck_assert_msg(rc == bad[i].code, "%s: %d %s", bad[i].line, rc, err.message);
         ck_assert_msg(strstr(err.message, bad[i].msg) != NULL, "%s: %s", bad[i].line,
@@ -1706,16 +1674,8 @@ static Suite *snapshot_suite(void)
 int main(void)
 {
     make_keys();
-    snprintf(tmpdir, sizeof(tmpdir), "%s/mcr_snapshot_test_XXXXXX",
-             getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
-    if (mkdtemp(tmpdir) == NULL) {
-        perror("mkdtemp");
-        return 1;
-    }
+    tmpdir = tu_tmpdir("snapshot-test");
     int rc = tu_run(snapshot_suite());
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
+    tu_tmpdir_free(tmpdir);
     return rc;
 }

@@ -1,11 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* testutil.c: seeded randomness, the time scale of timing-bound limits, and the common main() of the Check suites. */
+/* testutil.c: seeded randomness, the time scale of timing-bound limits, temporary directories and files, the CLI's path, and the common main() of the Check suites. */
+#ifndef _XOPEN_SOURCE
+#define _XOPEN_SOURCE 700 /* nftw, mkdtemp */
+#endif
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -74,6 +82,8 @@ int tu_cases(int n)
     return (n + TU_TSAN_CASE_DIVISOR - 1) / TU_TSAN_CASE_DIVISOR;
 }
 
+static int tu_in_run; /* inside tu_run()'s srunner_run_all() */
+
 int tu_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);
@@ -85,7 +95,9 @@ int tu_run(Suite *s)
            TU_TSAN ? ", random cases 1/" MCR_TU_STR(TU_TSAN_CASE_DIVISOR)
                      " of the full counts (a TSan build)" : "");
     fflush(stdout);
+    tu_in_run = 1;
     srunner_run_all(sr, CK_NORMAL);
+    tu_in_run = 0;
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
@@ -218,4 +230,250 @@ __attribute__((constructor)) static void tu_time_scale_init(void)
         snprintf(buf, sizeof(buf), "%.17g", s);
         setenv("CK_TIMEOUT_MULTIPLIER", buf, 1);
     }
+}
+
+/* ------------------------------------------------------------ files */
+
+
+/* Fail with a message: the test, with ck_abort_msg(), inside a suite's run;
+ * the program (exit status 1) outside one, where Check has no test to fail
+ * (a suite's main() before tu_run(), or a program that does not use it). */
+static void tu_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void tu_fail(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (tu_in_run)
+        ck_abort_msg("%s", msg);
+    fprintf(stderr, "%s\n", msg);
+    fflush(stderr);
+    exit(EXIT_FAILURE);
+}
+
+/* The directories tu_tmpdir() made and tu_tmpdir_free() has not removed
+ * yet, each with the process that made it: a forked Check child inherits
+ * its parent's list, and must neither remove the parent's directories at
+ * its exit nor be allowed to remove them by tu_tmpdir_free(). */
+#define TU_DIRS_MAX 64
+static struct {
+    char *path;
+    pid_t owner;
+} tu_dirs[TU_DIRS_MAX];
+static int tu_dirs_hooked; /* atexit(tu_dirs_sweep) done */
+
+static const char *tu_tmp_root(void)
+{
+    const char *t = getenv("TMPDIR");
+    return t != NULL && *t != '\0' ? t : "/tmp";
+}
+
+static char *tu_template(const char *tag)
+{
+    const char *root = tu_tmp_root();
+    size_t n = strlen(root) + strlen(tag) + sizeof("/mcr--XXXXXX");
+    char *path = malloc(n);
+
+    if (path == NULL)
+        tu_fail("temporary path for %s: out of memory", tag);
+    snprintf(path, n, "%s/mcr-%s-XXXXXX", root, tag);
+    return path;
+}
+
+static size_t tu_removed; /* entries tu_rm_entry() removed in this walk */
+
+static int tu_rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    if (remove(path) != 0) {
+        int e = errno;
+        /* not tu_fail(): that would longjmp or exit out of nftw */
+        fprintf(stderr, "tu_tmpdir_free: remove %s: %s\n", path, strerror(e));
+        errno = e;
+        return -1;
+    }
+    if (ftw->level > 0)
+        tu_removed++;
+    (void)type;
+    return 0;
+}
+
+/* Remove `path` and everything below it; 0, or -1 with errno's text on stderr. */
+static int tu_rm_tree(const char *path)
+{
+    tu_removed = 0;
+    return nftw(path, tu_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* At exit: the directories this process made and did not remove (a failed
+ * assertion skipped the test's tu_tmpdir_free()). */
+static void tu_dirs_sweep(void)
+{
+    for (int i = 0; i < TU_DIRS_MAX; i++) {
+        if (tu_dirs[i].path == NULL || tu_dirs[i].owner != getpid())
+            continue;
+        const char *keep = getenv("MCR_TEST_KEEP");
+        if (keep != NULL && strcmp(keep, "1") == 0)
+            printf("kept %s\n", tu_dirs[i].path);
+        else
+            tu_rm_tree(tu_dirs[i].path);
+        free(tu_dirs[i].path);
+        tu_dirs[i].path = NULL;
+    }
+}
+
+char *tu_tmpdir(const char *tag)
+{
+    char *path = tu_template(tag);
+    int slot = -1;
+
+    for (int i = 0; i < TU_DIRS_MAX && slot < 0; i++)
+        if (tu_dirs[i].path == NULL)
+            slot = i;
+    if (slot < 0)
+        tu_fail("tu_tmpdir(%s): more than %d directories not yet freed", tag, TU_DIRS_MAX);
+    if (mkdtemp(path) == NULL)
+        tu_fail("mkdtemp %s: %s", path, strerror(errno));
+    if (!tu_dirs_hooked) {
+        atexit(tu_dirs_sweep);
+        tu_dirs_hooked = 1;
+    }
+    tu_dirs[slot].path = path;
+    tu_dirs[slot].owner = getpid();
+    return path;
+}
+
+size_t tu_tmpdir_free(char *dir)
+{
+    const char *keep = getenv("MCR_TEST_KEEP");
+    int slot = -1;
+
+    if (dir == NULL)
+        return 0;
+    for (int i = 0; i < TU_DIRS_MAX && slot < 0; i++)
+        if (tu_dirs[i].path == dir && tu_dirs[i].owner == getpid())
+            slot = i;
+    if (slot < 0)
+        tu_fail("tu_tmpdir_free(%s): not a directory tu_tmpdir() made in this process", dir);
+    tu_dirs[slot].path = NULL;
+    if (keep != NULL && strcmp(keep, "1") == 0) {
+        printf("kept %s\n", dir);
+        free(dir);
+        return 0;
+    }
+    if (tu_rm_tree(dir) != 0) {
+        int e = errno;
+        tu_fail("tu_tmpdir_free: could not remove %s: %s (see stderr)", dir, strerror(e));
+    }
+    free(dir);
+    return tu_removed;
+}
+
+char *tu_temp_file(const char *tag, const void *data, size_t len)
+{
+    char *path = tu_template(tag);
+    int fd = mkstemp(path);
+
+    if (fd < 0)
+        tu_fail("mkstemp %s: %s", path, strerror(errno));
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(fd, (const char *)data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            tu_fail("write %s: %s", path, w < 0 ? strerror(errno) : "wrote nothing");
+        off += (size_t)w;
+    }
+    if (close(fd) != 0)
+        tu_fail("close %s: %s", path, strerror(errno));
+    return path;
+}
+
+void tu_temp_file_free(char *path)
+{
+    if (path == NULL)
+        return;
+    if (unlink(path) != 0)
+        tu_fail("unlink %s: %s", path, strerror(errno));
+    free(path);
+}
+
+void tu_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+
+    if (f == NULL)
+        tu_fail("open %s for writing: %s", path, strerror(errno));
+    if (fwrite(data, 1, len, f) != len) {
+        int e = errno;
+        fclose(f);
+        tu_fail("write %zu bytes to %s: %s", len, path, strerror(e));
+    }
+    if (fclose(f) != 0)
+        tu_fail("close %s: %s", path, strerror(errno));
+}
+
+char *tu_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    size_t cap = 1 << 16, n = 0, r;
+    char *buf;
+
+    if (f == NULL)
+        tu_fail("open %s: %s", path, strerror(errno));
+    buf = malloc(cap + 1);
+    if (buf == NULL)
+        tu_fail("read %s: out of memory", path);
+    while ((r = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) {
+            char *b = realloc(buf, (cap *= 2) + 1);
+            if (b == NULL) {
+                free(buf);
+                fclose(f);
+                tu_fail("read %s: out of memory past %zu bytes", path, n);
+            }
+            buf = b;
+        }
+    }
+    if (ferror(f)) {
+        int e = errno;
+        free(buf);
+        fclose(f);
+        tu_fail("read %s: %s", path, strerror(e));
+    }
+    fclose(f);
+    buf[n] = '\0';
+    if (len != NULL)
+        *len = n;
+    return buf;
+}
+
+/* ------------------------------------------------------------ the CLI */
+
+static const char *tu_env_dir(const char *var)
+{
+    const char *v = getenv(var);
+    if (v == NULL || *v == '\0')
+        tu_fail("%s is not set: run the suite with ctest, or set it as "
+                     "test/CMakeLists.txt does", var);
+    return v;
+}
+
+const char *tu_cli_path(void)
+{
+    static char path[4096];
+    const char *dir = tu_env_dir("MCR_TEST_BIN_DIR");
+
+    if ((size_t)snprintf(path, sizeof(path), "%s/mcroute", dir) >= sizeof(path))
+        tu_fail("MCR_TEST_BIN_DIR is too long (%zu bytes)", strlen(dir));
+    return path;
+}
+
+const char *tu_src_dir(void)
+{
+    return tu_env_dir("MCR_TEST_SRC_DIR");
 }

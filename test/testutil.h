@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* testutil.h: helpers shared by the Check suites: a seeded RNG, random keys, suite runner. */
+/* testutil.h: helpers shared by the Check suites: a seeded RNG, random keys, suite runner, time scale and clock, temporary directories and files, the CLI's path. */
 #ifndef MCR_TESTUTIL_H
 #define MCR_TESTUTIL_H
 
@@ -62,9 +62,57 @@ double mcr_test_time_scale(void);
 int mcr_test_ms(int ms);
 /* The same for seconds, as a double (for Check timeouts and poll loops). */
 double mcr_test_sec(double sec);
-/* CLOCK_MONOTONIC in milliseconds and nanoseconds, for deadlines. */
+/* CLOCK_MONOTONIC in milliseconds and nanoseconds, for deadlines and
+ * durations: the one clock of the suites. */
 int64_t mcr_test_now_ms(void);
 int64_t mcr_test_now_ns(void);
+
+/* ------------------------------------------------------------ files
+ * Each of these, when it fails, aborts the test (ck_abort_msg) with a
+ * message naming the path and the system's reason: a test never goes on
+ * with a file it did not get. Outside a suite's run (before tu_run(), or in
+ * a program that does not call it) the message goes to stderr and the
+ * program exits with status 1, Check having no test to fail. */
+
+/* A new empty directory $TMPDIR/mcr-<tag>-XXXXXX (/tmp when TMPDIR is unset
+ * or empty), made with mkdtemp (mode 0700). Returns its path (malloc'd, the
+ * caller's; give it to tu_tmpdir_free()). The directory is remembered with
+ * the id of the process that made it: if a failed assertion skips its
+ * tu_tmpdir_free(), that process removes it when it exits. */
+char *tu_tmpdir(const char *tag);
+
+/* Remove `dir`, made by tu_tmpdir(), with everything below it (what a test
+ * wrote there; symbolic links are removed, never followed, and nothing on
+ * another file system is entered), then free the path. Returns how many
+ * entries below `dir` it removed. A path tu_tmpdir() did not make in this
+ * process aborts the test: it removes only what it made. NULL: returns 0.
+ * MCR_TEST_KEEP=1 in the environment: the directory is kept, its path
+ * printed ("kept PATH"), and 0 returned. */
+size_t tu_tmpdir_free(char *dir);
+
+/* A new file $TMPDIR/mcr-<tag>-XXXXXX (mkstemp, mode 0600) holding the `len`
+ * bytes at `data`; returns its path (malloc'd; give it to tu_temp_file_free()). */
+char *tu_temp_file(const char *tag, const void *data, size_t len);
+
+/* unlink(path), then free(path). NULL is a no-op. */
+void tu_temp_file_free(char *path);
+
+/* Write the `len` bytes at `data` to `path`, created or truncated. */
+void tu_write_file(const char *path, const void *data, size_t len);
+
+/* The whole file at `path`, malloc'd (the caller frees it), with a NUL after
+ * its last byte; its size (without the NUL) in *len when len is not NULL. */
+char *tu_read_file(const char *path, size_t *len);
+
+/* ------------------------------------------------------------ the CLI
+ * Where the build put things, from the environment ctest gives every suite
+ * (test/CMakeLists.txt; scripts/test.sh sets the same for valgrind). Unset
+ * or empty: the test aborts naming the variable. */
+
+/* $MCR_TEST_BIN_DIR/mcroute, the built command (a static buffer). */
+const char *tu_cli_path(void);
+/* $MCR_TEST_SRC_DIR, the top of the source tree. */
+const char *tu_src_dir(void);
 
 
 /* Assertions for hot loops: Check's ck_assert_* record every passing
