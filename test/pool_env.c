@@ -22,13 +22,6 @@
 
 /* ================================================================== time */
 
-long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void sleep_ms(unsigned ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -117,7 +110,7 @@ void rec_record(const mcr_result *res, rec *r)
                   (int)r->key_len, r->key, res->status);
         return;
     }
-    r->t1 = now_ms();
+    r->t1 = mcr_test_now_ms();
     r->status = res->status;
     r->reply = res->reply;
     r->res_op = res->op;
@@ -468,16 +461,16 @@ void env_kill(env *e, int i)
 
 void run_ms(env *e, unsigned ms)
 {
-    long long end = now_ms() + ms;
-    while (now_ms() < end)
+    long long end = mcr_test_now_ms() + ms;
+    while (mcr_test_now_ms() < end)
         event_base_loop(e->base, EVLOOP_ONCE);
 }
 
 int run_until(env *e, cond_fn done, void *arg, unsigned ms)
 {
-    long long end = now_ms() + TMS((int)ms);
+    long long end = mcr_test_now_ms() + TMS((int)ms);
     while (!done(e, arg)) {
-        if (now_ms() >= end)
+        if (mcr_test_now_ms() >= end)
             return 0;
         event_base_loop(e->base, EVLOOP_ONCE);
     }
@@ -546,7 +539,7 @@ void rec_prepare(rec *r, tally *t, const mcr_request *q)
     r->key_len = q->key_len < sizeof(r->key) ? q->key_len : sizeof(r->key);
     if (q->key != NULL && r->key_len > 0)
         memcpy(r->key, q->key, r->key_len);
-    r->t0 = now_ms();
+    r->t0 = mcr_test_now_ms();
 }
 
 int submit_to(env *e, mcr_pool *p, rec *r, const mcr_request *q)

@@ -58,8 +58,7 @@
 
 /* ================================================================== time */
 
-long long now_ms(void);
-
+/* The clock is testutil's mcr_test_now_ms(). */
 void sleep_ms(unsigned ms);
 
 /* ================================================================== tracking */

@@ -87,14 +87,14 @@ START_TEST(test_chaos)
                                   {2900, STOP, 3},   {3100, CONT, 3}, {3300, ADD, 0},
                                   {3600, KILL, 1}};
     size_t next = 0, nplan = sizeof(plan) / sizeof(plan[0]);
-    long long start = now_ms(), longest = 0, last = start;
+    long long start = mcr_test_now_ms(), longest = 0, last = start;
     /* 4 s, and the whole plan (a loaded machine may run late) */
-    while ((now_ms() - start < 4000 || next < nplan) && now_ms() - start < 15000 &&
+    while ((mcr_test_now_ms() - start < 4000 || next < nplan) && mcr_test_now_ms() - start < 15000 &&
            nr + 30 < CH_RECS && nm + 2 < CH_MULTI) {
-        long long t = now_ms() - start;
-        if (now_ms() - last > longest)
-            longest = now_ms() - last;
-        last = now_ms();
+        long long t = mcr_test_now_ms() - start;
+        if (mcr_test_now_ms() - last > longest)
+            longest = mcr_test_now_ms() - last;
+        last = mcr_test_now_ms();
         while (next < nplan && t >= plan[next][0]) {
             int srv = plan[next][2];
             switch (plan[next][1]) {
@@ -154,7 +154,7 @@ START_TEST(test_chaos)
         run_ms(&e, 5);
     }
     ck_assert_msg(next == nplan, "%zu of %zu chaos steps in %lld ms (%zu requests, %zu "
-                  "multi-gets; longest iteration %lld ms)", next, nplan, now_ms() - start, nr,
+                  "multi-gets; longest iteration %lld ms)", next, nplan, mcr_test_now_ms() - start, nr,
                   nm, longest);
     WAIT_IDLE(&e, 10000);
     run_ms(&e, 50);

@@ -218,7 +218,7 @@ START_TEST(test_kill_fail_fast)
      * retry comes no earlier than retry_from and no later than down_at +
      * retry_timeout_ms. */
     long long retry_from = r.t0 + (long long)o.retry_timeout_ms;
-    long long down_at = now_ms();
+    long long down_at = mcr_test_now_ms();
     /* down: at once, in a callback */
     do1(&e, &r, rq(MCR_OP_GET, kb));
     EXPECT_REPLY(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
@@ -231,14 +231,14 @@ START_TEST(test_kill_fail_fast)
     /* back on the same port, but fail-fast waits for retry_timeout_ms */
     env_start_server(&e, 1, port);
     ck_assert_int_eq(e.mc[1].port, port);
-    while (now_ms() < retry_from - TMS(100)) {
+    while (mcr_test_now_ms() < retry_from - TMS(100)) {
         do1(&e, &r, rq(MCR_OP_GET, kb));
         if (r.t0 + 1 < retry_from) { /* submitted before the retry may come */
             EXPECT_REPLY(&r, MCR_ERR_DOWN, MCR_REPLY_MISS);
         }
         run_ms(&e, 30);
     }
-    long long left = down_at + (long long)o.retry_timeout_ms + TMS(50) - now_ms();
+    long long left = down_at + (long long)o.retry_timeout_ms + TMS(50) - mcr_test_now_ms();
     if (left > 0) /* not: a loaded machine may be past it already */
         run_ms(&e, (unsigned)left);
     EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS); /* a new, empty memcached */
@@ -287,9 +287,9 @@ static void pub_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
         mcr_snapshot_server(new_snap, (size_t)j, &b) != MCR_OK)
         return;
     if (a.state != MCR_STATE_DOWN && b.state == MCR_STATE_DOWN && l->down < 8)
-        l->t_down[l->down++] = now_ms();
+        l->t_down[l->down++] = mcr_test_now_ms();
     if (a.state == MCR_STATE_DOWN && b.state == MCR_STATE_ACTIVE && l->up < 8)
-        l->t_up[l->up++] = now_ms();
+        l->t_up[l->up++] = mcr_test_now_ms();
 }
 
 typedef struct state_wait {
@@ -383,8 +383,8 @@ START_TEST(test_eject)
     ck_assert_uint_eq(r2.epoch, 2);
 
     /* dead for 6 retry periods: probed, never re-added */
-    long long until = now_ms() + 6 * EJ_RETRY;
-    while (now_ms() < until) {
+    long long until = mcr_test_now_ms() + 6 * EJ_RETRY;
+    while (mcr_test_now_ms() < until) {
         run_ms(&e, 20);
         ck_assert_msg(state_of(e.router, e.id[1]) == MCR_STATE_DOWN,
                       "a dead server was published %d", state_of(e.router, e.id[1]));
@@ -393,7 +393,7 @@ START_TEST(test_eject)
 
     /* restarted: probed and published ACTIVE within the (backed off) retry */
     env_start_server(&e, 1, port);
-    long long back = now_ms();
+    long long back = mcr_test_now_ms();
     state_wait w = {e.id[1], MCR_STATE_ACTIVE};
     ck_assert_msg(run_until(&e, c_state, &w, 4 * EJ_RETRY + 1500),
                   "not re-added within %d ms of restarting", 4 * EJ_RETRY + 1500);
@@ -786,8 +786,8 @@ START_TEST(test_eject_stopped)
     ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
     ck_assert_uint_ge(st.timeouts, 2);
     /* stopped for 8 retry periods: probed, never re-added */
-    long long until = now_ms() + 8 * EJ_RETRY;
-    while (now_ms() < until) {
+    long long until = mcr_test_now_ms() + 8 * EJ_RETRY;
+    while (mcr_test_now_ms() < until) {
         run_ms(&e, 20);
         ck_assert_msg(state_of(e.router, e.id[1]) == MCR_STATE_DOWN,
                       "a stopped server (probes unanswered) was published ACTIVE");

@@ -71,9 +71,9 @@ START_TEST(test_membership)
     static const int plan[][3] = {{300, 0, 3},  {600, 0, 4},  {900, 1, 0},  {1200, 2, 1},
                                   {1500, 0, 0}, {1800, 3, 1}, {2100, 1, 4}};
     size_t next = 0, nplan = sizeof(plan) / sizeof(plan[0]);
-    long long start = now_ms();
-    while (now_ms() - start < 2400 && nr + 40 < MB_RECS) {
-        long long t = now_ms() - start;
+    long long start = mcr_test_now_ms();
+    while (mcr_test_now_ms() - start < 2400 && nr + 40 < MB_RECS) {
+        long long t = mcr_test_now_ms() - start;
         while (next < nplan && t >= plan[next][0]) {
             apply_change(&e, plan[next][1], plan[next][2]);
             next++;
@@ -416,20 +416,20 @@ static int unix_connect(const char *path)
 START_TEST(test_unix_socket)
 {
     env e;
-    char dir[] = "/tmp/mcr_pool_XXXXXX", path[128], buf[256];
+    char *dir, path[128], buf[256];
     enum { NK = 200 };
     char keys[NK][24], v[64];
     rec *rs = calloc(NK * 2, sizeof(rec));
 
     ck_assert_ptr_nonnull(rs);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    dir = tu_tmpdir("pool");
     snprintf(path, sizeof(path), "%s/mc.sock", dir);
     char *argv[] = {(char *)rs_memcached_path(), "-s", path, "-U", "0", "-t", "1", "-m", "64",
                     geteuid() == 0 ? "-u" : NULL, "root", NULL};
     pid_t pid = rs_spawn(argv, NULL);
     ck_assert_int_gt(pid, 0);
     int ufd = -1;
-    for (long long end = now_ms() + START_MS; ufd < 0 && now_ms() < end; sleep_ms(10))
+    for (long long end = mcr_test_now_ms() + START_MS; ufd < 0 && mcr_test_now_ms() < end; sleep_ms(10))
         ufd = unix_connect(path);
     ck_assert_msg(ufd >= 0, "memcached -s %s did not start", path);
 
@@ -533,7 +533,7 @@ START_TEST(test_unix_socket)
     rs_proc up = {pid, "", 0};
     rs_stop(&up);
     unlink(path);
-    rmdir(dir);
+    ck_assert_uint_eq(tu_tmpdir_free(dir), 0);
     recs_free(rs, NK * 2);
 }
 END_TEST

@@ -4,7 +4,7 @@
  * proto.c knows the wire only: which line is which and where a line or a
  * data block ends. Which request a reply answers (and so a second VALUE for
  * one key, a wrong key, a wrong token) is the pool's business, tested in
- * test_pool.c against a scripted fake server.
+ * test_pool_replies.c against a scripted fake server.
  *
  * The framing tests feed reply streams into an evbuffer in chunks of every
  * size from 1 byte to the whole stream, and read them with the functions
