@@ -27,7 +27,9 @@ run_ctest build-plain -LE unit
 
 # 2. AddressSanitizer + UndefinedBehaviorSanitizer (leaks included). Every
 #    suite but the docs check, which runs no library code (its one program,
-#    mcroute --help, is run by test_cli in every stage).
+#    mcroute --help, is run by test_cli in every stage). The single-threaded
+#    differential loops draw half of their random cases here (testutil.h,
+#    tu_cases()): every kind of case still runs.
 build build-asan -DMCR_ASAN=ON -DMCR_BUILD_BENCH=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -36,7 +38,7 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 # 3. ThreadSanitizer: rings are read by many threads at once without locks.
 #    The single-threaded differential suites draw a quarter of their random
 #    cases here (testutil.h, tu_cases()): every kind of case still runs, and
-#    the full counts run in the plain and ASan builds.
+#    the full counts run in the plain build.
 build build-tsan -DMCR_TSAN=ON -DMCR_BUILD_BENCH=OFF
 TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan -LE docs
 

@@ -404,10 +404,11 @@ START_TEST(diff_random_continua)
 {
     tu_rng r;
     tu_rng_init(&r, 1);
-    for (int t = 0; t < 500; t++) {
+    const int n = tu_cases(500);
+    for (int t = 0; t < n; t++) {
         pool p, q;
         mcr_mode mode = continuum_modes[t % NCONT];
-        random_pool(&r, &p, 1 + tu_below(&r, t < 250 ? 6 : 40), mode, tu_below(&r, 4));
+        random_pool(&r, &p, 1 + tu_below(&r, t < n / 2 ? 6 : 40), mode, tu_below(&r, 4));
         mutate(&r, &p, &q, 3);
         mcr_snapshot *a = snap_of(&p), *b = snap_of(&q);
         mcr_diff *d = diff_of(a, b);
@@ -1064,7 +1065,7 @@ START_TEST(replicas_random)
 {
     tu_rng r;
     tu_rng_init(&r, 20);
-    for (int t = 0; t < 400; t++) {
+    for (int t = 0; t < tu_cases(400); t++) {
         pool p;
         mcr_mode mode = t % 5 == 4 ? (t % 10 == 4 ? MCR_MODE_MODULA : MCR_MODE_TWEMPROXY_MODULA)
                                    : continuum_modes[t % NCONT];

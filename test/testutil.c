@@ -74,12 +74,28 @@ size_t tu_key(tu_rng *r, char *buf, size_t maxlen)
 #ifndef TU_TSAN
 #define TU_TSAN 0
 #endif
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_ASAN 1
+#endif
+#endif
+#ifndef TU_ASAN
+#define TU_ASAN 0
+#endif
+
+int tu_case_divisor(void)
+{
+    return TU_TSAN ? TU_TSAN_CASE_DIVISOR : TU_ASAN ? TU_ASAN_CASE_DIVISOR : 1;
+}
 
 int tu_cases(int n)
 {
-    if (!TU_TSAN || n <= 1)
+    int d = tu_case_divisor();
+    if (d == 1 || n <= 1)
         return n;
-    return (n + TU_TSAN_CASE_DIVISOR - 1) / TU_TSAN_CASE_DIVISOR;
+    return (n + d - 1) / d;
 }
 
 static int tu_in_run; /* inside tu_run()'s srunner_run_all() */
@@ -92,8 +108,11 @@ int tu_run(Suite *s)
     printf("seed: 0x%llx (set MCR_TEST_SEED to change), time scale %g "
            "(MCR_TEST_TIME_SCALE)%s\n",
            (unsigned long long)tu_seed(), mcr_test_time_scale(),
-           TU_TSAN ? ", random cases 1/" MCR_TU_STR(TU_TSAN_CASE_DIVISOR)
-                     " of the full counts (a TSan build)" : "");
+           TU_TSAN   ? ", random cases 1/" MCR_TU_STR(TU_TSAN_CASE_DIVISOR)
+                       " of the full counts (a TSan build)"
+           : TU_ASAN ? ", random cases 1/" MCR_TU_STR(TU_ASAN_CASE_DIVISOR)
+                       " of the full counts (an ASan build)"
+                     : "");
     fflush(stdout);
     tu_in_run = 1;
     srunner_run_all(sr, CK_NORMAL);

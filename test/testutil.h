@@ -24,14 +24,19 @@ uint64_t tu_seed(void);
 int tu_run(Suite *s);
 
 /* How many random cases a single-threaded differential loop draws, for a
- * full count of n: n itself, except in a ThreadSanitizer build, where it is
- * n / TU_TSAN_CASE_DIVISOR rounded up (at least 1). TSan finds races, which
- * a loop on one thread cannot have, and runs such loops 5-15 times slower;
- * every kind of case still runs, and the plain and ASan builds run the full
- * counts. Not for loops whose count is the point of the test (a stress test,
- * a coverage bound), nor for tests with threads. tu_run() prints the
- * divisor in use. */
+ * full count of n: n itself in a plain build; in a sanitizer build n divided
+ * by tu_case_divisor() and rounded up (at least 1): TU_TSAN_CASE_DIVISOR
+ * under ThreadSanitizer, which finds races a loop on one thread cannot have
+ * and runs such loops 5-25 times slower; TU_ASAN_CASE_DIVISOR under
+ * AddressSanitizer, 3-8 times slower, where the code paths matter more than
+ * the number of random inputs through them (the fuzz targets search inputs).
+ * Every kind of case still runs, and the plain build runs the full counts.
+ * Not for loops whose count is the point of the test (a stress test, a
+ * coverage bound), nor for tests with threads. tu_run() prints the divisor
+ * in use. */
 #define TU_TSAN_CASE_DIVISOR 4
+#define TU_ASAN_CASE_DIVISOR 2
+int tu_case_divisor(void);
 int tu_cases(int n);
 
 /* Time scale of the tests: the one factor by which every timing-bound limit
