@@ -47,6 +47,14 @@ void cli_fail(const char *fmt, ...)
     exit(EXIT_FAILED);
 }
 
+void *cli_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n == 0 ? 1 : n, size == 0 ? 1 : size);
+    if (p == NULL)
+        cli_fail("out of memory");
+    return p;
+}
+
 /* ------------------------------------------------------------ the progress line */
 
 /* Drawn at every multiple of PROGRESS_STEP items, and at least once a

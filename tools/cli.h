@@ -25,6 +25,10 @@ void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn
  * of memory, a file that could not be written). */
 void cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/* calloc() of n items (at least one, so that a count of 0 still gives a
+ * pointer to free), or cli_fail("out of memory"). */
+void *cli_xcalloc(size_t n, size_t size);
+
 /* What a command takes besides --hash and --help (flags of cli_parse_options). */
 enum {
     ALLOW_SOURCE = 1,   /* -s -f -l -b -m -t -p -k --snapshot */

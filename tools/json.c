@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -102,31 +103,12 @@ void cli_json_key_member(FILE *f, const char *name, const char *key, size_t len)
 bool cli_utf8_valid(const char *str)
 {
     const unsigned char *s = (const unsigned char *)str;
-    while (*s) {
-        unsigned c = *s;
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80) {
-            s++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf)
-            len = 2, cp = c & 0x1f;
-        else if (c >= 0xe0 && c <= 0xef)
-            len = 3, cp = c & 0x0f;
-        else if (c >= 0xf0 && c <= 0xf4)
-            len = 4, cp = c & 0x07;
-        else
+    size_t n = strlen(str), bad;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_sequence(s + i, n - i, &bad);
+        if (len == 0)
             return false;
-        for (size_t i = 1; i < len; i++) {
-            if ((s[i] & 0xc0) != 0x80)
-                return false;
-            cp = cp << 6 | (s[i] & 0x3f);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        s += len;
+        i += len;
     }
     return true;
 }

@@ -102,14 +102,6 @@ typedef struct input {
     char *buf; /* standard input, when the items come from it */
 } input;
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n == 0 ? 1 : n, size);
-    if (p == NULL)
-        cli_fail("out of memory");
-    return p;
-}
-
 /* The whole of standard input into a malloc'd buffer. */
 static char *read_stdin(size_t *len)
 {
@@ -176,7 +168,7 @@ static void split_lines(char *buf, size_t len, input *in, int with_values)
         lines += buf[i] == '\n';
     if (len > 0 && buf[len - 1] != '\n')
         lines++;
-    in->items = xcalloc(lines, sizeof(item));
+    in->items = cli_xcalloc(lines, sizeof(item));
     in->n = 0;
     for (size_t start = 0; start < len;) {
         const char *nl = memchr(buf + start, '\n', len - start);
@@ -213,7 +205,7 @@ static void read_input(int argc, char **argv, int with_values, input *in)
 {
     memset(in, 0, sizeof(*in));
     if (argc > 0) {
-        in->items = xcalloc((size_t)argc, sizeof(item));
+        in->items = cli_xcalloc((size_t)argc, sizeof(item));
         for (int i = 0; i < argc; i++) {
             item *it = &in->items[in->n++];
             it->key = argv[i];
@@ -470,7 +462,7 @@ static int run_writes(const char *cmd, int argc, char **argv, mcr_op op, unsigne
     if (in.buf != NULL)
         cli_progress_start(cmd, in.n, false);
 
-    write_slot *slots = xcalloc(in.n, sizeof(*slots));
+    write_slot *slots = cli_xcalloc(in.n, sizeof(*slots));
     size_t reported = 0;
     for (size_t i = 0; i < in.n; i++) {
         while (mcr_pool_pending(c.pool) >= MAX_IN_FLIGHT) {
@@ -636,12 +628,12 @@ static void get_batch_done(const mcr_result *res, void *arg)
 
 static get_batch *get_batch_new(const input *in, size_t first, size_t n)
 {
-    get_batch *b = xcalloc(1, sizeof(*b));
-    sort_entry *e = xcalloc(n, sizeof(*e));
+    get_batch *b = cli_xcalloc(1, sizeof(*b));
+    sort_entry *e = cli_xcalloc(n, sizeof(*e));
     b->first = first;
     b->n = n;
-    b->slots = xcalloc(n, sizeof(*b->slots));
-    b->slot_of = xcalloc(n, sizeof(*b->slot_of));
+    b->slots = cli_xcalloc(n, sizeof(*b->slots));
+    b->slot_of = cli_xcalloc(n, sizeof(*b->slot_of));
     for (size_t j = 0; j < n; j++)
         e[j] = (sort_entry){in->items[first + j].key, in->items[first + j].klen, j};
     qsort(e, n, sizeof(*e), cmp_entry);
@@ -668,8 +660,8 @@ static void get_batch_submit(conn *c, get_batch *b)
         b->done = 1;
         return;
     }
-    const void **keys = xcalloc(b->nd, sizeof(*keys));
-    size_t *lens = xcalloc(b->nd, sizeof(*lens));
+    const void **keys = cli_xcalloc(b->nd, sizeof(*keys));
+    size_t *lens = cli_xcalloc(b->nd, sizeof(*lens));
     for (size_t i = 0; i < b->nd; i++) {
         keys[i] = b->slots[i].key;
         lens[i] = b->slots[i].klen;
@@ -817,7 +809,7 @@ static void probe_json_failure(probe_out *po, const item *it, const char *server
     if (server != NULL && names_server(m, server))
         server = NULL;
     size_t len = (server ? strlen(server) + 2 : 0) + strlen(m);
-    char *text = xcalloc(len + 1, 1);
+    char *text = cli_xcalloc(len + 1, 1);
     snprintf(text, len + 1, "%s%s%s", server ? server : "", server ? ": " : "", m);
     fputs(po->count++ ? ",\n  {" : "\n  {", stdout);
     cli_json_key_member(stdout, "key", it->key, it->klen);
@@ -916,7 +908,7 @@ int cli_cmd_probe(int argc, char **argv)
     probe_out po = {src.json, 0};
     if (po.json)
         fputs("{\"keys\": [", stdout);
-    probe_cell *cells = xcalloc(in.n * ns, sizeof(*cells));
+    probe_cell *cells = cli_xcalloc(in.n * ns, sizeof(*cells));
     size_t reported = 0;
     for (size_t i = 0; i < in.n; i++)
         for (size_t s = 0; s < ns; s++) {

@@ -19,14 +19,6 @@
 
 /* ------------------------------------------------------------ small helpers */
 
-void *sim_xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (p == NULL)
-        cli_fail("simulate: out of memory");
-    return p;
-}
-
 static double now_ns(void)
 {
     struct timespec ts;
@@ -108,7 +100,7 @@ static double draw_size(const size_dist *d, uint64_t *rng)
 
 static void workload_finish(workload *w)
 {
-    w->cum = sim_xcalloc(w->n, sizeof(*w->cum));
+    w->cum = cli_xcalloc(w->n, sizeof(*w->cum));
     double c = 0, b = 0;
     for (size_t i = 0; i < w->n; i++) {
         c += w->qps[i];
@@ -127,10 +119,10 @@ void sim_workload_generate(workload *w, const sim_opts *o)
     uint64_t rng = o->seed;
     const size_t klen = 20;
     w->n = o->keys;
-    w->bytes = sim_xcalloc(w->n, klen + 1);
-    w->off = sim_xcalloc(w->n + 1, sizeof(*w->off));
-    w->size = sim_xcalloc(w->n, sizeof(*w->size));
-    w->qps = sim_xcalloc(w->n, sizeof(*w->qps));
+    w->bytes = cli_xcalloc(w->n, klen + 1);
+    w->off = cli_xcalloc(w->n + 1, sizeof(*w->off));
+    w->size = cli_xcalloc(w->n, sizeof(*w->size));
+    w->qps = cli_xcalloc(w->n, sizeof(*w->qps));
     for (size_t i = 0; i < w->n; i++) {
         char buf[32];
         snprintf(buf, sizeof(buf), "obj:%016" PRIx64, rng_next(&rng));
@@ -140,7 +132,7 @@ void sim_workload_generate(workload *w, const sim_opts *o)
     w->off[w->n] = w->n * klen;
     for (size_t i = 0; i < w->n; i++)
         w->size[i] = draw_size(&o->sizes, &rng);
-    uint32_t *rank = sim_xcalloc(w->n, sizeof(*rank));
+    uint32_t *rank = cli_xcalloc(w->n, sizeof(*rank));
     for (size_t i = 0; i < w->n; i++)
         rank[i] = (uint32_t)i;
     for (size_t i = w->n - 1; i > 0; i--) { /* Fisher-Yates */
@@ -248,8 +240,8 @@ void sim_server_list_from(server_list *sl, mcr_snapshot *snap)
 {
     sl->snap = snap;
     sl->n = mcr_snapshot_server_count(snap);
-    sl->d = sim_xcalloc(sl->n, sizeof(*sl->d));
-    sl->named = sim_xcalloc(sl->n, sizeof(*sl->named));
+    sl->d = cli_xcalloc(sl->n, sizeof(*sl->d));
+    sl->named = cli_xcalloc(sl->n, sizeof(*sl->named));
     for (size_t i = 0; i < sl->n; i++) {
         char def[300];
         mcr_snapshot_server(snap, i, &sl->d[i]);
@@ -453,8 +445,8 @@ static double bounded_stream(const sim_opts *o, const workload *w, const mcr_sna
                              uint64_t *total_out)
 {
     size_t ns = mcr_snapshot_server_count(snap);
-    uint32_t *load = sim_xcalloc(ns, sizeof(*load));
-    uint32_t *ring = o->inflight ? sim_xcalloc(o->inflight, sizeof(*ring)) : NULL;
+    uint32_t *load = cli_xcalloc(ns, sizeof(*load));
+    uint32_t *ring = o->inflight ? cli_xcalloc(o->inflight, sizeof(*ring)) : NULL;
     uint64_t rng = o->seed ^ 0x626f756e64656421ull, total = 0, off = 0;
     size_t head = 0;
     memset(requests, 0, ns * sizeof(*requests));
@@ -558,7 +550,7 @@ void sim_run_mode(const sim_opts *o, const workload *w, const server_list *befor
                  mcr_snapshot_server_count(after_base));
     locate_all(before, w, own_before);
     locate_all(after, w, own_after);
-    long *map = sim_xcalloc(nb, sizeof(*map));
+    long *map = cli_xcalloc(nb, sizeof(*map));
     for (size_t i = 0; i < nb; i++) {
         mcr_server_desc d;
         mcr_snapshot_server(before, i, &d);
@@ -567,10 +559,10 @@ void sim_run_mode(const sim_opts *o, const workload *w, const server_list *befor
     /* The ideal: the expected shares that change, matched by id. A minimal
      * placement moves keys only from servers whose share falls to servers
      * whose share rises; any other move is stray. */
-    double *eb = sim_xcalloc(nb, sizeof(*eb)), *ea = sim_xcalloc(na, sizeof(*ea));
+    double *eb = cli_xcalloc(nb, sizeof(*eb)), *ea = cli_xcalloc(na, sizeof(*ea));
     expected_shares(before, r->mode, eb);
     expected_shares(after, r->mode, ea);
-    bool *falls = sim_xcalloc(nb, sizeof(*falls)), *rises = sim_xcalloc(na, sizeof(*rises));
+    bool *falls = cli_xcalloc(nb, sizeof(*falls)), *rises = cli_xcalloc(na, sizeof(*rises));
     double ideal = 0;
     for (size_t j = 0; j < na; j++)
         rises[j] = ea[j] > 0; /* a server new to the list rises from 0 */
@@ -603,8 +595,8 @@ void sim_run_mode(const sim_opts *o, const workload *w, const server_list *befor
     double *sb[M_COUNT];
     r->nafter = na;
     for (int m = 0; m < M_COUNT; m++) {
-        sb[m] = sim_xcalloc(nb, sizeof(double));
-        r->per_server[m] = sim_xcalloc(na, sizeof(double));
+        sb[m] = cli_xcalloc(nb, sizeof(double));
+        r->per_server[m] = cli_xcalloc(na, sizeof(double));
     }
     sums_by_owner(w, own_before, nb, sb);
     sums_by_owner(w, own_after, na, r->per_server);
@@ -647,7 +639,7 @@ void sim_run_mode(const sim_opts *o, const workload *w, const server_list *befor
 static void ring_shares(const mcr_ring *ring, double *share)
 {
     size_t np = mcr_ring_point_count(ring), ns = mcr_ring_server_count(ring);
-    uint64_t *own = sim_xcalloc(ns, sizeof(*own));
+    uint64_t *own = cli_xcalloc(ns, sizeof(*own));
     uint32_t last = 0, prev, v, s;
     mcr_ring_point(ring, np - 1, &last, NULL);
     prev = last;
@@ -717,9 +709,9 @@ void sim_run_sweep(const sim_opts *o, const workload *w, const server_list *afte
     sw->n = 0;
     sw->knee = -1;
     sw->limit = (MCR_STABLE_WEIGHT_MAX / maxw) * SIM_POINTS_PER_WEIGHT;
-    double *e = sim_xcalloc(na, sizeof(*e)), *x[M_COUNT], *share = sim_xcalloc(na, sizeof(*share));
+    double *e = cli_xcalloc(na, sizeof(*e)), *x[M_COUNT], *share = cli_xcalloc(na, sizeof(*share));
     for (int m = 0; m < M_COUNT; m++)
-        x[m] = sim_xcalloc(na, sizeof(double));
+        x[m] = cli_xcalloc(na, sizeof(double));
     double fsum = 0;
     for (uint32_t mult = 1; mult * SIM_POINTS_PER_WEIGHT <= o->sweep_max &&
                             (uint64_t)mult * maxw <= MCR_STABLE_WEIGHT_MAX &&

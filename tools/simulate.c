@@ -409,9 +409,9 @@ int cli_simulate(int argc, char **argv)
     mcr_snapshot_unref(warm);
     mcr_config_free(warm_cfg);
 
-    uint32_t *own_before = sim_xcalloc(w.n, sizeof(uint32_t));
-    uint32_t *own_after = sim_xcalloc(w.n, sizeof(uint32_t));
-    mode_run *runs = sim_xcalloc(o.nmodes, sizeof(*runs));
+    uint32_t *own_before = cli_xcalloc(w.n, sizeof(uint32_t));
+    uint32_t *own_after = cli_xcalloc(w.n, sizeof(uint32_t));
+    mode_run *runs = cli_xcalloc(o.nmodes, sizeof(*runs));
     for (size_t i = 0; i < o.nmodes; i++) {
         runs[i].mode = o.modes[i];
         sim_run_mode(&o, &w, &before, after.snap, &runs[i], own_before, own_after);

@@ -155,9 +155,6 @@ typedef struct sweep {
 
 /* ------------------------------------------------------------ the work (sim_run.c) */
 
-/* calloc that exits EXIT_FAILED when out of memory (never NULL, even for 0). */
-void *sim_xcalloc(size_t n, size_t size);
-
 /* The workload of the options: generated from --keys, --seed, --zipf and
  * --sizes, or read from a --workload file (exits EXIT_USAGE on a bad one). */
 void sim_workload_generate(workload *w, const sim_opts *o);

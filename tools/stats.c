@@ -120,7 +120,6 @@ static void ring_counts(const mcr_ring *r, uint64_t *count, size_t *points)
     }
 }
 
-static void *xcalloc(size_t n, size_t size);
 
 /* The native table modes have no points: a server's share of the hash space
  * is its share of the table (maglev entries, slots, jump buckets), which
@@ -144,7 +143,7 @@ static int table_shares(const cli_source *src, const cli_placement *pl, double *
     }
     mcr_snapshot *snap = pl->snap != NULL ? mcr_snapshot_ref(pl->snap) : cli_build_snapshot(src);
     size_t ns = mcr_snapshot_server_count(snap), t = mcr_snapshot_table_size(snap);
-    uint32_t *ring_of = xcalloc(ns ? ns : 1, sizeof(*ring_of));
+    uint32_t *ring_of = cli_xcalloc(ns ? ns : 1, sizeof(*ring_of));
     for (size_t i = 0; i < ns; i++)
         ring_of[i] = UINT32_MAX;
     for (size_t r = 0; r < n; r++) {
@@ -186,14 +185,6 @@ static void count_key(const char *key, size_t len, void *ctx)
     stats *st = ctx;
     st->keys[mcr_ring_locate(st->pl->ring, key, len)]++;
     st->total_keys++;
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n == 0 ? 1 : n, size);
-    if (p == NULL)
-        cli_fail("out of memory");
-    return p;
 }
 
 /* A fraction, or '-' (null) when it is not defined. */
@@ -285,12 +276,12 @@ int cli_cmd_stats(int argc, char **argv)
     memset(&st, 0, sizeof(st));
     st.pl = &pl;
     st.n = mcr_ring_server_count(pl.ring);
-    st.hash_values = xcalloc(st.n, sizeof(*st.hash_values));
-    st.points = xcalloc(st.n, sizeof(*st.points));
-    st.ring_share = xcalloc(st.n, sizeof(*st.ring_share));
-    st.expected = xcalloc(st.n, sizeof(*st.expected));
-    st.keys = xcalloc(st.n, sizeof(*st.keys));
-    st.key_share = xcalloc(st.n, sizeof(*st.key_share));
+    st.hash_values = cli_xcalloc(st.n, sizeof(*st.hash_values));
+    st.points = cli_xcalloc(st.n, sizeof(*st.points));
+    st.ring_share = cli_xcalloc(st.n, sizeof(*st.ring_share));
+    st.expected = cli_xcalloc(st.n, sizeof(*st.expected));
+    st.keys = cli_xcalloc(st.n, sizeof(*st.keys));
+    st.key_share = cli_xcalloc(st.n, sizeof(*st.key_share));
 
     int table = table_shares(&src, &pl, st.ring_share, st.points, st.n);
     if (!table)
