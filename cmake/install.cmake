@@ -44,10 +44,10 @@ install(FILES ${MCR_PUBLIC_HEADERS} ${MCR_GENERATED_INCLUDE_DIR}/mcroute_version
 
 # ---------------------------------------------------------------- man pages
 # mcroute(1), one page per function in section 3 (aliases are ".so man3/x.3"
-# lines, resolved by man from the section directories), mcroute(7).
-foreach(sec 1 3 7)
-  file(GLOB MCR_MAN_${sec} ${PROJECT_SOURCE_DIR}/man/*.${sec})
-  install(FILES ${MCR_MAN_${sec}} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${sec})
+# lines, resolved by man from the section directories), mcroute(7): the
+# generated pages, with the version and date (cmake/man.cmake).
+foreach(sec IN LISTS MCR_MAN_SECTIONS)
+  install(FILES ${MCR_MAN_PAGES_${sec}} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${sec})
 endforeach()
 
 # ---------------------------------------------------------------- bash completion

@@ -184,196 +184,71 @@ MCR_EXTERN void mcr_md5(const void *data, size_t len, unsigned char out[16]);
 /*  Placement modes                                                      */
 /* ==================================================================== */
 
+/* The placement modes. Each comment names the mode (as mcr_mode_from_name()
+ * takes it) and what it reproduces; mcr_mode(3) has each mode's placement
+ * rules (labels, points, tables, scores), its guarantees and its limits.
+ * What a caller must know of them is here: the default key hash of each is
+ * mcr_mode_default_hash(); in the table and score modes ("jump",
+ * "rendezvous", "maglev", "slots") a ring has no continuum, so
+ * mcr_ring_point_count() is 0 and mcr_ring_find_point() SIZE_MAX; the
+ * weight limits and refusals are given per mode below (a weight is
+ * 1..MCR_WEIGHT_MAX in every mode). */
 typedef enum mcr_mode {
-    /* "ketama": libketama. Labels "host:port-i" (port always written),
-     * floorf(weight/total * 40 * servers) labels per server, 4 points per
-     * MD5 digest. Default key hash: md5. */
+    /* "ketama": libketama; the mode of a new config. */
     MCR_MODE_KETAMA = 0,
-    /* "consistent": libmemcached CONSISTENT / CONSISTENT_KETAMA with weighting
-     * off. 100 points per server, labels "host-i" (port 11211) or
-     * "host:port-i", one point per label, valued by the point hash. */
+    /* "consistent": libmemcached CONSISTENT / CONSISTENT_KETAMA, weighting
+     * off; labels valued by the point hash (mcr_config_set_point_hash). */
     MCR_MODE_CONSISTENT = 1,
-    /* "weighted": libmemcached with weighting on (KETAMA_WEIGHTED). Labels as
-     * "consistent", 160 points per server scaled by weight, 4 per MD5 digest. */
+    /* "weighted": libmemcached with weighting on (KETAMA_WEIGHTED). */
     MCR_MODE_WEIGHTED = 2,
-    /* "spy": libmemcached CONSISTENT_KETAMA_SPY, weighting off. 100 labels
-     * "/host:port-i", one point each, valued by the point hash. */
+    /* "spy": libmemcached CONSISTENT_KETAMA_SPY, weighting off; labels
+     * valued by the point hash. */
     MCR_MODE_SPY = 3,
-    /* "spy-weighted": CONSISTENT_KETAMA_SPY with weighting on: "/host:port-i"
-     * labels, weighted point counts, 4 points per MD5 digest. */
+    /* "spy-weighted": CONSISTENT_KETAMA_SPY with weighting on. */
     MCR_MODE_SPY_WEIGHTED = 4,
-    /* "modula": libmemcached MODULA, server = hash % server count. Weights
+    /* "modula": libmemcached MODULA, server = hash % server count; weights
      * are ignored, as libmemcached ignores them. */
     MCR_MODE_MODULA = 5,
-    /* "twemproxy-ketama": nutcracker 0.5.0's ketama. Labels "label-i", the
-     * label being the server's name when it has one (see
-     * mcr_config_add_server_named), else "host" (port 11211) or "host:port";
-     * points as "weighted" but with the epsilon added in double; an empty key
-     * hashes to 0. Servers are used in config order: nutcracker's own order
-     * is by label, shorter first (the twemproxy compat layer sorts so). */
+    /* "twemproxy-ketama": nutcracker 0.5.0's ketama; servers are used in
+     * config order (the twemproxy layer sorts them as nutcracker does). */
     MCR_MODE_TWEMPROXY_KETAMA = 6,
-    /* "twemproxy-modula": nutcracker's modula: every server repeated `weight`
-     * times in config order, server = entry[hash % total weight]. */
+    /* "twemproxy-modula": nutcracker's modula. */
     MCR_MODE_TWEMPROXY_MODULA = 7,
-    /* "stable-ketama": mcroute's native mode for changing memberships. A
-     * server's points depend only on its own id and weight: 40 * weight
-     * labels "id-k" (k = 0, 1, ...), 4 points per MD5 digest, so 160 points
-     * per unit of weight. The id is the server's label if it has one (see
-     * mcr_config_add_server_named), else "host:port" ("[v6]:port").
-     * Adding or removing a server, or changing one weight, moves keys only
-     * to or from that server; every other server keeps every point.
-     *
-     * The trade-off against "ketama": libketama normalises, giving each
-     * server floorf(weight / total * 40 * servers) labels, so the continuum
-     * stays near 160 points per server whatever the weights are, but one
-     * change of membership or weight changes (by rounding) the point counts
-     * of many servers and moves keys between servers the change did not
-     * name. Here expected shares are exactly weight / total weight, at the
-     * price of point counts growing with weight: keep weights small (the
-     * ratios are what matter: 1, 2, 4 rather than 1000, 2000, 4000). Weights
-     * are bounded by MCR_STABLE_WEIGHT_MAX (160,000 points for one server);
-     * a larger one is refused with MCR_ERR_RANGE when the ring or snapshot
-     * is built. Not compatible with any other client. Default key hash:
-     * md5 (what mcr_config_new() sets). */
+    /* "stable-ketama": mcroute's own continuum for changing memberships,
+     * compatible with no other client: a change moves keys only to or from
+     * the server it names. A weight above MCR_STABLE_WEIGHT_MAX is refused
+     * with MCR_ERR_RANGE when the ring or snapshot is built. */
     MCR_MODE_STABLE_KETAMA = 8,
 
     /* The native modes below are mcroute's own, compatible with no other
      * client, each with a snapshot, epochs, diffs and replicas like
-     * "stable-ketama". The modes that place keys by a table or a score
-     * ("jump", "rendezvous", "maglev", "slots") have no continuum:
-     * mcr_ring_point_count() is 0 and mcr_ring_find_point() SIZE_MAX.
-     * "jump" and "rendezvous" use the key's 32-bit key hash (the config's,
-     * md5 by default) made 64 bits: k = the first output of SplitMix64
-     * (Steele, Lea and Flood, 2014) seeded with the hash. A server's name
-     * in these modes is its id (see mcr_server_desc), so a server moved to
-     * another address under the same id keeps its keys. Weights 0 are
-     * refused, as everywhere (a weight is 1..MCR_WEIGHT_MAX). */
+     * "stable-ketama"; they name a server by its id (see mcr_server_desc). */
 
-    /* "jump": jump consistent hash (Lamping and Veach, "A Fast, Minimal
-     * Memory, Consistent Hash Algorithm", 2014) over B numbered buckets,
-     * with a bucket-to-server table: a server of weight w owns w buckets
-     * (weights up to MCR_STABLE_WEIGHT_MAX; at most 2^24 buckets). A key
-     * goes to the server of bucket jump(k, B), O(log B) per lookup.
-     *
-     * Guarantees: adding a server appends its buckets, which moves keys
-     * only to it, w / (B + w) of them: the ideal (the algorithm's
-     * theorem). Raising a weight likewise. A server that goes DOWN or
-     * DRAINING keeps its buckets (nothing is renumbered): a key landing
-     * in a bucket of a server that is not active jumps again with the next
-     * key (the next output of SplitMix64 from k), so only that server's
-     * keys move, spread over the active servers by weight, and they come
-     * back when it is active again. The buckets at the end of the table
-     * whose servers are not active (a server added DOWN) are left out of
-     * the jump altogether (B counts up to the last active bucket), so
-     * adding a server DOWN moves no key, and bringing it up later moves
-     * its ideal share to it. Shares follow weights (w / B each).
-     *
-     * Limits, not hidden: jump hash can only add or drop the LAST bucket.
-     * Removing a server, or lowering its weight, frees buckets in the
-     * middle of the range: each freed bucket (highest first, at the end of
-     * a batch) is taken over by the server of the last bucket, and the
-     * last bucket is dropped. So the removed server's keys all go to that
-     * one server, and the keys of the dropped last bucket spread over every
-     * server: about twice the ideal movement, and a transient imbalance,
-     * unless the server removed owned the last buckets (the last one
-     * added). Prefer DOWN / DRAINING for servers that come back; remove
-     * the most recently added server when shrinking. The bucket table is
-     * state: it is kept in the snapshot and its file, and two snapshots of
-     * the same servers may differ by their history (mcr_snapshot_new() and
-     * mcr_ring_new() give server i, in config order, the next w buckets).
-     * Replicas: the servers of the buckets met by jumping on with the next
-     * keys. */
+    /* "jump": jump consistent hash over a bucket table kept in the
+     * snapshot; weights up to MCR_STABLE_WEIGHT_MAX, at most 2^24 buckets.
+     * Removing a server other than the last one added moves about twice
+     * the ideal (mcr_mode(3)). */
     MCR_MODE_JUMP = 9,
-    /* "rendezvous": highest random weight (Thaler and Ravishankar, 1998),
-     * weighted by the logarithmic method (Schindelhauer and Schomaker,
-     * 2005): a key goes to the active server with the highest score
-     * -weight / ln(u), u in (0, 1) a hash of the key and the server:
-     * u = ((z >> 11) + 0.5) / 2^53, z the first output of SplitMix64
-     * seeded with (k XOR s), s the first 8 bytes (little-endian) of the MD5
-     * of the server's id; ties to the earlier server.
-     *
-     * Guarantees: each server's share is weight / total weight in
-     * expectation; adding, removing or reweighting one server moves keys
-     * only to or from it, the ideal amount, and nothing depends on server
-     * order or history. Replicas are the top N servers by score (zones
-     * first, as in every mode).
-     *
-     * Limits: a lookup computes one logarithm per active server, O(N)
-     * (about 6 ns a server: 6 us with 1,000 servers); replicas beyond the
-     * first few sort all N scores. The logarithm is the C library's log(): two platforms whose
-     * log() differ in the last bit may disagree on a key whose two best
-     * scores are that close (about one key in 2^50). Any weight up to
-     * MCR_WEIGHT_MAX. */
+    /* "rendezvous": weighted highest random weight; O(N) per lookup. */
     MCR_MODE_RENDEZVOUS = 10,
-    /* "maglev": the Maglev lookup table (Eisenbud et al., "Maglev: A Fast
-     * and Reliable Software Network Load Balancer", NSDI 2016, section
-     * 3.4). A table of M entries, M prime (mcr_config_set_table_size(); by
-     * default the smallest prime >= max(65537, 200 x servers), which leaves
-     * room for the servers to double); each active
-     * server walks its own permutation of the entries, offset + j x skip
-     * (mod M), offset = MD5(id) bytes 0..7 mod M and skip = MD5(id) bytes
-     * 8..15 mod (M - 1) + 1 (both little-endian), and at each of its turns
-     * claims the next entry of it still free. Turns come in proportion to
-     * weight: server i's n-th turn at time n / w_i, ties to the earlier
-     * server, which with equal weights is the paper's round robin. A key
-     * goes to entry hash % M. O(1) lookups; building costs O(M log M)
-     * (every snapshot of the mode rebuilds its table).
-     *
-     * Guarantees: with equal weights each server owns floor(M / N) or
-     * ceil(M / N) entries, so shares are within 1 / (100 N) of 1 / N;
-     * with weights w of total W, a server's entries differ from M w / W by
-     * less than 1 + N w / W.
-     * Limits: disruption is not minimal. Besides the keys of the server
-     * added or removed, a change moves keys between other servers, since
-     * every later claim of the fill shifts. The excess grows with N^2 / M;
-     * measured for one removal among N equal servers: 1.1 times the ideal
-     * at N^2 / M = 0.01, 1.25 at 0.04, 1.6 at 0.15, 2 at 0.35 (so 300
-     * servers in the default 65537 entries move 3.5 times the ideal). The
-     * 100 entries a server keep shares balanced, not movement low: for
-     * movement within 10% of the ideal, make M at least 100 N^2 (up to
-     * MCR_MAGLEV_SIZE_MAX, about 800 servers), or prefer "rendezvous" or
-     * "jump". M is fixed for a snapshot and the snapshots applied from it;
-     * more than M / 100 active servers is refused with MCR_ERR_RANGE (build
-     * a new snapshot with a larger table). Replicas: the servers of the
-     * entries after the key's. */
+    /* "maglev": the Maglev lookup table of M entries, M prime
+     * (mcr_config_set_table_size()), fixed for a snapshot and those applied
+     * from it; more than M / 100 active servers is refused with
+     * MCR_ERR_RANGE. */
     MCR_MODE_MAGLEV = 11,
-    /* "slots": a fixed number S of logical slots (mcr_config_set_slot_count,
-     * MCR_SLOTS_DEFAULT = 16384 by default), slot = CRC-16/XMODEM(key) mod
-     * S, and an explicit slot-to-server map kept in the snapshot. With
-     * S = 16384 and the hash tag "{}" (mcr_config_set_hash_tag), a key's
-     * slot is the one Redis Cluster gives it; the hash tag applies only when
-     * set, and the config's key hash is not used. mcr_ring_hash() gives the
-     * key's CRC-16 (0..65535), mcr_ring_find() the owner of its slot.
-     *
-     * Guarantees: a snapshot made from a config (and mcr_ring_new()) gives
-     * each server a contiguous range of slots, as many as its weight's
-     * share (largest remainders). Afterwards the map changes only by
-     * mcr_changes_move_slots(): a new server owns no slot until slots are
-     * moved to it, a weight change moves nothing, and a diff moves exactly
-     * the slots moved. mcr_slots_plan() proposes the fewest moves that
-     * rebalance the map by weight. A slot whose owner is DOWN or DRAINING
-     * keeps its owner in the map and is served meanwhile by the owner of the
-     * first slot, in a pseudo-random sequence of slots derived from it
-     * (slot k of the sequence: SplitMix64's first output seeded with
-     * slot << 32 | k, mod S), that an active server owns: its keys spread
-     * over the active servers in proportion to their slots, and return
-     * when it does.
-     * Limits: removing a server that still owns slots is refused
-     * (MCR_ERR_INVALID) unless the same batch moves them away or re-adds
-     * its id; a server owning no slot receives no key; weights matter only
-     * to the planner and the first map. O(1) lookups. Replicas: the owners
-     * of the slots of the key's slot's probe sequence (the fallback's). */
+    /* "slots": S logical slots (mcr_config_set_slot_count()), slot =
+     * CRC-16/XMODEM(key) mod S (the config's key hash is not used), and a
+     * slot-to-server map kept in the snapshot that only
+     * mcr_changes_move_slots() changes. mcr_ring_hash() gives the key's
+     * CRC-16 (0..65535), mcr_ring_find() the owner of its slot. Removing a
+     * server that still owns slots is refused (MCR_ERR_INVALID) unless the
+     * same batch moves them away or re-adds its id. */
     MCR_MODE_SLOTS = 12,
-    /* "bounded": consistent hashing with bounded loads (Mirrokni, Thorup
-     * and Zadimoghaddam, "Consistent Hashing with Bounded Loads", SODA
-     * 2018) on the continuum of "stable-ketama": same points (labels
-     * "id-k", 160 per unit of weight), same weight limit, same guarantees
-     * for mcr_ring_locate() and mcr_snapshot_locate(), which give the plain
-     * owner. mcr_snapshot_locate_bounded() (<mcroute_snapshot.h>) takes the
-     * caller's in-flight load per server and, clockwise from the key, skips
-     * the servers at their capacity: a hot key overflows to the next
-     * servers instead of overloading one, and returns to its owner when
-     * the load falls. */
+    /* "bounded": consistent hashing with bounded loads on the continuum of
+     * "stable-ketama" (same points, same weight limit): mcr_ring_locate()
+     * and mcr_snapshot_locate() give the plain owner,
+     * mcr_snapshot_locate_bounded() (<mcroute_snapshot.h>) the owner under
+     * the caller's loads. */
     MCR_MODE_BOUNDED = 13,
     MCR_MODE_COUNT
 } mcr_mode;

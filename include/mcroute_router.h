@@ -277,7 +277,7 @@ typedef enum mcr_watch_format {
      * still owning slots is refused (MCR_ERR_INVALID) until its slots are
      * moved (mcr_slots_plan() and mcr_router_apply()); a server the file
      * adds owns no slot until then. In "jump" a server the file drops frees
-     * its buckets as MCR_MODE_JUMP says (the debounce keeps a server that
+     * its buckets as mcr_mode(3) says (the debounce keeps a server that
      * flaps faster than settle_ms from being dropped at all). */
     MCR_WATCH_SERVER_FILE = 0,
     /* A snapshot file (mcr_snapshot_save()): loaded with its checksum

@@ -233,7 +233,7 @@ MCR_EXTERN size_t mcr_snapshot_table_size(const mcr_snapshot *snap);
  * `i` (0 .. mcr_snapshot_table_size() - 1) names: "maglev": the server of
  * table entry i (always ACTIVE); "slots": the owner of slot i in the slot
  * map, in any state (a slot of a DOWN server keeps its owner; lookups use
- * the fallback meanwhile, see MCR_MODE_SLOTS); "jump": the server of
+ * the fallback meanwhile, see mcr_mode(3)); "jump": the server of
  * bucket i, in any state. UINT32_MAX for NULL, an `i` out of range, or the
  * other modes. O(1). Thread-safe. */
 MCR_EXTERN uint32_t mcr_snapshot_table_entry(const mcr_snapshot *snap, size_t i);
@@ -363,7 +363,7 @@ MCR_EXTERN int mcr_slots_plan(const mcr_snapshot *snap, mcr_changes *ch, size_t 
  *     end of the batch, the buckets of removed servers and those a lower
  *     weight drops (a server's highest ones) are freed, highest first: the
  *     server of the last bucket takes the freed bucket over and the last
- *     bucket goes (see MCR_MODE_JUMP). A server removed and added again
+ *     bucket goes (see mcr_mode(3)). A server removed and added again
  *     under its id in one batch (another address) keeps its buckets.
  *   - slots: only mcr_changes_move_slots() changes the map; a server added
  *     owns nothing; a server removed must not own a slot at the end of the

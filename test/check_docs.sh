@@ -2,18 +2,31 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # check_docs.sh: every public function has a man page with the required sections and an example that compiles; every page renders cleanly; mcroute(1) covers mcroute --help.
 #
-# Usage: check_docs.sh [--shard K/N] SOURCE_DIR MCROUTE_BINARY [GENERATED_INCLUDE_DIR]
+# Usage: check_docs.sh [--shard K/N] [--man-dir DIR] SOURCE_DIR MCROUTE_BINARY [GENERATED_INCLUDE_DIR]
 #
 # --shard K/N splits the slow per-page checks (3 and 5) into N parts, so that
 # ctest runs them side by side: shard K checks every Nth page, starting at
 # the Kth (in name order), and only shard 1 runs the checks of the whole
-# tree (1, 2, 4 and 6). The default is 1/1, everything.
+# tree (0, 1, 2, 4 and 6). The default is 1/1, everything.
+#
+# The pages of SOURCE_DIR/man carry placeholders in .TH (@MCR_VERSION@,
+# @MCR_MAN_DATE@) that the build replaces (cmake/man.cmake). The checks
+# below read the pages as the build makes them: --man-dir DIR names the
+# build's generated pages (ctest passes it); without it, the script makes
+# its own copy, with the version of project() and the MCR_MAN_DATE of
+# SOURCE_DIR/CMakeLists.txt.
 #
 # GENERATED_INCLUDE_DIR holds the build's <mcroute_version.h>; without it, a
 # copy is generated from include/mcroute_version.h.in. The C compiler is $CC
 # (default cc).
 #
 # Checks, each failure reported by name (the script exits 1 after listing all):
+#   0. every page of SOURCE_DIR/man that is not an alias has one .TH line,
+#      whose date is "@MCR_MAN_DATE@" and whose source is
+#      "mcroute @MCR_VERSION@" (a page that names a version or a date itself
+#      fails), and with --man-dir every page is in DIR and is its source page
+#      with the placeholders replaced by the version and date of
+#      CMakeLists.txt (a stale or unsubstituted generated page fails);
 #   1. every function declared with MCR_EXTERN in SOURCE_DIR/include/*.h (and
 #      the templates of generated headers, include/*.h.in), and every function
 #      declared with KETAMA_EXTERN in compat/libketama/ketama.h, has
@@ -41,7 +54,7 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 [--shard K/N] SOURCE_DIR MCROUTE_BINARY [GENERATED_INCLUDE_DIR]" >&2
+    echo "usage: $0 [--shard K/N] [--man-dir DIR] SOURCE_DIR MCROUTE_BINARY [GENERATED_INCLUDE_DIR]" >&2
     exit 2
 }
 shard=1 nshards=1
@@ -51,15 +64,22 @@ if [ "${1:-}" = --shard ]; then
     shard=${BASH_REMATCH[1]} nshards=${BASH_REMATCH[2]}
     shift 2
 fi
+genman=
+if [ "${1:-}" = --man-dir ]; then
+    [ -n "${2:-}" ] || usage
+    genman=$2
+    shift 2
+fi
 [ $# -eq 2 ] || [ $# -eq 3 ] || usage
 src=$1
 bin=$2
 geninc=${3:-}
-man="$src/man"
+srcman="$src/man"
 cc=${CC:-cc}
 
 [ -d "$src/include" ] || { echo "check_docs: $src/include: not a directory" >&2; exit 2; }
-[ -d "$man" ] || { echo "check_docs: $man: not a directory" >&2; exit 2; }
+[ -d "$srcman" ] || { echo "check_docs: $srcman: not a directory" >&2; exit 2; }
+[ -z "$genman" ] || [ -d "$genman" ] || { echo "check_docs: --man-dir $genman: not a directory" >&2; exit 2; }
 [ -x "$bin" ] || { echo "check_docs: $bin: not an executable" >&2; exit 2; }
 [ -z "$geninc" ] || [ -f "$geninc/mcroute_version.h" ] ||
     { echo "check_docs: $geninc/mcroute_version.h: no such file" >&2; exit 2; }
@@ -76,6 +96,66 @@ fail() {
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# An alias is a page whose only request is ".so manN/target.N".
+is_alias() {
+    grep -v '^\.\\"' "$1" | grep -v '^[[:space:]]*$' | head -1 | grep -q '^\.so '
+}
+
+# ------------------------------------------------------------ 0. placeholders
+# The version and the release date, as the build takes them.
+version=$(sed -nE 's/^project\(mcroute VERSION ([0-9]+\.[0-9]+\.[0-9]+)[ )].*/\1/p' "$src/CMakeLists.txt")
+mandate=$(sed -nE 's/^set\(MCR_MAN_DATE "?([0-9]{4}-[0-9]{2}-[0-9]{2})"?\)$/\1/p' "$src/CMakeLists.txt")
+[ "$(printf '%s\n' "$version" | wc -l)" -eq 1 ] && [ -n "$version" ] ||
+    { echo "check_docs: $src/CMakeLists.txt: no 'project(mcroute VERSION X.Y.Z' line" >&2; exit 2; }
+[ "$(printf '%s\n' "$mandate" | wc -l)" -eq 1 ] && [ -n "$mandate" ] ||
+    { echo "check_docs: $src/CMakeLists.txt: no 'set(MCR_MAN_DATE YYYY-MM-DD)' line" >&2; exit 2; }
+# The pages as the build makes them, in $tmp/man: what the checks below read
+# unless --man-dir names the build's own.
+mkdir "$tmp/man"
+shopt -s nullglob
+# One perl for every page (a process per page costs seconds on a loaded machine).
+VERSION=$version MANDATE=$mandate OUT=$tmp/man perl -e '
+    for my $in (@ARGV) {
+        (my $name = $in) =~ s{.*/}{};
+        open(my $i, "<", $in) or die "check_docs: $in: $!\n";
+        open(my $o, ">", "$ENV{OUT}/$name") or die "check_docs: $ENV{OUT}/$name: $!\n";
+        while (<$i>) {
+            s/\@MCR_VERSION\@/$ENV{VERSION}/g;
+            s/\@MCR_MAN_DATE\@/$ENV{MANDATE}/g;
+            print $o $_;
+        }
+        close($o) or die "check_docs: $ENV{OUT}/$name: $!\n";
+    }
+' "$srcman"/*.[0-9]
+shopt -u nullglob
+if [ "$shard" -eq 1 ]; then
+for page in "$srcman"/*.[0-9]; do
+    name=$(basename "$page")
+    if ! is_alias "$page"; then
+        th=$(grep '^\.TH' "$page" || true)
+        if [ -z "$th" ]; then
+            fail "man/$name: no .TH line"
+        elif [ "$(printf '%s\n' "$th" | wc -l)" -ne 1 ]; then
+            fail "man/$name: $(printf '%s\n' "$th" | wc -l) .TH lines"
+        elif ! [[ $th =~ ^\.TH\ [^\ ]+\ [0-9]\ \"@MCR_MAN_DATE@\"\ \"mcroute\ @MCR_VERSION@\"(\ |$) ]]; then
+            fail "man/$name: .TH must say \"@MCR_MAN_DATE@\" \"mcroute @MCR_VERSION@\" (the build puts in the date and version), not: $th"
+        fi
+    fi
+    if [ -n "$genman" ]; then
+        if [ ! -f "$genman/$name" ]; then
+            fail "man/$name: not generated in $genman (re-run cmake)"
+        elif ! cmp -s "$tmp/man/$name" "$genman/$name"; then
+            fail "$genman/$name: not man/$name with version $version and date $mandate (stale? re-run cmake)"
+        fi
+    fi
+done
+fi
+if [ -n "$genman" ]; then
+    man=$genman
+else
+    man=$tmp/man
+fi
 
 # ------------------------------------------------------------ 1. functions
 # Strip comments and preprocessor lines, then take the identifier before the
@@ -111,17 +191,13 @@ else
 fi
 nfunc=$(wc -l <"$tmp/functions")
 while read -r fn; do
-    [ -f "$man/$fn.3" ] || fail "missing man page: man/$fn.3 (for $fn(), a public function)"
+    [ -f "$srcman/$fn.3" ] || fail "missing man page: man/$fn.3 (for $fn(), a public function)"
 done <"$tmp/functions"
 fi
 
-# An alias is a page whose only request is ".so manN/target.N".
-is_alias() {
-    grep -v '^\.\\"' "$1" | grep -v '^[[:space:]]*$' | head -1 | grep -q '^\.so '
-}
-
 shopt -s nullglob
-pages=("$man"/*.[0-9])
+pages=()
+for page in "$srcman"/*.[0-9]; do pages+=("$man/$(basename "$page")"); done
 shopt -u nullglob
 [ ${#pages[@]} -gt 0 ] || fail "no man page in $man"
 # This shard's pages, for checks 3 and 5.
@@ -135,7 +211,8 @@ done
 # required ones must appear once each, in this order, and have some text.
 required=("NAME" "SYNOPSIS" "DESCRIPTION" "RETURN VALUE" "ERRORS" "THREAD SAFETY" "EXAMPLE" "SEE ALSO")
 nfull=0
-for page in "$man"/*.3; do
+for page in "${pages[@]}"; do
+    [[ $page == *.3 ]] || continue
     [ "$shard" -eq 1 ] || break
     name=$(basename "$page")
     is_alias "$page" && continue
@@ -190,7 +267,7 @@ for page in "${mine[@]}"; do
             fail "man/$name: an alias must be the single line '.so manN/page.N', got: $so"
             continue
         fi
-        if [ ! -f "$man/$(basename "$target")" ]; then
+        if [ ! -f "$srcman/$(basename "$target")" ]; then
             fail "man/$name: alias of missing page man/$(basename "$target")"
         fi
         # What it shows is its target's rendering, checked as that page.
@@ -232,7 +309,7 @@ for page in "${pages[@]}"; do
             print "$1 $2\n";
         }
     ' "$page" | sort -u | while read -r ref sec; do
-        [ -f "$man/$ref.$sec" ] || echo "man/$name refers to $ref($sec), which has no page man/$ref.$sec"
+        [ -f "$srcman/$ref.$sec" ] || echo "man/$name refers to $ref($sec), which has no page man/$ref.$sec"
     done >"$tmp/refs"
     while read -r line; do fail "$line"; done <"$tmp/refs"
 done

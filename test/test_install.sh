@@ -7,6 +7,7 @@
 #   cmake, cc, pkgconf  the cmake, C compiler and pkg-config of the build
 #   generator, make     CMake generator and make program, for the consumer project
 #   version             the project version (MAJOR.MINOR.PATCH)
+#   mandate             the release date of the man pages (MCR_MAN_DATE)
 #   bindir, libdir, includedir, mandir, datadir
 #                       the GNUInstallDirs destinations (relative to the prefix)
 #   sanitize            compiler flags of the sanitizer the build uses, or empty
@@ -18,7 +19,8 @@
 #      install time (in a .pc file, a CMake file, an RPATH) fails the test;
 #   2. check the installed files: libmcroute.so.MAJOR as the SONAME of the
 #      shared library, libmcroute.a, every public header and the generated
-#      mcroute_version.h, every man page in its section, the mcroute command
+#      mcroute_version.h, every man page in its section (with the version
+#      and date in .TH), the mcroute command
 #      (--help, --version), libketama, libmcroute_libmemcached, the pkg-config
 #      and CMake package files, bash completion when the sources have one, and
 #      no path of the build or source tree in any installed text file;
@@ -48,14 +50,14 @@ set -euo pipefail
 
 for arg in "$@"; do
     case $arg in
-    build=* | src=* | cmake=* | cc=* | pkgconf=* | generator=* | make=* | version=* | \
+    build=* | src=* | cmake=* | cc=* | pkgconf=* | generator=* | make=* | version=* | mandate=* | \
         bindir=* | libdir=* | includedir=* | mandir=* | datadir=* | sanitize=* | \
         libmemcached=* | ketama=*)
         declare "${arg%%=*}=${arg#*=}" ;;
     *) echo "test_install: unknown argument: $arg" >&2; exit 2 ;;
     esac
 done
-for v in build src cmake cc pkgconf generator version bindir libdir includedir mandir datadir; do
+for v in build src cmake cc pkgconf generator version mandate bindir libdir includedir mandir datadir; do
     [ -n "${!v:-}" ] || { echo "test_install: missing argument $v=" >&2; exit 2; }
 done
 make=${make:-}
@@ -146,12 +148,22 @@ if [ -e "$vh" ]; then
     grep -q '@' "$vh" && fail "$includedir/mcroute_version.h has an unreplaced @VARIABLE@"
 fi
 
-# Every man page in its section.
+# Every man page in its section; a full page (not a ".so" alias) as the
+# build made it: its .TH has the release date and this version
+# ("mcroute $version"), and no @PLACEHOLDER@ is left (cmake/man.cmake).
 pages=0
 for m in "$src"/man/*.[0-9]; do
     n=$(basename "$m")
+    i=$p/$mandir/man${n##*.}/$n
     exists "$mandir/man${n##*.}/$n"
     pages=$((pages + 1))
+    [ -e "$i" ] || continue
+    grep -q '^\.so ' "$i" && continue
+    grep -E "^\.TH [^ ]+ [0-9] \"$mandate\" \"mcroute $version\"" "$i" >/dev/null ||
+        fail "$mandir/man${n##*.}/$n: .TH does not say \"$mandate\" \"mcroute $version\": $(grep '^\.TH' "$i" || echo 'no .TH')"
+    if grep -n '@[A-Z_]*@' "$i" >"$tmp/at"; then
+        fail "$mandir/man${n##*.}/$n: unreplaced placeholder: $(head -1 "$tmp/at")"
+    fi
 done
 
 # The command: linked statically with libmcroute, it runs without it.

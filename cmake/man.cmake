@@ -1,0 +1,34 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# man.cmake: the build's man pages: every page of man/ with the project's version and release date in its .TH line.
+#
+# A source page says `.TH NAME N "@MCR_MAN_DATE@" "mcroute @MCR_VERSION@" ...`
+# (test/check_docs.sh fails on a page that names a version itself);
+# configure_file(@ONLY) writes it to MCR_GENERATED_MAN_DIR with
+# MCR_VERSION = PROJECT_VERSION and MCR_MAN_DATE from CMakeLists.txt. Alias
+# pages (".so man3/x.3") have no .TH and are copied unchanged. The directory
+# is not build/man, so that an in-source build cannot write over man/.
+if(NOT MCR_MAN_DATE MATCHES "^[0-9][0-9][0-9][0-9]-[01][0-9]-[0-3][0-9]$")
+  message(FATAL_ERROR "MCR_MAN_DATE '${MCR_MAN_DATE}': need the release date as YYYY-MM-DD")
+endif()
+set(MCR_VERSION ${PROJECT_VERSION})
+set(MCR_GENERATED_MAN_DIR ${PROJECT_BINARY_DIR}/doc/man)
+# CONFIGURE_DEPENDS: a page added to man/ is generated (and installed) by the
+# next build, without a manual cmake run.
+file(GLOB MCR_MAN_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/man/*.[0-9])
+if(NOT MCR_MAN_SOURCES)
+  message(FATAL_ERROR "${PROJECT_SOURCE_DIR}/man: no man page")
+endif()
+# MCR_MAN_PAGES_<N>: the generated pages of section N, for install.cmake.
+set(MCR_MAN_SECTIONS 1 3 7)
+foreach(sec IN LISTS MCR_MAN_SECTIONS)
+  set(MCR_MAN_PAGES_${sec} "")
+endforeach()
+foreach(page IN LISTS MCR_MAN_SOURCES)
+  get_filename_component(name ${page} NAME)
+  string(REGEX REPLACE "^.*\\.([0-9])$" "\\1" sec ${name})
+  if(NOT sec IN_LIST MCR_MAN_SECTIONS)
+    message(FATAL_ERROR "man/${name}: section ${sec}, but pages are installed in sections 1, 3 and 7 only")
+  endif()
+  configure_file(${page} ${MCR_GENERATED_MAN_DIR}/${name} @ONLY)
+  list(APPEND MCR_MAN_PAGES_${sec} ${MCR_GENERATED_MAN_DIR}/${name})
+endforeach()
