@@ -114,7 +114,7 @@ configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-config.cmake.in
   ${PROJECT_BINARY_DIR}/mcroute-config.cmake
   INSTALL_DESTINATION ${MCR_CMAKE_PACKAGE_DIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/mcroute-config-version.cmake
-  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+  VERSION ${PROJECT_VERSION} COMPATIBILITY ${MCR_PACKAGE_COMPATIBILITY})
 install(FILES ${PROJECT_BINARY_DIR}/mcroute-config.cmake
               ${PROJECT_BINARY_DIR}/mcroute-config-version.cmake
         DESTINATION ${MCR_CMAKE_PACKAGE_DIR})

@@ -70,6 +70,16 @@ for d in bindir libdir includedir mandir datadir; do
     esac
 done
 major=${version%%.*}
+minor=${version#*.}
+minor=${minor%%.*}
+# The SONAME's version (CMakeLists.txt, MCR_SOVERSION) and the first version
+# the CMake package must refuse: the major one from 1.0 on; 0.MINOR before,
+# since a 0.x minor release may change the ABI.
+if [ "$major" = 0 ]; then
+    sover=0.$minor next=0.$((minor + 1))
+else
+    sover=$major next=$((major + 1)).0
+fi
 # shellcheck disable=SC2206 # the flags are words
 san=($sanitize)
 
@@ -107,12 +117,12 @@ needed() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p';
 # The three libraries, split by dependency: libmcroute needs neither
 # libevent nor libyaml, the pool and the YAML reader one each.
 for l in libmcroute libmcroute_pool libmcroute_twemproxy; do
-    exists "$libdir/$l.so" "$libdir/$l.so.$major" "$libdir/$l.so.$version" "$libdir/$l.a"
+    exists "$libdir/$l.so" "$libdir/$l.so.$sover" "$libdir/$l.so.$version" "$libdir/$l.a"
     if [ -e "$p/$libdir/$l.so" ]; then
         s=$(soname "$p/$libdir/$l.so")
-        [ "$s" = "$l.so.$major" ] || fail "$l.so has SONAME '$s', not $l.so.$major"
-        [ "$(readlink "$p/$libdir/$l.so")" = "$l.so.$major" ] ||
-            fail "$l.so does not link to $l.so.$major"
+        [ "$s" = "$l.so.$sover" ] || fail "$l.so has SONAME '$s', not $l.so.$sover"
+        [ "$(readlink "$p/$libdir/$l.so")" = "$l.so.$sover" ] ||
+            fail "$l.so does not link to $l.so.$sover"
     fi
 done
 exists "$bindir/mcroute" "$libdir/pkgconfig/mcroute-pool.pc" "$libdir/pkgconfig/mcroute-twemproxy.pc"
@@ -131,8 +141,8 @@ needs_only() {
     done
 }
 needs_only libmcroute.so liburcu-bp.so liburcu-common.so
-needs_only libmcroute_pool.so "libmcroute.so.$major" libevent_core
-needs_only libmcroute_twemproxy.so "libmcroute.so.$major" libyaml
+needs_only libmcroute_pool.so "libmcroute.so.$sover" libevent_core
+needs_only libmcroute_twemproxy.so "libmcroute.so.$sover" libyaml
 
 # Every public header of the sources, and the generated one with this version.
 hdrs=0
@@ -182,7 +192,7 @@ if [ "$ketama" = 1 ]; then
         fail "libketama.so has SONAME '$(soname "$p/$libdir/libketama.so")', not libketama.so.2"
 fi
 if [ "$libmemcached" = 1 ]; then
-    exists "$libdir/libmcroute_libmemcached.so" "$libdir/libmcroute_libmemcached.so.$major" \
+    exists "$libdir/libmcroute_libmemcached.so" "$libdir/libmcroute_libmemcached.so.$sover" \
         "$libdir/pkgconfig/mcroute-libmemcached.pc" "$libdir/cmake/mcroute/mcroute-libmemcached-targets.cmake"
 fi
 exists "$libdir/pkgconfig/mcroute.pc" "$libdir/cmake/mcroute/mcroute-config.cmake" \
@@ -199,7 +209,7 @@ while IFS= read -r -d '' f; do
         fail "${f#"$p"/} has a run path into the build tree"
     fi
 done < <(find "$p/$libdir" "$p/$bindir" -type f -print0)
-[ "$problems" -eq 0 ] && ok "files: libmcroute.so.$version (SONAME libmcroute.so.$major), libmcroute.a," \
+[ "$problems" -eq 0 ] && ok "files: libmcroute.so.$version (SONAME libmcroute.so.$sover), libmcroute.a," \
     "$hdrs headers + mcroute_version.h, $pages man pages, mcroute --help/--version, .pc and CMake files," \
     "no build path"
 
@@ -276,8 +286,8 @@ done
 # shellcheck disable=SC2046,SC2086 # pkg-config prints words
 if "$cc" "${cflags[@]}" -o "$tmp/pc/consumer_shared" "$cs/consumer.c" "$cs/version_only.c" \
     $pc_shared 2>"$tmp/err"; then
-    uses_installed "$tmp/pc/consumer_shared" "libmcroute.so.$major" ||
-        fail "pkg-config shared consumer does not load $p/$libdir/libmcroute.so.$major"
+    uses_installed "$tmp/pc/consumer_shared" "libmcroute.so.$sover" ||
+        fail "pkg-config shared consumer does not load $p/$libdir/libmcroute.so.$sover"
     # A program that includes only mcroute.h loads no libevent, no libyaml.
     LD_LIBRARY_PATH=$p/$libdir ldd "$tmp/pc/consumer_shared" 2>/dev/null |
         grep -E 'libevent|libyaml' >&2 &&
@@ -323,8 +333,8 @@ run_parts() { # NAME BINARY: parts_consumer.c's pool refusal and placements
 if "$cc" "${cflags[@]}" -o "$tmp/pc/parts_shared" "$cs/parts_consumer.c" \
     $(only_mcroute "$pkgconf" --cflags --libs mcroute-pool mcroute-twemproxy) 2>"$tmp/err"; then
     for l in libmcroute_pool libmcroute_twemproxy libmcroute; do
-        uses_installed "$tmp/pc/parts_shared" "$l.so.$major" ||
-            fail "pkg-config mcroute-pool mcroute-twemproxy consumer does not load $p/$libdir/$l.so.$major"
+        uses_installed "$tmp/pc/parts_shared" "$l.so.$sover" ||
+            fail "pkg-config mcroute-pool mcroute-twemproxy consumer does not load $p/$libdir/$l.so.$sover"
     done
     run_parts "pkg-config mcroute-pool mcroute-twemproxy (shared)" "$tmp/pc/parts_shared"
 else
@@ -349,7 +359,7 @@ fi
 # (b) CMake: find_package(mcroute CONFIG) from the moved prefix.
 cmake_args=(-S "$cs" -B "$tmp/cmake" -G "$generator" -DCMAKE_PREFIX_PATH="$p"
     -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS="$sanitize"
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DMCR_EXPECTED_VERSION="$major.0"
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DMCR_EXPECTED_VERSION="${version%.*}"
     -DMCR_WITH_LIBMEMCACHED="$libmemcached")
 [ -n "$make" ] && cmake_args+=(-DCMAKE_MAKE_PROGRAM="$make")
 if ! "$cmake" "${cmake_args[@]}" >"$tmp/cmake.log" 2>&1; then
@@ -362,8 +372,8 @@ elif ! "$cmake" --build "$tmp/cmake" >"$tmp/build.log" 2>&1; then
     fail "find_package(mcroute CONFIG) project does not build:"
     sed 's/^/    /' "$tmp/build.log" >&2
 else
-    uses_installed "$tmp/cmake/consumer_shared" "libmcroute.so.$major" ||
-        fail "CMake consumer_shared does not load $p/$libdir/libmcroute.so.$major"
+    uses_installed "$tmp/cmake/consumer_shared" "libmcroute.so.$sover" ||
+        fail "CMake consumer_shared does not load $p/$libdir/libmcroute.so.$sover"
     needed "$tmp/cmake/consumer_static" | grep '^libmcroute' >/dev/null &&
         fail "CMake consumer_static (mcroute::mcroute_static) needs libmcroute.so"
     run_consumer "CMake mcroute::mcroute" "$tmp/cmake/consumer_shared"
@@ -378,7 +388,7 @@ fi
 # dependency visible to pkg-config (CMake's pkg-config sees the prefix only).
 cmake_args=(-S "$cs" -B "$tmp/cmake-shared" -G "$generator" -DCMAKE_PREFIX_PATH="$p"
     -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS="$sanitize"
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DMCR_EXPECTED_VERSION="$major.0" -DMCR_SHARED_ONLY=ON)
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DMCR_EXPECTED_VERSION="${version%.*}" -DMCR_SHARED_ONLY=ON)
 [ -n "$make" ] && cmake_args+=(-DCMAKE_MAKE_PROGRAM="$make")
 if ! only_mcroute "$cmake" "${cmake_args[@]}" >"$tmp/cmake-shared.log" 2>&1; then
     fail "find_package(mcroute CONFIG COMPONENTS shared) does not configure with only mcroute installed:"
@@ -393,14 +403,15 @@ else
     run_parts "CMake mcroute::mcroute_pool, _twemproxy (only mcroute installed)" "$tmp/cmake-shared/parts_shared"
 fi
 
-# The version file: SameMajorVersion refuses the next major version.
+# The version file refuses the next ABI version (SameMinorVersion before 1.0,
+# SameMajorVersion from it).
 mkdir "$tmp/major"
 cat >"$tmp/major/CMakeLists.txt" <<EOF
 cmake_minimum_required(VERSION 3.18)
 project(major_check NONE)
-find_package(mcroute $((major + 1)).0 CONFIG QUIET)
+find_package(mcroute $next CONFIG QUIET)
 if(mcroute_FOUND)
-  message(FATAL_ERROR "mcroute $version accepted as version $((major + 1)).0")
+  message(FATAL_ERROR "mcroute $version accepted as version $next")
 endif()
 EOF
 "$cmake" -S "$tmp/major" -B "$tmp/major/b" -DCMAKE_PREFIX_PATH="$p" \
@@ -423,7 +434,7 @@ if [ "$ketama" = 1 ]; then
     done
     for how in shared static; do
         if [ $how = shared ]; then
-            # libketama.so needs libmcroute.so.0, which the linker looks
+            # libketama.so needs libmcroute.so.$sover, which the linker looks
             # for in its default places, not in -L directories: a prefix
             # outside them needs -rpath-link (or LD_LIBRARY_PATH) at link time.
             read -ra klibs <<<"$("$pkgconf" --libs mcroute-ketama)"
