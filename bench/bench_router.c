@@ -365,7 +365,7 @@ static mcr_changes *one_change(const char *host, bool add)
 {
     mcr_changes *ch = mcr_changes_new();
     char id[48];
-    mcr_server_desc d = {NULL, host, MCR_DEFAULT_PORT, 1, NULL, MCR_STATE_ACTIVE};
+    mcr_server_desc d = {NULL, host, MCR_DEFAULT_PORT, 1, NULL, MCR_STATE_ACTIVE, 0};
     int rc;
 
     if (ch == NULL)

@@ -393,7 +393,7 @@ MCR_EXTERN int mcr_config_add_server(mcr_config *cfg, const char *host,
  * "-i" to place the server's points instead of its address (libketama's
  * address as written in its file, a twemproxy server's name). The label is
  * also the server's id in a snapshot (see mcr_config_add_server_desc). NULL
- * means none. 1..255 bytes, no NUL; copied. Unlike
+ * means none. 1..255 bytes, no control byte (as ids); copied. Unlike
  * mcr_config_add_server_desc(), labels are not checked for uniqueness here
  * (mcr_snapshot_new() does). Errors as mcr_config_add_server(), and
  * MCR_ERR_SYNTAX / MCR_ERR_TOO_LONG for the label. */
@@ -424,7 +424,16 @@ typedef enum mcr_server_state {
  *          In "twemproxy-ketama" an id given is the server's twemproxy name.
  *   zone   A failure domain (rack, availability zone) for replica
  *          placement. NULL or "": none. Same byte rules as the id.
- *   state  See mcr_server_state. */
+ *   state  See mcr_server_state.
+ *   id_is_default
+ *          Read back: 1 when the server was given no id, so that `id` is its
+ *          default "host:port"; 0 when its id was given. Given to a function:
+ *          1 means "no id of its own", as id NULL does (`id` may then be NULL
+ *          or must equal the default of host and port, else MCR_ERR_INVALID).
+ *          This is what makes a description read back and given again the
+ *          same server: in "twemproxy-ketama" a given id is a name, which
+ *          places points differently from the default. 0 (a zeroed or
+ *          designated initializer): `id` as above. */
 typedef struct mcr_server_desc {
     const char *id;
     const char *host;
@@ -432,6 +441,7 @@ typedef struct mcr_server_desc {
     uint32_t weight;
     const char *zone;
     mcr_server_state state;
+    int id_is_default;
 } mcr_server_desc;
 
 /* mcr_config_add_server_desc: append the server `d` describes: host, port
@@ -441,7 +451,8 @@ typedef struct mcr_server_desc {
  * MCR_STATE_ACTIVE (states change through mcr_changes_set_state()).
  * Everything is copied. Errors (the config is unchanged): those of
  * mcr_config_add_server(); MCR_ERR_INVALID (NULL `cfg` or `d`, a state
- * other than ACTIVE); MCR_ERR_SYNTAX / MCR_ERR_TOO_LONG (id or zone empty,
+ * other than ACTIVE, id_is_default with an id that is not the default);
+ * MCR_ERR_SYNTAX / MCR_ERR_TOO_LONG (id or zone empty,
  * over 255 bytes, or with a control byte); MCR_ERR_DUPLICATE (the id, given
  * or default, is the id of a server already in the config). */
 MCR_EXTERN int mcr_config_add_server_desc(mcr_config *cfg, const mcr_server_desc *d,

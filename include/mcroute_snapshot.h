@@ -157,7 +157,10 @@ MCR_EXTERN size_t mcr_snapshot_active_count(const mcr_snapshot *snap);
 
 /* mcr_snapshot_server: describe server `i` (0-based, snapshot order) into
  * *out: its id (never NULL), host (without brackets), port, weight, zone
- * (NULL when it has none) and state; the strings belong to the snapshot.
+ * (NULL when it has none), state, and id_is_default (1 when the id is the
+ * default "host:port", none having been given): given back to
+ * mcr_config_add_server_desc() or mcr_changes_add(), *out describes the same
+ * server, placed the same way. The strings belong to the snapshot.
  * MCR_OK, or MCR_ERR_INVALID (NULL argument, `i` out of range; *out
  * unchanged). */
 MCR_EXTERN int mcr_snapshot_server(const mcr_snapshot *snap, size_t i, mcr_server_desc *out);
@@ -271,7 +274,8 @@ MCR_EXTERN void mcr_changes_clear(mcr_changes *ch);
  * host, port and weight as mcr_config_add_server(), id and zone as
  * mcr_server_desc says, any state (a server may join DOWN or DRAINING).
  * When applied it is appended to the server list. MCR_OK, or (nothing
- * recorded) MCR_ERR_INVALID (NULL `ch` / `server` / host, unknown state),
+ * recorded) MCR_ERR_INVALID (NULL `ch` / `server` / host, unknown state,
+ * id_is_default with an id that is not the default),
  * MCR_ERR_SYNTAX, MCR_ERR_TOO_LONG, MCR_ERR_RANGE (port, weight),
  * MCR_ERR_NOMEM. */
 MCR_EXTERN int mcr_changes_add(mcr_changes *ch, const mcr_server_desc *server, mcr_error *err);

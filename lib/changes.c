@@ -98,18 +98,21 @@ int mcr_changes_add(mcr_changes *ch, const mcr_server_desc *d, mcr_error *err)
         return mcr__error(err, MCR_ERR_RANGE, "weight %u of \"%s\" is outside 1..%u",
                           (unsigned)d->weight, mcr__quote(q, sizeof(q), d->host, hl),
                           (unsigned)MCR_WEIGHT_MAX);
-    if (d->id != NULL && (rc = mcr__check_name("id", d->id, err)) != MCR_OK)
+    const char *id;
+    if ((rc = mcr__desc_id(d, &id, err)) != MCR_OK)
+        return rc;
+    if (id != NULL && (rc = mcr__check_name("id", id, err)) != MCR_OK)
         return rc;
     const char *zone = d->zone != NULL && d->zone[0] != '\0' ? d->zone : NULL;
     if (zone != NULL && (rc = mcr__check_name("zone", zone, err)) != MCR_OK)
         return rc;
     if (!mcr__state_valid(d->state))
         return mcr__error(err, MCR_ERR_INVALID, "unknown server state %d", (int)d->state);
-    if (d->id == NULL)
+    if (id == NULL)
         mcr__default_id(d->host, d->port, buf);
     change c = {.kind = CH_ADD,
-                .id = strdup(d->id != NULL ? d->id : buf),
-                .named = d->id != NULL,
+                .id = strdup(id != NULL ? id : buf),
+                .named = id != NULL,
                 .host = strdup(d->host),
                 .host_len = hl,
                 .port = d->port,

@@ -142,6 +142,27 @@ size_t mcr__default_id(const char *host, int port, char *buf)
     return (size_t)snprintf(buf, MCR__NAME_BUF, v6 ? "[%s]:%d" : "%s:%d", host, port);
 }
 
+int mcr__desc_id(const mcr_server_desc *d, const char **id, mcr_error *err)
+{
+    char buf[MCR__NAME_BUF], q[80], qd[80];
+
+    *id = d->id;
+    if (!d->id_is_default)
+        return MCR_OK;
+    *id = NULL;
+    if (d->id == NULL)
+        return MCR_OK;
+    size_t n = mcr__default_id(d->host, d->port, buf);
+    if (strcmp(d->id, buf) != 0)
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "id \"%s\" is marked as the default id, but the default id of the "
+                          "server is \"%s\" (set id_is_default to 0 to give it this id, or id "
+                          "to NULL)",
+                          mcr__quote(q, sizeof(q), d->id, strlen(d->id)),
+                          mcr__quote(qd, sizeof(qd), buf, n));
+    return MCR_OK;
+}
+
 const char *mcr__server_id(const mcr__server *s, char *buf)
 {
     if (s->label != NULL)
@@ -413,6 +434,10 @@ static int add_server_n(mcr_config *cfg, const char *host, size_t len, int port,
             return mcr__error(err, MCR_ERR_TOO_LONG,
                               "label of %zu bytes for server \"%s\" is longer than %d bytes", ll,
                               mcr__quote(q, sizeof(q), host, len), MCR_HOSTNAME_MAX);
+        /* A label is the server's id in a snapshot: the bytes an id may
+         * have, or the server could never be changed by id. */
+        if ((rc = mcr__check_name("label", label, err)) != MCR_OK)
+            return rc;
     }
     if (port < 1 || port > 65535)
         return mcr__error(err, MCR_ERR_RANGE, "port %d of \"%s\" is outside 1..65535", port,
@@ -430,8 +455,6 @@ static int add_server_n(mcr_config *cfg, const char *host, size_t len, int port,
     if (check_id) {
         char buf[MCR__NAME_BUF], hbuf[MCR_HOSTNAME_MAX + 1];
         const char *id = label;
-        if (label != NULL && (rc = mcr__check_name("id", label, err)) != MCR_OK)
-            return rc;
         if (id == NULL) {
             memcpy(hbuf, host, len);
             hbuf[len] = '\0';
@@ -467,8 +490,11 @@ int mcr_config_add_server_desc(mcr_config *cfg, const mcr_server_desc *d, mcr_er
         return mcr__error(err, MCR_ERR_INVALID,
                           "a config lists active servers only (state %d given)", (int)d->state);
     const char *zone = d->zone != NULL && d->zone[0] != '\0' ? d->zone : NULL;
-    return add_server_n(cfg, d->host, strlen(d->host), d->port, d->weight, d->id, zone, true,
-                        err);
+    const char *id;
+    int rc = mcr__desc_id(d, &id, err);
+    if (rc != MCR_OK)
+        return rc;
+    return add_server_n(cfg, d->host, strlen(d->host), d->port, d->weight, id, zone, true, err);
 }
 
 /* Parse an unsigned decimal field of `len` bytes. Returns MCR_OK, or

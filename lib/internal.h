@@ -178,6 +178,11 @@ void mcr__config_params(const mcr_config *cfg, mcr__params *out);
  * buf (MCR__NAME_BUF bytes); returns its length. */
 size_t mcr__default_id(const char *host, int port, char *buf);
 
+/* The id given by description d: d->id, or NULL when d has none of its own
+ * (id NULL, or id_is_default, when d->id must then be NULL or the default
+ * id of d->host and d->port: else MCR_ERR_INVALID). d->host not NULL. */
+int mcr__desc_id(const mcr_server_desc *d, const char **id, mcr_error *err);
+
 /* The id of config server s: its label, else the default id written into
  * buf (MCR__NAME_BUF bytes). */
 const char *mcr__server_id(const mcr__server *s, char *buf);

@@ -774,6 +774,7 @@ int mcr_snapshot_server(const mcr_snapshot *s, size_t i, mcr_server_desc *out)
     out->weight = e->weight;
     out->zone = e->zone;
     out->state = e->state;
+    out->id_is_default = !e->named;
     return MCR_OK;
 }
 

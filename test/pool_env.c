@@ -762,7 +762,7 @@ void apply_change(env *e, int what, int server)
     ck_assert_ptr_nonnull(ch);
     if (what == 0) {
         mcr_server_desc d = {NULL, e->mc[server].addr, e->mc[server].port, 1, NULL,
-                             MCR_STATE_ACTIVE};
+                             MCR_STATE_ACTIVE, 0};
         ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_OK);
     } else if (what == 1) {
         ck_assert_int_eq(mcr_changes_remove(ch, e->id[server], &err), MCR_OK);

@@ -79,7 +79,7 @@ static mcr_config *config_of(const pool *p)
     for (size_t i = 0; i < p->n; i++) {
         const spec *s = &p->s[i];
         mcr_server_desc d = {s->id[0] ? s->id : NULL, s->host, s->port, s->weight,
-                             s->zone[0] ? s->zone : NULL, MCR_STATE_ACTIVE};
+                             s->zone[0] ? s->zone : NULL, MCR_STATE_ACTIVE, 0};
         int rc = mcr_config_add_server_desc(cfg, &d, &err);
         EXPECT_MSG(rc == MCR_OK, "add %s: %s", s->host, err.message);
     }

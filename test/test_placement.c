@@ -124,7 +124,7 @@ static mcr_config *config_of(const pool *p)
     for (size_t i = 0; i < p->n; i++) {
         const spec *s = &p->s[i];
         mcr_server_desc d = {s->id[0] ? s->id : NULL, s->host, s->port, s->weight,
-                             s->zone[0] ? s->zone : NULL, MCR_STATE_ACTIVE};
+                             s->zone[0] ? s->zone : NULL, MCR_STATE_ACTIVE, 0};
         int rc = mcr_config_add_server_desc(cfg, &d, &err);
         EXPECT_MSG(rc == MCR_OK, "add %s: %s", s->host, err.message);
     }
@@ -180,7 +180,7 @@ static mcr_snapshot *with_change(const mcr_snapshot *s, const spec *add, const c
     ck_assert_ptr_nonnull(ch);
     if (add != NULL) {
         mcr_server_desc d = {add->id, add->host, add->port, add->weight,
-                             add->zone[0] ? add->zone : NULL, MCR_STATE_ACTIVE};
+                             add->zone[0] ? add->zone : NULL, MCR_STATE_ACTIVE, 0};
         EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
     }
     if (remove != NULL)
@@ -717,7 +717,7 @@ START_TEST(checklist_flapping)
                 double m1 = moved_keys(s, down, 20000, NULL, NULL, "down");
                 if (removal) {
                     mcr_server_desc d = {flap.id, flap.host, flap.port, flap.weight, NULL,
-                                         MCR_STATE_ACTIVE};
+                                         MCR_STATE_ACTIVE, 0};
                     EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
                     if (mc->mode == MCR_MODE_SLOTS)
                         EXPECT_INT(mcr_slots_plan(down, ch, NULL, &err), ==, MCR_OK);
@@ -844,8 +844,8 @@ static mcr_snapshot *evolve(mcr_snapshot *s, mcr_mode mode, int round)
     spec a, b;
     new_spec(&a, 2, "z1");
     new_spec(&b, 1, NULL);
-    mcr_server_desc da = {a.id, a.host, a.port, a.weight, a.zone, MCR_STATE_ACTIVE};
-    mcr_server_desc db = {NULL, b.host, b.port, b.weight, NULL, MCR_STATE_DOWN};
+    mcr_server_desc da = {a.id, a.host, a.port, a.weight, a.zone, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc db = {NULL, b.host, b.port, b.weight, NULL, MCR_STATE_DOWN, 0};
     EXPECT_INT(mcr_changes_add(ch, &da, &err), ==, MCR_OK);
     EXPECT_INT(mcr_changes_add(ch, &db, &err), ==, MCR_OK);
     EXPECT_INT(mcr_changes_remove(ch, id_at(s, (uint32_t)round), &err), ==, MCR_OK);
@@ -1033,7 +1033,7 @@ START_TEST(apply_equals_new)
             mcr_changes *ch = mcr_changes_new();
             spec x;
             new_spec(&x, 1 + (uint32_t)round % 3, NULL);
-            mcr_server_desc d = {x.id, x.host, x.port, x.weight, NULL, MCR_STATE_ACTIVE};
+            mcr_server_desc d = {x.id, x.host, x.port, x.weight, NULL, MCR_STATE_ACTIVE, 0};
             EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
             p.s[p.n++] = x;
             if (modes[m] != MCR_MODE_JUMP) { /* jump: removals are history */
@@ -1353,7 +1353,7 @@ START_TEST(jump_removals)
      * share, all of it from the others. */
     spec nx;
     new_spec(&nx, 1, NULL);
-    mcr_server_desc nd = {nx.id, nx.host, nx.port, 1, NULL, MCR_STATE_ACTIVE};
+    mcr_server_desc nd = {nx.id, nx.host, nx.port, 1, NULL, MCR_STATE_ACTIVE, 0};
     EXPECT_INT(mcr_changes_add(ch, &nd, &err), ==, MCR_OK);
     EXPECT_INT(mcr_changes_set_state(ch, nx.id, MCR_STATE_DOWN, &err), ==, MCR_OK);
     mcr_snapshot *added_down = apply_ok(s0, ch);
@@ -1403,7 +1403,7 @@ START_TEST(jump_random_batches)
                 spec x;
                 new_spec(&x, 1 + tu_below(&r, 4), NULL);
                 mcr_server_desc d = {x.id, x.host, x.port, x.weight, NULL,
-                                     tu_below(&r, 4) ? MCR_STATE_ACTIVE : MCR_STATE_DOWN};
+                                     tu_below(&r, 4) ? MCR_STATE_ACTIVE : MCR_STATE_DOWN, 0};
                 EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
             } else if (what == 1) {
                 mcr_changes_remove(ch, id, &err);
@@ -1464,7 +1464,7 @@ START_TEST(rendezvous_random_changes)
             if (tu_below(&r, 6) == 0 || n < 4) {
                 spec x;
                 new_spec(&x, 1 + tu_below(&r, 9), NULL);
-                mcr_server_desc d = {x.id, x.host, x.port, x.weight, NULL, MCR_STATE_ACTIVE};
+                mcr_server_desc d = {x.id, x.host, x.port, x.weight, NULL, MCR_STATE_ACTIVE, 0};
                 mcr_changes_add(ch, &d, &err);
             } else if (tu_below(&r, 5) == 0) {
                 mcr_changes_remove(ch, id, &err);
@@ -1749,7 +1749,7 @@ START_TEST(edges_arguments)
     /* Weight 0 is refused everywhere. */
     EXPECT_INT(mcr_config_add_server(cfg, "a", 11211, 0, &err), ==, MCR_ERR_RANGE);
     mcr_changes *ch = mcr_changes_new();
-    mcr_server_desc d = {NULL, "a", 11211, 0, NULL, MCR_STATE_ACTIVE};
+    mcr_server_desc d = {NULL, "a", 11211, 0, NULL, MCR_STATE_ACTIVE, 0};
     EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_ERR_RANGE);
     EXPECT_INT(mcr_changes_set_weight(ch, "a", 0, &err), ==, MCR_ERR_RANGE);
     mcr_changes_free(ch);
@@ -1780,7 +1780,7 @@ START_TEST(edges_arguments)
     spec x;
     new_spec(&x, 1, NULL);
     ch = mcr_changes_new();
-    d = (mcr_server_desc){x.id, x.host, x.port, 1, NULL, MCR_STATE_ACTIVE};
+    d = (mcr_server_desc){x.id, x.host, x.port, 1, NULL, MCR_STATE_ACTIVE, 0};
     EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
     mcr_snapshot *t = NULL;
     EXPECT_INT(mcr_snapshot_apply(s, ch, &t, &err), ==, MCR_ERR_RANGE);

@@ -444,7 +444,7 @@ START_TEST(test_unix_socket)
     mcr_snapshot *s = NULL;
     const char *uid = "unix-one";
     ck_assert_int_eq(mcr_config_add_server(cfg, e.mc[0].addr, e.mc[0].port, 1, NULL), MCR_OK);
-    mcr_server_desc d = {uid, "127.0.0.1", dead_port, 1, NULL, MCR_STATE_ACTIVE};
+    mcr_server_desc d = {uid, "127.0.0.1", dead_port, 1, NULL, MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, NULL), MCR_OK);
     ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, NULL), MCR_OK);
     mcr_config_free(cfg);
@@ -507,7 +507,7 @@ START_TEST(test_unix_socket)
     ck_assert_int_eq(mcr_pool_set_unix_path(e.pool, "unix-two", path), MCR_OK);
     mcr_changes *ch = mcr_changes_new();
     mcr_server_desc d2 = {"unix-two", "127.0.0.1", dead_port + 1 > 65535 ? 1 : dead_port + 1,
-                          1, NULL, MCR_STATE_ACTIVE};
+                          1, NULL, MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_changes_add(ch, &d2, NULL), MCR_OK);
     ck_assert_int_eq(mcr_router_apply(e.router, ch, NULL), MCR_OK);
     mcr_changes_free(ch);

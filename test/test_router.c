@@ -79,7 +79,7 @@ static void log_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
 static mcr_changes *changes_add(const char *host, int port, uint32_t weight)
 {
     mcr_changes *ch = mcr_changes_new();
-    mcr_server_desc d = {NULL, host, port, weight, NULL, MCR_STATE_ACTIVE};
+    mcr_server_desc d = {NULL, host, port, weight, NULL, MCR_STATE_ACTIVE, 0};
     ck_assert_ptr_nonnull(ch);
     ck_assert_int_eq(mcr_changes_add(ch, &d, NULL), MCR_OK);
     return ch;
@@ -282,7 +282,7 @@ static void reentrant_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new
 {
     reentry *re = arg;
     mcr_changes *ch;
-    mcr_server_desc d = {NULL, "10.1.1.1", 11211, 1, NULL, MCR_STATE_ACTIVE};
+    mcr_server_desc d = {NULL, "10.1.1.1", 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
     (void)old_snap, (void)diff;
 
     if (re->calls++ > 0)
@@ -852,7 +852,7 @@ static int random_changes(tu_rng *rng, const mcr_snapshot *cur, mcr_changes *ch,
             unsigned h = (*next_host)++;
             snprintf(host, sizeof host, "10.%u.%u.%u", 1 + h / 65536, h / 256 % 256, h % 256);
             mcr_server_desc add = {NULL, host, 11211, 1 + tu_below(rng, 4),
-                                   zones[tu_below(rng, 3)], MCR_STATE_ACTIVE};
+                                   zones[tu_below(rng, 3)], MCR_STATE_ACTIVE, 0};
             ck_assert_int_eq(mcr_changes_add(ch, &add, NULL), MCR_OK);
             return count + 1; /* one structural change per batch keeps ids simple */
         } else if (op == 1 && n > 4 && (d.state != MCR_STATE_ACTIVE || active > 2)) {

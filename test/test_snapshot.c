@@ -75,6 +75,7 @@ static void random_desc(tu_rng *r, unsigned i, mcr_server_desc *d, char host[64]
     d->port = tu_below(r, 3) == 0 ? 11211 : (int)(1024 + tu_below(r, 60000));
     d->weight = 1 + tu_below(r, max_weight);
     d->id = NULL;
+    d->id_is_default = 0;
     if (tu_below(r, 4) == 0) {
         snprintf(id, 64, "node-%u", i);
         d->id = id;
@@ -207,14 +208,14 @@ START_TEST(basics)
 {
     mcr_config *cfg = mcr_config_new();
     mcr_error err;
-    mcr_server_desc d = {"alpha", "10.0.0.1", 11211, 1, "z1", MCR_STATE_ACTIVE};
+    mcr_server_desc d = {"alpha", "10.0.0.1", 11211, 1, "z1", MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
-    d = (mcr_server_desc){NULL, "10.0.0.2", 11212, 2, NULL, MCR_STATE_ACTIVE};
+    d = (mcr_server_desc){NULL, "10.0.0.2", 11212, 2, NULL, MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
-    d = (mcr_server_desc){NULL, "::1", 11211, 1, "z2", MCR_STATE_ACTIVE};
+    d = (mcr_server_desc){NULL, "::1", 11211, 1, "z2", MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
     ck_assert_int_eq(mcr_config_add_server(cfg, "10.0.0.4", 11211, 1, &err), MCR_OK);
-    d = (mcr_server_desc){NULL, "10.0.0.5", 11211, 1, "z1", MCR_STATE_ACTIVE};
+    d = (mcr_server_desc){NULL, "10.0.0.5", 11211, 1, "z1", MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
 
     mcr_snapshot *s = snap_of(cfg, 7);
@@ -281,6 +282,105 @@ START_TEST(basics)
     ck_assert_int_eq(mcr_config_add_server_named(cfg, "b", 1, 1, "same", &err), MCR_OK);
     ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, &err), MCR_ERR_DUPLICATE);
     ck_assert_ptr_nonnull(strstr(err.message, "same"));
+    mcr_config_free(cfg);
+}
+END_TEST
+
+/* A description read back from a snapshot and given again is the same
+ * server, placed the same way, in every mode: a server given no id reads
+ * back with id_is_default, so that its default id is not taken for a given
+ * one (in twemproxy-ketama a given id is a name, and names place points
+ * differently: without the flag a rebuild moved most keys there). */
+START_TEST(desc_round_trip)
+{
+    static const struct {
+        const char *id, *host;
+        int port;
+    } servers[] = {{NULL, "10.0.0.1", 11211}, {NULL, "10.0.0.2", 11300},
+                   {"alpha", "10.0.0.3", 11211}, {NULL, "::1", 11211},
+                   {NULL, "cache-5.example", 11211}, {"10.0.0.6", "10.0.0.6", 11211}};
+    enum { NS = sizeof(servers) / sizeof(servers[0]) };
+    mcr_error err;
+
+    for (size_t m = 0; m < NMODES; m++) {
+        mcr_config *cfg = mcr_config_new(), *again = mcr_config_new();
+        ck_assert_int_eq(mcr_config_set_mode(cfg, all_modes[m]), MCR_OK);
+        ck_assert_int_eq(mcr_config_set_mode(again, all_modes[m]), MCR_OK);
+        for (size_t i = 0; i < NS; i++) {
+            mcr_server_desc d = {.id = servers[i].id, .host = servers[i].host,
+                                 .port = servers[i].port, .weight = 1 + (uint32_t)i % 3,
+                                 .state = MCR_STATE_ACTIVE};
+            ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
+        }
+        mcr_snapshot *s = snap_of(cfg, 1);
+        mcr_server_desc d;
+        for (size_t i = 0; i < NS; i++) {
+            ck_assert_int_eq(mcr_snapshot_server(s, i, &d), MCR_OK);
+            ck_assert_int_eq(d.id_is_default, servers[i].id == NULL);
+            ck_assert_int_eq(mcr_config_add_server_desc(again, &d, &err), MCR_OK);
+        }
+        mcr_snapshot *t = snap_of(again, 1);
+        ck_assert_msg(strcmp(mcr_snapshot_checksum(s), mcr_snapshot_checksum(t)) == 0,
+                      "%s: the rebuilt snapshot differs", mcr_mode_name(all_modes[m]));
+        for (int k = 0; k < NKEYS; k++)
+            FAST_UINT_EQ(mcr_snapshot_locate(s, keys[k], key_len[k]),
+                         mcr_snapshot_locate(t, keys[k], key_len[k]));
+
+        /* Removed and added back with its own description (it goes last):
+         * every key on the server it had, but in the modes that place by
+         * position. */
+        mcr_changes *ch = mcr_changes_new();
+        ck_assert_int_eq(mcr_snapshot_server(s, 1, &d), MCR_OK);
+        ck_assert_int_eq(mcr_changes_remove(ch, d.id, &err), MCR_OK);
+        ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_OK);
+        mcr_snapshot *u = apply_ok(s, ch);
+        int moved = 0;
+        for (int k = 0; k < NKEYS; k++)
+            moved += strcmp(owner_id(s, k), owner_id(u, k)) != 0;
+        if (all_modes[m] == MCR_MODE_MODULA || all_modes[m] == MCR_MODE_TWEMPROXY_MODULA)
+            ck_assert_int_gt(moved, 0); /* modula places by position, and it went last */
+        else
+            ck_assert_msg(moved == 0, "%s: %d of %d keys moved", mcr_mode_name(all_modes[m]),
+                          moved, NKEYS);
+        mcr_changes_free(ch);
+        mcr_snapshot_unref(u);
+        mcr_snapshot_unref(t);
+        mcr_snapshot_unref(s);
+        mcr_config_free(again);
+        mcr_config_free(cfg);
+    }
+
+    /* id_is_default with an id: only the default one. */
+    mcr_config *cfg = mcr_config_new();
+    mcr_changes *ch = mcr_changes_new();
+    mcr_server_desc d = {.id = "10.0.0.1:11212", .host = "10.0.0.1", .port = 11211,
+                         .weight = 1, .state = MCR_STATE_ACTIVE, .id_is_default = 1};
+    ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "\"10.0.0.1:11211\""));
+    ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_ERR_INVALID);
+    ck_assert_uint_eq(mcr_changes_count(ch), 0);
+    d.id = "10.0.0.1:11211";
+    ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
+    d = (mcr_server_desc){.id = "[::1]:11211", .host = "::1", .port = 11211, .weight = 1,
+                          .id_is_default = 1};
+    ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_OK);
+    d.id = NULL;
+    d.host = "10.0.0.2";
+    ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
+    mcr_snapshot *s = snap_of(cfg, 1);
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(mcr_snapshot_server(s, i, &d), MCR_OK);
+        ck_assert_int_eq(d.id_is_default, 1);
+    }
+    mcr_snapshot_unref(s);
+
+    /* A label is an id: a control byte in one is refused where it is
+     * given, or that server could never be changed by id. */
+    ck_assert_int_eq(mcr_config_add_server_named(cfg, "10.0.0.3", 11211, 1, "a\tb", &err),
+                     MCR_ERR_SYNTAX);
+    ck_assert_ptr_nonnull(strstr(err.message, "control byte"));
+    ck_assert_uint_eq(mcr_config_server_count(cfg), 2);
+    mcr_changes_free(ch);
     mcr_config_free(cfg);
 }
 END_TEST
@@ -727,7 +827,7 @@ START_TEST(states)
     assert_same_points(s2, s3);
     ck_assert_uint_eq(mcr_snapshot_epoch(s3), 4);
     /* A server may join down, and become active later. */
-    mcr_server_desc a = {"late", "10.9.9.9", 11211, 2, "zz", MCR_STATE_DOWN};
+    mcr_server_desc a = {"late", "10.9.9.9", 11211, 2, "zz", MCR_STATE_DOWN, 0};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     mcr_snapshot *s4 = apply_ok(s3, ch);
     assert_same_points(s3, s4);
@@ -762,13 +862,13 @@ START_TEST(named_server_moves_no_key)
             char h[32], id[32];
             snprintf(h, sizeof(h), "10.1.0.%d", i);
             snprintf(id, sizeof(id), "cache-%d", i);
-            mcr_server_desc d = {id, h, 11211, 1, NULL, MCR_STATE_ACTIVE};
+            mcr_server_desc d = {id, h, 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
             ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
         }
         mcr_snapshot *s0 = snap_of(cfg, 1);
         /* cache-5 moves to another address and port, in one batch. */
         mcr_changes *ch = mcr_changes_new();
-        mcr_server_desc d = {"cache-5", "192.168.7.7", 22122, 1, NULL, MCR_STATE_ACTIVE};
+        mcr_server_desc d = {"cache-5", "192.168.7.7", 22122, 1, NULL, MCR_STATE_ACTIVE, 0};
         ck_assert_int_eq(mcr_changes_remove(ch, "cache-5", &err), MCR_OK);
         ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_OK);
         mcr_snapshot *s1 = apply_ok(s0, ch);
@@ -831,13 +931,13 @@ START_TEST(errors_publish_nothing)
     ck_assert_int_eq(mcr_changes_remove(ch, id0, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_UNKNOWN);
     /* Duplicates: id, address. */
-    mcr_server_desc a = {id0, "10.3.3.3", 11211, 1, NULL, MCR_STATE_ACTIVE};
+    mcr_server_desc a = {id0, "10.3.3.3", 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_DUPLICATE);
-    a = (mcr_server_desc){"fresh", "10.2.2.2", 4000, 1, NULL, MCR_STATE_ACTIVE};
+    a = (mcr_server_desc){"fresh", "10.2.2.2", 4000, 1, NULL, MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_DUPLICATE);
-    a = (mcr_server_desc){NULL, "10.2.2.2", 4000, 1, NULL, MCR_STATE_ACTIVE};
+    a = (mcr_server_desc){NULL, "10.2.2.2", 4000, 1, NULL, MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_DUPLICATE);
     /* Remove then add the same address is fine (checked below). */
@@ -858,7 +958,7 @@ START_TEST(errors_publish_nothing)
     ck_assert_int_eq(mcr_changes_set_weight(ch, id0, MCR_STABLE_WEIGHT_MAX + 1, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_RANGE);
     a = (mcr_server_desc){"heavy", "10.4.4.4", 11211, MCR_STABLE_WEIGHT_MAX + 1, NULL,
-                          MCR_STATE_ACTIVE};
+                          MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_RANGE);
     /* NULL arguments. */
@@ -875,7 +975,7 @@ START_TEST(errors_publish_nothing)
     ck_assert_int_eq(mcr_changes_set_weight(ch, "x", 0, &err), MCR_ERR_RANGE);
     ck_assert_int_eq(mcr_changes_set_weight(ch, "x", MCR_WEIGHT_MAX + 1, &err), MCR_ERR_RANGE);
     ck_assert_int_eq(mcr_changes_set_state(ch, "x", (mcr_server_state)7, &err), MCR_ERR_INVALID);
-    a = (mcr_server_desc){NULL, "bad host", 11211, 1, NULL, MCR_STATE_ACTIVE};
+    a = (mcr_server_desc){NULL, "bad host", 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_ERR_SYNTAX);
     a.host = "ok";
     a.port = 0;
@@ -905,7 +1005,7 @@ START_TEST(errors_publish_nothing)
     /* The old snapshot is intact and a valid batch still works. */
     ck_assert_str_eq(mcr_snapshot_checksum(s), sum);
     ck_assert_int_eq(mcr_changes_remove(ch, "10.2.2.2:4000", &err), MCR_OK);
-    a = (mcr_server_desc){NULL, "10.2.2.2", 4000, 1, NULL, MCR_STATE_ACTIVE};
+    a = (mcr_server_desc){NULL, "10.2.2.2", 4000, 1, NULL, MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     mcr_snapshot *ok = apply_ok(s, ch);
     ck_assert_uint_eq(mcr_snapshot_epoch(ok), 6);
@@ -939,9 +1039,9 @@ START_TEST(checksum_covers_every_field)
         if (v == 6)
             mcr_config_set_key_prefix(cfg, "", 0);
         mcr_server_desc a = {v == 7 ? "A" : "a", "10.0.0.1", v == 8 ? 11212 : 11211,
-                             v == 9 ? 2 : 1, v == 10 ? "z2" : "z1", MCR_STATE_ACTIVE};
+                             v == 9 ? 2 : 1, v == 10 ? "z2" : "z1", MCR_STATE_ACTIVE, 0};
         mcr_server_desc b = {NULL, v == 11 ? "10.0.0.9" : "10.0.0.2", 11211, 1,
-                             v == 12 ? "z" : NULL, MCR_STATE_ACTIVE};
+                             v == 12 ? "z" : NULL, MCR_STATE_ACTIVE, 0};
         if (v == 13) { /* order */
             ck_assert_int_eq(mcr_config_add_server_desc(cfg, &b, &err), MCR_OK);
             ck_assert_int_eq(mcr_config_add_server_desc(cfg, &a, &err), MCR_OK);
@@ -950,7 +1050,7 @@ START_TEST(checksum_covers_every_field)
             ck_assert_int_eq(mcr_config_add_server_desc(cfg, &b, &err), MCR_OK);
         }
         if (v == 14) { /* named with its default id */
-            mcr_server_desc c = {"10.0.0.3:11211", "10.0.0.3", 11211, 1, NULL, MCR_STATE_ACTIVE};
+            mcr_server_desc c = {"10.0.0.3:11211", "10.0.0.3", 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
             ck_assert_int_eq(mcr_config_add_server_desc(cfg, &c, &err), MCR_OK);
         } else {
             ck_assert_int_eq(mcr_config_add_server(cfg, "10.0.0.3", 11211, 1, &err), MCR_OK);
@@ -999,7 +1099,7 @@ START_TEST(save_load_round_trip)
         mcr_error err;
         /* Odd bytes everywhere the format allows them. */
         mcr_server_desc odd = {"odd id %41=\xc3\xa9", "h%ost=x", 80, 2, "zone with space",
-                               MCR_STATE_ACTIVE};
+                               MCR_STATE_ACTIVE, 0};
         ck_assert_int_eq(mcr_config_add_server_desc(cfg, &odd, &err), MCR_OK);
         if (mi % 3 == 0)
             mcr_config_set_key_prefix(cfg, "n s\x01%", 5);
@@ -1061,8 +1161,8 @@ static mcr_snapshot *small_snapshot(uint64_t epoch)
     mcr_config *cfg = mcr_config_new();
     mcr_error err;
     mcr_config_set_mode(cfg, MCR_MODE_STABLE_KETAMA);
-    mcr_server_desc a = {"a", "10.0.0.1", 11211, 1, "z1", MCR_STATE_ACTIVE};
-    mcr_server_desc b = {NULL, "10.0.0.2", 11211, 2, NULL, MCR_STATE_ACTIVE};
+    mcr_server_desc a = {"a", "10.0.0.1", 11211, 1, "z1", MCR_STATE_ACTIVE, 0};
+    mcr_server_desc b = {NULL, "10.0.0.2", 11211, 2, NULL, MCR_STATE_ACTIVE, 0};
     mcr_config_add_server_desc(cfg, &a, &err);
     mcr_config_add_server_desc(cfg, &b, &err);
     mcr_snapshot *s = snap_of(cfg, epoch);
@@ -1416,7 +1516,7 @@ START_TEST(epoch_monotonic)
     for (int i = 0; i < 50; i++) {
         mcr_changes_clear(ch);
         snprintf(id, sizeof(id), "n%d", i);
-        mcr_server_desc d = {id, "10.7.7.7", 1000 + i, 1, NULL, MCR_STATE_ACTIVE};
+        mcr_server_desc d = {id, "10.7.7.7", 1000 + i, 1, NULL, MCR_STATE_ACTIVE, 0};
         ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_OK);
         if (i > 0) {
             snprintf(id, sizeof(id), "n%d", i - 1);
@@ -1527,7 +1627,7 @@ START_TEST(shared_caches_freed_concurrently)
         char id[32];
         mcr_changes_clear(ch);
         snprintf(id, sizeof(id), "x%d", i);
-        mcr_server_desc d = {id, "10.8.8.8", 2000 + i, 1, NULL, MCR_STATE_ACTIVE};
+        mcr_server_desc d = {id, "10.8.8.8", 2000 + i, 1, NULL, MCR_STATE_ACTIVE, 0};
         mcr_changes_add(ch, &d, &err);
         snaps[i] = apply_ok(snaps[i - 1], ch);
     }
@@ -1549,14 +1649,14 @@ START_TEST(config_desc_and_server_file)
 {
     mcr_config *cfg = mcr_config_new();
     mcr_error err;
-    mcr_server_desc d = {"x", "10.0.0.1", 11211, 1, "", MCR_STATE_ACTIVE};
+    mcr_server_desc d = {"x", "10.0.0.1", 11211, 1, "", MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
     d.host = "10.0.0.2";
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_DUPLICATE);
     ck_assert_ptr_nonnull(strstr(err.message, "\"x\""));
     d.id = "10.0.0.3:11211"; /* the default id of a later server */
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
-    d = (mcr_server_desc){NULL, "10.0.0.3", 11211, 1, NULL, MCR_STATE_ACTIVE};
+    d = (mcr_server_desc){NULL, "10.0.0.3", 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_DUPLICATE);
     d.state = MCR_STATE_DOWN;
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_INVALID);
@@ -1647,6 +1747,7 @@ static Suite *snapshot_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, basics);
+    tcase_add_test(tc, desc_round_trip);
     tcase_add_test(tc, same_continuum_as_ring);
     tcase_add_test(tc, stable_ketama_mode);
     tcase_add_test(tc, stable_ketama_weights_converge);
