@@ -206,7 +206,8 @@ MCR_EXTERN int mcr_lmc_get_conn_behavior(const mcr_lmc *lmc, mcr_lmc_conn_behavi
  * libmemcached handle would. These fields are always written, from the
  * current values (libmemcached's defaults when never set: 4000, 5000,
  * 2000, 5, FAIL_FAST, NULL for a new mcr_lmc); the others are left as they
- * are (start from mcr_pool_options_init()):
+ * are (start from a zeroed struct, or mcr_pool_options_init() when linking
+ * libmcroute_pool anyway):
  *
  *   CONNECT_TIMEOUT (ms)   -> connect_timeout_ms
  *   POLL_TIMEOUT (ms)      -> request_timeout_ms. libmemcached's sockets

@@ -599,16 +599,18 @@ MCR_EXTERN int mcr_snapshot_save(const mcr_snapshot *snap, const char *path, mcr
  *      (truncated, empty, not a snapshot file) is MCR_ERR_SYNTAX;
  *   2. the checksum of the text must match it: any changed byte gives
  *      MCR_ERR_CORRUPT ("checksum mismatch");
- *   3. every line must parse (MCR_ERR_SYNTAX naming the line; an unknown
- *      format version or MCR_SNAPSHOT_ALGORITHM is MCR_ERR_UNSUPPORTED;
- *      a known name that is invalid here, MCR_ERR_UNKNOWN / MCR_ERR_RANGE /
- *      MCR_ERR_DUPLICATE), and a maglev table must be one its servers
- *      justify (MCR_ERR_RANGE, see MCR_MAGLEV_SIZE_FREE), checked from the
- *      header before anything is built: the checksum only tells corruption
- *      apart, since whoever writes a file can compute it;
+ *   3. the header lines must parse (MCR_ERR_SYNTAX naming the line; an
+ *      unknown format version or MCR_SNAPSHOT_ALGORITHM is
+ *      MCR_ERR_UNSUPPORTED; a known name that is invalid here,
+ *      MCR_ERR_UNKNOWN / MCR_ERR_RANGE), and a maglev table must be one its
+ *      servers justify (MCR_ERR_RANGE, see MCR_MAGLEV_SIZE_FREE), checked
+ *      before anything is built: the checksum only tells corruption apart,
+ *      since whoever writes a file can compute it;
  *   4. when `current` is not NULL and `force` is 0, the file's epoch must be
- *      above current's: an equal or older one is stale, MCR_ERR_STALE;
- *   5. the snapshot rebuilt from the file (continuum included) must have
+ *      above current's: an equal or older one is stale, MCR_ERR_STALE (so a
+ *      stale file is reported as stale even if a server line is bad);
+ *   5. every server line must parse, as in 3 (and MCR_ERR_DUPLICATE);
+ *   6. the snapshot rebuilt from the file (continuum included) must have
  *      exactly the file's text: otherwise MCR_ERR_CORRUPT naming the first
  *      line that differs (a file written by an incompatible build).
  * Messages name the file, and the line where there is one. On success *out

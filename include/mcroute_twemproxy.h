@@ -293,7 +293,8 @@ MCR_EXTERN int mcr_twem_server_get(const mcr_twem *twem, size_t pool, size_t i,
  * of mcroute_pool.h) that the directives of pool `pool` decide, so that a
  * connection pool treats the servers as nutcracker does. The fields listed
  * here are always written; every other field of *opts is left as it is
- * (start from mcr_pool_options_init() and set the rest before or after).
+ * (start from a zeroed struct or mcr_pool_options_init(), and set the rest
+ * before or after).
  * Each directive is read as mcr_twem_pool_option() gives it: as written,
  * else nutcracker 0.5.0's default.
  *
