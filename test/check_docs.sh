@@ -4,10 +4,9 @@
 #
 # Usage: check_docs.sh [--shard K/N] [--man-dir DIR] SOURCE_DIR MCROUTE_BINARY [GENERATED_INCLUDE_DIR]
 #
-# --shard K/N splits the slow per-page checks (3 and 5) into N parts, so that
-# ctest runs them side by side: shard K checks every Nth page, starting at
-# the Kth (in name order), and only shard 1 runs the checks of the whole
-# tree (0, 1, 2, 4 and 6). The default is 1/1, everything.
+# --shard K/N splits the work into N parts that ctest runs side by side:
+# shard 1 runs the checks of the whole tree (0, 1 and 6), and shards 2..N
+# the per-page checks (2 to 5), each every (N-1)th page (in name order). The default is 1/1, everything.
 #
 # The pages of SOURCE_DIR/man carry placeholders in .TH (@MCR_VERSION@,
 # @MCR_MAN_DATE@) that the build replaces (cmake/man.cmake). The checks
@@ -200,10 +199,14 @@ pages=()
 for page in "$srcman"/*.[0-9]; do pages+=("$man/$(basename "$page")"); done
 shopt -u nullglob
 [ ${#pages[@]} -gt 0 ] || fail "no man page in $man"
-# This shard's pages, for checks 3 and 5.
+# This shard's pages, for checks 3 and 5: with one shard all of them; with
+# more, shard 1 has the whole-tree checks and none, and the others every
+# (N-1)th page.
 mine=()
 for i in "${!pages[@]}"; do
-    [ $((i % nshards + 1)) -eq "$shard" ] && mine+=("${pages[$i]}")
+    if [ "$nshards" -eq 1 ] || [ $((i % (nshards - 1) + 2)) -eq "$shard" ]; then
+        mine+=("${pages[$i]}")
+    fi
 done
 
 # ------------------------------------------------------------ 2. sections
@@ -211,9 +214,8 @@ done
 # required ones must appear once each, in this order, and have some text.
 required=("NAME" "SYNOPSIS" "DESCRIPTION" "RETURN VALUE" "ERRORS" "THREAD SAFETY" "EXAMPLE" "SEE ALSO")
 nfull=0
-for page in "${pages[@]}"; do
+for page in "${mine[@]}"; do
     [[ $page == *.3 ]] || continue
-    [ "$shard" -eq 1 ] || break
     name=$(basename "$page")
     is_alias "$page" && continue
     nfull=$((nfull + 1))
@@ -300,8 +302,7 @@ for page in "${mine[@]}"; do
 done
 
 # ------------------------------------------------------------ 4. references
-for page in "${pages[@]}"; do
-    [ "$shard" -eq 1 ] || break
+for page in "${mine[@]}"; do
     name=$(basename "$page")
     # ".BR mcr_x (3)" and "\fBmcr_x\fP(3)": pages of this project only.
     perl -ne '
@@ -427,8 +428,8 @@ if [ "$problems" -gt 0 ]; then
 fi
 if [ "$shard" -eq 1 ]; then
     echo "check_docs: OK (shard $shard/$nshards): $nfunc functions documented," \
-        "$nfull section-3 pages complete, cross-references resolve," \
         "$nopt options and $(echo $commands | wc -w) commands of mcroute --help in mcroute(1);"
 fi
-echo "check_docs: OK (shard $shard/$nshards): ${#mine[@]} of ${#pages[@]} pages render cleanly" \
-    "(aliases: their targets), $nex examples compile ($nskip skipped)"
+echo "check_docs: OK (shard $shard/$nshards): ${#mine[@]} of ${#pages[@]} pages: $nfull" \
+    "section-3 pages complete, cross-references resolve, render cleanly (aliases: their" \
+    "targets), $nex examples compile ($nskip skipped)"
