@@ -29,6 +29,16 @@ void sleep_ms(unsigned ms)
     }
 }
 
+/* ================================================================== registering */
+
+void pe_add(Suite *s, const char *name, const TTest *test, int from, int to)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test, from, to);
+    suite_add_tcase(s, tc);
+}
+
 /* ================================================================== tracking */
 
 int g_submitting;

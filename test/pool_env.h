@@ -48,6 +48,13 @@
 #include "realserver.h"
 #include "testutil.h"
 
+/* Register the START_TEST test_NAME as a tcase of its own named NAME (so
+ * that CK_RUN_CASE=NAME runs it alone), for the loop iterations [from, to),
+ * with the suite's 60 s tcase timeout. PE_ADD: one iteration. */
+#define PE_ADD_LOOP(s, name, from, to) pe_add((s), #name, test_##name, (from), (to))
+#define PE_ADD(s, name) PE_ADD_LOOP(s, name, 0, 1)
+void pe_add(Suite *s, const char *name, const TTest *test, int from, int to);
+
 
 #define MAX_SERVERS 6
 /* ms times the time scale: every timing-bound limit of the suite. */

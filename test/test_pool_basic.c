@@ -1077,32 +1077,11 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("pool_basic");
-    TCase *tc;
-
-    tc = tcase_create("round_trip");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_round_trip, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("commands");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_commands, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("get_multi");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_get_multi, 0, 4);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("input_rules");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_input_rules, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("callback_contract");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_callback_contract);
-    suite_add_tcase(s, tc);
+    PE_ADD_LOOP(s, round_trip, 0, 2);
+    PE_ADD_LOOP(s, commands, 0, 2);
+    PE_ADD_LOOP(s, get_multi, 0, 4);
+    PE_ADD_LOOP(s, input_rules, 0, 2);
+    PE_ADD(s, callback_contract);
     return s;
 }
 

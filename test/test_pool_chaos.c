@@ -205,12 +205,7 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("pool_chaos");
-    TCase *tc;
-
-    tc = tcase_create("chaos");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_chaos, 0, 4);
-    suite_add_tcase(s, tc);
+    PE_ADD_LOOP(s, chaos, 0, 4);
     return s;
 }
 

@@ -934,57 +934,16 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("pool_failures");
-    TCase *tc;
-
-    tc = tcase_create("sigstop_timeout");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_sigstop_timeout, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("kill_fail_fast");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_kill_fail_fast, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("connect_timeout");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_connect_timeout);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("cancel_on_removal");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_cancel_on_removal);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("eject");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_eject, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("eject_backoff");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_eject_backoff);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("eject_stopped");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_eject_stopped);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("eject_two_pools");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_eject_two_pools);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("failover");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_failover, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("failover_chain");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_failover_chain);
-    suite_add_tcase(s, tc);
+    PE_ADD_LOOP(s, sigstop_timeout, 0, 2);
+    PE_ADD_LOOP(s, kill_fail_fast, 0, 2);
+    PE_ADD(s, connect_timeout);
+    PE_ADD(s, cancel_on_removal);
+    PE_ADD_LOOP(s, eject, 0, 2);
+    PE_ADD(s, eject_backoff);
+    PE_ADD(s, eject_stopped);
+    PE_ADD(s, eject_two_pools);
+    PE_ADD_LOOP(s, failover, 0, 2);
+    PE_ADD(s, failover_chain);
     return s;
 }
 

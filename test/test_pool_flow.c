@@ -580,42 +580,13 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("pool_flow");
-    TCase *tc;
-
-    tc = tcase_create("pipelined_mixed");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_pipelined_mixed, 0, 4);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("max_in_flight");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_max_in_flight, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("eager");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_eager);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("drain_in_flight");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_drain_in_flight, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("hash_tag");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_hash_tag);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("coalesce_across_change");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_coalesce_across_change, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("large_values");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_large_values, 0, 2);
-    suite_add_tcase(s, tc);
+    PE_ADD_LOOP(s, pipelined_mixed, 0, 4);
+    PE_ADD_LOOP(s, max_in_flight, 0, 2);
+    PE_ADD(s, eager);
+    PE_ADD_LOOP(s, drain_in_flight, 0, 2);
+    PE_ADD(s, hash_tag);
+    PE_ADD_LOOP(s, coalesce_across_change, 0, 2);
+    PE_ADD_LOOP(s, large_values, 0, 2);
     return s;
 }
 

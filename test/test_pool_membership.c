@@ -543,27 +543,10 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("pool_membership");
-    TCase *tc;
-
-    tc = tcase_create("membership");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_membership, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("hot_keys");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_hot_keys, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("stats");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_stats, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("unix_socket");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_unix_socket);
-    suite_add_tcase(s, tc);
+    PE_ADD_LOOP(s, membership, 0, 2);
+    PE_ADD_LOOP(s, hot_keys, 0, 2);
+    PE_ADD_LOOP(s, stats, 0, 2);
+    PE_ADD(s, unix_socket);
     return s;
 }
 

@@ -594,27 +594,10 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("pool_replies");
-    TCase *tc;
-
-    tc = tcase_create("malformed_replies");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_malformed_replies, 0, (int)(sizeof(fake_cases) / sizeof(fake_cases[0])));
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("duplicate_value");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_duplicate_value, 0, 4);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("value_over_limit");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_value_over_limit, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("free_cancels");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_free_cancels);
-    suite_add_tcase(s, tc);
+    PE_ADD_LOOP(s, malformed_replies, 0, (int)(sizeof(fake_cases) / sizeof(fake_cases[0])));
+    PE_ADD_LOOP(s, duplicate_value, 0, 4);
+    PE_ADD_LOOP(s, value_over_limit, 0, 2);
+    PE_ADD(s, free_cancels);
     return s;
 }
 
