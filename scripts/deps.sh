@@ -23,6 +23,9 @@ PKGS=(
   check            # every Check suite
   memcached        # real servers for the pool's tests, the examples and the demo
   nutcracker       # test_compat_twemproxy, bench_pool
+  libjansson-dev   # libmcroute_fleet: etcd's JSON gateway (requests, replies, watch events)
+  etcd-server      # real etcd members for the fleet's tests, the demo, bench_fleet
+  etcd-client      # etcdctl: the fleet tests write corrupt values, compact, read members
   valgrind         # scripts/test.sh, stage 4
   python3          # test_simulate, test_cli_stats (JSON), the http_cache example tests
   perl-base        # test/check_docs.sh
