@@ -620,6 +620,30 @@ MCR_EXTERN int mcr_snapshot_save(const mcr_snapshot *snap, const char *path, mcr
 MCR_EXTERN int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
                                  mcr_snapshot **out, mcr_error *err);
 
+/* mcr_snapshot_text: the canonical text of `snap` (what mcr_snapshot_save()
+ * writes, checksum line included), for a store other than a file (the
+ * fleet keeps it in etcd). On success *out is a new NUL-terminated buffer
+ * that the caller releases with free(), and *len (when `len` is not NULL)
+ * its length without the NUL. Errors (*out unchanged): MCR_ERR_INVALID
+ * (NULL snap or out), MCR_ERR_NOMEM. Thread-safe. */
+MCR_EXTERN int mcr_snapshot_text(const mcr_snapshot *snap, char **out, size_t *len,
+                                 mcr_error *err);
+
+/* Flags of mcr_snapshot_parse(). */
+#define MCR_SNAPSHOT_FORCE 1u /* accept an epoch not above current's */
+
+/* mcr_snapshot_parse: mcr_snapshot_load() of `len` bytes of text in memory
+ * (they need not be NUL-terminated, and are only read): the same checks in
+ * the same order, with the same results. `name` says where the text comes
+ * from in messages, as the path does for a file ("etcd key /x", say); NULL
+ * gives "snapshot text". `flags` is 0 or MCR_SNAPSHOT_FORCE (load's
+ * `force`); other bits are MCR_ERR_INVALID. `text` may be NULL only when
+ * `len` is 0 (then MCR_ERR_SYNTAX, as for an empty file). On success *out
+ * is a new reference; on any error *out is unchanged. Thread-safe. */
+MCR_EXTERN int mcr_snapshot_parse(const char *text, size_t len, const char *name,
+                                  const mcr_snapshot *current, unsigned flags,
+                                  mcr_snapshot **out, mcr_error *err);
+
 /* ==================================================================== */
 /*  Replicas                                                             */
 /* ==================================================================== */

@@ -507,8 +507,35 @@ static int split_lines(loader *L, const char *t, size_t n, line **out, size_t *n
 int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
                       mcr_snapshot **out, mcr_error *err)
 {
-    char *text = NULL, *rebuilt = NULL;
-    size_t len = 0, rlen = 0, nl = 0, nservers = 0;
+    char *text = NULL;
+    size_t len = 0;
+    if (path == NULL || out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL path or output");
+    int rc = read_file(path, &text, &len, err);
+    if (rc != MCR_OK)
+        return rc;
+    rc = mcr_snapshot_parse(text, len, path, current, force ? MCR_SNAPSHOT_FORCE : 0u, out, err);
+    free(text);
+    return rc;
+}
+
+int mcr_snapshot_text(const mcr_snapshot *snap, char **out, size_t *len, mcr_error *err)
+{
+    if (snap == NULL || out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL snapshot or output");
+    size_t n = 0;
+    int rc = mcr__snapshot_text(snap, out, &n, err);
+    if (rc == MCR_OK && len != NULL)
+        *len = n;
+    return rc;
+}
+
+int mcr_snapshot_parse(const char *text, size_t len, const char *path,
+                       const mcr_snapshot *current, unsigned flags, mcr_snapshot **out,
+                       mcr_error *err)
+{
+    char *rebuilt = NULL;
+    size_t rlen = 0, nl = 0, nservers = 0;
     line *ls = NULL;
     mcr__entry *e = NULL;
     long *from = NULL;
@@ -520,12 +547,15 @@ int mcr_snapshot_load(const char *path, const mcr_snapshot *current, int force,
     size_t nmap = 0, first = 0;
     int rc, format = 0;
 
-    if (path == NULL || out == NULL)
-        return mcr__error(err, MCR_ERR_INVALID, "NULL path or output");
-    rc = read_file(path, &text, &len, err);
-    if (rc != MCR_OK)
-        return rc;
-    if (memchr(text, '\0', len) != NULL) {
+    if ((text == NULL && len > 0) || out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL text or output");
+    if ((flags & ~(unsigned)MCR_SNAPSHOT_FORCE) != 0)
+        return mcr__error(err, MCR_ERR_INVALID, "unknown flags 0x%x", flags);
+    if (path == NULL)
+        path = "snapshot text";
+    L.path = path;
+    bool force = (flags & MCR_SNAPSHOT_FORCE) != 0;
+    if (len > 0 && memchr(text, '\0', len) != NULL) {
         rc = mcr__error(err, MCR_ERR_SYNTAX, "%s: contains a NUL byte: not a snapshot file", path);
         goto out;
     }
@@ -681,6 +711,5 @@ out:
     free(ls);
     free(L.scratch);
     free(rebuilt);
-    free(text);
     return rc;
 }

@@ -1170,6 +1170,62 @@ static mcr_snapshot *small_snapshot(uint64_t epoch)
     return s;
 }
 
+/* The text in memory is the file's, byte for byte, and parses back with
+ * the same checks (a flipped byte, a stale epoch, the name in messages). */
+START_TEST(text_parse_in_memory)
+{
+    mcr_snapshot *s = small_snapshot(10), *cur = small_snapshot(5);
+    mcr_error err;
+    const char *path = tmp_path("t.snap");
+    ck_assert_int_eq(mcr_snapshot_save(s, path, &err), MCR_OK);
+    size_t flen, len = 0;
+    char *file = tu_read_file(path, &flen);
+    char *text = NULL;
+    ck_assert_int_eq(mcr_snapshot_text(s, &text, &len, &err), MCR_OK);
+    ck_assert_uint_eq(len, flen);
+    ck_assert(memcmp(text, file, len) == 0);
+    ck_assert_uint_eq(strlen(text), len);
+    /* Not NUL-terminated: parse reads len bytes only. */
+    char *copy = malloc(len + 8);
+    memcpy(copy, text, len);
+    memset(copy + len, 'x', 8);
+    mcr_snapshot *out = NULL;
+    ck_assert_int_eq(mcr_snapshot_parse(copy, len, "etcd key /k", cur, 0, &out, &err), MCR_OK);
+    ck_assert_str_eq(mcr_snapshot_checksum(out), mcr_snapshot_checksum(s));
+    ck_assert_uint_eq(mcr_snapshot_epoch(out), 10);
+    mcr_snapshot_unref(out);
+    /* Stale unless forced; the name is in the message. */
+    mcr_snapshot *sentinel = (mcr_snapshot *)&err;
+    out = sentinel;
+    ck_assert_int_eq(mcr_snapshot_parse(text, len, "etcd key /k", s, 0, &out, &err),
+                     MCR_ERR_STALE);
+    ck_assert_ptr_nonnull(strstr(err.message, "etcd key /k"));
+    ck_assert_ptr_eq(out, sentinel);
+    ck_assert_int_eq(mcr_snapshot_parse(text, len, NULL, s, MCR_SNAPSHOT_FORCE, &out, &err),
+                     MCR_OK);
+    mcr_snapshot_unref(out);
+    /* A changed byte; the default name. */
+    copy[strstr(copy, "zone=z1") - copy + 6] = '2';
+    out = sentinel;
+    ck_assert_int_eq(mcr_snapshot_parse(copy, len, NULL, cur, 0, &out, &err), MCR_ERR_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.message, "snapshot text"));
+    ck_assert_ptr_eq(out, sentinel);
+    /* Empty, NULL, unknown flags. */
+    ck_assert_int_eq(mcr_snapshot_parse(NULL, 0, NULL, NULL, 0, &out, &err), MCR_ERR_SYNTAX);
+    ck_assert_int_eq(mcr_snapshot_parse(NULL, 3, NULL, NULL, 0, &out, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_snapshot_parse(text, len, NULL, NULL, 2u, &out, &err),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_snapshot_parse(text, len, NULL, NULL, 0, NULL, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_snapshot_text(NULL, &text, &len, &err), MCR_ERR_INVALID);
+    ck_assert_ptr_eq(out, sentinel);
+    free(copy);
+    free(text);
+    free(file);
+    mcr_snapshot_unref(s);
+    mcr_snapshot_unref(cur);
+}
+END_TEST
+
 START_TEST(corrupted_truncated_stale_refused)
 {
     mcr_snapshot *s = small_snapshot(10), *cur = small_snapshot(5);
@@ -1760,6 +1816,7 @@ static Suite *snapshot_suite(void)
     tcase_add_test(tc, checksum_covers_every_field);
     tcase_add_test(tc, save_load_round_trip);
     tcase_add_test(tc, long_host_derived_id_round_trip);
+    tcase_add_test(tc, text_parse_in_memory);
     tcase_add_test(tc, corrupted_truncated_stale_refused);
     tcase_add_test(tc, forged_files_refused);
     tcase_add_test(tc, forged_huge_table_refused_fast);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* fuzz_snapshot.c: fuzz target of snapshot files (lib/snapfile.c): the input as it is, then with its checksum made right so that the parser behind the checksum is reached; what loads verifies and saves back to the same bytes. */
+/* fuzz_snapshot.c: fuzz target of snapshot files and texts (lib/snapfile.c): the input as it is (loaded from a file and parsed in memory, with one verdict), then with its checksum made right so that the parser behind the checksum is reached; what loads verifies and saves back to the same bytes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +72,17 @@ static int load(const char *path, const char *text, size_t len, const uint8_t *d
     mcr_snapshot *snap = NULL;
     mcr_error err;
     int rc = mcr_snapshot_load(path, NULL, 0, &snap, &err);
+    /* the same text in memory: the same verdict */
+    mcr_snapshot *mem = NULL;
+    mcr_error merr;
+    int mrc = mcr_snapshot_parse(text, len, path, NULL, 0, &mem, &merr);
+    FUZZ_CHECK(mrc == rc, "mcr_snapshot_parse says %d, mcr_snapshot_load %d", mrc, rc);
+    FUZZ_CHECK(rc != MCR_OK || strcmp(mcr_snapshot_checksum(mem), mcr_snapshot_checksum(snap)) == 0,
+               "mcr_snapshot_parse built another snapshot than mcr_snapshot_load");
+    FUZZ_CHECK(rc == MCR_OK || strcmp(merr.message, err.message) == 0,
+               "parse and load disagree on the message: \"%s\" / \"%s\"", merr.message,
+               err.message);
+    mcr_snapshot_unref(mem);
     if (rc != MCR_OK) {
         fuzz_check_error(rc, &err, "mcr_snapshot_load");
         FUZZ_CHECK(snap == NULL, "output set by a failed load");
