@@ -297,6 +297,31 @@ MCR_EXTERN int mcr_changes_set_weight(mcr_changes *ch, const char *id, uint32_t 
 MCR_EXTERN int mcr_changes_set_state(mcr_changes *ch, const char *id, mcr_server_state state,
                                      mcr_error *err);
 
+/* Flags of mcr_changes_between(). */
+#define MCR_CHANGES_STATES 1u /* also make the states those of `to` */
+
+/* mcr_changes_between: a new change set (*out, free with
+ * mcr_changes_free()) that turns the server list of `from` into that of
+ * `to` when applied to `from`: servers are matched by id ("host:port"
+ * unless given); those only in `to` are added, those only in `from`
+ * removed, those that moved (same id, another address or zone) removed
+ * and added again, and weights set. The order makes every step valid: the
+ * additions first (the active count only grows), then the removals (which
+ * free ids and addresses), then the servers that take over a freed address
+ * or moved, then weights (and states). Without MCR_CHANGES_STATES the
+ * states are not compared: a server that stays keeps the state it has in
+ * `from` (so does one that moves) and a new one joins ACTIVE, which is
+ * what a server file, which says nothing about states, means; with it, the
+ * states become those of `to`. Placement parameters are not compared (a
+ * change set cannot change them). *count (when not NULL) is the number of
+ * changes: 0 when the lists match. Errors (*out unchanged):
+ * MCR_ERR_INVALID (NULL argument, unknown flag), MCR_ERR_NOMEM. Whether
+ * the result applies (no active server left, a slots server still owning
+ * slots) is for mcr_snapshot_apply() to say. Thread-safe. */
+MCR_EXTERN int mcr_changes_between(const mcr_snapshot *from, const mcr_snapshot *to,
+                                   unsigned flags, mcr_changes **out, size_t *count,
+                                   mcr_error *err);
+
 /* mcr_changes_move_slots: record "slots first..last (inclusive) now belong
  * to the server with id `id`" (copied), for snapshots in "slots" mode: the
  * only change that alters a slot map. The server may be in any state, and

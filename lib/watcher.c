@@ -103,12 +103,6 @@ static char *dup_n(const char *s, size_t n)
     return p;
 }
 
-/* Zones compare as equal when both are absent or empty. */
-static int zone_eq(const char *a, const char *b)
-{
-    return strcmp(a ? a : "", b ? b : "") == 0;
-}
-
 /* ------------------------------------------------------------ server files */
 
 /* The servers of a server file are read by mcr_config_load_server_file(),
@@ -130,125 +124,6 @@ static int parse_server_file(const char *path, mcr_snapshot **out, mcr_error *er
         rc = mcr_snapshot_new(cfg, 0, out, err);
     mcr_config_free(cfg);
     return rc;
-}
-
-/* Sorting a snapshot's addresses, to find the servers of the file that take
- * over an address in use. */
-typedef struct addr_ref {
-    const char *host;
-    int port;
-} addr_ref;
-
-static int cmp_addr(const void *a, const void *b)
-{
-    const addr_ref *x = a, *y = b;
-    int c = strcmp(x->host, y->host);
-    return c ? c : (x->port > y->port) - (x->port < y->port);
-}
-
-/* What to do with one server of the file. */
-enum {
-    KEEP,     /* same id, address and zone: at most a weight change */
-    ADD,      /* new id at a free address */
-    READD     /* added after the removals: moved (same id, new address or
-               * zone), or new at an address a removed server frees */
-};
-
-/* The changes that turn `base` into the list of `file` (a parsed server
- * file), in an order where every step is valid: new servers first (the
- * active count only grows), then removals (which free ids and addresses),
- * then the servers that take over a freed address or moved, then weights.
- * A server the file keeps keeps its state (the file cannot say DOWN or
- * DRAINING, mcr_changes_set_state() can); new servers join ACTIVE.
- * *count is the number of changes (0: the file matches `base`). */
-static int changes_from_file(const mcr_snapshot *base, const mcr_snapshot *file,
-                             mcr_changes **out, size_t *count, mcr_error *err)
-{
-    size_t nb = mcr_snapshot_server_count(base), nf = mcr_snapshot_server_count(file), nch = 0;
-    unsigned char *kept = calloc(nb ? nb : 1, 1);
-    unsigned char *what = calloc(nf ? nf : 1, 1);
-    addr_ref *addrs = malloc((nb ? nb : 1) * sizeof *addrs);
-    mcr_changes *ch = mcr_changes_new();
-    mcr_server_desc d, f;
-    int rc = MCR_OK;
-
-    if (kept == NULL || what == NULL || addrs == NULL || ch == NULL) {
-        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < nb; i++) {
-        mcr_snapshot_server(base, i, &d);
-        addrs[i].host = d.host;
-        addrs[i].port = d.port;
-    }
-    qsort(addrs, nb, sizeof *addrs, cmp_addr);
-
-    for (size_t i = 0; i < nf; i++) {
-        long at;
-        mcr_snapshot_server(file, i, &f);
-        at = mcr_snapshot_find(base, f.id);
-        if (at >= 0) {
-            kept[at] = 1;
-            mcr_snapshot_server(base, (size_t)at, &d);
-            what[i] = strcmp(d.host, f.host) == 0 && d.port == f.port && zone_eq(d.zone, f.zone)
-                          ? KEEP
-                          : READD;
-        } else {
-            addr_ref key = {f.host, f.port};
-            what[i] = bsearch(&key, addrs, nb, sizeof *addrs, cmp_addr) ? READD : ADD;
-        }
-    }
-
-    for (size_t i = 0; i < nf && rc == MCR_OK; i++)
-        if (what[i] == ADD) {
-            mcr_snapshot_server(file, i, &f);
-            f.state = MCR_STATE_ACTIVE;
-            rc = mcr_changes_add(ch, &f, err);
-            nch++;
-        }
-    for (size_t i = 0; i < nb && rc == MCR_OK; i++)
-        if (!kept[i]) {
-            mcr_snapshot_server(base, i, &d);
-            rc = mcr_changes_remove(ch, d.id, err);
-            nch++;
-        }
-    for (size_t i = 0; i < nf && rc == MCR_OK; i++)
-        if (what[i] == READD) {
-            long at;
-            mcr_snapshot_server(file, i, &f);
-            f.state = MCR_STATE_ACTIVE;
-            at = mcr_snapshot_find(base, f.id);
-            if (at >= 0) { /* moved: it keeps its state */
-                mcr_snapshot_server(base, (size_t)at, &d);
-                f.state = d.state;
-                rc = mcr_changes_remove(ch, f.id, err);
-                nch++;
-            }
-            if (rc == MCR_OK)
-                rc = mcr_changes_add(ch, &f, err);
-            nch++;
-        }
-    for (size_t i = 0; i < nf && rc == MCR_OK; i++) {
-        if (what[i] != KEEP)
-            continue;
-        mcr_snapshot_server(file, i, &f);
-        mcr_snapshot_server(base, (size_t)mcr_snapshot_find(base, f.id), &d);
-        if (d.weight != f.weight) {
-            rc = mcr_changes_set_weight(ch, f.id, f.weight, err);
-            nch++;
-        }
-    }
-out:
-    free(kept);
-    free(what);
-    free(addrs);
-    if (rc != MCR_OK) {
-        mcr_changes_free(ch);
-        return rc;
-    }
-    *out = ch;
-    *count = nch;
-    return MCR_OK;
 }
 
 /* The first snapshot of an empty router: the template's parameters, the
@@ -327,7 +202,7 @@ static int load_server_file(mcr_watcher *w, const mcr_config *tmpl, const file_s
                 rc = bootstrap(tmpl, file, &next, err);
             tmpl = NULL; /* used once */
         } else {
-            rc = changes_from_file(base, file, &ch, &n, err);
+            rc = mcr_changes_between(base, file, 0, &ch, &n, err);
             if (rc == MCR_OK && n > 0)
                 rc = mcr_snapshot_apply(base, ch, &next, err);
             mcr_changes_free(ch);
