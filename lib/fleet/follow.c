@@ -1,0 +1,638 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* follow.c: a router fed by etcd: the first read, then a thread that watches the pool's key, adopts each new epoch, registers the process under clients/ with a kept-alive lease, and rides out etcd failures. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fleet_internal.h"
+#include "mcroute_version.h"
+
+struct mcr_fleet {
+    mcr__fleet_conf c;
+    mcr__etcd e;                 /* requests (its own event_base) */
+    struct event_base *wbase;    /* the watch, the timers, the stop pipe */
+    mcr_router *router;
+    pthread_t thread;
+    int thread_started;
+    int stop_pipe[2];
+
+    /* follow options, copied */
+    char *client_id;
+    char *client_key;            /* clients_prefix + client_id */
+    char *cache_file;
+    int no_register;
+    unsigned ttl_s;
+    unsigned retry_min_ms, retry_max_ms;
+    mcr_fleet_fn fn;
+    void *arg;
+    char host_info[256];
+
+    /* the follower's state (its thread only, after the start) */
+    mcr_snapshot *cur;           /* what it published last (a reference) */
+    uint64_t revision;           /* the last revision seen: watch from + 1 */
+    int need_read;               /* read the pool before watching */
+    uint64_t lease;              /* 0: not registered */
+    mcr__etcd_watch *watch;
+    int watch_ended;             /* it ended or failed: restart it */
+    int watch_end_status;        /* why (MCR_OK: not ended) */
+    mcr_error watch_end_err;
+    int resync;                  /* a compaction: read again, then watch */
+    unsigned backoff_ms;
+    struct event *stop_ev, *restart_ev, *keepalive_ev;
+
+    pthread_mutex_t lock;        /* st */
+    mcr_fleet_stats st;
+};
+
+/* How long a watch may stay silent before it is established again (a
+ * member that hangs without closing the connection), in request timeouts. */
+#define WATCH_IDLE_TIMEOUTS 4u
+
+/* ------------------------------------------------------------ reports */
+
+static void stat_add(mcr_fleet *f, uint64_t *field, uint64_t n)
+{
+    pthread_mutex_lock(&f->lock);
+    *field += n;
+    pthread_mutex_unlock(&f->lock);
+}
+
+static void sync_stats(mcr_fleet *f)
+{
+    pthread_mutex_lock(&f->lock);
+    f->st.requests = f->e.requests;
+    f->st.revision = f->revision;
+    f->st.epoch = f->cur ? mcr_snapshot_epoch(f->cur) : 0;
+    f->st.registered = f->lease != 0;
+    f->st.connected = f->watch != NULL && f->st.connected;
+    pthread_mutex_unlock(&f->lock);
+}
+
+static void report(mcr_fleet *f, mcr_fleet_event_kind kind, int status, const mcr_error *err,
+                   uint64_t revision, const char *endpoint)
+{
+    sync_stats(f);
+    if (f->fn == NULL)
+        return;
+    mcr_fleet_event ev = {kind, status, status != MCR_OK ? err : NULL,
+                          f->cur ? mcr_snapshot_epoch(f->cur) : 0, revision, endpoint};
+    f->fn(&ev, f->arg);
+}
+
+/* ------------------------------------------------------------ adoption */
+
+static void register_client(mcr_fleet *f);
+
+/* Publish `snap` (a verified snapshot of a newer epoch) to the router. */
+static int adopt(mcr_fleet *f, mcr_snapshot *snap, uint64_t revision, mcr_error *err)
+{
+    int rc = mcr_router_publish(f->router, snap, err);
+    if (rc != MCR_OK)
+        return rc;
+    mcr_snapshot_unref(f->cur);
+    f->cur = mcr_snapshot_ref(snap);
+    stat_add(f, &f->st.adopted, 1);
+    if (f->cache_file != NULL) {
+        mcr_error ce;
+        if (mcr_snapshot_save(snap, f->cache_file, &ce) != MCR_OK)
+            report(f, MCR_FLEET_CACHE, ce.code, &ce, revision, NULL);
+    }
+    report(f, MCR_FLEET_ADOPTED, MCR_OK, NULL, revision, NULL);
+    register_client(f);
+    return MCR_OK;
+}
+
+/* A value of the snapshot key at `modrev`: adopt it, or say why not. An
+ * equal epoch with the same checksum is what we hold: nothing to do. */
+static void consider(mcr_fleet *f, const unsigned char *value, size_t len, uint64_t modrev)
+{
+    mcr_error err;
+    mcr_snapshot *snap = NULL;
+    int rc = mcr__fleet_parse(&f->c, value, len, modrev, NULL, &snap, &err);
+    if (rc == MCR_OK && f->cur != NULL) {
+        uint64_t have = mcr_snapshot_epoch(f->cur), got = mcr_snapshot_epoch(snap);
+        if (got == have && strcmp(mcr_snapshot_checksum(snap), mcr_snapshot_checksum(f->cur)) == 0) {
+            mcr_snapshot_unref(snap);
+            return;
+        }
+        if (got <= have)
+            rc = mcr__error(&err, MCR_ERR_STALE,
+                            "etcd key %s (revision %llu): epoch %llu is not above the "
+                            "adopted epoch %llu: kept epoch %llu",
+                            f->c.snapshot_key, (unsigned long long)modrev,
+                            (unsigned long long)got, (unsigned long long)have,
+                            (unsigned long long)have);
+    }
+    if (rc == MCR_OK)
+        rc = adopt(f, snap, modrev, &err);
+    mcr_snapshot_unref(snap);
+    if (rc != MCR_OK) {
+        stat_add(f, &f->st.refused, 1);
+        report(f, MCR_FLEET_REFUSED, rc, &err, modrev, NULL);
+    }
+}
+
+/* ------------------------------------------------------------ registration */
+
+static int client_value(mcr_fleet *f, char **out)
+{
+    json_t *j = json_pack("{s:I,s:s,s:s,s:I}", "epoch",
+                          (json_int_t)(f->cur ? mcr_snapshot_epoch(f->cur) : 0), "checksum",
+                          f->cur ? mcr_snapshot_checksum(f->cur) : "", "host", f->host_info,
+                          "revision", (json_int_t)f->revision);
+    *out = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return *out ? MCR_OK : MCR_ERR_NOMEM;
+}
+
+/* Write clients/ID with the adopted epoch, granting a lease first when
+ * there is none. Failures are reported; the keepalive timer tries again. */
+static void register_client(mcr_fleet *f)
+{
+    mcr_error err;
+    char *v = NULL;
+    if (f->no_register || f->cur == NULL)
+        return;
+    int rc = MCR_OK;
+    if (f->lease == 0)
+        rc = mcr__etcd_lease_grant(&f->e, f->ttl_s, &f->lease, &err);
+    if (rc == MCR_OK)
+        rc = client_value(f, &v);
+    if (rc == MCR_OK)
+        rc = mcr__etcd_put(&f->e, f->client_key, v, strlen(v), f->lease, &err);
+    free(v);
+    if (rc == MCR_ERR_PROTOCOL) /* e.g. the lease expired meanwhile */
+        f->lease = 0;
+    if (rc != MCR_OK) {
+        if (rc == MCR_ERR_NOMEM)
+            mcr__error(&err, rc, "out of memory registering the client");
+        report(f, MCR_FLEET_REGISTER, rc, &err, 0, f->e.ep[f->e.cur].url);
+    }
+    sync_stats(f);
+}
+
+static void keepalive_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    mcr_fleet *f = arg;
+    if (f->lease != 0) {
+        mcr_error err;
+        bool alive = false;
+        int rc = mcr__etcd_lease_keepalive(&f->e, f->lease, &alive, &err);
+        if (rc == MCR_OK && !alive) {
+            f->lease = 0; /* expired (etcd was away too long): a new one */
+            register_client(f);
+        } else if (rc != MCR_OK) {
+            report(f, MCR_FLEET_REGISTER, rc, &err, 0, NULL);
+        }
+    } else {
+        register_client(f);
+    }
+    sync_stats(f);
+}
+
+/* ------------------------------------------------------------ watching */
+
+static void schedule_restart(mcr_fleet *f, unsigned ms)
+{
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    evtimer_add(f->restart_ev, &tv);
+}
+
+static unsigned next_backoff(mcr_fleet *f)
+{
+    unsigned b = f->backoff_ms;
+    f->backoff_ms = b * 2 > f->retry_max_ms ? f->retry_max_ms : b * 2;
+    return b;
+}
+
+static void watch_failed(mcr_fleet *f, int status, const mcr_error *err)
+{
+    const char *url = f->e.ep[f->e.cur].url;
+    stat_add(f, &f->st.disconnects, 1);
+    pthread_mutex_lock(&f->lock);
+    f->st.connected = 0;
+    pthread_mutex_unlock(&f->lock);
+    report(f, MCR_FLEET_DISCONNECTED, status, err, f->revision, url);
+    f->e.cur = (f->e.cur + 1) % f->e.nep; /* the next endpoint next time */
+    schedule_restart(f, next_backoff(f));
+}
+
+static void on_line(json_t *line, void *arg)
+{
+    mcr_fleet *f = arg;
+    json_t *res = json_object_get(line, "result");
+    mcr_error err;
+    if (!json_is_object(res)) {
+        json_t *e = json_object_get(line, "error");
+        json_t *m = json_is_object(e) ? json_object_get(e, "message") : NULL;
+        mcr__error(&err, MCR_ERR_PROTOCOL, "etcd watch error: %s",
+                   json_is_string(m) ? json_string_value(m) : "malformed watch message");
+        f->watch_end_status = MCR_ERR_PROTOCOL;
+        f->watch_end_err = err;
+        f->watch_ended = 1;
+        schedule_restart(f, 0);
+        return;
+    }
+    uint64_t hrev = mcr__etcd_revision(res), compact = 0;
+    mcr__json_u64(res, "compact_revision", &compact);
+    if (compact > 0) {
+        /* our revision is gone: read the pool again, then watch from there */
+        f->need_read = 1;
+        f->resync = 1;
+        schedule_restart(f, 0);
+        return;
+    }
+    if (json_is_true(json_object_get(res, "created"))) {
+        pthread_mutex_lock(&f->lock);
+        f->st.connected = 1;
+        pthread_mutex_unlock(&f->lock);
+        f->backoff_ms = f->retry_min_ms;
+        report(f, MCR_FLEET_CONNECTED, MCR_OK, NULL, hrev, f->e.ep[f->e.cur].url);
+    }
+    json_t *evs = json_object_get(res, "events");
+    size_t n = json_is_array(evs) ? json_array_size(evs) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *ev = json_array_get(evs, i);
+        json_t *type = json_object_get(ev, "type");
+        mcr__etcd_kv kv;
+        stat_add(f, &f->st.watch_events, 1);
+        if (mcr__etcd_kv_parse(json_object_get(ev, "kv"), &kv, &err) != MCR_OK) {
+            stat_add(f, &f->st.refused, 1);
+            report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
+            continue;
+        }
+        if (kv.mod_revision > f->revision)
+            f->revision = kv.mod_revision;
+        if (json_is_string(type) && strcmp(json_string_value(type), "DELETE") == 0) {
+            mcr__error(&err, MCR_ERR_UNKNOWN,
+                       "etcd key %s deleted (revision %llu): kept epoch %llu",
+                       f->c.snapshot_key, (unsigned long long)kv.mod_revision,
+                       (unsigned long long)(f->cur ? mcr_snapshot_epoch(f->cur) : 0));
+            stat_add(f, &f->st.refused, 1);
+            report(f, MCR_FLEET_REFUSED, err.code, &err, kv.mod_revision, NULL);
+        } else {
+            consider(f, kv.value, kv.value_len, kv.mod_revision);
+        }
+        mcr__etcd_kv_clear(&kv);
+    }
+    if (hrev > f->revision && n > 0)
+        f->revision = hrev;
+}
+
+static void on_end(int status, const char *why, void *arg)
+{
+    mcr_fleet *f = arg;
+    /* Never free the watch here (inside evhttp's callback): the restart
+     * timer does, at once. */
+    if (f->watch_end_status == MCR_OK) {
+        f->watch_end_status = status == MCR_OK ? MCR_ERR_CONNECT : status;
+        mcr__error(&f->watch_end_err, f->watch_end_status, "%s: etcd watch ended: %s",
+                   f->e.ep[f->e.cur].url, why);
+    }
+    f->watch_ended = 1;
+    schedule_restart(f, 0);
+}
+
+/* Read the pool (when needed) and start a watch from the revision after the
+ * last one seen. On failure: report, next endpoint, back off. */
+static void restart_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    mcr_fleet *f = arg;
+    mcr_error err;
+
+    if (f->watch != NULL && !f->watch_ended && !f->resync)
+        return;
+    if (f->watch != NULL) {
+        int idle = f->watch_ended && f->watch_end_status == MCR_ERR_TIMEOUT;
+        int st = f->watch_end_status;
+        mcr_error e2 = f->watch_end_err;
+        mcr__etcd_watch_free(f->watch);
+        f->watch = NULL;
+        f->watch_ended = 0;
+        f->watch_end_status = MCR_OK;
+        if (f->resync) {
+            f->resync = 0;
+            stat_add(f, &f->st.resyncs, 1);
+            report(f, MCR_FLEET_RESYNC, MCR_OK, NULL, f->revision, NULL);
+        } else if (!idle && st != MCR_OK) {
+            watch_failed(f, st, &e2);
+            return;
+        }
+    }
+    if (f->need_read) {
+        mcr_snapshot *snap = NULL;
+        uint64_t modrev = 0, rev = 0;
+        int rc = mcr__fleet_get(&f->e, &f->c, NULL, &snap, &modrev, &rev, &err);
+        if (rc == MCR_ERR_CONNECT) {
+            watch_failed(f, rc, &err);
+            return;
+        }
+        if (rc == MCR_OK) {
+            char *text = NULL;
+            size_t len = 0;
+            if (mcr_snapshot_text(snap, &text, &len, &err) == MCR_OK)
+                consider(f, (const unsigned char *)text, len, modrev);
+            free(text);
+            mcr_snapshot_unref(snap);
+        } else {
+            /* missing or invalid: keep serving, watch for the next value */
+            stat_add(f, &f->st.refused, 1);
+            report(f, MCR_FLEET_REFUSED, rc, &err, rev, NULL);
+        }
+        if (rev > f->revision)
+            f->revision = rev;
+        f->need_read = 0;
+    }
+    char *body = mcr__etcd_watch_body(f->c.snapshot_key, f->revision + 1);
+    if (body != NULL)
+        f->watch = mcr__etcd_watch_start(&f->e.ep[f->e.cur], f->wbase, body,
+                                         WATCH_IDLE_TIMEOUTS * f->c.request_timeout_ms, on_line,
+                                         on_end, f);
+    free(body);
+    f->e.requests++; /* the watch's own request */
+    if (f->watch == NULL) {
+        mcr__error(&err, MCR_ERR_NOMEM, "cannot start a watch");
+        watch_failed(f, MCR_ERR_NOMEM, &err);
+    }
+    sync_stats(f);
+}
+
+static void stop_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    mcr_fleet *f = arg;
+    char b[8];
+    while (read(fd, b, sizeof(b)) > 0)
+        ;
+    event_base_loopbreak(f->wbase);
+}
+
+static void *follow_thread(void *arg)
+{
+    mcr_fleet *f = arg;
+    event_base_dispatch(f->wbase);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ the start */
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static void fleet_free(mcr_fleet *f)
+{
+    if (f->restart_ev)
+        event_free(f->restart_ev);
+    if (f->keepalive_ev)
+        event_free(f->keepalive_ev);
+    if (f->stop_ev)
+        event_free(f->stop_ev);
+    mcr__etcd_watch_free(f->watch);
+    if (f->wbase)
+        event_base_free(f->wbase);
+    mcr__etcd_cleanup(&f->e);
+    mcr__fleet_conf_cleanup(&f->c);
+    if (f->stop_pipe[0] >= 0)
+        close(f->stop_pipe[0]);
+    if (f->stop_pipe[1] >= 0)
+        close(f->stop_pipe[1]);
+    mcr_snapshot_unref(f->cur);
+    free(f->client_id);
+    free(f->client_key);
+    free(f->cache_file);
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+}
+
+/* The first snapshot: from etcd, trying rounds of endpoints until wait_ms;
+ * else from the cache file. *from_cache tells which. */
+static int first_read(mcr_fleet *f, mcr_snapshot **out, int *from_cache, mcr_error *err)
+{
+    uint64_t deadline = mcr__fleet_now_ms() + f->c.wait_ms;
+    unsigned backoff = f->retry_min_ms;
+    uint64_t modrev = 0, rev = 0;
+    int rc;
+    *from_cache = 0;
+    for (;;) {
+        rc = mcr__fleet_get(&f->e, &f->c, NULL, out, &modrev, &rev, err);
+        if (rc != MCR_ERR_CONNECT)
+            break;
+        uint64_t now = mcr__fleet_now_ms();
+        if (now >= deadline)
+            break;
+        unsigned w = (uint64_t)backoff > deadline - now ? (unsigned)(deadline - now) : backoff;
+        struct timeval tv = {(time_t)(w / 1000), (suseconds_t)(w % 1000) * 1000};
+        event_base_loopexit(f->e.base, &tv);
+        event_base_dispatch(f->e.base);
+        backoff = backoff * 2 > f->retry_max_ms ? f->retry_max_ms : backoff * 2;
+    }
+    if (rc == MCR_OK) {
+        f->revision = rev > modrev ? rev : modrev;
+        return MCR_OK;
+    }
+    if (rc != MCR_ERR_CONNECT || f->cache_file == NULL)
+        return rc;
+    mcr_error ce;
+    char why[MCR_ERROR_MESSAGE_SIZE];
+    snprintf(why, sizeof(why), "%s", err ? err->message : "etcd unreachable");
+    int crc = mcr_snapshot_load(f->cache_file, NULL, 0, out, &ce);
+    if (crc != MCR_OK)
+        return mcr__error(err, MCR_ERR_CONNECT, "%s; and the cache file is not usable: %s", why,
+                          ce.message);
+    *from_cache = 1;
+    f->need_read = 1; /* read etcd as soon as it answers */
+    return MCR_OK;
+}
+
+int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options *fo,
+                     mcr_router *router, mcr_fleet **out, mcr_error *err)
+{
+    mcr_fleet_follow_options dflt;
+    char q[160];
+    if (router == NULL || out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL router or output");
+    if (fo == NULL) {
+        memset(&dflt, 0, sizeof(dflt));
+        fo = &dflt;
+    }
+    if (fo->client_id != NULL && !mcr__fleet_name_ok(fo->client_id))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "client id \"%s\": need 1 to %d of A-Z a-z 0-9 . _ - :",
+                          mcr__quote(q, sizeof(q), fo->client_id, strlen(fo->client_id)),
+                          MCR_FLEET_NAME_MAX);
+    if (fo->lease_ttl_s == 1)
+        return mcr__error(err, MCR_ERR_INVALID, "lease_ttl_s: at least 2 seconds");
+    if (fo->retry_min_ms != 0 && fo->retry_max_ms != 0 && fo->retry_min_ms > fo->retry_max_ms)
+        return mcr__error(err, MCR_ERR_INVALID, "retry_min_ms above retry_max_ms");
+
+    mcr_fleet *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
+    f->stop_pipe[0] = f->stop_pipe[1] = -1;
+    pthread_mutex_init(&f->lock, NULL);
+    int rc = mcr__fleet_conf_init(&f->c, o, err);
+    if (rc == MCR_OK)
+        rc = mcr__etcd_init(&f->e, f->c.endpoints, f->c.request_timeout_ms, err);
+    if (rc != MCR_OK) {
+        fleet_free(f);
+        return rc;
+    }
+    f->router = router;
+    f->no_register = fo->no_register;
+    f->ttl_s = fo->lease_ttl_s ? fo->lease_ttl_s : MCR_FLEET_LEASE_TTL_S;
+    f->retry_min_ms = fo->retry_min_ms ? fo->retry_min_ms : MCR_FLEET_RETRY_MIN_MS;
+    f->retry_max_ms = fo->retry_max_ms ? fo->retry_max_ms : MCR_FLEET_RETRY_MAX_MS;
+    if (f->retry_max_ms < f->retry_min_ms)
+        f->retry_max_ms = f->retry_min_ms;
+    f->backoff_ms = f->retry_min_ms;
+    f->fn = fo->on_event;
+    f->arg = fo->arg;
+    char hn[128] = "unknown";
+    gethostname(hn, sizeof(hn) - 1);
+    hn[sizeof(hn) - 1] = '\0';
+    snprintf(f->host_info, sizeof(f->host_info), "%s pid %ld mcroute %s", hn, (long)getpid(),
+             MCR_VERSION_STRING);
+    if (fo->client_id != NULL) {
+        f->client_id = strdup(fo->client_id);
+    } else {
+        char id[MCR_FLEET_NAME_MAX + 1];
+        size_t k = 0;
+        for (size_t i = 0; hn[i] && k < 100; i++) /* keep the id's alphabet */
+            id[k++] = mcr__fleet_name_ok((char[]){hn[i], 0}) ? hn[i] : '_';
+        snprintf(id + k, sizeof(id) - k, "-%ld", (long)getpid());
+        f->client_id = strdup(id);
+    }
+    f->cache_file = dup_or_null(fo->cache_file);
+    size_t kl = strlen(f->c.clients_prefix) + (f->client_id ? strlen(f->client_id) : 0) + 1;
+    f->client_key = malloc(kl);
+    if (f->client_id == NULL || f->client_key == NULL || (fo->cache_file && !f->cache_file)) {
+        fleet_free(f);
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
+    }
+    snprintf(f->client_key, kl, "%s%s", f->c.clients_prefix, f->client_id);
+
+    /* The first snapshot, published before anything runs. */
+    mcr_snapshot *snap = NULL;
+    int from_cache = 0;
+    rc = first_read(f, &snap, &from_cache, err);
+    if (rc == MCR_OK) {
+        mcr_snapshot *have = mcr_router_current(router);
+        if (have != NULL && mcr_snapshot_epoch(have) == mcr_snapshot_epoch(snap) &&
+            strcmp(mcr_snapshot_checksum(have), mcr_snapshot_checksum(snap)) == 0) {
+            f->cur = mcr_snapshot_ref(snap);
+        } else if (have != NULL && mcr_snapshot_epoch(have) >= mcr_snapshot_epoch(snap)) {
+            rc = mcr__error(err, MCR_ERR_STALE,
+                            "pool \"%s\": the router holds epoch %llu, not below the pool's "
+                            "epoch %llu",
+                            f->c.pool, (unsigned long long)mcr_snapshot_epoch(have),
+                            (unsigned long long)mcr_snapshot_epoch(snap));
+        } else {
+            rc = mcr_router_publish(router, snap, err);
+            if (rc == MCR_OK) {
+                f->cur = mcr_snapshot_ref(snap);
+                f->st.adopted = 1;
+            }
+        }
+        mcr_snapshot_unref(have);
+    }
+    mcr_snapshot_unref(snap);
+    if (rc != MCR_OK) {
+        fleet_free(f);
+        return rc;
+    }
+    if (!from_cache && f->cache_file != NULL) {
+        mcr_error ce;
+        if (mcr_snapshot_save(f->cur, f->cache_file, &ce) != MCR_OK)
+            report(f, MCR_FLEET_CACHE, ce.code, &ce, f->revision, NULL);
+    }
+
+    /* The thread's loop: the stop pipe, the restart and keepalive timers. */
+    f->wbase = event_base_new();
+    if (f->wbase != NULL && pipe(f->stop_pipe) == 0) {
+        fcntl(f->stop_pipe[0], F_SETFL, O_NONBLOCK);
+        fcntl(f->stop_pipe[0], F_SETFD, FD_CLOEXEC);
+        fcntl(f->stop_pipe[1], F_SETFD, FD_CLOEXEC);
+        f->stop_ev = event_new(f->wbase, f->stop_pipe[0], EV_READ | EV_PERSIST, stop_cb, f);
+        f->restart_ev = evtimer_new(f->wbase, restart_cb, f);
+        f->keepalive_ev = event_new(f->wbase, -1, EV_PERSIST, keepalive_cb, f);
+    }
+    if (f->stop_ev == NULL || f->restart_ev == NULL || f->keepalive_ev == NULL) {
+        fleet_free(f);
+        return mcr__error(err, MCR_ERR_NOMEM, "cannot set up the follower's event loop");
+    }
+    event_add(f->stop_ev, NULL);
+    unsigned ka = f->ttl_s * 1000u / 3u;
+    struct timeval katv = {(time_t)(ka / 1000), (suseconds_t)(ka % 1000) * 1000};
+    if (!f->no_register)
+        event_add(f->keepalive_ev, &katv);
+    if (!from_cache)
+        register_client(f);
+    schedule_restart(f, 0);
+    if (pthread_create(&f->thread, NULL, follow_thread, f) != 0) {
+        fleet_free(f);
+        return mcr__error(err, MCR_ERR_NOMEM, "cannot start the follower's thread");
+    }
+    f->thread_started = 1;
+    if (from_cache) {
+        report(f, MCR_FLEET_CACHED, MCR_OK, NULL, 0, NULL);
+        mcr__error(err, MCR_OK,
+                   "pool \"%s\": etcd unreachable, starting from cached epoch %llu (%s)",
+                   f->c.pool, (unsigned long long)mcr_snapshot_epoch(f->cur), f->cache_file);
+    } else if (err != NULL) {
+        err->code = MCR_OK;
+        err->message[0] = '\0';
+    }
+    *out = f;
+    return MCR_OK;
+}
+
+void mcr_fleet_free(mcr_fleet *f)
+{
+    if (f == NULL)
+        return;
+    if (f->thread_started) {
+        ssize_t w;
+        do
+            w = write(f->stop_pipe[1], "x", 1);
+        while (w < 0 && errno == EINTR);
+        pthread_join(f->thread, NULL);
+    }
+    /* Unregister at once rather than when the lease expires. */
+    if (f->lease != 0) {
+        mcr_error err;
+        size_t keep = f->e.nep;
+        f->e.nep = 1; /* one try, bounded by the request timeout */
+        if (mcr__etcd_lease_revoke(&f->e, f->lease, &err) != MCR_OK)
+            (void)mcr__etcd_delete(&f->e, f->client_key, &err);
+        f->e.nep = keep;
+    }
+    fleet_free(f);
+}
+
+void mcr_fleet_get_stats(mcr_fleet *f, mcr_fleet_stats *out)
+{
+    if (f == NULL || out == NULL) {
+        if (out != NULL)
+            memset(out, 0, sizeof(*out));
+        return;
+    }
+    pthread_mutex_lock(&f->lock);
+    *out = f->st;
+    pthread_mutex_unlock(&f->lock);
+}
+
+const char *mcr_fleet_client_id(const mcr_fleet *f)
+{
+    return f ? f->client_id : NULL;
+}

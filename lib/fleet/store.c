@@ -1,0 +1,463 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* store.c: a pool kept in etcd: options, reading it, and changing it by compare-and-swap (mcr_fleet_read, _change, _publish, _clients). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fleet_internal.h"
+
+/* ------------------------------------------------------------ options */
+
+void mcr_fleet_options_init(mcr_fleet_options *o)
+{
+    if (o == NULL)
+        return;
+    memset(o, 0, sizeof(*o));
+    o->prefix = MCR_FLEET_PREFIX;
+    o->request_timeout_ms = MCR_FLEET_REQUEST_TIMEOUT_MS;
+    o->wait_ms = MCR_FLEET_WAIT_MS;
+    o->retries = MCR_FLEET_RETRIES;
+}
+
+bool mcr__fleet_name_ok(const char *s)
+{
+    size_t n = 0;
+    if (s == NULL)
+        return false;
+    for (; s[n] != '\0'; n++) {
+        char c = s[n];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-' || c == ':'))
+            return false;
+    }
+    return n >= 1 && n <= MCR_FLEET_NAME_MAX;
+}
+
+uint64_t mcr__fleet_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static char *cat3(const char *a, const char *b, const char *c)
+{
+    size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+    char *s = malloc(la + lb + lc + 1);
+    if (s != NULL) {
+        memcpy(s, a, la);
+        memcpy(s + la, b, lb);
+        memcpy(s + la + lb, c, lc + 1);
+    }
+    return s;
+}
+
+void mcr__fleet_conf_cleanup(mcr__fleet_conf *c)
+{
+    free(c->endpoints);
+    free(c->pool);
+    free(c->prefix);
+    free(c->snapshot_key);
+    free(c->clients_prefix);
+    memset(c, 0, sizeof(*c));
+}
+
+int mcr__fleet_conf_init(mcr__fleet_conf *c, const mcr_fleet_options *o, mcr_error *err)
+{
+    char q[160];
+    memset(c, 0, sizeof(*c));
+    if (o == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL fleet options");
+    if (o->endpoints == NULL || *o->endpoints == '\0')
+        return mcr__error(err, MCR_ERR_INVALID, "fleet options: no etcd endpoints");
+    if (o->pool == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "fleet options: no pool name");
+    if (!mcr__fleet_name_ok(o->pool))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "fleet options: pool name \"%s\": need 1 to %d of A-Z a-z 0-9 . _ - :",
+                          mcr__quote(q, sizeof(q), o->pool, strlen(o->pool)),
+                          MCR_FLEET_NAME_MAX);
+    const char *prefix = o->prefix ? o->prefix : MCR_FLEET_PREFIX;
+    size_t pl = strlen(prefix);
+    if (pl == 0 || prefix[0] != '/' || prefix[pl - 1] != '/' || pl > 512)
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "fleet options: key prefix \"%s\": must start and end with '/'",
+                          mcr__quote(q, sizeof(q), prefix, pl));
+    for (size_t i = 0; i < pl; i++)
+        if ((unsigned char)prefix[i] <= 0x20 || (unsigned char)prefix[i] >= 0x7f)
+            return mcr__error(err, MCR_ERR_INVALID,
+                              "fleet options: key prefix \"%s\": a space or control byte",
+                              mcr__quote(q, sizeof(q), prefix, pl));
+    c->endpoints = strdup(o->endpoints);
+    c->pool = strdup(o->pool);
+    c->prefix = strdup(prefix);
+    char *base = cat3(prefix, o->pool, "");
+    if (base != NULL) {
+        c->snapshot_key = cat3(base, "/snapshot", "");
+        c->clients_prefix = cat3(base, "/clients/", "");
+    }
+    free(base);
+    c->request_timeout_ms = o->request_timeout_ms ? o->request_timeout_ms
+                                                  : MCR_FLEET_REQUEST_TIMEOUT_MS;
+    c->wait_ms = o->wait_ms ? o->wait_ms : MCR_FLEET_WAIT_MS;
+    c->retries = o->retries ? o->retries : MCR_FLEET_RETRIES;
+    if (c->endpoints == NULL || c->pool == NULL || c->prefix == NULL ||
+        c->snapshot_key == NULL || c->clients_prefix == NULL) {
+        mcr__fleet_conf_cleanup(c);
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
+    }
+    return MCR_OK;
+}
+
+/* ------------------------------------------------------------ reading */
+
+int mcr__fleet_parse(const mcr__fleet_conf *c, const unsigned char *value, size_t len,
+                     uint64_t mod_revision, const mcr_snapshot *current, mcr_snapshot **out,
+                     mcr_error *err)
+{
+    char name[700];
+    snprintf(name, sizeof(name), "etcd key %s (revision %llu)", c->snapshot_key,
+             (unsigned long long)mod_revision);
+    return mcr_snapshot_parse((const char *)value, len, name, current, 0, out, err);
+}
+
+int mcr__fleet_get(mcr__etcd *e, const mcr__fleet_conf *c, const mcr_snapshot *current,
+                   mcr_snapshot **out, uint64_t *mod_revision, uint64_t *revision,
+                   mcr_error *err)
+{
+    bool found = false;
+    mcr__etcd_kv kv;
+    uint64_t rev = 0;
+    int rc = mcr__etcd_get(e, c->snapshot_key, &found, &kv, &rev, err);
+    if (rc != MCR_OK)
+        return rc;
+    if (revision != NULL)
+        *revision = rev;
+    if (!found)
+        return mcr__error(err, MCR_ERR_UNKNOWN, "no pool \"%s\" in etcd (no key %s)", c->pool,
+                          c->snapshot_key);
+    rc = mcr__fleet_parse(c, kv.value, kv.value_len, kv.mod_revision, current, out, err);
+    if (rc == MCR_OK && mod_revision != NULL)
+        *mod_revision = kv.mod_revision;
+    mcr__etcd_kv_clear(&kv);
+    return rc;
+}
+
+/* ------------------------------------------------------------ blocking calls */
+
+/* One blocking call: an etcd client on this thread and a deadline; an
+ * operation is retried across rounds of endpoints (with backoff) while it
+ * fails with MCR_ERR_CONNECT and the deadline has not passed. */
+typedef struct session {
+    mcr__fleet_conf c;
+    mcr__etcd e;
+    uint64_t deadline;
+    unsigned backoff_ms;
+} session;
+
+static int session_open(session *s, const mcr_fleet_options *o, mcr_error *err)
+{
+    memset(s, 0, sizeof(*s));
+    int rc = mcr__fleet_conf_init(&s->c, o, err);
+    if (rc != MCR_OK)
+        return rc;
+    rc = mcr__etcd_init(&s->e, s->c.endpoints, s->c.request_timeout_ms, err);
+    if (rc != MCR_OK) {
+        mcr__etcd_cleanup(&s->e);
+        mcr__fleet_conf_cleanup(&s->c);
+        return rc;
+    }
+    s->deadline = mcr__fleet_now_ms() + s->c.wait_ms;
+    s->backoff_ms = MCR_FLEET_RETRY_MIN_MS;
+    return MCR_OK;
+}
+
+static void session_close(session *s)
+{
+    mcr__etcd_cleanup(&s->e);
+    mcr__fleet_conf_cleanup(&s->c);
+}
+
+/* After a failed round: wait (on the client's event_base, so nothing else
+ * is blocked) and say whether to try again. */
+static bool session_again(session *s, int rc)
+{
+    if (rc != MCR_ERR_CONNECT)
+        return false;
+    uint64_t now = mcr__fleet_now_ms();
+    if (now >= s->deadline)
+        return false;
+    uint64_t wait = s->backoff_ms;
+    if (now + wait > s->deadline)
+        wait = s->deadline - now;
+    struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
+    event_base_loopexit(s->e.base, &tv);
+    event_base_dispatch(s->e.base);
+    s->backoff_ms = s->backoff_ms * 2 > MCR_FLEET_RETRY_MAX_MS ? MCR_FLEET_RETRY_MAX_MS
+                                                               : s->backoff_ms * 2;
+    return true;
+}
+
+int mcr_fleet_read(const mcr_fleet_options *o, mcr_snapshot **out, uint64_t *revision,
+                   mcr_error *err)
+{
+    session s;
+    if (out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL output");
+    int rc = session_open(&s, o, err);
+    if (rc != MCR_OK)
+        return rc;
+    do
+        rc = mcr__fleet_get(&s.e, &s.c, NULL, out, NULL, revision, err);
+    while (session_again(&s, rc));
+    session_close(&s);
+    return rc;
+}
+
+/* The next snapshot of `cur`: `changes` applied, or (publish) the changes
+ * to `target`'s list. *next NULL: nothing to store. */
+typedef int (*next_fn)(const mcr_snapshot *cur, const void *arg, mcr_snapshot **next,
+                       mcr_error *err);
+
+static int next_by_changes(const mcr_snapshot *cur, const void *arg, mcr_snapshot **next,
+                           mcr_error *err)
+{
+    const mcr_changes *ch = arg;
+    *next = NULL;
+    if (mcr_changes_count(ch) == 0)
+        return MCR_OK;
+    return mcr_snapshot_apply(cur, ch, next, err);
+}
+
+/* The header lines of a snapshot's text that carry its placement
+ * parameters: from "mode" to the line before "servers". */
+static int params_text(const mcr_snapshot *s, char **out, mcr_error *err)
+{
+    char *t = NULL;
+    int rc = mcr_snapshot_text(s, &t, NULL, err);
+    if (rc != MCR_OK)
+        return rc;
+    char *a = strstr(t, "\nmode "), *b = strstr(t, "\nservers ");
+    if (a == NULL || b == NULL || b < a) {
+        free(t);
+        return mcr__error(err, MCR_ERR_CORRUPT, "a snapshot text without its header");
+    }
+    size_t n = (size_t)(b - a);
+    memmove(t, a + 1, n);
+    t[n] = '\0';
+    *out = t;
+    return MCR_OK;
+}
+
+static int same_params(const mcr_snapshot *pool, const mcr_snapshot *target, mcr_error *err)
+{
+    char *a = NULL, *b = NULL;
+    int rc = params_text(pool, &a, err);
+    if (rc == MCR_OK)
+        rc = params_text(target, &b, err);
+    if (rc == MCR_OK && strcmp(a, b) != 0) {
+        char *pa = a, *pb = b;
+        while (*pa && *pa == *pb)
+            pa++, pb++;
+        while (pa > a && pa[-1] != '\n')
+            pa--, pb--;
+        char la[128], lb[128];
+        size_t na = strcspn(pa, "\n"), nb = strcspn(pb, "\n");
+        rc = mcr__error(err, MCR_ERR_INVALID,
+                        "the pool's placement parameters differ from the list's: the pool "
+                        "has \"%s\", the list \"%s\" (a pool keeps its parameters)",
+                        mcr__quote(la, sizeof(la), pa, na), mcr__quote(lb, sizeof(lb), pb, nb));
+    }
+    free(a);
+    free(b);
+    return rc;
+}
+
+static int next_by_list(const mcr_snapshot *cur, const void *arg, mcr_snapshot **next,
+                        mcr_error *err)
+{
+    const mcr_snapshot *target = arg;
+    mcr_changes *ch = NULL;
+    size_t n = 0;
+    *next = NULL;
+    int rc = same_params(cur, target, err);
+    if (rc == MCR_OK)
+        rc = mcr_changes_between(cur, target, 0, &ch, &n, err);
+    if (rc == MCR_OK && n > 0)
+        rc = mcr_snapshot_apply(cur, ch, next, err);
+    mcr_changes_free(ch);
+    return rc;
+}
+
+/* Read, compute the next snapshot, compare-and-swap; again on conflict.
+ * `create`: the snapshot that creates a missing pool (else a missing pool
+ * is MCR_ERR_UNKNOWN). */
+static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot *create,
+                    uint64_t *epoch, mcr_error *err)
+{
+    int rc = MCR_OK;
+    for (unsigned attempt = 0; attempt < s->c.retries; attempt++) {
+        mcr_snapshot *cur = NULL, *next = NULL;
+        uint64_t modrev = 0;
+        do
+            rc = mcr__fleet_get(&s->e, &s->c, NULL, &cur, &modrev, NULL, err);
+        while (session_again(s, rc));
+        const mcr_snapshot *write;
+        if (rc == MCR_ERR_UNKNOWN && create != NULL) {
+            write = create;
+            modrev = 0; /* only if it still does not exist */
+        } else if (rc != MCR_OK) {
+            return rc;
+        } else {
+            rc = fn(cur, arg, &next, err);
+            if (rc != MCR_OK || next == NULL) {
+                if (rc == MCR_OK && epoch != NULL)
+                    *epoch = mcr_snapshot_epoch(cur);
+                mcr_snapshot_unref(cur);
+                return rc;
+            }
+            write = next;
+        }
+        char *text = NULL;
+        size_t len = 0;
+        bool ok = false;
+        rc = mcr_snapshot_text(write, &text, &len, err);
+        if (rc == MCR_OK) {
+            do
+                rc = mcr__etcd_cas(&s->e, s->c.snapshot_key, text, len, modrev, &ok, NULL, err);
+            while (session_again(s, rc));
+        }
+        free(text);
+        if (rc == MCR_OK && ok && epoch != NULL)
+            *epoch = mcr_snapshot_epoch(write);
+        mcr_snapshot_unref(cur);
+        mcr_snapshot_unref(next);
+        if (rc != MCR_OK || ok)
+            return rc;
+        /* another writer came first: read again */
+    }
+    return mcr__error(err, MCR_ERR_BUSY,
+                      "pool \"%s\": still conflicting with other writers after %u attempts",
+                      s->c.pool, s->c.retries);
+}
+
+int mcr_fleet_change(const mcr_fleet_options *o, const mcr_changes *changes, uint64_t *epoch,
+                     mcr_error *err)
+{
+    session s;
+    if (changes == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL changes");
+    int rc = session_open(&s, o, err);
+    if (rc != MCR_OK)
+        return rc;
+    rc = cas_loop(&s, next_by_changes, changes, NULL, epoch, err);
+    session_close(&s);
+    return rc;
+}
+
+int mcr_fleet_publish(const mcr_fleet_options *o, const mcr_config *cfg, uint64_t *epoch,
+                      mcr_error *err)
+{
+    session s;
+    mcr_snapshot *first = NULL;
+    if (cfg == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL config");
+    int rc = mcr_snapshot_new(cfg, 1, &first, err);
+    if (rc != MCR_OK)
+        return rc;
+    rc = session_open(&s, o, err);
+    if (rc == MCR_OK) {
+        rc = cas_loop(&s, next_by_list, first, first, epoch, err);
+        session_close(&s);
+    }
+    mcr_snapshot_unref(first);
+    return rc;
+}
+
+/* ------------------------------------------------------------ clients */
+
+/* A client's value: {"epoch":N,"checksum":"...","host":"..."}. */
+static void client_of(const mcr__etcd_kv *kv, size_t plen, mcr_fleet_client *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->id = strndup((const char *)kv->key + plen, kv->key_len - plen);
+    json_error_t je;
+    json_t *j = json_loadb((const char *)kv->value, kv->value_len, 0, &je);
+    json_t *sum = json_object_get(j, "checksum"), *host = json_object_get(j, "host");
+    uint64_t ep = 0;
+    const char *why = NULL;
+    if (!json_is_object(j))
+        why = "not a JSON object";
+    else if (!mcr__json_u64(j, "epoch", &ep) || ep == 0)
+        why = "no epoch";
+    else if (!json_is_string(sum) || strlen(json_string_value(sum)) != MCR_SNAPSHOT_CHECKSUM_LEN)
+        why = "no checksum";
+    if (why != NULL) {
+        char b[96];
+        snprintf(b, sizeof(b), "invalid: %s", why);
+        c->host = strdup(b);
+    } else {
+        c->epoch = ep;
+        memcpy(c->checksum, json_string_value(sum), MCR_SNAPSHOT_CHECKSUM_LEN + 1);
+        c->host = strdup(json_is_string(host) ? json_string_value(host) : "");
+    }
+    json_decref(j);
+}
+
+static int cmp_client(const void *a, const void *b)
+{
+    const mcr_fleet_client *x = a, *y = b;
+    return strcmp(x->id ? x->id : "", y->id ? y->id : "");
+}
+
+void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count)
+{
+    if (clients == NULL)
+        return;
+    for (size_t i = 0; i < count; i++) {
+        free(clients[i].id);
+        free(clients[i].host);
+    }
+    free(clients);
+}
+
+int mcr_fleet_clients(const mcr_fleet_options *o, mcr_fleet_client **out, size_t *count,
+                      mcr_error *err)
+{
+    session s;
+    if (out == NULL || count == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL output");
+    int rc = session_open(&s, o, err);
+    if (rc != MCR_OK)
+        return rc;
+    mcr__etcd_kv *kvs = NULL;
+    size_t n = 0;
+    do
+        rc = mcr__etcd_get_prefix(&s.e, s.c.clients_prefix, &kvs, &n, err);
+    while (session_again(&s, rc));
+    size_t plen = strlen(s.c.clients_prefix);
+    session_close(&s);
+    if (rc != MCR_OK)
+        return rc;
+    mcr_fleet_client *a = n ? calloc(n, sizeof(*a)) : NULL;
+    if (n > 0 && a == NULL)
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (a != NULL)
+            client_of(&kvs[i], plen, &a[i]);
+        mcr__etcd_kv_clear(&kvs[i]);
+    }
+    free(kvs);
+    if (rc != MCR_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        if (a[i].id == NULL || a[i].host == NULL) {
+            mcr_fleet_clients_free(a, n);
+            return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
+        }
+    if (n > 1)
+        qsort(a, n, sizeof(*a), cmp_client);
+    *out = a;
+    *count = n;
+    return MCR_OK;
+}
