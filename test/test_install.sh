@@ -114,9 +114,10 @@ exists() { # path...
 soname() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'; }
 needed() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
 
-# The three libraries, split by dependency: libmcroute needs neither
-# libevent nor libyaml, the pool and the YAML reader one each.
-for l in libmcroute libmcroute_pool libmcroute_twemproxy; do
+# The four libraries, split by dependency: libmcroute needs neither
+# libevent nor libyaml nor jansson, the pool, the YAML reader and the fleet
+# their own.
+for l in libmcroute libmcroute_pool libmcroute_twemproxy libmcroute_fleet; do
     exists "$libdir/$l.so" "$libdir/$l.so.$sover" "$libdir/$l.so.$version" "$libdir/$l.a"
     if [ -e "$p/$libdir/$l.so" ]; then
         s=$(soname "$p/$libdir/$l.so")
@@ -125,7 +126,8 @@ for l in libmcroute libmcroute_pool libmcroute_twemproxy; do
             fail "$l.so does not link to $l.so.$sover"
     fi
 done
-exists "$bindir/mcroute" "$libdir/pkgconfig/mcroute-pool.pc" "$libdir/pkgconfig/mcroute-twemproxy.pc"
+exists "$bindir/mcroute" "$libdir/pkgconfig/mcroute-pool.pc" "$libdir/pkgconfig/mcroute-twemproxy.pc" \
+       "$libdir/pkgconfig/mcroute-fleet.pc"
 # needs_only LIB WANTED...: LIB's NEEDED entries that are not libc, libm,
 # the loader, libpthread, a sanitizer's runtime (in an ASan, UBSan or TSan
 # build), or one of WANTED (prefixes) are a failure.
@@ -143,6 +145,7 @@ needs_only() {
 needs_only libmcroute.so liburcu-bp.so liburcu-common.so
 needs_only libmcroute_pool.so "libmcroute.so.$sover" libevent_core
 needs_only libmcroute_twemproxy.so "libmcroute.so.$sover" libyaml
+needs_only libmcroute_fleet.so "libmcroute.so.$sover" libevent_extra libevent_core libjansson
 
 # Every public header of the sources, and the generated one with this version.
 hdrs=0
