@@ -38,6 +38,7 @@ struct mcr_fleet {
     int need_read;               /* read the pool before watching */
     uint64_t lease;              /* 0: not registered */
     mcr__etcd_watch *watch;
+    int watch_created;           /* etcd confirmed it (a "created" message) */
     int watch_ended;             /* it ended or failed: restart it */
     int watch_end_status;        /* why (MCR_OK: not ended) */
     mcr_error watch_end_err;
@@ -250,6 +251,7 @@ static void on_line(json_t *line, void *arg)
         return;
     }
     if (json_is_true(json_object_get(res, "created"))) {
+        f->watch_created = 1;
         pthread_mutex_lock(&f->lock);
         f->st.connected = 1;
         pthread_mutex_unlock(&f->lock);
@@ -312,12 +314,15 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
     if (f->watch != NULL && !f->watch_ended && !f->resync)
         return;
     if (f->watch != NULL) {
-        int idle = f->watch_ended && f->watch_end_status == MCR_ERR_TIMEOUT;
+        /* Silence on an established watch is no failure: establish it again
+         * (a member that hangs does not confirm the new one, and that is) */
+        int idle = f->watch_ended && f->watch_end_status == MCR_ERR_TIMEOUT && f->watch_created;
         int st = f->watch_end_status;
         mcr_error e2 = f->watch_end_err;
         mcr__etcd_watch_free(f->watch);
         f->watch = NULL;
         f->watch_ended = 0;
+        f->watch_created = 0;
         f->watch_end_status = MCR_OK;
         if (f->resync) {
             f->resync = 0;
@@ -351,6 +356,8 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
         if (rev > f->revision)
             f->revision = rev;
         f->need_read = 0;
+        if (f->lease == 0)
+            register_client(f); /* started from the cache, or lost the lease */
     }
     char *body = mcr__etcd_watch_body(f->c.snapshot_key, f->revision + 1);
     if (body != NULL)
