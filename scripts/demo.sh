@@ -147,3 +147,63 @@ echo "\$ printf 'user:9\\tstale\\n' | mcroute set -s $STRAY"
 printf 'user:9\tstale\n' | $M set -s "$STRAY"
 echo "\$ mcroute probe -s \$LIVE user:2 user:9"
 $M probe -s "$LIVE" user:2 user:9 | table KEY OWNER HOLDERS
+echo
+
+# ---------------------------------------------------------------- one membership for a fleet
+# One etcd member on 127.0.0.1 (free ports, a temporary data directory),
+# stopped with the memcached servers at the end.
+ETCD_DIR=$(mktemp -d /tmp/mcroute-demo-etcd.XXXXXX)
+trap 'if [ ${#PIDS[@]} -gt 0 ]; then kill "${PIDS[@]}" 2>/dev/null || true; fi; rm -rf "$ETCD_DIR"' EXIT
+start_etcd() { # sets ETCD and appends the pid to PIDS
+  local cport pport pid
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    cport=$((20000 + RANDOM % 30000)); pport=$((cport + 1))
+    { can_connect "$cport" || can_connect "$pport"; } && continue
+    etcd --name demo --data-dir "$ETCD_DIR/data" \
+      --listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
+      --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+      --initial-cluster "demo=http://127.0.0.1:$pport" >"$ETCD_DIR/etcd.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    for _ in $(seq 100); do
+      if ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$cport" --dial-timeout 1s endpoint health >/dev/null 2>&1; then
+        ETCD="http://127.0.0.1:$cport"; return 0
+      fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    rm -rf "$ETCD_DIR/data"
+  done
+  echo "demo: could not start etcd (log: $ETCD_DIR/etcd.log)" >&2
+  exit 1
+}
+start_etcd
+echo "# One membership for a fleet: the pool kept in etcd ($ETCD), every change one"
+echo "# compare-and-swap that makes exactly one new epoch, every process watching it."
+echo "\$ mcroute members publish --etcd \$ETCD --pool web -m stable-ketama -s \$LIVE"
+$M members publish --etcd "$ETCD" --pool web -m stable-ketama -s "$LIVE"
+echo "# Two application processes follow the pool (here two 'mcroute watch'; an"
+echo "# application embeds the same follower, see examples/fleet_follow.c). Each prints"
+echo "# EPOCH, CHECKSUM and SERVERS for every snapshot it adopts:"
+$M watch --etcd "$ETCD" --pool web --count 2 --timeout 60 >"$ETCD_DIR/app1" 2>"$ETCD_DIR/app1.err" &
+W1=$!
+$M watch --etcd "$ETCD" --pool web --count 2 --timeout 60 >"$ETCD_DIR/app2" 2>"$ETCD_DIR/app2.err" &
+W2=$!
+for _ in $(seq 300); do # until both have adopted epoch 1 and registered
+  [ -s "$ETCD_DIR/app1" ] && [ -s "$ETCD_DIR/app2" ] &&
+    [ "$($M members status --etcd "$ETCD" --pool web | cut -f2)" = 2 ] && break
+  sleep 0.1
+done
+echo "\$ mcroute members status --etcd \$ETCD --pool web    # EPOCH, CLIENTS"
+$M members status --etcd "$ETCD" --pool web | table EPOCH CLIENTS
+echo "\$ mcroute members add --etcd \$ETCD --pool web '$NEW zone=b id=new'"
+$M members add --etcd "$ETCD" --pool web "$NEW zone=b id=new"
+wait "$W1" "$W2" || { cat "$ETCD_DIR"/app*.err >&2; echo "demo: a watcher failed" >&2; exit 1; }
+echo "# Both processes adopted epoch 2, with the same checksum:"
+echo "app1:"; table EPOCH CHECKSUM SERVERS <"$ETCD_DIR/app1"
+echo "app2:"; table EPOCH CHECKSUM SERVERS <"$ETCD_DIR/app2"
+cmp -s "$ETCD_DIR/app1" "$ETCD_DIR/app2" || { echo "demo: the two processes disagree" >&2; exit 1; }
+echo "\$ mcroute members show --etcd \$ETCD --pool web"
+$M members show --etcd "$ETCD" --pool web
+echo "\$ mcroute locate --etcd \$ETCD --pool web user:1 user:2 user:3"
+$M locate --etcd "$ETCD" --pool web user:1 user:2 user:3 | table KEY SERVER
