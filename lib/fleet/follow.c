@@ -586,16 +586,19 @@ int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options 
     if (!from_cache)
         register_client(f);
     schedule_restart(f, 0);
+    /* Everything that reads the follower's state, before its thread runs. */
+    if (from_cache)
+        report(f, MCR_FLEET_CACHED, MCR_OK, NULL, 0, NULL);
+    uint64_t start_epoch = mcr_snapshot_epoch(f->cur);
     if (pthread_create(&f->thread, NULL, follow_thread, f) != 0) {
         fleet_free(f);
         return mcr__error(err, MCR_ERR_NOMEM, "cannot start the follower's thread");
     }
     f->thread_started = 1;
     if (from_cache) {
-        report(f, MCR_FLEET_CACHED, MCR_OK, NULL, 0, NULL);
         mcr__error(err, MCR_OK,
                    "pool \"%s\": etcd unreachable, starting from cached epoch %llu (%s)",
-                   f->c.pool, (unsigned long long)mcr_snapshot_epoch(f->cur), f->cache_file);
+                   f->c.pool, (unsigned long long)start_epoch, f->cache_file);
     } else if (err != NULL) {
         err->code = MCR_OK;
         err->message[0] = '\0';
