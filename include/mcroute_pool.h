@@ -15,8 +15,9 @@
  *             several threads) may share one router.
  *
  * Routing. Each request is routed when it is submitted: the pool looks at
- * the router's epoch (lock-free) and, when it changed, takes a reference to
- * the new snapshot. The key goes to mcr_snapshot_locate()'s server. A
+ * the router's generation (mcr_router_generation(), lock-free: it moves at
+ * every new current snapshot, a publish or a local state) and, when it
+ * changed, takes a reference to the new snapshot. The key goes to mcr_snapshot_locate()'s server. A
  * request then completes against the server it was routed to, even if
  * another snapshot is published meanwhile; servers that a new snapshot no
  * longer lists (or lists as DRAINING / DOWN) get no new request, finish what
@@ -25,10 +26,16 @@
  * replies; mcr_pool_refresh() adopts it without either (a pool with no
  * traffic at all keeps its idle connections to removed servers until then).
  *
- * Several pools on one router. With MCR_POLICY_EJECT, the pool that ejects
- * a server is the one that probes it and re-adds it; a server ejected by a
- * pool that is freed before re-adding it stays DOWN until another pool
- * ejects and re-adds it, or an operator publishes it ACTIVE.
+ * Several pools on one router. With MCR_POLICY_EJECT, an ejection is a
+ * local state of the router (mcr_router_set_local_state()), shared by every
+ * pool of that router, in this process only: the pool that ejects a server
+ * is the one that probes it and re-adds it (clears the local state); a
+ * pool that finds the server ejected already sets it too, and either
+ * pool's re-add brings it back for both. mcr_pool_free() clears the local
+ * states the pool set and has not cleared (a server no pool probes is not
+ * kept out); another pool that still fails to reach it ejects it again.
+ * The router's published snapshot, and so its epoch, is never changed by a
+ * pool.
  *
  * Asynchronous calls. Every request function takes a callback and follows
  * libuv's contract: when the function returns an error (MCR_ERR_INVALID,
@@ -79,15 +86,24 @@
  *                         within retry_timeout_ms of a retry waits twice as
  *                         long (up to retry_max_ms) before the next. The
  *                         ring is never changed.
- *   MCR_POLICY_EJECT      The pool publishes a snapshot with the server DOWN
- *                         (mcr_router_apply()), so its keys move to the
- *                         others, for every pool of the router. After
+ *   MCR_POLICY_EJECT      The pool sets the server DOWN in the router's local
+ *                         overlay (mcr_router_try_set_local_state(): never
+ *                         a new epoch, never blocking the loop), so its
+ *                         keys move to the others, for every pool of the
+ *                         router, in this process; the published snapshot
+ *                         still says ACTIVE, and a later publish (a new
+ *                         epoch from a fleet, an operator, a watcher) keeps
+ *                         the server DOWN here while it applies. After
  *                         retry_timeout_ms the pool probes it with `version`
- *                         on a new connection, and publishes it ACTIVE again
+ *                         on a new connection, and clears the local state
  *                         only when it answers. A server that fails again
  *                         within retry_timeout_ms of coming back waits twice
  *                         as long for its next probe (up to
- *                         retry_max_ms), so the ring does not flap.
+ *                         retry_max_ms), so the ring does not flap. A
+ *                         server the published snapshot has DRAINING (an
+ *                         operator's choice), or the last ACTIVE one, is
+ *                         not ejected: the pool treats it as fail-fast
+ *                         does.
  *   MCR_POLICY_FAILOVER   Plain reads (get, gets, multi-gets) of a down
  *                         server's keys go to the next replica that is not
  *                         down (mcr_snapshot_replicas()); everything else,
@@ -366,7 +382,8 @@ typedef struct mcr_result {
     uint64_t number;       /* incr, decr */
     const char *server;    /* id of the server it was sent to; NULL when it was
                               refused before choosing one (MCR_ERR_EMPTY) */
-    uint64_t epoch;        /* epoch of the snapshot it was routed with */
+    uint64_t epoch;        /* epoch of the snapshot it was routed with (local
+                              states, ejections included, keep the epoch) */
     const char *message;   /* status != MCR_OK: a sentence naming the problem */
 } mcr_result;
 
@@ -446,7 +463,8 @@ MCR_EXTERN void mcr_owned_result_clear(mcr_owned_result *out);
 typedef enum mcr_server_health {
     MCR_HEALTH_UP = 0,       /* in use */
     MCR_HEALTH_DOWN = 1,     /* failure limit reached, waiting to retry (fail-fast, failover) */
-    MCR_HEALTH_EJECTED = 2,  /* published DOWN by this pool, waiting to probe */
+    MCR_HEALTH_EJECTED = 2,  /* set DOWN by this pool in the router's local overlay
+                                (eject policy), waiting to probe */
     MCR_HEALTH_DRAINING = 3  /* no longer in the pool's snapshot, or listed there DRAINING
                                 or DOWN: no keyed request; its connections close once
                                 their requests are answered */
@@ -463,7 +481,7 @@ typedef struct mcr_server_stats {
     uint64_t errors;          /* requests that ended with an error */
     uint64_t timeouts;        /* timeout failures */
     uint64_t refusals;        /* connect failures, resets, closes */
-    uint64_t ejections;       /* times published DOWN by this pool */
+    uint64_t ejections;       /* times this pool ejected it (set it DOWN locally) */
     uint64_t coalesced;       /* gets answered by another get's reply */
     unsigned consecutive_failures;
     unsigned connections;     /* open now */

@@ -9,8 +9,8 @@
  * snapshot (a new server list, a weight, a server going down). A lookup sees
  * one whole snapshot, the old or the new, never a mix, and never waits.
  *
- *   mcr_router   The current snapshot, its epoch, the hooks. Any number of
- *                threads may use one router at once.
+ *   mcr_router   The current snapshot, its epoch, the local overlay, the
+ *                hooks. Any number of threads may use one router at once.
  *   mcr_watcher  A thread that reloads a server file or a snapshot file when
  *                it changes and publishes the result through a router.
  *
@@ -24,11 +24,40 @@
  * kept beyond a short section (a connection pool built for one epoch).
  *
  * Writers. mcr_router_publish() replaces the snapshot with one of a higher
- * epoch; mcr_router_apply() builds the next snapshot from the current one and
- * a batch of changes and publishes it; mcr_router_try_apply() does the same
- * but never waits, for an event loop (a connection pool's ejections use it).
- * Writers are serialized by a mutex, held only for the swap, the diff and
- * the hooks (apply builds the snapshot before taking it).
+ * epoch; mcr_router_apply() builds the next snapshot from the published one
+ * and a batch of changes and publishes it; mcr_router_try_apply() does the
+ * same but never waits, for an event loop. Writers are serialized by a
+ * mutex, held only for the swap, the diff and the hooks (the snapshots are
+ * built before it is taken).
+ *
+ * Published and effective snapshots: the local overlay. A router keeps the
+ * snapshot it was last given (publish, apply, a watcher): the *published*
+ * snapshot, mcr_router_published(), which in a fleet is the same epoch N
+ * in every process. On top of it, a set of *local states*: overrides of
+ * the state of some servers (id -> ACTIVE, DRAINING or DOWN) that this
+ * process decided alone, typically a connection pool that stopped reaching
+ * a server (MCR_POLICY_EJECT, mcroute_pool.h). Readers get the *effective*
+ * snapshot: the published one with the local states applied, under the
+ * published snapshot's epoch (an override never takes an epoch, so the
+ * fleet's next one is never refused as stale), and with the checksum of
+ * its own content. Without local states in force the effective snapshot
+ * is the published one itself. mcr_router_set_local_state() and
+ * mcr_router_clear_local_state() (and their try_ variants, for event
+ * loops) change the overlay; mcr_router_local_state() and
+ * mcr_router_local_states() read it. Every publish and apply builds from
+ * the published snapshot, never from the effective one (an override is
+ * never baked into an epoch), and re-applies the local states to the new
+ * one: those whose id it no longer lists, or lists at another address, are
+ * dropped; the others stay. A local state that takes an ACTIVE server out
+ * (DOWN or DRAINING on a server ACTIVE in the published snapshot) applies
+ * only while another ACTIVE server remains: they are applied in the order
+ * they were first set, and those that would leave none are held (kept, not
+ * in force, applied again as soon as a change of the published snapshot or
+ * of the overlay lets them). Setting one that would be held is refused.
+ * mcr_router_generation() changes at every change of the effective
+ * snapshot (a publish, or an overlay change that changes a state): what a
+ * reader compares to notice a new snapshot, where the epoch may stay the
+ * same.
  *
  * Reclamation. A publish does not wait for the readers of the replaced
  * snapshot: it hands the snapshot to liburcu's call_rcu thread (one per
@@ -36,27 +65,34 @@
  * drops the router's reference once no reader can be using it, after an
  * RCU grace period (typically microseconds to milliseconds, as long as the
  * longest section in progress). The memory this holds is bounded: at most
- * MCR_ROUTER_RETIRED_MAX replaced snapshots per router await reclamation
- * (mcr_router_retired() counts them). At the bound, publish and apply wait
- * on the caller's thread for one to be reclaimed, and try_apply refuses
- * with MCR_ERR_BUSY. mcr_router_reclaim() waits for all of them;
- * mcr_router_free() too. The snapshots that mcr_router_try_apply()
- * replaces are the exception to "freed by the call_rcu thread": after the
- * grace period they wait for the writer's own thread, which frees them on
- * its next try_apply or mcr_router_collect() (a pool does so from its
- * loop). A free from the call_rcu thread takes the lock of the malloc arena
+ * MCR_ROUTER_RETIRED_MAX changes per router await reclamation of what they
+ * replaced (mcr_router_retired() counts them): the effective snapshot,
+ * and, for a publish while local states are in force, the published one
+ * too. At the bound, the blocking writers (publish, apply, set and clear
+ * a local state) wait on the caller's thread for one to be reclaimed, and
+ * the try_ variants refuse with MCR_ERR_BUSY. mcr_router_reclaim() waits
+ * for all of them; mcr_router_free() too. What the try_ variants
+ * (mcr_router_try_apply(), mcr_router_try_set_local_state(),
+ * mcr_router_try_clear_local_state()) replace is the exception to "freed
+ * by the call_rcu thread": after the grace period it waits for the
+ * writer's own thread, which frees it on its next try_ call or
+ * mcr_router_collect() (a pool does so from its loop). A free from the call_rcu thread takes the lock of the malloc arena
  * (glibc) of the thread that allocated the memory, and an event loop that
  * allocates meanwhile would wait for it.
  *
- * Hooks. After each publish, the hooks registered with mcr_router_add_hook()
- * are called, in registration order, in the publishing thread (the caller of
- * mcr_router_publish() / _apply(), or a watcher's thread), with the writer
- * mutex held: hooks of one router never run concurrently, and they see the
- * publishes in epoch order. They get the old snapshot, the new one and their
- * diff (mcr_diff_new()), valid during the call (take a reference to keep a
- * snapshot). A hook must not publish to, nor add or remove hooks of, a router
- * whose hooks are running in its thread: these calls return MCR_ERR_INVALID
- * instead of deadlocking. A hook may look keys up in any router, and may
+ * Hooks. After each change of the effective snapshot, the hooks registered
+ * with mcr_router_add_hook() are called, in registration order, in the
+ * writing thread (the caller of mcr_router_publish(), _apply(),
+ * _set_local_state(), ..., or a watcher's thread), with the writer mutex
+ * held: hooks of one router never run concurrently, and they see the
+ * changes in the order they were made (epochs never decrease; an overlay
+ * change keeps the epoch). They get the old effective snapshot, the new
+ * one and their diff (mcr_diff_new()), valid during the call (take a
+ * reference to keep a snapshot). An overlay change that changes no state
+ * (a local state held, or equal to the published one) calls no hook. A
+ * hook must not write to (publish, apply, set or clear a local state),
+ * nor add or remove hooks of, a router whose hooks are running in its
+ * thread: these calls return MCR_ERR_INVALID instead of deadlocking. A hook may look keys up in any router, and may
  * publish to another router B, provided no hook of B publishes back to this
  * one (two threads publishing to both at once would wait for each other's
  * writer mutex).
@@ -67,11 +103,12 @@
  *   - keep them short: the snapshots replaced meanwhile are reclaimed only
  *     once every section in progress has ended, and past
  *     MCR_ROUTER_RETIRED_MAX of them publishes wait;
- *   - no mcr_router_publish(), _apply(), _try_apply(), _reclaim(),
+ *   - no mcr_router_publish(), _apply(), _try_apply(), _set_local_state(),
+ *     _clear_local_state() (nor their try_ variants), _reclaim(),
  *     _add_hook(), _remove_hook(), _free(), mcr_watcher_new() or _free()
  *     inside one: they could wait for the section that waits for them.
- *     Publish, apply, try_apply and reclaim detect it and return
- *     MCR_ERR_INVALID; the others must not be called there.
+ *     The writers and reclaim detect it and return MCR_ERR_INVALID; the
+ *     others must not be called there.
  *
  * Lifetime. A router takes its own reference to every snapshot it is given;
  * the caller keeps (and must drop) its own. mcr_router_free() may only be
@@ -124,7 +161,7 @@ MCR_EXTERN void mcr_router_free(mcr_router *router);
 /* ---- readers: any thread, no lock ---- */
 
 /* mcr_router_acquire: enter a read-side section and return the current
- * snapshot, valid until the matching mcr_router_release(); NULL when the
+ * (effective) snapshot, valid until the matching mcr_router_release(); NULL when the
  * router holds none yet (release anyway). `router` must not be NULL. Cannot
  * fail; does not block. */
 MCR_EXTERN const mcr_snapshot *mcr_router_acquire(mcr_router *router);
@@ -151,30 +188,80 @@ typedef struct mcr_route {
 MCR_EXTERN int mcr_router_locate(mcr_router *router, const void *key, size_t len,
                                  mcr_route *out);
 
-/* mcr_router_current: a new reference to the current snapshot (release it
- * with mcr_snapshot_unref()), or NULL when there is none (or router is
- * NULL). Lock-free. */
+/* mcr_router_current: a new reference to the current (effective) snapshot
+ * (release it with mcr_snapshot_unref()), or NULL when there is none (or
+ * router is NULL). Lock-free. */
 MCR_EXTERN mcr_snapshot *mcr_router_current(mcr_router *router);
 
-/* mcr_router_epoch: the current snapshot's epoch, 0 when there is none or
+/* mcr_router_epoch: the current snapshot's epoch (that of the published
+ * snapshot: local states do not change it), 0 when there is none or
  * `router` is NULL. Lock-free. */
 MCR_EXTERN uint64_t mcr_router_epoch(mcr_router *router);
 
+/* mcr_router_published: a new reference to the published snapshot, the one
+ * the last publish or apply gave the router (release it with
+ * mcr_snapshot_unref()), without the local states; NULL when there is none
+ * (or router is NULL). It is the current snapshot itself when no local
+ * state is in force. Lock-free. */
+MCR_EXTERN mcr_snapshot *mcr_router_published(mcr_router *router);
+
+/* mcr_router_generation: a counter raised by one at every change of the
+ * current (effective) snapshot: every publish and apply, and every change
+ * of the local overlay that changes a server's state; 0 for a router that
+ * has had no change since mcr_router_new() (or a NULL router). Two equal
+ * values mean the same current snapshot: compare it, not the epoch, to
+ * notice a new one. A reader that reads the generation and then the
+ * current snapshot gets that generation's snapshot or a later one. One
+ * atomic load; never blocks. */
+MCR_EXTERN uint64_t mcr_router_generation(mcr_router *router);
+
+/* One local state (see "Published and effective snapshots" above). */
+typedef struct mcr_local_state {
+    const char *id;         /* the server's id */
+    const char *host;       /* its address in the published snapshot when the */
+    int port;               /* state was set (a new address drops the state) */
+    mcr_server_state state; /* the state it is given */
+    int applied;            /* 1: in force in the current snapshot; 0: held
+                               (it would leave no ACTIVE server) */
+} mcr_local_state;
+
+/* mcr_router_local_state: whether server `id` has a local state: MCR_OK,
+ * and its state in *state and 1 (in force) or 0 (held) in *applied (each
+ * may be NULL), or MCR_ERR_UNKNOWN (none; nothing written), MCR_ERR_INVALID
+ * (NULL router or id). Lock-free. */
+MCR_EXTERN int mcr_router_local_state(mcr_router *router, const char *id,
+                                      mcr_server_state *state, int *applied);
+
+/* mcr_router_local_states: a copy of every local state, in the order they
+ * were first set, all of one moment: *out (NULL when there is none), to be
+ * freed with mcr_router_local_states_free(), and their number in *count.
+ * MCR_OK, MCR_ERR_INVALID (NULL argument), MCR_ERR_NOMEM (*out and *count
+ * unchanged). Lock-free (it allocates). */
+MCR_EXTERN int mcr_router_local_states(mcr_router *router, mcr_local_state **out,
+                                       size_t *count, mcr_error *err);
+
+/* mcr_router_local_states_free: free what mcr_router_local_states()
+ * returned, strings included. NULL is a no-op. */
+MCR_EXTERN void mcr_router_local_states_free(mcr_local_state *states);
+
 /* ---- writers: serialized ---- */
 
-/* How many replaced snapshots of one router may await reclamation (see
- * "Reclamation" above): at 1,000 publishes a second, grace periods of up to
- * about 100 ms (a reader preempted inside a section on a loaded machine;
- * call_rcu waits for one per batch) pass unnoticed. The memory it allows
- * is this many snapshots: 256 KiB each for the default maglev table, a few
- * tens of KiB for a ketama ring of ten servers. */
+/* How many changes of one router may await reclamation of what they
+ * replaced (see "Reclamation" above): at 1,000 changes a second, grace
+ * periods of up to about 100 ms (a reader preempted inside a section on a
+ * loaded machine; call_rcu waits for one per batch) pass unnoticed. The
+ * memory it allows is this many snapshots (twice as many for publishes
+ * made while local states are in force): 256 KiB each for the default
+ * maglev table, a few tens of KiB for a ketama ring of ten servers. */
 #define MCR_ROUTER_RETIRED_MAX 256u
 
-/* mcr_router_publish: make `snap` current (the router takes its own
- * reference), call the hooks, and hand the replaced snapshot to RCU
- * reclamation (the router's reference is dropped after a grace period, in
- * liburcu's call_rcu thread). The epoch of `snap` must be above the current
- * one. Blocks only while another writer holds the router (for its swap,
+/* mcr_router_publish: make `snap` the published snapshot (the router takes
+ * its own reference) and current with the local states re-applied (see
+ * "Published and effective snapshots" above: `snap` itself when none
+ * applies), call the hooks, and hand the replaced snapshots to RCU
+ * reclamation (the router's references are dropped after a grace period,
+ * in liburcu's call_rcu thread). The epoch of `snap` must be above the
+ * current one. Blocks only while another writer holds the router (for its swap,
  * diff and hooks), and, when MCR_ROUTER_RETIRED_MAX replaced snapshots await
  * reclamation, until one is reclaimed. Never waits for a grace period
  * otherwise. Errors (nothing published, no hook called): MCR_ERR_INVALID
@@ -184,12 +271,15 @@ MCR_EXTERN uint64_t mcr_router_epoch(mcr_router *router);
  * built). */
 MCR_EXTERN int mcr_router_publish(mcr_router *router, const mcr_snapshot *snap, mcr_error *err);
 
-/* mcr_router_apply: build the next snapshot (epoch + 1) from the current one
- * and `changes` with mcr_snapshot_apply(), and publish it as
- * mcr_router_publish() does. The snapshot is built before the writer mutex
- * is taken; if another writer published meanwhile, it is built again, with
- * the mutex held, from what that writer published: concurrent writers never
- * lose an update, and every apply raises the epoch by exactly 1. Blocks as
+/* mcr_router_apply: build the next snapshot (epoch + 1) from the published
+ * one (never from the current one: local states are not baked in) and
+ * `changes` with mcr_snapshot_apply(), and publish it as
+ * mcr_router_publish() does. The snapshots are built before the writer
+ * mutex is taken; if another writer changed the router meanwhile, they are
+ * built again, with the mutex held, from what that writer left: concurrent
+ * writers never lose an update, and every apply raises the epoch by
+ * exactly 1. A change of a server's state applies to the published
+ * snapshot: a local state of the server still overrides it. Blocks as
  * mcr_router_publish() does. Errors (nothing published): those of
  * mcr_router_publish(), MCR_ERR_EMPTY (the router holds no snapshot yet),
  * and those of mcr_snapshot_apply(): MCR_ERR_UNKNOWN, MCR_ERR_DUPLICATE,
@@ -200,32 +290,77 @@ MCR_EXTERN int mcr_router_apply(mcr_router *router, const mcr_changes *changes, 
  * loops: it takes the writer mutex with a try-lock, and does not wait for
  * reclamation. Its cost is building the snapshot, the diff (when hooks are
  * registered), the hooks (which run in the calling thread) and an enqueue;
- * first, it frees the snapshots its earlier calls replaced whose grace
+ * first, it frees what the try_ calls of the router replaced whose grace
  * period has ended (mcr_router_collect()).
  * Errors: those of mcr_router_apply(), and MCR_ERR_BUSY when it would
  * have to wait (another writer holds the router, or MCR_ROUTER_RETIRED_MAX
- * replaced snapshots await reclamation): nothing is published, no hook is
- * called; call again later (the changes are not kept), keeping the order of
+ * changes await reclamation): nothing is published, no hook is called;
+ * call again later (the changes are not kept), keeping the order of
  * changes that depend on each other. */
 MCR_EXTERN int mcr_router_try_apply(mcr_router *router, const mcr_changes *changes,
                                     mcr_error *err);
 
-/* mcr_router_retired: how many snapshots `router` replaced are still
- * awaiting reclamation (0 to MCR_ROUTER_RETIRED_MAX); 0 for a NULL router.
- * A moment's value: it falls as grace periods end and as try_apply's
- * snapshots are collected. Does not block (it reads an atomic counter). */
+/* mcr_router_set_local_state: give server `id` of the published snapshot
+ * the local state `state` (see "Published and effective snapshots"
+ * above): the current snapshot becomes the published one with it, under
+ * the same epoch; the hooks are called with the old and new current
+ * snapshots when a state changes, and mcr_router_generation() moves. A
+ * local state of the same id is replaced (keeping its place in the
+ * order); setting the state it has already changes nothing (MCR_OK). A
+ * state equal to the published one is kept as a local state all the same
+ * (it holds the server there when a later publish changes it). The
+ * effective snapshot is built before the writer mutex is taken, as apply
+ * builds. Blocks as mcr_router_publish() does. Errors (nothing changed, no
+ * hook called): MCR_ERR_INVALID (NULL router or id; not a server state;
+ * called inside a read-side section or from a hook of this router in its
+ * thread), MCR_ERR_EMPTY (the router holds no snapshot; or the state takes
+ * the server out and would leave no ACTIVE server, counting the local
+ * states in force), MCR_ERR_UNKNOWN (the published snapshot has no server
+ * `id`), MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_router_set_local_state(mcr_router *router, const char *id,
+                                          mcr_server_state state, mcr_error *err);
+
+/* mcr_router_try_set_local_state: mcr_router_set_local_state() that never
+ * blocks, as mcr_router_try_apply() does (try-lock, no wait for
+ * reclamation, collects first): MCR_ERR_BUSY when it would have to wait;
+ * call again later. For event loops: a pool's ejections use it. */
+MCR_EXTERN int mcr_router_try_set_local_state(mcr_router *router, const char *id,
+                                              mcr_server_state state, mcr_error *err);
+
+/* mcr_router_clear_local_state: remove the local state of `id`: the server
+ * is back to its state in the published snapshot in the current one (same
+ * epoch; hooks and generation as for a set). Never refused for leaving no
+ * ACTIVE server: local states that would then leave none are held
+ * instead. Blocks as mcr_router_publish() does. Errors (nothing changed):
+ * MCR_ERR_INVALID (NULL router or id; inside a read-side section or from
+ * a hook of this router), MCR_ERR_EMPTY (the router holds no snapshot),
+ * MCR_ERR_UNKNOWN (`id` has no local state: never set, cleared already, or
+ * dropped by a publish that no longer lists it), MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_router_clear_local_state(mcr_router *router, const char *id, mcr_error *err);
+
+/* mcr_router_try_clear_local_state: mcr_router_clear_local_state() that
+ * never blocks (MCR_ERR_BUSY when it would have to wait; call again
+ * later). A pool's re-adds use it. */
+MCR_EXTERN int mcr_router_try_clear_local_state(mcr_router *router, const char *id,
+                                                mcr_error *err);
+
+/* mcr_router_retired: how many changes of `router` still await reclamation
+ * of what they replaced (0 to MCR_ROUTER_RETIRED_MAX); 0 for a NULL
+ * router. A moment's value: it falls as grace periods end and as what the
+ * try_ variants replaced is collected. Does not block (it reads an atomic counter). */
 MCR_EXTERN size_t mcr_router_retired(mcr_router *router);
 
-/* mcr_router_collect: free, on the calling thread, the snapshots that
- * mcr_router_try_apply() replaced and that no reader can hold any more
- * (their grace period has ended), and return how many snapshots replaced by
- * try_apply remain (grace period not over, or collected meanwhile by
+/* mcr_router_collect: free, on the calling thread, what the try_ variants
+ * (mcr_router_try_apply(), mcr_router_try_set_local_state(),
+ * mcr_router_try_clear_local_state()) replaced and no reader can hold any
+ * more (the grace period has ended), and return how many of their changes
+ * remain to collect (grace period not over, or collected meanwhile by
  * nobody): 0 means nothing is left to collect. Never blocks, never waits
  * for a grace period, never fails (0 for a NULL router). May be called from
  * any thread at any time, also inside a read-side section and from hooks;
  * an event loop calls it (a timer while the result is above 0) so that the
- * memory its publishes replaced goes back to its own allocator arena.
- * mcr_router_try_apply(), mcr_router_reclaim() and mcr_router_free() also
+ * memory its changes replaced goes back to its own allocator arena. The
+ * try_ variants, mcr_router_reclaim() and mcr_router_free() also
  * collect. */
 MCR_EXTERN size_t mcr_router_collect(mcr_router *router);
 
@@ -237,7 +372,8 @@ MCR_EXTERN size_t mcr_router_collect(mcr_router *router);
  * itself). Not to be called from an event loop that must not block. */
 MCR_EXTERN int mcr_router_reclaim(mcr_router *router);
 
-/* A hook: `old_snap` is the snapshot replaced, `new_snap` the one published
+/* A hook: `old_snap` is the current snapshot replaced, `new_snap` the new
+ * current one (published, or the same epoch with a local state changed)
  * and `diff` their diff (mcr_diff_new()). `old_snap` and `diff` are NULL for
  * the first snapshot of a router created empty; `diff` alone is NULL when
  * the two cannot be compared (different key hashes, see mcr_diff_new()).
@@ -246,13 +382,14 @@ typedef void (*mcr_router_hook)(const mcr_snapshot *old_snap, const mcr_snapshot
                                 const mcr_diff *diff, void *arg);
 
 /* mcr_router_add_hook: call `fn(old, new, diff, arg)` after every later
- * publish. The same pair may be added twice (then called twice). MCR_OK,
+ * change of the current snapshot (publishes, applies, and the overlay
+ * changes that change a state). The same pair may be added twice (then called twice). MCR_OK,
  * MCR_ERR_INVALID (NULL router or fn; from a hook of this router),
  * MCR_ERR_NOMEM. Takes the writer mutex: waits for a publish in progress. */
 MCR_EXTERN int mcr_router_add_hook(mcr_router *router, mcr_router_hook fn, void *arg);
 
 /* mcr_router_remove_hook: remove the first registration of (fn, arg); it is
- * not called by publishes that start after this returns. MCR_OK,
+ * not called by changes that start after this returns. MCR_OK,
  * MCR_ERR_UNKNOWN (not registered), MCR_ERR_INVALID (as add_hook). */
 MCR_EXTERN int mcr_router_remove_hook(mcr_router *router, mcr_router_hook fn, void *arg);
 
@@ -266,7 +403,8 @@ typedef enum mcr_watch_format {
     /* A server file, read by mcr_config_load_server_file() (one server a
      * line, `host[:port[:weight]]` or `host[:port] [weight=W] [zone=Z]
      * [id=NAME]`). The file is the whole list: it becomes the changes that
-     * turn the current snapshot into it (servers added, removed,
+     * turn the published snapshot (mcr_router_published(): local states
+     * are not the file's business, and stay) into it (servers added, removed,
      * re-weighted, moved to another address or zone under the same id),
      * published as one snapshot of epoch + 1; a file that changes nothing
      * publishes nothing. Servers are matched by id ("host:port" unless
@@ -282,7 +420,7 @@ typedef enum mcr_watch_format {
     MCR_WATCH_SERVER_FILE = 0,
     /* A snapshot file (mcr_snapshot_save()): loaded with its checksum
      * verified; published when its epoch is above the current one; the
-     * current snapshot itself (same epoch and checksum) is "no change";
+     * published snapshot itself (same epoch and checksum) is "no change";
      * anything older is refused as stale (MCR_ERR_STALE). */
     MCR_WATCH_SNAPSHOT_FILE = 1
 } mcr_watch_format;

@@ -508,14 +508,22 @@ static int work_run(const mcr_snapshot *old, const mcr_changes *ch, bool orphans
 int mcr_snapshot_apply(const mcr_snapshot *old, const mcr_changes *ch, mcr_snapshot **out,
                        mcr_error *err)
 {
-    work w;
-    int rc;
-
     if (old == NULL || ch == NULL || out == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL snapshot, changes or output");
     if (old->epoch == UINT64_MAX)
         return mcr__error(err, MCR_ERR_RANGE, "epoch %llu cannot grow",
                           (unsigned long long)old->epoch);
+    return mcr__snapshot_apply_at(old, ch, old->epoch + 1, out, err);
+}
+
+int mcr__snapshot_apply_at(const mcr_snapshot *old, const mcr_changes *ch, uint64_t epoch,
+                           mcr_snapshot **out, mcr_error *err)
+{
+    work w;
+    int rc;
+
+    if (old == NULL || ch == NULL || out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL snapshot, changes or output");
     rc = work_run(old, ch, false, &w, err);
     if (rc != MCR_OK)
         goto out;
@@ -541,7 +549,7 @@ int mcr_snapshot_apply(const mcr_snapshot *old, const mcr_changes *ch, mcr_snaps
     for (size_t b = 0; b < w.nmap; b++)
         w.map[b] = newidx[w.map[b]];
     free(newidx);
-    rc = mcr__snapshot_build(&old->params, w.e, n, w.from, old, old->epoch + 1, false, w.map,
+    rc = mcr__snapshot_build(&old->params, w.e, n, w.from, old, epoch, false, w.map,
                              w.nmap, out, err);
     w.e = NULL; /* taken over */
     w.map = NULL;

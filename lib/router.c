@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* router.c: the current snapshot behind an RCU-protected pointer: lock-free lookups, serialized publishes, hooks. */
+/* router.c: the current snapshot behind an RCU-protected pointer: lock-free lookups, serialized publishes and local-overlay changes, hooks. */
 
 /*
  * Why userspace RCU, and why its "bp" flavor.
@@ -34,7 +34,8 @@
  * publisher waits for one (below).
  *
  * Deferred, bounded reclamation. A publish must not wait for a grace
- * period: pools publish ejections from their event loop, and a grace period
+ * period: pools set their ejections in the local overlay from their event
+ * loop (a change of the current snapshot like a publish), and a grace period
  * lasts as long as the slowest reader section in progress (on a loaded
  * machine, a reader preempted inside one; urcu-bp also sleeps 10 ms between
  * its polls of the readers): synchronize_rcu() there held loops for up to
@@ -48,15 +49,14 @@
  * sits in a section, replaced snapshots pile up. Each router counts its own
  * (nretired) and allows MCR_ROUTER_RETIRED_MAX; the count is raised with
  * the writer mutex held, so it never goes past the bound. At
- * the bound, mcr_router_publish() and mcr_router_apply() wait (on
- * reclaim_cv, signalled by reclaim_cb()) for one to be reclaimed: the old
- * behaviour, but only past the bound; mcr_router_try_apply() refuses
- * (MCR_ERR_BUSY) instead. mcr_router_free() waits for all of its own
+ * the bound, the blocking writers wait (on reclaim_cv, signalled by
+ * reclaim_cb()) for one to be reclaimed: the old behaviour, but only past
+ * the bound; the try_ variants refuse (MCR_ERR_BUSY) instead. mcr_router_free() waits for all of its own
  * (rcu_barrier() would wait for every callback of the process).
  *
- * Who frees. The call_rcu thread frees what blocking publishes replaced.
- * What mcr_router_try_apply() replaced it only pushes on a stack, and the
- * writer's own thread frees it (collect(): at its next try_apply, or when a
+ * Who frees. The call_rcu thread frees what blocking writers replaced.
+ * What the try_ variants replaced it only pushes on a stack, and the
+ * writer's own thread frees it (collect(): at its next try_ call, or when a
  * loop calls mcr_router_collect()). glibc gives each thread its malloc
  * arena, and a free from another thread takes the lock of the arena the
  * memory came from: the call_rcu thread freeing a loop's snapshots held
@@ -66,14 +66,21 @@
  *
  * The writer mutex. A loop must not wait behind another writer either
  * (another pool's ejection, a watcher, an application's publish and its
- * hooks), so: mcr_router_apply() and _try_apply() build the next snapshot
- * before taking the mutex, from the snapshot current then, and under the
- * mutex publish it if that snapshot is still current (else build again,
- * against the new one, under the mutex: no update is lost, epochs stay
- * +1 per change). The mutex is held only for the swap, the diff and the
- * hooks. mcr_router_try_apply() takes it with a try-lock and returns
- * MCR_ERR_BUSY when another writer holds it; the pool keeps the change
- * and tries again on a later turn of its loop, in order.
+ * hooks), so every writer (write_op()) makes its plan, the next published
+ * snapshot, overlay and effective snapshot, before taking the mutex, from
+ * the published snapshot and overlay of then, and under the mutex carries
+ * it out if those are still the router's (else makes it again, from the
+ * new ones, under the mutex: no update is lost, epochs stay +1 per apply).
+ * The mutex is held only for the swap, the diff and the hooks. The try_
+ * variants take it with a try-lock and return MCR_ERR_BUSY when another
+ * writer holds it; the pool keeps the change and tries again on a later
+ * turn of its loop, in order.
+ *
+ * The local overlay (overlay.c says why). Three pointers, each replaced
+ * whole under the writer mutex: the published snapshot (`base`), the
+ * overlay (immutable once stored) and the effective snapshot (`current`,
+ * what readers get; `base` itself when no override applies). A change
+ * retires in one record whatever it replaced of the three.
  *
  * ThreadSanitizer. liburcu is not instrumented, and its grace period rests
  * on membarrier()/fences TSan cannot see. Three consequences, three
@@ -113,6 +120,7 @@
 
 #include "internal.h"
 #include "mcroute_router.h"
+#include "overlay.h"
 
 /* ---- TSan annotations (see the top of the file) ---- */
 
@@ -139,14 +147,20 @@ typedef struct hook {
     void *arg;
 } hook;
 
-/* A replaced snapshot on its way to reclamation: allocated by the writer
- * before it takes the mutex (so that running out of memory publishes
- * nothing), handed to call_rcu() after the swap, freed by reclaim_cb(). */
+/* What one change replaced, on its way to reclamation: allocated by the
+ * writer before it takes the mutex (so that running out of memory publishes
+ * nothing), handed to call_rcu() after the swap, freed by reclaim_cb() or
+ * collect(). A publish replaces the effective snapshot and the published
+ * one (the same snapshot, referenced twice, when no override is in force),
+ * and the overlay when a publish drops or holds overrides; an overlay
+ * change replaces the overlay, and the effective snapshot when the states
+ * change. */
 typedef struct retired {
     struct rcu_head head;
     mcr_router *router;
-    mcr_snapshot *snap;
-    /* Retired by mcr_router_try_apply(): after the grace period,
+    mcr_snapshot *snaps[2]; /* references to drop, or NULL */
+    mcr__overlay *overlay;  /* to free, or NULL */
+    /* Retired by a try_ variant: after the grace period,
      * reclaim_cb() does not free it but pushes it on the router's
      * `collectable` stack, and a writer's thread frees it (collect()). */
     int deferred;
@@ -154,10 +168,19 @@ typedef struct retired {
 } retired;
 
 struct mcr_router {
-    /* The current snapshot, or NULL. Written only with write_mu held
+    /* The effective snapshot (what readers get: `base` with the applied
+     * overrides of `overlay`), or NULL. Written only with write_mu held
      * (release), read by anyone inside a read-side section (acquire). The
      * router owns one reference to it. */
     _Atomic(mcr_snapshot *) current;
+    /* The published snapshot (what publish and apply were given), and the
+     * local overlay, resolved against it (NULL: no override). The same
+     * rules as `current`; one reference to `base` of its own (also when it
+     * is `current`); the overlay is immutable once stored here. */
+    _Atomic(mcr_snapshot *) base;
+    _Atomic(mcr__overlay *) overlay;
+    /* Raised (release) by each change of `current`, after the store. */
+    _Atomic uint64_t generation;
     /* Serializes publishers, and guards the hook list (publishes read it). */
     pthread_mutex_t write_mu;
     hook *hooks;
@@ -229,12 +252,24 @@ int mcr_router_new(const mcr_snapshot *initial, mcr_router **out, mcr_error *err
         return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: cannot create a condition");
     }
     atomic_init(&r->current, initial ? mcr_snapshot_ref(initial) : NULL);
+    atomic_init(&r->base, initial ? mcr_snapshot_ref(initial) : NULL);
+    atomic_init(&r->overlay, NULL);
+    atomic_init(&r->generation, 0);
     atomic_init(&r->nretired, 0);
     atomic_init(&r->collectable, NULL);
     atomic_init(&r->ndeferred, 0);
     atomic_init(&r->nwaiters, 0);
     *out = r;
     return MCR_OK;
+}
+
+/* Drop what a record holds, and the record. */
+static void retired_release(retired *rec)
+{
+    mcr_snapshot_unref(rec->snaps[0]);
+    mcr_snapshot_unref(rec->snaps[1]);
+    mcr__overlay_free(rec->overlay);
+    free(rec);
 }
 
 /* Free, on this thread, the deferred records whose grace period has ended.
@@ -252,8 +287,7 @@ static size_t collect(mcr_router *router)
 
     while (rec != NULL) {
         retired *next = rec->next;
-        mcr_snapshot_unref(rec->snap);
-        free(rec);
+        retired_release(rec);
         n++;
         rec = next;
     }
@@ -300,6 +334,8 @@ void mcr_router_free(mcr_router *router)
     /* No reader may be left (the contract), so no grace period for the
      * current one: the reference can go at once. */
     mcr_snapshot_unref(atomic_load_explicit(&router->current, memory_order_relaxed));
+    mcr_snapshot_unref(atomic_load_explicit(&router->base, memory_order_relaxed));
+    mcr__overlay_free(atomic_load_explicit(&router->overlay, memory_order_relaxed));
     pthread_cond_destroy(&router->reclaim_cv);
     pthread_mutex_destroy(&router->reclaim_mu);
     pthread_mutex_destroy(&router->write_mu);
@@ -382,6 +418,97 @@ uint64_t mcr_router_epoch(mcr_router *router)
     return epoch;
 }
 
+mcr_snapshot *mcr_router_published(mcr_router *router)
+{
+    mcr_snapshot *snap;
+
+    if (router == NULL)
+        return NULL;
+    urcu_bp_read_lock();
+    snap = atomic_load_explicit(&router->base, memory_order_acquire);
+    if (snap != NULL)
+        mcr_snapshot_ref(snap);
+    MCR__TSAN_RELEASE(&router->tsan_grace_period);
+    urcu_bp_read_unlock();
+    return snap;
+}
+
+uint64_t mcr_router_generation(mcr_router *router)
+{
+    return router == NULL ? 0 : atomic_load_explicit(&router->generation, memory_order_acquire);
+}
+
+int mcr_router_local_state(mcr_router *router, const char *id, mcr_server_state *state,
+                           int *applied)
+{
+    const mcr__overlay *ov;
+    long k;
+    int rc = MCR_ERR_UNKNOWN;
+
+    if (router == NULL || id == NULL)
+        return MCR_ERR_INVALID;
+    urcu_bp_read_lock();
+    ov = atomic_load_explicit(&router->overlay, memory_order_acquire);
+    k = mcr__overlay_find(ov, id);
+    if (k >= 0) {
+        if (state != NULL)
+            *state = ov->v[k].state;
+        if (applied != NULL)
+            *applied = ov->v[k].applied;
+        rc = MCR_OK;
+    }
+    MCR__TSAN_RELEASE(&router->tsan_grace_period);
+    urcu_bp_read_unlock();
+    return rc;
+}
+
+int mcr_router_local_states(mcr_router *router, mcr_local_state **out, size_t *count,
+                            mcr_error *err)
+{
+    const mcr__overlay *ov;
+    mcr_local_state *v = NULL;
+    size_t n, bytes;
+    int rc = MCR_OK;
+
+    if (router == NULL || out == NULL || count == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_router_local_states: NULL argument");
+    urcu_bp_read_lock();
+    ov = atomic_load_explicit(&router->overlay, memory_order_acquire);
+    n = ov != NULL ? ov->n : 0;
+    /* One block: the array, then the strings. */
+    bytes = n * sizeof(*v);
+    for (size_t i = 0; i < n; i++)
+        bytes += strlen(ov->v[i].id) + strlen(ov->v[i].host) + 2;
+    if (n > 0 && (v = malloc(bytes)) == NULL) {
+        rc = mcr__error(err, MCR_ERR_NOMEM, "mcr_router_local_states: out of memory");
+    } else if (n > 0) {
+        char *o = (char *)(v + n);
+        for (size_t i = 0; i < n; i++) {
+            const mcr__override *x = &ov->v[i];
+            size_t li = strlen(x->id) + 1, lh = strlen(x->host) + 1;
+            v[i].id = memcpy(o, x->id, li);
+            o += li;
+            v[i].host = memcpy(o, x->host, lh);
+            o += lh;
+            v[i].port = x->port;
+            v[i].state = x->state;
+            v[i].applied = x->applied;
+        }
+    }
+    MCR__TSAN_RELEASE(&router->tsan_grace_period);
+    urcu_bp_read_unlock();
+    if (rc == MCR_OK) {
+        *out = v;
+        *count = n;
+    }
+    return rc;
+}
+
+void mcr_router_local_states_free(mcr_local_state *states)
+{
+    free(states);
+}
+
 /* ---- reclamation ---- */
 
 /* Runs in liburcu's call_rcu thread, after a grace period that began after
@@ -390,7 +517,6 @@ static void reclaim_cb(struct rcu_head *head)
 {
     retired *rec = caa_container_of(head, retired, head);
     mcr_router *router;
-    mcr_snapshot *snap;
 
     MCR__TSAN_ACQUIRE(rec);
     router = rec->router;
@@ -417,9 +543,7 @@ static void reclaim_cb(struct rcu_head *head)
         (void)pthread_mutex_unlock(&router->reclaim_mu);
         return;
     }
-    snap = rec->snap;
-    free(rec);
-    mcr_snapshot_unref(snap);
+    retired_release(rec);
     /* The last touch of the router: mcr_router_free() may free it as soon
      * as the mutex is released. */
     (void)pthread_mutex_lock(&router->reclaim_mu);
@@ -485,76 +609,198 @@ static void unlock(mcr_router *router)
     (void)pthread_mutex_unlock(&router->write_mu);
 }
 
-/* Reserve a place for one more replaced snapshot: wait for one to be
+/* Reserve a place for one more retired record: wait for one to be
  * reclaimed when MCR_ROUTER_RETIRED_MAX are pending, or, with `nowait`,
  * refuse. Writer mutex held: no other writer raises the count meanwhile. */
-static int reserve_retired(mcr_router *router, int nowait, mcr_error *err)
+static int reserve_retired(mcr_router *router, int nowait, const char *what, mcr_error *err)
 {
     if (atomic_load(&router->nretired) >= MCR_ROUTER_RETIRED_MAX) {
         if (nowait)
             return mcr__error(err, MCR_ERR_BUSY,
-                              "mcr_router_try_apply: %u replaced snapshots await reclamation "
-                              "(a reader section is long, or publishes come faster than "
-                              "grace periods end); try again later",
-                              (unsigned)MCR_ROUTER_RETIRED_MAX);
+                              "%s: %u changes await reclamation of what they replaced (a reader "
+                              "section is long, or changes come faster than grace periods "
+                              "end); try again later",
+                              what, (unsigned)MCR_ROUTER_RETIRED_MAX);
         wait_retired(router, MCR_ROUTER_RETIRED_MAX - 1);
     }
     atomic_fetch_add(&router->nretired, 1);
     return MCR_OK;
 }
 
-/* The publish, writer mutex held. `rec` (not NULL) becomes the retired
- * record of the replaced snapshot; *rec is set to NULL when it was used. */
-static int publish_locked(mcr_router *router, const mcr_snapshot *snap, retired **rec, int nowait,
-                          mcr_error *err)
+/* One writer call: a publish, an apply, or a change of the overlay. */
+typedef enum wop { W_PUBLISH, W_APPLY, W_SET, W_CLEAR } wop;
+
+typedef struct wreq {
+    wop op;
+    const char *what;              /* the public function, for messages */
+    const mcr_snapshot *snap;      /* W_PUBLISH */
+    const mcr_changes *changes;    /* W_APPLY */
+    const char *id;                /* W_SET, W_CLEAR */
+    mcr_server_state state;        /* W_SET */
+} wreq;
+
+/* What a writer call changes, made from one state (published snapshot,
+ * overlay) of the router. Each field NULL / false: that part stays. */
+typedef struct plan {
+    mcr_snapshot *base;   /* the next published snapshot (a reference) */
+    bool ov_changed;      /* the overlay changes: to `ov` */
+    mcr__overlay *ov;     /* owned; NULL: no override */
+    mcr_snapshot *eff;    /* the next effective snapshot (a reference) */
+} plan;
+
+static void plan_release(plan *pl)
 {
-    mcr_snapshot *old = atomic_load_explicit(&router->current, memory_order_relaxed);
-    mcr_diff *diff = NULL;
+    mcr_snapshot_unref(pl->base);
+    mcr__overlay_free(pl->ov);
+    mcr_snapshot_unref(pl->eff);
+    memset(pl, 0, sizeof(*pl));
+}
+
+/* The plan of `rq` for a router whose published snapshot is `base0` and
+ * overlay `ov0` (resolved against it). Touches no router: it may run with
+ * or without the writer mutex. */
+static int make_plan(const wreq *rq, const mcr_snapshot *base0, const mcr__overlay *ov0,
+                     plan *pl, mcr_error *err)
+{
+    char q[80];
+    mcr_snapshot *nb = NULL;
+    mcr__overlay *ov = NULL;
+    const mcr_snapshot *target;
     int rc;
 
-    if (old != NULL && mcr_snapshot_epoch(snap) <= mcr_snapshot_epoch(old))
-        return mcr__error(err, MCR_ERR_STALE,
-                          "mcr_router_publish: stale snapshot: epoch %llu is not above the "
-                          "current epoch %llu",
-                          (unsigned long long)mcr_snapshot_epoch(snap),
-                          (unsigned long long)mcr_snapshot_epoch(old));
+    memset(pl, 0, sizeof(*pl));
+    switch (rq->op) {
+    case W_PUBLISH:
+        if (base0 != NULL && mcr_snapshot_epoch(rq->snap) <= mcr_snapshot_epoch(base0))
+            return mcr__error(err, MCR_ERR_STALE,
+                              "mcr_router_publish: stale snapshot: epoch %llu is not above the "
+                              "current epoch %llu",
+                              (unsigned long long)mcr_snapshot_epoch(rq->snap),
+                              (unsigned long long)mcr_snapshot_epoch(base0));
+        nb = mcr_snapshot_ref(rq->snap);
+        break;
+    case W_APPLY:
+        if (base0 == NULL)
+            return mcr__error(err, MCR_ERR_EMPTY,
+                              "%s: the router holds no snapshot to apply changes to", rq->what);
+        rc = mcr_snapshot_apply(base0, rq->changes, &nb, err);
+        if (rc != MCR_OK)
+            return rc;
+        break;
+    default:
+        if (base0 == NULL)
+            return mcr__error(err, MCR_ERR_EMPTY,
+                              "%s: the router holds no snapshot: no server \"%s\" to give a "
+                              "local state",
+                              rq->what, mcr__quote(q, sizeof(q), rq->id, strlen(rq->id)));
+        break;
+    }
+    target = nb != NULL ? nb : base0;
+    rc = mcr__overlay_copy(ov0, &ov, err);
+    if (rc == MCR_OK && rq->op == W_SET)
+        rc = mcr__overlay_set(ov, base0, rq->id, rq->state, err);
+    else if (rc == MCR_OK && rq->op == W_CLEAR)
+        rc = mcr__overlay_clear(ov, rq->id, err);
+    if (rc != MCR_OK) {
+        mcr__overlay_free(ov);
+        mcr_snapshot_unref(nb);
+        return rc;
+    }
+    /* The same state set again: the checks below still say whether it is
+     * in force, and the plan comes out empty. */
+    mcr__overlay_resolve(ov, target);
+    if (rq->op == W_SET && !ov->v[mcr__overlay_find(ov, rq->id)].applied) {
+        mcr__overlay_free(ov);
+        return mcr__error(err, MCR_ERR_EMPTY,
+                          "%s: \"%s\" %s would leave no ACTIVE server in the effective "
+                          "snapshot (epoch %llu)",
+                          rq->what, mcr__quote(q, sizeof(q), rq->id, strlen(rq->id)),
+                          rq->state == MCR_STATE_DOWN ? "down" : "draining",
+                          (unsigned long long)mcr_snapshot_epoch(base0));
+    }
+    if (nb != NULL || !mcr__overlay_same_effect(ov, ov0, base0)) {
+        rc = mcr__overlay_effective(ov, target, &pl->eff, err);
+        if (rc != MCR_OK) {
+            mcr__overlay_free(ov);
+            mcr_snapshot_unref(nb);
+            return rc;
+        }
+    }
+    pl->base = nb;
+    pl->ov_changed = !mcr__overlay_equal(ov, ov0);
+    if (pl->ov_changed && ov->n > 0)
+        pl->ov = ov;
+    else
+        mcr__overlay_free(ov);
+    return MCR_OK;
+}
+
+/* Carry out `pl`, writer mutex held: the stores, the hooks, the retired
+ * record. `rec` (not NULL) becomes the record of what is replaced; *rec is
+ * set to NULL when it was used. The plan's references and overlay are
+ * taken over on success. */
+static int commit_locked(mcr_router *router, plan *pl, retired **rec, int nowait,
+                         const char *what, mcr_error *err)
+{
+    mcr_snapshot *old_eff = atomic_load_explicit(&router->current, memory_order_relaxed);
+    mcr_snapshot *old_base = atomic_load_explicit(&router->base, memory_order_relaxed);
+    mcr__overlay *old_ov = atomic_load_explicit(&router->overlay, memory_order_relaxed);
+    mcr_snapshot *eff = pl->eff;
+    mcr_diff *diff = NULL;
+    bool need_rec;
+    int rc;
+
+    if (pl->base == NULL && !pl->ov_changed && eff == NULL)
+        return MCR_OK; /* nothing changes */
     /* The diff before the swap, so that running out of memory publishes
      * nothing. Snapshots that cannot be compared (different key hashes, a
      * modula period too long to count) are still published: the hooks get
      * a NULL diff. */
-    if (old != NULL && router->nhooks > 0) {
+    if (eff != NULL && old_eff != NULL && router->nhooks > 0) {
         mcr_error derr = {0, ""};
-        rc = mcr_diff_new(old, snap, &diff, &derr);
+        rc = mcr_diff_new(old_eff, eff, &diff, &derr);
         if (rc != MCR_OK && rc != MCR_ERR_UNSUPPORTED) {
             if (err != NULL)
                 *err = derr;
             return rc;
         }
     }
-    if (old != NULL) {
-        rc = reserve_retired(router, nowait, err);
+    need_rec = (eff != NULL && old_eff != NULL) || (pl->base != NULL && old_base != NULL) ||
+               (pl->ov_changed && old_ov != NULL);
+    if (need_rec) {
+        rc = reserve_retired(router, nowait, what, err);
         if (rc != MCR_OK) {
             mcr_diff_free(diff);
             return rc;
         }
     }
 
-    atomic_store_explicit(&router->current, mcr_snapshot_ref(snap), memory_order_release);
+    if (pl->base != NULL)
+        atomic_store_explicit(&router->base, pl->base, memory_order_release);
+    if (pl->ov_changed)
+        atomic_store_explicit(&router->overlay, pl->ov, memory_order_release);
+    if (eff != NULL) {
+        atomic_store_explicit(&router->current, eff, memory_order_release);
+        atomic_fetch_add_explicit(&router->generation, 1, memory_order_release);
+    }
 
-    if (router->nhooks > 0) {
+    if (eff != NULL && router->nhooks > 0) {
         hook_frame frame = {router, tls_hook_frames};
         tls_hook_frames = &frame;
         for (size_t i = 0; i < router->nhooks; i++)
-            router->hooks[i].fn(old, snap, diff, router->hooks[i].arg);
+            router->hooks[i].fn(old_eff, eff, diff, router->hooks[i].arg);
         tls_hook_frames = frame.up;
     }
     mcr_diff_free(diff);
 
-    if (old != NULL) {
-        /* Every section that may hold `old` started before the store above;
-         * call_rcu runs reclaim_cb() once all of them have ended. */
+    if (need_rec) {
+        /* Every section that may hold what was replaced started before the
+         * stores above; call_rcu runs reclaim_cb() once all of them have
+         * ended. */
         (*rec)->router = router;
-        (*rec)->snap = old;
+        (*rec)->snaps[0] = eff != NULL ? old_eff : NULL;
+        (*rec)->snaps[1] = pl->base != NULL ? old_base : NULL;
+        (*rec)->overlay = pl->ov_changed ? old_ov : NULL;
         (*rec)->deferred = nowait;
         if (nowait)
             atomic_fetch_add(&router->ndeferred, 1);
@@ -562,90 +808,110 @@ static int publish_locked(mcr_router *router, const mcr_snapshot *snap, retired 
         urcu_bp_call_rcu(&(*rec)->head, reclaim_cb);
         *rec = NULL;
     }
+    /* Taken over. */
+    pl->base = NULL;
+    pl->ov = NULL;
+    pl->eff = NULL;
+    pl->ov_changed = false;
     return MCR_OK;
 }
 
-int mcr_router_publish(mcr_router *router, const mcr_snapshot *snap, mcr_error *err)
+/* Every writer call. The plan is made before the writer mutex is taken,
+ * from the router's state then (see the top of the file); under the mutex
+ * it is carried out if that state is still the router's, else made again
+ * from the router's state, mutex held, so that no concurrent change is
+ * lost. */
+static int write_op(mcr_router *router, const wreq *rq, int nowait, mcr_error *err)
 {
+    mcr_snapshot *base0;
+    const mcr_snapshot *base1;
+    mcr__overlay *ov0 = NULL;
+    const mcr__overlay *ov1;
+    mcr_error perr = {0, ""};
+    plan pl;
     retired *rec;
-    int rc;
+    int rc, prc;
 
-    if (router == NULL || snap == NULL)
-        return mcr__error(err, MCR_ERR_INVALID, "mcr_router_publish: NULL argument");
-    rc = check_writer(router, "mcr_router_publish", err);
+    rc = check_writer(router, rq->what, err);
     if (rc != MCR_OK)
         return rc;
-    rec = malloc(sizeof *rec);
-    if (rec == NULL)
-        return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_publish: out of memory");
-    lock(router);
-    rc = publish_locked(router, snap, &rec, 0, err);
-    unlock(router);
-    free(rec); /* NULL when used */
-    return rc;
-}
-
-/* mcr_router_apply() and _try_apply(). */
-static int apply(mcr_router *router, const mcr_changes *changes, int nowait, const char *what,
-                 mcr_error *err)
-{
-    mcr_snapshot *base, *cur, *next = NULL;
-    mcr_error berr = {0, ""};
-    retired *rec;
-    int rc, brc;
-
-    if (router == NULL || changes == NULL)
-        return mcr__error(err, MCR_ERR_INVALID, "%s: NULL argument", what);
-    rc = check_writer(router, what, err);
-    if (rc != MCR_OK)
-        return rc;
-    /* The loop's own garbage first: what its earlier publishes replaced
-     * and no reader holds any more (see reclaim_cb()). */
+    /* The loop's own garbage first: what its earlier changes replaced and
+     * no reader holds any more (see reclaim_cb()). */
     if (nowait)
         collect(router);
-    rec = malloc(sizeof *rec);
+    rec = calloc(1, sizeof *rec);
     if (rec == NULL)
-        return mcr__error(err, MCR_ERR_NOMEM, "%s: out of memory", what);
-    /* Build outside the writer mutex, against the snapshot current now
-     * (see the top of the file). */
-    base = mcr_router_current(router);
-    brc = base == NULL ? MCR_ERR_EMPTY : mcr_snapshot_apply(base, changes, &next, &berr);
+        return mcr__error(err, MCR_ERR_NOMEM, "%s: out of memory", rq->what);
+    urcu_bp_read_lock();
+    base0 = atomic_load_explicit(&router->base, memory_order_acquire);
+    if (base0 != NULL)
+        mcr_snapshot_ref(base0);
+    prc = mcr__overlay_copy(atomic_load_explicit(&router->overlay, memory_order_acquire), &ov0,
+                            &perr);
+    MCR__TSAN_RELEASE(&router->tsan_grace_period);
+    urcu_bp_read_unlock();
+    if (prc != MCR_OK) {
+        mcr_snapshot_unref(base0);
+        free(rec);
+        if (err != NULL)
+            *err = perr;
+        return prc;
+    }
+    /* The two loads above may come from different changes: then the
+     * comparison below fails and the plan is made again. */
+    prc = make_plan(rq, base0, ov0, &pl, &perr);
     if (!nowait) {
         lock(router);
     } else if (pthread_mutex_trylock(&router->write_mu) != 0) {
         rc = mcr__error(err, MCR_ERR_BUSY,
-                        "%s: another writer holds the router; nothing was published, try "
+                        "%s: another writer holds the router; nothing was changed, try "
                         "again later",
-                        what);
+                        rq->what);
         goto out;
     }
-    /* Only writers change `current`, and we are the writer: no section
-     * needed to read it. */
-    cur = atomic_load_explicit(&router->current, memory_order_relaxed);
-    if (cur != base) {
-        /* Another writer published meanwhile (`base` is referenced, so its
-         * address cannot have been reused): build again against what it
-         * published, so that its change is kept. */
-        mcr_snapshot_unref(next);
-        next = NULL;
-        brc = cur == NULL ? MCR_ERR_EMPTY : mcr_snapshot_apply(cur, changes, &next, &berr);
+    /* Only writers change the router, and we are the writer: no section
+     * needed to read it. `base0` is referenced, so its address cannot have
+     * been reused. */
+    base1 = atomic_load_explicit(&router->base, memory_order_relaxed);
+    ov1 = atomic_load_explicit(&router->overlay, memory_order_relaxed);
+    if (base1 != base0 || !mcr__overlay_equal(ov0, ov1)) {
+        plan_release(&pl);
+        perr = (mcr_error){0, ""};
+        prc = make_plan(rq, base1, ov1, &pl, &perr);
     }
-    if (cur == NULL) {
-        rc = mcr__error(err, MCR_ERR_EMPTY,
-                        "%s: the router holds no snapshot to apply changes to", what);
-    } else if (brc != MCR_OK) {
-        rc = brc;
+    if (prc != MCR_OK) {
+        rc = prc;
         if (err != NULL)
-            *err = berr;
+            *err = perr;
     } else {
-        rc = publish_locked(router, next, &rec, nowait, err);
+        rc = commit_locked(router, &pl, &rec, nowait, rq->what, err);
     }
     unlock(router);
 out:
-    mcr_snapshot_unref(next); /* the router holds its own reference */
-    mcr_snapshot_unref(base);
+    plan_release(&pl);
+    mcr_snapshot_unref(base0);
+    mcr__overlay_free(ov0);
     free(rec); /* NULL when used */
     return rc;
+}
+
+int mcr_router_publish(mcr_router *router, const mcr_snapshot *snap, mcr_error *err)
+{
+    wreq rq = {.op = W_PUBLISH, .what = "mcr_router_publish", .snap = snap};
+
+    if (router == NULL || snap == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_router_publish: NULL argument");
+    return write_op(router, &rq, 0, err);
+}
+
+static int apply(mcr_router *router, const mcr_changes *changes, int nowait, const char *what,
+                 mcr_error *err)
+{
+    wreq rq = {.op = W_APPLY, .what = what, .changes = changes};
+
+    if (router == NULL || changes == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "%s: NULL argument", what);
+    return write_op(router, &rq, nowait, err);
 }
 
 int mcr_router_apply(mcr_router *router, const mcr_changes *changes, mcr_error *err)
@@ -656,6 +922,50 @@ int mcr_router_apply(mcr_router *router, const mcr_changes *changes, mcr_error *
 int mcr_router_try_apply(mcr_router *router, const mcr_changes *changes, mcr_error *err)
 {
     return apply(router, changes, 1, "mcr_router_try_apply", err);
+}
+
+/* ---- the local overlay ---- */
+
+static int set_local(mcr_router *router, const char *id, mcr_server_state st, int nowait,
+                     const char *what, mcr_error *err)
+{
+    wreq rq = {.op = W_SET, .what = what, .id = id, .state = st};
+
+    if (router == NULL || id == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "%s: NULL argument", what);
+    return write_op(router, &rq, nowait, err);
+}
+
+static int clear_local(mcr_router *router, const char *id, int nowait, const char *what,
+                       mcr_error *err)
+{
+    wreq rq = {.op = W_CLEAR, .what = what, .id = id};
+
+    if (router == NULL || id == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "%s: NULL argument", what);
+    return write_op(router, &rq, nowait, err);
+}
+
+int mcr_router_set_local_state(mcr_router *router, const char *id, mcr_server_state state,
+                               mcr_error *err)
+{
+    return set_local(router, id, state, 0, "mcr_router_set_local_state", err);
+}
+
+int mcr_router_try_set_local_state(mcr_router *router, const char *id, mcr_server_state state,
+                                   mcr_error *err)
+{
+    return set_local(router, id, state, 1, "mcr_router_try_set_local_state", err);
+}
+
+int mcr_router_clear_local_state(mcr_router *router, const char *id, mcr_error *err)
+{
+    return clear_local(router, id, 0, "mcr_router_clear_local_state", err);
+}
+
+int mcr_router_try_clear_local_state(mcr_router *router, const char *id, mcr_error *err)
+{
+    return clear_local(router, id, 1, "mcr_router_try_clear_local_state", err);
 }
 
 /* ---- hooks ---- */

@@ -80,6 +80,15 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
                         const mcr_snapshot *old, uint64_t epoch, bool check, uint32_t *map,
                         size_t nmap, mcr_snapshot **out, mcr_error *err);
 
+/* mcr_snapshot_apply() with the epoch of the result given: the snapshot
+ * built from `old` and the changes `ch` has epoch `epoch` (any value; the
+ * caller decides what it means). mcr_snapshot_apply() is this with
+ * old->epoch + 1; a router's local overlay (lib/overlay.c) builds its
+ * effective snapshot with the epoch of the published one. Errors: those
+ * of mcr_snapshot_apply() but the epoch's MCR_ERR_RANGE. changes.c. */
+int mcr__snapshot_apply_at(const mcr_snapshot *old, const mcr_changes *ch, uint64_t epoch,
+                           mcr_snapshot **out, mcr_error *err);
+
 /* The seed of the roll digests (the "digest" of a server line). */
 #define MCR__ROLL_SEED 0x6d63726f75746521ULL /* "mcroute!" */
 

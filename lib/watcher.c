@@ -188,7 +188,9 @@ static int load_server_file(mcr_watcher *w, const mcr_config *tmpl, const file_s
         return rc;
 
     for (int attempt = 0;; attempt++) {
-        mcr_snapshot *base = mcr_router_current(w->router), *next = NULL;
+        /* The published snapshot: a local state is no file's business,
+         * and the router re-applies it to what is published. */
+        mcr_snapshot *base = mcr_router_published(w->router), *next = NULL;
         mcr_changes *ch = NULL;
         size_t n = 0;
 
@@ -211,7 +213,7 @@ static int load_server_file(mcr_watcher *w, const mcr_config *tmpl, const file_s
             /* Built above, outside the router's writer mutex; the publish
              * holds it only for the swap, the diff and the hooks, and does
              * not wait for a grace period, so a pool ejecting meanwhile
-             * (mcr_router_try_apply()) is not held up. */
+             * (mcr_router_try_set_local_state()) is not held up. */
             rc = mcr_router_publish(w->router, next, err);
             *published = rc == MCR_OK;
         }
@@ -244,7 +246,7 @@ static int load_snapshot_file(mcr_watcher *w, const file_sig *sig, load_result *
     }
     if (rc != MCR_OK)
         return rc;
-    cur = mcr_router_current(w->router);
+    cur = mcr_router_published(w->router); /* not the local states' checksum */
     if (cur != NULL && mcr_snapshot_epoch(snap) == mcr_snapshot_epoch(cur) &&
         strcmp(mcr_snapshot_checksum(snap), mcr_snapshot_checksum(cur)) == 0) {
         rc = MCR_OK; /* the snapshot in force */

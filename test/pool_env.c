@@ -648,6 +648,18 @@ int state_of(mcr_router *router, const char *id)
     return st;
 }
 
+int published_state_of(mcr_router *router, const char *id)
+{
+    mcr_snapshot *s = mcr_router_published(router);
+    mcr_server_desc d;
+    int st = -1;
+    long i = mcr_snapshot_find(s, id);
+    if (i >= 0 && mcr_snapshot_server(s, (size_t)i, &d) == MCR_OK)
+        st = (int)d.state;
+    mcr_snapshot_unref(s);
+    return st;
+}
+
 const char *key_on(env *e, const char *id, const char *stem, char *buf, size_t cap)
 {
     char st[256];
@@ -737,6 +749,15 @@ int c_mt_done(env *e, void *arg)
     return ((mtrack *)arg)->done_calls > 0;
 }
 
+void book_init(snap_book *b, mcr_router *router)
+{
+    memset(b, 0, sizeof(*b));
+    mcr_snapshot *s = mcr_router_current(router);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_lt(mcr_snapshot_epoch(s), 64);
+    b->by_epoch[mcr_snapshot_epoch(s)][0] = s;
+}
+
 void book_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
                const mcr_diff *diff, void *arg)
 {
@@ -744,25 +765,49 @@ void book_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
     (void)old_snap;
     (void)diff;
     uint64_t ep = mcr_snapshot_epoch(new_snap);
-    if (ep < 64 && b->by_epoch[ep] == NULL)
-        b->by_epoch[ep] = mcr_snapshot_ref(new_snap);
+    if (ep >= 64) {
+        b->overflow++;
+        return;
+    }
+    int k = 0;
+    while (k < BOOK_PER_EPOCH && b->by_epoch[ep][k] != NULL)
+        k++;
+    if (k == BOOK_PER_EPOCH)
+        b->overflow++;
+    else
+        b->by_epoch[ep][k] = mcr_snapshot_ref(new_snap);
 }
 
 void book_free(snap_book *b)
 {
     for (int i = 0; i < 64; i++)
-        mcr_snapshot_unref(b->by_epoch[i]);
+        for (int k = 0; k < BOOK_PER_EPOCH; k++)
+            mcr_snapshot_unref(b->by_epoch[i][k]);
+}
+
+static const char *snap_owner(const mcr_snapshot *s, const char *key, size_t len)
+{
+    mcr_server_desc d;
+    if (mcr_snapshot_server(s, mcr_snapshot_locate(s, key, len), &d) != MCR_OK)
+        return NULL;
+    return d.id;
 }
 
 const char *book_owner(const snap_book *b, uint64_t ep, const char *key, size_t len)
 {
-    mcr_server_desc d;
-    if (ep >= 64 || b->by_epoch[ep] == NULL)
+    if (ep >= 64 || b->by_epoch[ep][0] == NULL)
         return NULL;
-    const mcr_snapshot *s = b->by_epoch[ep];
-    if (mcr_snapshot_server(s, mcr_snapshot_locate(s, key, len), &d) != MCR_OK)
-        return NULL;
-    return d.id;
+    return snap_owner(b->by_epoch[ep][0], key, len);
+}
+
+int book_routes_to(const snap_book *b, uint64_t ep, const char *key, size_t len, const char *id)
+{
+    for (int k = 0; ep < 64 && k < BOOK_PER_EPOCH && b->by_epoch[ep][k] != NULL; k++) {
+        const char *o = snap_owner(b->by_epoch[ep][k], key, len);
+        if (o != NULL && strcmp(o, id) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 void apply_change(env *e, int what, int server)

@@ -290,6 +290,10 @@ int owns(env *e, const char *key, const char *id);
 /* State of server `id` in the router's current snapshot; -1 when absent. */
 int state_of(mcr_router *router, const char *id);
 
+/* State of server `id` in the router's published snapshot (without the
+ * local states, mcr_router_published()); -1 when absent. */
+int published_state_of(mcr_router *router, const char *id);
+
 /* A key (into buf) owned by server `id`, "<stem><n>" for the first n that fits. */
 const char *key_on(env *e, const char *id, const char *stem, char *buf, size_t cap);
 
@@ -317,18 +321,33 @@ int submit_multi(env *e, mcr_pool *p, mtrack *m, mcr_op op);
 
 int c_mt_done(env *e, void *arg);
 
-/* Every snapshot a router published, by epoch (references kept). */
+/* Every current snapshot a router had, by epoch (references kept): the
+ * first one of an epoch, then those of the same epoch that local states
+ * made (a pool's ejections and re-adds), in order. */
+#define BOOK_PER_EPOCH 32
 typedef struct snap_book {
-    mcr_snapshot *by_epoch[64];
+    mcr_snapshot *by_epoch[64][BOOK_PER_EPOCH];
+    int overflow;          /* snapshots not recorded (epoch >= 64, or too many) */
 } snap_book;
+
+/* An empty book holding the router's current snapshot; then add book_hook
+ * to the router with it. */
+void book_init(snap_book *b, mcr_router *router);
 
 void book_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
                const mcr_diff *diff, void *arg);
 
 void book_free(snap_book *b);
 
-/* The id of the server that snapshot `ep` of the book gives key to. */
+/* The id of the server that the first snapshot of epoch `ep` in the book
+ * gives key to (exact when no local state changed within the epoch). */
 const char *book_owner(const snap_book *b, uint64_t ep, const char *key, size_t len);
+
+/* 1 when one of the snapshots of epoch `ep` in the book gives key to
+ * server `id`: a request routed with that epoch may have been routed by
+ * any of them (a result carries the epoch, not which local states were in
+ * force). */
+int book_routes_to(const snap_book *b, uint64_t ep, const char *key, size_t len, const char *id);
 
 void apply_change(env *e, int what, int server);
 

@@ -11,7 +11,8 @@
  * 20-600 ms later), SIGKILL (a restart on the same port 100-1000 ms
  * later), and membership changes through mcr_router_apply(): a server
  * added, removed, set DOWN, DRAINING or ACTIVE again. With the eject
- * policy the pool publishes its own changes on top.
+ * policy the pool sets its own local states on top (the router's overlay:
+ * no epoch of their own), and clears them all when it is freed.
  *
  * Asserted, for every request (its id: the submission's number):
  *   - its callback comes exactly once (a multi-get: key_cb once per key
@@ -55,7 +56,7 @@
  * Replay. Every run draws its seed afresh and prints it; MCR_CHAOS_SEED
  * replays it: the same keys, pool options, request sequence and chaos
  * sequence (timing, and so the outcomes, still vary; with the eject
- * policy the pool's own publishes vary with them). A failure prints the
+ * policy the pool's own local states vary with them). A failure prints the
  * seed, the first violation and the last chaos events.
  *
  * Environment: MCR_CHAOS_SEED, MCR_CHAOS_SECONDS, MCR_CHAOS_VERBOSE=1
@@ -716,7 +717,8 @@ static void membership(int kind, int t)
         ck_assert_int_eq(mcr_changes_set_state(ch, v->id, st, &err), MCR_OK);
     }
     if (kind == EV_REMOVE || kind == EV_DOWN || kind == EV_DRAIN) {
-        mcr_snapshot *cur = mcr_router_current(g->router);
+        /* What the apply builds from (ejections are local states over it). */
+        mcr_snapshot *cur = mcr_router_published(g->router);
         int others = 0;
         ck_assert_ptr_nonnull(cur);
         for (size_t i = 0; i < mcr_snapshot_server_count(cur); i++) {
@@ -1103,6 +1105,13 @@ START_TEST(test_chaos)
     }
     if (r.pending_at_free == 0)
         violation("no request was pending when the pool was freed");
+    mcr_local_state *ls = NULL;
+    size_t nls = 0;
+    ck_assert_int_eq(mcr_router_local_states(r.router, &ls, &nls, NULL), MCR_OK);
+    if (nls != 0)
+        violation("%zu local states left after mcr_pool_free() (the first: %s), which clears "
+                  "the pool's ejections", nls, ls[0].id);
+    mcr_router_local_states_free(ls);
     event_free(r.tick);
     event_base_free(r.base);
     mcr_router_free(r.router);

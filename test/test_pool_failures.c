@@ -270,7 +270,8 @@ END_TEST
 /* What a router hook saw of one server. */
 typedef struct pub_log {
     const char *id;
-    int publishes;
+    int publishes;           /* hook calls: publishes and local-state changes */
+    uint64_t last_epoch;     /* the epoch of the last new snapshot */
     int down, up;            /* publishes that set it DOWN, ACTIVE again */
     long long t_down[8], t_up[8];
 } pub_log;
@@ -282,6 +283,7 @@ static void pub_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
     mcr_server_desc a, b;
     (void)diff;
     l->publishes++;
+    l->last_epoch = mcr_snapshot_epoch(new_snap);
     long i = mcr_snapshot_find(old_snap, l->id), j = mcr_snapshot_find(new_snap, l->id);
     if (i < 0 || j < 0 || mcr_snapshot_server(old_snap, (size_t)i, &a) != MCR_OK ||
         mcr_snapshot_server(new_snap, (size_t)j, &b) != MCR_OK)
@@ -320,10 +322,11 @@ static int eject_by_gets(env *e, const char *id, const char *key, int max)
 
 #define EJ_RETRY TMS(200)
 
-/* Eject: after the failure limit the pool publishes the server DOWN, its
- * keys move to the others (for every pool of the router); while it stays
- * dead it is not re-added; restarted, it is probed after retry_timeout_ms
- * and published ACTIVE again. */
+/* Eject: after the failure limit the pool sets the server DOWN in the
+ * router's local overlay (the epoch stays, the published snapshot still
+ * says ACTIVE), its keys move to the others (for every pool of the
+ * router); while it stays dead it is not re-added; restarted, it is probed
+ * after retry_timeout_ms and its local state cleared. */
 START_TEST(test_eject)
 {
     env e;
@@ -346,6 +349,7 @@ START_TEST(test_eject)
     env_init(&e, 3, &o);
     log.id = e.id[1];
     ck_assert_int_eq(mcr_router_add_hook(e.router, pub_hook, &log), MCR_OK);
+    uint64_t gen0 = mcr_router_generation(e.router);
     mcr_pool *p2 = NULL; /* another pool of the same router */
     mcr_pool_options o2;
     opts_init(&o2);
@@ -362,7 +366,16 @@ START_TEST(test_eject)
     ck_assert_msg(n <= 3, "ejected after %d failed gets, limit 2", n);
     ck_assert_int_eq(log.publishes, 1);
     ck_assert_int_eq(log.down, 1);
-    ck_assert_uint_eq(mcr_router_epoch(e.router), 2);
+    /* a local state, not an epoch */
+    ck_assert_uint_eq(mcr_router_epoch(e.router), 1);
+    ck_assert_uint_eq(log.last_epoch, 1);
+    ck_assert_uint_eq(mcr_router_generation(e.router), gen0 + 1);
+    ck_assert_int_eq(published_state_of(e.router, e.id[1]), MCR_STATE_ACTIVE);
+    mcr_server_state lst;
+    int applied = 0;
+    ck_assert_int_eq(mcr_router_local_state(e.router, e.id[1], &lst, &applied), MCR_OK);
+    ck_assert_int_eq(lst, MCR_STATE_DOWN);
+    ck_assert_int_eq(applied, 1);
     ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
     ck_assert_int_eq(st.health, MCR_HEALTH_EJECTED);
     ck_assert_uint_eq(st.ejections, 1);
@@ -371,7 +384,7 @@ START_TEST(test_eject)
     do1(&e, &r, rq(MCR_OP_GET, kb));
     EXPECT_REPLY(&r, MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_ne(r.server, e.id[1]);
-    ck_assert_uint_eq(r.epoch, 2);
+    ck_assert_uint_eq(r.epoch, 1);
     rec r2;
     memset(&r2, 0, sizeof(r2));
     ck_assert_int_eq(submit_to(&e, p2, &r2, &(mcr_request){.op = MCR_OP_GET, .key = kb,
@@ -380,18 +393,18 @@ START_TEST(test_eject)
     ck_assert(run_until(&e, c_called, &r2, 5000));
     EXPECT_REPLY(&r2, MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_ne(r2.server, e.id[1]);
-    ck_assert_uint_eq(r2.epoch, 2);
+    ck_assert_uint_eq(r2.epoch, 1);
 
     /* dead for 6 retry periods: probed, never re-added */
     long long until = mcr_test_now_ms() + 6 * EJ_RETRY;
     while (mcr_test_now_ms() < until) {
         run_ms(&e, 20);
         ck_assert_msg(state_of(e.router, e.id[1]) == MCR_STATE_DOWN,
-                      "a dead server was published %d", state_of(e.router, e.id[1]));
+                      "a dead server was re-added: state %d", state_of(e.router, e.id[1]));
     }
     ck_assert_int_eq(log.publishes, 1);
 
-    /* restarted: probed and published ACTIVE within the (backed off) retry */
+    /* restarted: probed and re-added within the (backed off) retry */
     env_start_server(&e, 1, port);
     long long back = mcr_test_now_ms();
     state_wait w = {e.id[1], MCR_STATE_ACTIVE};
@@ -404,7 +417,10 @@ START_TEST(test_eject)
     do1(&e, &r, rq(MCR_OP_GET, kb));
     EXPECT_REPLY(&r, MCR_OK, MCR_REPLY_MISS);
     ck_assert_str_eq(r.server, e.id[1]);
-    ck_assert_uint_eq(r.epoch, 3);
+    ck_assert_uint_eq(r.epoch, 1);
+    ck_assert_uint_eq(mcr_router_epoch(e.router), 1);
+    ck_assert_uint_eq(mcr_router_generation(e.router), gen0 + 2);
+    ck_assert_int_eq(mcr_router_local_state(e.router, e.id[1], NULL, NULL), MCR_ERR_UNKNOWN);
     ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
     ck_assert_int_eq(st.health, MCR_HEALTH_UP);
 
@@ -790,7 +806,7 @@ START_TEST(test_eject_stopped)
     while (mcr_test_now_ms() < until) {
         run_ms(&e, 20);
         ck_assert_msg(state_of(e.router, e.id[1]) == MCR_STATE_DOWN,
-                      "a stopped server (probes unanswered) was published ACTIVE");
+                      "a stopped server (probes unanswered) was re-added");
     }
     ck_assert_int_eq(log.publishes, 1);
     ck_assert_int_eq(kill(e.mc[1].pid, SIGCONT), 0);
@@ -807,8 +823,8 @@ START_TEST(test_eject_stopped)
 }
 END_TEST
 
-/* Two eject pools on one router: the server is published DOWN once, and
- * ACTIVE once, and both pools follow. */
+/* Two eject pools on one router: the server is set DOWN once, and back
+ * once, and both pools follow. */
 START_TEST(test_eject_two_pools)
 {
     env e;
@@ -881,6 +897,132 @@ START_TEST(test_eject_two_pools)
 }
 END_TEST
 
+/* A snapshot of servers idx[0..n) of e, in that order, with epoch `epoch`:
+ * what a fleet would publish. */
+static mcr_snapshot *fleet_snapshot(env *e, const int *idx, int n, uint64_t epoch)
+{
+    mcr_error err = {0, ""};
+    mcr_config *cfg = mcr_config_new();
+    mcr_snapshot *s = NULL;
+    ck_assert_ptr_nonnull(cfg);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(mcr_config_add_server(cfg, e->mc[idx[i]].addr, e->mc[idx[i]].port, 1,
+                                            &err) == MCR_OK,
+                      "%s", err.message);
+    ck_assert_msg(mcr_snapshot_new(cfg, epoch, &s, &err) == MCR_OK, "%s", err.message);
+    mcr_config_free(cfg);
+    return s;
+}
+
+static void fleet_publish(env *e, const int *idx, int n, uint64_t epoch)
+{
+    mcr_error err = {0, ""};
+    mcr_snapshot *s = fleet_snapshot(e, idx, n, epoch);
+    ck_assert_msg(mcr_router_publish(e->router, s, &err) == MCR_OK,
+                  "the fleet's epoch %llu refused: %s", (unsigned long long)epoch, err.message);
+    mcr_snapshot_unref(s);
+    ck_assert_uint_eq(mcr_router_epoch(e->router), epoch);
+}
+
+/* The clash the local overlay removes: a router fed by a fleet's epochs,
+ * and a pool that ejects a server between two of them. The ejection takes
+ * no epoch (it was epoch + 1, and the fleet's next epoch was then refused
+ * as stale), so the fleet's epoch 6 is published, and in it the server
+ * stays DOWN for this process while the published snapshot says ACTIVE.
+ * The pool still re-adds it when it answers; a fleet epoch that no longer
+ * lists an ejected server drops its local state; a pool freed with an
+ * ejection outstanding clears it. */
+START_TEST(test_eject_fleet_epochs)
+{
+    env e;
+    mcr_pool_options o;
+    rec r;
+    char kb[48], k3[48];
+    mcr_server_stats st;
+    mcr_server_state lst;
+    int applied = 0;
+
+    memset(&r, 0, sizeof(r));
+    opts_init(&o);
+    o.policy = MCR_POLICY_EJECT;
+    o.server_failure_limit = 2;
+    o.retry_timeout_ms = EJ_RETRY;
+    o.retry_max_ms = 4 * EJ_RETRY;
+    o.request_timeout_ms = TMS(300);
+    o.connect_timeout_ms = TMS(300);
+    env_init_k(&e, 4, 3, &o); /* servers 0..3 running, 0..2 in the snapshot */
+    const int five[] = {0, 1, 2}, six[] = {0, 1, 2, 3}, seven[] = {0, 2, 3};
+    fleet_publish(&e, five, 3, 5);
+
+    key_on(&e, e.id[1], "fl:", kb, sizeof(kb));
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_uint_eq(r.epoch, 5);
+    int port = e.mc[1].port;
+    env_kill(&e, 1);
+    int n = eject_by_gets(&e, e.id[1], kb, 10);
+    ck_assert_msg(state_of(e.router, e.id[1]) == MCR_STATE_DOWN,
+                  "not ejected after %d failed gets", n);
+    ck_assert_uint_eq(mcr_router_epoch(e.router), 5);
+    ck_assert_int_eq(published_state_of(e.router, e.id[1]), MCR_STATE_ACTIVE);
+    ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
+    ck_assert_int_eq(st.health, MCR_HEALTH_EJECTED);
+    ck_assert_uint_eq(st.ejections, 1);
+
+    /* the fleet's next epoch: accepted, the ejection re-applied to it */
+    fleet_publish(&e, six, 4, 6);
+    ck_assert_int_eq(state_of(e.router, e.id[1]), MCR_STATE_DOWN);
+    ck_assert_int_eq(published_state_of(e.router, e.id[1]), MCR_STATE_ACTIVE);
+    ck_assert_int_eq(mcr_router_local_state(e.router, e.id[1], &lst, &applied), MCR_OK);
+    ck_assert_int_eq(lst, MCR_STATE_DOWN);
+    ck_assert_int_eq(applied, 1);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_ne(r.server, e.id[1]);
+    ck_assert_uint_eq(r.epoch, 6);
+    key_on(&e, e.id[3], "fl3:", k3, sizeof(k3)); /* the server epoch 6 added */
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, k3)), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_eq(r.server, e.id[3]);
+    ck_assert_int_eq(stats_of(e.pool, e.id[1], &st), 0);
+    ck_assert_int_eq(st.health, MCR_HEALTH_EJECTED);
+
+    /* restarted: this pool's probe re-adds it, in epoch 6 */
+    env_start_server(&e, 1, port);
+    state_wait w = {e.id[1], MCR_STATE_ACTIVE};
+    ck_assert_msg(run_until(&e, c_state, &w, 4 * EJ_RETRY + 1500),
+                  "not re-added within %d ms of restarting", 4 * EJ_RETRY + 1500);
+    ck_assert_uint_eq(mcr_router_epoch(e.router), 6);
+    ck_assert_int_eq(mcr_router_local_state(e.router, e.id[1], NULL, NULL), MCR_ERR_UNKNOWN);
+    key_on(&e, e.id[1], "fl1:", kb, sizeof(kb)); /* epoch 6 may have moved the first one */
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_str_eq(r.server, e.id[1]);
+
+    /* ejected again, then an epoch without it: its local state goes */
+    env_kill(&e, 1);
+    eject_by_gets(&e, e.id[1], kb, 10);
+    ck_assert_int_eq(mcr_router_local_state(e.router, e.id[1], NULL, NULL), MCR_OK);
+    fleet_publish(&e, seven, 3, 7);
+    ck_assert_int_eq(mcr_router_local_state(e.router, e.id[1], NULL, NULL), MCR_ERR_UNKNOWN);
+    ck_assert_int_eq(state_of(e.router, e.id[1]), -1);
+    EXPECT_REPLY(do1(&e, &r, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS);
+    ck_assert_uint_eq(r.epoch, 7);
+
+    /* a pool freed with an ejection outstanding takes it back */
+    char k2[48];
+    key_on(&e, e.id[2], "fl2:", k2, sizeof(k2));
+    env_kill(&e, 2);
+    eject_by_gets(&e, e.id[2], k2, 10);
+    ck_assert_int_eq(state_of(e.router, e.id[2]), MCR_STATE_DOWN);
+    ck_assert(run_until(&e, c_idle, NULL, 1000));
+    tally_ok(&e);
+    mcr_pool_free(e.pool);
+    e.pool = NULL;
+    ck_assert_int_eq(mcr_router_local_state(e.router, e.id[2], NULL, NULL), MCR_ERR_UNKNOWN);
+    ck_assert_int_eq(state_of(e.router, e.id[2]), MCR_STATE_ACTIVE);
+    ck_assert_uint_eq(mcr_router_epoch(e.router), 7);
+    rec_clear(&r);
+    env_free(&e);
+}
+END_TEST
+
 /* Failover skips replicas that are down too: primary and first replica
  * killed, reads are answered by the second replica. */
 START_TEST(test_failover_chain)
@@ -942,6 +1084,7 @@ static Suite *suite(void)
     PE_ADD(s, eject_backoff);
     PE_ADD(s, eject_stopped);
     PE_ADD(s, eject_two_pools);
+    PE_ADD(s, eject_fleet_epochs);
     PE_ADD_LOOP(s, failover, 0, 2);
     PE_ADD(s, failover_chain);
     return s;

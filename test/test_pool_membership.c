@@ -51,14 +51,13 @@ START_TEST(test_membership)
     size_t nr = 0;
 
     ck_assert_ptr_nonnull(rs);
-    memset(&book, 0, sizeof(book));
     memset(gen, 0, sizeof(gen));
     tu_rng_init(&rng, 303 + (uint64_t)_i);
     opts_init(&o);
     o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
     o.connections = 2;
     env_init_k(&e, 5, 3, &o);
-    book.by_epoch[1] = mcr_router_current(e.router);
+    book_init(&book, e.router);
     ck_assert_int_eq(mcr_router_add_hook(e.router, book_hook, &book), MCR_OK);
     for (int i = 0; i < MB_KEYS; i++)
         snprintf(keys[i], sizeof(keys[i]), "mb:%d", i);

@@ -337,9 +337,10 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
         r->conn = NULL;
         mcr__finish_req(p, r);
     }
-    /* A snapshot published meanwhile: adopt it now, so servers it removed
-     * close as soon as their last request is answered. */
-    if (!c->dead && mcr_router_epoch(p->router) != p->epoch)
+    /* A new current snapshot (published, or a local state changed)
+     * meanwhile: adopt it now, so servers it removed close as soon as their
+     * last request is answered. */
+    if (!c->dead && mcr_router_generation(p->router) != p->gen)
         p->up.refresh(p);
     c->busy--;
     if (c->dead) {

@@ -7,7 +7,8 @@
 
 /* ------------------------------------------------------------ deferred work */
 
-/* The snapshots our publishes (mcr_router_try_apply()) replaced are freed
+/* The snapshots our overlay changes (mcr_router_try_set_local_state(),
+ * _try_clear_local_state()) replaced are freed
  * on this thread once no reader holds them, not on liburcu's thread, whose
  * frees would contend with this loop's allocations for its malloc arena
  * (see lib/router.c). A grace period lasts milliseconds, urcu-bp polls
@@ -36,7 +37,7 @@ static void run_ops(mcr_pool *p)
             s->eject_pending = 0;
             if (s->retired)
                 continue;
-            int rc = mcr__server_publish_state(p, s, MCR_STATE_DOWN);
+            int rc = mcr__server_overlay(p, s, 1);
             if (rc == MCR_ERR_BUSY) {
                 s->eject_pending = busy = 1;
                 continue;
@@ -51,7 +52,7 @@ static void run_ops(mcr_pool *p)
         }
         if (s->readd_pending) {
             s->readd_pending = 0;
-            if (!s->retired && mcr__server_publish_state(p, s, MCR_STATE_ACTIVE) == MCR_ERR_BUSY)
+            if (!s->retired && mcr__server_overlay(p, s, 0) == MCR_ERR_BUSY)
                 s->readd_pending = busy = 1;
         }
     }
@@ -84,8 +85,11 @@ static void pool_done_cb(evutil_socket_t fd, short what, void *arg)
 
 int mcr__pool_refresh(mcr_pool *p)
 {
-    uint64_t e = mcr_router_epoch(p->router);
-    if (p->snap != NULL && e == p->epoch)
+    /* The generation, not the epoch: a local state (an ejection) changes
+     * the snapshot and keeps the epoch. Read before the snapshot, which is
+     * then that generation's or a later one. */
+    uint64_t g = mcr_router_generation(p->router);
+    if (p->snap != NULL && g == p->gen)
         return MCR_OK;
     mcr_snapshot *snap = mcr_router_current(p->router);
     if (snap == NULL)
@@ -142,6 +146,7 @@ int mcr__pool_refresh(mcr_pool *p)
     p->by_index = by;
     p->nby = n;
     p->epoch = mcr_snapshot_epoch(snap);
+    p->gen = g;
     /* The loads by the new indexes: what each server has pointing at it. */
     p->load = load;
     p->load_total = 0;
@@ -168,10 +173,19 @@ int mcr__pool_refresh(mcr_pool *p)
             mcr__server_close_idle(s);
         if (d.state == MCR_STATE_ACTIVE && s->health == MCR_HEALTH_EJECTED && !s->probing &&
             !s->eject_pending) {
-            /* re-added by someone else (another pool, an operator) */
+            /* Re-added by someone else (another pool or an operator cleared
+             * the local state), or our local state is held (a publish left
+             * it the last ACTIVE server): in use again. A held state of
+             * ours goes, or it would take the server out later with no
+             * probe to bring it back. */
             s->health = MCR_HEALTH_UP;
             s->consecutive = 0;
             event_del(s->retry_ev);
+            if (s->overlay_set) {
+                s->readd_pending = 1;
+                p->ops_pending = 1;
+                event_active(p->done_ev, EV_TIMEOUT, 0);
+            }
         }
         if (p->o.eager && d.state == MCR_STATE_ACTIVE && s->health == MCR_HEALTH_UP)
             for (unsigned k = 0; k < p->o.connections; k++)
@@ -241,6 +255,18 @@ void mcr_pool_free(mcr_pool *p)
     if (p == NULL)
         return;
     p->freeing = 1;
+    /* Our ejections go with us: a server no pool probes any more is not
+     * kept out of the ring. Blocking (the writer mutex, or the reclamation
+     * bound): not the loop's hot path. Only a local DOWN still ours. */
+    for (size_t i = 0; i < p->nservers; i++) {
+        mcr__pool_server *s = p->servers[i];
+        mcr_server_state st;
+        if (s->overlay_set && !s->retired &&
+            mcr_router_local_state(p->router, s->id, &st, NULL) == MCR_OK &&
+            st == MCR_STATE_DOWN)
+            (void)mcr_router_clear_local_state(p->router, s->id, NULL);
+        s->overlay_set = 0;
+    }
     /* Cancel everything: in flight, waiting, deferred. */
     for (size_t i = 0; i < p->nservers; i++) {
         mcr__pool_server *s = p->servers[i];

@@ -10,7 +10,7 @@
  *                hot-key joining; mcr_pool_exec() on top
  *   pool.c       lifecycle (new, free, unix paths, wait), adopting the
  *                router's snapshots, the loop's deferred work (ejections
- *                published, failures reported)
+ *                set in the router's local overlay, failures reported)
  *   server.c     server health and policies: failures counted, down,
  *                ejection and probes; a server's wait queue and dispatch
  *   conn.c       connections and I/O: connect, send (text gets batched on
@@ -26,8 +26,8 @@
  * A lower layer tells a higher one through the upcalls in mcr_pool.up
  * (mcr__pool_up), which mcr_pool_new() fills in: a connection that failed
  * (the server counts it and sends what waits), a read after which the
- * server has room or is retired, a snapshot published meanwhile (the pool
- * adopts it), a retired server's last request ended (the server is freed).
+ * server has room or is retired, a new current snapshot of the router (the
+ * pool adopts it), a retired server's last request ended (the server is freed).
  * Each is called only when that event happens: the byte and reply paths
  * (read, parse, deliver, send) are direct calls. */
 
@@ -164,6 +164,8 @@ struct mcr__pool_server {
     int retired;                /* not in the pool's snapshot any more */
     int inactive;               /* listed there, but DRAINING or DOWN */
     int eject_pending, readd_pending, probing;
+    int overlay_set;            /* this pool set it DOWN in the router's local
+                                   overlay and has not cleared that yet */
     size_t list_pos;
     /* multi-get grouping scratch */
     size_t mg_head, mg_tail, mg_count;
@@ -182,7 +184,7 @@ typedef struct mcr__pool_unix {
 /* Upcalls: how a lower layer tells a higher one something without
  * calling into it (see the top of this file). Set by mcr_pool_new(). */
 typedef struct mcr__pool_up {
-    int (*refresh)(mcr_pool *p);                 /* conn: a snapshot published meanwhile (pool.c) */
+    int (*refresh)(mcr_pool *p);                 /* conn: a new current snapshot (pool.c) */
     void (*server_failed)(mcr__pool_server *s, int status); /* conn: count a failure (server.c) */
     void (*server_pump)(mcr__pool_server *s);    /* conn: send what waits (server.c) */
     void (*server_maybe_free)(mcr__pool_server *s); /* request, conn: a retired server's
@@ -196,7 +198,9 @@ struct mcr_pool {
     char prefix[MCR_POOL_PREFIX_MAX + 1];
     size_t prefix_len;
     mcr_snapshot *snap;
-    uint64_t epoch;
+    uint64_t epoch;             /* snap's epoch: what results report */
+    uint64_t gen;               /* the router's generation when snap was
+                                   taken: what tells a new snapshot */
     mcr__pool_server **by_index;     /* snapshot server index -> server */
     size_t nby;
     mcr__pool_server **servers;      /* current and draining */
@@ -204,7 +208,7 @@ struct mcr_pool {
     mcr__pool_req *def_head, *def_tail;
     struct event *done_ev;
     struct event *flush_ev;     /* writes what this loop pass queued */
-    struct event *collect_ev;   /* frees what our ejections replaced */
+    struct event *collect_ev;   /* frees what our overlay changes replaced */
     mcr__pool_conn *flush_head;
     int ops_pending;
     size_t pending;
@@ -377,7 +381,12 @@ void mcr__server_destroy(mcr__pool_server *s);
 void mcr__server_maybe_free(mcr__pool_server *s);
 void mcr__server_schedule_probe(mcr__pool_server *s);
 void mcr__server_failed(mcr__pool_server *s, int status);
-int mcr__server_publish_state(mcr_pool *p, mcr__pool_server *s, mcr_server_state want);
+/* Eject s (down 1: DOWN in the router's local overlay) or re-add it (down
+ * 0: clear what this pool set), never blocking: MCR_OK, MCR_ERR_BUSY (try
+ * again later), or why it cannot be ejected (MCR_ERR_EMPTY: the last
+ * ACTIVE server; MCR_ERR_INVALID: DRAINING, an operator's choice;
+ * MCR_ERR_UNKNOWN: not in the published snapshot at this address). */
+int mcr__server_overlay(mcr_pool *p, mcr__pool_server *s, int down);
 mcr__pool_server *mcr__server_new(mcr_pool *p, const mcr_server_desc *d);
 void mcr__server_retire(mcr__pool_server *s);
 /* Send r to s now, or queue it there: MCR_OK, or MCR_ERR_NOMEM. */
@@ -386,8 +395,8 @@ void mcr__server_pump(mcr__pool_server *s);
 
 /* ---- pool.c */
 
-/* Adopt the router's current snapshot if it is new: MCR_OK, MCR_ERR_EMPTY
- * or MCR_ERR_NOMEM. */
+/* Adopt the router's current snapshot if it is new (its generation moved):
+ * MCR_OK, MCR_ERR_EMPTY or MCR_ERR_NOMEM. */
 int mcr__pool_refresh(mcr_pool *p);
 /* 1 when called from inside a callback run by p's event loop. */
 int mcr__pool_inside_loop(mcr_pool *p);

@@ -99,33 +99,56 @@ void mcr__server_failed(mcr__pool_server *s, int status)
         server_down(s);
 }
 
-/* Change one server's state through the router (eject / re-add). */
-int mcr__server_publish_state(mcr_pool *p, mcr__pool_server *s, mcr_server_state want)
+/* Eject / re-add: a local state in the router's overlay, never a new
+ * epoch. The router is shared by the process (its pools, an application, a
+ * fleet's publishes): an ejection is this process's decision about one
+ * address, laid over whatever the fleet publishes, and a publish neither
+ * undoes it nor is refused because of it. */
+int mcr__server_overlay(mcr_pool *p, mcr__pool_server *s, int down)
 {
-    mcr_snapshot *cur = mcr_router_current(p->router);
-    if (cur == NULL)
+    mcr_server_state st;
+    int rc;
+
+    if (!down) {
+        if (!s->overlay_set)
+            return MCR_OK;
+        /* Only ours: a local state changed since (an operator's DRAINING)
+         * is not the pool's to clear. */
+        if (mcr_router_local_state(p->router, s->id, &st, NULL) == MCR_OK &&
+            st == MCR_STATE_DOWN) {
+            rc = mcr_router_try_clear_local_state(p->router, s->id, NULL);
+            if (rc == MCR_ERR_BUSY)
+                return rc;
+        }
+        /* Cleared, or gone already (cleared by someone else, or dropped
+         * with the server by a publish). */
+        s->overlay_set = 0;
+        return MCR_OK;
+    }
+    mcr_snapshot *pub = mcr_router_published(p->router);
+    if (pub == NULL)
         return MCR_ERR_EMPTY;
-    long i = mcr_snapshot_find(cur, s->id);
+    long i = mcr_snapshot_find(pub, s->id);
     mcr_server_desc d;
-    int rc = MCR_ERR_UNKNOWN;
-    if (i >= 0 && mcr_snapshot_server(cur, (size_t)i, &d) == MCR_OK && d.port == s->port &&
+    rc = MCR_ERR_UNKNOWN;
+    if (i >= 0 && mcr_snapshot_server(pub, (size_t)i, &d) == MCR_OK && d.port == s->port &&
         strcmp(d.host, s->host) == 0) {
-        if (d.state == want) {
-            rc = MCR_OK; /* someone else did it */
-        } else if (d.state == MCR_STATE_DRAINING) {
-            /* an operator's choice, not ours to override either way */
-            rc = want == MCR_STATE_ACTIVE ? MCR_OK : MCR_ERR_INVALID;
+        if (d.state == MCR_STATE_DRAINING ||
+            (mcr_router_local_state(p->router, s->id, &st, NULL) == MCR_OK &&
+             st == MCR_STATE_DRAINING)) {
+            rc = MCR_ERR_INVALID; /* an operator's choice, not ours to override */
         } else {
-            mcr_changes *ch = mcr_changes_new();
-            rc = ch == NULL ? MCR_ERR_NOMEM : mcr_changes_set_state(ch, s->id, want, NULL);
-            if (rc == MCR_OK)
-                rc = mcr_router_try_apply(p->router, ch, NULL); /* never blocks the loop */
-            mcr_changes_free(ch);
-            if (rc == MCR_OK && want == MCR_STATE_DOWN)
+            /* Also when it is DOWN already (published so, or set by another
+             * pool): the local state keeps it out until this pool's probe
+             * says otherwise, whatever is published meanwhile. */
+            rc = mcr_router_try_set_local_state(p->router, s->id, MCR_STATE_DOWN, NULL);
+            if (rc == MCR_OK) {
+                s->overlay_set = 1;
                 s->ejections++;
+            }
         }
     }
-    mcr_snapshot_unref(cur);
+    mcr_snapshot_unref(pub);
     return rc;
 }
 
