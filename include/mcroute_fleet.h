@@ -192,8 +192,11 @@ typedef enum mcr_fleet_event_kind {
                                   unreachable): epoch is the cached one */
     MCR_FLEET_REGISTER = 6,    /* the client key could not be written or
                                   its lease kept alive (status, err) */
-    MCR_FLEET_CACHE = 7        /* the cache file could not be written
+    MCR_FLEET_CACHE = 7,       /* the cache file could not be written
                                   (status, err) */
+    MCR_FLEET_HEALTH = 8       /* publish_local_states: a local state was
+                                  written to etcd (status MCR_OK, epoch the
+                                  new one), or could not be (status, err) */
 } mcr_fleet_event_kind;
 
 typedef struct mcr_fleet_event {
@@ -230,6 +233,18 @@ typedef struct mcr_fleet_follow_options {
     /* Event callback (NULL: none) and its argument. */
     mcr_fleet_fn on_event;
     void *arg;
+    /* 1: write the router's local states to etcd as well. A pool's
+     * ejections (MCR_POLICY_EJECT) are local states of its router
+     * (mcr_router_set_local_state()), seen by this process only, so that a
+     * network blip between one application server and a memcached server
+     * does not reshape the ring for every other: that is the default (0).
+     * With 1, each local state in force (DOWN or DRAINING) is stored as the
+     * server's state in the pool (mcr_fleet_change(), a new epoch for the
+     * whole fleet), and when it is cleared (the pool re-added the server)
+     * the server is stored ACTIVE again. Only the states this follower
+     * wrote are restored; an operator's change in between is overwritten
+     * by the restore. */
+    int publish_local_states;
 } mcr_fleet_follow_options;
 
 #define MCR_FLEET_LEASE_TTL_S 10u

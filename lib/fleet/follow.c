@@ -46,6 +46,18 @@ struct mcr_fleet {
     unsigned backoff_ms;
     struct event *stop_ev, *restart_ev, *keepalive_ev;
 
+    /* publish_local_states: the router's hook wakes the thread through
+     * health_pipe; `written` are the states it stored in etcd */
+    int publish_local;
+    int health_pipe[2];
+    struct event *health_ev, *health_poll_ev;
+    int hook_added;
+    struct written_state {
+        char *id;
+        mcr_server_state state;
+    } *written;
+    size_t nwritten;
+
     pthread_mutex_t lock;        /* st */
     mcr_fleet_stats st;
 };
@@ -53,6 +65,10 @@ struct mcr_fleet {
 /* How long a watch may stay silent before it is established again (a
  * member that hangs without closing the connection), in request timeouts. */
 #define WATCH_IDLE_TIMEOUTS 4u
+
+/* publish_local_states: how often the local states are looked at besides
+ * the router's hook, ms (a lock-free read of a few entries). */
+#define HEALTH_POLL_MS 200
 
 /* ------------------------------------------------------------ reports */
 
@@ -390,6 +406,124 @@ static void *follow_thread(void *arg)
     return NULL;
 }
 
+/* ------------------------------------------------------------ local states to etcd */
+
+/* The router's hook (any writer's thread, its writer mutex held): only wake
+ * the follower's thread, which reads the local states lock-free. */
+static void health_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
+                        const mcr_diff *diff, void *arg)
+{
+    (void)old_snap;
+    (void)new_snap;
+    (void)diff;
+    mcr_fleet *f = arg;
+    ssize_t w = write(f->health_pipe[1], "h", 1); /* full pipe: a wake-up is pending */
+    (void)w;
+}
+
+/* Store one state in etcd; report either way. */
+static int store_state(mcr_fleet *f, const char *id, mcr_server_state st)
+{
+    mcr_fleet_options o;
+    mcr_fleet_options_init(&o);
+    o.endpoints = f->c.endpoints;
+    o.pool = f->c.pool;
+    o.prefix = f->c.prefix;
+    o.request_timeout_ms = f->c.request_timeout_ms;
+    o.wait_ms = f->c.wait_ms;
+    o.retries = f->c.retries;
+    mcr_error err;
+    mcr_changes *ch = mcr_changes_new();
+    uint64_t epoch = 0;
+    int rc = ch == NULL ? mcr__error(&err, MCR_ERR_NOMEM, "out of memory")
+                        : mcr_changes_set_state(ch, id, st, &err);
+    if (rc == MCR_OK)
+        rc = mcr_fleet_change(&o, ch, &epoch, &err);
+    mcr_changes_free(ch);
+    if (rc != MCR_OK) {
+        char m[MCR_ERROR_MESSAGE_SIZE];
+        snprintf(m, sizeof(m), "%s", err.message);
+        mcr__error(&err, rc, "local state of %s not written to etcd: %s", id, m);
+    }
+    report(f, MCR_FLEET_HEALTH, rc, &err, epoch, NULL);
+    return rc;
+}
+
+static void sync_local_states(mcr_fleet *f);
+
+static void health_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    char b[64];
+    while (read(fd, b, sizeof(b)) > 0)
+        ;
+    sync_local_states(arg);
+}
+
+static void health_poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    sync_local_states(arg);
+}
+
+/* Store what changed in the local states since the last look. */
+static void sync_local_states(mcr_fleet *f)
+{
+    mcr_local_state *ls = NULL;
+    size_t n = 0;
+    mcr_error err;
+    if (mcr_router_local_states(f->router, &ls, &n, &err) != MCR_OK) {
+        report(f, MCR_FLEET_HEALTH, err.code, &err, 0, NULL);
+        return;
+    }
+    /* In force and not stored yet (or stored with another state): store. */
+    for (size_t i = 0; i < n; i++) {
+        if (!ls[i].applied || ls[i].state == MCR_STATE_ACTIVE)
+            continue;
+        size_t k = 0;
+        while (k < f->nwritten && strcmp(f->written[k].id, ls[i].id) != 0)
+            k++;
+        if (k < f->nwritten && f->written[k].state == ls[i].state)
+            continue;
+        if (store_state(f, ls[i].id, ls[i].state) != MCR_OK)
+            continue;
+        if (k == f->nwritten) {
+            struct written_state *w = realloc(f->written, (f->nwritten + 1) * sizeof(*w));
+            char *id = strdup(ls[i].id);
+            if (w == NULL || id == NULL) {
+                free(id);
+                if (w != NULL)
+                    f->written = w;
+                continue; /* not remembered: not restored either */
+            }
+            f->written = w;
+            f->written[f->nwritten].id = id;
+            f->nwritten++;
+        }
+        f->written[k].state = ls[i].state;
+    }
+    /* Stored, and no longer a local state in force: restore ACTIVE. */
+    for (size_t k = 0; k < f->nwritten;) {
+        size_t i = 0;
+        while (i < n && !(strcmp(ls[i].id, f->written[k].id) == 0 && ls[i].applied &&
+                          ls[i].state != MCR_STATE_ACTIVE))
+            i++;
+        if (i < n) {
+            k++;
+            continue;
+        }
+        int rc = store_state(f, f->written[k].id, MCR_STATE_ACTIVE);
+        if (rc != MCR_OK && rc != MCR_ERR_UNKNOWN) { /* an id gone from the pool: done */
+            k++;
+            continue; /* tried again at the next wake-up */
+        }
+        free(f->written[k].id);
+        f->written[k] = f->written[--f->nwritten];
+    }
+    mcr_router_local_states_free(ls);
+}
+
 /* ------------------------------------------------------------ the start */
 
 static char *dup_or_null(const char *s)
@@ -399,12 +533,26 @@ static char *dup_or_null(const char *s)
 
 static void fleet_free(mcr_fleet *f)
 {
+    if (f->hook_added) {
+        mcr_router_remove_hook(f->router, health_hook, f);
+        f->hook_added = 0;
+    }
     if (f->restart_ev)
         event_free(f->restart_ev);
     if (f->keepalive_ev)
         event_free(f->keepalive_ev);
     if (f->stop_ev)
         event_free(f->stop_ev);
+    if (f->health_ev)
+        event_free(f->health_ev);
+    if (f->health_poll_ev)
+        event_free(f->health_poll_ev);
+    for (int i = 0; i < 2; i++)
+        if (f->health_pipe[i] >= 0)
+            close(f->health_pipe[i]);
+    for (size_t k = 0; k < f->nwritten; k++)
+        free(f->written[k].id);
+    free(f->written);
     mcr__etcd_watch_free(f->watch);
     if (f->wbase)
         event_base_free(f->wbase);
@@ -487,6 +635,7 @@ int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options 
     if (f == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
     f->stop_pipe[0] = f->stop_pipe[1] = -1;
+    f->health_pipe[0] = f->health_pipe[1] = -1;
     pthread_mutex_init(&f->lock, NULL);
     int rc = mcr__fleet_conf_init(&f->c, o, err);
     if (rc == MCR_OK)
@@ -505,6 +654,7 @@ int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options 
     f->backoff_ms = f->retry_min_ms;
     f->fn = fo->on_event;
     f->arg = fo->arg;
+    f->publish_local = fo->publish_local_states != 0;
     char hn[128] = "unknown";
     gethostname(hn, sizeof(hn) - 1);
     hn[sizeof(hn) - 1] = '\0';
@@ -578,6 +728,31 @@ int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options 
         fleet_free(f);
         return mcr__error(err, MCR_ERR_NOMEM, "cannot set up the follower's event loop");
     }
+    if (f->publish_local) {
+        if (pipe(f->health_pipe) != 0) {
+            fleet_free(f);
+            return mcr__error(err, MCR_ERR_NOMEM, "cannot create a pipe");
+        }
+        for (int i = 0; i < 2; i++) {
+            fcntl(f->health_pipe[i], F_SETFL, O_NONBLOCK);
+            fcntl(f->health_pipe[i], F_SETFD, FD_CLOEXEC);
+        }
+        f->health_ev = event_new(f->wbase, f->health_pipe[0], EV_READ | EV_PERSIST, health_cb, f);
+        /* The hook wakes the thread when the current snapshot changes; a
+         * local state cleared over a published state equal to it (DOWN in
+         * the fleet because we wrote it) changes nothing and calls no hook,
+         * so the states are also looked at every HEALTH_POLL_MS. */
+        f->health_poll_ev = event_new(f->wbase, -1, EV_PERSIST, health_poll_cb, f);
+        struct timeval hp = {0, HEALTH_POLL_MS * 1000};
+        if (f->health_ev == NULL || event_add(f->health_ev, NULL) != 0 ||
+            f->health_poll_ev == NULL || event_add(f->health_poll_ev, &hp) != 0 ||
+            mcr_router_add_hook(router, health_hook, f) != MCR_OK) {
+            fleet_free(f);
+            return mcr__error(err, MCR_ERR_NOMEM, "cannot watch the router's local states");
+        }
+        f->hook_added = 1;
+        health_hook(NULL, NULL, NULL, f); /* local states set before the start */
+    }
     event_add(f->stop_ev, NULL);
     unsigned ka = f->ttl_s * 1000u / 3u;
     struct timeval katv = {(time_t)(ka / 1000), (suseconds_t)(ka % 1000) * 1000};
@@ -611,6 +786,10 @@ void mcr_fleet_free(mcr_fleet *f)
 {
     if (f == NULL)
         return;
+    if (f->hook_added) {
+        mcr_router_remove_hook(f->router, health_hook, f);
+        f->hook_added = 0;
+    }
     if (f->thread_started) {
         ssize_t w;
         do
