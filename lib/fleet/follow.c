@@ -38,6 +38,7 @@ struct mcr_fleet {
     int need_read;               /* read the pool before watching */
     uint64_t lease;              /* 0: not registered */
     mcr__etcd_watch *watch;
+    size_t watch_ep;             /* the endpoint it is on */
     int watch_created;           /* etcd confirmed it (a "created" message) */
     int watch_ended;             /* it ended or failed: restart it */
     int watch_end_status;        /* why (MCR_OK: not ended) */
@@ -63,7 +64,13 @@ struct mcr_fleet {
 };
 
 /* How long a watch may stay silent before it is established again (a
- * member that hangs without closing the connection), in request timeouts. */
+ * member that hangs without closing the connection), ms: etcd sends nothing
+ * on the watch of a key that does not change, so this is one request per
+ * follower per period on a quiet pool. A registered follower finds a hung
+ * member sooner: its keepalive (every third of the lease) goes to the
+ * watch's member first, and when that member does not answer, the watch
+ * moves (keepalive_cb). At least WATCH_IDLE_TIMEOUTS request timeouts. */
+#define WATCH_IDLE_MS 60000u
 #define WATCH_IDLE_TIMEOUTS 4u
 
 /* publish_local_states: how often the local states are looked at besides
@@ -193,11 +200,17 @@ static void register_client(mcr_fleet *f)
     sync_stats(f);
 }
 
+static void schedule_restart(mcr_fleet *f, unsigned ms);
+
 static void keepalive_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     mcr_fleet *f = arg;
+    /* Requests start at the watch's member (e.cur): one that moved away
+     * from it means that member did not answer. */
+    f->e.cur = f->watch_ep;
+    uint64_t failures = f->e.failures;
     if (f->lease != 0) {
         mcr_error err;
         bool alive = false;
@@ -210,6 +223,15 @@ static void keepalive_cb(evutil_socket_t fd, short what, void *arg)
         }
     } else {
         register_client(f);
+    }
+    if (f->watch != NULL && !f->watch_ended && f->e.failures > failures &&
+        f->e.cur != f->watch_ep) {
+        f->watch_ended = 1;
+        f->watch_end_status = MCR_ERR_CONNECT;
+        mcr__error(&f->watch_end_err, MCR_ERR_CONNECT,
+                   "%s did not answer a keepalive: the watch moves to %s",
+                   f->e.ep[f->watch_ep].url, f->e.ep[f->e.cur].url);
+        schedule_restart(f, 0);
     }
     sync_stats(f);
 }
@@ -231,13 +253,14 @@ static unsigned next_backoff(mcr_fleet *f)
 
 static void watch_failed(mcr_fleet *f, int status, const mcr_error *err)
 {
-    const char *url = f->e.ep[f->e.cur].url;
+    const char *url = f->e.ep[f->watch_ep].url;
     stat_add(f, &f->st.disconnects, 1);
     pthread_mutex_lock(&f->lock);
     f->st.connected = 0;
     pthread_mutex_unlock(&f->lock);
     report(f, MCR_FLEET_DISCONNECTED, status, err, f->revision, url);
-    f->e.cur = (f->e.cur + 1) % f->e.nep; /* the next endpoint next time */
+    f->e.cur = (f->watch_ep + 1) % f->e.nep; /* the next endpoint next time */
+    f->watch_ep = f->e.cur;
     schedule_restart(f, next_backoff(f));
 }
 
@@ -272,7 +295,7 @@ static void on_line(json_t *line, void *arg)
         f->st.connected = 1;
         pthread_mutex_unlock(&f->lock);
         f->backoff_ms = f->retry_min_ms;
-        report(f, MCR_FLEET_CONNECTED, MCR_OK, NULL, hrev, f->e.ep[f->e.cur].url);
+        report(f, MCR_FLEET_CONNECTED, MCR_OK, NULL, hrev, f->e.ep[f->watch_ep].url);
     }
     json_t *evs = json_object_get(res, "events");
     size_t n = json_is_array(evs) ? json_array_size(evs) : 0;
@@ -312,7 +335,7 @@ static void on_end(int status, const char *why, void *arg)
     if (f->watch_end_status == MCR_OK) {
         f->watch_end_status = status == MCR_OK ? MCR_ERR_CONNECT : status;
         mcr__error(&f->watch_end_err, f->watch_end_status, "%s: etcd watch ended: %s",
-                   f->e.ep[f->e.cur].url, why);
+                   f->e.ep[f->watch_ep].url, why);
     }
     f->watch_ended = 1;
     schedule_restart(f, 0);
@@ -376,9 +399,12 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
             register_client(f); /* started from the cache, or lost the lease */
     }
     char *body = mcr__etcd_watch_body(f->c.snapshot_key, f->revision + 1);
+    unsigned idle = WATCH_IDLE_TIMEOUTS * f->c.request_timeout_ms;
+    if (idle < WATCH_IDLE_MS)
+        idle = WATCH_IDLE_MS;
+    f->watch_ep = f->e.cur;
     if (body != NULL)
-        f->watch = mcr__etcd_watch_start(&f->e.ep[f->e.cur], f->wbase, body,
-                                         WATCH_IDLE_TIMEOUTS * f->c.request_timeout_ms, on_line,
+        f->watch = mcr__etcd_watch_start(&f->e.ep[f->e.cur], f->wbase, body, idle, on_line,
                                          on_end, f);
     free(body);
     f->e.requests++; /* the watch's own request */
