@@ -40,6 +40,14 @@
  * libevent loop, so it never blocks the application's event loop; all it
  * does to the application is publish to the router.
  *
+ * Health. A connection pool on the router (mcroute_pool.h) that ejects a
+ * failing server does it as a local state of the router
+ * (mcr_router_set_local_state()): the fleet's snapshot stays as etcd has
+ * it, every new epoch is adopted with the local states applied on top, and
+ * a network blip seen by one process does not reshape the ring of every
+ * other. Writing them to etcd as well is an explicit option
+ * (publish_local_states below), off by default.
+ *
  * etcd trouble. Every request goes to one endpoint at a time; a failure
  * (refused, reset, timed out, an HTTP error) moves to the next endpoint of
  * the list, and after a round of failures the follower waits with backoff
