@@ -291,17 +291,38 @@ static int next_by_list(const mcr_snapshot *cur, const void *arg, mcr_snapshot *
 
 /* Read, compute the next snapshot, compare-and-swap; again on conflict.
  * `create`: the snapshot that creates a missing pool (else a missing pool
- * is MCR_ERR_UNKNOWN). */
+ * is MCR_ERR_UNKNOWN).
+ *
+ * A compare-and-swap that an endpoint did not answer (a timeout, a
+ * connection lost, an HTTP 5xx such as a leader lost: e.failures counts
+ * them, and the request then goes to the next endpoint) may still have been
+ * committed; tried again, its compare fails against our own write.
+ * So the next read is checked first: when it holds exactly what we tried
+ * to write (epoch and checksum), that write landed and the call succeeded.
+ * Without this, applying the changes again gave MCR_ERR_DUPLICATE for an
+ * add that was stored, or a second epoch for a set-weight (found by
+ * test_fleet_store reply_lost and test_fleet_cluster leader_killed). Only
+ * a writer storing the very same snapshot (same changes on the same epoch)
+ * could look alike, and then the pool holds what both asked for. */
 static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot *create,
                     uint64_t *epoch, mcr_error *err)
 {
     int rc = MCR_OK;
+    uint64_t sent_epoch = 0; /* an unanswered write of ours: its epoch and checksum */
+    char sent_sum[MCR_SNAPSHOT_CHECKSUM_LEN + 1] = "";
     for (unsigned attempt = 0; attempt < s->c.retries; attempt++) {
         mcr_snapshot *cur = NULL, *next = NULL;
         uint64_t modrev = 0;
         do
             rc = mcr__fleet_get(&s->e, &s->c, NULL, &cur, &modrev, NULL, err);
         while (session_again(s, rc));
+        if (rc == MCR_OK && sent_epoch != 0 && mcr_snapshot_epoch(cur) == sent_epoch &&
+            strcmp(mcr_snapshot_checksum(cur), sent_sum) == 0) {
+            if (epoch != NULL)
+                *epoch = sent_epoch;
+            mcr_snapshot_unref(cur);
+            return MCR_OK;
+        }
         const mcr_snapshot *write;
         if (rc == MCR_ERR_UNKNOWN && create != NULL) {
             write = create;
@@ -323,9 +344,14 @@ static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot 
         bool ok = false;
         rc = mcr_snapshot_text(write, &text, &len, err);
         if (rc == MCR_OK) {
+            uint64_t failures = s->e.failures; /* requests to an endpoint that did not answer */
             do
                 rc = mcr__etcd_cas(&s->e, s->c.snapshot_key, text, len, modrev, &ok, NULL, err);
             while (session_again(s, rc));
+            if (s->e.failures != failures) {
+                sent_epoch = mcr_snapshot_epoch(write);
+                memcpy(sent_sum, mcr_snapshot_checksum(write), sizeof(sent_sum));
+            }
         }
         free(text);
         if (rc == MCR_OK && ok && epoch != NULL)
