@@ -326,6 +326,24 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
         } else if (!idle && st != MCR_OK) {
             watch_failed(f, st, &e2);
             return;
+        } else if (idle) {
+            /* Silent for its idle time: a quiet pool, or a member that
+             * hangs without closing the connection. Watching the same
+             * endpoint again never left a hung member (with no_register,
+             * no keepalive request moved e.cur either: test_fleet_cluster
+             * member_hangs). A request tells: it fails over from an
+             * endpoint that does not answer and leaves e.cur on one that
+             * does, where the watch goes next. Its value is not needed:
+             * the watch resumes after the last revision seen. */
+            bool found = false;
+            mcr__etcd_kv kv;
+            int rc = mcr__etcd_get(&f->e, f->c.snapshot_key, &found, &kv, NULL, &err);
+            if (found)
+                mcr__etcd_kv_clear(&kv);
+            if (rc == MCR_ERR_CONNECT) {
+                watch_failed(f, rc, &err);
+                return;
+            }
         }
     }
     if (f->need_read) {
