@@ -47,6 +47,20 @@ struct mcr_fleet {
 
     pthread_mutex_t lock;        /* st */
     mcr_fleet_stats st;
+
+    /* Events of the start (CACHED, CACHE, REGISTER), which happen on the
+     * caller's thread in mcr_fleet_follow(): held until the follower's
+     * thread delivers them, first thing. */
+    int starting;
+    size_t nheld;
+    struct held_event {
+        mcr_fleet_event_kind kind;
+        int status;
+        mcr_error err;
+        uint64_t revision;
+        char endpoint[300];
+        int has_endpoint;
+    } held[4];
 };
 
 /* How long a watch may stay silent before it is established again (a
@@ -79,6 +93,27 @@ static void report(mcr_fleet *f, mcr_fleet_event_kind kind, int status, const mc
     sync_stats(f);
     if (f->fn == NULL)
         return;
+    if (f->starting) {
+        /* Events are the follower thread's: this one is delivered when it
+         * starts. Reporting here, or after pthread_create() from the
+         * caller's thread as CACHED was, called the callback on another
+         * thread than the header says, and CACHED read f->cur and the
+         * counters while the new thread changed them (a data race that
+         * ThreadSanitizer found in test_fleet_follow start_from_cache). */
+        if (f->nheld < sizeof(f->held) / sizeof(f->held[0])) {
+            struct held_event *h = &f->held[f->nheld++];
+            h->kind = kind;
+            h->status = status;
+            if (err != NULL)
+                h->err = *err;
+            else
+                memset(&h->err, 0, sizeof(h->err));
+            h->revision = revision;
+            h->has_endpoint = endpoint != NULL;
+            snprintf(h->endpoint, sizeof(h->endpoint), "%s", endpoint ? endpoint : "");
+        }
+        return;
+    }
     mcr_fleet_event ev = {kind, status, status != MCR_OK ? err : NULL,
                           f->cur ? mcr_snapshot_epoch(f->cur) : 0, revision, endpoint};
     f->fn(&ev, f->arg);
@@ -397,6 +432,12 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 static void *follow_thread(void *arg)
 {
     mcr_fleet *f = arg;
+    f->starting = 0;
+    for (size_t i = 0; i < f->nheld; i++) {
+        struct held_event *h = &f->held[i];
+        report(f, h->kind, h->status, &h->err, h->revision, h->has_endpoint ? h->endpoint : NULL);
+    }
+    f->nheld = 0;
     event_base_dispatch(f->wbase);
     return NULL;
 }
@@ -498,6 +539,7 @@ int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options 
     if (f == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
     f->stop_pipe[0] = f->stop_pipe[1] = -1;
+    f->starting = 1;
     pthread_mutex_init(&f->lock, NULL);
     int rc = mcr__fleet_conf_init(&f->c, o, err);
     if (rc == MCR_OK)
@@ -597,16 +639,19 @@ int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options 
     if (!from_cache)
         register_client(f);
     schedule_restart(f, 0);
+    uint64_t start_epoch = mcr_snapshot_epoch(f->cur);
+    if (from_cache)
+        report(f, MCR_FLEET_CACHED, MCR_OK, NULL, 0, NULL); /* held: see report() */
     if (pthread_create(&f->thread, NULL, follow_thread, f) != 0) {
         fleet_free(f);
         return mcr__error(err, MCR_ERR_NOMEM, "cannot start the follower's thread");
     }
+    /* From here on the thread owns f: only its constant fields are read. */
     f->thread_started = 1;
     if (from_cache) {
-        report(f, MCR_FLEET_CACHED, MCR_OK, NULL, 0, NULL);
         mcr__error(err, MCR_OK,
                    "pool \"%s\": etcd unreachable, starting from cached epoch %llu (%s)",
-                   f->c.pool, (unsigned long long)mcr_snapshot_epoch(f->cur), f->cache_file);
+                   f->c.pool, (unsigned long long)start_epoch, f->cache_file);
     } else if (err != NULL) {
         err->code = MCR_OK;
         err->message[0] = '\0';
