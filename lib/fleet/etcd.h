@@ -108,6 +108,10 @@ uint64_t mcr__etcd_revision(const json_t *reply);
  * MCR_ERR_PROTOCOL. *revision is the reply header's revision. */
 int mcr__etcd_get(mcr__etcd *e, const char *key, bool *found, mcr__etcd_kv *kv,
                   uint64_t *revision, mcr_error *err);
+/* The same as of revision `at` (0: the current one), without the value when
+ * keys_only. A revision compacted away is MCR_ERR_PROTOCOL (etcd's HTTP 400). */
+int mcr__etcd_get_at(mcr__etcd *e, const char *key, uint64_t at, bool keys_only, bool *found,
+                     mcr__etcd_kv *kv, uint64_t *revision, mcr_error *err);
 
 /* Every key under `prefix`, as an array of *n kvs (free each, then the
  * array). */
