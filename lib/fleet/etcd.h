@@ -108,6 +108,10 @@ uint64_t mcr__etcd_revision(const json_t *reply);
  * MCR_ERR_PROTOCOL. *revision is the reply header's revision. */
 int mcr__etcd_get(mcr__etcd *e, const char *key, bool *found, mcr__etcd_kv *kv,
                   uint64_t *revision, mcr_error *err);
+/* The same as of revision `at` (0: the current one), without the value when
+ * keys_only. A revision compacted away is MCR_ERR_PROTOCOL (etcd's HTTP 400). */
+int mcr__etcd_get_at(mcr__etcd *e, const char *key, uint64_t at, bool keys_only, bool *found,
+                     mcr__etcd_kv *kv, uint64_t *revision, mcr_error *err);
 
 /* Every key under `prefix`, as an array of *n kvs (free each, then the
  * array). */
@@ -133,6 +137,9 @@ int mcr__etcd_lease_grant(mcr__etcd *e, unsigned ttl, uint64_t *id, mcr_error *e
 int mcr__etcd_lease_keepalive(mcr__etcd *e, uint64_t id, bool *alive, mcr_error *err);
 /* Revoke it (its keys go). */
 int mcr__etcd_lease_revoke(mcr__etcd *e, uint64_t id, mcr_error *err);
+
+/* A small request that only tells whether a member answers (its status). */
+int mcr__etcd_ping(mcr__etcd *e, mcr_error *err);
 
 /* The body of a watch create request on one key from `start_revision`. */
 char *mcr__etcd_watch_body(const char *key, uint64_t start_revision);

@@ -188,9 +188,19 @@ static int call(mcr__etcd *e, const char *path, json_t *body, json_t **reply, mc
 int mcr__etcd_get(mcr__etcd *e, const char *key, bool *found, mcr__etcd_kv *kv,
                   uint64_t *revision, mcr_error *err)
 {
+    return mcr__etcd_get_at(e, key, 0, false, found, kv, revision, err);
+}
+
+int mcr__etcd_get_at(mcr__etcd *e, const char *key, uint64_t at, bool keys_only, bool *found,
+                     mcr__etcd_kv *kv, uint64_t *revision, mcr_error *err)
+{
     json_t *reply = NULL;
-    int rc = call(e, "/v3/kv/range", json_pack("{s:o}", "key", b64_string(key, strlen(key))),
-                  &reply, err);
+    json_t *body = json_pack("{s:o}", "key", b64_string(key, strlen(key)));
+    if (body != NULL && at != 0)
+        json_object_set_new(body, "revision", u64_string(at));
+    if (body != NULL && keys_only)
+        json_object_set_new(body, "keys_only", json_true());
+    int rc = call(e, "/v3/kv/range", body, &reply, err);
     if (rc != MCR_OK)
         return rc;
     json_t *kvs = json_object_get(reply, "kvs");
@@ -363,4 +373,12 @@ char *mcr__etcd_watch_body(const char *key, uint64_t start_revision)
     return dump(json_pack("{s:{s:o,s:o}}", "create_request", "key",
                           b64_string(key, strlen(key)), "start_revision",
                           u64_string(start_revision)));
+}
+
+int mcr__etcd_ping(mcr__etcd *e, mcr_error *err)
+{
+    json_t *reply = NULL;
+    int rc = mcr__etcd_post(e, "/v3/maintenance/status", "{}", &reply, err);
+    json_decref(reply);
+    return rc;
 }

@@ -61,15 +61,30 @@ struct mcr_fleet {
 
     pthread_mutex_t lock;        /* st */
     mcr_fleet_stats st;
+
+    /* Events of the start (CACHED, CACHE, REGISTER), which happen on the
+     * caller's thread in mcr_fleet_follow(): held until the follower's
+     * thread delivers them, first thing. */
+    int starting;
+    size_t nheld;
+    struct held_event {
+        mcr_fleet_event_kind kind;
+        int status;
+        mcr_error err;
+        uint64_t revision;
+        char endpoint[300];
+        int has_endpoint;
+    } held[4];
 };
 
 /* How long a watch may stay silent before it is established again (a
  * member that hangs without closing the connection), ms: etcd sends nothing
  * on the watch of a key that does not change, so this is one request per
- * follower per period on a quiet pool. A registered follower finds a hung
- * member sooner: its keepalive (every third of the lease) goes to the
- * watch's member first, and when that member does not answer, the watch
- * moves (keepalive_cb). At least WATCH_IDLE_TIMEOUTS request timeouts. */
+ * follower per period on a quiet pool. A hung member is found sooner: every
+ * third of the lease the follower sends a request to the watch's member
+ * first (its lease keepalive, or a status request when it does not
+ * register), and when that member does not answer, the watch moves
+ * (keepalive_cb). At least WATCH_IDLE_TIMEOUTS request timeouts. */
 #define WATCH_IDLE_MS 60000u
 #define WATCH_IDLE_TIMEOUTS 4u
 
@@ -103,6 +118,27 @@ static void report(mcr_fleet *f, mcr_fleet_event_kind kind, int status, const mc
     sync_stats(f);
     if (f->fn == NULL)
         return;
+    if (f->starting) {
+        /* Events are the follower thread's: this one is delivered when it
+         * starts. Reporting here, or after pthread_create() from the
+         * caller's thread as CACHED was, called the callback on another
+         * thread than the header says, and CACHED read f->cur and the
+         * counters while the new thread changed them (a data race that
+         * ThreadSanitizer found in test_fleet_follow start_from_cache). */
+        if (f->nheld < sizeof(f->held) / sizeof(f->held[0])) {
+            struct held_event *h = &f->held[f->nheld++];
+            h->kind = kind;
+            h->status = status;
+            if (err != NULL)
+                h->err = *err;
+            else
+                memset(&h->err, 0, sizeof(h->err));
+            h->revision = revision;
+            h->has_endpoint = endpoint != NULL;
+            snprintf(h->endpoint, sizeof(h->endpoint), "%s", endpoint ? endpoint : "");
+        }
+        return;
+    }
     mcr_fleet_event ev = {kind, status, status != MCR_OK ? err : NULL,
                           f->cur ? mcr_snapshot_epoch(f->cur) : 0, revision, endpoint};
     f->fn(&ev, f->arg);
@@ -211,7 +247,10 @@ static void keepalive_cb(evutil_socket_t fd, short what, void *arg)
      * from it means that member did not answer. */
     f->e.cur = f->watch_ep;
     uint64_t failures = f->e.failures;
-    if (f->lease != 0) {
+    if (f->no_register) {
+        mcr_error err;
+        (void)mcr__etcd_ping(&f->e, &err); /* only: does the watch's member answer? */
+    } else if (f->lease != 0) {
         mcr_error err;
         bool alive = false;
         int rc = mcr__etcd_lease_keepalive(&f->e, f->lease, &alive, &err);
@@ -370,6 +409,25 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
         } else if (!idle && st != MCR_OK) {
             watch_failed(f, st, &e2);
             return;
+        } else if (idle) {
+            /* Silent for its idle time: a quiet pool, or a member that
+             * hangs without closing the connection. Watching the same
+             * endpoint again never left a hung member (with no_register,
+             * no keepalive request moved e.cur either: test_fleet_cluster
+             * member_hangs). A request tells: it fails over from an
+             * endpoint that does not answer and leaves e.cur on one that
+             * does, where the watch goes next. Its value is not needed:
+             * the watch resumes after the last revision seen. */
+            bool found = false;
+            mcr__etcd_kv kv;
+            f->e.cur = f->watch_ep; /* the watch's member first */
+            int rc = mcr__etcd_get(&f->e, f->c.snapshot_key, &found, &kv, NULL, &err);
+            if (found)
+                mcr__etcd_kv_clear(&kv);
+            if (rc == MCR_ERR_CONNECT) {
+                watch_failed(f, rc, &err);
+                return;
+            }
         }
     }
     if (f->need_read) {
@@ -428,6 +486,12 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 static void *follow_thread(void *arg)
 {
     mcr_fleet *f = arg;
+    f->starting = 0;
+    for (size_t i = 0; i < f->nheld; i++) {
+        struct held_event *h = &f->held[i];
+        report(f, h->kind, h->status, &h->err, h->revision, h->has_endpoint ? h->endpoint : NULL);
+    }
+    f->nheld = 0;
     event_base_dispatch(f->wbase);
     return NULL;
 }
@@ -662,6 +726,7 @@ int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options 
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
     f->stop_pipe[0] = f->stop_pipe[1] = -1;
     f->health_pipe[0] = f->health_pipe[1] = -1;
+    f->starting = 1;
     pthread_mutex_init(&f->lock, NULL);
     int rc = mcr__fleet_conf_init(&f->c, o, err);
     if (rc == MCR_OK)
@@ -782,19 +847,18 @@ int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options 
     event_add(f->stop_ev, NULL);
     unsigned ka = f->ttl_s * 1000u / 3u;
     struct timeval katv = {(time_t)(ka / 1000), (suseconds_t)(ka % 1000) * 1000};
-    if (!f->no_register)
-        event_add(f->keepalive_ev, &katv);
+    event_add(f->keepalive_ev, &katv); /* registered or not: see keepalive_cb */
     if (!from_cache)
         register_client(f);
     schedule_restart(f, 0);
-    /* Everything that reads the follower's state, before its thread runs. */
-    if (from_cache)
-        report(f, MCR_FLEET_CACHED, MCR_OK, NULL, 0, NULL);
     uint64_t start_epoch = mcr_snapshot_epoch(f->cur);
+    if (from_cache)
+        report(f, MCR_FLEET_CACHED, MCR_OK, NULL, 0, NULL); /* held: see report() */
     if (pthread_create(&f->thread, NULL, follow_thread, f) != 0) {
         fleet_free(f);
         return mcr__error(err, MCR_ERR_NOMEM, "cannot start the follower's thread");
     }
+    /* From here on the thread owns f: only its constant fields are read. */
     f->thread_started = 1;
     if (from_cache) {
         mcr__error(err, MCR_OK,

@@ -289,19 +289,92 @@ static int next_by_list(const mcr_snapshot *cur, const void *arg, mcr_snapshot *
     return rc;
 }
 
+/* Whether a write of ours that an endpoint left unanswered (see cas_loop)
+ * is in the key's history, other writes possibly after it: it would be the
+ * first modification of the key after `after` (the mod_revision its
+ * compare named; 0 for a creation). Found by bisecting the revisions from
+ * after + 1 to the key's current mod_revision `modrev` (ranges as of a
+ * revision, keys only: the key's mod_revision there does not decrease),
+ * then told by its checksum, the text's last line (it covers the epoch).
+ * false when it is not there, or that history is compacted or unreadable. */
+static bool landed(session *s, uint64_t after, uint64_t modrev, const char *sum)
+{
+    uint64_t lo = after + 1, hi = modrev;
+    const size_t cl = strlen("checksum ") + MCR_SNAPSHOT_CHECKSUM_LEN + 1;
+    mcr__etcd_kv kv;
+    bool found = false, mine;
+    mcr_error e2;
+
+    if (hi < lo)
+        return false;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2, m = 0;
+        if (mcr__etcd_get_at(&s->e, s->c.snapshot_key, mid, true, &found, &kv, NULL, &e2) !=
+            MCR_OK)
+            return false;
+        if (found) {
+            m = kv.mod_revision;
+            mcr__etcd_kv_clear(&kv);
+        }
+        if (m > after)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    if (mcr__etcd_get_at(&s->e, s->c.snapshot_key, lo, false, &found, &kv, NULL, &e2) !=
+            MCR_OK ||
+        !found)
+        return false;
+    mine = kv.mod_revision > after && kv.value_len >= cl && kv.value[kv.value_len - 1] == '\n' &&
+           memcmp(kv.value + kv.value_len - cl, "checksum ", 9) == 0 &&
+           memcmp(kv.value + kv.value_len - cl + 9, sum, MCR_SNAPSHOT_CHECKSUM_LEN) == 0;
+    mcr__etcd_kv_clear(&kv);
+    return mine;
+}
+
 /* Read, compute the next snapshot, compare-and-swap; again on conflict.
  * `create`: the snapshot that creates a missing pool (else a missing pool
- * is MCR_ERR_UNKNOWN). */
+ * is MCR_ERR_UNKNOWN).
+ *
+ * A compare-and-swap that an endpoint did not answer (a timeout, a
+ * connection lost, an HTTP 5xx such as a leader lost: e.failures counts
+ * them, and the request then goes to the next endpoint) may still have been
+ * committed; tried again, its compare fails against our own write, and
+ * another writer may have built on it meanwhile. So the next read is
+ * checked first: when it holds exactly what we tried to write (epoch and
+ * checksum), or the key's history has it right after the revision our
+ * compare named (landed()), that write is stored and the call succeeded.
+ * Without this, applying the changes again gave MCR_ERR_DUPLICATE for an
+ * add that was stored, or a second epoch for a set-weight (found by
+ * test_fleet_store reply_lost, reply_lost_then_overwritten and
+ * test_fleet_cluster leader_killed). Only a writer storing the very same
+ * snapshot (same changes on the same epoch) could look alike, and then the
+ * pool holds what both asked for. With that history compacted away, the
+ * changes are applied again, as for any conflict. */
 static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot *create,
                     uint64_t *epoch, mcr_error *err)
 {
     int rc = MCR_OK;
+    /* an unanswered write of ours: its epoch, checksum, compared revision */
+    uint64_t sent_epoch = 0, sent_after = 0;
+    char sent_sum[MCR_SNAPSHOT_CHECKSUM_LEN + 1] = "";
     for (unsigned attempt = 0; attempt < s->c.retries; attempt++) {
         mcr_snapshot *cur = NULL, *next = NULL;
         uint64_t modrev = 0;
         do
             rc = mcr__fleet_get(&s->e, &s->c, NULL, &cur, &modrev, NULL, err);
         while (session_again(s, rc));
+        if (rc == MCR_OK && sent_epoch != 0) {
+            if ((mcr_snapshot_epoch(cur) == sent_epoch &&
+                 strcmp(mcr_snapshot_checksum(cur), sent_sum) == 0) ||
+                landed(s, sent_after, modrev, sent_sum)) {
+                if (epoch != NULL)
+                    *epoch = sent_epoch;
+                mcr_snapshot_unref(cur);
+                return MCR_OK;
+            }
+            sent_epoch = 0; /* it did not land: a conflict as any other */
+        }
         const mcr_snapshot *write;
         if (rc == MCR_ERR_UNKNOWN && create != NULL) {
             write = create;
@@ -323,9 +396,15 @@ static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot 
         bool ok = false;
         rc = mcr_snapshot_text(write, &text, &len, err);
         if (rc == MCR_OK) {
+            uint64_t failures = s->e.failures; /* requests to an endpoint that did not answer */
             do
                 rc = mcr__etcd_cas(&s->e, s->c.snapshot_key, text, len, modrev, &ok, NULL, err);
             while (session_again(s, rc));
+            if (s->e.failures != failures) {
+                sent_epoch = mcr_snapshot_epoch(write);
+                sent_after = modrev;
+                memcpy(sent_sum, mcr_snapshot_checksum(write), sizeof(sent_sum));
+            }
         }
         free(text);
         if (rc == MCR_OK && ok && epoch != NULL)
