@@ -211,6 +211,7 @@ static int post_one(mcr__etcd *e, mcr__etcd_endpoint *ep, const char *path, cons
         if (event_base_loop(e->base, EVLOOP_ONCE) < 0)
             break;
     if (!c.done || c.code == 0) {
+        free(c.body); /* an empty reply's buffer, when there was one */
         /* a broken connection is not reused */
         evhttp_connection_free(ep->conn);
         ep->conn = NULL;
