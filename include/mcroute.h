@@ -494,6 +494,18 @@ MCR_EXTERN int mcr_config_add_servers(mcr_config *cfg, const char *list,
 MCR_EXTERN int mcr_config_load_server_file(mcr_config *cfg, const char *path,
                                            mcr_error *err);
 
+/* mcr_config_add_server_line: append the one server of `line`, a line of a
+ * server file as mcr_config_load_server_file() reads it (same grammar, same
+ * rules and messages, "server line" naming it): `host[:port[:weight]]`,
+ * then `weight=W`, `zone=Z`, `id=NAME` attributes; anything after a '#' is
+ * a comment. For tools that take one server on their command line. Errors
+ * (the config is unchanged): MCR_ERR_INVALID (NULL `cfg` or `line`),
+ * MCR_ERR_EMPTY (blank or only a comment), MCR_ERR_SYNTAX (also a line
+ * with a newline), MCR_ERR_RANGE, MCR_ERR_TOO_LONG, MCR_ERR_DUPLICATE (the
+ * address or id of a server already in the config), MCR_ERR_NOMEM. A config
+ * belongs to one thread at a time. */
+MCR_EXTERN int mcr_config_add_server_line(mcr_config *cfg, const char *line, mcr_error *err);
+
 /* mcr_config_sort_servers: reorder the servers as libmemcached's SORT_HOSTS
  * does: by strcmp() of the host, then by port. MCR_OK or MCR_ERR_INVALID. */
 MCR_EXTERN int mcr_config_sort_servers(mcr_config *cfg);

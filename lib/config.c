@@ -819,6 +819,24 @@ int mcr_config_load_server_file(mcr_config *cfg, const char *path, mcr_error *er
     return rc;
 }
 
+int mcr_config_add_server_line(mcr_config *cfg, const char *line, mcr_error *err)
+{
+    if (cfg == NULL || line == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL config or server line");
+    if (strchr(line, '\n') != NULL)
+        return mcr__error(err, MCR_ERR_SYNTAX, "server line: contains a newline (one server only)");
+    const char *s = line, *e = strchr(line, '#');
+    if (e == NULL)
+        e = line + strlen(line);
+    while (s < e && is_blank(*s))
+        s++;
+    while (e > s && is_blank(e[-1]))
+        e--;
+    if (s == e)
+        return mcr__error(err, MCR_ERR_EMPTY, "server line: no server");
+    return add_file_line(cfg, s, (size_t)(e - s), "server line", err);
+}
+
 static int cmp_sort_hosts(const void *a, const void *b)
 {
     const mcr__server *x = a, *y = b;

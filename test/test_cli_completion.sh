@@ -62,7 +62,11 @@ touch "$tmp/keys.txt" "$tmp/keyring.snap" "$tmp/servers"
 printf 'alpha:\n  listen: 127.0.0.1:22121\n  servers:\n   - 127.0.0.1:11211:1\nbeta:\n  servers:\n   - 127.0.0.2:11211:1\n' >"$tmp/nc.yml"
 
 # ------------------------------------------------------------ commands
-expect "locate dump hash stats snapshot diff set get delete probe simulate help" mcroute ''
+expect "locate dump hash stats snapshot diff set get delete probe simulate members watch help" mcroute ''
+expect "publish add remove set-weight set-state show status" mcroute members ''
+expect "set-weight set-state show status" mcroute members s
+expect "draining down" mcroute members set-state --etcd u --pool p cache1 d
+expect "" mcroute members set-state --etcd u --pool p c
 expect "set simulate snapshot stats" mcroute s
 expect "-h --help -V --version" mcroute -
 expect "dump delete diff" mcroute help d
@@ -82,6 +86,15 @@ has --failure-policy mcroute probe --
 expect "--replicas" mcroute locate --rep
 has -o mcroute snapshot -
 expect "" mcroute locate -- --
+expect "--etcd --etcd-prefix --etcd-timeout" mcroute locate --etc
+has --etcd mcroute diff --
+has --client-id mcroute watch --
+lacks -s mcroute watch -
+has --snapshot mcroute members publish --
+lacks --snapshot mcroute members add --
+has --json mcroute members status --
+lacks --json mcroute members show --
+expect "" mcroute watch --etcd ''
 
 # ------------------------------------------------------------ values
 expect "fnv1a_32 fnv1a_64" mcroute locate -s a --hash fnv1a
@@ -115,15 +128,19 @@ expect "maglev" mcroute simulate --modes mag
 # ------------------------------------------------------------ against the binary
 # Every option offered for a command is accepted by it, and every other
 # option of mcroute is refused by it as not valid there.
-all_opts=$(for c in locate dump hash stats snapshot diff set get delete probe; do
+all_opts=$(for c in locate dump hash stats snapshot diff set get delete probe watch; do
     _mcroute_options "$c"
 done | tr ' ' '\n' | sort -u)
-for c in locate dump hash stats snapshot diff set get delete probe; do
-    offered=" $(_mcroute_options "$c") "
+for c in locate dump hash stats snapshot diff set get delete probe watch \
+    "members publish" "members add" "members remove" "members set-weight" \
+    "members set-state" "members show" "members status"; do
+    # shellcheck disable=SC2086 # "members SUB": two words
+    offered=" $(_mcroute_options $c) "
+    read -r -a cw <<<"$c"
     for o in $all_opts; do
         case $o in
-        --json | --help) args=("$c" "$o" --help) ;;
-        *) args=("$c" "$o" 1 --help) ;;
+        --json | --help) args=("${cw[@]}" "$o" --help) ;;
+        *) args=("${cw[@]}" "$o" 1 --help) ;;
         esac
         "$bin" "${args[@]}" >/dev/null 2>"$tmp/err"
         st=$?

@@ -154,6 +154,66 @@ START_TEST(server_files)
 }
 END_TEST
 
+/* mcr_config_add_server_line: one line of a server file, its grammar and
+ * messages; the server it adds is the one the file gives. */
+START_TEST(server_lines)
+{
+    static const char *const lines[] = {
+        "10.0.0.7:11211 weight=2 zone=b id=cache7", "  a:1:3  # a comment", "[::1]:5 id=six",
+        "b zone=z", "c\tweight=4\r",
+    };
+    mcr_error err;
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        mcr_config *a = mcr_config_new(), *b = mcr_config_new();
+        mcr_snapshot *sa = NULL, *sb = NULL;
+        char *p = write_file(lines[i]);
+        ck_assert_msg(mcr_config_add_server_line(a, lines[i], &err) == MCR_OK, "\"%s\": %s",
+                      lines[i], err.message);
+        ck_assert_int_eq(mcr_config_load_server_file(b, p, &err), MCR_OK);
+        tu_temp_file_free(p);
+        ck_assert_uint_eq(mcr_config_server_count(a), 1);
+        ck_assert_int_eq(mcr_snapshot_new(a, 1, &sa, NULL), MCR_OK);
+        ck_assert_int_eq(mcr_snapshot_new(b, 1, &sb, NULL), MCR_OK);
+        ck_assert_msg(strcmp(mcr_snapshot_checksum(sa), mcr_snapshot_checksum(sb)) == 0,
+                      "\"%s\" is not the server the file line gives", lines[i]);
+        mcr_snapshot_unref(sa);
+        mcr_snapshot_unref(sb);
+        mcr_config_free(a);
+        mcr_config_free(b);
+    }
+    static const struct {
+        const char *line;
+        int code;
+        const char *needle;
+    } bad[] = {
+        {"", MCR_ERR_EMPTY, "server line: no server"},
+        {"  # only a comment", MCR_ERR_EMPTY, "no server"},
+        {"a\nb", MCR_ERR_SYNTAX, "newline"},
+        {"d weight=0", MCR_ERR_RANGE, "server line: weight 0"},
+        {"d:1:2 weight=3", MCR_ERR_SYNTAX, "server line: weight given twice"},
+        {"d up=1", MCR_ERR_SYNTAX, "unknown attribute \"up\""},
+        {"d zone", MCR_ERR_SYNTAX, "is not an attribute"},
+        {"keep:1", MCR_ERR_DUPLICATE, "duplicate server"},
+        {"e id=k", MCR_ERR_DUPLICATE, "duplicate server id"},
+        {"::1", MCR_ERR_SYNTAX, "server line"},
+    };
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_add_server_line(cfg, "keep:1 id=k", NULL), MCR_OK);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&err, 0, sizeof(err));
+        int rc = mcr_config_add_server_line(cfg, bad[i].line, &err);
+        ck_assert_msg(rc == bad[i].code, "\"%s\": %d (%s), want %d", bad[i].line, rc,
+                      err.message, bad[i].code);
+        ck_assert_msg(strstr(err.message, bad[i].needle) != NULL, "\"%s\": \"%s\" lacks \"%s\"",
+                      bad[i].line, err.message, bad[i].needle);
+        ck_assert_uint_eq(mcr_config_server_count(cfg), 1);
+    }
+    ck_assert_int_eq(mcr_config_add_server_line(NULL, "a", &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_config_add_server_line(cfg, NULL, NULL), MCR_ERR_INVALID);
+    mcr_config_free(cfg);
+}
+END_TEST
+
 START_TEST(duplicate_set_survives_rollback_and_sort)
 {
     mcr_config *cfg = mcr_config_new();
@@ -365,6 +425,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, parse_bad_lists);
     tcase_add_test(tc, add_server_checks);
     tcase_add_test(tc, server_files);
+    tcase_add_test(tc, server_lines);
     tcase_add_test(tc, duplicate_set_survives_rollback_and_sort);
     tcase_add_test(tc, ids_after_ketama_file);
     tcase_add_test(tc, zones_after_ketama_file);

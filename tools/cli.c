@@ -2,6 +2,7 @@
 /* cli.c: what the commands of mcroute share: messages and exits, the progress line, option parsing, the snapshot or placement of a SOURCE, key input, output finishing. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "mcroute.h"
+#include "mcroute_fleet.h"
 #include "mcroute_ketama.h"
 #include "mcroute_libmemcached.h"
 #include "mcroute_snapshot.h"
@@ -45,6 +47,17 @@ void cli_fail(const char *fmt, ...)
     vmessage(fmt, ap);
     va_end(ap);
     exit(EXIT_FAILED);
+}
+
+void cli_die_status(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+    exit(status == MCR_ERR_NOMEM || status == MCR_ERR_IO || status == MCR_ERR_BUSY
+             ? EXIT_FAILED
+             : EXIT_USAGE);
 }
 
 void *cli_xcalloc(size_t n, size_t size)
@@ -155,7 +168,7 @@ void cli_progress_end(void)
 /* ------------------------------------------------------------ options */
 
 enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
-       OPT_JSON };
+       OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -176,6 +189,11 @@ static const struct option source_opts[] = {
     {"failure-policy", required_argument, NULL, OPT_POLICY},
     {"ttl", required_argument, NULL, OPT_TTL},
     {"json", no_argument, NULL, OPT_JSON},
+    {"etcd", required_argument, NULL, OPT_ETCD},
+    {"etcd-prefix", required_argument, NULL, OPT_ETCD_PREFIX},
+    {"etcd-timeout", required_argument, NULL, OPT_ETCD_TIMEOUT},
+    {"count", required_argument, NULL, OPT_COUNT},
+    {"client-id", required_argument, NULL, OPT_CLIENT_ID},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -218,6 +236,11 @@ static const char *opt_name(int c)
     case OPT_POLICY: return "--failure-policy";
     case OPT_TTL: return "--ttl";
     case OPT_JSON: return "--json";
+    case OPT_ETCD: return "--etcd";
+    case OPT_ETCD_PREFIX: return "--etcd-prefix";
+    case OPT_ETCD_TIMEOUT: return "--etcd-timeout";
+    case OPT_COUNT: return "--count";
+    case OPT_CLIENT_ID: return "--client-id";
     case 'h': return "--help";
     default: return "?";
     }
@@ -226,14 +249,20 @@ static const char *opt_name(int c)
 static bool option_allowed(int c, unsigned allowed)
 {
     switch (c) {
-    case OPT_HASH: case 'h': case ':': case '?': return true;
-    case 'm': return (allowed & (ALLOW_SOURCE | MIXED_ARGS)) != 0;
+    case 'h': case ':': case '?': return true;
+    case OPT_HASH: return (allowed & NO_HASH) == 0;
+    case 'm': return (allowed & (ALLOW_SOURCE | MIXED_ARGS | ALLOW_LIST)) != 0;
+    case 's': case 'f': case OPT_SNAPSHOT: return (allowed & (ALLOW_SOURCE | ALLOW_LIST)) != 0;
     case OPT_REPLICAS: return (allowed & ALLOW_REPLICAS) != 0;
     case 'o': return (allowed & ALLOW_OUTPUT) != 0;
     case OPT_KEYS: return (allowed & ALLOW_KEYS) != 0;
-    case OPT_TIMEOUT: case OPT_POLICY: return (allowed & ALLOW_POOL) != 0;
+    case OPT_TIMEOUT: return (allowed & (ALLOW_POOL | ALLOW_WATCH)) != 0;
+    case OPT_POLICY: return (allowed & ALLOW_POOL) != 0;
     case OPT_TTL: return (allowed & ALLOW_TTL) != 0;
     case OPT_JSON: return (allowed & ALLOW_JSON) != 0;
+    case OPT_ETCD: case OPT_ETCD_PREFIX: case OPT_ETCD_TIMEOUT: case 'p':
+        return (allowed & (ALLOW_SOURCE | ALLOW_ETCD | ALLOW_LIST)) != 0;
+    case OPT_COUNT: case OPT_CLIENT_ID: return (allowed & ALLOW_WATCH) != 0;
     default: return (allowed & ALLOW_SOURCE) != 0;
     }
 }
@@ -248,8 +277,8 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
         cli_fail("out of memory");
     opterr = 0;
     optind = 1;
-    const char *optstring = (allowed & MIXED_ARGS) ? ":s:f:l:b:m:t:p:k:o:h"
-                                                   : "+:s:f:l:b:m:t:p:k:o:h";
+    const char *optstring = (allowed & (MIXED_ARGS | PERMUTE)) ? ":s:f:l:b:m:t:p:k:o:h"
+                                                              : "+:s:f:l:b:m:t:p:k:o:h";
     while ((c = getopt_long(argc, argv, optstring, source_opts, NULL)) != -1) {
         if (!option_allowed(c, allowed))
             cli_die("%s: option '%s' is not valid here (see --help)", argv[0], opt_name(c));
@@ -293,6 +322,31 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
             src->ttl = optarg;
             break;
         case OPT_JSON: src->json = true; break;
+        case OPT_ETCD:
+            if (src->etcd)
+                cli_die("--etcd given twice");
+            src->etcd = optarg;
+            break;
+        case OPT_ETCD_PREFIX:
+            if (src->etcd_prefix)
+                cli_die("--etcd-prefix given twice");
+            src->etcd_prefix = optarg;
+            break;
+        case OPT_ETCD_TIMEOUT:
+            if (src->etcd_timeout)
+                cli_die("--etcd-timeout given twice");
+            src->etcd_timeout = optarg;
+            break;
+        case OPT_COUNT:
+            if (src->count)
+                cli_die("--count given twice");
+            src->count = optarg;
+            break;
+        case OPT_CLIENT_ID:
+            if (src->client_id)
+                cli_die("--client-id given twice");
+            src->client_id = optarg;
+            break;
         case 's':
             if (src->servers)
                 cli_die("-s given twice");
@@ -491,21 +545,34 @@ static mcr_config *config_from_list(const char *list, const char *file, const cl
     return cfg;
 }
 
-/* Check the combination of source options; returns 1 for a snapshot file. */
+/* What check_source() found. */
+enum { SOURCE_CONFIG, SOURCE_SNAPSHOT, SOURCE_ETCD };
+
+/* Check the combination of source options; returns its kind. */
 static int check_source(const cli_source *src)
 {
     int nsrc = (src->servers != NULL) + (src->server_file != NULL) +
                (src->libmemcached != NULL) + (src->twemproxy != NULL) +
-               (src->ketama_file != NULL) + (src->snapshot != NULL);
+               (src->ketama_file != NULL) + (src->snapshot != NULL) + (src->etcd != NULL);
 
     if (nsrc == 0)
         cli_die("no servers: give -s LIST, --server-file FILE, --libmemcached OPTIONS, "
-            "--twemproxy FILE, --ketama-file FILE or --snapshot FILE");
+            "--twemproxy FILE, --ketama-file FILE, --snapshot FILE or --etcd URLS --pool NAME");
     if (nsrc > 1)
         cli_die("give only one of -s, --server-file, --libmemcached, --twemproxy, "
-            "--ketama-file and --snapshot");
+            "--ketama-file, --snapshot and --etcd");
+    if ((src->etcd_prefix != NULL || src->etcd_timeout != NULL) && src->etcd == NULL)
+        cli_die("--etcd-prefix and --etcd-timeout apply only to --etcd");
+    if (src->etcd != NULL) {
+        if (src->pool == NULL)
+            cli_die("--etcd needs --pool NAME (the pool's name in etcd)");
+        if (src->mode != NULL || src->hash != NULL || src->nbehaviors > 0)
+            cli_die("--mode, --hash and --behavior do not apply to --etcd: the pool sets "
+                    "the placement");
+        return SOURCE_ETCD;
+    }
     if (src->pool != NULL && src->twemproxy == NULL)
-        cli_die("--pool applies only to --twemproxy");
+        cli_die("--pool applies only to --twemproxy and --etcd");
     if (src->nbehaviors > 0 && src->libmemcached == NULL)
         cli_die("--behavior applies only to --libmemcached");
     if ((src->mode != NULL || src->hash != NULL) && src->servers == NULL &&
@@ -513,7 +580,52 @@ static int check_source(const cli_source *src)
         cli_die("--mode and --hash apply only to -s and --server-file; %s",
             src->libmemcached ? "use --behavior DISTRIBUTION=... or HASH=..."
                               : "the file sets the placement");
-    return src->snapshot != NULL;
+    return src->snapshot != NULL ? SOURCE_SNAPSHOT : SOURCE_CONFIG;
+}
+
+unsigned cli_parse_seconds(const char *cmd, const char *opt, const char *value)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    /* digits and a '.', no sign, exponent, "inf" or "nan" */
+    if (strspn(value, "0123456789.") != strlen(value) || *value == '\0' || *end != '\0' ||
+        errno != 0 || !(v > 0) || v > 86400)
+        cli_die("%s: %s '%s': expected seconds, above 0 and at most 86400", cmd, opt, value);
+    double ms = ceil(v * 1000.0);
+    return ms < 1 ? 1u : (unsigned)ms;
+}
+
+void cli_fleet_options(const char *cmd, const cli_source *src, mcr_fleet_options *o)
+{
+    mcr_fleet_options_init(o);
+    if (src->etcd == NULL)
+        cli_die("%s: --etcd URL[,URL...] is required", cmd);
+    if (src->pool == NULL)
+        cli_die("%s: --pool NAME is required (the pool's name in etcd)", cmd);
+    o->endpoints = src->etcd;
+    o->pool = src->pool;
+    if (src->etcd_prefix != NULL)
+        o->prefix = src->etcd_prefix;
+    if (src->etcd_timeout != NULL) {
+        o->wait_ms = cli_parse_seconds(cmd, "--etcd-timeout", src->etcd_timeout);
+        /* One request must not outlast the whole wait either. */
+        if (o->wait_ms < o->request_timeout_ms)
+            o->request_timeout_ms = o->wait_ms;
+    }
+}
+
+/* The pool's current snapshot, read from etcd. */
+static mcr_snapshot *snapshot_from_etcd(const cli_source *src)
+{
+    mcr_fleet_options o;
+    mcr_error err;
+    mcr_snapshot *snap = NULL;
+    cli_fleet_options("--etcd", src, &o);
+    int rc = mcr_fleet_read(&o, &snap, NULL, &err);
+    if (rc != MCR_OK)
+        cli_die_status(rc, "%s", err.message);
+    return snap;
 }
 
 /* The config a SOURCE other than --snapshot describes. */
@@ -538,15 +650,28 @@ mcr_snapshot *cli_load_snapshot(const char *path)
     return snap;
 }
 
-/* The snapshot of a SOURCE: loaded, or built (epoch 1) from its config. */
+mcr_config *cli_build_config(const cli_source *src)
+{
+    char **names;
+    if (check_source(src) != SOURCE_CONFIG)
+        cli_die("%s is not a server list here", src->etcd ? "--etcd" : "--snapshot");
+    mcr_config *cfg = build_config(src, &names);
+    free_names(names, mcr_config_server_count(cfg));
+    return cfg;
+}
+
+/* The snapshot of a SOURCE: loaded, read, or built (epoch 1) from its config. */
 mcr_snapshot *cli_build_snapshot(const cli_source *src)
 {
     mcr_error err;
     mcr_snapshot *snap = NULL;
     char **names;
 
-    if (check_source(src))
-        return cli_load_snapshot(src->snapshot);
+    switch (check_source(src)) {
+    case SOURCE_SNAPSHOT: return cli_load_snapshot(src->snapshot);
+    case SOURCE_ETCD: return snapshot_from_etcd(src);
+    default: break;
+    }
     mcr_config *cfg = build_config(src, &names);
     size_t n = mcr_config_server_count(cfg);
     int rc = mcr_snapshot_new(cfg, 1, &snap, &err);
@@ -563,8 +688,9 @@ cli_placement cli_placement_build(const cli_source *src)
     cli_placement pl = {NULL, NULL, NULL, NULL};
     char **names;
 
-    if (check_source(src)) {
-        pl.snap = cli_load_snapshot(src->snapshot);
+    int kind = check_source(src);
+    if (kind != SOURCE_CONFIG) {
+        pl.snap = kind == SOURCE_ETCD ? snapshot_from_etcd(src) : cli_load_snapshot(src->snapshot);
         pl.ring = mcr_snapshot_ring(pl.snap);
         return pl;
     }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "mcroute.h"
+#include "mcroute_fleet.h"
 #include "mcroute_snapshot.h"
 
 #define EXIT_FAILED 1 /* some operation failed, or output was lost */
@@ -25,11 +26,18 @@ void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn
  * of memory, a file that could not be written). */
 void cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/* cli_fail() when `status` (an mcr_status) is a failure that is not the
+ * input's (MCR_ERR_NOMEM, MCR_ERR_IO, MCR_ERR_BUSY), else cli_die(): what
+ * the etcd commands exit with. */
+void cli_die_status(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
 /* calloc() of n items (at least one, so that a count of 0 still gives a
  * pointer to free), or cli_fail("out of memory"). */
 void *cli_xcalloc(size_t n, size_t size);
 
-/* What a command takes besides --hash and --help (flags of cli_parse_options). */
+/* What a command takes besides --hash (unless NO_HASH) and --help (flags of
+ * cli_parse_options). */
 enum {
     ALLOW_SOURCE = 1,   /* -s -f -l -b -m -t -p -k --snapshot */
     ALLOW_REPLICAS = 2, /* --replicas */
@@ -38,7 +46,12 @@ enum {
     MIXED_ARGS = 16,    /* options may follow the arguments (diff OLD NEW --keys F) */
     ALLOW_POOL = 32,    /* --timeout, --failure-policy */
     ALLOW_TTL = 64,     /* --ttl */
-    ALLOW_JSON = 128    /* --json */
+    ALLOW_JSON = 128,   /* --json */
+    ALLOW_ETCD = 256,   /* --etcd --etcd-prefix --etcd-timeout -p (ALLOW_SOURCE has them) */
+    ALLOW_WATCH = 512,  /* --count --client-id --timeout (watch: seconds) */
+    PERMUTE = 1024,     /* options may follow the arguments (no -m, unlike MIXED_ARGS) */
+    NO_HASH = 2048,     /* not even --hash (members, watch) */
+    ALLOW_LIST = 4096   /* -s -f -m --snapshot of a SOURCE only (members publish) */
 };
 
 /* The options of one command line, collected before anything is built so
@@ -51,6 +64,11 @@ typedef struct cli_source {
     const char *timeout;       /* pool commands: --timeout, as given */
     const char *policy;        /* pool commands: --failure-policy, as given */
     const char *ttl;           /* set --ttl, as given */
+    const char *etcd;          /* --etcd URL[,URL...]: the pool --pool in etcd */
+    const char *etcd_prefix;   /* --etcd-prefix, or NULL (MCR_FLEET_PREFIX) */
+    const char *etcd_timeout;  /* --etcd-timeout SECONDS, as given */
+    const char *count;         /* watch --count, as given */
+    const char *client_id;     /* watch --client-id */
     bool json;                 /* --json: one JSON document on stdout */
     const char **behaviors;
     size_t nbehaviors;
@@ -75,10 +93,27 @@ mcr_hash cli_parse_hash(const char *name);
  * message when it cannot be loaded. */
 mcr_snapshot *cli_load_snapshot(const char *path);
 
-/* The snapshot of a SOURCE: loaded from --snapshot, or built (epoch 1) from
- * the other sources. Exits EXIT_USAGE when there is no source, more than
- * one, or a bad one. */
+/* The snapshot of a SOURCE: loaded from --snapshot, read from etcd
+ * (--etcd, --pool: mcr_fleet_read()), or built (epoch 1) from the other
+ * sources. Exits EXIT_USAGE when there is no source, more than one, or a
+ * bad one (etcd unreachable within --etcd-timeout, no such pool, a value
+ * that does not verify: the library's message). */
 mcr_snapshot *cli_build_snapshot(const cli_source *src);
+
+/* The config of a SOURCE that is a server list, a server file, libmemcached
+ * options, a twemproxy file or a ketama file (not --snapshot, not --etcd),
+ * with --mode and --hash; the caller frees it. Exits as cli_build_snapshot. */
+mcr_config *cli_build_config(const cli_source *src);
+
+/* The fleet options of --etcd, --pool, --etcd-prefix and --etcd-timeout
+ * (the strings point into src). Exits EXIT_USAGE, naming `cmd`, when --etcd
+ * or --pool is missing or --etcd-timeout is bad. */
+void cli_fleet_options(const char *cmd, const cli_source *src, mcr_fleet_options *o);
+
+/* SECONDS of an option (`opt`, for the message naming `cmd`): a decimal
+ * number above 0 and at most 86400, as milliseconds (at least 1). Exits
+ * EXIT_USAGE otherwise. */
+unsigned cli_parse_seconds(const char *cmd, const char *opt, const char *value);
 
 /* A ring and the name to print for each of its servers (what locate, dump
  * and stats print): the ring of a snapshot, or one built from a config. */
@@ -169,5 +204,13 @@ extern const char cli_usage_simulate[];
 /* stats (tools/stats.c): the share of the ring and of keys of each server. */
 int cli_cmd_stats(int argc, char **argv);
 extern const char cli_usage_stats[];
+
+/* members (tools/fleet_cmds.c): a pool in etcd, its servers and its clients. */
+int cli_cmd_members(int argc, char **argv);
+extern const char cli_usage_members[];
+
+/* watch (tools/watch.c): follow a pool in etcd, a line per adopted epoch. */
+int cli_cmd_watch(int argc, char **argv);
+extern const char cli_usage_watch[];
 
 #endif

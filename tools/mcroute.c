@@ -28,6 +28,8 @@ static const char usage_main[] =
     "  delete SOURCE [KEY...]      delete keys from the servers that own them\n"
     "  probe SOURCE KEY...         print KEY<TAB>OWNER<TAB>HOLDERS for each key\n"
     "  simulate SERVERS CHANGE...  compare placement modes on a workload and a change\n"
+    "  members SUBCOMMAND ...      publish, change and show a pool kept in etcd\n"
+    "  watch --etcd URLS --pool P  follow a pool in etcd: a line per epoch adopted\n"
     "  help [COMMAND]              show help\n"
     "\n"
     "SOURCE (exactly one):\n"
@@ -42,9 +44,17 @@ static const char usage_main[] =
     "                              KETAMA_WEIGHTED, SORT_HOSTS, HASH_WITH_NAMESPACE\n"
     "                              (0 or 1); applied in order\n"
     "  -t, --twemproxy FILE        a nutcracker (twemproxy) YAML configuration;\n"
-    "  -p, --pool NAME             with -t: the pool to use (default: the first)\n"
+    "  -p, --pool NAME             with -t: the pool to use (default: the first);\n"
+    "                              with --etcd: the pool's name\n"
     "  -k, --ketama-file FILE      a libketama server file: 'address<TAB>memory' lines\n"
     "      --snapshot FILE         a snapshot file (see mcroute snapshot)\n"
+    "      --etcd URLS             a pool kept in etcd (see mcroute help members):\n"
+    "                              its current snapshot; URLS are etcd client URLs\n"
+    "                              http://HOST:PORT, comma-separated; with --pool\n"
+    "      --etcd-prefix PREFIX    with --etcd: the key prefix (default\n"
+    "                              /mcroute/pools/)\n"
+    "      --etcd-timeout SECONDS  with --etcd: how long to keep trying the endpoints\n"
+    "                              before giving up (default 10)\n"
     "  -m, --mode MODE             with -s/-f: ketama (default, libketama),\n"
     "                              stable-ketama, consistent, weighted, spy,\n"
     "                              spy-weighted, modula, twemproxy-ketama,\n"
@@ -85,7 +95,9 @@ static const char usage_main[] =
     "Long options may be written --option=VALUE or --option VALUE, and abbreviated.\n"
     "\n"
     "Exit status: 0 success; 1 something failed (a key, on the servers or bad,\n"
-    "writing the output or a snapshot file); 2 bad input (nothing done).\n"
+    "writing the output or a snapshot file); 2 bad input (nothing done), which\n"
+    "with --etcd includes etcd unreachable, no such pool, a stored value that\n"
+    "does not verify.\n"
     "\n"
     "Options: -h, --help (also after a command), -V, --version.\n";
 
@@ -106,6 +118,8 @@ static const struct command {
     {"delete", cli_cmd_delete, cli_usage_delete},
     {"probe", cli_cmd_probe, cli_usage_probe},
     {"simulate", cli_simulate, cli_usage_simulate},
+    {"members", cli_cmd_members, cli_usage_members},
+    {"watch", cli_cmd_watch, cli_usage_watch},
 };
 
 static const struct command *find_command(const char *name)
@@ -129,7 +143,7 @@ int main(int argc, char **argv)
         const struct command *c = find_command(argv[2]);
         if (c == NULL)
             cli_die("help: unknown command '%s' (commands: locate dump hash stats snapshot diff "
-                    "set get delete probe simulate)",
+                    "set get delete probe simulate members watch)",
                     argv[2]);
         cli_print_usage_and_exit(c->usage);
     }

@@ -16,7 +16,9 @@ const char cli_usage_locate[] =
     "configured. With no KEY, reads keys from standard input, one per line.\n"
     "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME]\n"
     "        | -l 'OPTION STRING' [-b NAME=VALUE]...\n"
-    "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE  (see mcroute --help)\n"
+    "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE\n"
+    "        | --etcd URLS --pool NAME [--etcd-prefix P] [--etcd-timeout SECONDS]\n"
+    "        (see mcroute --help)\n"
     "With --replicas N: KEY<TAB>PRIMARY<TAB>REPLICA..., '<TAB>under-replicated' last\n"
     "when fewer than N distinct servers (or zones) could be found.\n"
     "With --json: {\"keys\": [{\"key\": K, \"server\": S}, ...]}, or with --replicas\n"
@@ -29,7 +31,9 @@ const char cli_usage_dump[] =
     "VALUE in decimal. Modula placement has no continuum and is refused.\n"
     "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME]\n"
     "        | -l 'OPTION STRING' [-b NAME=VALUE]...\n"
-    "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE  (see mcroute --help)\n";
+    "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE\n"
+    "        | --etcd URLS --pool NAME [--etcd-prefix P] [--etcd-timeout SECONDS]\n"
+    "        (see mcroute --help)\n";
 
 const char cli_usage_hash[] =
     "Usage: mcroute hash --hash NAME [KEY...]\n"
@@ -46,8 +50,11 @@ const char cli_usage_snapshot[] =
 
 const char cli_usage_diff[] =
     "Usage: mcroute diff OLD NEW [--keys FILE] [--mode MODE] [--hash NAME] [--json]\n"
+    "       mcroute diff --etcd URLS --pool NAME NEW [OPTIONS]\n"
     "Compare two placements. OLD and NEW are each a server list, a server file or\n"
-    "a snapshot file; --mode and --hash apply to lists and server files. Prints\n"
+    "a snapshot file; --mode and --hash apply to lists and server files. With\n"
+    "--etcd, OLD is the pool's current snapshot (what publishing NEW would move;\n"
+    "--etcd-prefix and --etcd-timeout as for a SOURCE). Prints\n"
     "moved<TAB>FRACTION (share of the hash space whose owner changed, 6 decimals),\n"
     "then FROM<TAB>TO<TAB>FRACTION per pair of server ids, largest first; with\n"
     "--keys (one key per line, '-' for standard input), a last line\n"
@@ -206,6 +213,7 @@ static mcr_snapshot *diff_operand(const char *arg, const cli_source *opts)
         }
     }
     cli_source one = *opts;
+    one.etcd = one.pool = one.etcd_prefix = one.etcd_timeout = NULL; /* OLD is the pool */
     if (f != NULL)
         one.server_file = arg;
     else
@@ -230,11 +238,27 @@ int cli_cmd_diff(int argc, char **argv)
     cli_source src;
     mcr_error err;
     int first = cli_parse_options(argc, argv, &src, cli_usage_diff,
-                                  ALLOW_KEYS | MIXED_ARGS | ALLOW_JSON);
-    if (argc - first != 2)
-        cli_die("diff: expected OLD and NEW (a server list, a server file or a snapshot file)");
-    mcr_snapshot *a = diff_operand(argv[first], &src);
-    mcr_snapshot *b = diff_operand(argv[first + 1], &src);
+                                  ALLOW_KEYS | MIXED_ARGS | ALLOW_JSON | ALLOW_ETCD);
+    mcr_snapshot *a, *b;
+    if (src.etcd != NULL || src.pool != NULL || src.etcd_prefix != NULL ||
+        src.etcd_timeout != NULL) {
+        /* OLD is the pool in etcd: what publishing NEW would move. */
+        if (argc - first != 1)
+            cli_die("diff: with --etcd, expected NEW only (a server list, a server file or a "
+                    "snapshot file): OLD is the pool");
+        if (src.etcd == NULL)
+            cli_die("diff: --pool, --etcd-prefix and --etcd-timeout apply only to --etcd");
+        cli_source pool = src;
+        pool.mode = pool.hash = NULL; /* they are NEW's */
+        a = cli_build_snapshot(&pool);
+        b = diff_operand(argv[first], &src);
+    } else {
+        if (argc - first != 2)
+            cli_die("diff: expected OLD and NEW (a server list, a server file or a snapshot "
+                    "file)");
+        a = diff_operand(argv[first], &src);
+        b = diff_operand(argv[first + 1], &src);
+    }
     mcr_diff *d = NULL;
     if (mcr_diff_new(a, b, &d, &err) != MCR_OK) {
         mcr_snapshot_unref(a);
