@@ -191,17 +191,17 @@ $M watch --etcd "$ETCD" --pool web --count 2 --timeout 60 >"$ETCD_DIR/app2" 2>"$
 W2=$!
 for _ in $(seq 300); do # until both have adopted epoch 1 and registered
   [ -s "$ETCD_DIR/app1" ] && [ -s "$ETCD_DIR/app2" ] &&
-    [ "$($M members status --etcd "$ETCD" --pool web | cut -f2)" = 2 ] && break
+    [ "$($M members status --etcd "$ETCD" --pool web | grep -v '^#' | cut -f2)" = 2 ] && break
   sleep 0.1
 done
-echo "\$ mcroute members status --etcd \$ETCD --pool web    # EPOCH, CLIENTS"
-$M members status --etcd "$ETCD" --pool web | table EPOCH CLIENTS
+echo "\$ mcroute members status --etcd \$ETCD --pool web    # the pool, then EPOCH CLIENTS"
+$M members status --etcd "$ETCD" --pool web
 echo "\$ mcroute members add --etcd \$ETCD --pool web '$NEW zone=b id=new'"
 $M members add --etcd "$ETCD" --pool web "$NEW zone=b id=new"
 wait "$W1" "$W2" || { cat "$ETCD_DIR"/app*.err >&2; echo "demo: a watcher failed" >&2; exit 1; }
-echo "# Both processes adopted epoch 2, with the same checksum:"
-echo "app1:"; table EPOCH CHECKSUM SERVERS <"$ETCD_DIR/app1"
-echo "app2:"; table EPOCH CHECKSUM SERVERS <"$ETCD_DIR/app2"
+echo "# Both processes adopted epoch 2, with the same checksum (EPOCH CHECKSUM SERVERS):"
+echo "app1:"; cat "$ETCD_DIR/app1"
+echo "app2:"; cat "$ETCD_DIR/app2"
 cmp -s "$ETCD_DIR/app1" "$ETCD_DIR/app2" || { echo "demo: the two processes disagree" >&2; exit 1; }
 echo "\$ mcroute members show --etcd \$ETCD --pool web"
 $M members show --etcd "$ETCD" --pool web
