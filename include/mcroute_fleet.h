@@ -88,7 +88,9 @@ extern "C" {
 
 /* Where a pool is and how to talk to etcd; all-zero fields take the
  * defaults (mcr_fleet_options_init() writes them out). Strings are copied
- * by every call that takes the options. */
+ * by every call that takes the options. Times are at most
+ * MCR_FLEET_LIMIT_S seconds and retries at most 10000 (else
+ * MCR_ERR_INVALID naming the field). */
 typedef struct mcr_fleet_options {
     /* Comma-separated etcd client URLs, "http://HOST:PORT" (the scheme may
      * be left out; https is not supported). Required. */
@@ -107,6 +109,10 @@ typedef struct mcr_fleet_options {
      * 0: MCR_FLEET_RETRIES. */
     unsigned retries;
 } mcr_fleet_options;
+
+/* The longest timeout, wait, lease or backoff the options take: one day
+ * (MCR_ERR_INVALID above it). */
+#define MCR_FLEET_LIMIT_S 86400u
 
 #define MCR_FLEET_REQUEST_TIMEOUT_MS 2000u
 #define MCR_FLEET_WAIT_MS 10000u
@@ -228,7 +234,7 @@ typedef struct mcr_fleet_follow_options {
     /* 1: do not register under clients/ (a read-only observer). */
     int no_register;
     /* The client key's lease, seconds (kept alive every third of it).
-     * 0: MCR_FLEET_LEASE_TTL_S. At least 2. */
+     * 0: MCR_FLEET_LEASE_TTL_S. 2 to MCR_FLEET_LIMIT_S. */
     unsigned lease_ttl_s;
     /* A file where the last good snapshot is saved (mcr_snapshot_save())
      * after each adoption, and from which mcr_fleet_follow() starts when

@@ -530,7 +530,7 @@ START_TEST(test_clients_listing)
     ck_assert_msg(strncmp(cl[2].host, "invalid: ", 9) == 0, "%s", cl[2].host);
     ck_assert_str_eq(cl[3].id, "d-4");
     ck_assert_uint_eq(cl[3].epoch, 0);
-    ck_assert_str_eq(cl[3].host, "invalid: no checksum");
+    ck_assert_str_eq(cl[3].host, "invalid: no checksum (32 lower-case hex digits)");
     mcr_fleet_clients_free(cl, n);
     mcr_fleet_clients_free(NULL, 0);
     mcr_snapshot_unref(s);

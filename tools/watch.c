@@ -150,9 +150,11 @@ int cli_cmd_watch(int argc, char **argv)
     if (pipe(w.wake) != 0)
         cli_fail("watch: pipe: %s", strerror(errno));
     mcr_router *router = NULL;
-    if (mcr_router_new(NULL, &router, &err) != MCR_OK ||
-        mcr_router_add_hook(router, adopted, NULL) != MCR_OK)
+    if (mcr_router_new(NULL, &router, &err) != MCR_OK)
         cli_fail("watch: %s", err.message);
+    int hrc = mcr_router_add_hook(router, adopted, NULL);
+    if (hrc != MCR_OK)
+        cli_fail("watch: cannot add the router hook: %s", mcr_strerror(hrc));
 
     /* SIGINT and SIGTERM wake the main thread; the follower's thread,
      * started with them blocked, never sees them. */

@@ -135,6 +135,7 @@ static int prepare(struct evhttp_request *req, const mcr__etcd_endpoint *ep, con
 
 typedef struct call {
     int done;
+    int timed_out;           /* the whole request took over the timeout */
     int code;                /* HTTP status, 0: no reply */
     int error;               /* an evhttp_request_error, or -1 */
     char *body;
@@ -163,6 +164,13 @@ static void call_done(struct evhttp_request *req, void *arg)
     }
 }
 
+static void call_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    ((call *)arg)->timed_out = 1;
+}
+
 static void call_error(enum evhttp_request_error e, void *arg)
 {
     call *c = arg;
@@ -178,7 +186,7 @@ static const char *error_name(int e)
     case EVREQ_HTTP_BUFFER_ERROR: return "connection refused or reset";
     case EVREQ_HTTP_REQUEST_CANCEL: return "cancelled";
     case EVREQ_HTTP_DATA_TOO_LONG: return "reply too long";
-    default: return "no reply";
+    default: return "connection failed or closed without a reply";
     }
 }
 
@@ -187,10 +195,16 @@ static const char *error_name(int e)
 static int post_one(mcr__etcd *e, mcr__etcd_endpoint *ep, const char *path, const char *body,
                     json_t **reply, mcr_error *err)
 {
-    call c = {0, 0, -1, NULL, 0, 0};
+    call c = {0, 0, 0, -1, NULL, 0, 0};
     char q[160];
-    if (ep->conn == NULL && (ep->conn = conn_new(e->base, ep, e->timeout_ms)) == NULL)
-        return mcr__error(err, MCR_ERR_NOMEM, "%s: cannot create a connection", ep->url);
+    if (ep->conn == NULL) {
+        if ((ep->conn = conn_new(e->base, ep, e->timeout_ms)) == NULL)
+            return mcr__error(err, MCR_ERR_NOMEM, "%s: cannot create a connection", ep->url);
+        /* evhttp holds a whole body before the callback: bound it (a
+         * watch's connection is not bounded so: its body is a stream) */
+        evhttp_connection_set_max_body_size(ep->conn, REPLY_MAX);
+        evhttp_connection_set_max_headers_size(ep->conn, 64u << 10);
+    }
     struct evhttp_request *req = evhttp_request_new(call_done, &c);
     if (req == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
@@ -207,10 +221,28 @@ static int post_one(mcr__etcd *e, mcr__etcd_endpoint *ep, const char *path, cons
         e->failures++;
         return mcr__error(err, MCR_ERR_CONNECT, "%s: cannot send the request", ep->url);
     }
-    while (!c.done)
+    /* The connection's timeout is one of inactivity: a member that trickles
+     * bytes would hold the request for ever. The whole request gets
+     * timeout_ms. */
+    struct event *deadline = evtimer_new(e->base, call_deadline, &c);
+    struct timeval tv = {(time_t)(e->timeout_ms / 1000),
+                         (suseconds_t)(e->timeout_ms % 1000) * 1000};
+    if (deadline != NULL)
+        evtimer_add(deadline, &tv);
+    while (!c.done && !c.timed_out)
         if (event_base_loop(e->base, EVLOOP_ONCE) < 0)
             break;
-    if (!c.done || c.code == 0) {
+    if (deadline != NULL)
+        event_free(deadline);
+    if (!c.done) {
+        /* freeing the connection cancels the request without a callback */
+        evhttp_connection_free(ep->conn);
+        ep->conn = NULL;
+        e->failures++;
+        return mcr__error(err, MCR_ERR_CONNECT, "%s%s: no complete reply within %u ms",
+                          ep->url, path, e->timeout_ms);
+    }
+    if (c.code == 0) {
         /* call_done may have copied an (empty) body even without a reply
          * (a refused connection comes with response code 0): freed here, it
          * leaked a byte per failed request (found by LeakSanitizer in the
@@ -355,7 +387,14 @@ static void watch_done(struct evhttp_request *req, void *arg)
     }
     int code = evhttp_request_get_response_code(req);
     if (code != 200) {
-        watch_end(w, code >= 500 ? MCR_ERR_CONNECT : MCR_ERR_PROTOCOL, "HTTP error");
+        char why[200], q[140];
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        size_t n = evbuffer_get_length(in);
+        char head[128];
+        n = n < sizeof(head) ? n : sizeof(head);
+        evbuffer_copyout(in, head, n);
+        snprintf(why, sizeof(why), "HTTP %d: %s", code, mcr__quote(q, sizeof(q), head, n));
+        watch_end(w, code >= 500 ? MCR_ERR_CONNECT : MCR_ERR_PROTOCOL, why);
         return;
     }
     evbuffer_add_buffer(w->buf, evhttp_request_get_input_buffer(req));

@@ -211,6 +211,11 @@ int mcr__etcd_get_at(mcr__etcd *e, const char *key, uint64_t at, bool keys_only,
         rc = mcr__error(err, MCR_ERR_PROTOCOL, "etcd range of one key: malformed kvs");
     else if (kvs != NULL && json_array_size(kvs) == 1) {
         rc = mcr__etcd_kv_parse(json_array_get(kvs, 0), kv, err);
+        if (rc == MCR_OK && (kv->key_len != strlen(key) || memcmp(kv->key, key, kv->key_len))) {
+            mcr__etcd_kv_clear(kv);
+            rc = mcr__error(err, MCR_ERR_PROTOCOL, "etcd answered a range of %s with another key",
+                            key);
+        }
         *found = rc == MCR_OK;
     }
     json_decref(reply);
@@ -298,6 +303,9 @@ int mcr__etcd_cas(mcr__etcd *e, const char *key, const char *value, size_t len,
     *succeeded = ok != NULL && json_is_true(ok);
     if (ok != NULL && !json_is_boolean(ok))
         rc = mcr__error(err, MCR_ERR_PROTOCOL, "etcd txn: \"succeeded\" is not a boolean");
+    else if (!json_is_object(json_object_get(reply, "header")))
+        /* a failed compare still has a header: this is no etcd txn reply */
+        rc = mcr__error(err, MCR_ERR_PROTOCOL, "etcd txn: not a transaction reply (no header)");
     if (revision != NULL)
         *revision = mcr__etcd_revision(reply);
     json_decref(reply);

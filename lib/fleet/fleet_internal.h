@@ -3,6 +3,8 @@
 #ifndef MCR_FLEET_INTERNAL_H
 #define MCR_FLEET_INTERNAL_H
 
+#include <signal.h>
+
 #include "etcd.h"
 #include "mcroute_fleet.h"
 
@@ -25,6 +27,15 @@ void mcr__fleet_conf_cleanup(mcr__fleet_conf *c);
 /* Whether s is a valid pool name or client id (1..MCR_FLEET_NAME_MAX of
  * [A-Za-z0-9._:-]). */
 bool mcr__fleet_name_ok(const char *s);
+
+/* SIGPIPE. libevent writes to sockets with writev(), without MSG_NOSIGNAL:
+ * a connection etcd resets while a request is written would raise SIGPIPE,
+ * whose default action ends the process. So every call that talks to etcd
+ * blocks SIGPIPE on its thread for the call (block, then restore: a
+ * SIGPIPE raised meanwhile, pending on the thread, is taken away first),
+ * and the follower's thread is created with it blocked. */
+void mcr__fleet_sigpipe_block(sigset_t *old);
+void mcr__fleet_sigpipe_restore(const sigset_t *old);
 
 /* Monotonic milliseconds. */
 uint64_t mcr__fleet_now_ms(void);

@@ -58,6 +58,8 @@ struct mcr_fleet {
         mcr_server_state state;
     } *written;
     size_t nwritten;
+    uint64_t health_next_ms;     /* after a failed write: not before this */
+    unsigned health_backoff_ms;
 
     pthread_mutex_t lock;        /* st */
     mcr_fleet_stats st;
@@ -328,6 +330,17 @@ static void on_line(json_t *line, void *arg)
         schedule_restart(f, 0);
         return;
     }
+    if (json_is_true(json_object_get(res, "canceled"))) {
+        /* cancelled for another reason than a compaction (auth, ...) */
+        json_t *why = json_object_get(res, "cancel_reason");
+        f->watch_end_status = MCR_ERR_PROTOCOL;
+        mcr__error(&f->watch_end_err, MCR_ERR_PROTOCOL, "%s: etcd cancelled the watch: %s",
+                   f->e.ep[f->watch_ep].url,
+                   json_is_string(why) ? json_string_value(why) : "no reason given");
+        f->watch_ended = 1;
+        schedule_restart(f, 0);
+        return;
+    }
     if (json_is_true(json_object_get(res, "created"))) {
         f->watch_created = 1;
         pthread_mutex_lock(&f->lock);
@@ -346,6 +359,15 @@ static void on_line(json_t *line, void *arg)
         if (mcr__etcd_kv_parse(json_object_get(ev, "kv"), &kv, &err) != MCR_OK) {
             stat_add(f, &f->st.refused, 1);
             report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
+            continue;
+        }
+        if (kv.key_len != strlen(f->c.snapshot_key) ||
+            memcmp(kv.key, f->c.snapshot_key, kv.key_len) != 0) {
+            mcr__error(&err, MCR_ERR_PROTOCOL, "etcd watch of %s delivered an event of another key",
+                       f->c.snapshot_key);
+            stat_add(f, &f->st.refused, 1);
+            report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
+            mcr__etcd_kv_clear(&kv);
             continue;
         }
         if (kv.mod_revision > f->revision)
@@ -418,12 +440,8 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
              * endpoint that does not answer and leaves e.cur on one that
              * does, where the watch goes next. Its value is not needed:
              * the watch resumes after the last revision seen. */
-            bool found = false;
-            mcr__etcd_kv kv;
             f->e.cur = f->watch_ep; /* the watch's member first */
-            int rc = mcr__etcd_get(&f->e, f->c.snapshot_key, &found, &kv, NULL, &err);
-            if (found)
-                mcr__etcd_kv_clear(&kv);
+            int rc = mcr__etcd_ping(&f->e, &err);
             if (rc == MCR_ERR_CONNECT) {
                 watch_failed(f, rc, &err);
                 return;
@@ -520,7 +538,9 @@ static int store_state(mcr_fleet *f, const char *id, mcr_server_state st)
     o.pool = f->c.pool;
     o.prefix = f->c.prefix;
     o.request_timeout_ms = f->c.request_timeout_ms;
-    o.wait_ms = f->c.wait_ms;
+    /* one round of endpoints: the thread has a watch to keep; a failure
+     * is tried again after a backoff (sync_local_states) */
+    o.wait_ms = f->c.request_timeout_ms;
     o.retries = f->c.retries;
     mcr_error err;
     mcr_changes *ch = mcr_changes_new();
@@ -557,9 +577,14 @@ static void health_poll_cb(evutil_socket_t fd, short what, void *arg)
     sync_local_states(arg);
 }
 
-/* Store what changed in the local states since the last look. */
+/* Store what changed in the local states since the last look; after a
+ * failed write, nothing until the backoff has passed. */
 static void sync_local_states(mcr_fleet *f)
 {
+    uint64_t now = mcr__fleet_now_ms();
+    if (now < f->health_next_ms)
+        return;
+    int failed = 0;
     mcr_local_state *ls = NULL;
     size_t n = 0;
     mcr_error err;
@@ -576,8 +601,10 @@ static void sync_local_states(mcr_fleet *f)
             k++;
         if (k < f->nwritten && f->written[k].state == ls[i].state)
             continue;
-        if (store_state(f, ls[i].id, ls[i].state) != MCR_OK)
-            continue;
+        if (store_state(f, ls[i].id, ls[i].state) != MCR_OK) {
+            failed = 1;
+            break;
+        }
         if (k == f->nwritten) {
             struct written_state *w = realloc(f->written, (f->nwritten + 1) * sizeof(*w));
             char *id = strdup(ls[i].id);
@@ -603,15 +630,26 @@ static void sync_local_states(mcr_fleet *f)
             k++;
             continue;
         }
-        int rc = store_state(f, f->written[k].id, MCR_STATE_ACTIVE);
+        int rc = failed ? MCR_ERR_CONNECT : store_state(f, f->written[k].id, MCR_STATE_ACTIVE);
         if (rc != MCR_OK && rc != MCR_ERR_UNKNOWN) { /* an id gone from the pool: done */
+            failed = 1;
             k++;
-            continue; /* tried again at the next wake-up */
+            continue; /* tried again after the backoff */
         }
         free(f->written[k].id);
         f->written[k] = f->written[--f->nwritten];
     }
     mcr_router_local_states_free(ls);
+    if (failed) {
+        if (f->health_backoff_ms == 0)
+            f->health_backoff_ms = f->retry_min_ms;
+        f->health_next_ms = mcr__fleet_now_ms() + f->health_backoff_ms;
+        f->health_backoff_ms = f->health_backoff_ms > f->retry_max_ms / 2
+                                   ? f->retry_max_ms
+                                   : f->health_backoff_ms * 2;
+    } else {
+        f->health_backoff_ms = 0;
+    }
 }
 
 /* ------------------------------------------------------------ the start */
@@ -700,8 +738,23 @@ static int first_read(mcr_fleet *f, mcr_snapshot **out, int *from_cache, mcr_err
     return MCR_OK;
 }
 
+static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_options *fo,
+                        mcr_router *router, mcr_fleet **out, mcr_error *err);
+
 int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options *fo,
                      mcr_router *router, mcr_fleet **out, mcr_error *err)
+{
+    /* SIGPIPE blocked for the first read and the start: the follower's
+     * thread, created meanwhile, keeps it blocked for its whole life. */
+    sigset_t old;
+    mcr__fleet_sigpipe_block(&old);
+    int rc = follow_start(o, fo, router, out, err);
+    mcr__fleet_sigpipe_restore(&old);
+    return rc;
+}
+
+static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_options *fo,
+                        mcr_router *router, mcr_fleet **out, mcr_error *err)
 {
     mcr_fleet_follow_options dflt;
     char q[160];
@@ -716,8 +769,12 @@ int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options 
                           "client id \"%s\": need 1 to %d of A-Z a-z 0-9 . _ - :",
                           mcr__quote(q, sizeof(q), fo->client_id, strlen(fo->client_id)),
                           MCR_FLEET_NAME_MAX);
-    if (fo->lease_ttl_s == 1)
-        return mcr__error(err, MCR_ERR_INVALID, "lease_ttl_s: at least 2 seconds");
+    if (fo->lease_ttl_s == 1 || fo->lease_ttl_s > MCR_FLEET_LIMIT_S)
+        return mcr__error(err, MCR_ERR_INVALID, "lease_ttl_s: 2 to %u seconds",
+                          MCR_FLEET_LIMIT_S);
+    if (fo->retry_min_ms > MCR_FLEET_LIMIT_S * 1000u || fo->retry_max_ms > MCR_FLEET_LIMIT_S * 1000u)
+        return mcr__error(err, MCR_ERR_INVALID, "retry_min_ms, retry_max_ms: at most %u s",
+                          MCR_FLEET_LIMIT_S);
     if (fo->retry_min_ms != 0 && fo->retry_max_ms != 0 && fo->retry_min_ms > fo->retry_max_ms)
         return mcr__error(err, MCR_ERR_INVALID, "retry_min_ms above retry_max_ms");
 
@@ -889,12 +946,22 @@ void mcr_fleet_free(mcr_fleet *f)
     }
     /* Unregister at once rather than when the lease expires. */
     if (f->lease != 0) {
+        sigset_t old;
+        mcr__fleet_sigpipe_block(&old);
         mcr_error err;
+        /* One try, bounded by the request timeout, on the endpoint that
+         * answered last: moved to the front, as a list of one. */
+        mcr__etcd_endpoint tmp = f->e.ep[0];
+        f->e.ep[0] = f->e.ep[f->e.cur];
+        f->e.ep[f->e.cur] = tmp;
         size_t keep = f->e.nep;
-        f->e.nep = 1; /* one try, bounded by the request timeout */
-        if (mcr__etcd_lease_revoke(&f->e, f->lease, &err) != MCR_OK)
+        f->e.nep = 1;
+        f->e.cur = 0;
+        int rc = mcr__etcd_lease_revoke(&f->e, f->lease, &err);
+        if (rc != MCR_OK && rc != MCR_ERR_CONNECT) /* not a lease any more: the key */
             (void)mcr__etcd_delete(&f->e, f->client_key, &err);
         f->e.nep = keep;
+        mcr__fleet_sigpipe_restore(&old);
     }
     fleet_free(f);
 }

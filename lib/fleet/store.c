@@ -2,6 +2,8 @@
 /* store.c: a pool kept in etcd: options, reading it, and changing it by compare-and-swap (mcr_fleet_read, _change, _publish, _clients). */
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
 #include <time.h>
 
 #include "fleet_internal.h"
@@ -31,6 +33,28 @@ bool mcr__fleet_name_ok(const char *s)
             return false;
     }
     return n >= 1 && n <= MCR_FLEET_NAME_MAX;
+}
+
+void mcr__fleet_sigpipe_block(sigset_t *old)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &s, old);
+}
+
+void mcr__fleet_sigpipe_restore(const sigset_t *old)
+{
+    if (!sigismember(old, SIGPIPE)) {
+        sigset_t s, pending;
+        sigemptyset(&s);
+        sigaddset(&s, SIGPIPE);
+        struct timespec zero = {0, 0};
+        while (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) &&
+               sigtimedwait(&s, NULL, &zero) == SIGPIPE)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 uint64_t mcr__fleet_now_ms(void)
@@ -88,6 +112,12 @@ int mcr__fleet_conf_init(mcr__fleet_conf *c, const mcr_fleet_options *o, mcr_err
             return mcr__error(err, MCR_ERR_INVALID,
                               "fleet options: key prefix \"%s\": a space or control byte",
                               mcr__quote(q, sizeof(q), prefix, pl));
+    if (o->request_timeout_ms > MCR_FLEET_LIMIT_S * 1000u || o->wait_ms > MCR_FLEET_LIMIT_S * 1000u)
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "fleet options: request_timeout_ms and wait_ms: at most %u s",
+                          MCR_FLEET_LIMIT_S);
+    if (o->retries > 10000u)
+        return mcr__error(err, MCR_ERR_INVALID, "fleet options: retries: at most 10000");
     c->endpoints = strdup(o->endpoints);
     c->pool = strdup(o->pool);
     c->prefix = strdup(prefix);
@@ -149,6 +179,7 @@ int mcr__fleet_get(mcr__etcd *e, const mcr__fleet_conf *c, const mcr_snapshot *c
  * operation is retried across rounds of endpoints (with backoff) while it
  * fails with MCR_ERR_CONNECT and the deadline has not passed. */
 typedef struct session {
+    sigset_t sigmask;   /* the thread's, restored at the end */
     mcr__fleet_conf c;
     mcr__etcd e;
     uint64_t deadline;
@@ -167,6 +198,7 @@ static int session_open(session *s, const mcr_fleet_options *o, mcr_error *err)
         mcr__fleet_conf_cleanup(&s->c);
         return rc;
     }
+    mcr__fleet_sigpipe_block(&s->sigmask);
     s->deadline = mcr__fleet_now_ms() + s->c.wait_ms;
     s->backoff_ms = MCR_FLEET_RETRY_MIN_MS;
     return MCR_OK;
@@ -176,6 +208,7 @@ static void session_close(session *s)
 {
     mcr__etcd_cleanup(&s->e);
     mcr__fleet_conf_cleanup(&s->c);
+    mcr__fleet_sigpipe_restore(&s->sigmask);
 }
 
 /* After a failed round: wait (on the client's event_base, so nothing else
@@ -456,9 +489,16 @@ int mcr_fleet_publish(const mcr_fleet_options *o, const mcr_config *cfg, uint64_
 /* ------------------------------------------------------------ clients */
 
 /* A client's value: {"epoch":N,"checksum":"...","host":"..."}. */
-static void client_of(const mcr__etcd_kv *kv, size_t plen, mcr_fleet_client *c)
+static void client_of(const mcr__etcd_kv *kv, const char *prefix, mcr_fleet_client *c)
 {
+    size_t plen = strlen(prefix);
     memset(c, 0, sizeof(*c));
+    if (kv->key_len < plen || memcmp(kv->key, prefix, plen) != 0) {
+        /* not one we asked for (a broken proxy): said, never read past */
+        c->id = strdup("?");
+        c->host = strdup("invalid: a key outside clients/");
+        return;
+    }
     c->id = strndup((const char *)kv->key + plen, kv->key_len - plen);
     json_error_t je;
     json_t *j = json_loadb((const char *)kv->value, kv->value_len, 0, &je);
@@ -469,8 +509,9 @@ static void client_of(const mcr__etcd_kv *kv, size_t plen, mcr_fleet_client *c)
         why = "not a JSON object";
     else if (!mcr__json_u64(j, "epoch", &ep) || ep == 0)
         why = "no epoch";
-    else if (!json_is_string(sum) || strlen(json_string_value(sum)) != MCR_SNAPSHOT_CHECKSUM_LEN)
-        why = "no checksum";
+    else if (!json_is_string(sum) || strlen(json_string_value(sum)) != MCR_SNAPSHOT_CHECKSUM_LEN ||
+             strspn(json_string_value(sum), "0123456789abcdef") != MCR_SNAPSHOT_CHECKSUM_LEN)
+        why = "no checksum (32 lower-case hex digits)";
     if (why != NULL) {
         char b[96];
         snprintf(b, sizeof(b), "invalid: %s", why);
@@ -514,19 +555,22 @@ int mcr_fleet_clients(const mcr_fleet_options *o, mcr_fleet_client **out, size_t
     do
         rc = mcr__etcd_get_prefix(&s.e, s.c.clients_prefix, &kvs, &n, err);
     while (session_again(&s, rc));
-    size_t plen = strlen(s.c.clients_prefix);
+    char *prefix = rc == MCR_OK ? strdup(s.c.clients_prefix) : NULL;
     session_close(&s);
     if (rc != MCR_OK)
-        return rc;
+        return rc; /* nothing read */
     mcr_fleet_client *a = n ? calloc(n, sizeof(*a)) : NULL;
-    if (n > 0 && a == NULL)
+    if ((n > 0 && a == NULL) || prefix == NULL)
         rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        if (a != NULL)
-            client_of(&kvs[i], plen, &a[i]);
+        if (rc == MCR_OK)
+            client_of(&kvs[i], prefix, &a[i]);
         mcr__etcd_kv_clear(&kvs[i]);
     }
     free(kvs);
+    free(prefix);
+    if (rc != MCR_OK)
+        free(a);
     if (rc != MCR_OK)
         return rc;
     for (size_t i = 0; i < n; i++)
