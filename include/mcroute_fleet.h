@@ -146,9 +146,13 @@ MCR_EXTERN int mcr_fleet_read(const mcr_fleet_options *o, mcr_snapshot **out,
  * writer stored, so a change that no longer applies fails instead: an id
  * removed meanwhile is MCR_ERR_UNKNOWN). On success *epoch (when not NULL)
  * is the epoch stored. An empty change set stores nothing and returns the
- * current epoch. Errors: those of mcr_fleet_read(), those of
- * mcr_snapshot_apply() (nothing stored), MCR_ERR_BUSY (still conflicting
- * after `retries` attempts). */
+ * current epoch. A write whose reply is lost is recognised as ours at the
+ * next read (also when another writer built on it since). Errors: those of
+ * mcr_fleet_read(), those of mcr_snapshot_apply() (nothing stored),
+ * MCR_ERR_BUSY (still conflicting after `retries` attempts), and
+ * MCR_ERR_CONNECT with a message starting "outcome unknown" when a write
+ * was sent but etcd stopped answering before it could be told whether it
+ * landed (read the pool before trying again). */
 MCR_EXTERN int mcr_fleet_change(const mcr_fleet_options *o, const mcr_changes *changes,
                                 uint64_t *epoch, mcr_error *err);
 

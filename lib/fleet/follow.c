@@ -827,42 +827,8 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
     }
     snprintf(f->client_key, kl, "%s%s", f->c.clients_prefix, f->client_id);
 
-    /* The first snapshot, published before anything runs. */
-    mcr_snapshot *snap = NULL;
-    int from_cache = 0;
-    rc = first_read(f, &snap, &from_cache, err);
-    if (rc == MCR_OK) {
-        mcr_snapshot *have = mcr_router_current(router);
-        if (have != NULL && mcr_snapshot_epoch(have) == mcr_snapshot_epoch(snap) &&
-            strcmp(mcr_snapshot_checksum(have), mcr_snapshot_checksum(snap)) == 0) {
-            f->cur = mcr_snapshot_ref(snap);
-        } else if (have != NULL && mcr_snapshot_epoch(have) >= mcr_snapshot_epoch(snap)) {
-            rc = mcr__error(err, MCR_ERR_STALE,
-                            "pool \"%s\": the router holds epoch %llu, not below the pool's "
-                            "epoch %llu",
-                            f->c.pool, (unsigned long long)mcr_snapshot_epoch(have),
-                            (unsigned long long)mcr_snapshot_epoch(snap));
-        } else {
-            rc = mcr_router_publish(router, snap, err);
-            if (rc == MCR_OK) {
-                f->cur = mcr_snapshot_ref(snap);
-                f->st.adopted = 1;
-            }
-        }
-        mcr_snapshot_unref(have);
-    }
-    mcr_snapshot_unref(snap);
-    if (rc != MCR_OK) {
-        fleet_free(f);
-        return rc;
-    }
-    if (!from_cache && f->cache_file != NULL) {
-        mcr_error ce;
-        if (mcr_snapshot_save(f->cur, f->cache_file, &ce) != MCR_OK)
-            report(f, MCR_FLEET_CACHE, ce.code, &ce, f->revision, NULL);
-    }
-
-    /* The thread's loop: the stop pipe, the restart and keepalive timers. */
+    /* The thread's loop (the stop pipe, the restart and keepalive timers)
+     * is made before the first publish, so that nothing fails after it. */
     f->wbase = event_base_new();
     if (f->wbase != NULL && pipe(f->stop_pipe) == 0) {
         fcntl(f->stop_pipe[0], F_SETFL, O_NONBLOCK);
@@ -901,6 +867,41 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
         f->hook_added = 1;
         health_hook(NULL, NULL, NULL, f); /* local states set before the start */
     }
+    /* The first snapshot, published before anything runs. */
+    mcr_snapshot *snap = NULL;
+    int from_cache = 0;
+    rc = first_read(f, &snap, &from_cache, err);
+    if (rc == MCR_OK) {
+        mcr_snapshot *have = mcr_router_current(router);
+        if (have != NULL && mcr_snapshot_epoch(have) == mcr_snapshot_epoch(snap) &&
+            strcmp(mcr_snapshot_checksum(have), mcr_snapshot_checksum(snap)) == 0) {
+            f->cur = mcr_snapshot_ref(snap);
+        } else if (have != NULL && mcr_snapshot_epoch(have) >= mcr_snapshot_epoch(snap)) {
+            rc = mcr__error(err, MCR_ERR_STALE,
+                            "pool \"%s\": the router holds epoch %llu, not below the pool's "
+                            "epoch %llu",
+                            f->c.pool, (unsigned long long)mcr_snapshot_epoch(have),
+                            (unsigned long long)mcr_snapshot_epoch(snap));
+        } else {
+            rc = mcr_router_publish(router, snap, err);
+            if (rc == MCR_OK) {
+                f->cur = mcr_snapshot_ref(snap);
+                f->st.adopted = 1;
+            }
+        }
+        mcr_snapshot_unref(have);
+    }
+    mcr_snapshot_unref(snap);
+    if (rc != MCR_OK) {
+        fleet_free(f);
+        return rc;
+    }
+    if (!from_cache && f->cache_file != NULL) {
+        mcr_error ce;
+        if (mcr_snapshot_save(f->cur, f->cache_file, &ce) != MCR_OK)
+            report(f, MCR_FLEET_CACHE, ce.code, &ce, f->revision, NULL);
+    }
+
     event_add(f->stop_ev, NULL);
     unsigned ka = f->ttl_s * 1000u / 3u;
     struct timeval katv = {(time_t)(ka / 1000), (suseconds_t)(ka % 1000) * 1000};

@@ -365,6 +365,18 @@ static bool landed(session *s, uint64_t after, uint64_t modrev, const char *sum)
     return mine;
 }
 
+/* A write was sent and no answer came back, nor could a read tell whether
+ * it landed: say so, so that an operator checks before doing it again. */
+static int outcome_unknown(mcr_error *err, uint64_t epoch, const char *sum)
+{
+    char m[MCR_ERROR_MESSAGE_SIZE];
+    snprintf(m, sizeof(m), "%s", err ? err->message : "etcd unreachable");
+    return mcr__error(err, MCR_ERR_CONNECT,
+                      "outcome unknown: epoch %llu (checksum %s) may have been stored; "
+                      "read the pool before trying again (%s)",
+                      (unsigned long long)epoch, sum, m);
+}
+
 /* Read, compute the next snapshot, compare-and-swap; again on conflict.
  * `create`: the snapshot that creates a missing pool (else a missing pool
  * is MCR_ERR_UNKNOWN).
@@ -413,7 +425,9 @@ static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot 
             write = create;
             modrev = 0; /* only if it still does not exist */
         } else if (rc != MCR_OK) {
-            return rc;
+            return sent_epoch != 0 && rc == MCR_ERR_CONNECT
+                       ? outcome_unknown(err, sent_epoch, sent_sum)
+                       : rc;
         } else {
             rc = fn(cur, arg, &next, err);
             if (rc != MCR_OK || next == NULL) {
@@ -444,6 +458,8 @@ static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot 
             *epoch = mcr_snapshot_epoch(write);
         mcr_snapshot_unref(cur);
         mcr_snapshot_unref(next);
+        if (rc == MCR_ERR_CONNECT && sent_epoch != 0)
+            return outcome_unknown(err, sent_epoch, sent_sum);
         if (rc != MCR_OK || ok)
             return rc;
         /* another writer came first: read again */
