@@ -767,10 +767,7 @@ END_TEST
 static Suite *cli_fleet_suite(void)
 {
     Suite *s = suite_create("cli_fleet");
-    const struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
+    const tu_case cases[] = {
         {"publish_show", publish_show_round_trip},
         {"changes", changes_one_epoch_each},
         {"publish_snapshot", publish_snapshot_states},
@@ -781,13 +778,7 @@ static Suite *cli_fleet_suite(void)
         {"unreachable", unreachable_etcd},
         {"bad_arguments", bad_arguments},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, mcr_test_sec(180));
-        tcase_add_checked_fixture(tc, NULL, teardown);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
+    tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), mcr_test_sec(180), teardown);
     return s;
 }
 

@@ -272,23 +272,14 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("etcd_env");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
+    const tu_case cases[] = {
         {"one_member", test_one_member},
         {"three_members", test_three_members},
         {"missing_binary", test_missing_binary},
         {"member_exits", test_member_exits},
         {"bad_arguments", test_bad_arguments},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 60);
-        tcase_add_checked_fixture(tc, NULL, teardown);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
+    tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), 60, teardown);
     return s;
 }
 

@@ -295,20 +295,11 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("fleet_cluster");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
+    const tu_case cases[] = {
         {"leader_killed", test_leader_killed},
         {"member_hangs", test_member_hangs},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 150);
-        tcase_add_checked_fixture(tc, NULL, teardown);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
+    tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), 150, teardown);
     return s;
 }
 

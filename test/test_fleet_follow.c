@@ -843,10 +843,7 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("fleet_follow");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
+    const tu_case cases[] = {
         {"adopt_spaced", test_adopt_spaced},
         {"adopt_burst", test_adopt_burst},
         {"refused_values", test_refused_values},
@@ -859,13 +856,7 @@ static Suite *suite(void)
         {"large_pool", test_large_pool},
         {"follow_arguments", test_follow_arguments},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 90);
-        tcase_add_checked_fixture(tc, NULL, teardown);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
+    tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), 90, teardown);
     return s;
 }
 

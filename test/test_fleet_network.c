@@ -252,22 +252,13 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("fleet_network");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
+    const tu_case cases[] = {
         {"unreachable", test_unreachable},
         {"silent_endpoint", test_silent_endpoint},
         {"reply_lost", test_reply_lost},
         {"reply_lost_then_overwritten", test_reply_lost_then_overwritten},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 60);
-        tcase_add_checked_fixture(tc, NULL, teardown);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
+    tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), 60, teardown);
     return s;
 }
 

@@ -778,10 +778,7 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("fleet_store");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
+    const tu_case cases[] = {
         {"read_missing", test_read_missing},
         {"publish_create_and_again", test_publish_create_and_again},
         {"publish_other_list", test_publish_other_list},
@@ -797,13 +794,7 @@ static Suite *suite(void)
         {"prefix", test_prefix},
         {"corrupted_value", test_corrupted_value},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 60);
-        tcase_add_checked_fixture(tc, NULL, teardown);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
+    tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), 60, teardown);
     return s;
 }
 

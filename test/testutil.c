@@ -100,6 +100,18 @@ int tu_cases(int n)
 
 static int tu_in_run; /* inside tu_run()'s srunner_run_all() */
 
+void tu_add_cases(Suite *s, const tu_case *cases, size_t n, double timeout_s, SFun teardown)
+{
+    for (size_t i = 0; i < n; i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_set_timeout(tc, timeout_s);
+        if (teardown != NULL)
+            tcase_add_checked_fixture(tc, NULL, teardown);
+        tcase_add_test(tc, cases[i].test);
+        suite_add_tcase(s, tc);
+    }
+}
+
 int tu_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);

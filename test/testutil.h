@@ -23,6 +23,15 @@ uint64_t tu_seed(void);
 /* Run one suite with CK_NORMAL output and return the process exit code. */
 int tu_run(Suite *s);
 
+/* One test case per test, named after it (so CK_RUN_CASE=name runs one),
+ * each with `timeout_s` (Check's CK_TIMEOUT_MULTIPLIER applies) and the
+ * fixture `teardown` (NULL: none), run after the test in its process. */
+typedef struct tu_case {
+    const char *name;
+    const TTest *test;
+} tu_case;
+void tu_add_cases(Suite *s, const tu_case *cases, size_t n, double timeout_s, SFun teardown);
+
 /* How many random cases a single-threaded differential loop draws, for a
  * full count of n: n itself in a plain build; in a sanitizer build n divided
  * by tu_case_divisor() and rounded up (at least 1): TU_TSAN_CASE_DIVISOR

@@ -239,7 +239,7 @@ static int post_one(mcr__etcd *e, mcr__etcd_endpoint *ep, const char *path, cons
         evhttp_connection_free(ep->conn);
         ep->conn = NULL;
         e->failures++;
-        return mcr__error(err, MCR_ERR_CONNECT, "%s%s: no complete reply within %u ms",
+        return mcr__error(err, MCR_ERR_CONNECT, "%s%s: timed out: no complete reply within %u ms",
                           ep->url, path, e->timeout_ms);
     }
     if (c.code == 0) {
