@@ -42,11 +42,11 @@ uint64_t mcr__fleet_now_ms(void);
 
 /* Read the pool's snapshot through e: MCR_OK with *out (a new reference)
  * and the key's mod_revision and the read's revision; MCR_ERR_UNKNOWN when
- * the key does not exist; the parse errors for a value that does not verify
- * (against `current` when not NULL: stale is refused). */
-int mcr__fleet_get(mcr__etcd *e, const mcr__fleet_conf *c, const mcr_snapshot *current,
-                   mcr_snapshot **out, uint64_t *mod_revision, uint64_t *revision,
-                   mcr_error *err);
+ * the key does not exist (then *missing, when not NULL, is set: a value
+ * that does not parse may fail with MCR_ERR_UNKNOWN too, an unknown mode);
+ * the parse errors for a value that does not verify. */
+int mcr__fleet_get(mcr__etcd *e, const mcr__fleet_conf *c, bool *missing, mcr_snapshot **out,
+                   uint64_t *mod_revision, uint64_t *revision, mcr_error *err);
 
 /* Parse a value of the snapshot key read at `mod_revision`. */
 int mcr__fleet_parse(const mcr__fleet_conf *c, const unsigned char *value, size_t len,

@@ -151,10 +151,11 @@ int mcr__fleet_parse(const mcr__fleet_conf *c, const unsigned char *value, size_
     return mcr_snapshot_parse((const char *)value, len, name, current, 0, out, err);
 }
 
-int mcr__fleet_get(mcr__etcd *e, const mcr__fleet_conf *c, const mcr_snapshot *current,
-                   mcr_snapshot **out, uint64_t *mod_revision, uint64_t *revision,
-                   mcr_error *err)
+int mcr__fleet_get(mcr__etcd *e, const mcr__fleet_conf *c, bool *missing, mcr_snapshot **out,
+                   uint64_t *mod_revision, uint64_t *revision, mcr_error *err)
 {
+    if (missing != NULL)
+        *missing = false;
     bool found = false;
     mcr__etcd_kv kv;
     uint64_t rev = 0;
@@ -163,10 +164,13 @@ int mcr__fleet_get(mcr__etcd *e, const mcr__fleet_conf *c, const mcr_snapshot *c
         return rc;
     if (revision != NULL)
         *revision = rev;
-    if (!found)
+    if (!found) {
+        if (missing != NULL)
+            *missing = true;
         return mcr__error(err, MCR_ERR_UNKNOWN, "no pool \"%s\" in etcd (no key %s)", c->pool,
                           c->snapshot_key);
-    rc = mcr__fleet_parse(c, kv.value, kv.value_len, kv.mod_revision, current, out, err);
+    }
+    rc = mcr__fleet_parse(c, kv.value, kv.value_len, kv.mod_revision, NULL, out, err);
     if (rc == MCR_OK && mod_revision != NULL)
         *mod_revision = kv.mod_revision;
     mcr__etcd_kv_clear(&kv);
@@ -406,8 +410,9 @@ static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot 
     for (unsigned attempt = 0; attempt < s->c.retries; attempt++) {
         mcr_snapshot *cur = NULL, *next = NULL;
         uint64_t modrev = 0;
+        bool missing = false;
         do
-            rc = mcr__fleet_get(&s->e, &s->c, NULL, &cur, &modrev, NULL, err);
+            rc = mcr__fleet_get(&s->e, &s->c, &missing, &cur, &modrev, NULL, err);
         while (session_again(s, rc));
         if (rc == MCR_OK && sent_epoch != 0) {
             if ((mcr_snapshot_epoch(cur) == sent_epoch &&
@@ -421,7 +426,7 @@ static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot 
             sent_epoch = 0; /* it did not land: a conflict as any other */
         }
         const mcr_snapshot *write;
-        if (rc == MCR_ERR_UNKNOWN && create != NULL) {
+        if (missing && create != NULL) {
             write = create;
             modrev = 0; /* only if it still does not exist */
         } else if (rc != MCR_OK) {
