@@ -168,6 +168,17 @@ MCR_EXTERN int mcr_fleet_change(const mcr_fleet_options *o, const mcr_changes *c
 MCR_EXTERN int mcr_fleet_publish(const mcr_fleet_options *o, const mcr_config *cfg,
                                  uint64_t *epoch, mcr_error *err);
 
+/* mcr_fleet_publish_snapshot: make the servers of `snap`, with their
+ * states, the pool's next epoch: the changes that turn the current
+ * snapshot into that list (mcr_changes_between() with MCR_CHANGES_STATES),
+ * computed again from each snapshot read, stored by compare-and-swap as
+ * mcr_fleet_change() does; a list equal to the pool's stores nothing.
+ * `snap`'s epoch is not used; its placement parameters must be the pool's
+ * (else MCR_ERR_INVALID). A missing pool is MCR_ERR_UNKNOWN: create it with
+ * mcr_fleet_publish(). *epoch as for mcr_fleet_change(). */
+MCR_EXTERN int mcr_fleet_publish_snapshot(const mcr_fleet_options *o, const mcr_snapshot *snap,
+                                          uint64_t *epoch, mcr_error *err);
+
 /* One process following a pool, as it registered itself. */
 typedef struct mcr_fleet_client {
     char *id;               /* the client id */

@@ -137,6 +137,56 @@ START_TEST(test_publish_other_list)
 }
 END_TEST
 
+/* A snapshot's list with its states, as one epoch, and computed again on
+ * what is stored: a server another writer added after the snapshot was
+ * made is removed too (the pool becomes the snapshot's list). */
+START_TEST(test_publish_snapshot)
+{
+    mcr_fleet_options o;
+    mcr_error err = {0, ""};
+    uint64_t epoch = 0;
+
+    opts(&o, "pub-snap");
+    mcr_snapshot *missing = NULL;
+    {
+        mcr_config *cfg = fe_config("10.0.2.1:11211");
+        ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &missing, &err), MCR_OK);
+        mcr_config_free(cfg);
+    }
+    ck_assert_int_eq(mcr_fleet_publish_snapshot(&o, missing, &epoch, &err), MCR_ERR_UNKNOWN);
+    mcr_snapshot_unref(missing);
+    ck_assert_uint_eq(fe_publish(&o, "10.0.2.1:11211,10.0.2.2:11211,10.0.2.3:11211"), 1);
+    mcr_snapshot *cur = fe_read(&o, NULL);
+    /* the target: .2 DOWN, .3 removed, x added */
+    mcr_changes *ch = mcr_changes_new();
+    ck_assert_int_eq(mcr_changes_set_state(ch, "10.0.2.2:11211", MCR_STATE_DOWN, &err), MCR_OK);
+    ck_assert_int_eq(mcr_changes_remove(ch, "10.0.2.3:11211", &err), MCR_OK);
+    mcr_snapshot *mid = fe_apply(cur, ch);
+    mcr_snapshot *target = fe_apply_add(mid, "x", 7);
+    /* meanwhile another writer adds y */
+    ck_assert_int_eq(fe_add(&o, "y", "10.0.2.9", 11211, &epoch, &err), MCR_OK);
+    ck_assert_uint_eq(epoch, 2);
+    ck_assert_msg(mcr_fleet_publish_snapshot(&o, target, &epoch, &err) == MCR_OK, "%s",
+                  err.message);
+    ck_assert_uint_eq(epoch, 3);
+    mcr_snapshot *s = fe_read(&o, NULL);
+    ck_assert_uint_eq(mcr_snapshot_server_count(s), 3);
+    fe_assert_has(s, "10.0.2.1:11211", MCR_STATE_ACTIVE, 1);
+    fe_assert_has(s, "10.0.2.2:11211", MCR_STATE_DOWN, 1);
+    fe_assert_has(s, "x", MCR_STATE_ACTIVE, 1);
+    ck_assert_msg(!fe_has(s, "y", NULL, NULL), "y kept: the list is not the snapshot's");
+    /* the same list again: nothing stored */
+    ck_assert_int_eq(mcr_fleet_publish_snapshot(&o, target, &epoch, &err), MCR_OK);
+    ck_assert_uint_eq(epoch, 3);
+    ck_assert_uint_eq(fe_epoch(&o), 3);
+    mcr_snapshot_unref(s);
+    mcr_snapshot_unref(target);
+    mcr_snapshot_unref(mid);
+    mcr_snapshot_unref(cur);
+    mcr_changes_free(ch);
+}
+END_TEST
+
 START_TEST(test_publish_params_differ)
 {
     mcr_fleet_options o;
@@ -782,6 +832,7 @@ static Suite *suite(void)
         {"read_missing", test_read_missing},
         {"publish_create_and_again", test_publish_create_and_again},
         {"publish_other_list", test_publish_other_list},
+        {"publish_snapshot", test_publish_snapshot},
         {"publish_params_differ", test_publish_params_differ},
         {"publish_create_race", test_publish_create_race},
         {"change_one_epoch_each", test_change_one_epoch_each},

@@ -310,10 +310,11 @@ static int same_params(const mcr_snapshot *pool, const mcr_snapshot *file, const
 }
 
 /* publish --snapshot FILE: the file's servers, with their states. An
- * existing pool gets the changes from its current snapshot to the file's
- * (mcr_changes_between() with MCR_CHANGES_STATES), stored by
- * mcr_fleet_change(): one epoch, states included. A missing pool is created
- * by mcr_fleet_publish() from the file's config (config_of_snapshot). */
+ * existing pool gets them by mcr_fleet_publish_snapshot(): one epoch,
+ * states included, the change set computed again from each read (a
+ * concurrent writer's change is not kept by mistake). A missing pool is
+ * created by mcr_fleet_publish() from the file's config
+ * (config_of_snapshot). */
 static int publish_snapshot(const mcr_fleet_options *o, const char *path,
                             const mcr_snapshot *snap, uint64_t *epoch, mcr_error *err)
 {
@@ -329,16 +330,10 @@ static int publish_snapshot(const mcr_fleet_options *o, const char *path,
     }
     if (rc != MCR_OK)
         return rc;
-    mcr_changes *ch = NULL;
-    size_t n = 0;
-    rc = same_params(cur, snap, path, err);
-    if (rc == MCR_OK)
-        rc = mcr_changes_between(cur, snap, MCR_CHANGES_STATES, &ch, &n, err);
-    *epoch = mcr_snapshot_epoch(cur);
+    rc = same_params(cur, snap, path, err); /* the file named in the message */
     mcr_snapshot_unref(cur);
-    if (rc == MCR_OK && n > 0)
-        rc = mcr_fleet_change(o, ch, epoch, err);
-    mcr_changes_free(ch);
+    if (rc == MCR_OK)
+        rc = mcr_fleet_publish_snapshot(o, snap, epoch, err);
     return rc;
 }
 

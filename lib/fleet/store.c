@@ -369,6 +369,24 @@ static bool landed(session *s, uint64_t after, uint64_t modrev, const char *sum)
     return mine;
 }
 
+/* publish_snapshot: the servers of `target` with their states, computed
+ * again from each snapshot read. */
+static int next_by_snapshot(const mcr_snapshot *cur, const void *arg, mcr_snapshot **next,
+                            mcr_error *err)
+{
+    const mcr_snapshot *target = arg;
+    mcr_changes *ch = NULL;
+    size_t n = 0;
+    *next = NULL;
+    int rc = same_params(cur, target, err);
+    if (rc == MCR_OK)
+        rc = mcr_changes_between(cur, target, MCR_CHANGES_STATES, &ch, &n, err);
+    if (rc == MCR_OK && n > 0)
+        rc = mcr_snapshot_apply(cur, ch, next, err);
+    mcr_changes_free(ch);
+    return rc;
+}
+
 /* A write was sent and no answer came back, nor could a read tell whether
  * it landed: say so, so that an operator checks before doing it again. */
 static int outcome_unknown(mcr_error *err, uint64_t epoch, const char *sum)
@@ -504,6 +522,20 @@ int mcr_fleet_publish(const mcr_fleet_options *o, const mcr_config *cfg, uint64_
         session_close(&s);
     }
     mcr_snapshot_unref(first);
+    return rc;
+}
+
+int mcr_fleet_publish_snapshot(const mcr_fleet_options *o, const mcr_snapshot *snap,
+                               uint64_t *epoch, mcr_error *err)
+{
+    session s;
+    if (snap == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL snapshot");
+    int rc = session_open(&s, o, err);
+    if (rc != MCR_OK)
+        return rc;
+    rc = cas_loop(&s, next_by_snapshot, snap, NULL, epoch, err);
+    session_close(&s);
     return rc;
 }
 
