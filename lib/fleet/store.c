@@ -310,20 +310,35 @@ static int same_params(const mcr_snapshot *pool, const mcr_snapshot *target, mcr
     return rc;
 }
 
-static int next_by_list(const mcr_snapshot *cur, const void *arg, mcr_snapshot **next,
-                        mcr_error *err)
+/* The next snapshot: the changes from `cur` to `target`'s list (with its
+ * states when `flags` says MCR_CHANGES_STATES), computed again from each
+ * snapshot read; *next NULL when the lists match. */
+static int next_to(const mcr_snapshot *cur, const mcr_snapshot *target, unsigned flags,
+                   mcr_snapshot **next, mcr_error *err)
 {
-    const mcr_snapshot *target = arg;
     mcr_changes *ch = NULL;
     size_t n = 0;
     *next = NULL;
     int rc = same_params(cur, target, err);
     if (rc == MCR_OK)
-        rc = mcr_changes_between(cur, target, 0, &ch, &n, err);
+        rc = mcr_changes_between(cur, target, flags, &ch, &n, err);
     if (rc == MCR_OK && n > 0)
         rc = mcr_snapshot_apply(cur, ch, next, err);
     mcr_changes_free(ch);
     return rc;
+}
+
+/* publish: a server list (states kept); publish_snapshot: with states. */
+static int next_by_list(const mcr_snapshot *cur, const void *arg, mcr_snapshot **next,
+                        mcr_error *err)
+{
+    return next_to(cur, arg, 0, next, err);
+}
+
+static int next_by_snapshot(const mcr_snapshot *cur, const void *arg, mcr_snapshot **next,
+                            mcr_error *err)
+{
+    return next_to(cur, arg, MCR_CHANGES_STATES, next, err);
 }
 
 /* Whether a write of ours that an endpoint left unanswered (see cas_loop)
@@ -369,23 +384,6 @@ static bool landed(session *s, uint64_t after, uint64_t modrev, const char *sum)
     return mine;
 }
 
-/* publish_snapshot: the servers of `target` with their states, computed
- * again from each snapshot read. */
-static int next_by_snapshot(const mcr_snapshot *cur, const void *arg, mcr_snapshot **next,
-                            mcr_error *err)
-{
-    const mcr_snapshot *target = arg;
-    mcr_changes *ch = NULL;
-    size_t n = 0;
-    *next = NULL;
-    int rc = same_params(cur, target, err);
-    if (rc == MCR_OK)
-        rc = mcr_changes_between(cur, target, MCR_CHANGES_STATES, &ch, &n, err);
-    if (rc == MCR_OK && n > 0)
-        rc = mcr_snapshot_apply(cur, ch, next, err);
-    mcr_changes_free(ch);
-    return rc;
-}
 
 /* A write was sent and no answer came back, nor could a read tell whether
  * it landed: say so, so that an operator checks before doing it again. */
