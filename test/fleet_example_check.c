@@ -46,39 +46,21 @@ int main(int argc, char **argv)
         o += (size_t)snprintf(list + o, sizeof(list) - o, "%s127.0.0.1:%d", i ? "," : "",
                               mc[i].port);
     }
-    char out[] = "/tmp/mcr-fleet-example-XXXXXX";
-    int fd = mkstemp(out);
+    char log[] = "/tmp/mcr-fleet-example-XXXXXX";
+    int fd = mkstemp(log);
     if (fd < 0)
         return 1;
-    unlink(out);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd, 1);
-        execl(argv[1], argv[1], "--etcd", es_endpoints(etcd), "--pool", "example", "-s", list,
-              (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    int64_t t0 = mcr_test_now_ms();
-    for (;;) {
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            break;
-        if (mcr_test_now_ms() - t0 > mcr_test_ms(RUN_MS)) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            break;
-        }
-        struct timespec nap = {0, 10000000};
-        nanosleep(&nap, NULL);
-    }
-    char text[16384];
-    ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
     close(fd);
-    text[n > 0 ? n : 0] = '\0';
+    fflush(stdout);
+    char *av[] = {argv[1], "--etcd", (char *)es_endpoints(etcd), "--pool", "example", "-s", list, NULL};
+    char *text = NULL;
+    int rc = rs_run_log(av, mcr_test_ms(RUN_MS), log, &text);
+    unlink(log);
+    if (text == NULL)
+        text = strdup("");
     fputs(text, stdout);
 
-    check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fleet_follow exits with status 0");
+    check(rc == 0, "fleet_follow exits with status 0");
     check(strstr(text, "pool example at epoch 1\n") != NULL, "the first epoch published");
     check(strstr(text, "epoch 1 -> 2\n") != NULL, "the change reached the router");
     check(strstr(text, ", errors 0.\n") != NULL, "no request failed");
@@ -92,6 +74,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < SERVERS; i++)
         rs_stop(&mc[i]);
     es_free(etcd);
+    free(text);
     printf("fleet_example_check: %s\n", failures ? "FAILED" : "PASSED");
     return failures ? 1 : 0;
 }

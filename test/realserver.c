@@ -340,9 +340,51 @@ int rs_nutcracker_start(rs_proc *p, const char *conf, const char *log, const cha
     return 0;
 }
 
+static int rs_run_wait(char *const argv[], int timeout_ms, const char *log);
+
 int rs_run(char *const argv[], int timeout_ms)
 {
-    pid_t pid = rs_spawn(argv, NULL);
+    return rs_run_log(argv, timeout_ms, NULL, NULL);
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    if (f == NULL)
+        return NULL;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            char *b = realloc(buf, cap = cap * 2 + 8192);
+            if (b == NULL) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = b;
+        }
+        size_t k = fread(buf + n, 1, 4096, f);
+        n += k;
+        if (k == 0)
+            break;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+int rs_run_log(char *const argv[], int timeout_ms, const char *log, char **out)
+{
+    int rc = rs_run_wait(argv, timeout_ms, log);
+    if (out != NULL)
+        *out = log != NULL ? read_all(log) : NULL;
+    return rc;
+}
+
+static int rs_run_wait(char *const argv[], int timeout_ms, const char *log)
+{
+    pid_t pid = rs_spawn(argv, log);
     long long end = now_ms() + timeout_ms;
     int st;
 

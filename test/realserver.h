@@ -85,6 +85,11 @@ void rs_stop_all(void);
  * killed). Returns its exit status (0..255), or -1. */
 int rs_run(char *const argv[], int timeout_ms);
 
+/* rs_run() with stdout and stderr appended to `log` (NULL: discarded), and
+ * the output returned: *out (when not NULL) the log's whole text, malloc'd
+ * and NUL-terminated (NULL when it cannot be read). */
+int rs_run_log(char *const argv[], int timeout_ms, const char *log, char **out);
+
 /*
  * Client. Blocking calls with deadlines: each returns within its timeout.
  * Requests are pipelined (written while replies are read), so thousands of
