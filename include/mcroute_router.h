@@ -393,6 +393,91 @@ MCR_EXTERN int mcr_router_add_hook(mcr_router *router, mcr_router_hook fn, void 
  * MCR_ERR_UNKNOWN (not registered), MCR_ERR_INVALID (as add_hook). */
 MCR_EXTERN int mcr_router_remove_hook(mcr_router *router, mcr_router_hook fn, void *arg);
 
+/* ---- transitions: a resize in progress ---- */
+
+/* A transition pairs two snapshots of a resize, `from` (the placement
+ * before) and `to` (after, a higher epoch), so that pools of the router
+ * lose no cached key while the fleet moves from one to the other: during
+ * the copy, and while processes run different epochs (mcroute_pool.h,
+ * "Transitions", says what a pool does). Which half applies follows the
+ * router's current epoch E, read by each pool at every change:
+ *
+ *   from.epoch <= E < to.epoch  MCR_PHASE_COPYING: keys are read from their
+ *                               owner in the current snapshot; writes of a
+ *                               key whose owner in `to` differs reach both.
+ *   E >= to.epoch               MCR_PHASE_SWITCHED: keys are read from
+ *                               their current owner, and a miss of a key
+ *                               whose owner in `from` differs is read there
+ *                               (and, with MCR_TRANSITION_WARM, written to
+ *                               the current owner); writes reach both.
+ *   E < from.epoch              not in force.
+ *
+ * So a resize is: mcr_router_set_transition(from, to) while `from` is
+ * current, copy the moving keys (mcroute_migrate.h), mcr_router_publish(to)
+ * (the switch: no moment without the transition), and after a grace period
+ * (grace_ms, or mcr_router_end_transition()) the transition ends. A router
+ * holds at most one transition; it is not part of a snapshot, not
+ * published in an epoch and calls no hook; mcr_router_generation() moves
+ * when it is set or ended, so pools adopt it at their next request. */
+
+/* Flags of mcr_router_set_transition(). */
+#define MCR_TRANSITION_WARM 1u /* a read served by the previous owner is written
+                                  to the current one (add: never over a value) */
+
+typedef enum mcr_transition_phase {
+    MCR_PHASE_NONE = 0,
+    MCR_PHASE_COPYING = 1,
+    MCR_PHASE_SWITCHED = 2
+} mcr_transition_phase;
+
+/* A transition as mcr_router_transition() reports it. */
+typedef struct mcr_transition {
+    mcr_snapshot *from;    /* counted references: mcr_transition_clear() */
+    mcr_snapshot *to;
+    unsigned flags;        /* MCR_TRANSITION_* */
+    uint64_t remaining_ms; /* until the grace period ends; 0: until ended */
+    uint64_t serial;       /* different for every transition set on the router */
+} mcr_transition;
+
+/* mcr_router_set_transition: make (from, to) the router's transition,
+ * replacing any other; it ends by itself `grace_ms` milliseconds after
+ * this call (0: only with mcr_router_end_transition(), or a later set).
+ * The router takes its own references. It does not change the current
+ * snapshot: publish `to` when the copy is done. Thread-safe: takes a mutex
+ * of its own for a pointer swap (never the writer mutex, never waits for a
+ * grace period); allowed in a hook. Errors (nothing changed):
+ * MCR_ERR_INVALID (NULL argument; to's epoch not above from's; unknown
+ * flags), MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_router_set_transition(mcr_router *router, const mcr_snapshot *from,
+                                         const mcr_snapshot *to, uint64_t grace_ms,
+                                         unsigned flags, mcr_error *err);
+
+/* mcr_router_end_transition: end the router's transition now. Pools stop
+ * reading through it at their next request; their connections to servers
+ * only `from` or `to` named close once idle. MCR_OK, MCR_ERR_EMPTY (none,
+ * or its grace period is over), MCR_ERR_INVALID (NULL router).
+ * Thread-safe, as mcr_router_set_transition(). */
+MCR_EXTERN int mcr_router_end_transition(mcr_router *router);
+
+/* mcr_router_transition: the router's transition into *out, with counted
+ * references to its snapshots (release with mcr_transition_clear()).
+ * MCR_OK; MCR_ERR_EMPTY (none: never set, ended, or its grace period
+ * over; *out zeroed); MCR_ERR_INVALID (NULL argument). Thread-safe. */
+MCR_EXTERN int mcr_router_transition(mcr_router *router, mcr_transition *out);
+
+/* mcr_transition_clear: drop the references of *t and zero it. NULL is a
+ * no-op. */
+MCR_EXTERN void mcr_transition_clear(mcr_transition *t);
+
+/* mcr_transition_phase_at: the phase of `t` for a router whose current
+ * epoch is `epoch` (the table above); MCR_PHASE_NONE for NULL or an empty
+ * transition. Pure. */
+MCR_EXTERN mcr_transition_phase mcr_transition_phase_at(const mcr_transition *t, uint64_t epoch);
+
+/* mcr_transition_phase_name: "none", "copying", "switched"; "unknown" for
+ * other values. A static string. */
+MCR_EXTERN const char *mcr_transition_phase_name(mcr_transition_phase phase);
+
 /* ==================================================================== */
 /*  Watcher                                                              */
 /* ==================================================================== */
