@@ -14,10 +14,16 @@
  *                              with ids, zones, weights and states, the
  *                              placement parameters, the checksum.
  *   PREFIX NAME /clients/ID    one key per process following the pool: the
- *                              epoch and checksum it has adopted, attached
- *                              to an etcd lease that the process keeps
- *                              alive, so a process that dies disappears by
- *                              itself when the lease expires.
+ *                              epoch and checksum it has adopted (and the
+ *                              migration phase, see below), attached to an
+ *                              etcd lease that the process keeps alive, so
+ *                              a process that dies disappears by itself
+ *                              when the lease expires.
+ *   PREFIX NAME /migration     the pool's migration, when one was ever
+ *                              run: a resize as a state machine that every
+ *                              follower adopts (JSON, see "Migrations").
+ *   PREFIX NAME /migration-lock  held (on a lease) by the one process that
+ *                              runs a migration (mcr_fleet_migration_lock()).
  *
  * PREFIX is MCR_FLEET_PREFIX unless the options say otherwise.
  *
@@ -179,19 +185,42 @@ MCR_EXTERN int mcr_fleet_publish(const mcr_fleet_options *o, const mcr_config *c
 MCR_EXTERN int mcr_fleet_publish_snapshot(const mcr_fleet_options *o, const mcr_snapshot *snap,
                                           uint64_t *epoch, mcr_error *err);
 
+/* The phases of a migration (see "Migrations" below), in order; DONE and
+ * ABORTED are final. */
+typedef enum mcr_migration_phase {
+    MCR_MIGRATION_NONE = 0,     /* no migration (no record, or none adopted) */
+    MCR_MIGRATION_PLANNED = 1,  /* recorded; nothing changes yet */
+    MCR_MIGRATION_COPYING = 2,  /* the transition is set: writes of moving
+                                   keys reach both owners; keys are copied */
+    MCR_MIGRATION_SWITCHED = 3, /* `to` is the pool's snapshot: reads that
+                                   miss at a new owner fall back to the old */
+    MCR_MIGRATION_GRACE = 4,    /* as SWITCHED, until grace_until */
+    MCR_MIGRATION_DONE = 5,     /* the transition ended */
+    MCR_MIGRATION_ABORTED = 6   /* given up; the transition ended */
+} mcr_migration_phase;
+
+/* The longest migration id: hex digits (lower-case), 1 to this many. */
+#define MCR_MIGRATION_ID_MAX 32
+
 /* One process following a pool, as it registered itself. */
 typedef struct mcr_fleet_client {
     char *id;               /* the client id */
     uint64_t epoch;         /* the epoch it has adopted */
     char checksum[MCR_SNAPSHOT_CHECKSUM_LEN + 1];
     char *host;             /* as it says: host name, pid, library version */
+    /* The migration it has adopted ("" and MCR_MIGRATION_NONE: none, or a
+     * follower older than migrations): the record's id and phase, from the
+     * record's `from` and `to` epochs. */
+    char migration_id[MCR_MIGRATION_ID_MAX + 1];
+    mcr_migration_phase migration_phase;
+    uint64_t migration_to_epoch;
 } mcr_fleet_client;
 
 /* mcr_fleet_clients: the processes registered under the pool (live
  * leases), sorted by id, as a new array *out of *count entries that
  * mcr_fleet_clients_free() releases (NULL and 0 when there are none). A
- * client value that does not parse is reported with epoch 0 and host
- * "invalid: <why>". Errors (*out unchanged): those of mcr_fleet_read(),
+ * client value that does not parse (its migration fields included) is
+ * reported with epoch 0 and host "invalid: <why>". Errors (*out unchanged): those of mcr_fleet_read(),
  * except MCR_ERR_UNKNOWN (a missing pool has no clients). */
 MCR_EXTERN int mcr_fleet_clients(const mcr_fleet_options *o, mcr_fleet_client **out,
                                  size_t *count, mcr_error *err);
@@ -199,6 +228,167 @@ MCR_EXTERN int mcr_fleet_clients(const mcr_fleet_options *o, mcr_fleet_client **
 /* mcr_fleet_clients_free: release what mcr_fleet_clients() returned. NULL
  * is a no-op. */
 MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
+
+/* ==================================================================== */
+/*  Migrations: a resize that every follower goes through together      */
+/* ==================================================================== */
+
+/* A migration moves a pool to a new server list without misses (mcroute
+ * migrate --etcd runs one): the moving keys are copied to their new owners
+ * while every process writes them to both owners, then the new epoch is
+ * published while every process reads a miss at a new owner from the old
+ * one, and after a grace period the processes stop. It is recorded at
+ * PREFIX NAME /migration, one JSON object:
+ *
+ *   {"id": "9f3c0a51d2e47b86", "phase": "copying",
+ *    "from_epoch": 4, "to_epoch": 5, "from": "<snapshot text>",
+ *    "to": "<snapshot text>", "warm": true, "rollback": false,
+ *    "grace_ms": 60000, "grace_until": 0,
+ *    "progress": {"scanned": 0, "moved": 0, "copied": 0, "skipped": 0,
+ *                 "failed": 0, "backlog": 0, "keys_per_s": 0},
+ *    "updated": 1764694800000, "message": ""}
+ *
+ * "from" and "to" are canonical snapshot texts (mcr_snapshot_text()),
+ * "updated" and "grace_until" Unix times in ms. The phases run
+ * planned -> copying -> switched -> grace -> done; aborted ends a migration
+ * given up. Followers (mcr_fleet_follow()) watch the record with the
+ * snapshot key: copying, switched and grace set (from, to) as the router's
+ * transition (mcr_router_set_transition(), no grace time of its own,
+ * MCR_TRANSITION_WARM when "warm"), once per record id and pair of
+ * epochs (not at every progress update); done, aborted or a deleted record
+ * end it (mcr_router_end_transition()). The switch stores the snapshot
+ * `to` and the phase switched in one etcd transaction, and a follower sets
+ * a transition before it adopts a snapshot of the same watch event, so the
+ * switch is never a moment without the transition. Each follower writes
+ * the migration id and phase it adopted in its clients/ID key
+ * (mcr_fleet_client), which is what a migration waits for at each step.
+ *
+ * "rollback": true is the way back of a migration aborted after its
+ * switch: `from` is the snapshot it switched to, `to` the servers it came
+ * from as the next epoch (epochs only rise); its phases are copying,
+ * switched and aborted.
+ *
+ * Every read of a record (these calls and every follower) checks it
+ * strictly: a JSON object with every field above and no other, each of its
+ * type, the phase one of the names, the id 1 to MCR_MIGRATION_ID_MAX
+ * lower-case hex digits, both snapshots verified (mcr_snapshot_parse())
+ * and of the epochs given, to's above from's. A record that fails is
+ * MCR_ERR_SYNTAX (a snapshot's own error for a snapshot text), the message
+ * naming the key, its revision and the field; followers refuse it
+ * (MCR_FLEET_REFUSED) and keep the transition they had. */
+
+/* What a migration has done so far (the copy's counts, mcroute_migrate.h). */
+typedef struct mcr_migration_progress {
+    uint64_t scanned;      /* keys listed on the servers that lose keys */
+    uint64_t moved;        /* of those, keys whose owner changes */
+    uint64_t copied;       /* copied to their new owner */
+    uint64_t skipped;      /* not copied, for a stated reason */
+    uint64_t failed;       /* could not be copied */
+    uint64_t backlog;      /* moved keys not copied, skipped or failed yet */
+    double keys_per_s;     /* the copy's speed */
+} mcr_migration_progress;
+
+/* A migration record, decoded. */
+typedef struct mcr_migration {
+    char id[MCR_MIGRATION_ID_MAX + 1];
+    mcr_migration_phase phase;
+    mcr_snapshot *from;    /* counted references: mcr_migration_clear() */
+    mcr_snapshot *to;
+    int warm;              /* 1: MCR_TRANSITION_WARM */
+    int rollback;          /* 1: the way back of an abort (see above) */
+    uint64_t grace_ms;     /* the grace period, ms */
+    uint64_t grace_until;  /* Unix ms when the grace ends; 0 before it */
+    mcr_migration_progress progress;
+    uint64_t updated;      /* Unix ms of the last write */
+    char message[256];     /* what the last writer said ("" for nothing) */
+    uint64_t mod_revision; /* the record's etcd mod_revision as read or
+                              written; 0: not stored (a new record) */
+} mcr_migration;
+
+/* mcr_migration_phase_name: "none", "planned", "copying", "switched",
+ * "grace", "done", "aborted"; "unknown" for other values. A static string. */
+MCR_EXTERN const char *mcr_migration_phase_name(mcr_migration_phase phase);
+
+/* mcr_migration_clear: drop the references of *m and zero it. NULL is a
+ * no-op. */
+MCR_EXTERN void mcr_migration_clear(mcr_migration *m);
+
+/* mcr_fleet_migration_read: the pool's migration record into *out (a
+ * zeroed or cleared mcr_migration; its snapshots are new references),
+ * checked as above. Errors (*out zeroed): MCR_ERR_EMPTY (there is no
+ * record), MCR_ERR_SYNTAX and the snapshot errors (a record that does not
+ * check: the message names the key, revision and field), and those of
+ * mcr_fleet_read() (MCR_ERR_INVALID, MCR_ERR_CONNECT, MCR_ERR_PROTOCOL,
+ * MCR_ERR_NOMEM). Blocking, thread-safe, as the other blocking calls. */
+MCR_EXTERN int mcr_fleet_migration_read(const mcr_fleet_options *o, mcr_migration *out,
+                                        mcr_error *err);
+
+/* mcr_fleet_migration_plan: a new migration (not stored) from the pool's
+ * current snapshot to the servers of `target` as its next epoch, computed
+ * as mcr_fleet_publish() and mcr_fleet_publish_snapshot() compute it
+ * (mcr_changes_between(); flags 0: servers the list keeps keep their
+ * state in the pool, new ones are ACTIVE; MCR_CHANGES_STATES: target's
+ * states). *out: from the pool's snapshot, to the next one, a new random
+ * id, phase PLANNED, warm 1, mod_revision 0, the rest 0. `target`'s epoch
+ * is not used; its placement parameters must be the pool's. Errors (*out
+ * zeroed): MCR_ERR_INVALID (NULL argument, other flags, parameters that
+ * differ: the message names the first), MCR_ERR_EMPTY (target's list is
+ * the pool's: nothing to migrate), those of mcr_fleet_read() (a missing
+ * pool is MCR_ERR_UNKNOWN) and of mcr_snapshot_apply(). */
+MCR_EXTERN int mcr_fleet_migration_plan(const mcr_fleet_options *o, const mcr_snapshot *target,
+                                        unsigned flags, mcr_migration *out, mcr_error *err);
+
+/* mcr_fleet_migration_write: store *m as the pool's record by
+ * compare-and-swap: only if the record's mod_revision is still
+ * m->mod_revision (0: only if there is no record). m->updated is set to
+ * the current time first; on success m->mod_revision is the write's
+ * revision. A write whose reply was lost is recognised at the next
+ * attempt (the record then holds exactly what was sent). Errors:
+ * MCR_ERR_INVALID (NULL, or *m not a record: the message names the field),
+ * MCR_ERR_STALE (the record changed since m->mod_revision, was created or
+ * deleted: another writer; nothing written), MCR_ERR_CONNECT (with
+ * "outcome unknown" when a write was sent and no answer came: read the
+ * record again), MCR_ERR_PROTOCOL, MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_fleet_migration_write(const mcr_fleet_options *o, mcr_migration *m,
+                                         mcr_error *err);
+
+/* mcr_fleet_migration_switch: the switch of *m, in one etcd transaction:
+ * the pool's snapshot key becomes m->to and the record becomes *m with
+ * phase SWITCHED, guarded by both keys' mod_revisions (the snapshot's as
+ * read here, which must be m->from: its epoch and checksum; the record's
+ * m->mod_revision). On success m->phase is MCR_MIGRATION_SWITCHED and
+ * m->updated and m->mod_revision are the write's. A switch already made
+ * (the pool holds m->to and the record is *m switched: a reply lost, a run
+ * resumed) is MCR_OK without a write. Errors: MCR_ERR_INVALID (as for
+ * mcr_fleet_migration_write()), MCR_ERR_STALE (the pool's snapshot is not
+ * m->from, or either key changed meanwhile: nothing written; the message
+ * says which), MCR_ERR_UNKNOWN (no pool), and those of
+ * mcr_fleet_migration_write(). */
+MCR_EXTERN int mcr_fleet_migration_switch(const mcr_fleet_options *o, mcr_migration *m,
+                                          mcr_error *err);
+
+/* The lock a migration runs under. */
+typedef struct mcr_fleet_lock mcr_fleet_lock;
+
+/* mcr_fleet_migration_lock: take the pool's migration lock: create
+ * PREFIX NAME /migration-lock, holding `owner` (1 to 255 bytes; NULL:
+ * "HOSTNAME pid PID"), only if it does not exist, on a lease of ttl_s
+ * seconds (0: MCR_FLEET_LOCK_TTL_S; 2 to MCR_FLEET_LIMIT_S) that a thread
+ * of the lock keeps alive every third of it, until
+ * mcr_fleet_migration_unlock(). A process that dies loses the lock when
+ * the lease expires. *out: the lock. Errors: MCR_ERR_BUSY (another holds
+ * it: the message quotes its owner), MCR_ERR_INVALID, MCR_ERR_CONNECT,
+ * MCR_ERR_PROTOCOL, MCR_ERR_NOMEM (also: the thread could not start; the
+ * lease is revoked). */
+MCR_EXTERN int mcr_fleet_migration_lock(const mcr_fleet_options *o, const char *owner,
+                                        unsigned ttl_s, mcr_fleet_lock **out, mcr_error *err);
+
+#define MCR_FLEET_LOCK_TTL_S 5u
+
+/* mcr_fleet_migration_unlock: stop the keepalive thread, revoke the lease
+ * (the lock key goes with it; bounded by the request timeout, the lease
+ * expires anyway) and free the lock. NULL is a no-op. */
+MCR_EXTERN void mcr_fleet_migration_unlock(mcr_fleet_lock *lock);
 
 /* ==================================================================== */
 /*  Following a pool                                                     */
@@ -223,9 +413,14 @@ typedef enum mcr_fleet_event_kind {
                                   its lease kept alive (status, err) */
     MCR_FLEET_CACHE = 7,       /* the cache file could not be written
                                   (status, err) */
-    MCR_FLEET_HEALTH = 8       /* publish_local_states: a local state was
+    MCR_FLEET_HEALTH = 8,      /* publish_local_states: a local state was
                                   written to etcd (status MCR_OK, epoch the
                                   new one), or could not be (status, err) */
+    MCR_FLEET_TRANSITION = 9,  /* a migration's transition was set on the
+                                  router (mcr_router_set_transition()), or
+                                  could not be (status, err) */
+    MCR_FLEET_TRANSITION_END = 10 /* the router's transition was ended: the
+                                  migration is done, aborted or deleted */
 } mcr_fleet_event_kind;
 
 typedef struct mcr_fleet_event {
@@ -315,6 +510,10 @@ typedef struct mcr_fleet_stats {
     uint64_t revision;     /* the last etcd revision seen */
     int connected;         /* 1 while a watch is established */
     int registered;        /* 1 while the client key is written and its lease alive */
+    uint64_t transitions;  /* migrations' transitions set on the router */
+    uint64_t transitions_ended; /* and ended */
+    mcr_migration_phase migration_phase; /* the phase adopted last (NONE: none) */
+    char migration_id[MCR_MIGRATION_ID_MAX + 1]; /* its id, "" when none */
 } mcr_fleet_stats;
 
 /* mcr_fleet_get_stats: a copy of the counters. Thread-safe; never blocks

@@ -124,6 +124,22 @@ int mcr__etcd_get_prefix(mcr__etcd *e, const char *prefix, mcr__etcd_kv **out, s
 int mcr__etcd_cas(mcr__etcd *e, const char *key, const char *value, size_t len,
                   uint64_t mod_revision, bool *succeeded, uint64_t *revision, mcr_error *err);
 
+/* One put of a transaction, done only if the key's mod_revision is
+ * mod_revision (0: only if the key does not exist), with `lease` (0: none). */
+typedef struct mcr__etcd_put_if {
+    const char *key;
+    const char *value;
+    size_t len;
+    uint64_t mod_revision;
+    uint64_t lease;
+} mcr__etcd_put_if;
+
+/* One transaction of n (1 to 8) puts, all or none: *succeeded says whether
+ * every compare held and so every put was made; *revision (not NULL) is
+ * the revision of the write, or of the read. */
+int mcr__etcd_cas_many(mcr__etcd *e, const mcr__etcd_put_if *ops, size_t n, bool *succeeded,
+                       uint64_t *revision, mcr_error *err);
+
 /* Put unconditionally, with `lease` (0: none). */
 int mcr__etcd_put(mcr__etcd *e, const char *key, const char *value, size_t len, uint64_t lease,
                   mcr_error *err);
@@ -143,6 +159,8 @@ int mcr__etcd_ping(mcr__etcd *e, mcr_error *err);
 
 /* The body of a watch create request on one key from `start_revision`. */
 char *mcr__etcd_watch_body(const char *key, uint64_t start_revision);
+/* The same on every key from `first` to `last`, both included. */
+char *mcr__etcd_watch_range_body(const char *first, const char *last, uint64_t start_revision);
 
 /* The key one past every key that starts with `prefix` (etcd's range_end
  * of a prefix), base64. */

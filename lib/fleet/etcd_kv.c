@@ -312,6 +312,50 @@ int mcr__etcd_cas(mcr__etcd *e, const char *key, const char *value, size_t len,
     return rc;
 }
 
+int mcr__etcd_cas_many(mcr__etcd *e, const mcr__etcd_put_if *ops, size_t n, bool *succeeded,
+                       uint64_t *revision, mcr_error *err)
+{
+    if (n == 0 || n > 8)
+        return mcr__error(err, MCR_ERR_INVALID, "etcd txn: 1 to 8 puts");
+    json_t *cmps = json_array(), *puts = json_array();
+    for (size_t i = 0; i < n && cmps != NULL && puts != NULL; i++) {
+        const mcr__etcd_put_if *op = &ops[i];
+        json_t *k = b64_string(op->key, strlen(op->key));
+        json_t *cmp = op->mod_revision == 0
+                          ? json_pack("{s:O,s:s,s:s,s:s}", "key", k, "target", "CREATE", "result",
+                                      "EQUAL", "create_revision", "0")
+                          : json_pack("{s:O,s:s,s:s,s:o}", "key", k, "target", "MOD", "result",
+                                      "EQUAL", "mod_revision", u64_string(op->mod_revision));
+        json_t *put = json_pack("{s:O,s:o}", "key", k, "value", b64_string(op->value, op->len));
+        if (put != NULL && op->lease != 0)
+            json_object_set_new(put, "lease", u64_string(op->lease));
+        json_decref(k);
+        if (cmp == NULL || put == NULL || json_array_append_new(cmps, cmp) != 0 ||
+            json_array_append_new(puts, json_pack("{s:o}", "request_put", put)) != 0) {
+            json_decref(cmps);
+            json_decref(puts);
+            cmps = puts = NULL;
+        }
+    }
+    json_t *body = cmps && puts ? json_pack("{s:o,s:o}", "compare", cmps, "success", puts) : NULL;
+    if (body == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
+    json_t *reply = NULL;
+    int rc = call(e, "/v3/kv/txn", body, &reply, err);
+    if (rc != MCR_OK)
+        return rc;
+    json_t *ok = json_object_get(reply, "succeeded");
+    *succeeded = ok != NULL && json_is_true(ok);
+    if (ok != NULL && !json_is_boolean(ok))
+        rc = mcr__error(err, MCR_ERR_PROTOCOL, "etcd txn: \"succeeded\" is not a boolean");
+    else if (!json_is_object(json_object_get(reply, "header")))
+        rc = mcr__error(err, MCR_ERR_PROTOCOL, "etcd txn: not a transaction reply (no header)");
+    if (revision != NULL)
+        *revision = mcr__etcd_revision(reply);
+    json_decref(reply);
+    return rc;
+}
+
 int mcr__etcd_put(mcr__etcd *e, const char *key, const char *value, size_t len, uint64_t lease,
                   mcr_error *err)
 {
@@ -380,6 +424,16 @@ char *mcr__etcd_watch_body(const char *key, uint64_t start_revision)
 {
     return dump(json_pack("{s:{s:o,s:o}}", "create_request", "key",
                           b64_string(key, strlen(key)), "start_revision",
+                          u64_string(start_revision)));
+}
+
+char *mcr__etcd_watch_range_body(const char *first, const char *last, uint64_t start_revision)
+{
+    /* range_end is exclusive: `last` followed by a NUL byte is the first
+     * key after it */
+    return dump(json_pack("{s:{s:o,s:o,s:o}}", "create_request", "key",
+                          b64_string(first, strlen(first)), "range_end",
+                          b64_string(last, strlen(last) + 1), "start_revision",
                           u64_string(start_revision)));
 }
 

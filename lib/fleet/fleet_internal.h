@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* fleet_internal.h: what store.c (the blocking calls) and follow.c (the follower) share: options checked and copied, the pool's keys, reading a pool's value; never installed. */
+/* fleet_internal.h: what the fleet's files share: options checked and copied, the pool's keys, reading a pool's value, the blocking calls' session (store.c), migration records as JSON (migration_record.c); never installed. */
 #ifndef MCR_FLEET_INTERNAL_H
 #define MCR_FLEET_INTERNAL_H
 
@@ -15,6 +15,8 @@ typedef struct mcr__fleet_conf {
     char *prefix;
     char *snapshot_key;   /* PREFIX POOL "/snapshot" */
     char *clients_prefix; /* PREFIX POOL "/clients/" */
+    char *migration_key;  /* PREFIX POOL "/migration" */
+    char *lock_key;       /* PREFIX POOL "/migration-lock" */
     unsigned request_timeout_ms;
     unsigned wait_ms;
     unsigned retries;
@@ -52,5 +54,58 @@ int mcr__fleet_get(mcr__etcd *e, const mcr__fleet_conf *c, bool *missing, mcr_sn
 int mcr__fleet_parse(const mcr__fleet_conf *c, const unsigned char *value, size_t len,
                      uint64_t mod_revision, const mcr_snapshot *current, mcr_snapshot **out,
                      mcr_error *err);
+
+/* ---- the blocking calls (store.c) */
+
+/* One blocking call: an etcd client on this thread and a deadline; an
+ * operation is retried across rounds of endpoints (with backoff) while it
+ * fails with MCR_ERR_CONNECT and the deadline has not passed. SIGPIPE is
+ * blocked between open and close. */
+typedef struct mcr__fleet_session {
+    sigset_t sigmask;   /* the thread's, restored at the end */
+    mcr__fleet_conf c;
+    mcr__etcd e;
+    uint64_t deadline;
+    unsigned backoff_ms;
+} mcr__fleet_session;
+
+int mcr__fleet_session_open(mcr__fleet_session *s, const mcr_fleet_options *o, mcr_error *err);
+void mcr__fleet_session_close(mcr__fleet_session *s);
+/* After a failed round (rc MCR_ERR_CONNECT): wait, and say whether to try
+ * again (false: not a connection failure, or the deadline passed). */
+bool mcr__fleet_session_again(mcr__fleet_session *s, int rc);
+
+/* The next snapshot of `cur`: the changes from it to `target`'s list (with
+ * its states when flags has MCR_CHANGES_STATES) applied, epoch + 1; *next
+ * NULL when the lists match. MCR_ERR_INVALID when the placement parameters
+ * differ (the message names the first). */
+int mcr__fleet_next_to(const mcr_snapshot *cur, const mcr_snapshot *target, unsigned flags,
+                       mcr_snapshot **next, mcr_error *err);
+
+/* "outcome unknown: ..." (MCR_ERR_CONNECT) for a write sent and not
+ * answered, `what` naming it. */
+int mcr__fleet_outcome_unknown(mcr_error *err, const char *what);
+
+/* Unix time in ms (CLOCK_REALTIME). */
+uint64_t mcr__fleet_unix_ms(void);
+
+/* ---- migration records (migration_record.c) */
+
+/* The phase called `name`: true and *out, or false. */
+bool mcr__migration_phase_parse(const char *name, mcr_migration_phase *out);
+
+/* Decode and check a record's value, read at `mod_revision` of `key` (both
+ * for messages): *out filled (its snapshots new references, mod_revision
+ * set). MCR_ERR_SYNTAX naming the key and the field, the snapshot errors,
+ * MCR_ERR_NOMEM; *out zeroed on error. */
+int mcr__migration_parse(const char *key, uint64_t mod_revision, const unsigned char *value,
+                         size_t len, mcr_migration *out, mcr_error *err);
+
+/* Check *m (MCR_ERR_INVALID naming the field) and write it as JSON text
+ * (malloc'd, *len its length). */
+int mcr__migration_format(const mcr_migration *m, char **out, size_t *len, mcr_error *err);
+
+/* Whether s is 1 to MCR_MIGRATION_ID_MAX lower-case hex digits. */
+bool mcr__migration_id_ok(const char *s);
 
 #endif

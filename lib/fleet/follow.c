@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* follow.c: a router fed by etcd: the first read, then a thread that watches the pool's key, adopts each new epoch, registers the process under clients/ with a kept-alive lease, and rides out etcd failures. */
+/* follow.c: a router fed by etcd: the first read, then a thread that watches the pool's snapshot and migration keys, adopts each new epoch and each migration's transition, registers the process under clients/ with a kept-alive lease, and rides out etcd failures. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -47,6 +47,14 @@ struct mcr_fleet {
     unsigned backoff_ms;
     struct event *stop_ev, *restart_ev, *keepalive_ev;
 
+    /* The migration adopted (the record at c.migration_key): its id, phase
+     * and epochs; mig_serial the router's transition we set (0: none). */
+    mcr_migration_phase mig_phase;
+    char mig_id[MCR_MIGRATION_ID_MAX + 1];
+    uint64_t mig_from_epoch, mig_to_epoch;
+    uint64_t mig_serial;
+    int reg_dirty;               /* the client key is to be written again */
+
     /* publish_local_states: the router's hook wakes the thread through
      * health_pipe; `written` are the states it stored in etcd */
     int publish_local;
@@ -76,7 +84,7 @@ struct mcr_fleet {
         uint64_t revision;
         char endpoint[300];
         int has_endpoint;
-    } held[4];
+    } held[6];
 };
 
 /* How long a watch may stay silent before it is established again (a
@@ -111,6 +119,8 @@ static void sync_stats(mcr_fleet *f)
     f->st.epoch = f->cur ? mcr_snapshot_epoch(f->cur) : 0;
     f->st.registered = f->lease != 0;
     f->st.connected = f->watch != NULL && f->st.connected;
+    f->st.migration_phase = f->mig_phase;
+    memcpy(f->st.migration_id, f->mig_id, sizeof(f->st.migration_id));
     pthread_mutex_unlock(&f->lock);
 }
 
@@ -165,7 +175,7 @@ static int adopt(mcr_fleet *f, mcr_snapshot *snap, uint64_t revision, mcr_error 
             report(f, MCR_FLEET_CACHE, ce.code, &ce, revision, NULL);
     }
     report(f, MCR_FLEET_ADOPTED, MCR_OK, NULL, revision, NULL);
-    register_client(f);
+    f->reg_dirty = 1; /* written once the watch event is done (flush_register) */
     return MCR_OK;
 }
 
@@ -199,6 +209,119 @@ static void consider(mcr_fleet *f, const unsigned char *value, size_t len, uint6
     }
 }
 
+/* ------------------------------------------------------------ migrations */
+
+/* End the transition we set, unless the router holds another one now
+ * (the application's own). */
+static void end_transition(mcr_fleet *f, uint64_t revision)
+{
+    mcr_transition t;
+    if (f->mig_serial == 0)
+        return;
+    if (mcr_router_transition(f->router, &t) == MCR_OK) {
+        if (t.serial == f->mig_serial)
+            (void)mcr_router_end_transition(f->router);
+        mcr_transition_clear(&t);
+    }
+    f->mig_serial = 0;
+    stat_add(f, &f->st.transitions_ended, 1);
+    report(f, MCR_FLEET_TRANSITION_END, MCR_OK, NULL, revision, NULL);
+}
+
+/* Adopt a checked migration record (read at `revision`): copying, switched
+ * and grace set its transition, once per id and pair of epochs; done and
+ * aborted end it; planned ends one of another migration. */
+static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revision)
+{
+    uint64_t fe = mcr_snapshot_epoch(m->from), te = mcr_snapshot_epoch(m->to);
+    int same = strcmp(f->mig_id, m->id) == 0 && f->mig_from_epoch == fe && f->mig_to_epoch == te;
+    switch (m->phase) {
+    case MCR_MIGRATION_COPYING:
+    case MCR_MIGRATION_SWITCHED:
+    case MCR_MIGRATION_GRACE:
+        if (!same || f->mig_serial == 0) {
+            mcr_error err;
+            mcr_transition t;
+            int rc = mcr_router_set_transition(f->router, m->from, m->to, 0,
+                                               m->warm ? MCR_TRANSITION_WARM : 0, &err);
+            if (rc != MCR_OK) {
+                /* not adopted: the client key keeps saying what it was */
+                report(f, MCR_FLEET_TRANSITION, rc, &err, revision, NULL);
+                return;
+            }
+            f->mig_serial = 1;
+            if (mcr_router_transition(f->router, &t) == MCR_OK) {
+                f->mig_serial = t.serial;
+                mcr_transition_clear(&t);
+            }
+            stat_add(f, &f->st.transitions, 1);
+            report(f, MCR_FLEET_TRANSITION, MCR_OK, NULL, revision, NULL);
+        }
+        break;
+    case MCR_MIGRATION_PLANNED:
+        if (!same)
+            end_transition(f, revision);
+        break;
+    default: /* done, aborted */
+        end_transition(f, revision);
+        break;
+    }
+    if (!same || f->mig_phase != m->phase)
+        f->reg_dirty = 1;
+    memcpy(f->mig_id, m->id, sizeof(f->mig_id));
+    f->mig_phase = m->phase;
+    f->mig_from_epoch = fe;
+    f->mig_to_epoch = te;
+    sync_stats(f);
+}
+
+/* A value of the migration key at `modrev`: checked, then adopted; a
+ * record that does not check is refused and changes nothing. */
+static void consider_migration(mcr_fleet *f, const unsigned char *value, size_t len,
+                               uint64_t modrev)
+{
+    mcr_error err;
+    mcr_migration m;
+    int rc = mcr__migration_parse(f->c.migration_key, modrev, value, len, &m, &err);
+    if (rc != MCR_OK) {
+        stat_add(f, &f->st.refused, 1);
+        report(f, MCR_FLEET_REFUSED, rc, &err, modrev, NULL);
+        return;
+    }
+    adopt_migration(f, &m, modrev);
+    mcr_migration_clear(&m);
+}
+
+/* The migration key deleted (or missing at a read): no migration. */
+static void migration_gone(mcr_fleet *f, uint64_t revision)
+{
+    end_transition(f, revision);
+    if (f->mig_phase != MCR_MIGRATION_NONE)
+        f->reg_dirty = 1;
+    f->mig_phase = MCR_MIGRATION_NONE;
+    f->mig_id[0] = '\0';
+    f->mig_from_epoch = f->mig_to_epoch = 0;
+    sync_stats(f);
+}
+
+/* The migration key as of revision `at` (the snapshot's read): adopted or
+ * refused. MCR_OK, or the request's error. */
+static int read_migration(mcr_fleet *f, uint64_t at, mcr_error *err)
+{
+    mcr__etcd_kv kv;
+    bool found = false;
+    int rc = mcr__etcd_get_at(&f->e, f->c.migration_key, at, false, &found, &kv, NULL, err);
+    if (rc != MCR_OK)
+        return rc;
+    if (found) {
+        consider_migration(f, kv.value, kv.value_len, kv.mod_revision);
+        mcr__etcd_kv_clear(&kv);
+    } else {
+        migration_gone(f, at);
+    }
+    return MCR_OK;
+}
+
 /* ------------------------------------------------------------ registration */
 
 static int client_value(mcr_fleet *f, char **out)
@@ -207,7 +330,12 @@ static int client_value(mcr_fleet *f, char **out)
                           (json_int_t)(f->cur ? mcr_snapshot_epoch(f->cur) : 0), "checksum",
                           f->cur ? mcr_snapshot_checksum(f->cur) : "", "host", f->host_info,
                           "revision", (json_int_t)f->revision);
-    *out = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (j != NULL && f->mig_phase != MCR_MIGRATION_NONE)
+        json_object_set_new(j, "migration",
+                            json_pack("{s:s,s:s,s:I}", "id", f->mig_id, "phase",
+                                      mcr_migration_phase_name(f->mig_phase), "to_epoch",
+                                      (json_int_t)f->mig_to_epoch));
+    *out = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
     return *out ? MCR_OK : MCR_ERR_NOMEM;
 }
@@ -220,6 +348,7 @@ static void register_client(mcr_fleet *f)
     char *v = NULL;
     if (f->no_register || f->cur == NULL)
         return;
+    f->reg_dirty = 0;
     int rc = MCR_OK;
     if (f->lease == 0)
         rc = mcr__etcd_lease_grant(&f->e, f->ttl_s, &f->lease, &err);
@@ -231,11 +360,19 @@ static void register_client(mcr_fleet *f)
     if (rc == MCR_ERR_PROTOCOL) /* e.g. the lease expired meanwhile */
         f->lease = 0;
     if (rc != MCR_OK) {
+        f->reg_dirty = 1; /* the keepalive timer tries again */
         if (rc == MCR_ERR_NOMEM)
             mcr__error(&err, rc, "out of memory registering the client");
         report(f, MCR_FLEET_REGISTER, rc, &err, 0, f->e.ep[f->e.cur].url);
     }
     sync_stats(f);
+}
+
+/* Write the client key when an adoption changed what it says. */
+static void flush_register(mcr_fleet *f)
+{
+    if (f->reg_dirty)
+        register_client(f);
 }
 
 static void schedule_restart(mcr_fleet *f, unsigned ms);
@@ -256,8 +393,9 @@ static void keepalive_cb(evutil_socket_t fd, short what, void *arg)
         mcr_error err;
         bool alive = false;
         int rc = mcr__etcd_lease_keepalive(&f->e, f->lease, &alive, &err);
-        if (rc == MCR_OK && !alive) {
-            f->lease = 0; /* expired (etcd was away too long): a new one */
+        if (rc == MCR_OK && (!alive || f->reg_dirty)) {
+            if (!alive)
+                f->lease = 0; /* expired (etcd was away too long): a new one */
             register_client(f);
         } else if (rc != MCR_OK) {
             report(f, MCR_FLEET_REGISTER, rc, &err, 0, NULL);
@@ -303,6 +441,70 @@ static void watch_failed(mcr_fleet *f, int status, const mcr_error *err)
     f->e.cur = (f->watch_ep + 1) % f->e.nep; /* the next endpoint next time */
     f->watch_ep = f->e.cur;
     schedule_restart(f, next_backoff(f));
+}
+
+/* Whether the key of kv is `key`. */
+static bool key_is(const mcr__etcd_kv *kv, const char *key)
+{
+    return kv->key_len == strlen(key) && memcmp(kv->key, key, kv->key_len) == 0;
+}
+
+/* Whether a key lies in the watched range: from the migration key to the
+ * snapshot key (other keys there, such as the migration lock, are not the
+ * follower's business). */
+static bool key_in_range(const mcr_fleet *f, const mcr__etcd_kv *kv)
+{
+    const char *lo = f->c.migration_key, *hi = f->c.snapshot_key;
+    size_t nl = strlen(lo), nh = strlen(hi), k = kv->key_len;
+    int a = memcmp(kv->key, lo, k < nl ? k : nl), b = memcmp(kv->key, hi, k < nh ? k : nh);
+    return (a > 0 || (a == 0 && k >= nl)) && (b < 0 || (b == 0 && k <= nh));
+}
+
+/* One event of a watch response: pass 0 counts it, refuses what is
+ * malformed or outside the range and adopts the migration record's; pass 1
+ * the snapshot's. */
+static void watch_event(mcr_fleet *f, json_t *ev, uint64_t hrev, int pass)
+{
+    json_t *type = json_object_get(ev, "type");
+    int deleted = json_is_string(type) && strcmp(json_string_value(type), "DELETE") == 0;
+    mcr__etcd_kv kv;
+    mcr_error err;
+    if (pass == 0)
+        stat_add(f, &f->st.watch_events, 1);
+    if (mcr__etcd_kv_parse(json_object_get(ev, "kv"), &kv, &err) != MCR_OK) {
+        if (pass == 0) {
+            stat_add(f, &f->st.refused, 1);
+            report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
+        }
+        return;
+    }
+    if (pass == 0 && !key_in_range(f, &kv)) {
+        mcr__error(&err, MCR_ERR_PROTOCOL, "etcd watch of %s delivered an event of another key",
+                   f->c.snapshot_key);
+        stat_add(f, &f->st.refused, 1);
+        report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
+    } else if (pass == 0 && key_is(&kv, f->c.migration_key)) {
+        if (kv.mod_revision > f->revision)
+            f->revision = kv.mod_revision;
+        if (deleted)
+            migration_gone(f, kv.mod_revision);
+        else
+            consider_migration(f, kv.value, kv.value_len, kv.mod_revision);
+    } else if (pass == 1 && key_is(&kv, f->c.snapshot_key)) {
+        if (kv.mod_revision > f->revision)
+            f->revision = kv.mod_revision;
+        if (deleted) {
+            mcr__error(&err, MCR_ERR_UNKNOWN,
+                       "etcd key %s deleted (revision %llu): kept epoch %llu",
+                       f->c.snapshot_key, (unsigned long long)kv.mod_revision,
+                       (unsigned long long)(f->cur ? mcr_snapshot_epoch(f->cur) : 0));
+            stat_add(f, &f->st.refused, 1);
+            report(f, MCR_FLEET_REFUSED, err.code, &err, kv.mod_revision, NULL);
+        } else {
+            consider(f, kv.value, kv.value_len, kv.mod_revision);
+        }
+    }
+    mcr__etcd_kv_clear(&kv);
 }
 
 static void on_line(json_t *line, void *arg)
@@ -351,39 +553,13 @@ static void on_line(json_t *line, void *arg)
     }
     json_t *evs = json_object_get(res, "events");
     size_t n = json_is_array(evs) ? json_array_size(evs) : 0;
-    for (size_t i = 0; i < n; i++) {
-        json_t *ev = json_array_get(evs, i);
-        json_t *type = json_object_get(ev, "type");
-        mcr__etcd_kv kv;
-        stat_add(f, &f->st.watch_events, 1);
-        if (mcr__etcd_kv_parse(json_object_get(ev, "kv"), &kv, &err) != MCR_OK) {
-            stat_add(f, &f->st.refused, 1);
-            report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
-            continue;
-        }
-        if (kv.key_len != strlen(f->c.snapshot_key) ||
-            memcmp(kv.key, f->c.snapshot_key, kv.key_len) != 0) {
-            mcr__error(&err, MCR_ERR_PROTOCOL, "etcd watch of %s delivered an event of another key",
-                       f->c.snapshot_key);
-            stat_add(f, &f->st.refused, 1);
-            report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
-            mcr__etcd_kv_clear(&kv);
-            continue;
-        }
-        if (kv.mod_revision > f->revision)
-            f->revision = kv.mod_revision;
-        if (json_is_string(type) && strcmp(json_string_value(type), "DELETE") == 0) {
-            mcr__error(&err, MCR_ERR_UNKNOWN,
-                       "etcd key %s deleted (revision %llu): kept epoch %llu",
-                       f->c.snapshot_key, (unsigned long long)kv.mod_revision,
-                       (unsigned long long)(f->cur ? mcr_snapshot_epoch(f->cur) : 0));
-            stat_add(f, &f->st.refused, 1);
-            report(f, MCR_FLEET_REFUSED, err.code, &err, kv.mod_revision, NULL);
-        } else {
-            consider(f, kv.value, kv.value_len, kv.mod_revision);
-        }
-        mcr__etcd_kv_clear(&kv);
-    }
+    /* Two passes: the migration record's events first, then the
+     * snapshot's, so that a switch (both keys in one transaction, so in one
+     * response) sets the transition before the snapshot is adopted. */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++)
+            watch_event(f, json_array_get(evs, i), hrev, pass);
+    flush_register(f);
     if (hrev > f->revision && n > 0)
         f->revision = hrev;
 }
@@ -452,9 +628,17 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
         mcr_snapshot *snap = NULL;
         uint64_t modrev = 0, rev = 0;
         int rc = mcr__fleet_get(&f->e, &f->c, NULL, &snap, &modrev, &rev, &err);
-        if (rc == MCR_ERR_CONNECT) {
-            watch_failed(f, rc, &err);
+        mcr_error merr;
+        /* the migration as of the same revision, adopted first */
+        int mrc = rc == MCR_ERR_CONNECT || rev == 0 ? MCR_OK : read_migration(f, rev, &merr);
+        if (rc == MCR_ERR_CONNECT || mrc == MCR_ERR_CONNECT) {
+            mcr_snapshot_unref(snap);
+            watch_failed(f, MCR_ERR_CONNECT, rc == MCR_ERR_CONNECT ? &err : &merr);
             return;
+        }
+        if (mrc != MCR_OK) {
+            stat_add(f, &f->st.refused, 1);
+            report(f, MCR_FLEET_REFUSED, mrc, &merr, rev, NULL);
         }
         if (rc == MCR_OK) {
             char *text = NULL;
@@ -471,10 +655,11 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
         if (rev > f->revision)
             f->revision = rev;
         f->need_read = 0;
-        if (f->lease == 0)
-            register_client(f); /* started from the cache, or lost the lease */
+        if (f->lease == 0 || f->reg_dirty)
+            register_client(f); /* started from the cache, lost the lease, adopted */
     }
-    char *body = mcr__etcd_watch_body(f->c.snapshot_key, f->revision + 1);
+    char *body = mcr__etcd_watch_range_body(f->c.migration_key, f->c.snapshot_key,
+                                            f->revision + 1);
     unsigned idle = WATCH_IDLE_TIMEOUTS * f->c.request_timeout_ms;
     if (idle < WATCH_IDLE_MS)
         idle = WATCH_IDLE_MS;
@@ -883,10 +1068,20 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
                             f->c.pool, (unsigned long long)mcr_snapshot_epoch(have),
                             (unsigned long long)mcr_snapshot_epoch(snap));
         } else {
+            rc = MCR_OK;
+        }
+        /* A migration under way is adopted before the snapshot is
+         * published (a follower that starts during one reads through its
+         * transition from the start). */
+        if (rc == MCR_OK && !from_cache)
+            rc = read_migration(f, f->revision, err);
+        if (rc == MCR_OK && f->cur == NULL) {
             rc = mcr_router_publish(router, snap, err);
             if (rc == MCR_OK) {
                 f->cur = mcr_snapshot_ref(snap);
                 f->st.adopted = 1;
+            } else {
+                end_transition(f, 0); /* nothing started: nothing left set */
             }
         }
         mcr_snapshot_unref(have);

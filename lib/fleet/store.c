@@ -57,6 +57,13 @@ void mcr__fleet_sigpipe_restore(const sigset_t *old)
     pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
+uint64_t mcr__fleet_unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 uint64_t mcr__fleet_now_ms(void)
 {
     struct timespec ts;
@@ -83,6 +90,8 @@ void mcr__fleet_conf_cleanup(mcr__fleet_conf *c)
     free(c->prefix);
     free(c->snapshot_key);
     free(c->clients_prefix);
+    free(c->migration_key);
+    free(c->lock_key);
     memset(c, 0, sizeof(*c));
 }
 
@@ -125,6 +134,8 @@ int mcr__fleet_conf_init(mcr__fleet_conf *c, const mcr_fleet_options *o, mcr_err
     if (base != NULL) {
         c->snapshot_key = cat3(base, "/snapshot", "");
         c->clients_prefix = cat3(base, "/clients/", "");
+        c->migration_key = cat3(base, "/migration", "");
+        c->lock_key = cat3(base, "/migration-lock", "");
     }
     free(base);
     c->request_timeout_ms = o->request_timeout_ms ? o->request_timeout_ms
@@ -132,7 +143,8 @@ int mcr__fleet_conf_init(mcr__fleet_conf *c, const mcr_fleet_options *o, mcr_err
     c->wait_ms = o->wait_ms ? o->wait_ms : MCR_FLEET_WAIT_MS;
     c->retries = o->retries ? o->retries : MCR_FLEET_RETRIES;
     if (c->endpoints == NULL || c->pool == NULL || c->prefix == NULL ||
-        c->snapshot_key == NULL || c->clients_prefix == NULL) {
+        c->snapshot_key == NULL || c->clients_prefix == NULL || c->migration_key == NULL ||
+        c->lock_key == NULL) {
         mcr__fleet_conf_cleanup(c);
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
     }
@@ -179,18 +191,7 @@ int mcr__fleet_get(mcr__etcd *e, const mcr__fleet_conf *c, bool *missing, mcr_sn
 
 /* ------------------------------------------------------------ blocking calls */
 
-/* One blocking call: an etcd client on this thread and a deadline; an
- * operation is retried across rounds of endpoints (with backoff) while it
- * fails with MCR_ERR_CONNECT and the deadline has not passed. */
-typedef struct session {
-    sigset_t sigmask;   /* the thread's, restored at the end */
-    mcr__fleet_conf c;
-    mcr__etcd e;
-    uint64_t deadline;
-    unsigned backoff_ms;
-} session;
-
-static int session_open(session *s, const mcr_fleet_options *o, mcr_error *err)
+int mcr__fleet_session_open(mcr__fleet_session *s, const mcr_fleet_options *o, mcr_error *err)
 {
     memset(s, 0, sizeof(*s));
     int rc = mcr__fleet_conf_init(&s->c, o, err);
@@ -208,7 +209,7 @@ static int session_open(session *s, const mcr_fleet_options *o, mcr_error *err)
     return MCR_OK;
 }
 
-static void session_close(session *s)
+void mcr__fleet_session_close(mcr__fleet_session *s)
 {
     mcr__etcd_cleanup(&s->e);
     mcr__fleet_conf_cleanup(&s->c);
@@ -217,7 +218,7 @@ static void session_close(session *s)
 
 /* After a failed round: wait (on the client's event_base, so nothing else
  * is blocked) and say whether to try again. */
-static bool session_again(session *s, int rc)
+bool mcr__fleet_session_again(mcr__fleet_session *s, int rc)
 {
     if (rc != MCR_ERR_CONNECT)
         return false;
@@ -238,16 +239,16 @@ static bool session_again(session *s, int rc)
 int mcr_fleet_read(const mcr_fleet_options *o, mcr_snapshot **out, uint64_t *revision,
                    mcr_error *err)
 {
-    session s;
+    mcr__fleet_session s;
     if (out == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL output");
-    int rc = session_open(&s, o, err);
+    int rc = mcr__fleet_session_open(&s, o, err);
     if (rc != MCR_OK)
         return rc;
     do
         rc = mcr__fleet_get(&s.e, &s.c, NULL, out, NULL, revision, err);
-    while (session_again(&s, rc));
-    session_close(&s);
+    while (mcr__fleet_session_again(&s, rc));
+    mcr__fleet_session_close(&s);
     return rc;
 }
 
@@ -313,8 +314,8 @@ static int same_params(const mcr_snapshot *pool, const mcr_snapshot *target, mcr
 /* The next snapshot: the changes from `cur` to `target`'s list (with its
  * states when `flags` says MCR_CHANGES_STATES), computed again from each
  * snapshot read; *next NULL when the lists match. */
-static int next_to(const mcr_snapshot *cur, const mcr_snapshot *target, unsigned flags,
-                   mcr_snapshot **next, mcr_error *err)
+int mcr__fleet_next_to(const mcr_snapshot *cur, const mcr_snapshot *target, unsigned flags,
+                       mcr_snapshot **next, mcr_error *err)
 {
     mcr_changes *ch = NULL;
     size_t n = 0;
@@ -332,13 +333,13 @@ static int next_to(const mcr_snapshot *cur, const mcr_snapshot *target, unsigned
 static int next_by_list(const mcr_snapshot *cur, const void *arg, mcr_snapshot **next,
                         mcr_error *err)
 {
-    return next_to(cur, arg, 0, next, err);
+    return mcr__fleet_next_to(cur, arg, 0, next, err);
 }
 
 static int next_by_snapshot(const mcr_snapshot *cur, const void *arg, mcr_snapshot **next,
                             mcr_error *err)
 {
-    return next_to(cur, arg, MCR_CHANGES_STATES, next, err);
+    return mcr__fleet_next_to(cur, arg, MCR_CHANGES_STATES, next, err);
 }
 
 /* Whether a write of ours that an endpoint left unanswered (see cas_loop)
@@ -349,7 +350,7 @@ static int next_by_snapshot(const mcr_snapshot *cur, const void *arg, mcr_snapsh
  * revision, keys only: the key's mod_revision there does not decrease),
  * then told by its checksum, the text's last line (it covers the epoch).
  * false when it is not there, or that history is compacted or unreadable. */
-static bool landed(session *s, uint64_t after, uint64_t modrev, const char *sum)
+static bool landed(mcr__fleet_session *s, uint64_t after, uint64_t modrev, const char *sum)
 {
     uint64_t lo = after + 1, hi = modrev;
     const size_t cl = strlen("checksum ") + MCR_SNAPSHOT_CHECKSUM_LEN + 1;
@@ -385,16 +386,24 @@ static bool landed(session *s, uint64_t after, uint64_t modrev, const char *sum)
 }
 
 
-/* A write was sent and no answer came back, nor could a read tell whether
- * it landed: say so, so that an operator checks before doing it again. */
-static int outcome_unknown(mcr_error *err, uint64_t epoch, const char *sum)
+int mcr__fleet_outcome_unknown(mcr_error *err, const char *what)
 {
     char m[MCR_ERROR_MESSAGE_SIZE];
     snprintf(m, sizeof(m), "%s", err ? err->message : "etcd unreachable");
     return mcr__error(err, MCR_ERR_CONNECT,
-                      "outcome unknown: epoch %llu (checksum %s) may have been stored; "
-                      "read the pool before trying again (%s)",
-                      (unsigned long long)epoch, sum, m);
+                      "outcome unknown: %s may have been stored; read it before trying again "
+                      "(%s)",
+                      what, m);
+}
+
+/* A write was sent and no answer came back, nor could a read tell whether
+ * it landed: say so, so that an operator checks before doing it again. */
+static int outcome_unknown(mcr_error *err, uint64_t epoch, const char *sum)
+{
+    char what[96];
+    snprintf(what, sizeof(what), "epoch %llu (checksum %s) of the pool",
+             (unsigned long long)epoch, sum);
+    return mcr__fleet_outcome_unknown(err, what);
 }
 
 /* Read, compute the next snapshot, compare-and-swap; again on conflict.
@@ -416,7 +425,7 @@ static int outcome_unknown(mcr_error *err, uint64_t epoch, const char *sum)
  * snapshot (same changes on the same epoch) could look alike, and then the
  * pool holds what both asked for. With that history compacted away, the
  * changes are applied again, as for any conflict. */
-static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot *create,
+static int cas_loop(mcr__fleet_session *s, next_fn fn, const void *arg, const mcr_snapshot *create,
                     uint64_t *epoch, mcr_error *err)
 {
     int rc = MCR_OK;
@@ -429,7 +438,7 @@ static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot 
         bool missing = false;
         do
             rc = mcr__fleet_get(&s->e, &s->c, &missing, &cur, &modrev, NULL, err);
-        while (session_again(s, rc));
+        while (mcr__fleet_session_again(s, rc));
         if (rc == MCR_OK && sent_epoch != 0) {
             if ((mcr_snapshot_epoch(cur) == sent_epoch &&
                  strcmp(mcr_snapshot_checksum(cur), sent_sum) == 0) ||
@@ -467,7 +476,7 @@ static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot 
             uint64_t failures = s->e.failures; /* requests to an endpoint that did not answer */
             do
                 rc = mcr__etcd_cas(&s->e, s->c.snapshot_key, text, len, modrev, &ok, NULL, err);
-            while (session_again(s, rc));
+            while (mcr__fleet_session_again(s, rc));
             if (s->e.failures != failures) {
                 sent_epoch = mcr_snapshot_epoch(write);
                 sent_after = modrev;
@@ -493,31 +502,31 @@ static int cas_loop(session *s, next_fn fn, const void *arg, const mcr_snapshot 
 int mcr_fleet_change(const mcr_fleet_options *o, const mcr_changes *changes, uint64_t *epoch,
                      mcr_error *err)
 {
-    session s;
+    mcr__fleet_session s;
     if (changes == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL changes");
-    int rc = session_open(&s, o, err);
+    int rc = mcr__fleet_session_open(&s, o, err);
     if (rc != MCR_OK)
         return rc;
     rc = cas_loop(&s, next_by_changes, changes, NULL, epoch, err);
-    session_close(&s);
+    mcr__fleet_session_close(&s);
     return rc;
 }
 
 int mcr_fleet_publish(const mcr_fleet_options *o, const mcr_config *cfg, uint64_t *epoch,
                       mcr_error *err)
 {
-    session s;
+    mcr__fleet_session s;
     mcr_snapshot *first = NULL;
     if (cfg == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL config");
     int rc = mcr_snapshot_new(cfg, 1, &first, err);
     if (rc != MCR_OK)
         return rc;
-    rc = session_open(&s, o, err);
+    rc = mcr__fleet_session_open(&s, o, err);
     if (rc == MCR_OK) {
         rc = cas_loop(&s, next_by_list, first, first, epoch, err);
-        session_close(&s);
+        mcr__fleet_session_close(&s);
     }
     mcr_snapshot_unref(first);
     return rc;
@@ -526,20 +535,47 @@ int mcr_fleet_publish(const mcr_fleet_options *o, const mcr_config *cfg, uint64_
 int mcr_fleet_publish_snapshot(const mcr_fleet_options *o, const mcr_snapshot *snap,
                                uint64_t *epoch, mcr_error *err)
 {
-    session s;
+    mcr__fleet_session s;
     if (snap == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL snapshot");
-    int rc = session_open(&s, o, err);
+    int rc = mcr__fleet_session_open(&s, o, err);
     if (rc != MCR_OK)
         return rc;
     rc = cas_loop(&s, next_by_snapshot, snap, NULL, epoch, err);
-    session_close(&s);
+    mcr__fleet_session_close(&s);
     return rc;
 }
 
 /* ------------------------------------------------------------ clients */
 
-/* A client's value: {"epoch":N,"checksum":"...","host":"..."}. */
+/* A client's "migration": {"id":"hex","phase":"name","to_epoch":N}, or
+ * absent (none adopted, or a follower older than migrations). NULL when it
+ * checks, else why not. */
+static const char *client_migration(const json_t *j, mcr_fleet_client *c)
+{
+    json_t *m = json_object_get(j, "migration");
+    if (m == NULL)
+        return NULL;
+    json_t *id = json_object_get(m, "id"), *ph = json_object_get(m, "phase");
+    uint64_t to = 0;
+    if (!json_is_object(m))
+        return "\"migration\" is not an object";
+    if (!json_is_string(id) || !mcr__migration_id_ok(json_string_value(id)))
+        return "\"migration\": no id (hex digits)";
+    if (!json_is_string(ph) || !mcr__migration_phase_parse(json_string_value(ph),
+                                                          &c->migration_phase) ||
+        c->migration_phase == MCR_MIGRATION_NONE)
+        return "\"migration\": no phase";
+    if (!json_is_integer(json_object_get(m, "to_epoch")) || !mcr__json_u64(m, "to_epoch", &to) ||
+        to == 0)
+        return "\"migration\": no to_epoch";
+    snprintf(c->migration_id, sizeof(c->migration_id), "%s", json_string_value(id));
+    c->migration_to_epoch = to;
+    return NULL;
+}
+
+/* A client's value: {"epoch":N,"checksum":"...","host":"...", "migration":
+ * {...}}. */
 static void client_of(const mcr__etcd_kv *kv, const char *prefix, mcr_fleet_client *c)
 {
     size_t plen = strlen(prefix);
@@ -563,10 +599,15 @@ static void client_of(const mcr__etcd_kv *kv, const char *prefix, mcr_fleet_clie
     else if (!json_is_string(sum) || strlen(json_string_value(sum)) != MCR_SNAPSHOT_CHECKSUM_LEN ||
              strspn(json_string_value(sum), "0123456789abcdef") != MCR_SNAPSHOT_CHECKSUM_LEN)
         why = "no checksum (32 lower-case hex digits)";
+    else
+        why = client_migration(j, c);
     if (why != NULL) {
         char b[96];
         snprintf(b, sizeof(b), "invalid: %s", why);
         c->host = strdup(b);
+        c->migration_id[0] = '\0';
+        c->migration_phase = MCR_MIGRATION_NONE;
+        c->migration_to_epoch = 0;
     } else {
         c->epoch = ep;
         memcpy(c->checksum, json_string_value(sum), MCR_SNAPSHOT_CHECKSUM_LEN + 1);
@@ -595,19 +636,19 @@ void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count)
 int mcr_fleet_clients(const mcr_fleet_options *o, mcr_fleet_client **out, size_t *count,
                       mcr_error *err)
 {
-    session s;
+    mcr__fleet_session s;
     if (out == NULL || count == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL output");
-    int rc = session_open(&s, o, err);
+    int rc = mcr__fleet_session_open(&s, o, err);
     if (rc != MCR_OK)
         return rc;
     mcr__etcd_kv *kvs = NULL;
     size_t n = 0;
     do
         rc = mcr__etcd_get_prefix(&s.e, s.c.clients_prefix, &kvs, &n, err);
-    while (session_again(&s, rc));
+    while (mcr__fleet_session_again(&s, rc));
     char *prefix = rc == MCR_OK ? strdup(s.c.clients_prefix) : NULL;
-    session_close(&s);
+    mcr__fleet_session_close(&s);
     if (rc != MCR_OK)
         return rc; /* nothing read */
     mcr_fleet_client *a = n ? calloc(n, sizeof(*a)) : NULL;
