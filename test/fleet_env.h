@@ -68,7 +68,7 @@ void fe_assert_has(const mcr_snapshot *snap, const char *id, mcr_server_state st
 
 /* ------------------------------------------------------------ a follower's events */
 
-#define FE_KINDS 8
+#define FE_KINDS 11
 #define FE_EPOCHS_MAX 4096
 
 typedef struct fe_rec {
