@@ -18,11 +18,13 @@ set(MCR_PKGCONFIG_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 # are in separate export sets: a program that uses only the shared library
 # must not need the static one's dependencies (libyaml, liburcu, libevent
 # development files) to find the package.
-# libmcroute_pool, libmcroute_twemproxy and libmcroute_fleet likewise, each
-# beside libmcroute in the same two export sets.
-install(TARGETS mcroute mcroute_pool mcroute_twemproxy mcroute_fleet
+# libmcroute_pool, libmcroute_twemproxy, libmcroute_fleet and
+# libmcroute_migrate likewise, each beside libmcroute in the same two export
+# sets.
+install(TARGETS mcroute mcroute_pool mcroute_twemproxy mcroute_fleet mcroute_migrate
         EXPORT mcroute-shared-targets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS mcroute_static mcroute_pool_static mcroute_twemproxy_static mcroute_fleet_static
+                mcroute_migrate_static
         EXPORT mcroute-static-targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS mcroute_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
@@ -86,13 +88,17 @@ mcr_pc_libs_private(MCR_PC_POOL_LIBS_PRIVATE LIBEVENT)
 mcr_pc_libs_private(MCR_PC_TWEMPROXY_LIBS_PRIVATE YAML)
 mcr_pc_libs_private(MCR_PC_FLEET_LIBS_PRIVATE LIBEVENT_EXTRA LIBEVENT JANSSON)
 string(APPEND MCR_PC_FLEET_LIBS_PRIVATE " -pthread")
+mcr_pc_libs_private(MCR_PC_MIGRATE_LIBS_PRIVATE LIBEVENT)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute.pc.in ${PROJECT_BINARY_DIR}/mcroute.pc @ONLY)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-pool.pc.in ${PROJECT_BINARY_DIR}/mcroute-pool.pc @ONLY)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-twemproxy.pc.in
                ${PROJECT_BINARY_DIR}/mcroute-twemproxy.pc @ONLY)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-fleet.pc.in ${PROJECT_BINARY_DIR}/mcroute-fleet.pc @ONLY)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-migrate.pc.in ${PROJECT_BINARY_DIR}/mcroute-migrate.pc
+               @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/mcroute.pc ${PROJECT_BINARY_DIR}/mcroute-pool.pc
               ${PROJECT_BINARY_DIR}/mcroute-twemproxy.pc ${PROJECT_BINARY_DIR}/mcroute-fleet.pc
+              ${PROJECT_BINARY_DIR}/mcroute-migrate.pc
         DESTINATION ${MCR_PKGCONFIG_DIR})
 if(TARGET mcroute_libmemcached)
   configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-libmemcached.pc.in
@@ -102,7 +108,8 @@ endif()
 
 # ---------------------------------------------------------------- CMake package
 # find_package(mcroute CONFIG): mcroute::mcroute, mcroute::mcroute_pool,
-# mcroute::mcroute_twemproxy, mcroute::mcroute_fleet (shared), their _static twins, and
+# mcroute::mcroute_twemproxy, mcroute::mcroute_fleet, mcroute::mcroute_migrate
+# (shared), their _static twins, and
 # mcroute::mcroute_libmemcached when built. Any 0.x satisfies a request for
 # 0.y with y <= x, never 1.x: the rule of the SONAME.
 install(EXPORT mcroute-shared-targets NAMESPACE mcroute::

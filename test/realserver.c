@@ -260,6 +260,12 @@ static const char *current_user(void)
 int rs_memcached_start(rs_proc *p, const char *addr, int port, const char *log,
                        int timeout_ms)
 {
+    return rs_memcached_start_opts(p, addr, port, NULL, log, timeout_ms);
+}
+
+int rs_memcached_start_opts(rs_proc *p, const char *addr, int port, const char *const *extra,
+                            const char *log, int timeout_ms)
+{
     memset(p, 0, sizeof(*p));
     for (int attempt = 0; attempt < RS_PORT_TRIES; attempt++) {
         int use = port, fd = -1;
@@ -268,7 +274,7 @@ int rs_memcached_start(rs_proc *p, const char *addr, int port, const char *log,
             return -1;
         rs_release_ports(1, &fd);
         snprintf(ports, sizeof(ports), "%d", use);
-        char *argv[16];
+        char *argv[32];
         int a = 0;
         argv[a++] = (char *)rs_memcached_path();
         argv[a++] = "-l";
@@ -287,6 +293,8 @@ int rs_memcached_start(rs_proc *p, const char *addr, int port, const char *log,
             argv[a++] = "-u";
             argv[a++] = (char *)current_user();
         }
+        for (int i = 0; extra != NULL && extra[i] != NULL && a < 31; i++)
+            argv[a++] = (char *)extra[i];
         argv[a] = NULL;
         pid_t pid = rs_spawn(argv, log);
         if (pid < 0)

@@ -63,6 +63,12 @@ int rs_wait_port(const char *addr, int port, pid_t pid, int timeout_ms);
 int rs_memcached_start(rs_proc *p, const char *addr, int port, const char *log,
                        int timeout_ms);
 
+/* rs_memcached_start() with more options: the NULL-terminated `extra`
+ * arguments (at most 15, e.g. {"-X", NULL}: dumping disabled) after the
+ * usual ones; NULL: none. */
+int rs_memcached_start_opts(rs_proc *p, const char *addr, int port, const char *const *extra,
+                            const char *log, int timeout_ms);
+
 /* Start nutcracker with `conf`, its log (-o), pid file (-p) and stats port
  * (-s, on 127.0.0.1) as given, and wait until `addr`:`port` (one of its
  * pools' listen addresses) accepts connections, at most timeout_ms.

@@ -109,14 +109,8 @@ void cli_progress_start(const char *cmd, size_t total, bool prints_lines)
     pg.start = pg.last = now();
 }
 
-static void draw(size_t done)
+static void draw_text(const char *line, size_t len)
 {
-    char line[160];
-    int n = pg.total > 0 ? snprintf(line, sizeof(line), "%s %s: %zu/%zu keys", cli_progname,
-                                    pg.cmd, done, pg.total)
-                         : snprintf(line, sizeof(line), "%s %s: %zu keys", cli_progname,
-                                    pg.cmd, done);
-    size_t len = n < 0 ? 0 : (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
     fputc('\r', stderr);
     fwrite(line, 1, len, stderr);
     for (size_t i = len; i < pg.width; i++) /* what a longer line left */
@@ -124,6 +118,22 @@ static void draw(size_t done)
     fflush(stderr);
     if (len > pg.width)
         pg.width = len;
+}
+
+static void draw(size_t done)
+{
+    char line[160];
+    int n = pg.total > 0 ? snprintf(line, sizeof(line), "%s %s: %zu/%zu keys", cli_progname,
+                                    pg.cmd, done, pg.total)
+                         : snprintf(line, sizeof(line), "%s %s: %zu keys", cli_progname,
+                                    pg.cmd, done);
+    draw_text(line, n < 0 ? 0 : (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+void cli_progress_show(const char *text)
+{
+    if (pg.on)
+        draw_text(text, strlen(text));
 }
 
 void cli_progress_update(size_t done)
@@ -168,7 +178,8 @@ void cli_progress_end(void)
 /* ------------------------------------------------------------ options */
 
 enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
-       OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID };
+       OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID,
+       OPT_RATE, OPT_DRY_RUN };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -194,6 +205,8 @@ static const struct option source_opts[] = {
     {"etcd-timeout", required_argument, NULL, OPT_ETCD_TIMEOUT},
     {"count", required_argument, NULL, OPT_COUNT},
     {"client-id", required_argument, NULL, OPT_CLIENT_ID},
+    {"rate", required_argument, NULL, OPT_RATE},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -241,6 +254,8 @@ static const char *opt_name(int c)
     case OPT_ETCD_TIMEOUT: return "--etcd-timeout";
     case OPT_COUNT: return "--count";
     case OPT_CLIENT_ID: return "--client-id";
+    case OPT_RATE: return "--rate";
+    case OPT_DRY_RUN: return "--dry-run";
     case 'h': return "--help";
     default: return "?";
     }
@@ -256,7 +271,8 @@ static bool option_allowed(int c, unsigned allowed)
     case OPT_REPLICAS: return (allowed & ALLOW_REPLICAS) != 0;
     case 'o': return (allowed & ALLOW_OUTPUT) != 0;
     case OPT_KEYS: return (allowed & ALLOW_KEYS) != 0;
-    case OPT_TIMEOUT: return (allowed & (ALLOW_POOL | ALLOW_WATCH)) != 0;
+    case OPT_TIMEOUT: return (allowed & (ALLOW_POOL | ALLOW_WATCH | ALLOW_MIGRATE)) != 0;
+    case OPT_RATE: case OPT_DRY_RUN: return (allowed & ALLOW_MIGRATE) != 0;
     case OPT_POLICY: return (allowed & ALLOW_POOL) != 0;
     case OPT_TTL: return (allowed & ALLOW_TTL) != 0;
     case OPT_JSON: return (allowed & ALLOW_JSON) != 0;
@@ -322,6 +338,12 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
             src->ttl = optarg;
             break;
         case OPT_JSON: src->json = true; break;
+        case OPT_DRY_RUN: src->dry_run = true; break;
+        case OPT_RATE:
+            if (src->rate)
+                cli_die("--rate given twice");
+            src->rate = optarg;
+            break;
         case OPT_ETCD:
             if (src->etcd)
                 cli_die("--etcd given twice");
@@ -392,7 +414,7 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
         case ':': /* the option was the last argument */
             cli_die("%s: option '%s' needs a value", argv[0], argv[optind - 1]);
         default:
-            if (optopt == 'h' || optopt == OPT_JSON) /* --help=X, --json=X */
+            if (optopt == 'h' || optopt == OPT_JSON || optopt == OPT_DRY_RUN) /* --json=X, ... */
                 cli_die("%s: option '%s' takes no value", argv[0], opt_name(optopt));
             if (optopt != 0)
                 cli_die("%s: unknown option '-%c' (see --help)", argv[0], optopt);
@@ -596,6 +618,16 @@ unsigned cli_parse_seconds(const char *cmd, const char *opt, const char *value)
     return ms < 1 ? 1u : (unsigned)ms;
 }
 
+unsigned cli_parse_ms(const char *cmd, const char *opt, const char *value)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (*value < '0' || *value > '9' || *end != '\0' || errno != 0 || v < 1 || v > 86400000L)
+        cli_die("%s: %s '%s': expected milliseconds, 1 to 86400000", cmd, opt, value);
+    return (unsigned)v;
+}
+
 void cli_fleet_options(const char *cmd, const cli_source *src, mcr_fleet_options *o)
 {
     mcr_fleet_options_init(o);
@@ -680,6 +712,29 @@ mcr_snapshot *cli_build_snapshot(const cli_source *src)
     if (rc != MCR_OK)
         cli_die("%s", err.message);
     return snap;
+}
+
+mcr_snapshot *cli_snapshot_operand(const char *cmd, const char *arg, const cli_source *opts)
+{
+    FILE *f = fopen(arg, "r");
+    if (f != NULL) {
+        char head[32] = "";
+        size_t n = fread(head, 1, sizeof(head) - 1, f);
+        fclose(f);
+        head[n] = '\0';
+        if (strncmp(head, "mcroute-snapshot", 16) == 0) {
+            if (opts->mode != NULL || opts->hash != NULL)
+                cli_die("%s: %s is a snapshot file, which sets its own mode and hash", cmd, arg);
+            return cli_load_snapshot(arg);
+        }
+    }
+    cli_source one = *opts;
+    one.etcd = one.pool = one.etcd_prefix = one.etcd_timeout = NULL; /* OLD is the pool */
+    if (f != NULL)
+        one.server_file = arg;
+    else
+        one.servers = arg;
+    return cli_build_snapshot(&one);
 }
 
 cli_placement cli_placement_build(const cli_source *src)

@@ -51,7 +51,8 @@ enum {
     ALLOW_WATCH = 512,  /* --count --client-id --timeout (watch: seconds) */
     PERMUTE = 1024,     /* options may follow the arguments (no -m, unlike MIXED_ARGS) */
     NO_HASH = 2048,     /* not even --hash (members, watch) */
-    ALLOW_LIST = 4096   /* -s -f -m --snapshot of a SOURCE only (members publish) */
+    ALLOW_LIST = 4096,  /* -s -f -m --snapshot of a SOURCE only (members publish) */
+    ALLOW_MIGRATE = 8192 /* --rate --dry-run --timeout (migrate) */
 };
 
 /* The options of one command line, collected before anything is built so
@@ -69,6 +70,8 @@ typedef struct cli_source {
     const char *etcd_timeout;  /* --etcd-timeout SECONDS, as given */
     const char *count;         /* watch --count, as given */
     const char *client_id;     /* watch --client-id */
+    const char *rate;          /* migrate --rate, as given */
+    bool dry_run;              /* migrate --dry-run */
     bool json;                 /* --json: one JSON document on stdout */
     const char **behaviors;
     size_t nbehaviors;
@@ -100,6 +103,12 @@ mcr_snapshot *cli_load_snapshot(const char *path);
  * that does not verify: the library's message). */
 mcr_snapshot *cli_build_snapshot(const cli_source *src);
 
+/* One operand of diff and migrate (OLD, NEW): a snapshot file (refused with
+ * --mode or --hash, which it sets itself), a server file or a server list
+ * (with --mode and --hash), never etcd (--etcd names OLD). Exits EXIT_USAGE,
+ * naming `cmd`, as cli_build_snapshot. */
+mcr_snapshot *cli_snapshot_operand(const char *cmd, const char *arg, const cli_source *opts);
+
 /* The config of a SOURCE that is a server list, a server file, libmemcached
  * options, a twemproxy file or a ketama file (not --snapshot, not --etcd),
  * with --mode and --hash; the caller frees it. Exits as cli_build_snapshot. */
@@ -114,6 +123,10 @@ void cli_fleet_options(const char *cmd, const cli_source *src, mcr_fleet_options
  * number above 0 and at most 86400, as milliseconds (at least 1). Exits
  * EXIT_USAGE otherwise. */
 unsigned cli_parse_seconds(const char *cmd, const char *opt, const char *value);
+
+/* MS of an option (`opt`, for the message naming `cmd`): a decimal number
+ * from 1 to 86400000 (a day, the pool's limit). Exits EXIT_USAGE otherwise. */
+unsigned cli_parse_ms(const char *cmd, const char *opt, const char *value);
 
 /* A ring and the name to print for each of its servers (what locate, dump
  * and stats print): the ring of a snapshot, or one built from a config. */
@@ -173,6 +186,9 @@ bool cli_utf8_valid(const char *s);
  * other message by cli_progress_clear(). */
 void cli_progress_start(const char *cmd, size_t total, bool prints_lines);
 void cli_progress_update(size_t done);
+/* Draw `text` as the progress line now (a command that counts otherwise
+ * than keys, migrate), when cli_progress_start() turned the line on. */
+void cli_progress_show(const char *text);
 void cli_progress_clear(void);
 void cli_progress_end(void);
 
@@ -212,5 +228,9 @@ extern const char cli_usage_members[];
 /* watch (tools/watch.c): follow a pool in etcd, a line per adopted epoch. */
 int cli_cmd_watch(int argc, char **argv);
 extern const char cli_usage_watch[];
+
+/* migrate (tools/migrate_cmd.c): copy the keys a placement change moves. */
+int cli_cmd_migrate(int argc, char **argv);
+extern const char cli_usage_migrate[];
 
 #endif

@@ -30,6 +30,7 @@ static const char usage_main[] =
     "  simulate SERVERS CHANGE...  compare placement modes on a workload and a change\n"
     "  members SUBCOMMAND ...      publish, change and show a pool kept in etcd\n"
     "  watch --etcd URLS --pool P  follow a pool in etcd: a line per epoch adopted\n"
+    "  migrate OLD NEW             copy the keys a change moves to their new owners\n"
     "  help [COMMAND]              show help\n"
     "\n"
     "SOURCE (exactly one):\n"
@@ -71,12 +72,16 @@ static const char usage_main[] =
     "  -o, --output FILE           snapshot: the file to write\n"
     "      --keys FILE             stats, diff: keys to count, one per line ('-' for\n"
     "                              standard input)\n"
-    "      --json                  locate, stats, diff, probe: one JSON document\n"
-    "                              instead of lines (see mcroute help COMMAND)\n"
+    "      --rate KEYS_PER_S       migrate: at most this many moved keys a second\n"
+    "      --dry-run               migrate: count the keys that move, copy nothing\n"
+    "      --json                  locate, stats, diff, probe, migrate: one JSON\n"
+    "                              document instead of lines (see mcroute help\n"
+    "                              COMMAND)\n"
     "\n"
     "set, get, delete and probe connect to the servers of SOURCE; also:\n"
     "      --timeout MS            connect and request timeout, 1 to 86400000 ms\n"
-    "                              (default 1000)\n"
+    "                              (default 1000; migrate: 5000, also the longest\n"
+    "                              a server's key listing may stall)\n"
     "      --failure-policy NAME   what a server that keeps failing costs: fail-fast\n"
     "                              (default: its keys fail), eject (its keys move to\n"
     "                              the others), failover (reads go to a replica)\n"
@@ -120,6 +125,7 @@ static const struct command {
     {"simulate", cli_simulate, cli_usage_simulate},
     {"members", cli_cmd_members, cli_usage_members},
     {"watch", cli_cmd_watch, cli_usage_watch},
+    {"migrate", cli_cmd_migrate, cli_usage_migrate},
 };
 
 static const struct command *find_command(const char *name)
@@ -143,7 +149,7 @@ int main(int argc, char **argv)
         const struct command *c = find_command(argv[2]);
         if (c == NULL)
             cli_die("help: unknown command '%s' (commands: locate dump hash stats snapshot diff "
-                    "set get delete probe simulate members watch)",
+                    "set get delete probe simulate members watch migrate)",
                     argv[2]);
         cli_print_usage_and_exit(c->usage);
     }

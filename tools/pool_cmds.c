@@ -29,8 +29,6 @@
 /* get: keys per mcr_pool_get_multi() call, and calls in flight at once. */
 #define GET_BATCH 256
 #define GET_WINDOW 8
-/* --timeout bounds, those of mcr_pool_new() (a day). */
-#define TIMEOUT_MAX_MS 86400000L
 /* --ttl: memcached's exptime is a signed 32-bit number. */
 #define TTL_MAX 2147483647LL
 
@@ -238,16 +236,8 @@ typedef struct settings {
 static settings parse_settings(const char *cmd, const cli_source *src)
 {
     settings st = {0, MCR_POLICY_FAIL_FAST, 0};
-    if (src->timeout != NULL) {
-        char *end;
-        errno = 0;
-        long v = strtol(src->timeout, &end, 10);
-        if (*src->timeout < '0' || *src->timeout > '9' || *end != '\0' || errno != 0 || v < 1 ||
-            v > TIMEOUT_MAX_MS)
-            cli_die("%s: --timeout '%s': expected milliseconds, 1 to %ld", cmd, src->timeout,
-                    TIMEOUT_MAX_MS);
-        st.timeout_ms = (unsigned)v;
-    }
+    if (src->timeout != NULL)
+        st.timeout_ms = cli_parse_ms(cmd, "--timeout", src->timeout);
     if (src->policy != NULL && mcr_policy_from_name(src->policy, &st.policy) != MCR_OK)
         cli_die("%s: --failure-policy '%s': expected fail-fast, eject or failover", cmd,
                 src->policy);

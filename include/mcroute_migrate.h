@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* mcroute_migrate.h: warm resizes: copy every key that a placement change moves to its new owner before the change takes traffic.
+ * Library: libmcroute_migrate, `pkg-config --cflags --libs mcroute-migrate`
+ * (it links libmcroute_pool, libmcroute and libevent; the application
+ * needs none of them for this header).
+ *
+ * INTRODUCTION
+ *
+ * Consistent hashing limits how many keys a change of servers moves; it
+ * does not move them: the moment a fifth server joins four, about a fifth
+ * of the cache misses. mcr_migrate_run() copies those keys first. Given
+ * the placement in force (`from`) and the one to come (`to`), it
+ *
+ *   1. finds the servers that lose keys: those of `from` that own, in
+ *      `from`, keys that `to` places elsewhere (the (from, to) pairs of
+ *      mcr_diff_new()); a server that `to` removes, lists DRAINING or
+ *      DOWN, or lists at another address loses all its keys. When the two
+ *      snapshots cannot be diffed (different key hashes or placement
+ *      rules), every ACTIVE server of `from` is scanned;
+ *   2. lists the keys each of them holds, with memcached's
+ *      `lru_crawler metadump hash` (memcached 1.6; one connection per
+ *      server, the request sent alone on it), and keeps the keys that
+ *      `from` places on that server (a key it holds that `from` places
+ *      elsewhere, left over from an older placement, is a "stray": counted,
+ *      never copied) and that `to` places on another server ("moved");
+ *   3. copies each moved key: reads its value and flags from the old owner
+ *      (a get pinned to that server, through an mcr_pool over `from`) and
+ *      writes them to the new owner with ADD (pinned, through a pool over
+ *      `to`), with the item's expiry: never overwriting a value that is
+ *      already there.
+ *
+ * Outcomes. Every moved key ends in exactly one count: copied (the add
+ * stored it); skipped_present (the add found a value: one written since,
+ * newer than ours, or copied by an earlier run); skipped_expired (its
+ * expiry had passed, or was within min_ttl seconds: not copied);
+ * skipped_gone (the old owner no longer had it when it was read: evicted
+ * or deleted since the dump); failed (the read or the write failed: a
+ * timeout, a refused connection, a server error; the report names the
+ * server). A server that cannot be dumped (unreachable, dumping disabled
+ * with `memcached -X`, a malformed line) is a failed source: none of its
+ * keys are copied, the others still are.
+ *
+ * Expiry. metadump's exp is an absolute Unix time, -1 for never: -1 is
+ * written with exptime 0; a time at or before now (plus min_ttl) is not
+ * copied; any other is written as that absolute time (memcached reads an
+ * exptime over 30 days as a Unix time), so the copy expires when the
+ * original would. This assumes the servers' clocks agree, as memcached's
+ * absolute expiry does.
+ *
+ * Restartable. Nothing is remembered between runs and nothing is ever
+ * overwritten, so running the same migration again after a crash, a stop
+ * or a failure copies what is missing and counts what is there as
+ * skipped_present: a second run over a complete copy copies nothing and
+ * returns MCR_OK.
+ *
+ * Keys. Keys are copied as they are on the wire. A snapshot with a key
+ * prefix (mcr_config_set_key_prefix(): libmemcached's namespace) hashes
+ * the prefix with the key; the dumped keys carry it, so a key is placed by
+ * its bytes after the prefix, and one that does not start with it is a
+ * stray. Both snapshots must have the same prefix (MCR_ERR_UNSUPPORTED
+ * otherwise: the application's keys themselves would change). A key the
+ * text protocol cannot carry (a space or control byte, which the meta
+ * protocol's base64 keys allow) fails.
+ *
+ * Memory. A server's dump is read whole before its keys are copied
+ * (memcached's crawler holds the connection until END, and must not wait
+ * for copies): the moved keys of one server are kept, about 40 bytes plus
+ * the key each.
+ *
+ * Errors follow mcroute.h: MCR_OK or a negative status, details in an
+ * optional mcr_error; mcr_migrate_report says what happened per server.
+ */
+#ifndef MCROUTE_MIGRATE_H
+#define MCROUTE_MIGRATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcroute.h"
+#include "mcroute_snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Defaults and limits of mcr_migrate_options. */
+#define MCR_MIGRATE_TIMEOUT_MS 5000u            /* timeout_ms */
+#define MCR_MIGRATE_TIMEOUT_MAX_MS 86400000u    /* one day */
+#define MCR_MIGRATE_CONCURRENCY 64u             /* concurrency */
+#define MCR_MIGRATE_CONCURRENCY_MAX 65536u
+#define MCR_MIGRATE_VALUE_SIZE (64u << 20)      /* max_value_size: 64 MiB */
+#define MCR_MIGRATE_VALUE_SIZE_MAX (1u << 30)   /* the pool's MCR_POOL_VALUE_MAX */
+#define MCR_MIGRATE_RATE_MAX 1e9                /* rate, keys per second */
+#define MCR_MIGRATE_MIN_TTL_MAX 2592000u        /* min_ttl: 30 days */
+
+/* Where a run stands, for a progress display: totals so far, and the
+ * server being scanned or copied. Valid during the callback only. */
+typedef struct mcr_migrate_progress {
+    uint64_t scanned, moved, copied, skipped, failed; /* skipped: all reasons */
+    const char *server;   /* the id of the source being scanned or copied */
+    double keys_per_s;    /* copied / seconds since the run started */
+    size_t source;        /* its number, 1 .. nsources */
+    size_t nsources;      /* servers that lose keys */
+    int copying;          /* 0 while its dump is read, 1 while its keys are copied */
+} mcr_migrate_progress;
+
+typedef void (*mcr_migrate_progress_cb)(const mcr_migrate_progress *p, void *arg);
+
+/* The settings of a run. mcr_migrate_options_init() writes the defaults; a
+ * field left 0 takes its default too (the rate: unlimited). */
+typedef struct mcr_migrate_options {
+    double rate;            /* moved keys processed per second (token bucket,
+                               a burst of 1/20 s); 0: unlimited; at most
+                               MCR_MIGRATE_RATE_MAX */
+    int dry_run;            /* 1: scan and select, count, copy nothing */
+    unsigned timeout_ms;    /* connect, request, and the longest a dump may
+                               stall between two reads; default 5000 */
+    unsigned concurrency;   /* copies in flight at once; default 64 */
+    size_t max_value_size;  /* the largest value copied (a larger one fails);
+                               default 64 MiB, at most 1 GiB */
+    mcr_migrate_progress_cb progress; /* NULL: none. Called at most about
+                               4 times a second, and once at the end, on
+                               the calling thread */
+    void *progress_arg;
+    const volatile int *stop; /* optional: when *stop becomes non-zero (from
+                               a signal handler, another thread), no new copy
+                               starts, those in flight finish, and the run
+                               returns MCR_ERR_CANCELLED */
+    unsigned min_ttl;       /* a key with at most this many seconds left is
+                               not copied (skipped_expired); default 0: only
+                               keys already expired; at most 30 days */
+} mcr_migrate_options;
+
+/* mcr_migrate_options_init: zero *o and write the defaults above. NULL is
+ * a no-op. */
+MCR_EXTERN void mcr_migrate_options_init(mcr_migrate_options *o);
+
+/* One server that loses keys, and what became of them. */
+typedef struct mcr_migrate_source {
+    char id[256];           /* its id in `from` */
+    char address[MCR_HOSTNAME_MAX + 16]; /* "host:port" ("[v6]:port") dumped */
+    int status;             /* MCR_OK, or why it could not be dumped, or the
+                               first failure of one of its keys */
+    char message[256];      /* "" when status is MCR_OK, else a sentence
+                               naming the server (and the key, the line) */
+    uint64_t scanned;       /* lines of its dump */
+    uint64_t stray;         /* keys it holds that `from` places elsewhere */
+    uint64_t moved;         /* keys it owns in `from` that `to` places elsewhere */
+    uint64_t copied, skipped_present, skipped_expired, skipped_gone, failed;
+} mcr_migrate_source;
+
+/* The outcome of a run: the sums over the sources, and each source. */
+typedef struct mcr_migrate_report {
+    uint64_t scanned, stray, moved, copied, skipped_present, skipped_expired,
+        skipped_gone, failed;
+    double seconds;         /* the whole run */
+    size_t nsources;
+    mcr_migrate_source *sources; /* malloc'd, in `from`'s server order;
+                               free with mcr_migrate_report_clear() */
+    int stopped;            /* 1 when *stop ended the run early */
+} mcr_migrate_report;
+
+/* mcr_migrate_run: copy every key that moves from `from` to `to` to its
+ * new owner (see INTRODUCTION). Blocking: it creates its own event_base,
+ * two routers and two pools, and frees them before returning. Neither
+ * snapshot is changed, nor is anything published: the caller publishes
+ * `to` afterwards, when the run succeeded.
+ *
+ * *out (when not NULL) is always written, first zeroed: on success and on
+ * every error after the options were checked it holds what was done (each
+ * source's counts, status and message); release it with
+ * mcr_migrate_report_clear(). `out` NULL: only the status and `err` say
+ * how it went. `opts` may be NULL (the defaults).
+ *
+ * Returns MCR_OK when every moved key was copied or skipped for a stated
+ * reason (moved == copied + skipped_present + skipped_expired +
+ * skipped_gone, failed 0, every source dumped). Otherwise:
+ *   MCR_ERR_INVALID      NULL from or to;
+ *   MCR_ERR_RANGE        an option out of range (the message names it);
+ *   MCR_ERR_UNSUPPORTED  the snapshots' key prefixes differ;
+ *   MCR_ERR_CANCELLED    *stop was set (report->stopped is 1);
+ *   MCR_ERR_NOMEM;
+ * or the first source's failure: MCR_ERR_CONNECT, MCR_ERR_TIMEOUT
+ * (unreachable, silent), MCR_ERR_SERVER (it refused the dump: "metadump
+ * refused" for memcached -X), MCR_ERR_PROTOCOL (a malformed line, quoted)
+ * or the status of the first key that failed; `err` names the server, its
+ * id and address, and says how many sources and keys failed. The other
+ * sources are copied all the same.
+ *
+ * Threads: it may run on any thread; concurrent runs need distinct
+ * reports. The progress callback runs on the calling thread. */
+MCR_EXTERN int mcr_migrate_run(const mcr_snapshot *from, const mcr_snapshot *to,
+                               const mcr_migrate_options *opts, mcr_migrate_report *out,
+                               mcr_error *err);
+
+/* mcr_migrate_report_clear: free r->sources and zero *r. NULL is a no-op. */
+MCR_EXTERN void mcr_migrate_report_clear(mcr_migrate_report *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MCROUTE_MIGRATE_H */
