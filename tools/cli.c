@@ -179,7 +179,7 @@ void cli_progress_end(void)
 
 enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
        OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID,
-       OPT_RATE, OPT_DRY_RUN };
+       OPT_RATE, OPT_DRY_RUN, OPT_GRACE, OPT_WAIT, OPT_ABORT, OPT_NO_WARM };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -207,6 +207,10 @@ static const struct option source_opts[] = {
     {"client-id", required_argument, NULL, OPT_CLIENT_ID},
     {"rate", required_argument, NULL, OPT_RATE},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"grace", required_argument, NULL, OPT_GRACE},
+    {"wait", required_argument, NULL, OPT_WAIT},
+    {"abort", no_argument, NULL, OPT_ABORT},
+    {"no-warm", no_argument, NULL, OPT_NO_WARM},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -256,6 +260,10 @@ static const char *opt_name(int c)
     case OPT_CLIENT_ID: return "--client-id";
     case OPT_RATE: return "--rate";
     case OPT_DRY_RUN: return "--dry-run";
+    case OPT_GRACE: return "--grace";
+    case OPT_WAIT: return "--wait";
+    case OPT_ABORT: return "--abort";
+    case OPT_NO_WARM: return "--no-warm";
     case 'h': return "--help";
     default: return "?";
     }
@@ -272,7 +280,9 @@ static bool option_allowed(int c, unsigned allowed)
     case 'o': return (allowed & ALLOW_OUTPUT) != 0;
     case OPT_KEYS: return (allowed & ALLOW_KEYS) != 0;
     case OPT_TIMEOUT: return (allowed & (ALLOW_POOL | ALLOW_WATCH | ALLOW_MIGRATE)) != 0;
-    case OPT_RATE: case OPT_DRY_RUN: return (allowed & ALLOW_MIGRATE) != 0;
+    case OPT_RATE: case OPT_DRY_RUN: case OPT_GRACE: case OPT_WAIT: case OPT_ABORT:
+    case OPT_NO_WARM:
+        return (allowed & ALLOW_MIGRATE) != 0;
     case OPT_POLICY: return (allowed & ALLOW_POOL) != 0;
     case OPT_TTL: return (allowed & ALLOW_TTL) != 0;
     case OPT_JSON: return (allowed & ALLOW_JSON) != 0;
@@ -339,6 +349,18 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
             break;
         case OPT_JSON: src->json = true; break;
         case OPT_DRY_RUN: src->dry_run = true; break;
+        case OPT_ABORT: src->abort_migration = true; break;
+        case OPT_NO_WARM: src->no_warm = true; break;
+        case OPT_GRACE:
+            if (src->grace)
+                cli_die("--grace given twice");
+            src->grace = optarg;
+            break;
+        case OPT_WAIT:
+            if (src->wait)
+                cli_die("--wait given twice");
+            src->wait = optarg;
+            break;
         case OPT_RATE:
             if (src->rate)
                 cli_die("--rate given twice");
@@ -414,7 +436,8 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
         case ':': /* the option was the last argument */
             cli_die("%s: option '%s' needs a value", argv[0], argv[optind - 1]);
         default:
-            if (optopt == 'h' || optopt == OPT_JSON || optopt == OPT_DRY_RUN) /* --json=X, ... */
+            if (optopt == 'h' || optopt == OPT_JSON || optopt == OPT_DRY_RUN ||
+                optopt == OPT_ABORT || optopt == OPT_NO_WARM) /* --json=X, ... */
                 cli_die("%s: option '%s' takes no value", argv[0], opt_name(optopt));
             if (optopt != 0)
                 cli_die("%s: unknown option '-%c' (see --help)", argv[0], optopt);

@@ -52,7 +52,8 @@ enum {
     PERMUTE = 1024,     /* options may follow the arguments (no -m, unlike MIXED_ARGS) */
     NO_HASH = 2048,     /* not even --hash (members, watch) */
     ALLOW_LIST = 4096,  /* -s -f -m --snapshot of a SOURCE only (members publish) */
-    ALLOW_MIGRATE = 8192 /* --rate --dry-run --timeout (migrate) */
+    ALLOW_MIGRATE = 8192 /* --rate --dry-run --timeout (migrate); --grace --wait
+                            --abort --no-warm (migrate --etcd) */
 };
 
 /* The options of one command line, collected before anything is built so
@@ -72,6 +73,10 @@ typedef struct cli_source {
     const char *client_id;     /* watch --client-id */
     const char *rate;          /* migrate --rate, as given */
     bool dry_run;              /* migrate --dry-run */
+    const char *grace;         /* migrate --etcd --grace SECONDS, as given */
+    const char *wait;          /* migrate --etcd --wait SECONDS, as given */
+    bool abort_migration;      /* migrate --etcd --abort */
+    bool no_warm;              /* migrate --etcd --no-warm */
     bool json;                 /* --json: one JSON document on stdout */
     const char **behaviors;
     size_t nbehaviors;
@@ -232,5 +237,14 @@ extern const char cli_usage_watch[];
 /* migrate (tools/migrate_cmd.c): copy the keys a placement change moves. */
 int cli_cmd_migrate(int argc, char **argv);
 extern const char cli_usage_migrate[];
+/* --rate KEYS_PER_S of migrate: above 0, at most MCR_MIGRATE_RATE_MAX;
+ * exits EXIT_USAGE otherwise. */
+double cli_parse_rate(const char *value);
+
+/* migrate --etcd URLS --pool NAME [NEW] (tools/migrate_fleet.c): the
+ * migration recorded in etcd, run or resumed (or aborted) step by step;
+ * `src` as cli_cmd_migrate parsed it, args its operands. Returns the exit
+ * status. */
+int cli_migrate_fleet(const cli_source *src, int nargs, char **args);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mcroute.h"
 #include "mcroute_fleet.h"
@@ -34,9 +35,13 @@ const char cli_usage_members[] =
     "                      comments, which -f ignores)\n"
     "  status [--json]     print '# epoch N checksum C', then EPOCH<TAB>CLIENTS for\n"
     "                      every epoch its clients (mcroute watch and other\n"
-    "                      followers) have adopted; --json: {\"epoch\", \"checksum\",\n"
-    "                      \"epochs\": [{\"epoch\", \"clients\"}], \"clients\": [{\"id\",\n"
-    "                      \"epoch\", \"checksum\", \"host\"}]}\n"
+    "                      followers) have adopted; with a migration (mcroute\n"
+    "                      migrate --etcd), '# migration ...' lines: its phase,\n"
+    "                      progress (backlog, speed), how many clients adopted\n"
+    "                      which phase, and each laggard; --json: {\"epoch\",\n"
+    "                      \"checksum\", \"epochs\": [{\"epoch\", \"clients\"}],\n"
+    "                      \"migration\": {...} or null, \"clients\": [{\"id\",\n"
+    "                      \"epoch\", \"checksum\", \"host\", \"migration\"}]}\n"
     "publish, add, remove, set-weight and set-state print epoch<TAB>N, the epoch\n"
     "stored (the current one when nothing changed). --etcd-prefix is the key prefix\n"
     "(default /mcroute/pools/), --etcd-timeout how long to keep trying the\n"
@@ -549,6 +554,106 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Whether client `c` has adopted the record's phase. */
+static bool client_current(const mcr_fleet_client *c, const mcr_migration *m)
+{
+    return c->epoch != 0 && strcmp(c->migration_id, m->id) == 0 && c->migration_phase == m->phase;
+}
+
+/* The migration part of status: '# ' lines, or a "migration" member. */
+static void status_migration(const mcr_fleet_options *o, const mcr_fleet_client *cl, size_t n,
+                             bool json)
+{
+    mcr_migration m;
+    mcr_error err;
+    int rc = mcr_fleet_migration_read(o, &m, &err);
+    if (rc == MCR_ERR_EMPTY) {
+        if (json)
+            fputs(", \"migration\": null", stdout);
+        return;
+    }
+    if (rc != MCR_OK) {
+        if (json) {
+            fputs(", \"migration\": {\"error\": ", stdout);
+            cli_json_string(stdout, err.message, strlen(err.message));
+            putchar('}');
+        } else {
+            printf("# migration record not readable: %s\n", err.message);
+        }
+        return;
+    }
+    /* clients per phase of this migration adopted ("none": another one, or none) */
+    size_t per[MCR_MIGRATION_ABORTED + 1] = {0}, other = 0, late = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (cl[i].epoch != 0 && strcmp(cl[i].migration_id, m.id) == 0 &&
+            cl[i].migration_phase <= MCR_MIGRATION_ABORTED)
+            per[cl[i].migration_phase]++;
+        else
+            other++;
+        late += !client_current(&cl[i], &m);
+    }
+    const mcr_migration_progress *p = &m.progress;
+    uint64_t now = 0;
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+        now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    double ago = now > m.updated ? (double)(now - m.updated) / 1000.0 : 0.0;
+    if (json) {
+        printf(", \"migration\": {\"id\": \"%s\", \"phase\": \"%s\", \"rollback\": %s, "
+               "\"from_epoch\": %llu, \"to_epoch\": %llu, \"warm\": %s, \"grace_ms\": %llu, "
+               "\"grace_until\": %llu, \"updated\": %llu, \"message\": ",
+               m.id, mcr_migration_phase_name(m.phase), m.rollback ? "true" : "false",
+               (unsigned long long)mcr_snapshot_epoch(m.from),
+               (unsigned long long)mcr_snapshot_epoch(m.to), m.warm ? "true" : "false",
+               (unsigned long long)m.grace_ms, (unsigned long long)m.grace_until,
+               (unsigned long long)m.updated);
+        cli_json_string(stdout, m.message, strlen(m.message));
+        printf(", \"progress\": {\"scanned\": %llu, \"moved\": %llu, \"copied\": %llu, "
+               "\"skipped\": %llu, \"failed\": %llu, \"backlog\": %llu, \"keys_per_s\": %.1f}, "
+               "\"adopted\": [",
+               (unsigned long long)p->scanned, (unsigned long long)p->moved,
+               (unsigned long long)p->copied, (unsigned long long)p->skipped,
+               (unsigned long long)p->failed, (unsigned long long)p->backlog, p->keys_per_s);
+        size_t k = 0;
+        for (int ph = MCR_MIGRATION_PLANNED; ph <= MCR_MIGRATION_ABORTED; ph++)
+            if (per[ph] > 0)
+                printf("%s{\"phase\": \"%s\", \"clients\": %zu}", k++ ? ", " : "",
+                       mcr_migration_phase_name((mcr_migration_phase)ph), per[ph]);
+        printf("], \"other\": %zu, \"laggards\": [", other);
+        k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!client_current(&cl[i], &m)) {
+                fputs(k++ ? ", " : "", stdout);
+                cli_json_string(stdout, cl[i].id, strlen(cl[i].id));
+            }
+        fputs("]}", stdout);
+    } else {
+        printf("# migration %s %s%s: epoch %llu -> %llu, %s, grace %.1f s; updated %.1f s ago%s%s\n",
+               m.id, mcr_migration_phase_name(m.phase), m.rollback ? " (rolling back)" : "",
+               (unsigned long long)mcr_snapshot_epoch(m.from),
+               (unsigned long long)mcr_snapshot_epoch(m.to), m.warm ? "warm" : "not warm",
+               (double)m.grace_ms / 1000.0, ago, m.message[0] ? ": " : "", m.message);
+        printf("# progress: scanned %llu, moved %llu, copied %llu, skipped %llu, failed %llu, "
+               "backlog %llu, %.1f keys/s\n",
+               (unsigned long long)p->scanned, (unsigned long long)p->moved,
+               (unsigned long long)p->copied, (unsigned long long)p->skipped,
+               (unsigned long long)p->failed, (unsigned long long)p->backlog, p->keys_per_s);
+        fputs("# adopted:", stdout);
+        for (int ph = MCR_MIGRATION_PLANNED; ph <= MCR_MIGRATION_ABORTED; ph++)
+            if (per[ph] > 0)
+                printf(" %s %zu,", mcr_migration_phase_name((mcr_migration_phase)ph), per[ph]);
+        printf(" other %zu; %zu laggards\n", other, late);
+        for (size_t i = 0; i < n; i++)
+            if (!client_current(&cl[i], &m))
+                printf("# laggard %s (%s): %s, epoch %llu\n", cl[i].id, cl[i].host,
+                       strcmp(cl[i].migration_id, m.id) == 0
+                           ? mcr_migration_phase_name(cl[i].migration_phase)
+                           : "not this migration",
+                       (unsigned long long)cl[i].epoch);
+    }
+    mcr_migration_clear(&m);
+}
+
 static int members_status(const char *cmd, int argc, char **argv)
 {
     cli_source src;
@@ -601,8 +706,11 @@ static int members_status(const char *cmd, int argc, char **argv)
     }
     if (!src.json && invalid > 0)
         printf("invalid\t%zu\n", invalid);
+    if (src.json)
+        printf("], \"invalid\": %zu", invalid);
+    status_migration(&o, cl, n, src.json);
     if (src.json) {
-        printf("], \"invalid\": %zu, \"clients\": [", invalid);
+        fputs(", \"clients\": [", stdout);
         for (size_t i = 0; i < n; i++) {
             fputs(i ? ",\n  {\"id\": " : "\n  {\"id\": ", stdout);
             cli_json_string(stdout, cl[i].id, strlen(cl[i].id));
@@ -613,6 +721,13 @@ static int members_status(const char *cmd, int argc, char **argv)
                        (unsigned long long)cl[i].epoch, cl[i].checksum);
             }
             cli_json_string(stdout, cl[i].host, strlen(cl[i].host));
+            if (cl[i].epoch != 0 && cl[i].migration_phase != MCR_MIGRATION_NONE)
+                printf(", \"migration\": {\"id\": \"%s\", \"phase\": \"%s\", "
+                       "\"to_epoch\": %llu}",
+                       cl[i].migration_id, mcr_migration_phase_name(cl[i].migration_phase),
+                       (unsigned long long)cl[i].migration_to_epoch);
+            else if (cl[i].epoch != 0)
+                fputs(", \"migration\": null", stdout);
             putchar('}');
         }
         fputs(n ? "\n]}\n" : "]}\n", stdout);

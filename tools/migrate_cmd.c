@@ -67,7 +67,7 @@ static void catch_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-static double parse_rate(const char *value)
+double cli_parse_rate(const char *value)
 {
     char *end;
     errno = 0;
@@ -190,19 +190,6 @@ static void print_table(const mcr_migrate_report *r, int rc, bool dry_run)
                r->seconds > 0 ? (double)r->copied / r->seconds : 0.0, stray);
 }
 
-/* The --etcd form (mcroute migrate --etcd URLS --pool NAME NEW): the
- * migration recorded in etcd, the state machine of issue 14 item 4, which
- * calls mcr_migrate_run() for its copying step. Not in this build yet:
- * the function that replaces this one takes the parsed options and NEW. */
-static int migrate_etcd(const cli_source *src, int nargs, char **args)
-{
-    (void)src;
-    (void)nargs;
-    (void)args;
-    cli_die("migrate: --etcd is not supported yet: give OLD and NEW (server lists, server files "
-            "or snapshot files)");
-}
-
 int cli_cmd_migrate(int argc, char **argv)
 {
     cli_source src;
@@ -211,13 +198,15 @@ int cli_cmd_migrate(int argc, char **argv)
                                   ALLOW_MIGRATE | MIXED_ARGS | ALLOW_JSON | ALLOW_ETCD);
     if (src.etcd != NULL || src.pool != NULL || src.etcd_prefix != NULL ||
         src.etcd_timeout != NULL)
-        return migrate_etcd(&src, argc - first, argv + first);
+        return cli_migrate_fleet(&src, argc - first, argv + first); /* migrate_fleet.c */
+    if (src.grace != NULL || src.wait != NULL || src.abort_migration || src.no_warm)
+        cli_die("migrate: --grace, --wait, --abort and --no-warm apply only with --etcd");
     if (argc - first != 2)
         cli_die("migrate: expected OLD and NEW (a server list, a server file or a snapshot file)");
     mcr_migrate_options o;
     mcr_migrate_options_init(&o);
     if (src.rate != NULL)
-        o.rate = parse_rate(src.rate);
+        o.rate = cli_parse_rate(src.rate);
     if (src.timeout != NULL)
         o.timeout_ms = cli_parse_ms("migrate", "--timeout", src.timeout);
     o.dry_run = src.dry_run;
