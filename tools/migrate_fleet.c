@@ -19,6 +19,9 @@
 /* Defaults of --grace and --wait, ms. */
 #define GRACE_MS 60000u
 #define WAIT_MS 30000u
+/* The migration lock's lease, s: a run that dies frees the lock that
+ * long after (a run that finds it held waits that long, and 2 s more). */
+#define LOCK_TTL_S 3u
 /* The most often the progress is written to the record, ms. */
 #define PROGRESS_MS 1000u
 /* How often the clients are looked at while a step waits, ms. */
@@ -414,23 +417,23 @@ static void take_lock(const mcr_fleet_options *o)
     char owner[200], hn[100] = "unknown";
     gethostname(hn, sizeof(hn) - 1);
     snprintf(owner, sizeof(owner), "%s pid %ld: mcroute migrate", hn, (long)getpid());
-    uint64_t deadline = now_ms() + (MCR_FLEET_LOCK_TTL_S + 2u) * 1000u;
+    uint64_t deadline = now_ms() + (LOCK_TTL_S + 2u) * 1000u;
     bool said = false;
     for (;;) {
         mcr_error err;
-        int rc = mcr_fleet_migration_lock(o, owner, 0, &g_lock, &err);
+        int rc = mcr_fleet_migration_lock(o, owner, LOCK_TTL_S, &g_lock, &err);
         if (rc == MCR_OK)
             break;
         if (rc != MCR_ERR_BUSY)
             cli_die_status(rc, "migrate: %s", err.message);
         if (now_ms() >= deadline || g_stop) {
             fprintf(stderr, "%s: migrate: %s: refused (a run that died frees it within %u s)\n",
-                    cli_progname, err.message, MCR_FLEET_LOCK_TTL_S);
+                    cli_progname, err.message, LOCK_TTL_S);
             exit(EXIT_FAILED);
         }
         if (!said)
             fprintf(stderr, "%s: migrate: %s; waiting up to %u s for it (a run that died)\n",
-                    cli_progname, err.message, MCR_FLEET_LOCK_TTL_S + 2u);
+                    cli_progname, err.message, LOCK_TTL_S + 2u);
         said = true;
         nap(250);
     }
