@@ -17,6 +17,9 @@
 const char cli_usage_migrate[] =
     "Usage: mcroute migrate OLD NEW [--rate KEYS_PER_S] [--dry-run] [--json]\n"
     "                       [--timeout MS] [--mode MODE] [--hash NAME]\n"
+    "       mcroute migrate --etcd URLS --pool NAME NEW [--grace SECONDS]\n"
+    "                       [--wait SECONDS] [--rate KEYS_PER_S] [--no-warm] [--json]\n"
+    "       mcroute migrate --etcd URLS --pool NAME --abort [--wait SECONDS] [--json]\n"
     "Copy every key that changing the placement from OLD to NEW moves to its new\n"
     "owner, before NEW takes traffic. OLD and NEW are each a server list, a server\n"
     "file or a snapshot file, as for diff. Every server of OLD that loses keys is\n"
@@ -39,10 +42,32 @@ const char cli_usage_migrate[] =
     "OLD places elsewhere, never copied). A progress line is drawn on standard\n"
     "error when it is a terminal (not with --json). SIGINT or SIGTERM stops\n"
     "starting copies, lets those in flight finish and reports.\n"
+    "With --etcd (a pool kept in etcd, see mcroute help members), the migration\n"
+    "from the pool's servers to NEW is recorded in etcd and every process that\n"
+    "follows the pool goes through it: planned, copying (writes of moving keys\n"
+    "reach both owners; the keys are copied), switched (NEW is the pool's next\n"
+    "epoch; a miss at a new owner is read from the old one), grace, done. Each\n"
+    "step waits until every registered client has adopted it.\n"
+    "  --grace SECONDS    how long the old owners are read after the switch\n"
+    "                     (default 60; 0: none)\n"
+    "  --wait SECONDS     how long a step waits for the clients (default 30);\n"
+    "                     then the laggards are named and the run stops, exit 1,\n"
+    "                     the migration left where it is\n"
+    "  --no-warm          a read served by an old owner is not written to the new\n"
+    "  --abort            give up the pool's migration: before the switch the\n"
+    "                     transition ends; after it the old servers are published\n"
+    "                     as the next epoch with a transition back\n"
+    "A run that stopped or died is resumed by running it again (same NEW). One run\n"
+    "at a time per pool: another is refused. Prints a line per step; --json: one\n"
+    "object {\"id\", \"result\" (done, aborted, failed), \"phase\", \"steps\",\n"
+    "\"copy\", \"backlog\", \"laggards\", \"message\", ...}.\n"
     "Exit status: 0 when every moved key was copied or skipped for a stated reason;\n"
     "1 when a server could not be listed (unreachable, metadump disabled with\n"
     "memcached -X, a malformed line) or a key failed, each reported on stderr; 2\n"
-    "on bad usage.\n";
+    "on bad usage. With --etcd also 1 when a step was not adopted in time, the\n"
+    "copy failed, another run holds the pool, or etcd failed; 2 for bad input:\n"
+    "no such pool, a record that does not verify, NEW the pool's servers already,\n"
+    "or another migration in progress.\n";
 
 /* Set from the signal handlers: the library's stop flag. */
 static volatile sig_atomic_t g_stop;
