@@ -385,7 +385,16 @@ typedef struct mcr_result {
     uint64_t epoch;        /* epoch of the snapshot it was routed with (local
                               states, ejections included, keep the epoch) */
     const char *message;   /* status != MCR_OK: a sentence naming the problem */
+    int64_t ttl;           /* a HIT in MCR_PROTO_META (and a transition's reads
+                              from a previous owner): the item's remaining
+                              seconds, -1 when it never expires;
+                              MCR_TTL_UNKNOWN otherwise (text replies carry none) */
+    int via_previous;      /* 1: served by the key's owner in a transition's
+                              `from` snapshot (see Transitions); `server` names it */
 } mcr_result;
+
+/* mcr_result.ttl when the reply did not say. */
+#define MCR_TTL_UNKNOWN (-2)
 
 typedef void (*mcr_pool_cb)(const mcr_result *res, void *arg);
 
@@ -483,6 +492,15 @@ typedef struct mcr_server_stats {
     uint64_t refusals;        /* connect failures, resets, closes */
     uint64_t ejections;       /* times this pool ejected it (set it DOWN locally) */
     uint64_t coalesced;       /* gets answered by another get's reply */
+    /* A router's transition (see Transitions), counted on the server named: */
+    uint64_t fallback_reads;  /* reads sent to it as a moved key's previous owner */
+    uint64_t fallback_hits;   /* ... that it answered with a value */
+    uint64_t warm_writes;     /* values read from a previous owner added here */
+    uint64_t warm_skipped;    /* ... not stored: it held the key already */
+    uint64_t warm_failures;   /* ... that failed (an error, or not submitted) */
+    uint64_t dual_writes;     /* writes (or deletes of its copy) it took as a
+                                 moved key's other owner */
+    int transition_only;      /* 1: only the transition's other snapshot lists it */
     unsigned consecutive_failures;
     unsigned connections;     /* open now */
     size_t in_flight;         /* requests sent, not answered */
