@@ -168,7 +168,8 @@ void cli_progress_end(void)
 /* ------------------------------------------------------------ options */
 
 enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
-       OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID };
+       OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID,
+       OPT_PREVIOUS = 400 };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -194,6 +195,7 @@ static const struct option source_opts[] = {
     {"etcd-timeout", required_argument, NULL, OPT_ETCD_TIMEOUT},
     {"count", required_argument, NULL, OPT_COUNT},
     {"client-id", required_argument, NULL, OPT_CLIENT_ID},
+    {"previous", required_argument, NULL, OPT_PREVIOUS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -236,6 +238,7 @@ static const char *opt_name(int c)
     case OPT_POLICY: return "--failure-policy";
     case OPT_TTL: return "--ttl";
     case OPT_JSON: return "--json";
+    case OPT_PREVIOUS: return "--previous";
     case OPT_ETCD: return "--etcd";
     case OPT_ETCD_PREFIX: return "--etcd-prefix";
     case OPT_ETCD_TIMEOUT: return "--etcd-timeout";
@@ -263,6 +266,7 @@ static bool option_allowed(int c, unsigned allowed)
     case OPT_ETCD: case OPT_ETCD_PREFIX: case OPT_ETCD_TIMEOUT: case 'p':
         return (allowed & (ALLOW_SOURCE | ALLOW_ETCD | ALLOW_LIST)) != 0;
     case OPT_COUNT: case OPT_CLIENT_ID: return (allowed & ALLOW_WATCH) != 0;
+    case OPT_PREVIOUS: return (allowed & ALLOW_PREVIOUS) != 0;
     default: return (allowed & ALLOW_SOURCE) != 0;
     }
 }
@@ -322,6 +326,11 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
             src->ttl = optarg;
             break;
         case OPT_JSON: src->json = true; break;
+        case OPT_PREVIOUS:
+            if (src->previous)
+                cli_die("--previous given twice");
+            src->previous = optarg;
+            break;
         case OPT_ETCD:
             if (src->etcd)
                 cli_die("--etcd given twice");
@@ -680,6 +689,29 @@ mcr_snapshot *cli_build_snapshot(const cli_source *src)
     if (rc != MCR_OK)
         cli_die("%s", err.message);
     return snap;
+}
+
+mcr_snapshot *cli_operand_snapshot(const char *cmd, const char *arg, const cli_source *opts)
+{
+    FILE *f = fopen(arg, "r");
+    if (f != NULL) {
+        char head[32] = "";
+        size_t n = fread(head, 1, sizeof(head) - 1, f);
+        fclose(f);
+        head[n] = '\0';
+        if (strncmp(head, "mcroute-snapshot", 16) == 0) {
+            if (opts->mode != NULL || opts->hash != NULL)
+                cli_die("%s: %s is a snapshot file, which sets its own mode and hash", cmd, arg);
+            return cli_load_snapshot(arg);
+        }
+    }
+    cli_source one = *opts;
+    one.etcd = one.pool = one.etcd_prefix = one.etcd_timeout = NULL; /* an operand is never the pool */
+    if (f != NULL)
+        one.server_file = arg;
+    else
+        one.servers = arg;
+    return cli_build_snapshot(&one);
 }
 
 cli_placement cli_placement_build(const cli_source *src)

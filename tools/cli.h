@@ -51,7 +51,8 @@ enum {
     ALLOW_WATCH = 512,  /* --count --client-id --timeout (watch: seconds) */
     PERMUTE = 1024,     /* options may follow the arguments (no -m, unlike MIXED_ARGS) */
     NO_HASH = 2048,     /* not even --hash (members, watch) */
-    ALLOW_LIST = 4096   /* -s -f -m --snapshot of a SOURCE only (members publish) */
+    ALLOW_LIST = 4096,  /* -s -f -m --snapshot of a SOURCE only (members publish) */
+    ALLOW_PREVIOUS = 8192 /* --previous OLD (pool commands: read through a transition) */
 };
 
 /* The options of one command line, collected before anything is built so
@@ -70,6 +71,7 @@ typedef struct cli_source {
     const char *count;         /* watch --count, as given */
     const char *client_id;     /* watch --client-id */
     bool json;                 /* --json: one JSON document on stdout */
+    const char *previous;      /* --previous OLD: a server list, server file or snapshot file */
     const char **behaviors;
     size_t nbehaviors;
 } cli_source;
@@ -99,6 +101,13 @@ mcr_snapshot *cli_load_snapshot(const char *path);
  * bad one (etcd unreachable within --etcd-timeout, no such pool, a value
  * that does not verify: the library's message). */
 mcr_snapshot *cli_build_snapshot(const cli_source *src);
+
+/* An operand naming a placement (diff OLD NEW, --previous OLD): a snapshot
+ * file (starting "mcroute-snapshot"), else a server file when `arg` can be
+ * opened, else a server list; built with the --mode and --hash of `opts`
+ * (never its etcd pool). Exits EXIT_USAGE, naming `cmd`, as
+ * cli_build_snapshot() does. */
+mcr_snapshot *cli_operand_snapshot(const char *cmd, const char *arg, const cli_source *opts);
 
 /* The config of a SOURCE that is a server list, a server file, libmemcached
  * options, a twemproxy file or a ketama file (not --snapshot, not --etcd),

@@ -197,30 +197,6 @@ int cli_cmd_snapshot(int argc, char **argv)
     return cli_finish_output();
 }
 
-/* One operand of diff: a snapshot file, a server file or a server list. */
-static mcr_snapshot *diff_operand(const char *arg, const cli_source *opts)
-{
-    FILE *f = fopen(arg, "r");
-    if (f != NULL) {
-        char head[32] = "";
-        size_t n = fread(head, 1, sizeof(head) - 1, f);
-        fclose(f);
-        head[n] = '\0';
-        if (strncmp(head, "mcroute-snapshot", 16) == 0) {
-            if (opts->mode != NULL || opts->hash != NULL)
-                cli_die("diff: %s is a snapshot file, which sets its own mode and hash", arg);
-            return cli_load_snapshot(arg);
-        }
-    }
-    cli_source one = *opts;
-    one.etcd = one.pool = one.etcd_prefix = one.etcd_timeout = NULL; /* OLD is the pool */
-    if (f != NULL)
-        one.server_file = arg;
-    else
-        one.servers = arg;
-    return cli_build_snapshot(&one);
-}
-
 typedef struct diff_keys {
     const mcr_diff *d;
     size_t moved, total;
@@ -251,13 +227,13 @@ int cli_cmd_diff(int argc, char **argv)
         cli_source pool = src;
         pool.mode = pool.hash = NULL; /* they are NEW's */
         a = cli_build_snapshot(&pool);
-        b = diff_operand(argv[first], &src);
+        b = cli_operand_snapshot("diff", argv[first], &src);
     } else {
         if (argc - first != 2)
             cli_die("diff: expected OLD and NEW (a server list, a server file or a snapshot "
                     "file)");
-        a = diff_operand(argv[first], &src);
-        b = diff_operand(argv[first + 1], &src);
+        a = cli_operand_snapshot("diff", argv[first], &src);
+        b = cli_operand_snapshot("diff", argv[first + 1], &src);
     }
     mcr_diff *d = NULL;
     if (mcr_diff_new(a, b, &d, &err) != MCR_OK) {

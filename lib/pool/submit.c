@@ -46,10 +46,16 @@ mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t
     return s;
 }
 
+/* A server of the current snapshot, else of the transition's other one. */
 static mcr__pool_server *server_by_id(mcr_pool *p, const char *id)
 {
     long i = mcr_snapshot_find(p->snap, id);
-    return i < 0 || (size_t)i >= p->nby ? NULL : p->by_index[i];
+    if (i >= 0 && (size_t)i < p->nby)
+        return p->by_index[i];
+    if (p->tx_other == NULL)
+        return NULL;
+    i = mcr_snapshot_find(p->tx_other, id);
+    return i < 0 || (size_t)i >= p->ntx_by ? NULL : p->tx_by[i];
 }
 
 static int check_request(mcr_pool *p, const mcr_request *q, mcr_error *err)
