@@ -9,6 +9,7 @@
  */
 #include <event2/event.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,14 +213,14 @@ END_TEST
 typedef struct tx_reader {
     mcr_router *r;
     const mcr_snapshot *a, *b;
-    volatile int *stop;
+    atomic_int *stop;
     long seen, bad;
 } tx_reader;
 
 static void *reader_main(void *arg)
 {
     tx_reader *t = arg;
-    while (!*t->stop) {
+    while (!atomic_load(t->stop)) {
         mcr_transition tr;
         if (mcr_router_transition(t->r, &tr) == MCR_OK) {
             t->seen++;
@@ -243,7 +244,8 @@ START_TEST(test_router_threads)
     mcr_config_free(cfg);
     mcr_router *r = NULL;
     ck_assert_int_eq(mcr_router_new(a, &r, NULL), MCR_OK);
-    volatile int stop = 0;
+    atomic_int stop;
+    atomic_init(&stop, 0);
     tx_reader rd[3];
     pthread_t th[3];
     for (int i = 0; i < 3; i++) {
@@ -255,7 +257,7 @@ START_TEST(test_router_threads)
         if (i % 2)
             ck_assert_int_eq(mcr_router_end_transition(r), MCR_OK);
     }
-    stop = 1;
+    atomic_store(&stop, 1);
     long seen = 0;
     for (int i = 0; i < 3; i++) {
         pthread_join(th[i], NULL);
