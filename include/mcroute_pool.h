@@ -37,6 +37,39 @@
  * The router's published snapshot, and so its epoch, is never changed by a
  * pool.
  *
+ * Transitions. While the router holds a transition (a resize from
+ * snapshot `from` to `to`, mcr_router_set_transition() in
+ * mcroute_router.h), the pool treats the keys whose owner differs between
+ * its current snapshot and the transition's other one (`to` while
+ * copying, `from` once switched) as moved, and only those:
+ *   - reads (get, gets, multi-gets): from the current owner; once
+ *     switched, a miss there is read at the owner in `from` (in meta,
+ *     whatever the pool's protocol, to learn the TTL) and its hit is the
+ *     result, with via_previous = 1 and `server` naming that owner; with
+ *     MCR_TRANSITION_WARM the value is then added (never over a value
+ *     written meanwhile) to the current owner with its flags and remaining
+ *     TTL. If the previous owner fails or misses, the result is the first
+ *     miss. gat and gats are reads of the current owner only;
+ *   - writes reach both owners at once, in both phases: set, delete and
+ *     touch are sent to both; add, replace, append, prepend, cas, incr and
+ *     decr go to the current owner and a delete of its copy to the other
+ *     (what they do depends on what each holds, so the other copy goes
+ *     rather than grow apart). The callback runs once both answered, with
+ *     the current owner's result (a delete: DELETED when either held the
+ *     key); if the other owner failed (an error, not a miss) the write's
+ *     status is that error, with a message naming both servers: an
+ *     acknowledged write is on both owners, or the other holds no copy.
+ *     So a reader on either side of the switch, in this process or
+ *     another one whose router has the same transition, never reads a
+ *     value older than an acknowledged write.
+ * The pool keeps connections to the servers only the other snapshot names
+ * (mcr_server_stats.transition_only) until the transition ends. Its extra
+ * requests count in mcr_pool_pending() and complete before
+ * mcr_pool_wait() returns. Counters per server: fallback_reads,
+ * fallback_hits, warm_writes, warm_skipped, warm_failures, dual_writes.
+ * A server command or a request with `server` set never goes through the
+ * transition.
+ *
  * Asynchronous calls. Every request function takes a callback and follows
  * libuv's contract: when the function returns an error (MCR_ERR_INVALID,
  * MCR_ERR_UNKNOWN, MCR_ERR_KEY, MCR_ERR_TOO_BIG, MCR_ERR_EMPTY,
@@ -339,7 +372,8 @@ typedef struct mcr_request {
                               also gat/gats/touch/flush_all; 0..2^31-1 */
     uint64_t cas;          /* MCR_OP_CAS */
     uint64_t delta;        /* incr, decr */
-    const char *server;    /* server commands: the server's id. Keyed ops:
+    const char *server;    /* server commands: the server's id (of the current
+                              snapshot, or of a transition's other one). Keyed ops:
                               NULL routes by key; an id sends the request
                               to that server of the snapshot instead,
                               whatever its state (to probe where a key
@@ -385,7 +419,16 @@ typedef struct mcr_result {
     uint64_t epoch;        /* epoch of the snapshot it was routed with (local
                               states, ejections included, keep the epoch) */
     const char *message;   /* status != MCR_OK: a sentence naming the problem */
+    int64_t ttl;           /* a HIT in MCR_PROTO_META (and a transition's reads
+                              from a previous owner): the item's remaining
+                              seconds, -1 when it never expires;
+                              MCR_TTL_UNKNOWN otherwise (text replies carry none) */
+    int via_previous;      /* 1: served by the key's owner in a transition's
+                              `from` snapshot (see Transitions); `server` names it */
 } mcr_result;
+
+/* mcr_result.ttl when the reply did not say. */
+#define MCR_TTL_UNKNOWN (-2)
 
 typedef void (*mcr_pool_cb)(const mcr_result *res, void *arg);
 
@@ -483,6 +526,15 @@ typedef struct mcr_server_stats {
     uint64_t refusals;        /* connect failures, resets, closes */
     uint64_t ejections;       /* times this pool ejected it (set it DOWN locally) */
     uint64_t coalesced;       /* gets answered by another get's reply */
+    /* A router's transition (see Transitions), counted on the server named: */
+    uint64_t fallback_reads;  /* reads sent to it as a moved key's previous owner */
+    uint64_t fallback_hits;   /* ... that it answered with a value */
+    uint64_t warm_writes;     /* values read from a previous owner added here */
+    uint64_t warm_skipped;    /* ... not stored: it held the key already */
+    uint64_t warm_failures;   /* ... that failed (an error, or not submitted) */
+    uint64_t dual_writes;     /* writes (or deletes of its copy) it took as a
+                                 moved key's other owner */
+    int transition_only;      /* 1: only the transition's other snapshot lists it */
     unsigned consecutive_failures;
     unsigned connections;     /* open now */
     size_t in_flight;         /* requests sent, not answered */

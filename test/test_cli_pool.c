@@ -368,6 +368,90 @@ START_TEST(probe_finds_misplaced_keys)
 }
 END_TEST
 
+/* --previous OLD: get reads through a transition from OLD (a miss at a
+ * key's new owner read at its old one), set writes a moved key to both
+ * owners, probe asks OLD's servers too and names the previous owner. */
+START_TEST(previous_reads_through_a_transition)
+{
+    cluster c;
+    cluster_start(&c, 3);
+    char old_list[256];
+    snprintf(old_list, sizeof(old_list), "127.0.0.1:%d,127.0.0.1:%d", c.mc[0].port,
+             c.mc[1].port);
+    enum { NK = 200 };
+    text in = {0}, keys = {0};
+    for (int i = 0; i < NK; i++) {
+        add(&in, "pv:%d\tv%d\n", i, i);
+        add(&keys, "pv:%d\n", i);
+    }
+    run r = run_cli(in.p, in.len, ARGS("set", "-s", old_list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    r = run_cli(keys.p, keys.len, ARGS("get", "-s", c.list));
+    ck_assert_int_eq(r.status, 0);
+    size_t plain = count_lines(r.out);
+    ck_assert_msg(plain < NK && plain > NK / 2, "%zu of %d found without --previous", plain, NK);
+    run_free(&r);
+    r = run_cli(keys.p, keys.len, ARGS("get", "-s", c.list, "--previous", old_list));
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_uint_eq(count_lines(r.out), NK);
+    ck_assert_msg(strstr(r.out, "pv:7\tv7\n") != NULL, "%s", r.out);
+    run_free(&r);
+
+    /* a key the third server takes: probe names its previous owner */
+    char key[32];
+    int k = 0;
+    do
+        snprintf(key, sizeof(key), "pv:%d", k++);
+    while (owner(&c, key) != 2);
+    mcr_config *cfg = tu_config(old_list, MCR_MODE_KETAMA, MCR_HASH_COUNT);
+    mcr_snapshot *old = NULL;
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &old, NULL), MCR_OK);
+    mcr_config_free(cfg);
+    int prev = (int)mcr_snapshot_locate(old, key, strlen(key));
+    mcr_snapshot_unref(old);
+    r = run_cli(NULL, 0, ARGS("probe", "-s", c.list, "--previous", old_list, key));
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    char want[256];
+    snprintf(want, sizeof(want), "%s\t127.0.0.1:%d\t127.0.0.1:%d\t127.0.0.1:%d\n", key,
+             c.mc[2].port, c.mc[prev].port, c.mc[prev].port);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+
+    /* set through the transition: both owners hold the new value */
+    text one = {0};
+    add(&one, "%s\tnew\n", key);
+    r = run_cli(one.p, one.len, ARGS("set", "-s", c.list, "--previous", old_list));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    const char *kp = key;
+    unsigned char hit = 0;
+    held_by(&c, 2, &kp, 1, &hit);
+    ck_assert_int_eq(hit, 1);
+    hit = 0;
+    held_by(&c, prev, &kp, 1, &hit);
+    ck_assert_int_eq(hit, 1);
+    r = run_cli(NULL, 0, ARGS("get", "-s", old_list, key));
+    snprintf(want, sizeof(want), "%s\tnew\n", key);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+
+    /* refused: given twice; not a placement */
+    r = run_cli(NULL, 0, ARGS("get", "-s", c.list, "--previous", old_list, "--previous",
+                              old_list, key));
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--previous given twice") != NULL, "%s", r.err);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("get", "-s", c.list, "--previous", "no such:host", key));
+    ck_assert_int_eq(r.status, 2);
+    run_free(&r);
+    text_free(&in);
+    text_free(&keys);
+    text_free(&one);
+    cluster_stop(&c);
+}
+END_TEST
+
 START_TEST(delete_keys)
 {
     cluster c;
@@ -899,6 +983,7 @@ static Suite *cli_pool_suite(void)
     tcase_add_test(tc, set_get_round_trip);
     tcase_add_test(tc, miss_prints_nothing);
     tcase_add_test(tc, probe_finds_misplaced_keys);
+    tcase_add_test(tc, previous_reads_through_a_transition);
     tcase_add_test(tc, delete_keys);
     tcase_add_test(tc, killed_server);
     tcase_add_test(tc, eject_moves_keys_off_a_dead_server);

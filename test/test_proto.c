@@ -104,6 +104,13 @@ START_TEST(test_line_kinds)
     ck_assert(L.has_cas && L.cas == 9);
     ck_assert(field_is(L.key, L.key_len, "foo"));
     ck_assert(field_is(L.opaque, L.opaque_len, "123"));
+    ck_assert(L.has_ttl && L.ttl == -1);
+    L = parse("VA 1 f0 t3600");
+    ck_assert(L.has_ttl && L.ttl == 3600);
+    /* a TTL that is not a number, or beyond 32 bits, is not memcached's */
+    ck_assert_int_eq(parse("VA 1 f0 t-2").kind, MCR__L_BAD);
+    ck_assert_int_eq(parse("VA 1 f0 t").kind, MCR__L_BAD);
+    ck_assert_int_eq(parse("VA 1 f0 t99999999999").kind, MCR__L_BAD);
     L = parse("VA 0");
     ck_assert_int_eq(L.kind, MCR__L_VA);
     ck_assert_ptr_null(L.opaque);
@@ -597,13 +604,13 @@ START_TEST(test_write)
     expect_wire(W(MCR_OP_NOOP, MCR_PROTO_TEXT), "version\r\n");
 
     W(MCR_OP_GET, MCR_PROTO_META)->opaque = 5;
-    expect_wire(&w, "mg p:a v f O5\r\n");
+    expect_wire(&w, "mg p:a v f t O5\r\n");
     W(MCR_OP_GETS, MCR_PROTO_META);
     w.keys = k3, w.key_lens = l3, w.nkeys = 3, w.opaque = 10;
-    expect_wire(&w, "mg p:a v f c O10 q\r\nmg p:bb v f c O11 q\r\nmg p:c v f c O12 q\r\nmn\r\n");
+    expect_wire(&w, "mg p:a v f t c O10 q\r\nmg p:bb v f t c O11 q\r\nmg p:c v f t c O12 q\r\nmn\r\n");
     W(MCR_OP_GAT, MCR_PROTO_META)->exptime = 60;
     w.opaque = 1;
-    expect_wire(&w, "mg p:a v f O1 T60\r\n");
+    expect_wire(&w, "mg p:a v f t O1 T60\r\n");
     W(MCR_OP_CAS, MCR_PROTO_META);
     w.value = "xyz", w.value_len = 3, w.flags = 7, w.exptime = 30, w.cas = 99, w.opaque = 2;
     expect_wire(&w, "ms p:a 3 F7 T30 MS O2 C99\r\nxyz\r\n");

@@ -16,6 +16,7 @@
 #include "mcroute_fleet.h"
 #include "mcroute_ketama.h"
 #include "mcroute_libmemcached.h"
+#include "mcroute_migrate.h"
 #include "mcroute_snapshot.h"
 #include "mcroute_twemproxy.h"
 
@@ -179,7 +180,7 @@ void cli_progress_end(void)
 
 enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
        OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID,
-       OPT_RATE, OPT_DRY_RUN, OPT_GRACE, OPT_WAIT, OPT_ABORT, OPT_NO_WARM };
+       OPT_RATE, OPT_DRY_RUN, OPT_GRACE, OPT_WAIT, OPT_ABORT, OPT_NO_WARM, OPT_PREVIOUS = 400 };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -211,6 +212,7 @@ static const struct option source_opts[] = {
     {"wait", required_argument, NULL, OPT_WAIT},
     {"abort", no_argument, NULL, OPT_ABORT},
     {"no-warm", no_argument, NULL, OPT_NO_WARM},
+    {"previous", required_argument, NULL, OPT_PREVIOUS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -253,6 +255,7 @@ static const char *opt_name(int c)
     case OPT_POLICY: return "--failure-policy";
     case OPT_TTL: return "--ttl";
     case OPT_JSON: return "--json";
+    case OPT_PREVIOUS: return "--previous";
     case OPT_ETCD: return "--etcd";
     case OPT_ETCD_PREFIX: return "--etcd-prefix";
     case OPT_ETCD_TIMEOUT: return "--etcd-timeout";
@@ -289,6 +292,7 @@ static bool option_allowed(int c, unsigned allowed)
     case OPT_ETCD: case OPT_ETCD_PREFIX: case OPT_ETCD_TIMEOUT: case 'p':
         return (allowed & (ALLOW_SOURCE | ALLOW_ETCD | ALLOW_LIST)) != 0;
     case OPT_COUNT: case OPT_CLIENT_ID: return (allowed & ALLOW_WATCH) != 0;
+    case OPT_PREVIOUS: return (allowed & ALLOW_PREVIOUS) != 0;
     default: return (allowed & ALLOW_SOURCE) != 0;
     }
 }
@@ -365,6 +369,11 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
             if (src->rate)
                 cli_die("--rate given twice");
             src->rate = optarg;
+            break;
+        case OPT_PREVIOUS:
+            if (src->previous)
+                cli_die("--previous given twice");
+            src->previous = optarg;
             break;
         case OPT_ETCD:
             if (src->etcd)
@@ -651,6 +660,18 @@ unsigned cli_parse_ms(const char *cmd, const char *opt, const char *value)
     return (unsigned)v;
 }
 
+double cli_parse_rate(const char *value)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (strspn(value, "0123456789.") != strlen(value) || *value == '\0' || *end != '\0' ||
+        errno != 0 || !(v > 0) || v > MCR_MIGRATE_RATE_MAX)
+        cli_die("migrate: --rate '%s': expected keys per second, above 0 and at most 1000000000",
+                value);
+    return v;
+}
+
 void cli_fleet_options(const char *cmd, const cli_source *src, mcr_fleet_options *o)
 {
     mcr_fleet_options_init(o);
@@ -737,7 +758,7 @@ mcr_snapshot *cli_build_snapshot(const cli_source *src)
     return snap;
 }
 
-mcr_snapshot *cli_snapshot_operand(const char *cmd, const char *arg, const cli_source *opts)
+mcr_snapshot *cli_operand_snapshot(const char *cmd, const char *arg, const cli_source *opts)
 {
     FILE *f = fopen(arg, "r");
     if (f != NULL) {
@@ -752,7 +773,7 @@ mcr_snapshot *cli_snapshot_operand(const char *cmd, const char *arg, const cli_s
         }
     }
     cli_source one = *opts;
-    one.etcd = one.pool = one.etcd_prefix = one.etcd_timeout = NULL; /* OLD is the pool */
+    one.etcd = one.pool = one.etcd_prefix = one.etcd_timeout = NULL; /* an operand is never the pool */
     if (f != NULL)
         one.server_file = arg;
     else

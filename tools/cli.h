@@ -52,8 +52,9 @@ enum {
     PERMUTE = 1024,     /* options may follow the arguments (no -m, unlike MIXED_ARGS) */
     NO_HASH = 2048,     /* not even --hash (members, watch) */
     ALLOW_LIST = 4096,  /* -s -f -m --snapshot of a SOURCE only (members publish) */
-    ALLOW_MIGRATE = 8192 /* --rate --dry-run --timeout (migrate); --grace --wait
-                            --abort --no-warm (migrate --etcd) */
+    ALLOW_PREVIOUS = 8192, /* --previous OLD (pool commands: read through a transition) */
+    ALLOW_MIGRATE = 16384 /* --rate --dry-run --timeout (migrate); --grace --wait
+                             --abort --no-warm (migrate --etcd) */
 };
 
 /* The options of one command line, collected before anything is built so
@@ -78,6 +79,7 @@ typedef struct cli_source {
     bool abort_migration;      /* migrate --etcd --abort */
     bool no_warm;              /* migrate --etcd --no-warm */
     bool json;                 /* --json: one JSON document on stdout */
+    const char *previous;      /* --previous OLD: a server list, server file or snapshot file */
     const char **behaviors;
     size_t nbehaviors;
 } cli_source;
@@ -108,11 +110,12 @@ mcr_snapshot *cli_load_snapshot(const char *path);
  * that does not verify: the library's message). */
 mcr_snapshot *cli_build_snapshot(const cli_source *src);
 
-/* One operand of diff and migrate (OLD, NEW): a snapshot file (refused with
- * --mode or --hash, which it sets itself), a server file or a server list
- * (with --mode and --hash), never etcd (--etcd names OLD). Exits EXIT_USAGE,
- * naming `cmd`, as cli_build_snapshot. */
-mcr_snapshot *cli_snapshot_operand(const char *cmd, const char *arg, const cli_source *opts);
+/* An operand naming a placement (diff OLD NEW, --previous OLD): a snapshot
+ * file (starting "mcroute-snapshot"), else a server file when `arg` can be
+ * opened, else a server list; built with the --mode and --hash of `opts`
+ * (never its etcd pool). Exits EXIT_USAGE, naming `cmd`, as
+ * cli_build_snapshot() does. */
+mcr_snapshot *cli_operand_snapshot(const char *cmd, const char *arg, const cli_source *opts);
 
 /* The config of a SOURCE that is a server list, a server file, libmemcached
  * options, a twemproxy file or a ketama file (not --snapshot, not --etcd),
@@ -132,6 +135,10 @@ unsigned cli_parse_seconds(const char *cmd, const char *opt, const char *value);
 /* MS of an option (`opt`, for the message naming `cmd`): a decimal number
  * from 1 to 86400000 (a day, the pool's limit). Exits EXIT_USAGE otherwise. */
 unsigned cli_parse_ms(const char *cmd, const char *opt, const char *value);
+
+/* --rate KEYS_PER_S of migrate: above 0, at most MCR_MIGRATE_RATE_MAX
+ * (mcroute_migrate.h); exits EXIT_USAGE otherwise. */
+double cli_parse_rate(const char *value);
 
 /* A ring and the name to print for each of its servers (what locate, dump
  * and stats print): the ring of a snapshot, or one built from a config. */
@@ -237,9 +244,6 @@ extern const char cli_usage_watch[];
 /* migrate (tools/migrate_cmd.c): copy the keys a placement change moves. */
 int cli_cmd_migrate(int argc, char **argv);
 extern const char cli_usage_migrate[];
-/* --rate KEYS_PER_S of migrate: above 0, at most MCR_MIGRATE_RATE_MAX;
- * exits EXIT_USAGE otherwise. */
-double cli_parse_rate(const char *value);
 
 /* migrate --etcd URLS --pool NAME [NEW] (tools/migrate_fleet.c): the
  * migration recorded in etcd, run or resumed (or aborted) step by step;

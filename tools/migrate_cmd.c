@@ -92,18 +92,6 @@ static void catch_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-double cli_parse_rate(const char *value)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(value, &end);
-    if (strspn(value, "0123456789.") != strlen(value) || *value == '\0' || *end != '\0' ||
-        errno != 0 || !(v > 0) || v > MCR_MIGRATE_RATE_MAX)
-        cli_die("migrate: --rate '%s': expected keys per second, above 0 and at most 1000000000",
-                value);
-    return v;
-}
-
 static void on_progress(const mcr_migrate_progress *p, void *arg)
 {
     (void)arg;
@@ -235,8 +223,8 @@ int cli_cmd_migrate(int argc, char **argv)
     if (src.timeout != NULL)
         o.timeout_ms = cli_parse_ms("migrate", "--timeout", src.timeout);
     o.dry_run = src.dry_run;
-    mcr_snapshot *from = cli_snapshot_operand("migrate", argv[first], &src);
-    mcr_snapshot *to = cli_snapshot_operand("migrate", argv[first + 1], &src);
+    mcr_snapshot *from = cli_operand_snapshot("migrate", argv[first], &src);
+    mcr_snapshot *to = cli_operand_snapshot("migrate", argv[first + 1], &src);
     free(src.behaviors);
 
     if (!src.json) {

@@ -453,7 +453,7 @@ static mcr_snapshot *target_of(const char *arg, const cli_source *src, unsigned 
         if (strncmp(head, "mcroute-snapshot", 16) == 0)
             *flags = MCR_CHANGES_STATES;
     }
-    return cli_snapshot_operand("migrate", arg, src);
+    return cli_operand_snapshot("migrate", arg, src);
 }
 
 /* Whether the servers of `target` are those of the record's `to`. */

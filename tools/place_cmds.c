@@ -227,13 +227,13 @@ int cli_cmd_diff(int argc, char **argv)
         cli_source pool = src;
         pool.mode = pool.hash = NULL; /* they are NEW's */
         a = cli_build_snapshot(&pool);
-        b = cli_snapshot_operand("diff", argv[first], &src);
+        b = cli_operand_snapshot("diff", argv[first], &src);
     } else {
         if (argc - first != 2)
             cli_die("diff: expected OLD and NEW (a server list, a server file or a snapshot "
                     "file)");
-        a = cli_snapshot_operand("diff", argv[first], &src);
-        b = cli_snapshot_operand("diff", argv[first + 1], &src);
+        a = cli_operand_snapshot("diff", argv[first], &src);
+        b = cli_operand_snapshot("diff", argv[first + 1], &src);
     }
     mcr_diff *d = NULL;
     if (mcr_diff_new(a, b, &d, &err) != MCR_OK) {

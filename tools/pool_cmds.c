@@ -34,6 +34,7 @@
 
 const char cli_usage_set[] =
     "Usage: mcroute set SOURCE [--ttl SECONDS] [--timeout MS] [--failure-policy NAME]\n"
+    "                   [--previous OLD]\n"
     "Store every KEY<TAB>VALUE line of standard input on the server that owns KEY.\n"
     "VALUE is the rest of the line after the first TAB (it may be empty and may\n"
     "contain TABs; a newline ends it, a CR before it is kept). Requests are\n"
@@ -45,17 +46,22 @@ const char cli_usage_set[] =
     "SOURCE: as for locate (see mcroute --help)\n";
 
 const char cli_usage_get[] =
-    "Usage: mcroute get SOURCE [--timeout MS] [--failure-policy NAME] [KEY...]\n"
+    "Usage: mcroute get SOURCE [--timeout MS] [--failure-policy NAME] [--previous OLD]\n"
+    "                   [KEY...]\n"
     "Print KEY<TAB>VALUE for every key found, in the order of the keys; a key not\n"
     "found prints nothing. With no KEY, reads keys from standard input, one per\n"
     "line. Keys are fetched with multi-key gets, several batches in flight.\n"
     "A key that could not be fetched prints KEY<TAB>error<TAB>REASON on stderr,\n"
     "and the exit status is then 1; so does a bad key (empty, over 250 bytes, with\n"
     "a space or control byte), which is not sent (the other keys are).\n"
+    "--previous OLD: read through a transition from OLD (a server list, a server file\n"
+    "or a snapshot file) to SOURCE: a key SOURCE moved and its new owner misses is\n"
+    "read from its owner in OLD (nothing is written back).\n"
     "SOURCE: as for locate (see mcroute --help)\n";
 
 const char cli_usage_delete[] =
-    "Usage: mcroute delete SOURCE [--timeout MS] [--failure-policy NAME] [KEY...]\n"
+    "Usage: mcroute delete SOURCE [--timeout MS] [--failure-policy NAME] [--previous OLD]\n"
+    "                      [KEY...]\n"
     "Delete every key from the server that owns it. With no KEY, reads keys from\n"
     "standard input, one per line. A key that is not there is not an error.\n"
     "Prints nothing on success; a key that could not be deleted prints\n"
@@ -65,7 +71,7 @@ const char cli_usage_delete[] =
 
 const char cli_usage_probe[] =
     "Usage: mcroute probe SOURCE [--timeout MS] [--failure-policy NAME] [--json]\n"
-    "                     KEY...\n"
+    "                     [--previous OLD] KEY...\n"
     "Ask every server of SOURCE for every key and print\n"
     "KEY<TAB>OWNER<TAB>HOLDERS, OWNER the id of the server the placement names and\n"
     "HOLDERS the ids of the servers that hold the key, comma-separated in server\n"
@@ -76,6 +82,8 @@ const char cli_usage_probe[] =
     "With --json: {\"keys\": [{\"key\": K, \"owner\": ID, \"holders\": [ID, ...]}, ...]};\n"
     "a key that failed is {\"key\": K, \"error\": \"SERVER: REASON\"} (and is reported\n"
     "on stderr as well); a key that is not valid UTF-8 also gets \"key_hex\".\n"
+    "--previous OLD: OLD's servers are asked too, and a fourth column (\"previous_owner\"\n"
+    "in JSON) names the key's owner in OLD.\n"
     "SOURCE: as for locate (see mcroute --help)\n";
 
 /* ------------------------------------------------------------ input */
@@ -254,13 +262,47 @@ static settings parse_settings(const char *cmd, const cli_source *src)
 
 /* A pool over the snapshot of SOURCE, on an event loop of its own. */
 typedef struct conn {
-    mcr_snapshot *snap; /* the placement of SOURCE, as given */
+    mcr_snapshot *snap; /* the placement of SOURCE, as given (a later epoch
+                           than prev's with --previous) */
+    mcr_snapshot *prev; /* --previous OLD: the transition's `from`, or NULL */
     mcr_router *router;
     struct event_base *base;
     mcr_pool *pool;
 } conn;
 
 static void conn_close(conn *c);
+
+/* --previous OLD: c->prev, with c->snap at a later epoch than OLD's (a
+ * placement built from servers is built again at OLD's epoch + 1; a
+ * snapshot file or etcd pool must be later already). */
+static void previous_open(conn *c, const char *cmd, cli_source *src)
+{
+    mcr_error err;
+    c->prev = cli_operand_snapshot(cmd, src->previous, src);
+    uint64_t pe = mcr_snapshot_epoch(c->prev), ne = mcr_snapshot_epoch(c->snap);
+    if (ne > pe)
+        return;
+    if (src->snapshot != NULL || src->etcd != NULL) {
+        mcr_snapshot_unref(c->prev);
+        mcr_snapshot_unref(c->snap);
+        free(src->behaviors);
+        cli_die("%s: SOURCE is epoch %llu, not after --previous's epoch %llu", cmd,
+                (unsigned long long)ne, (unsigned long long)pe);
+    }
+    mcr_config *cfg = cli_build_config(src);
+    mcr_snapshot *again = NULL;
+    int rc = pe >= UINT64_MAX - 1 ? MCR_ERR_RANGE : mcr_snapshot_new(cfg, pe + 1, &again, &err);
+    mcr_config_free(cfg);
+    if (rc != MCR_OK) {
+        mcr_snapshot_unref(c->prev);
+        mcr_snapshot_unref(c->snap);
+        free(src->behaviors);
+        cli_die("%s: %s", cmd, rc == MCR_ERR_RANGE ? "--previous's epoch is the last one"
+                                                   : err.message);
+    }
+    mcr_snapshot_unref(c->snap);
+    c->snap = again;
+}
 
 /* Everything a command needs before it sends anything: the snapshot of
  * SOURCE, the input (read and checked: bad items are marked, and fail
@@ -283,8 +325,12 @@ static void conn_open(conn *c, const char *cmd, cli_source *src, const settings 
                 cmd);
     }
     c->snap = cli_build_snapshot(src);
+    if (src->previous != NULL)
+        previous_open(c, cmd, src);
     read_input(argc, argv, with_values, in);
     int rc = mcr_router_new(c->snap, &c->router, &err);
+    if (rc == MCR_OK && c->prev != NULL)
+        rc = mcr_router_set_transition(c->router, c->prev, c->snap, 0, 0, &err);
     if (rc == MCR_OK && (c->base = event_base_new()) == NULL) {
         rc = MCR_ERR_NOMEM;
         snprintf(err.message, sizeof(err.message), "cannot create an event loop");
@@ -318,6 +364,7 @@ static void conn_close(conn *c)
         event_base_free(c->base);
     mcr_router_free(c->router);
     mcr_snapshot_unref(c->snap);
+    mcr_snapshot_unref(c->prev);
 }
 
 /* Run the event loop once: at least one event is handled. A pool with
@@ -506,13 +553,13 @@ static int run_writes(const char *cmd, int argc, char **argv, mcr_op op, unsigne
 
 int cli_cmd_set(int argc, char **argv)
 {
-    return run_writes("set", argc, argv, MCR_OP_SET, ALLOW_SOURCE | ALLOW_POOL | ALLOW_TTL,
+    return run_writes("set", argc, argv, MCR_OP_SET, ALLOW_SOURCE | ALLOW_POOL | ALLOW_PREVIOUS | ALLOW_TTL,
                       cli_usage_set);
 }
 
 int cli_cmd_delete(int argc, char **argv)
 {
-    return run_writes("delete", argc, argv, MCR_OP_DELETE, ALLOW_SOURCE | ALLOW_POOL,
+    return run_writes("delete", argc, argv, MCR_OP_DELETE, ALLOW_SOURCE | ALLOW_POOL | ALLOW_PREVIOUS,
                       cli_usage_delete);
 }
 
@@ -709,7 +756,7 @@ int cli_cmd_get(int argc, char **argv)
     conn c;
     int failed = 0;
 
-    int first = cli_parse_options(argc, argv, &src, cli_usage_get, ALLOW_SOURCE | ALLOW_POOL);
+    int first = cli_parse_options(argc, argv, &src, cli_usage_get, ALLOW_SOURCE | ALLOW_POOL | ALLOW_PREVIOUS);
     settings st = parse_settings("get", &src);
     conn_open(&c, "get", &src, &st, 0, argc - first, argv + first, 0, &in);
     if (in.buf != NULL)
@@ -810,8 +857,8 @@ static void probe_json_failure(probe_out *po, const item *it, const char *server
 }
 
 /* Print, in input order, the keys whose every server has answered. */
-static int report_probes(const conn *c, const input *in, probe_cell *cells, size_t ns,
-                         size_t *reported, probe_out *po)
+static int report_probes(const conn *c, const input *in, probe_cell *cells,
+                         const char *const *ids, size_t ns, size_t *reported, probe_out *po)
 {
     int failed = 0;
     for (; *reported < in->n; (*reported)++) {
@@ -833,10 +880,10 @@ static int report_probes(const conn *c, const input *in, probe_cell *cells, size
                 probe_json_failure(po, it, NULL, it->why_status, NULL);
             failed = 1;
         } else if (bad >= 0) {
-            mcr_snapshot_server(c->snap, (size_t)bad, &d);
-            report_failure(it, d.id, row[bad].fail.status, row[bad].fail.message);
+            report_failure(it, ids[bad], row[bad].fail.status, row[bad].fail.message);
             if (po->json)
-                probe_json_failure(po, it, d.id, row[bad].fail.status, row[bad].fail.message);
+                probe_json_failure(po, it, ids[bad], row[bad].fail.status,
+                                   row[bad].fail.message);
             failed = 1;
         } else if (po->json) {
             uint32_t owner = mcr_snapshot_locate(c->snap, it->key, it->klen);
@@ -845,14 +892,18 @@ static int report_probes(const conn *c, const input *in, probe_cell *cells, size
             cli_json_key_member(stdout, "key", it->key, it->klen);
             fputs(", \"owner\": ", stdout);
             cli_json_string(stdout, d.id, strlen(d.id));
+            if (c->prev != NULL) {
+                mcr_snapshot_server(c->prev, mcr_snapshot_locate(c->prev, it->key, it->klen), &d);
+                fputs(", \"previous_owner\": ", stdout);
+                cli_json_string(stdout, d.id, strlen(d.id));
+            }
             fputs(", \"holders\": [", stdout);
             int any = 0;
             for (s = 0; s < ns; s++)
                 if (row[s].holds) {
-                    mcr_snapshot_server(c->snap, s, &d);
                     if (any)
                         fputs(", ", stdout);
-                    cli_json_string(stdout, d.id, strlen(d.id));
+                    cli_json_string(stdout, ids[s], strlen(ids[s]));
                     any = 1;
                 }
             fputs("]}", stdout);
@@ -864,11 +915,16 @@ static int report_probes(const conn *c, const input *in, probe_cell *cells, size
             int any = 0;
             for (s = 0; s < ns; s++)
                 if (row[s].holds) {
-                    mcr_snapshot_server(c->snap, s, &d);
-                    printf("%s%s", any ? "," : "", d.id);
+                    printf("%s%s", any ? "," : "", ids[s]);
                     any = 1;
                 }
-            puts(any ? "" : "-");
+            if (!any)
+                putchar('-');
+            if (c->prev != NULL) {
+                mcr_snapshot_server(c->prev, mcr_snapshot_locate(c->prev, it->key, it->klen), &d);
+                printf("\t%s", d.id);
+            }
+            putchar('\n');
         }
         for (s = 0; s < ns; s++) {
             free(row[s].fail.message);
@@ -886,7 +942,7 @@ int cli_cmd_probe(int argc, char **argv)
     int failed = 0;
 
     int first = cli_parse_options(argc, argv, &src, cli_usage_probe,
-                                  ALLOW_SOURCE | ALLOW_POOL | ALLOW_JSON);
+                                  ALLOW_SOURCE | ALLOW_POOL | ALLOW_PREVIOUS | ALLOW_JSON);
     settings st = parse_settings("probe", &src);
     if (first >= argc)
         cli_die("probe: expected at least one KEY");
@@ -894,7 +950,20 @@ int cli_cmd_probe(int argc, char **argv)
      * the same key's get aimed at another. */
     conn_open(&c, "probe", &src, &st, 1, argc - first, argv + first, 0, &in);
 
-    size_t ns = mcr_snapshot_server_count(c.snap);
+    /* The servers of SOURCE, then those only --previous names. */
+    size_t nsnap = mcr_snapshot_server_count(c.snap);
+    size_t nprev = c.prev != NULL ? mcr_snapshot_server_count(c.prev) : 0;
+    char **ids = cli_xcalloc(nsnap + nprev + 1, sizeof(*ids));
+    size_t ns = 0;
+    for (size_t i = 0; i < nsnap + nprev; i++) {
+        mcr_server_desc d;
+        mcr_snapshot_server(i < nsnap ? c.snap : c.prev, i < nsnap ? i : i - nsnap, &d);
+        if (i >= nsnap && mcr_snapshot_find(c.snap, d.id) >= 0)
+            continue;
+        ids[ns] = strdup(d.id);
+        if (ids[ns++] == NULL)
+            cli_fail("out of memory");
+    }
     probe_out po = {src.json, 0};
     if (po.json)
         fputs("{\"keys\": [", stdout);
@@ -904,17 +973,16 @@ int cli_cmd_probe(int argc, char **argv)
         for (size_t s = 0; s < ns; s++) {
             while (mcr_pool_pending(c.pool) >= MAX_IN_FLIGHT) {
                 loop_once(&c);
-                failed |= report_probes(&c, &in, cells, ns, &reported, &po);
+                failed |= report_probes(&c, &in, cells, (const char *const *)ids, ns,
+                                        &reported, &po);
             }
-            mcr_server_desc d;
-            mcr_snapshot_server(c.snap, s, &d);
             mcr_request req;
             mcr_error err;
             memset(&req, 0, sizeof(req));
             req.op = MCR_OP_GET;
             req.key = in.items[i].key;
             req.key_len = in.items[i].klen;
-            req.server = d.id;
+            req.server = ids[s];
             probe_cell *p = &cells[i * ns + s];
             if (in.items[i].why != NULL) { /* bad: fails alone, no server asked */
                 p->done = 1;
@@ -937,8 +1005,11 @@ int cli_cmd_probe(int argc, char **argv)
         } else {
             loop_once(&c);
         }
-        failed |= report_probes(&c, &in, cells, ns, &reported, &po);
+        failed |= report_probes(&c, &in, cells, (const char *const *)ids, ns, &reported, &po);
     }
+    for (size_t i = 0; i < ns; i++)
+        free(ids[i]);
+    free(ids);
     if (po.json)
         fputs(po.count ? "\n]}\n" : "]}\n", stdout);
     free(cells);

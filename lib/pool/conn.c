@@ -472,7 +472,7 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
     mcr__wire w;
     memset(&w, 0, sizeof(w));
     w.op = r->op;
-    w.proto = p->o.protocol;
+    w.proto = r->force_meta ? MCR_PROTO_META : p->o.protocol;
     w.prefix = p->prefix;
     w.prefix_len = mcr__is_server_op(r->op) ? 0 : p->prefix_len;
     w.keys = r->keys;
@@ -491,7 +491,7 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
     size_t before = evbuffer_get_length(out);
     int rc;
     r->joined = 0;
-    if (p->o.protocol == MCR_PROTO_TEXT && (r->op == MCR_OP_GET || r->op == MCR_OP_GETS)) {
+    if (w.proto == MCR_PROTO_TEXT && (r->op == MCR_OP_GET || r->op == MCR_OP_GETS)) {
         /* Text gets queued in one loop pass share one "get k1 k2 ..."
          * line: memcached answers a line with one reply (one send)
          * instead of one per get. */

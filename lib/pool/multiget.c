@@ -35,7 +35,7 @@ static int mget_key_error(mcr_pool *p, mcr__pool_mget *m, mcr_op op, mcr__pool_s
     return MCR_OK;
 }
 
-int mcr_pool_get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t *lens,
+int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t *lens,
                        size_t n, mcr_pool_cb key_cb, mcr_pool_cb done_cb, void *arg,
                        mcr_error *err)
 {

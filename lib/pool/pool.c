@@ -83,13 +83,82 @@ static void pool_done_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ------------------------------------------------------------ snapshots */
 
+/* The server of the pool for d: one of `by` (n of them) or of the pool's
+ * servers with the same id and address, not retired; NULL when none. */
+static mcr__pool_server *same_server(mcr_pool *p, mcr__pool_server **by, size_t n,
+                                     const mcr_server_desc *d)
+{
+    for (size_t i = 0; i < n; i++)
+        if (by[i] != NULL && strcmp(by[i]->id, d->id) == 0 && by[i]->port == d->port &&
+            strcmp(by[i]->host, d->host) == 0)
+            return by[i];
+    for (size_t i = 0; i < p->nservers; i++) {
+        mcr__pool_server *s = p->servers[i];
+        if (!s->retired && strcmp(s->id, d->id) == 0 && s->port == d->port &&
+            strcmp(s->host, d->host) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+/* Adopt the router's transition for snap (n servers in by): p->tx and the
+ * servers of the other snapshot, marked so that they are not retired.
+ * MCR_OK or MCR_ERR_NOMEM (the old transition kept). */
+static int adopt_transition(mcr_pool *p, mcr_snapshot *snap, mcr__pool_server **by, size_t n)
+{
+    mcr_transition t;
+    mcr__pool_server **txb = NULL;
+    size_t m = 0;
+    mcr_transition_phase ph = MCR_PHASE_NONE;
+    const mcr_snapshot *other = NULL;
+    if (mcr_router_transition(p->router, &t) == MCR_OK)
+        ph = mcr_transition_phase_at(&t, mcr_snapshot_epoch(snap));
+    if (ph != MCR_PHASE_NONE) {
+        other = ph == MCR_PHASE_COPYING ? t.to : t.from;
+        m = mcr_snapshot_server_count(other);
+        txb = calloc(m ? m : 1, sizeof(*txb));
+        if (txb == NULL) {
+            mcr_transition_clear(&t);
+            return MCR_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < m; i++) {
+            mcr_server_desc d;
+            mcr_snapshot_server(other, i, &d);
+            mcr__pool_server *s = same_server(p, by, n, &d);
+            if (s == NULL)
+                s = same_server(p, txb, i, &d);
+            if (s == NULL && (s = mcr__server_new(p, &d)) == NULL) {
+                free(txb);
+                mcr_transition_clear(&t);
+                return MCR_ERR_NOMEM;
+            }
+            s->mg_marked = 1;
+            txb[i] = s;
+        }
+    }
+    mcr_transition_clear(&p->tx);
+    free(p->tx_by);
+    p->tx = t;
+    if (ph == MCR_PHASE_NONE)
+        mcr_transition_clear(&p->tx);
+    p->tx_phase = ph;
+    p->tx_other = other;
+    p->tx_by = txb;
+    p->ntx_by = m;
+    p->tx_deadline_ns = ph != MCR_PHASE_NONE && t.remaining_ms
+                            ? mcr__now_ns() + t.remaining_ms * 1000000u
+                            : 0;
+    return MCR_OK;
+}
+
 int mcr__pool_refresh(mcr_pool *p)
 {
     /* The generation, not the epoch: a local state (an ejection) changes
      * the snapshot and keeps the epoch. Read before the snapshot, which is
      * then that generation's or a later one. */
     uint64_t g = mcr_router_generation(p->router);
-    if (p->snap != NULL && g == p->gen)
+    if (p->snap != NULL && g == p->gen &&
+        (p->tx_deadline_ns == 0 || mcr__now_ns() < p->tx_deadline_ns))
         return MCR_OK;
     mcr_snapshot *snap = mcr_router_current(p->router);
     if (snap == NULL)
@@ -118,6 +187,8 @@ int mcr__pool_refresh(mcr_pool *p)
                     s = o;
             }
         }
+        if (s == NULL)
+            s = same_server(p, NULL, 0, &d); /* kept for a transition until now */
         if (s == NULL) {
             s = mcr__server_new(p, &d);
             if (s == NULL) {
@@ -129,6 +200,14 @@ int mcr__pool_refresh(mcr_pool *p)
         }
         s->mg_marked = 1;
         by[i] = s;
+    }
+    if (adopt_transition(p, snap, by, n) != MCR_OK) {
+        for (size_t i = 0; i < p->nservers; i++)
+            p->servers[i]->mg_marked = 0;
+        free(by);
+        free(load);
+        mcr_snapshot_unref(snap);
+        return MCR_ERR_NOMEM;
     }
     for (size_t i = 0; i < p->nservers;) {
         mcr__pool_server *s = p->servers[i];
@@ -163,6 +242,8 @@ int mcr__pool_refresh(mcr_pool *p)
         if (by[i]->counted)
             p->load_total += load[i];
     }
+    for (size_t i = 0; i < p->ntx_by; i++)
+        p->tx_by[i]->mg_marked = 0;
     for (size_t i = 0; i < n; i++) {
         mcr_server_desc d;
         mcr_snapshot_server(snap, i, &d);
@@ -305,6 +386,8 @@ void mcr_pool_free(mcr_pool *p)
     free(p->unix_paths);
     if (p->snap != NULL)
         mcr_snapshot_unref(p->snap);
+    mcr_transition_clear(&p->tx);
+    free(p->tx_by);
     event_free(p->done_ev);
     event_free(p->flush_ev);
     event_free(p->collect_ev);

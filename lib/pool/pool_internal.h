@@ -5,9 +5,12 @@
 
 /* The pool in layers. Each file calls only into the files below it:
  *
- *   multiget.c   mcr_pool_get_multi(): keys deduplicated, split by server
- *   submit.c     mcr_pool_submit() and the shorthands: checks, routing,
- *                hot-key joining; mcr_pool_exec() on top
+ *   sync.c       the shorthands (get, set, delete) and mcr_pool_exec()
+ *   transition.c mcr_pool_submit() and mcr_pool_get_multi(): a router's
+ *                transition (reads falling back to the previous owner,
+ *                writes reaching both owners), else straight down
+ *   multiget.c   multi-gets: keys deduplicated, split by server
+ *   submit.c     one request: checks, routing, hot-key joining
  *   pool.c       lifecycle (new, free, unix paths, wait), adopting the
  *                router's snapshots, the loop's deferred work (ejections
  *                set in the router's local overlay, failures reported)
@@ -90,6 +93,8 @@ struct mcr__pool_req {
     unsigned failed_batch : 1; /* meta multi-get: an error line came before MN */
     unsigned joined : 1;       /* text get: its keys share the previous request's line */
     unsigned group_done : 1;   /* text get: its line's END came (or its error) */
+    unsigned force_meta : 1;   /* sent in meta whatever the pool's protocol
+                                  (a transition's fallback read, for the TTL) */
     mcr_op op;
     uint64_t epoch;
     uint64_t sent_ns;
@@ -172,6 +177,8 @@ struct mcr__pool_server {
     int mg_marked;
     /* counters */
     uint64_t requests, hits, misses, errors, timeouts, refusals, ejections, coalesced;
+    uint64_t fallback_reads, fallback_hits, warm_writes, warm_skipped, warm_failures,
+        dual_writes;
     uint64_t lat_count, lat_max;
     uint32_t hist[MCR__HIST_BUCKETS];
 };
@@ -222,6 +229,16 @@ struct mcr_pool {
                                    loads of bounded reads */
     uint64_t load_total;        /* the loads of the ACTIVE servers */
     size_t read_peak;           /* most bytes a read buffer held: mcr__pool_read_peak() */
+    /* The router's transition as adopted with snap (pool.c): references
+     * in tx, its phase at snap's epoch, the other snapshot (tx.to while
+     * copying, tx.from once switched) and its servers by index (servers of
+     * snap where id and address match, others kept only for it). */
+    mcr_transition tx;
+    mcr_transition_phase tx_phase;
+    const mcr_snapshot *tx_other;
+    mcr__pool_server **tx_by;
+    size_t ntx_by;
+    uint64_t tx_deadline_ns;    /* CLOCK_MONOTONIC; 0: until ended */
     mcr__pool_up up;            /* the higher layers' entry points */
 };
 
@@ -405,5 +422,16 @@ int mcr__pool_inside_loop(mcr_pool *p);
 
 /* The server for a keyed request, or NULL with *status set. */
 mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t len, int *status);
+/* mcr_pool_submit() without the transition: routed by key (pin NULL) or
+ * sent to `pin`, a server of the pool; force_meta: in meta whatever the
+ * pool's protocol (the reply's TTL). */
+int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int force_meta,
+                mcr_pool_cb cb, void *arg, mcr_error *err);
+
+/* ---- multiget.c */
+
+/* mcr_pool_get_multi() without the transition. */
+int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t *lens, size_t n,
+                   mcr_pool_cb key_cb, mcr_pool_cb done_cb, void *arg, mcr_error *err);
 
 #endif

@@ -78,8 +78,8 @@ static int tok_is(const char *t, size_t len, const char *lit)
     return len == n && memcmp(t, lit, n) == 0;
 }
 
-/* Meta reply flags after the code (and after VA's size): f, c, k, O are
- * read; others (t, s, h, l, W, X, Z, b, ...) are allowed and ignored. */
+/* Meta reply flags after the code (and after VA's size): f, c, t, k, O
+ * are read; others (s, h, l, W, X, Z, b, ...) are allowed and ignored. */
 static int parse_meta_flags(const char **tok, const size_t *tlen, int n, mcr__line *out)
 {
     for (int i = 0; i < n; i++) {
@@ -98,6 +98,17 @@ static int parse_meta_flags(const char **tok, const size_t *tlen, int n, mcr__li
                 return 0;
             out->cas = v;
             out->has_cas = 1;
+            break;
+        case 't':
+            /* remaining TTL: -1 for an item that never expires */
+            if (l == 3 && t[1] == '-' && t[2] == '1') {
+                out->ttl = -1;
+            } else {
+                if (!parse_u64(t + 1, l - 1, INT32_MAX, &v))
+                    return 0;
+                out->ttl = (int64_t)v;
+            }
+            out->has_ttl = 1;
             break;
         case 'k':
             out->key = t + 1;
@@ -382,7 +393,7 @@ static int write_meta(struct evbuffer *out, const mcr__wire *w)
          * (misses send nothing) closed by a no-op: hits come back tagged
          * with their opaque, then MN ends the batch. */
         for (size_t i = 0; i < w->nkeys; i++) {
-            int k = snprintf(tail, sizeof(tail), " v f%s O%" PRIu32 "%s",
+            int k = snprintf(tail, sizeof(tail), " v f t%s O%" PRIu32 "%s",
                              (w->op == MCR_OP_GETS || w->op == MCR_OP_GATS) ? " c" : "",
                              (uint32_t)(w->opaque + i), w->nkeys > 1 ? " q" : "");
             if (w->op == MCR_OP_GAT || w->op == MCR_OP_GATS)

@@ -53,7 +53,8 @@ typedef struct mcr__line {
     uint64_t number;      /* NUMBER */
     uint64_t cas;         /* VALUE's 5th field, meta's c flag */
     uint32_t flags;       /* VALUE's flags, meta's f flag */
-    int has_cas, has_flags;
+    int64_t ttl;          /* meta's t flag: remaining seconds, -1 never */
+    int has_cas, has_flags, has_ttl;
 } mcr__line;
 
 /* mcr__proto_parse_line: classify `line` (`len` bytes, without CRLF) into

@@ -92,7 +92,7 @@ static int status_reply(mcr_op op, int meta, mcr__line_kind kind, mcr_reply *out
 int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, char *msg)
 {
     mcr_pool *p = c->server->pool;
-    int meta = p->o.protocol == MCR_PROTO_META;
+    int meta = p->o.protocol == MCR_PROTO_META || r->force_meta;
     if (r->group_done)
         return 1; /* answered with the request before it on its line */
     for (;;) {
@@ -212,6 +212,8 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                     res.value_len = (size_t)bytes;
                     res.flags = flags;
                     res.cas = cas;
+                    if (L.has_ttl)
+                        res.ttl = L.ttl;
                 }
                 g->cursor = j + 1;
                 mcr__deliver_key(p, g, j, &res);

@@ -196,6 +196,7 @@ void mcr__result_init(mcr_result *res, const mcr__pool_req *r, uint32_t j)
     }
     res->server = r->server != NULL ? r->server->id : NULL;
     res->epoch = r->epoch;
+    res->ttl = MCR_TTL_UNKNOWN;
 }
 
 void mcr__deliver_simple(mcr_pool *p, mcr__pool_req *r, uint32_t j, int status, mcr_reply reply,

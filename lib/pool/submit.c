@@ -46,10 +46,16 @@ mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t
     return s;
 }
 
+/* A server of the current snapshot, else of the transition's other one. */
 static mcr__pool_server *server_by_id(mcr_pool *p, const char *id)
 {
     long i = mcr_snapshot_find(p->snap, id);
-    return i < 0 || (size_t)i >= p->nby ? NULL : p->by_index[i];
+    if (i >= 0 && (size_t)i < p->nby)
+        return p->by_index[i];
+    if (p->tx_other == NULL)
+        return NULL;
+    i = mcr_snapshot_find(p->tx_other, id);
+    return i < 0 || (size_t)i >= p->ntx_by ? NULL : p->tx_by[i];
 }
 
 static int check_request(mcr_pool *p, const mcr_request *q, mcr_error *err)
@@ -88,7 +94,8 @@ static int check_request(mcr_pool *p, const mcr_request *q, mcr_error *err)
     return MCR_OK;
 }
 
-int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg, mcr_error *err)
+int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int force_meta,
+                mcr_pool_cb cb, void *arg, mcr_error *err)
 {
     if (p == NULL || q == NULL || cb == NULL)
         return mcr__pool_fail(err, MCR_ERR_INVALID, "mcr_pool_submit: NULL argument");
@@ -104,7 +111,18 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
 
     int status = MCR_OK;
     mcr__pool_server *s;
-    if (q->server != NULL) {
+    if (pin != NULL) {
+        /* a transition's request to a server it chose */
+        s = pin;
+        if (s->health == MCR_HEALTH_DOWN && mcr__now_ns() >= s->retry_at) {
+            s->health = MCR_HEALTH_UP;
+            s->consecutive = p->o.server_failure_limit - 1;
+        }
+        if (s->retired)
+            status = MCR_ERR_CANCELLED;
+        else if (s->health == MCR_HEALTH_DOWN)
+            status = MCR_ERR_DOWN;
+    } else if (q->server != NULL) {
         s = server_by_id(p, q->server);
         if (s == NULL) {
             char qb[80];
@@ -129,7 +147,7 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
     /* Hot keys: join a get of the same key in flight. */
     uint32_t h = 0;
     int shareable = !p->o.no_coalesce && (q->op == MCR_OP_GET || q->op == MCR_OP_GETS) &&
-                    q->server == NULL && status == MCR_OK;
+                    q->server == NULL && pin == NULL && status == MCR_OK;
     if (shareable) {
         h = mcr__hot_hash(q->op, q->key, q->key_len);
         mcr__pool_req *lead = mcr__hot_find(p, q->op, q->key, q->key_len, h);
@@ -175,6 +193,7 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
     r->val_len = mcr__is_store_op(q->op) ? q->value_len : 0;
     r->server = s;
     r->epoch = p->epoch;
+    r->force_meta = force_meta ? 1 : 0;
     mcr__server_ref(s);
     p->pending++;
     if (status != MCR_OK) {
@@ -197,113 +216,4 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
     if (shareable)
         mcr__hot_insert(p, r, h);
     return MCR_OK;
-}
-
-int mcr_pool_get(mcr_pool *p, const void *key, size_t len, mcr_pool_cb cb, void *arg,
-                 mcr_error *err)
-{
-    mcr_request q;
-    memset(&q, 0, sizeof(q));
-    q.op = MCR_OP_GET;
-    q.key = key;
-    q.key_len = len;
-    return mcr_pool_submit(p, &q, cb, arg, err);
-}
-
-int mcr_pool_set(mcr_pool *p, const void *key, size_t key_len, const void *value,
-                 size_t value_len, uint32_t flags, int64_t exptime, mcr_pool_cb cb, void *arg,
-                 mcr_error *err)
-{
-    mcr_request q;
-    memset(&q, 0, sizeof(q));
-    q.op = MCR_OP_SET;
-    q.key = key;
-    q.key_len = key_len;
-    q.value = value;
-    q.value_len = value_len;
-    q.flags = flags;
-    q.exptime = exptime;
-    return mcr_pool_submit(p, &q, cb, arg, err);
-}
-
-int mcr_pool_delete(mcr_pool *p, const void *key, size_t len, mcr_pool_cb cb, void *arg,
-                    mcr_error *err)
-{
-    mcr_request q;
-    memset(&q, 0, sizeof(q));
-    q.op = MCR_OP_DELETE;
-    q.key = key;
-    q.key_len = len;
-    return mcr_pool_submit(p, &q, cb, arg, err);
-}
-
-/* ------------------------------------------------------------ synchronous */
-
-typedef struct exec_state {
-    int done;
-    mcr_owned_result *out;
-} exec_state;
-
-static void exec_cb(const mcr_result *res, void *arg)
-{
-    exec_state *st = arg;
-    mcr_owned_result *o = st->out;
-    o->status = res->status;
-    o->reply = res->reply;
-    o->flags = res->flags;
-    o->cas = res->cas;
-    o->number = res->number;
-    o->epoch = res->epoch;
-    snprintf(o->server, sizeof(o->server), "%s", res->server ? res->server : "");
-    snprintf(o->message, sizeof(o->message), "%s", res->message ? res->message : "");
-    if (res->value != NULL) {
-        o->value = malloc(res->value_len + 1);
-        if (o->value == NULL) {
-            o->status = MCR_ERR_NOMEM;
-            snprintf(o->message, sizeof(o->message), "out of memory copying the value");
-        } else {
-            memcpy(o->value, res->value, res->value_len);
-            o->value[res->value_len] = '\0';
-            o->value_len = res->value_len;
-        }
-    }
-    st->done = 1;
-}
-
-int mcr_pool_exec(mcr_pool *p, const mcr_request *q, mcr_owned_result *out)
-{
-    if (out == NULL)
-        return MCR_ERR_INVALID;
-    memset(out, 0, sizeof(*out));
-    if (q == NULL) {
-        out->status = MCR_ERR_INVALID;
-        snprintf(out->message, sizeof(out->message), "mcr_pool_exec: NULL request");
-        return MCR_ERR_INVALID;
-    }
-    if (p == NULL || mcr__pool_inside_loop(p)) {
-        out->status = MCR_ERR_INVALID;
-        snprintf(out->message, sizeof(out->message), "mcr_pool_exec: %s",
-                 p == NULL ? "NULL pool" : "called from inside the pool's event loop");
-        return MCR_ERR_INVALID;
-    }
-    exec_state st = { 0, out };
-    mcr_error e;
-    memset(&e, 0, sizeof(e));
-    int rc = mcr_pool_submit(p, q, exec_cb, &st, &e);
-    if (rc != MCR_OK) {
-        out->status = rc;
-        snprintf(out->message, sizeof(out->message), "%s", e.message);
-        return rc;
-    }
-    while (!st.done)
-        event_base_loop(p->base, EVLOOP_ONCE);
-    return out->status;
-}
-
-void mcr_owned_result_clear(mcr_owned_result *o)
-{
-    if (o == NULL)
-        return;
-    free(o->value);
-    memset(o, 0, sizeof(*o));
 }
