@@ -180,6 +180,16 @@ START_TEST(test_plan_write_read)
     ck_assert_str_eq(mcr_snapshot_checksum(r.to), mcr_snapshot_checksum(m.to));
     ck_assert_str_eq(mcr_snapshot_checksum(r.from), mcr_snapshot_checksum(m.from));
 
+    /* a message cut inside a character is written with '?' for its bytes */
+    snprintf(r.message, sizeof(r.message), "caf\xc3 \xe2\x82 ok \xc3\xa9");
+    put_phase(&o, &r, MCR_MIGRATION_PLANNED);
+    mcr_migration_clear(&other);
+    ck_assert_int_eq(mcr_fleet_migration_read(&o, &other, &err), MCR_OK);
+    ck_assert_str_eq(other.message, "caf? ?? ok \xc3\xa9");
+    mcr_migration_clear(&other);
+    m.mod_revision = r.mod_revision;
+    m.phase = MCR_MIGRATION_PLANNED;
+
     /* compare-and-swap: a second creation, and a write from an old read,
      * are refused and change nothing */
     plan(&o, FIVE, &other);

@@ -220,6 +220,35 @@ int mcr__migration_parse(const char *key, uint64_t mod_revision, const unsigned 
 
 /* ------------------------------------------------------------ encoding */
 
+/* `in` as valid UTF-8 into out (cap >= strlen(in) + 1): a byte that does
+ * not begin a complete, shortest-form sequence becomes '?' (a message cut
+ * in the middle of a character, a server id in another encoding). */
+static void utf8_clean(const char *in, char *out, size_t cap)
+{
+    const unsigned char *p = (const unsigned char *)in;
+    size_t o = 0;
+    while (*p != '\0' && o + 1 < cap) {
+        size_t n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3
+                 : (*p & 0xf8) == 0xf0 ? 4 : 0;
+        bool ok = n > 0 && !(n == 2 && *p < 0xc2) && !(n == 4 && *p > 0xf4);
+        for (size_t k = 1; ok && k < n; k++)
+            ok = (p[k] & 0xc0) == 0x80;
+        if (ok && n == 3)
+            ok = !(p[0] == 0xe0 && p[1] < 0xa0) && !(p[0] == 0xed && p[1] >= 0xa0);
+        if (ok && n == 4)
+            ok = !(p[0] == 0xf0 && p[1] < 0x90) && !(p[0] == 0xf4 && p[1] >= 0x90);
+        if (!ok) {
+            out[o++] = '?';
+            p++;
+            continue;
+        }
+        for (size_t k = 0; k < n; k++)
+            out[o++] = (char)p[k];
+        p += n;
+    }
+    out[o] = '\0';
+}
+
 static json_t *snapshot_string(const mcr_snapshot *s)
 {
     char *t = NULL;
@@ -260,6 +289,8 @@ int mcr__migration_format(const mcr_migration *m, char **out, size_t *len, mcr_e
         m->progress.backlog > lim)
         return mcr__error(err, MCR_ERR_INVALID, "migration: a number above 2^63 - 1");
     const mcr_migration_progress *p = &m->progress;
+    char msg[sizeof(m->message)];
+    utf8_clean(m->message, msg, sizeof(msg));
     json_t *prog = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "scanned", (json_int_t)p->scanned,
                              "moved", (json_int_t)p->moved, "copied", (json_int_t)p->copied,
                              "skipped", (json_int_t)p->skipped, "failed", (json_int_t)p->failed,
@@ -273,8 +304,7 @@ int mcr__migration_format(const mcr_migration *m, char **out, size_t *len, mcr_e
                       (json_int_t)mcr_snapshot_epoch(m->to), "from", from, "to", to, "warm",
                       m->warm != 0, "rollback", m->rollback != 0, "grace_ms",
                       (json_int_t)m->grace_ms, "grace_until", (json_int_t)m->grace_until,
-                      "progress", prog, "updated", (json_int_t)m->updated, "message",
-                      m->message);
+                      "progress", prog, "updated", (json_int_t)m->updated, "message", msg);
     else {
         json_decref(prog);
         json_decref(from);
@@ -283,7 +313,7 @@ int mcr__migration_format(const mcr_migration *m, char **out, size_t *len, mcr_e
     char *t = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
     if (t == NULL)
-        return mcr__error(err, MCR_ERR_NOMEM, "out of memory (or a message that is not UTF-8)");
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
     *out = t;
     if (len != NULL)
         *len = strlen(t);
