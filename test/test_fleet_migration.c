@@ -282,6 +282,53 @@ START_TEST(test_switch)
 }
 END_TEST
 
+/* The first endpoint loses the reply of every transaction (etcd did it):
+ * each write is recognised as ours at the next attempt, on the member. */
+START_TEST(test_reply_lost)
+{
+    es_cluster *c = fe_cluster();
+    const char *ep = es_endpoint(c, 0);
+    fe_proxy *px = fe_proxy_start(atoi(strrchr(ep, ':') + 1), "POST /v3/kv/txn");
+    mcr_fleet_options o, direct;
+    mcr_migration m, r;
+    mcr_error err = {0, ""};
+    char eps[256];
+
+    opts(&direct, "mig-lost");
+    ck_assert_uint_eq(fe_publish(&direct, FOUR), 1);
+    snprintf(eps, sizeof(eps), "127.0.0.1:%d,%s", fe_proxy_port(px), ep);
+    fe_options(&o, eps, "mig-lost");
+    plan(&direct, FIVE, &m);
+    m.phase = MCR_MIGRATION_PLANNED;
+    int rc = mcr_fleet_migration_write(&o, &m, &err);
+    ck_assert_msg(rc == MCR_OK, "creation whose reply was lost: %s", err.message);
+    ck_assert_int_eq(fe_proxy_dropped(px), 1);
+    m.phase = MCR_MIGRATION_COPYING;
+    rc = mcr_fleet_migration_write(&o, &m, &err);
+    ck_assert_msg(rc == MCR_OK, "update whose reply was lost: %s", err.message);
+    ck_assert_int_eq(fe_proxy_dropped(px), 2);
+    ck_assert_int_eq(mcr_fleet_migration_read(&direct, &r, &err), MCR_OK);
+    ck_assert_int_eq(r.phase, MCR_MIGRATION_COPYING);
+    ck_assert_uint_eq(r.mod_revision, m.mod_revision);
+    mcr_migration_clear(&r);
+    rc = mcr_fleet_migration_switch(&o, &m, &err);
+    ck_assert_msg(rc == MCR_OK, "switch whose reply was lost: %s", err.message);
+    ck_assert_int_eq(fe_proxy_dropped(px), 3);
+    ck_assert_uint_eq(fe_epoch(&direct), 2);
+    ck_assert_int_eq(mcr_fleet_migration_read(&direct, &r, &err), MCR_OK);
+    ck_assert_int_eq(r.phase, MCR_MIGRATION_SWITCHED);
+    ck_assert_uint_eq(r.mod_revision, m.mod_revision);
+    mcr_migration_clear(&r);
+    mcr_fleet_lock *l = NULL;
+    rc = mcr_fleet_migration_lock(&o, "lost", 2, &l, &err);
+    ck_assert_msg(rc == MCR_OK, "lock whose reply was lost: %s", err.message);
+    ck_assert_int_eq(fe_proxy_dropped(px), 4);
+    mcr_fleet_migration_unlock(l);
+    mcr_migration_clear(&m);
+    fe_proxy_stop(px);
+}
+END_TEST
+
 START_TEST(test_lock)
 {
     mcr_fleet_options o;
@@ -593,6 +640,7 @@ static Suite *suite(void)
     const tu_case cases[] = {
         {"plan_write_read", test_plan_write_read},
         {"switch", test_switch},
+        {"reply_lost", test_reply_lost},
         {"lock", test_lock},
         {"follower_phases", test_follower_phases},
         {"switch_one_event", test_switch_one_event},
