@@ -47,20 +47,32 @@
  *   get_fallback_warm  (c') as (c) through `warm`: the hit is also added to
  *                      the new owner (the callback does not wait for the
  *                      add; the pass, and so ops/s, does).
+ *   get_miss_then_old  the reference for (c): what a client does by hand
+ *                      without a transition, through `plain`: a get at the
+ *                      new owner (a miss: the key deleted there) and, from
+ *                      its callback, a get at the old owner (`server` set).
  *   set_plain          a set through `plain`: the new owner only.
  *   set_dual           (d) a set through `tx`: the same set to both owners
  *                      at once, the callback when both answered.
+ *   set_both_plain     the reference for (d), by hand through `plain`: a
+ *                      set routed by key and one at the old owner, at once,
+ *                      done when both answered.
+ *
+ * So (c)/(a) and (d)/set_plain are what a moved key costs, and (c) over
+ * get_miss_then_old and (d) over set_both_plain what the transition's code
+ * adds to the extra requests themselves.
  *
  * Before each pass every key holds the current value at both its owners;
- * the untimed steps around a pass restore that (get_fallback puts the
- * value back at the new owner, set_plain writes the old owner; the warm
- * pass's adds must have done it themselves). Every result is checked: the
+ * the untimed steps around a pass restore that (get_fallback and
+ * get_miss_then_old put the value back at the new owner, set_plain writes
+ * the old owner; the warm pass's adds must have done it themselves).
+ * Every result is checked: the
  * reply, the value (it spells the key and a generation: every set pass
  * writes a new one), the flags (the key's index), the server that
  * answered and via_previous; after each pass the pool's counters must say
  * what the case did (fallback reads and hits, warm writes, dual writes:
- * one per key, or none), and after a dual or warm pass both owners are
- * read back. A wrong byte, a missing fallback or a write that reached one
+ * one per key, or none), and after a pass that wrote both owners or
+ * warmed the new one they are read back. A wrong byte, a missing fallback or a write that reached one
  * owner fails the run.
  *
  * Each case is timed at two depths: one request at a time ("serial": the
@@ -93,6 +105,7 @@ typedef struct settings {
     size_t nkeys;   /* moved keys */
     unsigned depth; /* requests in flight, pipelined runs */
     unsigned reps;
+    const char *only; /* --case: this case alone (for profiles) */
 } settings;
 
 static settings opt = {.nkeys = 2000, .depth = 128, .reps = 11};
@@ -105,13 +118,13 @@ static int failures;
 enum { POOL_PLAIN, POOL_TX, POOL_WARM, POOL_COUNT };
 static const char *const pool_names[POOL_COUNT] = {"plain", "tx", "warm"};
 
-enum { C_GET_PLAIN, C_GET_SWITCHED, C_GET_FALLBACK, C_GET_WARM, C_SET_PLAIN, C_SET_DUAL,
-       C_COUNT };
-static const char *const case_names[C_COUNT] = {"get_plain",         "get_switched_hit",
-                                                "get_fallback",      "get_fallback_warm",
-                                                "set_plain",         "set_dual"};
-static const int case_pool[C_COUNT] = {POOL_PLAIN, POOL_TX,    POOL_TX,
-                                       POOL_WARM,  POOL_PLAIN, POOL_TX};
+enum { C_GET_PLAIN, C_GET_SWITCHED, C_GET_FALLBACK, C_GET_WARM, C_GET_BY_HAND, C_SET_PLAIN,
+       C_SET_DUAL, C_SET_BY_HAND, C_COUNT };
+static const char *const case_names[C_COUNT] = {
+    "get_plain", "get_switched_hit", "get_fallback", "get_fallback_warm", "get_miss_then_old",
+    "set_plain", "set_dual",         "set_both_plain"};
+static const int case_pool[C_COUNT] = {POOL_PLAIN, POOL_TX,    POOL_TX, POOL_WARM,
+                                       POOL_PLAIN, POOL_PLAIN, POOL_TX, POOL_PLAIN};
 
 enum { D_SERIAL, D_PIPELINED, D_COUNT };
 static const char *const depth_names[D_COUNT] = {"serial", "pipelined"};
@@ -124,7 +137,9 @@ enum {
     K_PIN_GET_OLD,  /* at the key's owner in A */
     K_PIN_SET_NEW,
     K_PIN_SET_OLD,
-    K_PIN_DEL_NEW
+    K_PIN_DEL_NEW,
+    K_GET_THEN_OLD, /* routed by key (a miss), then at the owner in A */
+    K_SET_BOTH      /* routed by key and at the owner in A at once */
 };
 
 typedef struct expect {
@@ -284,6 +299,7 @@ typedef struct slot {
     size_t idx;
     uint64_t t0;
     bool busy;
+    int waiting; /* replies still due (K_GET_THEN_OLD, K_SET_BOTH: 2) */
 } slot;
 
 struct pass_ctx {
@@ -298,45 +314,69 @@ struct pass_ctx {
 
 static void on_reply(const mcr_result *res, void *arg);
 
-static void submit_one(pass_ctx *pc, slot *s)
+/* Request `op` of key i: at its owner in A (`old`), in B (`new_`), or
+ * routed by key (neither). */
+static int send_req(pass_ctx *pc, slot *s, mcr_op op, size_t i, bool old, bool new_)
 {
-    size_t i = pc->next++;
     mcr_request q;
     mcr_error err = {0, ""};
 
     memset(&q, 0, sizeof(q));
+    q.op = op;
     q.key = W.key[i];
     q.key_len = W.len[i];
-    switch (pc->kind) {
-    case K_GET:
-    case K_PIN_GET_NEW:
-    case K_PIN_GET_OLD:
-        q.op = MCR_OP_GET;
-        break;
-    case K_PIN_DEL_NEW:
-        q.op = MCR_OP_DELETE;
-        break;
-    default:
-        q.op = MCR_OP_SET;
+    if (op == MCR_OP_SET) {
         q.value = W.val + i * VALUE_LEN;
         q.value_len = VALUE_LEN;
         q.flags = (uint32_t)i;
-        break;
     }
-    if (pc->kind == K_PIN_GET_NEW || pc->kind == K_PIN_SET_NEW || pc->kind == K_PIN_DEL_NEW)
-        q.server = W.id[W.new_of[i]];
-    else if (pc->kind == K_PIN_GET_OLD || pc->kind == K_PIN_SET_OLD)
+    if (old)
         q.server = W.id[W.old_of[i]];
-    s->idx = i;
-    s->busy = true;
+    else if (new_)
+        q.server = W.id[W.new_of[i]];
     pc->in_submit = true;
-    s->t0 = bench_now_ns();
     int rc = mcr_pool_submit(pc->pool, &q, on_reply, s, &err);
     pc->in_submit = false;
     if (rc != MCR_OK) {
-        bad(pc->ck, "submitting key %zu: %s", i, err.code ? err.message : mcr_strerror(rc));
-        s->busy = false;
+        bad(pc->ck, "submitting %s of key %zu: %s", mcr_op_name(op), i,
+            err.code ? err.message : mcr_strerror(rc));
         pc->stop = true;
+    }
+    return rc;
+}
+
+static void submit_one(pass_ctx *pc, slot *s)
+{
+    size_t i = pc->next++;
+    int k = pc->kind, rc;
+
+    s->idx = i;
+    s->busy = true;
+    s->waiting = k == K_GET_THEN_OLD || k == K_SET_BOTH ? 2 : 1;
+    s->t0 = bench_now_ns();
+    switch (k) {
+    case K_GET:
+    case K_GET_THEN_OLD:
+        rc = send_req(pc, s, MCR_OP_GET, i, false, false);
+        break;
+    case K_PIN_GET_NEW:
+    case K_PIN_GET_OLD:
+        rc = send_req(pc, s, MCR_OP_GET, i, k == K_PIN_GET_OLD, k == K_PIN_GET_NEW);
+        break;
+    case K_PIN_DEL_NEW:
+        rc = send_req(pc, s, MCR_OP_DELETE, i, false, true);
+        break;
+    case K_SET_BOTH:
+        rc = send_req(pc, s, MCR_OP_SET, i, false, false);
+        if (rc == MCR_OK && send_req(pc, s, MCR_OP_SET, i, true, false) != MCR_OK)
+            s->waiting = 1; /* the first one's callback still comes */
+        break;
+    default:
+        rc = send_req(pc, s, MCR_OP_SET, i, k == K_PIN_SET_OLD, k == K_PIN_SET_NEW);
+        break;
+    }
+    if (rc != MCR_OK) {
+        s->busy = false;
         W.lat[pc->done++] = 0;
     }
 }
@@ -347,6 +387,7 @@ static void on_reply(const mcr_result *res, void *arg)
     pass_ctx *pc = s->pc;
     uint64_t t = bench_now_ns();
     size_t i = s->idx;
+    expect ex = pc->ex;
 
     if (pc->in_submit)
         bad(pc->ck, "the callback of key %zu ran inside its submission", i);
@@ -354,22 +395,25 @@ static void on_reply(const mcr_result *res, void *arg)
         bad(pc->ck, "a second callback for key %zu", i);
         return;
     }
-    s->busy = false;
-    W.lat[pc->done++] = t - s->t0;
-    const char *want_server = W.id[pc->ex.at_old ? W.old_of[i] : W.new_of[i]];
+    if (pc->kind == K_GET_THEN_OLD && s->waiting == 2)
+        ex = (expect){MCR_REPLY_MISS, 0, 0}; /* the first get */
+    if (pc->kind == K_SET_BOTH && res->server != NULL &&
+        strcmp(res->server, W.id[W.old_of[i]]) == 0)
+        ex.at_old = 1; /* the second set's reply */
+    const char *want_server = W.id[ex.at_old ? W.old_of[i] : W.new_of[i]];
     if (res->status != MCR_OK) {
         bad(pc->ck, "key %zu \"%s\": %s (%s)", i, W.key[i], mcr_strerror(res->status),
             res->message ? res->message : "");
-    } else if (res->reply != pc->ex.reply) {
+    } else if (res->reply != ex.reply) {
         bad(pc->ck, "key %zu \"%s\": %s from %s, want %s", i, W.key[i],
             mcr_reply_name(res->reply), res->server ? res->server : "no server",
-            mcr_reply_name(pc->ex.reply));
+            mcr_reply_name(ex.reply));
     } else if (res->server == NULL || strcmp(res->server, want_server) != 0) {
         bad(pc->ck, "key %zu \"%s\": answered by %s, want %s", i, W.key[i],
             res->server ? res->server : "no server", want_server);
-    } else if (res->via_previous != pc->ex.via_previous) {
+    } else if (res->via_previous != ex.via_previous) {
         bad(pc->ck, "key %zu \"%s\": via_previous %d, want %d", i, W.key[i], res->via_previous,
-            pc->ex.via_previous);
+            ex.via_previous);
     } else if (res->reply == MCR_REPLY_HIT) {
         const char *want = W.val + i * VALUE_LEN;
         if (res->key_len != W.len[i] || memcmp(res->key, W.key[i], W.len[i]) != 0)
@@ -383,6 +427,15 @@ static void on_reply(const mcr_result *res, void *arg)
             bad(pc->ck, "key %zu \"%s\": flags %" PRIu32 ", want %zu", i, W.key[i], res->flags,
                 i);
     }
+    if (--s->waiting > 0) {
+        /* by hand: the second get after the first one's miss */
+        if (pc->kind == K_GET_THEN_OLD && send_req(pc, s, MCR_OP_GET, i, true, false) != MCR_OK)
+            s->waiting = 0;
+        else
+            return;
+    }
+    s->busy = false;
+    W.lat[pc->done++] = t - s->t0;
     if (!pc->stop && pc->next < pc->n)
         submit_one(pc, s);
 }
@@ -475,6 +528,8 @@ static void record(int c, int d, uint64_t ns, uint64_t requests)
  * false when something was wrong (counted in failures). */
 static bool pass(int c, int d, bool timed)
 {
+    if (opt.only != NULL && strcmp(opt.only, case_names[c]) != 0)
+        return true;
     char what[96];
     checker ck = {what, 0};
     int pool = case_pool[c];
@@ -483,10 +538,10 @@ static bool pass(int c, int d, bool timed)
              timed ? "" : " (warm-up)");
 
     /* before: the state the case reads */
-    if ((c == C_GET_FALLBACK || c == C_GET_WARM) &&
+    if ((c == C_GET_FALLBACK || c == C_GET_WARM || c == C_GET_BY_HAND) &&
         !step("deleting the keys at their new owner", POOL_PLAIN, K_PIN_DEL_NEW, DELETED_NEW))
         return false;
-    if (c == C_SET_PLAIN || c == C_SET_DUAL)
+    if (c >= C_SET_PLAIN)
         next_generation();
 
     counters before = counters_of(W.p[pool]);
@@ -499,6 +554,12 @@ static bool pass(int c, int d, bool timed)
     case C_GET_FALLBACK:
     case C_GET_WARM:
         ns = run_pass(W.p[pool], K_GET, HIT_OLD_VIA, depth, &ck);
+        break;
+    case C_GET_BY_HAND:
+        ns = run_pass(W.p[pool], K_GET_THEN_OLD, HIT_OLD, depth, &ck);
+        break;
+    case C_SET_BY_HAND:
+        ns = run_pass(W.p[pool], K_SET_BOTH, STORED_NEW, depth, &ck);
         break;
     default:
         ns = run_pass(W.p[pool], K_SET, STORED_NEW, depth, &ck);
@@ -514,6 +575,7 @@ static bool pass(int c, int d, bool timed)
     /* after: both owners hold the current value again */
     switch (c) {
     case C_GET_FALLBACK:
+    case C_GET_BY_HAND:
         return step("restoring the keys at their new owner", POOL_PLAIN, K_PIN_SET_NEW,
                     STORED_NEW);
     case C_GET_WARM:
@@ -523,10 +585,11 @@ static bool pass(int c, int d, bool timed)
         return step("writing the old owner after plain sets", POOL_PLAIN, K_PIN_SET_OLD,
                     STORED_OLD);
     case C_SET_DUAL:
-        return step("read-back at the new owner after dual sets", POOL_PLAIN, K_PIN_GET_NEW,
-                    HIT_NEW) &&
-               step("read-back at the old owner after dual sets", POOL_PLAIN, K_PIN_GET_OLD,
-                    HIT_OLD);
+    case C_SET_BY_HAND:
+        return step("read-back at the new owner after both-owner sets", POOL_PLAIN,
+                    K_PIN_GET_NEW, HIT_NEW) &&
+               step("read-back at the old owner after both-owner sets", POOL_PLAIN,
+                    K_PIN_GET_OLD, HIT_OLD);
     default:
         return true;
     }
@@ -781,6 +844,10 @@ static void ratios(void)
         {"fallback_vs_plain_get", C_GET_FALLBACK, C_GET_PLAIN},
         {"fallback_warm_vs_plain_get", C_GET_WARM, C_GET_PLAIN},
         {"dual_set_vs_plain_set", C_SET_DUAL, C_SET_PLAIN},
+        {"miss_then_old_by_hand_vs_plain_get", C_GET_BY_HAND, C_GET_PLAIN},
+        {"both_sets_by_hand_vs_plain_set", C_SET_BY_HAND, C_SET_PLAIN},
+        {"fallback_vs_by_hand", C_GET_FALLBACK, C_GET_BY_HAND},
+        {"dual_set_vs_by_hand", C_SET_DUAL, C_SET_BY_HAND},
     };
     for (size_t k = 0; k < sizeof R / sizeof R[0]; k++)
         for (int d = 0; d < D_COUNT; d++) {
@@ -843,18 +910,22 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bench_transition [--quick] [--keys N] [--depth N] [--reps N] [--meta]\n"
-            "                        [--verbose] [--keep]\n"
+            "                        [--case NAME] [--verbose] [--keep]\n"
             "  Starts %d memcached servers, finds the keys that adding the last one to the\n"
             "  others moves, and times on those keys, through pools on three routers (no\n"
             "  transition; the transition switched; switched with MCR_TRANSITION_WARM):\n"
             "  plain gets, gets that hit at the new owner, gets served by the previous\n"
-            "  owner (with and without warming), plain and dual sets; one at a time and\n"
-            "  pipelined. Every result is checked. Needs memcached ($MCR_MEMCACHED).\n"
+            "  owner (with and without warming), plain and dual sets, and the same extra\n"
+            "  requests made by hand without a transition; one at a time and pipelined.\n"
+            "  Every result is checked. Needs memcached ($MCR_MEMCACHED).\n"
             "  --quick      200 moved keys, 3 repetitions: a smoke run\n"
             "  --keys N     moved keys (default 2000)\n"
             "  --depth N    requests in flight in the pipelined runs (default 128)\n"
             "  --reps N     timed repetitions per case (default 11, odd is best)\n"
             "  --meta       the pools speak the meta protocol (default text)\n"
+            "  --case NAME  only this case (for profiles): get_plain, get_switched_hit,\n"
+            "               get_fallback, get_fallback_warm, get_miss_then_old,\n"
+            "               set_plain, set_dual, set_both_plain\n"
             "  --verbose    every repetition, and the pools' counters at the end\n"
             "  --keep       keep the temporary directory (memcached logs)\n"
             "Output: RESULT <case> serial|pipelined ops_per_s=.. p50_us=.. p99_us=..\n"
@@ -900,6 +971,16 @@ static void parse_args(int argc, char **argv)
             i++;
         } else if (v != NULL && strcmp(a, "--depth") == 0) {
             opt.depth = arg_uint(a, v, 1, 4096);
+            i++;
+        } else if (v != NULL && strcmp(a, "--case") == 0) {
+            int c = 0;
+            while (c < C_COUNT && strcmp(case_names[c], v) != 0)
+                c++;
+            if (c == C_COUNT) {
+                fprintf(stderr, "bench_transition: --case: no case '%s' (see --help)\n", v);
+                exit(2);
+            }
+            opt.only = v;
             i++;
         } else if (v != NULL && strcmp(a, "--reps") == 0) {
             opt.reps = arg_uint(a, v, 1, MAX_REPS);
