@@ -447,7 +447,7 @@ typedef struct mcr_transition {
  * of its own for a pointer swap (never the writer mutex, never waits for a
  * grace period); allowed in a hook. Errors (nothing changed):
  * MCR_ERR_INVALID (NULL argument; to's epoch not above from's; unknown
- * flags), MCR_ERR_NOMEM. */
+ * flags). It allocates nothing. */
 MCR_EXTERN int mcr_router_set_transition(mcr_router *router, const mcr_snapshot *from,
                                          const mcr_snapshot *to, uint64_t grace_ms,
                                          unsigned flags, mcr_error *err);

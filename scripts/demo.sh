@@ -149,11 +149,42 @@ echo "\$ mcroute probe -s \$LIVE user:2 user:9"
 $M probe -s "$LIVE" user:2 user:9 | table KEY OWNER HOLDERS
 echo
 
+# ---------------------------------------------------------------- a resize, twice
+# 10,000 keys stored on LIVE; the five-server list then read as it is, and
+# again after `mcroute migrate` copied the moving keys to NEW.
+KEYS_FILE=$(mktemp /tmp/mcroute-demo-keys.XXXXXX)
+trap 'if [ ${#PIDS[@]} -gt 0 ]; then kill "${PIDS[@]}" 2>/dev/null || true; fi; rm -f "$KEYS_FILE"' EXIT
+seq 10000 | sed 's/^/resize:/' >"$KEYS_FILE"
+ALL="$LIVE,$NEW"
+echo "# A resize twice, with the same placement (stable-ketama) and 10000 keys of their own"
+echo "# stored on LIVE. First without migration: read through the five servers at once,"
+echo "# every key NEW now owns is a miss, a database read in production:"
+echo "\$ sed 's/\$/\tvalue/' keys | mcroute set -m stable-ketama -s \$LIVE"
+sed 's/$/\tvalue/' "$KEYS_FILE" | $M set -m stable-ketama -s "$LIVE"
+HITS=$($M get -m stable-ketama -s "$ALL" <"$KEYS_FILE" | wc -l)
+echo "\$ mcroute get -m stable-ketama -s \$LIVE,\$NEW < keys | wc -l"
+echo "$HITS    # found; $((10000 - HITS)) misses ($(( (10000 - HITS) / 100 )).$(( (10000 - HITS) % 100 / 10 ))%)"
+echo "# Then with migration: mcroute migrate lists the keys each old server holds"
+echo "# (memcached's lru_crawler metadump), and copies those the change moves to their new"
+echo "# owner with their flags and expiry, never over a value already there:"
+echo "\$ mcroute migrate -m stable-ketama \$LIVE \$LIVE,\$NEW"
+$M migrate -m stable-ketama "$LIVE" "$ALL"
+HITS2=$($M get -m stable-ketama -s "$ALL" <"$KEYS_FILE" | wc -l)
+echo "\$ mcroute get -m stable-ketama -s \$LIVE,\$NEW < keys | wc -l"
+echo "$HITS2    # found; $((10000 - HITS2)) misses"
+if [ "$HITS2" -ne 10000 ]; then
+  echo "demo: $((10000 - HITS2)) keys missed after the migration" >&2
+  exit 1
+fi
+echo "# During a live resize the pools also read through the transition (a miss at the new"
+echo "# owner is read at the old one) and write both owners: mcroute get --previous shows it."
+echo
+
 # ---------------------------------------------------------------- one membership for a fleet
 # One etcd member on 127.0.0.1 (free ports, a temporary data directory),
 # stopped with the memcached servers at the end.
 ETCD_DIR=$(mktemp -d /tmp/mcroute-demo-etcd.XXXXXX)
-trap 'if [ ${#PIDS[@]} -gt 0 ]; then kill "${PIDS[@]}" 2>/dev/null || true; fi; rm -rf "$ETCD_DIR"' EXIT
+trap 'if [ ${#PIDS[@]} -gt 0 ]; then kill "${PIDS[@]}" 2>/dev/null || true; fi; rm -rf "$ETCD_DIR"; rm -f "$KEYS_FILE"' EXIT
 start_etcd() { # sets ETCD and appends the pid to PIDS
   local cport pport pid
   for _ in 1 2 3 4 5 6 7 8 9 10; do
