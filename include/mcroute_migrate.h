@@ -53,6 +53,11 @@
  * skipped_present: a second run over a complete copy copies nothing and
  * returns MCR_OK.
  *
+ * Writes meanwhile. A key updated at its old owner after it was copied
+ * and before clients adopt `to` keeps the older copy at its new owner (add
+ * never overwrites it): the copy does not make writes reach both owners;
+ * keep that window free of updates to moving keys, or send them to both.
+ *
  * Keys. Keys are copied as they are on the wire. A snapshot with a key
  * prefix (mcr_config_set_key_prefix(): libmemcached's namespace) hashes
  * the prefix with the key; the dumped keys carry it, so a key is placed by
@@ -64,8 +69,8 @@
  *
  * Memory. A server's dump is read whole before its keys are copied
  * (memcached's crawler holds the connection until END, and must not wait
- * for copies): the moved keys of one server are kept, about 40 bytes plus
- * the key each.
+ * for copies): the moved keys of one server are kept, about 24 bytes plus
+ * the key each (up to twice that while its arrays grow).
  *
  * Errors follow mcroute.h: MCR_OK or a negative status, details in an
  * optional mcr_error; mcr_migrate_report says what happened per server.
@@ -119,8 +124,8 @@ typedef struct mcr_migrate_options {
     size_t max_value_size;  /* the largest value copied (a larger one fails);
                                default 64 MiB, at most 1 GiB */
     mcr_migrate_progress_cb progress; /* NULL: none. Called at most about
-                               4 times a second, and once at the end, on
-                               the calling thread */
+                               4 times a second, after each server's dump,
+                               and once at the end, on the calling thread */
     void *progress_arg;
     const volatile int *stop; /* optional: when *stop becomes non-zero (from
                                a signal handler, another thread), no new copy

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* clirun.c: run the built mcroute command as a real process, with a given standard input, and collect what it printed. */
+#define _GNU_SOURCE /* posix_openpt, ptsname */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -148,4 +149,55 @@ void expect_usage_error(const char *const *argv, const char *needle)
     ck_assert_msg(r.outlen == 0, "%s: stdout not empty: %s", argv[1], r.out);
     ck_assert_msg(strstr(r.err, needle) != NULL, "stderr \"%s\" lacks \"%s\"", r.err, needle);
     run_free(&r);
+}
+
+char *run_cli_pty(const char *const *argv, const char *stdin_path, int stdout_too, int *status)
+{
+    const char *exe = tu_cli_path();
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    ck_assert_int_ge(m, 0);
+    ck_assert_int_eq(grantpt(m), 0);
+    ck_assert_int_eq(unlockpt(m), 0);
+    char *slave = strdup(ptsname(m));
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int s = open(slave, O_RDWR | O_NOCTTY);
+        int in = open(stdin_path, O_RDONLY);
+        int nul = open("/dev/null", O_WRONLY);
+        if (s < 0 || in < 0 || nul < 0)
+            _exit(126);
+        dup2(in, 0);
+        dup2(stdout_too ? s : nul, 1);
+        dup2(s, 2);
+        close(m);
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    free(slave);
+    fcntl(m, F_SETFL, O_NONBLOCK);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    int exited = 0, st = 0;
+    for (;;) {
+        if (n + 4096 > cap)
+            buf = realloc(buf, (cap *= 2) + 1);
+        ssize_t r = read(m, buf + n, cap - n);
+        if (r > 0) {
+            n += (size_t)r;
+            continue;
+        }
+        if (exited)
+            break; /* drained: EAGAIN or EIO once the child is gone */
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            exited = 1;
+            continue;
+        }
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    close(m);
+    buf[n] = '\0';
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return buf;
 }

@@ -21,6 +21,13 @@ run run_cli(const char *in, size_t inlen, const char *const *argv);
  * deadline_ms times MCR_TEST_TIME_SCALE (testutil.h). */
 run run_cli_deadline(const char *in, size_t inlen, const char *const *argv, long deadline_ms);
 
+/* Run mcroute with argv (as run_cli) and standard input from the file
+ * `stdin_path`, standard error (and standard output when `stdout_too`) on
+ * a pseudo-terminal: what the terminal received (malloc'd, NUL-terminated;
+ * the caller frees it), the exit status in *status (-1: killed). For the
+ * progress lines, drawn only on a terminal. */
+char *run_cli_pty(const char *const *argv, const char *stdin_path, int stdout_too, int *status);
+
 /* Free what a run collected (pointers set to NULL: a second call is a no-op). */
 void run_free(run *r);
 

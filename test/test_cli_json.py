@@ -3,7 +3,7 @@
 # test_cli_json.py: parse the --json output of an mcroute command with Python's json module and check that it says what the text output says.
 #
 # Usage: test_cli_json.py KIND JSON_FILE TEXT_FILE
-#   KIND: locate | locate-replicas | stats | diff | probe
+#   KIND: locate | locate-replicas | stats | diff | probe | migrate
 # Exits 0 when the two agree, 1 (with the difference on stderr) when not.
 import json
 import sys
@@ -132,6 +132,49 @@ def check_probe(doc, lines):
             fail("line %r, JSON %r" % (line, item))
 
 
+def check_migrate(doc, lines):
+    """The table of mcroute migrate: a header, a row per source, the total
+    row, the summary line; the JSON's counts add up."""
+    cols = ["scanned", "moved", "copied", "present", "expired", "gone", "failed"]
+    rows = [line.decode("utf-8").split() for line in lines]
+    if rows[0][:3] != ["SERVER", "ADDRESS", "SCANNED"]:
+        fail("header %r" % rows[0])
+    sources = doc["sources"]
+    if len(rows) != len(sources) + 3:
+        fail("%d rows for %d sources" % (len(rows), len(sources)))
+
+    def counts(item):
+        sk = item["skipped"]
+        return [item["scanned"], item["moved"], item["copied"], sk["present"], sk["expired"],
+                sk["gone"], item["failed"]]
+
+    for row, src in zip(rows[1:], sources):
+        if row[0] != src["id"] or row[1] != src["address"]:
+            fail("row %r, source %r" % (row, src))
+        if [int(x) for x in row[2:9]] != counts(src):
+            fail("row %r, counts %r" % (row, counts(src)))
+        if " ".join(row[9:]) != src["status"]:
+            fail("row %r, status %r" % (row, src["status"]))
+    total = rows[len(sources) + 1]
+    if total[0] != "total" or [int(x) for x in total[1:8]] != counts(doc):
+        fail("total row %r, JSON %r" % (total, counts(doc)))
+    if " ".join(total[8:]) != doc["status"]:
+        fail("total row %r, status %r" % (total, doc["status"]))
+    for i, name in enumerate(cols):
+        if sum(counts(s)[i] for s in sources) != counts(doc)[i]:
+            fail("the sources' %s do not add up to the total" % name)
+    if sum(s["stray"] for s in sources) != doc["stray"]:
+        fail("the sources' stray keys do not add up to the total")
+    done = doc["copied"] + sum(doc["skipped"].values()) + doc["failed"]
+    if not doc["dry_run"] and doc["status"] == "ok" and done != doc["moved"]:
+        fail("moved %d, but %d copied, skipped or failed" % (doc["moved"], done))
+    if doc["status"] == "ok" and doc["message"] != "":
+        fail("status ok with a message")
+    for s in sources:
+        if (s["status"] == "ok") != (s["message"] == ""):
+            fail("source %r: a message exactly when the status is not ok" % s)
+
+
 def main():
     if len(sys.argv) != 4:
         fail("usage: test_cli_json.py KIND JSON_FILE TEXT_FILE")
@@ -155,6 +198,8 @@ def main():
         check_diff(doc, lines)
     elif kind == "probe":
         check_probe(doc, lines)
+    elif kind == "migrate":
+        check_migrate(doc, lines)
     else:
         fail("unknown kind %r" % kind)
 

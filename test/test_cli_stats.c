@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli_stats.c: Check suite of mcroute stats, --json, help and version, exit statuses of every command and the progress line, run as real processes. */
-#define _GNU_SOURCE /* posix_openpt, ptsname */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -754,60 +753,6 @@ END_TEST
 
 /* ------------------------------------------------------------ progress */
 
-/* Run mcroute with stdin from a file, stderr (and stdout when asked) on a
- * pseudo-terminal; returns what the terminal received. */
-static char *run_on_pty(const char *const *argv, const char *stdin_path, int stdout_too,
-                        int *status)
-{
-    const char *exe = tu_cli_path();
-    int m = posix_openpt(O_RDWR | O_NOCTTY);
-    ck_assert_int_ge(m, 0);
-    ck_assert_int_eq(grantpt(m), 0);
-    ck_assert_int_eq(unlockpt(m), 0);
-    char *slave = strdup(ptsname(m));
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int s = open(slave, O_RDWR | O_NOCTTY);
-        int in = open(stdin_path, O_RDONLY);
-        int nul = open("/dev/null", O_WRONLY);
-        if (s < 0 || in < 0 || nul < 0)
-            _exit(126);
-        dup2(in, 0);
-        dup2(stdout_too ? s : nul, 1);
-        dup2(s, 2);
-        close(m);
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    free(slave);
-    fcntl(m, F_SETFL, O_NONBLOCK);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    int exited = 0, st = 0;
-    for (;;) {
-        if (n + 4096 > cap)
-            buf = realloc(buf, (cap *= 2) + 1);
-        ssize_t r = read(m, buf + n, cap - n);
-        if (r > 0) {
-            n += (size_t)r;
-            continue;
-        }
-        if (exited)
-            break; /* drained: EAGAIN or EIO once the child is gone */
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            exited = 1;
-            continue;
-        }
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
-    close(m);
-    buf[n] = '\0';
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return buf;
-}
-
 START_TEST(progress_only_on_a_terminal)
 {
     enum { N = 140000 };
@@ -819,20 +764,20 @@ START_TEST(progress_only_on_a_terminal)
 
     /* stderr a terminal, stdout not: progress, then the line erased */
     int st;
-    char *tty = run_on_pty(ARGS("locate", "-s", "a,b,c"), keys, 0, &st);
+    char *tty = run_cli_pty(ARGS("locate", "-s", "a,b,c"), keys, 0, &st);
     ck_assert_int_eq(st, 0);
     ck_assert_msg(strstr(tty, "\rmcroute locate: 65536 keys") != NULL, "%s", tty);
     ck_assert_msg(strstr(tty, "\rmcroute locate: 131072 keys") != NULL, "%s", tty);
     size_t tl = strlen(tty);
     ck_assert(tl > 2 && tty[tl - 1] == '\r' && tty[tl - 2] == ' '); /* erased */
     free(tty);
-    tty = run_on_pty(ARGS("stats", "-s", "a,b,c", "--keys", "-"), keys, 1, &st);
+    tty = run_cli_pty(ARGS("stats", "-s", "a,b,c", "--keys", "-"), keys, 1, &st);
     ck_assert_int_eq(st, 0);
     ck_assert_msg(strstr(tty, "\rmcroute stats: 65536 keys") != NULL, "%s", tty);
     ck_assert(strstr(tty, "[servers]") != NULL);
     free(tty);
     /* stdout on the same terminal: locate's lines are not broken */
-    tty = run_on_pty(ARGS("locate", "-s", "a,b,c"), keys, 1, &st);
+    tty = run_cli_pty(ARGS("locate", "-s", "a,b,c"), keys, 1, &st);
     ck_assert_int_eq(st, 0);
     ck_assert_msg(strstr(tty, "mcroute locate:") == NULL, "progress between output lines");
     free(tty);

@@ -117,7 +117,7 @@ needed() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p';
 # The four libraries, split by dependency: libmcroute needs neither
 # libevent nor libyaml nor jansson, the pool, the YAML reader and the fleet
 # their own.
-for l in libmcroute libmcroute_pool libmcroute_twemproxy libmcroute_fleet; do
+for l in libmcroute libmcroute_pool libmcroute_twemproxy libmcroute_fleet libmcroute_migrate; do
     exists "$libdir/$l.so" "$libdir/$l.so.$sover" "$libdir/$l.so.$version" "$libdir/$l.a"
     if [ -e "$p/$libdir/$l.so" ]; then
         s=$(soname "$p/$libdir/$l.so")
@@ -127,7 +127,7 @@ for l in libmcroute libmcroute_pool libmcroute_twemproxy libmcroute_fleet; do
     fi
 done
 exists "$bindir/mcroute" "$libdir/pkgconfig/mcroute-pool.pc" "$libdir/pkgconfig/mcroute-twemproxy.pc" \
-       "$libdir/pkgconfig/mcroute-fleet.pc"
+       "$libdir/pkgconfig/mcroute-fleet.pc" "$libdir/pkgconfig/mcroute-migrate.pc"
 # needs_only LIB WANTED...: LIB's NEEDED entries that are not libc, libm,
 # the loader, libpthread, a sanitizer's runtime (in an ASan, UBSan or TSan
 # build), or one of WANTED (prefixes) are a failure.
@@ -146,6 +146,7 @@ needs_only libmcroute.so liburcu-bp.so liburcu-common.so
 needs_only libmcroute_pool.so "libmcroute.so.$sover" libevent_core
 needs_only libmcroute_twemproxy.so "libmcroute.so.$sover" libyaml
 needs_only libmcroute_fleet.so "libmcroute.so.$sover" libevent_extra libevent_core libjansson
+needs_only libmcroute_migrate.so "libmcroute.so.$sover" "libmcroute_pool.so.$sover" libevent_core
 
 # Every public header of the sources, and the generated one with this version.
 hdrs=0
@@ -357,6 +358,54 @@ if "$cc" "${cflags[@]}" -o "$tmp/pc/parts_static" "$cs/parts_consumer.c" \
     run_parts "pkg-config --static mcroute-pool mcroute-twemproxy (.a files)" "$tmp/pc/parts_static"
 else
     fail "cannot link the .a files with pkg-config --static --libs mcroute-pool mcroute-twemproxy: $(cat "$tmp/err")"
+fi
+
+# (a''') libmcroute_migrate through mcroute-migrate.pc only: a program using
+# <mcroute_migrate.h> builds and links against the shared library (which
+# brings libmcroute_pool) and, with --static, against the .a files.
+cat >"$tmp/migrate_consumer.c" <<'CEOF'
+#include <mcroute_migrate.h>
+int main(void)
+{
+    mcr_migrate_options o;
+    mcr_migrate_report r;
+    mcr_migrate_options_init(&o);
+    if (mcr_migrate_run(NULL, NULL, &o, &r, NULL) != MCR_ERR_INVALID)
+        return 1;
+    return o.concurrency == MCR_MIGRATE_CONCURRENCY ? 0 : 1;
+}
+CEOF
+# shellcheck disable=SC2046
+if "$cc" "${cflags[@]}" -o "$tmp/pc/migrate_shared" "$tmp/migrate_consumer.c" \
+    $(only_mcroute "$pkgconf" --cflags --libs mcroute-migrate) 2>"$tmp/err"; then
+    uses_installed "$tmp/pc/migrate_shared" "libmcroute_migrate.so.$sover" ||
+        fail "pkg-config mcroute-migrate consumer does not load $p/$libdir/libmcroute_migrate.so.$sover"
+    if LD_LIBRARY_PATH=$p/$libdir "$tmp/pc/migrate_shared" 2>"$tmp/err"; then
+        ok "pkg-config mcroute-migrate (shared)"
+    else
+        fail "pkg-config mcroute-migrate (shared) consumer failed: $(cat "$tmp/err")"
+    fi
+else
+    fail "cannot build with pkg-config --cflags --libs mcroute-migrate: $(cat "$tmp/err")"
+fi
+read -ra static_libs <<<"$(only_mcroute "$pkgconf" --static --libs mcroute-migrate)"
+for i in "${!static_libs[@]}"; do
+    case ${static_libs[$i]} in
+    -lmcroute | -lmcroute_pool | -lmcroute_migrate) static_libs[i]=$p/$libdir/lib${static_libs[$i]#-l}.a ;;
+    esac
+done
+# shellcheck disable=SC2046
+if "$cc" "${cflags[@]}" -o "$tmp/pc/migrate_static" "$tmp/migrate_consumer.c" \
+    $(only_mcroute "$pkgconf" --static --cflags mcroute-migrate) "${static_libs[@]}" 2>"$tmp/err"; then
+    needed "$tmp/pc/migrate_static" | grep '^libmcroute' >/dev/null &&
+        fail "pkg-config --static mcroute-migrate consumer needs a libmcroute*.so"
+    if "$tmp/pc/migrate_static" 2>"$tmp/err"; then
+        ok "pkg-config --static mcroute-migrate (.a files)"
+    else
+        fail "pkg-config --static mcroute-migrate consumer failed: $(cat "$tmp/err")"
+    fi
+else
+    fail "cannot link with pkg-config --static --libs mcroute-migrate: $(cat "$tmp/err")"
 fi
 
 # (b) CMake: find_package(mcroute CONFIG) from the moved prefix.
