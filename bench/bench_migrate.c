@@ -34,6 +34,7 @@
 #define DEPTH 128
 #define MAX_REPS 51
 
+const char *bench_program = "bench_migrate";
 static rs_proc mc[NSERVERS];
 static int done_count, errors;
 
