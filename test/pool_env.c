@@ -391,6 +391,11 @@ void env_start_server(env *e, int i, int port)
 
 mcr_snapshot *env_snapshot(env *e, int k, const char *key_prefix)
 {
+    return env_snapshot_at(e, k, key_prefix, 1);
+}
+
+mcr_snapshot *env_snapshot_at(env *e, int k, const char *key_prefix, uint64_t epoch)
+{
     mcr_error err = {0, ""};
     mcr_config *cfg = mcr_config_new();
     mcr_snapshot *s = NULL;
@@ -402,7 +407,7 @@ mcr_snapshot *env_snapshot(env *e, int k, const char *key_prefix)
         ck_assert_msg(mcr_config_add_server(cfg, e->mc[i].addr, e->mc[i].port, 1, &err) ==
                           MCR_OK,
                       "%s", err.message);
-    ck_assert_msg(mcr_snapshot_new(cfg, 1, &s, &err) == MCR_OK, "%s", err.message);
+    ck_assert_msg(mcr_snapshot_new(cfg, epoch, &s, &err) == MCR_OK, "%s", err.message);
     mcr_config_free(cfg);
     return s;
 }

@@ -194,6 +194,9 @@ void env_start_server(env *e, int i, int port);
 /* A snapshot (epoch 1) of servers 0..k-1, in that order. */
 mcr_snapshot *env_snapshot(env *e, int k, const char *key_prefix);
 
+/* The same at `epoch` (a resize's second snapshot: a later epoch). */
+mcr_snapshot *env_snapshot_at(env *e, int k, const char *key_prefix, uint64_t epoch);
+
 /* The suite's base options: the library's defaults, but connect and
  * request timeouts of TMS(30000), so that a test not about timeouts never
  * sees one on a loaded machine. Tests about timeouts set their own. */

@@ -28,21 +28,6 @@
  * test's run time, with the time scale. */
 #define TTL_SLACK (TMS(120000) / 1000)
 
-/* A snapshot of servers 0..k-1 at `epoch`. */
-static mcr_snapshot *snap_k(env *e, int k, uint64_t epoch)
-{
-    mcr_error err = {0, ""};
-    mcr_config *cfg = mcr_config_new();
-    mcr_snapshot *s = NULL;
-    ck_assert_ptr_nonnull(cfg);
-    for (int i = 0; i < k; i++)
-        ck_assert_msg(mcr_config_add_server(cfg, e->mc[i].addr, e->mc[i].port, 1, &err) ==
-                          MCR_OK,
-                      "%s", err.message);
-    ck_assert_msg(mcr_snapshot_new(cfg, epoch, &s, &err) == MCR_OK, "%s", err.message);
-    mcr_config_free(cfg);
-    return s;
-}
 
 /* What one callback said. */
 typedef struct cap {
@@ -287,7 +272,7 @@ START_TEST(test_fallback_reads)
     o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
     env_init_k(&e, 5, 4, &o);
     mcr_snapshot *a = mcr_router_current(e.router);
-    mcr_snapshot *b = snap_k(&e, 5, 2);
+    mcr_snapshot *b = env_snapshot_at(&e, 5, NULL, 2);
     for (int k = 0; k < TX_KEYS; k++) {
         snprintf(key, sizeof(key), "tx:%d", k);
         snprintf(val, sizeof(val), "v%d", k);
@@ -369,7 +354,7 @@ START_TEST(test_cold_grace_multiget)
     char key[32], val[64];
     env_init_k(&e, 5, 4, NULL);
     mcr_snapshot *a = mcr_router_current(e.router);
-    mcr_snapshot *b = snap_k(&e, 5, 2);
+    mcr_snapshot *b = env_snapshot_at(&e, 5, NULL, 2);
     const char *moved_key = NULL;
     static char mk[32];
     for (int k = 0; k < 200; k++) {
@@ -438,7 +423,7 @@ START_TEST(test_dual_writes)
     char key[32], got[256];
     env_init_k(&e, 5, 4, NULL);
     mcr_snapshot *a = mcr_router_current(e.router);
-    mcr_snapshot *b = snap_k(&e, 5, 2);
+    mcr_snapshot *b = env_snapshot_at(&e, 5, NULL, 2);
     ck_assert_int_eq(mcr_router_set_transition(e.router, a, b, 0, 0, NULL), MCR_OK);
     /* a key that moves */
     int k = 0;
@@ -500,7 +485,7 @@ START_TEST(test_no_older_value)
     tu_rng_init(&rng, 1414);
     env_init_k(&e, 5, 4, NULL);
     mcr_snapshot *a = mcr_router_current(e.router);
-    mcr_snapshot *b = snap_k(&e, 5, 2);
+    mcr_snapshot *b = env_snapshot_at(&e, 5, NULL, 2);
     /* e.router: copying; rb: switched */
     ck_assert_int_eq(mcr_router_set_transition(e.router, a, b, 0, MCR_TRANSITION_WARM, NULL),
                      MCR_OK);

@@ -191,19 +191,6 @@ static void *copier_main(void *arg)
     return NULL;
 }
 
-static mcr_snapshot *snap_k(env *e, int k, uint64_t epoch)
-{
-    mcr_error err = {0, ""};
-    mcr_config *cfg = mcr_config_new();
-    mcr_snapshot *s = NULL;
-    ck_assert_ptr_nonnull(cfg);
-    for (int i = 0; i < k; i++)
-        ck_assert_int_eq(mcr_config_add_server(cfg, e->mc[i].addr, e->mc[i].port, 1, &err),
-                         MCR_OK);
-    ck_assert_msg(mcr_snapshot_new(cfg, epoch, &s, &err) == MCR_OK, "%s", err.message);
-    mcr_config_free(cfg);
-    return s;
-}
 
 START_TEST(test_resize_under_traffic)
 {
@@ -212,7 +199,7 @@ START_TEST(test_resize_under_traffic)
     ck_assert_ptr_nonnull(t);
     env_init_k(&e, 5, 4, NULL);
     mcr_snapshot *a = mcr_router_current(e.router);
-    mcr_snapshot *b = snap_k(&e, 5, 2);
+    mcr_snapshot *b = env_snapshot_at(&e, 5, NULL, 2);
     mcr_router *routers[NPOOLS] = {e.router, NULL, NULL};
     mcr_pool_options o;
     opts_init(&o);
@@ -323,7 +310,7 @@ START_TEST(test_resize_without_migration_misses)
     traffic *t = calloc(1, sizeof(*t));
     ck_assert_ptr_nonnull(t);
     env_init_k(&e, 5, 4, NULL);
-    mcr_snapshot *b = snap_k(&e, 5, 2);
+    mcr_snapshot *b = env_snapshot_at(&e, 5, NULL, 2);
     t->e = &e;
     for (int i = 0; i < NPOOLS; i++)
         t->pools[i] = e.pool;
