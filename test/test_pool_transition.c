@@ -199,7 +199,8 @@ typedef struct tx_reader {
     mcr_router *r;
     const mcr_snapshot *a, *b;
     atomic_int *stop;
-    long seen, bad;
+    atomic_long seen;
+    long bad;
 } tx_reader;
 
 static void *reader_main(void *arg)
@@ -208,7 +209,7 @@ static void *reader_main(void *arg)
     while (!atomic_load(t->stop)) {
         mcr_transition tr;
         if (mcr_router_transition(t->r, &tr) == MCR_OK) {
-            t->seen++;
+            atomic_fetch_add(&t->seen, 1);
             if (tr.from != t->a || tr.to != t->b ||
                 mcr_transition_phase_at(&tr, mcr_router_epoch(t->r)) != MCR_PHASE_COPYING)
                 t->bad++;
@@ -234,7 +235,12 @@ START_TEST(test_router_threads)
     tx_reader rd[3];
     pthread_t th[3];
     for (int i = 0; i < 3; i++) {
-        rd[i] = (tx_reader){r, a, b, &stop, 0, 0};
+        rd[i].r = r;
+        rd[i].a = a;
+        rd[i].b = b;
+        rd[i].stop = &stop;
+        atomic_init(&rd[i].seen, 0);
+        rd[i].bad = 0;
         ck_assert_int_eq(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
     }
     for (int i = 0; i < 3000; i++) {
@@ -242,12 +248,19 @@ START_TEST(test_router_threads)
         if (i % 2)
             ck_assert_int_eq(mcr_router_end_transition(r), MCR_OK);
     }
+    /* the pair left in force until every reader has taken it at least once */
+    ck_assert_int_eq(mcr_router_set_transition(r, a, b, 0, 0, NULL), MCR_OK);
+    long long until = mcr_test_now_ms() + TMS(20000);
+    for (int i = 0; i < 3; i++)
+        while (atomic_load(&rd[i].seen) == 0 && mcr_test_now_ms() < until)
+            sleep_ms(1);
     atomic_store(&stop, 1);
     long seen = 0;
     for (int i = 0; i < 3; i++) {
         pthread_join(th[i], NULL);
         ck_assert_int_eq(rd[i].bad, 0);
-        seen += rd[i].seen;
+        ck_assert_int_gt(atomic_load(&rd[i].seen), 0);
+        seen += atomic_load(&rd[i].seen);
     }
     ck_assert_int_gt(seen + 1, 0);
     mcr_router_free(r);

@@ -59,7 +59,6 @@ static mcr__pool_server *moved_other(mcr_pool *p, const void *key, size_t len,
 
 /* An owned copy of what a result says, but its value. */
 typedef struct kept_result {
-    int set;
     int status;
     mcr_reply reply;
     uint32_t flags;
@@ -70,7 +69,6 @@ typedef struct kept_result {
 
 static void keep(kept_result *k, const mcr_result *res)
 {
-    k->set = 1;
     k->status = res->status;
     k->reply = res->reply;
     k->flags = res->flags;
@@ -79,6 +77,15 @@ static void keep(kept_result *k, const mcr_result *res)
     k->epoch = res->epoch;
     snprintf(k->server, sizeof(k->server), "%s", res->server ? res->server : "");
     snprintf(k->message, sizeof(k->message), "%s", res->message ? res->message : "");
+}
+
+/* The pool's server of that id, not retired; NULL when none. */
+static mcr__pool_server *server_named(mcr_pool *p, const char *id)
+{
+    for (size_t i = 0; i < p->nservers; i++)
+        if (id != NULL && !p->servers[i]->retired && strcmp(p->servers[i]->id, id) == 0)
+            return p->servers[i];
+    return NULL;
 }
 
 /* ------------------------------------------------------------ writes */
@@ -136,12 +143,9 @@ static void write_other_cb(const mcr_result *res, void *arg)
 {
     tx_write *w = arg;
     keep(&w->other, res);
-    if (res->status == MCR_OK) {
-        mcr_pool *p = w->p;
-        for (size_t i = 0; i < p->nservers; i++)
-            if (res->server != NULL && strcmp(p->servers[i]->id, res->server) == 0)
-                p->servers[i]->dual_writes++;
-    }
+    mcr__pool_server *o = res->status == MCR_OK ? server_named(w->p, res->server) : NULL;
+    if (o != NULL)
+        o->dual_writes++;
     if (--w->outstanding == 0)
         write_end(w);
 }
@@ -178,7 +182,6 @@ static int submit_write(mcr_pool *p, const mcr_request *q, mcr__pool_server *oth
     rc = mcr__submit(p, &o, other, 0, write_other_cb, w, &e2);
     if (rc != MCR_OK) {
         /* the main request is on its way: report this one with it */
-        w->other.set = 1;
         w->other.status = rc;
         snprintf(w->other.server, sizeof(w->other.server), "%s", other->id);
         snprintf(w->other.message, sizeof(w->other.message), "%s", e2.message);
@@ -189,13 +192,6 @@ static int submit_write(mcr_pool *p, const mcr_request *q, mcr__pool_server *oth
 
 /* ------------------------------------------------------------ reads */
 
-static mcr__pool_server *server_named(mcr_pool *p, const char *id)
-{
-    for (size_t i = 0; i < p->nservers; i++)
-        if (id != NULL && !p->servers[i]->retired && strcmp(p->servers[i]->id, id) == 0)
-            return p->servers[i];
-    return NULL;
-}
 
 static void warm_cb(const mcr_result *res, void *arg)
 {
@@ -230,7 +226,6 @@ typedef struct tx_read {
     mcr_pool_cb cb;          /* a single get; NULL for a multi-get's key */
     void *arg;
     struct tx_mget *mg;      /* the multi-get it belongs to, or NULL */
-    mcr__pool_server *other; /* the previous owner (valid at submission only) */
     kept_result first;       /* the current owner's miss */
     mcr_op op;
     char *key;
