@@ -157,6 +157,18 @@ typedef enum mcr_hash {
                               never cut to 16 bits (the low half is the
                               CRC-16; the bits above are kept) */
     MCR_HASH_CRC32A = 12,  /* "crc32a": twemproxy's full CRC-32 (IEEE) */
+    /* From 13 on, the key hashes of other clients (mcr_client(3)). Those
+     * that read characters read the key as UTF-8; a byte that is not part
+     * of a valid UTF-8 sequence (which a string of those languages cannot
+     * hold) is read as the character of that value, U+0080..U+00FF. */
+    MCR_HASH_CMEMCACHE = 13,    /* "cmemcache": python-memcached's
+                                   cmemcache_hash, "crc" with 0 taken as 1 */
+    MCR_HASH_HASHCODE = 14,     /* "hashcode": Java's String.hashCode() over
+                                   the key's UTF-16 code units, as 32 bits
+                                   unsigned (spymemcached's NATIVE_HASH) */
+    MCR_HASH_HASHCODE_ABS = 15, /* "hashcode_abs": the absolute value of that
+                                   hashCode as a signed 32-bit number, 2^31
+                                   for -2^31 (memjs: Math.abs) */
     MCR_HASH_COUNT
 } mcr_hash;
 
@@ -250,6 +262,59 @@ typedef enum mcr_mode {
      * mcr_snapshot_locate_bounded() (<mcroute_snapshot.h>) the owner under
      * the caller's loads. */
     MCR_MODE_BOUNDED = 13,
+
+    /* The modes below reproduce other clients (see mcr_client(3), which
+     * configures each by name with mcr_config_set_client()). They take
+     * servers in list order, have snapshots, epochs and diffs like the
+     * others, and replicas (mcroute's: the next servers of the continuum,
+     * list or scores) although the clients have none. */
+
+    /* "pymemcache": pymemcache's HashClient: rendezvous (highest random
+     * weight), the score of server S for key K MurmurHash3_x86_32, seed 0,
+     * of the text "host:port-K" read one character at a time (its low 8
+     * bits); equal scores go to the larger "host:port". The key hash is not
+     * used (mcr_ring_hash() gives the key's own score). No weights: a weight
+     * other than 1 is refused (MCR_ERR_RANGE) when a ring or snapshot is
+     * built. mcr_ring_find() answers UINT32_MAX: a hash alone places no
+     * key. */
+    MCR_MODE_PYMEMCACHE = 14,
+    /* "buckets": Cache::Memcached's buckets, as python-memcached and
+     * nginx's `hash KEY;` have them: each server `weight` times in list
+     * order, the key's bucket the key hash modulo the total weight. */
+    MCR_MODE_BUCKETS = 15,
+    /* "spymemcached": spymemcached's KetamaNodeLocator with its default key
+     * format: 160 points per server at average weight, MD5 of labels
+     * "ADDRESS:port-i" for an IP address, "name/ADDRESS:port-i" for a host
+     * name, which is resolved when the server is first placed (the first
+     * IPv4 address, else the first IPv6, as Java's
+     * InetAddress.getByName()); equal points: the server listed later
+     * wins. A name that does not resolve fails the build (MCR_ERR_UNKNOWN
+     * naming it). */
+    MCR_MODE_SPYMEMCACHED = 16,
+    /* "spymemcached-libmemcached": the same locator with the key format
+     * LIBMEMCACHED: labels "name-i", or "name:port-i" for a port other
+     * than 11211, where an IP address is first turned into the name its
+     * reverse lookup gives (the address itself without one). */
+    MCR_MODE_SPYMEMCACHED_LIBMEMCACHED = 17,
+    /* "dalli": dalli's ring: floor(N x 160 x weight / total weight) points
+     * per server, each the first 4 bytes, big-endian, of SHA-1("host:port:i");
+     * a key goes to the last point at or below its hash (the last point
+     * when it is below all of them). */
+    MCR_MODE_DALLI = 18,
+    /* "hashring": the npm hashring module (node-memcached): libketama's
+     * continuum with labels "host-i" for port 11211, "host:port-i"
+     * otherwise, label counts computed in double precision. */
+    MCR_MODE_HASHRING = 19,
+    /* "nginx-consistent": nginx's `hash KEY consistent;`: 160 points per
+     * unit of weight, each a CRC-32 chained from the server's host, a zero
+     * byte, its port and the previous point; first point at or above the
+     * key's hash, wrapping. */
+    MCR_MODE_NGINX_CONSISTENT = 20,
+    /* "php-memcache": the pecl memcache extension's consistent strategy:
+     * 160 points per unit of weight, the key hash of labels "host:port-i",
+     * and a key looked up not on the continuum but in 1024 buckets, each
+     * the owner of an evenly spaced position of it. */
+    MCR_MODE_PHP_MEMCACHE = 21,
     MCR_MODE_COUNT
 } mcr_mode;
 

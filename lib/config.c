@@ -23,6 +23,14 @@ static const char *const mode_names[MCR_MODE_COUNT] = {
     [MCR_MODE_MAGLEV] = "maglev",
     [MCR_MODE_SLOTS] = "slots",
     [MCR_MODE_BOUNDED] = "bounded",
+    [MCR_MODE_PYMEMCACHE] = "pymemcache",
+    [MCR_MODE_BUCKETS] = "buckets",
+    [MCR_MODE_SPYMEMCACHED] = "spymemcached",
+    [MCR_MODE_SPYMEMCACHED_LIBMEMCACHED] = "spymemcached-libmemcached",
+    [MCR_MODE_DALLI] = "dalli",
+    [MCR_MODE_HASHRING] = "hashring",
+    [MCR_MODE_NGINX_CONSISTENT] = "nginx-consistent",
+    [MCR_MODE_PHP_MEMCACHE] = "php-memcache",
 };
 
 /* The key hash of each mode when none is chosen: the default of the client
@@ -42,6 +50,14 @@ static const mcr_hash mode_hashes[MCR_MODE_COUNT] = {
     [MCR_MODE_MAGLEV] = MCR_HASH_MD5,
     [MCR_MODE_SLOTS] = MCR_HASH_MD5,             /* unused: CRC-16 places keys */
     [MCR_MODE_BOUNDED] = MCR_HASH_MD5,
+    [MCR_MODE_PYMEMCACHE] = MCR_HASH_MD5,        /* unused: the key's scores place it */
+    [MCR_MODE_BUCKETS] = MCR_HASH_CRC,           /* Cache::Memcached, nginx `hash` */
+    [MCR_MODE_SPYMEMCACHED] = MCR_HASH_MD5,      /* KETAMA_HASH */
+    [MCR_MODE_SPYMEMCACHED_LIBMEMCACHED] = MCR_HASH_MD5,
+    [MCR_MODE_DALLI] = MCR_HASH_CRC32A,          /* Zlib.crc32 */
+    [MCR_MODE_HASHRING] = MCR_HASH_MD5,
+    [MCR_MODE_NGINX_CONSISTENT] = MCR_HASH_CRC32A, /* ngx_crc32_long */
+    [MCR_MODE_PHP_MEMCACHE] = MCR_HASH_CRC32A,   /* memcache.hash_function crc32 */
 };
 
 mcr_hash mcr_mode_default_hash(mcr_mode m)

@@ -173,9 +173,62 @@ static int owner_keys(side *s, const mcr_snapshot *snap, const mcr_snapshot *new
 /* The continuum as a step function (see side). Among points of equal value
  * only the first owns anything, and the first point also owns the values
  * above the last one. */
+static int u32_cmp(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The step function of a continuum with another lookup rule (spymemcached:
+ * of equal points the last; dalli: the predecessor). The owner can change
+ * only just before or at a point's value, so the segments end at v - 1, v
+ * and 2^32 - 1; each segment's owner is mcr_ring_find() of its end, and
+ * neighbours with the same owner are merged. */
+static int rule_steps(side *s, size_t np, mcr_error *err)
+{
+    uint32_t *c = malloc((2 * np + 1) * sizeof(*c));
+    size_t nc = 0;
+
+    if (c == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu points", np);
+    for (size_t i = 0; i < np; i++) {
+        uint32_t v;
+        mcr_ring_point(s->ring, i, &v, NULL);
+        if (v > 0)
+            c[nc++] = v - 1;
+        c[nc++] = v;
+    }
+    c[nc++] = UINT32_MAX;
+    qsort(c, nc, sizeof(*c), u32_cmp);
+    s->end = malloc((nc + 1) * sizeof(*s->end));
+    s->seg = malloc((nc + 1) * sizeof(*s->seg));
+    if (s->end == NULL || s->seg == NULL) {
+        free(c);
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu points", np);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nc; i++) {
+        if (i > 0 && c[i] == c[i - 1])
+            continue;
+        uint32_t o = mcr_ring_find(s->ring, c[i]);
+        if (k > 0 && s->seg[k - 1] == o) {
+            s->end[k - 1] = c[i];
+            continue;
+        }
+        s->end[k] = c[i];
+        s->seg[k++] = o;
+    }
+    free(c);
+    s->nseg = k;
+    return MCR_OK;
+}
+
 static int continuum_steps(side *s, mcr_error *err)
 {
     size_t np = mcr_ring_point_count(s->ring);
+
+    if (np > 0 && !mcr__ring_rule_is_succ(s->ring))
+        return rule_steps(s, np, err);
 
     s->end = malloc((np + 1) * sizeof(*s->end));
     s->seg = malloc((np + 1) * sizeof(*s->seg));
@@ -209,7 +262,9 @@ static int modula_blocks(side *s, mcr_error *err)
 {
     mcr_mode mode = mcr_ring_mode(s->ring);
     size_t m;
-    const uint32_t *t = mode == MCR_MODE_MAGLEV ? mcr__ring_table(s->ring, &m) : NULL;
+    const uint32_t *t = mode == MCR_MODE_MAGLEV || mode == MCR_MODE_PHP_MEMCACHE
+                            ? mcr__ring_table(s->ring, &m)
+                            : NULL;
     size_t cap = t != NULL ? m : s->nring;
 
     s->block_end = malloc(cap * sizeof(*s->block_end));
@@ -226,7 +281,7 @@ static int modula_blocks(side *s, mcr_error *err)
         }
     } else {
         for (uint32_t b = 0; b < s->nring; b++) {
-            sum += mode == MCR_MODE_TWEMPROXY_MODULA ? mcr_ring_server_weight(s->ring, b) : 1;
+            sum += mcr__mode_kind(mode) == MCR__KIND_WMODULA ? mcr_ring_server_weight(s->ring, b) : 1;
             s->block_end[k] = sum;
             s->block_srv[k++] = b;
         }
@@ -268,9 +323,15 @@ static int side_init(side *s, const mcr_snapshot *snap, const mcr_snapshot *new_
             s->ntable--;
         return MCR_OK;
     case MCR__KIND_RENDEZVOUS:
+    case MCR__KIND_PYMEMCACHE: /* the same race, with pymemcache's scores */
         s->kind = SIDE_RENDEZVOUS;
         return MCR_OK;
     default:
+        if (mcr_ring_mode(s->ring) == MCR_MODE_PHP_MEMCACHE && mcr_ring_server_count(s->ring) > 1) {
+            /* 1024 buckets: residues of the key hash (one server: no hash) */
+            s->kind = SIDE_RESIDUES;
+            return modula_blocks(s, err);
+        }
         s->kind = SIDE_CONTINUUM;
         return continuum_steps(s, err);
     }
@@ -753,6 +814,9 @@ static int comparable(const side *a, const side *b, double *space)
     bool hash_a = a->kind == SIDE_CONTINUUM || a->kind == SIDE_RESIDUES;
     bool hash_b = b->kind == SIDE_CONTINUUM || b->kind == SIDE_RESIDUES;
     *space = a->kind == SIDE_SLOTS ? CRC_SPACE : hash_a ? HASH_SPACE : 1.0;
+    /* two races compare only with the same scores */
+    if (a->kind == SIDE_RENDEZVOUS && b->kind == SIDE_RENDEZVOUS)
+        return mcr_ring_mode(a->ring) == mcr_ring_mode(b->ring);
     return (hash_a && hash_b) || a->kind == b->kind;
 }
 

@@ -126,11 +126,23 @@ static uint32_t hash_crc(const unsigned char *p, size_t len)
 /* twemproxy's "crc32a": the full CRC-32 that "crc" keeps 15 bits of. */
 static uint32_t hash_crc32a(const unsigned char *p, size_t len)
 {
-    uint32_t crc = 0xffffffffu;
+    return ~mcr__crc32_update(0xffffffffu, p, len);
+}
+
+uint32_t mcr__crc32_update(uint32_t crc, const void *data, size_t len)
+{
+    const unsigned char *p = data;
 
     for (size_t i = 0; i < len; i++)
         crc = crc32_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-    return ~crc;
+    return crc;
+}
+
+/* python-memcached's cmemcache_hash: "crc", but 0 becomes 1 (`or 1`). */
+static uint32_t hash_cmemcache(const unsigned char *p, size_t len)
+{
+    uint32_t h = hash_crc(p, len);
+    return h != 0 ? h : 1;
 }
 
 /* twemproxy's "crc16" as nutcracker 0.5.0 computes it: the CRC-16/XMODEM
@@ -401,6 +413,9 @@ uint32_t mcr__hash_key(mcr_hash h, const void *data, size_t len)
     case MCR_HASH_MURMUR3: return hash_murmur3(p, len);
     case MCR_HASH_CRC16: return hash_crc16(p, len);
     case MCR_HASH_CRC32A: return hash_crc32a(p, len);
+    case MCR_HASH_CMEMCACHE: return hash_cmemcache(p, len);
+    case MCR_HASH_HASHCODE: return mcr__hash_hashcode(p, len);
+    case MCR_HASH_HASHCODE_ABS: return mcr__hash_hashcode_abs(p, len);
     case MCR_HASH_COUNT: break;
     }
     return 0;
@@ -491,7 +506,8 @@ static const char *const hash_names[MCR_HASH_COUNT] = {
     [MCR_HASH_FNV1A_32] = "fnv1a_32", [MCR_HASH_HSIEH] = "hsieh",
     [MCR_HASH_MURMUR] = "murmur",     [MCR_HASH_JENKINS] = "jenkins",
     [MCR_HASH_MURMUR3] = "murmur3",   [MCR_HASH_CRC16] = "crc16",
-    [MCR_HASH_CRC32A] = "crc32a",
+    [MCR_HASH_CRC32A] = "crc32a",     [MCR_HASH_CMEMCACHE] = "cmemcache",
+    [MCR_HASH_HASHCODE] = "hashcode", [MCR_HASH_HASHCODE_ABS] = "hashcode_abs",
 };
 
 int mcr_hash_from_name(const char *name, mcr_hash *out)

@@ -106,6 +106,26 @@ int mcr__md5_force_lanes(int lanes);
  * points per label. */
 void mcr__md5_words(const void *data, size_t len, uint32_t out[4]);
 
+/* The CRC-32 (IEEE) register after len more bytes, without the final
+ * inversion: crc32(x) = ~mcr__crc32_update(0xffffffff, x). nginx chains
+ * its consistent points through it. */
+uint32_t mcr__crc32_update(uint32_t crc, const void *data, size_t len);
+
+/* ---- the hashes of other clients (clienthash.c) ---- */
+
+/* The next character of a UTF-8 text p[0..len) from *i (< len), *i moved
+ * past it; a byte that starts no valid sequence is the character of its
+ * value (U+0080..U+00FF). */
+uint32_t mcr__utf8_next(const unsigned char *p, size_t len, size_t *i);
+/* "hashcode" and "hashcode_abs" (see mcr_hash). */
+uint32_t mcr__hash_hashcode(const unsigned char *p, size_t len);
+uint32_t mcr__hash_hashcode_abs(const unsigned char *p, size_t len);
+/* pymemcache's score of server `name` for a key: its murmur3_32 of the
+ * text "NAME-KEY" read as characters. */
+uint32_t mcr__pymemcache_score(const char *name, size_t nlen, const void *key, size_t len);
+/* The first 4 bytes of SHA-1(data), big-endian (dalli's points). */
+uint32_t mcr__sha1_u32be(const void *data, size_t len);
+
 /* ---- config (config.c) ---- */
 
 typedef struct mcr__server {
@@ -172,7 +192,7 @@ void mcr__config_params(const mcr_config *cfg, mcr__params *out);
 
 /* Room for an id, a label prefix ("[host]:65535-"), a label with its
  * index: 255 bytes of text and a little more. */
-#define MCR__NAME_BUF (MCR_HOSTNAME_MAX + 32)
+#define MCR__NAME_BUF (MCR_HOSTNAME_MAX + 128)
 
 /* The default id of a server, "host:port" or "[host]:port" for IPv6, into
  * buf (MCR__NAME_BUF bytes); returns its length. */
@@ -211,14 +231,17 @@ typedef enum mcr__kind {
     MCR__KIND_WMODULA,    /* "twemproxy-modula" */
     MCR__KIND_JUMP,       /* "jump": buckets, some of them holes */
     MCR__KIND_TABLE,      /* "maglev", "slots": table[hash % size] */
-    MCR__KIND_RENDEZVOUS  /* "rendezvous": the best score */
+    MCR__KIND_RENDEZVOUS, /* "rendezvous": the best score */
+    MCR__KIND_PYMEMCACHE  /* "pymemcache": the best score of the key itself */
 } mcr__kind;
 
 static inline mcr__kind mcr__mode_kind(mcr_mode m)
 {
     switch (m) {
     case MCR_MODE_MODULA: return MCR__KIND_MODULA;
-    case MCR_MODE_TWEMPROXY_MODULA: return MCR__KIND_WMODULA;
+    case MCR_MODE_TWEMPROXY_MODULA:
+    case MCR_MODE_BUCKETS: return MCR__KIND_WMODULA;
+    case MCR_MODE_PYMEMCACHE: return MCR__KIND_PYMEMCACHE;
     case MCR_MODE_JUMP: return MCR__KIND_JUMP;
     case MCR_MODE_MAGLEV:
     case MCR_MODE_SLOTS: return MCR__KIND_TABLE;
@@ -325,10 +348,20 @@ size_t mcr__label_prefix(mcr_mode mode, const mcr__server *s, char *buf);
 
 /* The point values of labels from..to-1 of a server whose label prefix is
  * prefix[0..plen) (writable, MCR__NAME_BUF bytes; restored), in label
- * order: per_label 4 gives the MD5 words, 1 the point hash of the label.
+ * order: per_label 4 gives the MD5 words, 1 the point hash of the label
+ * (dalli: SHA-1; nginx-consistent: its chained CRC-32, the prefix being the
+ * chain's base).
  * out receives (to - from) * per_label values. Cannot fail. */
-void mcr__label_values(char *prefix, size_t plen, uint32_t per_label, mcr_hash point_hash,
-                       uint32_t from, uint32_t to, uint32_t *out);
+void mcr__label_values(mcr_mode mode, char *prefix, size_t plen, uint32_t per_label,
+                       mcr_hash point_hash, uint32_t from, uint32_t to, uint32_t *out);
+
+/* The label prefix of server s in the spymemcached modes (javaname.c): its
+ * address as Java writes it, resolving s->host when it is a name (the
+ * default key format), or its host name, reverse-resolved when it is an IP
+ * literal (libmemcached_format). Into buf (MCR__NAME_BUF bytes); returns
+ * its length. Cannot fail: a name that does not resolve is written as Java
+ * writes it, "NAME/<unresolved>:PORT-". */
+size_t mcr__java_label_prefix(const mcr__server *s, bool libmemcached_format, char *buf);
 
 /* Stable sort of n points by value (LSD radix). MCR_OK or MCR_ERR_NOMEM
  * (the points unchanged). */
@@ -437,13 +470,17 @@ typedef struct mcr__walk {
     double local[64];
 } mcr__walk;
 
-/* Start a walk for key hash `hash` (the primary is mcr_ring_find(r, hash)
- * except with one server, where it is 0). Cannot fail: without memory for
- * rendezvous's times, the walk is the primary and the sweep. */
-void mcr__walk_init(mcr__walk *w, const mcr_ring *r, uint32_t hash);
+/* Start a walk for a key (the primary is mcr_ring_locate(r, key, len)).
+ * Cannot fail: without memory for rendezvous's times, the walk is the
+ * primary and the sweep. */
+void mcr__walk_init(mcr__walk *w, const mcr_ring *r, const void *key, size_t len);
 /* The next candidate, or UINT32_MAX once the walk is over. */
 uint32_t mcr__walk_next(mcr__walk *w);
 void mcr__walk_release(mcr__walk *w);
+
+/* 1 when r's continuum follows the successor rule with ties to the first
+ * point (every continuum mode but spymemcached, dalli and php-memcache). */
+int mcr__ring_rule_is_succ(const mcr_ring *r);
 
 /* The continuum of r (mcr_ring_point_count() points), owned by r; NULL in
  * the modula modes. */

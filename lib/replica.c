@@ -207,7 +207,7 @@ size_t mcr_snapshot_replicas(const mcr_snapshot *snap, const void *key, size_t l
      * from the primary in the modula modes, the native modes' own (see
      * mcr__walk). */
     mcr__walk wk;
-    mcr__walk_init(&wk, ring, mcr_ring_hash(ring, key, len));
+    mcr__walk_init(&wk, ring, key, len);
     uint32_t primary = mcr__walk_next(&wk);
 
     walk w = {out, n, 0, 0, 0, 0};
@@ -281,7 +281,7 @@ uint32_t mcr_snapshot_locate_bounded(const mcr_snapshot *snap, const void *key, 
      * server has room whenever `total` is the sum of the loads. */
     double scale = (1.0 + epsilon) * ((double)total + 1.0) / (double)snap->active_weight;
     mcr__walk wk;
-    mcr__walk_init(&wk, ring, mcr_ring_hash(ring, key, len));
+    mcr__walk_init(&wk, ring, key, len);
     uint32_t r = mcr__walk_next(&wk), pick = snap->ring_map[r]; /* the primary */
     for (; r != UINT32_MAX; r = mcr__walk_next(&wk)) {
         uint32_t i = snap->ring_map[r];

@@ -44,9 +44,25 @@ _Static_assert(SCAN_WIDTH == 4, "find_point() counts exactly four points");
 
 typedef mcr__point point;
 
+/* Which point of a continuum owns a key hash h (see mcr_mode(3)). */
+enum lookup_rule {
+    RULE_SUCC,      /* the first point >= h, wrapping; of equal points the
+                       first (libmemcached, libketama, twemproxy, ...) */
+    RULE_SUCC_LAST, /* the same, but of equal points the last
+                       (spymemcached's TreeMap: a later put overwrites) */
+    RULE_PRED,      /* the last point <= h, wrapping to the last point (dalli) */
+    RULE_BUCKETS    /* php-memcache: bucket h % 1024, each bucket the
+                       successor of an evenly spaced position */
+};
+/* php-memcache (memcache_consistent_hash.c): MMC_CONSISTENT_BUCKETS, and the
+ * position of bucket b, b x (0xffffffff / 1024). */
+#define PHP_BUCKETS 1024u
+#define PHP_BUCKET_STEP (0xffffffffu / PHP_BUCKETS)
+
 typedef struct ring_server {
     const char *host; /* points into ring->strings */
     const char *name; /* "host:port" / "[host]:port", into ring->strings */
+    const char *pyname; /* "host:port" without brackets: pymemcache's node */
     int port;
     uint32_t weight;
 } ring_server;
@@ -83,6 +99,8 @@ struct mcr_ring {
     uint32_t *live;       /* "jump": the buckets that are not holes */
     uint32_t nlive;
     uint64_t *seeds;      /* "rendezvous": per server, mcr__id_seed(id) */
+    enum lookup_rule rule;
+    uint32_t *bucket_point; /* RULE_BUCKETS: bucket -> point index */
 };
 
 /* ------------------------------------------------------------ building */
@@ -122,6 +140,31 @@ uint32_t mcr__labels_for(mcr_mode mode, uint32_t weight, uint64_t total_weight, 
     case MCR_MODE_BOUNDED:
         *per_label = POINTS_PER_DIGEST;
         return STABLE_LABELS_PER_WEIGHT * weight;
+    case MCR_MODE_SPYMEMCACHED:
+    case MCR_MODE_SPYMEMCACHED_LIBMEMCACHED: {
+        /* KetamaNodeLocator: 160 points (40 digests) per server; with a
+         * weights map, libmemcached's float formula (see mcr_mode(3)). */
+        *per_label = POINTS_PER_DIGEST;
+        if (total_weight == n)
+            return KETAMA_POINTS_PER_SERVER / POINTS_PER_DIGEST;
+        float f = pct * (float)KETAMA_POINTS_PER_SERVER / (float)POINTS_PER_DIGEST * (float)n +
+                  0.0000000001F;
+        return (uint32_t)floorf(f);
+    }
+    case MCR_MODE_HASHRING:
+        /* hashring: Math.floor(weight / total * 40 * servers), in double */
+        *per_label = POINTS_PER_DIGEST;
+        return (uint32_t)floor((double)weight / (double)total_weight *
+                               LIBKETAMA_LABELS_PER_SERVER * (double)n);
+    case MCR_MODE_DALLI:
+        /* dalli: ((servers * 160 * weight) / Float(total_weight)).floor */
+        *per_label = 1;
+        return (uint32_t)floor((double)((uint64_t)n * KETAMA_POINTS_PER_SERVER * weight) /
+                               (double)total_weight);
+    case MCR_MODE_NGINX_CONSISTENT: /* nginx, pecl memcache: 160 per unit of weight */
+    case MCR_MODE_PHP_MEMCACHE:
+        *per_label = 1;
+        return KETAMA_POINTS_PER_SERVER * weight;
     default:
         *per_label = 0;
         return 0;
@@ -143,6 +186,23 @@ size_t mcr__label_prefix(mcr_mode mode, const mcr__server *s, char *buf)
     case MCR_MODE_SPY:
     case MCR_MODE_SPY_WEIGHTED: /* spymemcached's "/host:port-" */
         return (size_t)sprintf(buf, "/%s:%d-", s->host, s->port);
+    case MCR_MODE_SPYMEMCACHED:
+    case MCR_MODE_SPYMEMCACHED_LIBMEMCACHED:
+        return mcr__java_label_prefix(s, mode == MCR_MODE_SPYMEMCACHED_LIBMEMCACHED, buf);
+    case MCR_MODE_DALLI: /* "host:port:i" */
+        if (s->ipv6)
+            return (size_t)sprintf(buf, "[%s]:%d:", s->host, s->port);
+        return (size_t)sprintf(buf, "%s:%d:", s->host, s->port);
+    case MCR_MODE_PHP_MEMCACHE: /* "host:port-i" */
+        if (s->ipv6)
+            return (size_t)sprintf(buf, "[%s]:%d-", s->host, s->port);
+        return (size_t)sprintf(buf, "%s:%d-", s->host, s->port);
+    case MCR_MODE_NGINX_CONSISTENT: { /* the CRC base: host, a zero byte, port */
+        size_t n = s->ipv6 ? (size_t)sprintf(buf, "[%s]", s->host)
+                           : (size_t)sprintf(buf, "%s", s->host);
+        buf[n++] = '\0';
+        return n + (size_t)sprintf(buf + n, "%d", s->port);
+    }
     default: /* libmemcached drops the default port */
         if (s->port == MCR_DEFAULT_PORT)
             return (size_t)sprintf(buf, "%s-", s->host);
@@ -163,14 +223,35 @@ static size_t put_uint(char *p, uint32_t v)
     return n;
 }
 
-void mcr__label_values(char *prefix, size_t plen, uint32_t per_label, mcr_hash point_hash,
-                       uint32_t from, uint32_t to, uint32_t *out)
+/* nginx: point j is the CRC-32 of the base (host, "\0", port) followed by
+ * point j-1 as 4 little-endian bytes (0 before the first). */
+static void nginx_chain(const char *base, size_t blen, uint32_t from, uint32_t to,
+                        uint32_t *out)
 {
+    uint32_t state = mcr__crc32_update(0xffffffffu, base, blen), prev = 0;
+    for (uint32_t j = 0; j < to; j++) {
+        unsigned char b[4] = {(unsigned char)prev, (unsigned char)(prev >> 8),
+                              (unsigned char)(prev >> 16), (unsigned char)(prev >> 24)};
+        prev = ~mcr__crc32_update(state, b, 4);
+        if (j >= from)
+            *out++ = prev;
+    }
+}
+
+void mcr__label_values(mcr_mode mode, char *prefix, size_t plen, uint32_t per_label,
+                       mcr_hash point_hash, uint32_t from, uint32_t to, uint32_t *out)
+{
+    if (mode == MCR_MODE_NGINX_CONSISTENT) {
+        nginx_chain(prefix, plen, from, to, out);
+        return;
+    }
     for (uint32_t j = from; j < to; j++) {
         size_t len = plen + put_uint(prefix + plen, j);
         if (per_label == POINTS_PER_DIGEST) {
             mcr__md5_words(prefix, len, out);
             out += POINTS_PER_DIGEST;
+        } else if (mode == MCR_MODE_DALLI) {
+            *out++ = mcr__sha1_u32be(prefix, len);
         } else {
             *out++ = mcr__hash_key(point_hash, prefix, len);
         }
@@ -226,6 +307,8 @@ static int build_index(mcr_ring *r, mcr_error *err)
     return MCR_OK;
 }
 
+static inline uint32_t find_index(const mcr_ring *r, uint32_t h);
+
 /* Sort (unless `sorted`), check and index r->points (r->npoints of them). */
 static int finish_points(mcr_ring *r, bool sorted, mcr_error *err)
 {
@@ -235,7 +318,23 @@ static int finish_points(mcr_ring *r, bool sorted, mcr_error *err)
         r->points[r->npoints + i].value = UINT32_MAX;
         r->points[r->npoints + i].server = r->npoints > 0 ? r->points[0].server : 0;
     }
-    return build_index(r, err);
+    int rc = build_index(r, err);
+    if (rc != MCR_OK || r->rule != RULE_BUCKETS || r->npoints == 0)
+        return rc;
+    /* php-memcache's buckets: the owner of each bucket's position, and the
+     * servers again as a table (the diffs read it as residues) */
+    r->bucket_point = malloc(PHP_BUCKETS * sizeof(*r->bucket_point));
+    r->table = malloc(PHP_BUCKETS * sizeof(*r->table));
+    if (r->bucket_point == NULL || r->table == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %u buckets",
+                          (unsigned)PHP_BUCKETS);
+    for (uint32_t b = 0; b < PHP_BUCKETS; b++) {
+        uint32_t i = find_index(r, b * PHP_BUCKET_STEP);
+        r->bucket_point[b] = i == r->npoints ? 0 : i;
+        r->table[b] = r->points[r->bucket_point[b]].server;
+    }
+    r->ntable = PHP_BUCKETS;
+    return MCR_OK;
 }
 
 static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
@@ -257,26 +356,23 @@ static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
     if (r->points == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu points", total);
 
+    /* The values of each server's labels are computed into the value
+     * fields, then the server numbers are filled in behind them. */
+    uint32_t *v = malloc((total > 0 ? total : 1) * sizeof(*v));
+    if (v == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu points", total);
     size_t k = 0;
     for (size_t i = 0; i < cfg->count; i++) {
         const mcr__server *s = &cfg->servers[i];
         uint32_t nl = mcr__labels_for(cfg->mode, s->weight, total_weight, n, &per_label);
         size_t pl = mcr__label_prefix(cfg->mode, s, label);
-        for (uint32_t j = 0; j < nl; j++) {
-            size_t len = pl + put_uint(label + pl, j);
-            if (per_label == POINTS_PER_DIGEST) {
-                uint32_t w[4];
-                mcr__md5_words(label, len, w);
-                for (int x = 0; x < 4; x++) {
-                    r->points[k].value = w[x];
-                    r->points[k++].server = (uint32_t)i;
-                }
-            } else {
-                r->points[k].value = mcr__hash_key(cfg->point_hash, label, len);
-                r->points[k++].server = (uint32_t)i;
-            }
+        mcr__label_values(cfg->mode, label, pl, per_label, cfg->point_hash, 0, nl, v + k);
+        for (size_t e = k + (size_t)nl * per_label; k < e; k++) {
+            r->points[k].value = v[k];
+            r->points[k].server = (uint32_t)i;
         }
     }
+    free(v);
     r->npoints = k;
     return finish_points(r, false, err);
 }
@@ -300,7 +396,7 @@ static int copy_servers(mcr_ring *r, const mcr__server *servers, size_t n, mcr_e
 {
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++)
-        bytes += 2 * servers[i].host_len + 16;
+        bytes += 3 * servers[i].host_len + 24;
     r->servers = calloc(n, sizeof(*r->servers));
     r->strings = malloc(bytes);
     if (r->servers == NULL || r->strings == NULL)
@@ -324,6 +420,15 @@ static int copy_servers(mcr_ring *r, const mcr__server *servers, size_t n, mcr_e
         *p++ = ':';
         p += put_uint(p, (uint32_t)s->port); /* not sprintf: 1,000 servers a publish */
         *p++ = '\0';
+        d->pyname = d->name;
+        if (s->ipv6) {
+            d->pyname = p;
+            memcpy(p, s->host, s->host_len);
+            p += s->host_len;
+            *p++ = ':';
+            p += put_uint(p, (uint32_t)s->port);
+            *p++ = '\0';
+        }
     }
     return MCR_OK;
 }
@@ -498,6 +603,19 @@ static int ring_alloc(const mcr__params *p, const mcr__server *servers, size_t n
     r->empty_is_zero =
         p->mode == MCR_MODE_TWEMPROXY_KETAMA || p->mode == MCR_MODE_TWEMPROXY_MODULA;
     r->crc_keys = p->mode == MCR_MODE_SLOTS;
+    r->rule = p->mode == MCR_MODE_SPYMEMCACHED || p->mode == MCR_MODE_SPYMEMCACHED_LIBMEMCACHED
+                  ? RULE_SUCC_LAST
+              : p->mode == MCR_MODE_DALLI        ? RULE_PRED
+              : p->mode == MCR_MODE_PHP_MEMCACHE ? RULE_BUCKETS
+                                                 : RULE_SUCC;
+    if (p->mode == MCR_MODE_PYMEMCACHE)
+        for (size_t i = 0; i < n; i++)
+            if (servers[i].weight != 1) {
+                free(r);
+                return mcr__error(err, MCR_ERR_RANGE,
+                                  "pymemcache has no weights: server %s has weight %u",
+                                  servers[i].host, (unsigned)servers[i].weight);
+            }
     r->special_hash = r->prefix_on || r->tag_on || r->empty_is_zero || r->crc_keys;
     int rc = copy_servers(r, servers, n, err);
     if (rc != MCR_OK) {
@@ -549,7 +667,7 @@ int mcr__ring_build(const mcr__params *p, const mcr__server *servers, size_t n,
             rc = mcr__error(err, MCR_ERR_RANGE, "continuum of %zu points is too large", npoints);
         else
             rc = finish_points(r, true, err);
-    } else if (kind != MCR__KIND_MODULA) {
+    } else if (kind != MCR__KIND_MODULA && kind != MCR__KIND_PYMEMCACHE) {
         rc = build_table(r, p, servers, map, nmap, err);
     }
     if (rc != MCR_OK) {
@@ -650,6 +768,7 @@ int mcr_ring_new(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
         rc = build_cum_weights(r, cfg->servers, cfg->count, err);
         break;
     case MCR__KIND_MODULA:
+    case MCR__KIND_PYMEMCACHE:
         break;
     case MCR__KIND_POINTS:
         rc = build_points(r, cfg, err);
@@ -678,6 +797,7 @@ void mcr_ring_free(mcr_ring *r)
     free(r->table);
     free(r->live);
     free(r->seeds);
+    free(r->bucket_point);
     free(r);
 }
 
@@ -767,8 +887,35 @@ static inline uint32_t find_index(const mcr_ring *r, uint32_t h)
     return lo;
 }
 
+/* The point that owns h under a rule other than RULE_SUCC (npoints > 0). */
+static __attribute__((noinline)) uint32_t rule_point(const mcr_ring *r, uint32_t h)
+{
+    const point *p = r->points;
+    uint32_t n = (uint32_t)r->npoints, i;
+
+    switch (r->rule) {
+    case RULE_SUCC_LAST:
+        i = find_index(r, h);
+        if (i == n)
+            i = 0;
+        while (i + 1 < n && p[i + 1].value == p[i].value)
+            i++;
+        return i;
+    case RULE_PRED:
+        i = h == UINT32_MAX ? n : find_index(r, h + 1); /* the first point > h */
+        return i == 0 ? n - 1 : i - 1;
+    case RULE_BUCKETS:
+        return r->bucket_point[h % PHP_BUCKETS];
+    default:
+        i = find_index(r, h);
+        return i == n ? 0 : i;
+    }
+}
+
 static inline uint32_t find_point(const mcr_ring *r, uint32_t h)
 {
+    if (MCR__UNLIKELY(r->rule != RULE_SUCC))
+        return r->points[rule_point(r, h)].server;
     /* The answer is in [lo, hi] of h's bucket; points from hi on are >= h (or
      * are sentinels), so counting those below h gives the lower bound; an
      * index of npoints is a sentinel, which carries the wrap to point 0. */
@@ -825,6 +972,25 @@ static uint32_t rendezvous(const mcr_ring *r, uint32_t hash)
     return best;
 }
 
+/* pymemcache's RendezvousHash.get_node: the highest score, of equal scores
+ * the larger node name. */
+static uint32_t pymemcache_find(const mcr_ring *r, const void *key, size_t len)
+{
+    uint32_t best = 0;
+    const char *bn = r->servers[0].pyname;
+    uint32_t bs = mcr__pymemcache_score(bn, strlen(bn), key, len);
+    for (uint32_t i = 1; i < r->nservers; i++) {
+        const char *nm = r->servers[i].pyname;
+        uint32_t sc = mcr__pymemcache_score(nm, strlen(nm), key, len);
+        if (sc > bs || (sc == bs && strcmp(nm, bn) > 0)) {
+            bs = sc;
+            bn = nm;
+            best = i;
+        }
+    }
+    return best;
+}
+
 static __attribute__((noinline)) uint32_t native_find(const mcr_ring *r, uint32_t hash)
 {
     switch (r->kind) {
@@ -836,6 +1002,8 @@ static __attribute__((noinline)) uint32_t native_find(const mcr_ring *r, uint32_
         return r->table[hash % r->ntable];
     case MCR__KIND_RENDEZVOUS:
         return rendezvous(r, hash);
+    case MCR__KIND_PYMEMCACHE:
+        return UINT32_MAX; /* a hash places no key: the key does */
     default:
         return 0;
     }
@@ -845,7 +1013,7 @@ static inline uint32_t ring_find(const mcr_ring *r, uint32_t hash)
 {
     if (r->mode == MCR_MODE_MODULA)
         return hash % r->nservers;
-    if (r->mode == MCR_MODE_TWEMPROXY_MODULA)
+    if (r->kind == MCR__KIND_WMODULA)
         return weighted_modula(r, hash);
     if (MCR__UNLIKELY(r->npoints == 0))
         return r->kind == MCR__KIND_POINTS ? 0 : native_find(r, hash);
@@ -861,6 +1029,8 @@ size_t mcr_ring_find_point(const mcr_ring *r, uint32_t hash)
 {
     if (r->npoints == 0)
         return SIZE_MAX;
+    if (r->rule != RULE_SUCC)
+        return rule_point(r, hash);
     size_t i = find_index(r, hash);
     return i == r->npoints ? 0 : i;
 }
@@ -869,15 +1039,17 @@ uint32_t mcr_ring_locate(const mcr_ring *r, const void *key, size_t len)
 {
     if (r->nservers == 1)
         return 0; /* libmemcached does not even hash */
+    if (MCR__UNLIKELY(r->kind == MCR__KIND_PYMEMCACHE))
+        return pymemcache_find(r, key, len);
     return ring_find(r, ring_hash(r, key, len));
 }
 
 void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size_t *lens,
                           size_t n, uint32_t *out)
 {
-    if (r->nservers == 1) {
+    if (r->nservers == 1 || r->kind == MCR__KIND_PYMEMCACHE) {
         for (size_t i = 0; i < n; i++)
-            out[i] = 0;
+            out[i] = r->nservers == 1 ? 0 : pymemcache_find(r, keys[i], lens[i]);
         return;
     }
     /* Hash a chunk of keys first (MD5 several keys at a time in SIMD lanes),
@@ -904,7 +1076,11 @@ void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size
 
 static int rdv_before(const mcr__walk *w, uint32_t a, uint32_t b)
 {
-    return w->times[a] < w->times[b] || (w->times[a] == w->times[b] && a < b);
+    if (w->times[a] != w->times[b])
+        return w->times[a] < w->times[b];
+    if (w->r->kind == MCR__KIND_PYMEMCACHE) /* equal scores: the larger name first */
+        return strcmp(w->r->servers[a].pyname, w->r->servers[b].pyname) > 0;
+    return a < b;
 }
 
 /* Sort w->order (every server) by time into the walk's order: a merge sort
@@ -933,12 +1109,14 @@ static void rdv_sort(mcr__walk *w, uint32_t *tmp)
         memcpy(w->order, a, n * sizeof(*a));
 }
 
-void mcr__walk_init(mcr__walk *w, const mcr_ring *r, uint32_t hash)
+void mcr__walk_init(mcr__walk *w, const mcr_ring *r, const void *key, size_t len)
 {
+    uint32_t hash = ring_hash(r, key, len);
+
     memset(w, 0, offsetof(mcr__walk, local));
     w->r = r;
     w->hash = hash;
-    w->primary = r->nservers == 1 ? 0 : ring_find(r, hash);
+    w->primary = r->nservers == 1 ? 0 : mcr_ring_locate(r, key, len);
     switch (r->kind) {
     case MCR__KIND_POINTS:
         w->own = r->npoints;
@@ -965,6 +1143,7 @@ void mcr__walk_init(mcr__walk *w, const mcr_ring *r, uint32_t hash)
                 w->own = WALK_MAX;
         }
         break;
+    case MCR__KIND_PYMEMCACHE:
     case MCR__KIND_RENDEZVOUS: {
         uint32_t n = r->nservers;
         size_t bytes = (size_t)n * (sizeof(double) + 2 * sizeof(uint32_t));
@@ -976,7 +1155,11 @@ void mcr__walk_init(mcr__walk *w, const mcr_ring *r, uint32_t hash)
         w->order = (uint32_t *)(void *)(w->times + n);
         uint64_t k = mcr__key64(hash);
         for (uint32_t i = 0; i < n; i++)
-            w->times[i] = mcr__rdv_time(k, r->seeds[i], r->servers[i].weight);
+            w->times[i] = r->kind == MCR__KIND_PYMEMCACHE
+                              ? -(double)mcr__pymemcache_score(r->servers[i].pyname,
+                                                               strlen(r->servers[i].pyname),
+                                                               key, len)
+                              : mcr__rdv_time(k, r->seeds[i], r->servers[i].weight);
         w->own = n;
         w->last = w->primary;
         break;
@@ -1006,6 +1189,7 @@ uint32_t mcr__walk_next(mcr__walk *w)
             if (r->crc_keys)
                 return r->table[mcr__slot_probe((uint32_t)w->pos, (uint32_t)s, r->ntable)];
             return r->table[(w->pos + s) % r->ntable];
+        case MCR__KIND_PYMEMCACHE:
         case MCR__KIND_RENDEZVOUS:
             if (s < RDV_SCANS) { /* the best after the last one */
                 uint32_t best = UINT32_MAX;
@@ -1025,7 +1209,8 @@ uint32_t mcr__walk_next(mcr__walk *w)
     /* The sweep, for the native table modes only: the continuum and modula
      * modes meet only servers that own something, as their references do. */
     if (r->kind == MCR__KIND_POINTS || r->kind == MCR__KIND_MODULA ||
-        r->kind == MCR__KIND_WMODULA || (r->kind == MCR__KIND_RENDEZVOUS && w->times != NULL))
+        r->kind == MCR__KIND_WMODULA ||
+        ((r->kind == MCR__KIND_RENDEZVOUS || r->kind == MCR__KIND_PYMEMCACHE) && w->times != NULL))
         return UINT32_MAX;
     s -= w->own;
     if (s >= r->nservers - 1)
@@ -1102,4 +1287,9 @@ mcr_mode mcr_ring_mode(const mcr_ring *r)
 mcr_hash mcr_ring_key_hash(const mcr_ring *r)
 {
     return r->key_hash;
+}
+
+int mcr__ring_rule_is_succ(const mcr_ring *r)
+{
+    return r->rule == RULE_SUCC;
 }

@@ -102,7 +102,7 @@ static mcr__pcache *pcache_grow(const mcr__pcache *old, const mcr__server *s,
         c->roll[0] = ROLL_SEED;
     }
     size_t plen = mcr__label_prefix(p->mode, s, label);
-    mcr__label_values(label, plen, per_label, p->point_hash, have, want,
+    mcr__label_values(p->mode, label, plen, per_label, p->point_hash, have, want,
                       c->v + (size_t)have * per_label);
     for (uint32_t k = have; k < want; k++)
         c->roll[k + 1] = roll_step(c->roll[k], c->v + (size_t)k * per_label, per_label);

@@ -39,26 +39,42 @@ typedef struct mode_case {
     double share_tol; /* |share - expected|, 1:2:4 over 3 servers */
     int model_diff;   /* the diff's shares are the model's (jump,
                          rendezvous), not exact counts */
+    int no_weights;   /* a weight other than 1 is refused: the pools of
+                         these tests have weights 1 */
 } mode_case;
 
 static const mode_case cases[] = {
-    {MCR_MODE_KETAMA, 1, 0, 2.5, 0.04, 0},
-    {MCR_MODE_CONSISTENT, 0, 1, 1.6, 0.06, 0},
-    {MCR_MODE_WEIGHTED, 1, 0, 2.5, 0.04, 0},
-    {MCR_MODE_SPY, 0, 1, 1.6, 0.06, 0},
-    {MCR_MODE_SPY_WEIGHTED, 1, 0, 2.5, 0.04, 0},
-    {MCR_MODE_MODULA, 0, 0, 25.0, 0.01, 0},
-    {MCR_MODE_TWEMPROXY_KETAMA, 1, 0, 2.5, 0.04, 0},
-    {MCR_MODE_TWEMPROXY_MODULA, 1, 0, 25.0, 0.01, 0},
-    {MCR_MODE_STABLE_KETAMA, 1, 1, 1.6, 0.03, 0},
-    {MCR_MODE_JUMP, 1, 1, 1.2, 0.01, 1},
-    {MCR_MODE_RENDEZVOUS, 1, 1, 1.2, 0.01, 1},
-    {MCR_MODE_MAGLEV, 1, 0, 1.3, 0.01, 0},
-    {MCR_MODE_SLOTS, 1, 1, 1.2, 0.01, 0},
-    {MCR_MODE_BOUNDED, 1, 1, 1.6, 0.03, 0},
+    {MCR_MODE_KETAMA, 1, 0, 2.5, 0.04, 0, 0},
+    {MCR_MODE_CONSISTENT, 0, 1, 1.6, 0.06, 0, 0},
+    {MCR_MODE_WEIGHTED, 1, 0, 2.5, 0.04, 0, 0},
+    {MCR_MODE_SPY, 0, 1, 1.6, 0.06, 0, 0},
+    {MCR_MODE_SPY_WEIGHTED, 1, 0, 2.5, 0.04, 0, 0},
+    {MCR_MODE_MODULA, 0, 0, 25.0, 0.01, 0, 0},
+    {MCR_MODE_TWEMPROXY_KETAMA, 1, 0, 2.5, 0.04, 0, 0},
+    {MCR_MODE_TWEMPROXY_MODULA, 1, 0, 25.0, 0.01, 0, 0},
+    {MCR_MODE_STABLE_KETAMA, 1, 1, 1.6, 0.03, 0, 0},
+    {MCR_MODE_JUMP, 1, 1, 1.2, 0.01, 1, 0},
+    {MCR_MODE_RENDEZVOUS, 1, 1, 1.2, 0.01, 1, 0},
+    {MCR_MODE_MAGLEV, 1, 0, 1.3, 0.01, 0, 0},
+    {MCR_MODE_SLOTS, 1, 1, 1.2, 0.01, 0, 0},
+    {MCR_MODE_BOUNDED, 1, 1, 1.6, 0.03, 0, 0},
+    {MCR_MODE_PYMEMCACHE, 0, 1, 1.2, 0.01, 1, 1},
+    {MCR_MODE_BUCKETS, 1, 0, 25.0, 0.01, 0, 0},
+    {MCR_MODE_SPYMEMCACHED, 1, 0, 2.5, 0.04, 0, 0},
+    {MCR_MODE_SPYMEMCACHED_LIBMEMCACHED, 1, 0, 2.5, 0.04, 0, 0},
+    {MCR_MODE_DALLI, 1, 0, 2.5, 0.04, 0, 0},
+    {MCR_MODE_HASHRING, 1, 0, 2.5, 0.04, 0, 0},
+    {MCR_MODE_NGINX_CONSISTENT, 1, 1, 1.6, 0.03, 0, 0},
+    {MCR_MODE_PHP_MEMCACHE, 1, 1, 1.6, 0.04, 0, 0},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 _Static_assert(NCASES == MCR_MODE_COUNT, "every mode has a case");
+
+/* A weight w for a server of `mode`: 1 in the modes without weights. */
+static uint32_t w_of(mcr_mode mode, uint32_t w)
+{
+    return mode == MCR_MODE_PYMEMCACHE ? 1 : w;
+}
 
 /* ------------------------------------------------------------ pools */
 
@@ -123,7 +139,18 @@ static mcr_config *config_of(const pool *p)
         EXPECT_INT(mcr_config_set_hash_tag(cfg, p->tag), ==, MCR_OK);
     for (size_t i = 0; i < p->n; i++) {
         const spec *s = &p->s[i];
-        mcr_server_desc d = {s->id[0] ? s->id : NULL, s->host, s->port, s->weight,
+        /* spymemcached's LIBMEMCACHED key format looks IP literals up in
+         * reverse, which would ask the DNS: names instead (not resolved in
+         * that format), so that no test query leaves the machine */
+        char named[48];
+        const char *host = s->host;
+        if (p->mode == MCR_MODE_SPYMEMCACHED_LIBMEMCACHED) {
+            snprintf(named, sizeof(named), "h%s.test", s->host);
+            for (char *c = named; *c; c++)
+                *c = *c == '.' && strcmp(c, ".test") != 0 ? '-' : *c;
+            host = named;
+        }
+        mcr_server_desc d = {s->id[0] ? s->id : NULL, host, s->port, s->weight,
                              s->zone[0] ? s->zone : NULL, MCR_STATE_ACTIVE, 0};
         int rc = mcr_config_add_server_desc(cfg, &d, &err);
         EXPECT_MSG(rc == MCR_OK, "add %s: %s", s->host, err.message);
@@ -503,10 +530,10 @@ START_TEST(checklist_movement)
         pool p;
         plain_pool(&p, mc->mode, 20, 1);
         for (size_t i = 0; i < p.n; i++)
-            p.s[i].weight = 1 + (uint32_t)(i % 3);
+            p.s[i].weight = mc->no_weights ? 1 : 1 + (uint32_t)(i % 3);
         mcr_snapshot *s0 = snap_of(&p);
         spec x;
-        new_spec(&x, 2, NULL);
+        new_spec(&x, mc->no_weights ? 1 : 2, NULL);
         uint64_t w0 = 0;
         for (size_t i = 0; i < p.n; i++)
             w0 += p.s[i].weight;
@@ -569,8 +596,18 @@ START_TEST(checklist_weights)
         const mode_case *mc = &cases[c];
         pool p;
         plain_pool(&p, mc->mode, 24, 1);
+        if (mc->no_weights) { /* refused, named */
+            p.s[5].weight = 2;
+            mcr_config *cfg = config_of(&p);
+            mcr_snapshot *bad = NULL;
+            mcr_error err;
+            EXPECT_INT(mcr_snapshot_new(cfg, 1, &bad, &err), ==, MCR_ERR_RANGE);
+            EXPECT_MSG(strstr(err.message, p.s[5].host) != NULL, "%s", err.message);
+            mcr_config_free(cfg);
+            p.s[5].weight = 1;
+        }
         for (size_t i = 0; i < p.n; i++)
-            p.s[i].weight = 1u << (i % 3);
+            p.s[i].weight = mc->no_weights ? 1 : 1u << (i % 3);
         mcr_snapshot *s = snap_of(&p);
         unsigned count[3] = {0}, n = 140000;
         for (unsigned i = 0; i < n; i++) {
@@ -611,7 +648,7 @@ START_TEST(checklist_replicas)
         pool p;
         plain_pool(&p, mc->mode, 24, 1);
         for (size_t i = 0; i < p.n; i++) {
-            p.s[i].weight = 1 + (uint32_t)(i % 2);
+            p.s[i].weight = w_of(mc->mode, 1 + (uint32_t)(i % 2));
             snprintf(p.s[i].zone, sizeof(p.s[i].zone), "zone-%zu", i % 4);
         }
         mcr_snapshot *s = snap_of(&p);
@@ -842,14 +879,15 @@ static mcr_snapshot *evolve(mcr_snapshot *s, mcr_mode mode, int round)
     mcr_error err;
     mcr_changes *ch = mcr_changes_new();
     spec a, b;
-    new_spec(&a, 2, "z1");
+    new_spec(&a, w_of(mode, 2), "z1");
     new_spec(&b, 1, NULL);
     mcr_server_desc da = {a.id, a.host, a.port, a.weight, a.zone, MCR_STATE_ACTIVE, 0};
     mcr_server_desc db = {NULL, b.host, b.port, b.weight, NULL, MCR_STATE_DOWN, 0};
     EXPECT_INT(mcr_changes_add(ch, &da, &err), ==, MCR_OK);
     EXPECT_INT(mcr_changes_add(ch, &db, &err), ==, MCR_OK);
     EXPECT_INT(mcr_changes_remove(ch, id_at(s, (uint32_t)round), &err), ==, MCR_OK);
-    EXPECT_INT(mcr_changes_set_weight(ch, id_at(s, (uint32_t)round + 1), 3, &err), ==, MCR_OK);
+    EXPECT_INT(mcr_changes_set_weight(ch, id_at(s, (uint32_t)round + 1), w_of(mode, 3), &err),
+               ==, MCR_OK);
     EXPECT_INT(mcr_changes_set_state(ch, id_at(s, (uint32_t)round + 2), MCR_STATE_DRAINING,
                                      &err),
                ==, MCR_OK);
@@ -1652,7 +1690,7 @@ START_TEST(edges_one_server)
 {
     for (size_t c = 0; c < NCASES; c++) {
         pool p;
-        plain_pool(&p, cases[c].mode, 1, 3);
+        plain_pool(&p, cases[c].mode, 1, w_of(cases[c].mode, 3));
         mcr_snapshot *s = snap_of(&p);
         uint32_t out[4], load[1] = {7};
         int under = -1;
@@ -1665,7 +1703,7 @@ START_TEST(edges_one_server)
             EXPECT_INT(under, ==, 1);
         }
         spec x;
-        new_spec(&x, 3, NULL);
+        new_spec(&x, w_of(cases[c].mode, 3), NULL);
         mcr_snapshot *t = with_change(s, &x, NULL, cases[c].mode == MCR_MODE_SLOTS);
         mcr_diff *d = diff_of(s, t);
         check_diff(s, t, d, 3000, 0.03);
