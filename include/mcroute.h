@@ -273,7 +273,7 @@ typedef enum mcr_mode {
      * weight), the score of server S for key K MurmurHash3_x86_32, seed 0,
      * of the text "host:port-K" read one character at a time (its low 8
      * bits); equal scores go to the larger "host:port". The key hash is not
-     * used (mcr_ring_hash() gives the key's own score). No weights: a weight
+     * used for placement (mcr_ring_hash() still gives it). No weights: a weight
      * other than 1 is refused (MCR_ERR_RANGE) when a ring or snapshot is
      * built. mcr_ring_find() answers UINT32_MAX: a hash alone places no
      * key. */
@@ -404,6 +404,34 @@ MCR_EXTERN int mcr_config_set_mode(mcr_config *cfg, mcr_mode mode);
  * continuum lookup or the modulo), kept from then on whatever mode is set
  * before or after. MCR_OK or MCR_ERR_INVALID. */
 MCR_EXTERN int mcr_config_set_hash(mcr_config *cfg, mcr_hash hash);
+
+/* mcr_config_set_client: place keys as another client does (mcr_client(3)):
+ * set the mode and key hash that reproduce client `name` (case-insensitive;
+ * mcr_client_name() lists them), and the client's own rules: a client
+ * without weights ("pymemcache", "spymemcached-arraymod", "gomemcache",
+ * "memjs") makes mcr_ring_new() and mcr_snapshot_new() refuse a server of
+ * weight other than 1 (MCR_ERR_RANGE, naming it); "pylibmc-ketama" is the
+ * "consistent" mode while every weight is 1 and libmemcached's weighted
+ * continuum (MD5 points, keys one-at-a-time) as soon as one is not, chosen
+ * when the ring or snapshot is built. Servers are placed in list order,
+ * as the client is given them. A later mcr_config_set_mode() or
+ * mcr_config_set_hash() ends the client's setting (the config then has no
+ * client). A snapshot records the mode and hashes, not the client: changes
+ * applied to it are not checked against the client's rules.
+ * MCR_OK; MCR_ERR_UNKNOWN for a name that is no client; MCR_ERR_INVALID for
+ * NULL. `err` may be NULL. Not thread-safe on one config. */
+MCR_EXTERN int mcr_config_set_client(mcr_config *cfg, const char *name, mcr_error *err);
+
+/* mcr_config_client: the name of the client set on cfg (a static string),
+ * or NULL when none is. Thread-safe with other readers. */
+MCR_EXTERN const char *mcr_config_client(const mcr_config *cfg);
+
+/* mcr_client_name, mcr_client_summary: the name of client i (0, 1, ...) and
+ * a one-line summary of what it reproduces (the client, its version and
+ * configuration), static strings; NULL once i is past the last client.
+ * Thread-safe. */
+MCR_EXTERN const char *mcr_client_name(size_t i);
+MCR_EXTERN const char *mcr_client_summary(size_t i);
 
 /* mcr_config_set_point_hash: the hash applied to labels in the "consistent"
  * and "spy" modes. By default it follows the key hash; after this call it is

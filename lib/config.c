@@ -116,6 +116,7 @@ mcr_config *mcr__config_copy_params(const mcr_config *src)
     cfg->prefix_len = src->prefix_len;
     cfg->maglev_size = src->maglev_size;
     cfg->slot_count = src->slot_count;
+    cfg->client = src->client;
     return cfg;
 }
 
@@ -150,6 +151,7 @@ void mcr__config_params(const mcr_config *cfg, mcr__params *out)
                                                 : mcr__maglev_auto_size(cfg->count);
     else if (cfg->mode == MCR_MODE_SLOTS)
         out->table_size = cfg->slot_count;
+    mcr__client_params(cfg, out);
 }
 
 size_t mcr__default_id(const char *host, int port, char *buf)
@@ -213,6 +215,7 @@ int mcr_config_set_mode(mcr_config *cfg, mcr_mode mode)
     if (cfg == NULL || (int)mode < 0 || mode >= MCR_MODE_COUNT)
         return MCR_ERR_INVALID;
     cfg->mode = mode;
+    cfg->client = 0;
     if (!cfg->key_hash_set) {
         cfg->key_hash = mcr_mode_default_hash(mode);
         if (!cfg->point_hash_set)
@@ -247,6 +250,7 @@ int mcr_config_set_hash(mcr_config *cfg, mcr_hash hash)
         return MCR_ERR_INVALID;
     cfg->key_hash = hash;
     cfg->key_hash_set = true;
+    cfg->client = 0;
     if (!cfg->point_hash_set)
         cfg->point_hash = hash;
     return MCR_OK;

@@ -161,6 +161,8 @@ struct mcr_config {
     size_t prefix_len;
     uint32_t maglev_size;     /* "maglev" table size, 0: chosen at build */
     uint32_t slot_count;      /* "slots" slot count */
+    int client;               /* 1 + the index of the client set by
+                                 mcr_config_set_client(), 0 for none */
 };
 
 /* Everything of a placement but its servers: what a ring and a snapshot
@@ -189,6 +191,15 @@ int mcr__config_copy_server(mcr_config *cfg, const mcr__server *s, mcr_error *er
 
 /* The parameters of cfg. Cannot fail. */
 void mcr__config_params(const mcr_config *cfg, mcr__params *out);
+
+/* ---- clients (client.c) ---- */
+
+/* MCR_OK, or MCR_ERR_RANGE naming the server when cfg's client has no
+ * weights and a server's weight is not 1. */
+int mcr__config_check_client(const mcr_config *cfg, mcr_error *err);
+/* Adjust the parameters of a config with a client where the client's
+ * placement depends on the servers (pylibmc-ketama). */
+void mcr__client_params(const mcr_config *cfg, mcr__params *p);
 
 /* Room for an id, a label prefix ("[host]:65535-"), a label with its
  * index: 255 bytes of text and a little more. */

@@ -339,6 +339,8 @@ static int finish_points(mcr_ring *r, bool sorted, mcr_error *err)
 
 static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
 {
+    mcr__params par;
+    mcr__config_params(cfg, &par);
     uint64_t total_weight = 0;
     size_t total = 0;
     uint32_t per_label, n = (uint32_t)cfg->count;
@@ -347,7 +349,7 @@ static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
     for (size_t i = 0; i < cfg->count; i++)
         total_weight += cfg->servers[i].weight;
     for (size_t i = 0; i < cfg->count; i++)
-        total += (size_t)mcr__labels_for(cfg->mode, cfg->servers[i].weight, total_weight, n,
+        total += (size_t)mcr__labels_for(par.mode, cfg->servers[i].weight, total_weight, n,
                                          &per_label) *
                  per_label;
     if (total > UINT32_MAX)
@@ -364,9 +366,9 @@ static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
     size_t k = 0;
     for (size_t i = 0; i < cfg->count; i++) {
         const mcr__server *s = &cfg->servers[i];
-        uint32_t nl = mcr__labels_for(cfg->mode, s->weight, total_weight, n, &per_label);
-        size_t pl = mcr__label_prefix(cfg->mode, s, label);
-        mcr__label_values(cfg->mode, label, pl, per_label, cfg->point_hash, 0, nl, v + k);
+        uint32_t nl = mcr__labels_for(par.mode, s->weight, total_weight, n, &per_label);
+        size_t pl = mcr__label_prefix(par.mode, s, label);
+        mcr__label_values(par.mode, label, pl, per_label, par.point_hash, 0, nl, v + k);
         for (size_t e = k + (size_t)nl * per_label; k < e; k++) {
             r->points[k].value = v[k];
             r->points[k].server = (uint32_t)i;
@@ -745,6 +747,8 @@ int mcr_ring_new(const mcr_config *cfg, mcr_ring **out, mcr_error *err)
     if (out == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL output");
     if (cfg != NULL) {
+        if ((rc = mcr__config_check_client(cfg, err)) != MCR_OK)
+            return rc;
         uint32_t wmax = mcr__weight_max(cfg->mode);
         for (size_t i = 0; i < cfg->count; i++) {
             const mcr__server *s = &cfg->servers[i];

@@ -710,6 +710,9 @@ int mcr_snapshot_new(const mcr_config *cfg, uint64_t epoch, mcr_snapshot **out, 
         return mcr__error(err, MCR_ERR_INVALID, "NULL config or output");
     if (cfg->count == 0)
         return mcr__error(err, MCR_ERR_EMPTY, "no servers configured");
+    int crc = mcr__config_check_client(cfg, err);
+    if (crc != MCR_OK)
+        return crc;
     mcr__config_params(cfg, &p);
     e = calloc(cfg->count, sizeof(*e));
     long *from = malloc(cfg->count * sizeof(*from));

@@ -180,7 +180,8 @@ void cli_progress_end(void)
 
 enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
        OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID,
-       OPT_RATE, OPT_DRY_RUN, OPT_GRACE, OPT_WAIT, OPT_ABORT, OPT_NO_WARM, OPT_PREVIOUS = 400 };
+       OPT_RATE, OPT_DRY_RUN, OPT_GRACE, OPT_WAIT, OPT_ABORT, OPT_NO_WARM, OPT_CLIENT,
+       OPT_CLIENTS, OPT_PREVIOUS = 400 };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -193,6 +194,8 @@ static const struct option source_opts[] = {
     {"pool", required_argument, NULL, 'p'},
     {"ketama-file", required_argument, NULL, 'k'},
     {"hash", required_argument, NULL, OPT_HASH},
+    {"client", required_argument, NULL, OPT_CLIENT},
+    {"clients", required_argument, NULL, OPT_CLIENTS},
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
     {"replicas", required_argument, NULL, OPT_REPLICAS},
     {"keys", required_argument, NULL, OPT_KEYS},
@@ -251,6 +254,8 @@ static const char *opt_name(int c)
     case OPT_REPLICAS: return "--replicas";
     case OPT_KEYS: return "--keys";
     case OPT_HASH: return "--hash";
+    case OPT_CLIENT: return "--client";
+    case OPT_CLIENTS: return "--clients";
     case OPT_TIMEOUT: return "--timeout";
     case OPT_POLICY: return "--failure-policy";
     case OPT_TTL: return "--ttl";
@@ -277,7 +282,8 @@ static bool option_allowed(int c, unsigned allowed)
     switch (c) {
     case 'h': case ':': case '?': return true;
     case OPT_HASH: return (allowed & NO_HASH) == 0;
-    case 'm': return (allowed & (ALLOW_SOURCE | MIXED_ARGS | ALLOW_LIST)) != 0;
+    case 'm': case OPT_CLIENT: return (allowed & (ALLOW_SOURCE | MIXED_ARGS | ALLOW_LIST)) != 0;
+    case OPT_CLIENTS: return (allowed & ALLOW_CLIENTS) != 0;
     case 's': case 'f': case OPT_SNAPSHOT: return (allowed & (ALLOW_SOURCE | ALLOW_LIST)) != 0;
     case OPT_REPLICAS: return (allowed & ALLOW_REPLICAS) != 0;
     case 'o': return (allowed & ALLOW_OUTPUT) != 0;
@@ -441,6 +447,16 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
                 cli_die("--hash given twice");
             src->hash = optarg;
             break;
+        case OPT_CLIENT:
+            if (src->client)
+                cli_die("--client given twice");
+            src->client = optarg;
+            break;
+        case OPT_CLIENTS:
+            if (src->clients)
+                cli_die("--clients given twice");
+            src->clients = optarg;
+            break;
         case 'h': cli_print_usage_and_exit(usage); break;
         case ':': /* the option was the last argument */
             cli_die("%s: option '%s' needs a value", argv[0], argv[optind - 1]);
@@ -463,7 +479,7 @@ mcr_hash cli_parse_hash(const char *name)
     mcr_hash h;
     if (mcr_hash_from_name(name, &h) != MCR_OK)
         cli_die("unknown hash '%s' (known: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 "
-            "hsieh murmur jenkins murmur3 crc16 crc32a)",
+            "hsieh murmur jenkins murmur3 crc16 crc32a cmemcache hashcode hashcode_abs)",
             name);
     return h;
 }
@@ -580,7 +596,8 @@ static mcr_config *config_from_list(const char *list, const char *file, const cl
     if (src->mode != NULL && mcr_mode_from_name(src->mode, &mode) != MCR_OK)
         cli_die("unknown mode '%s' (known: ketama stable-ketama consistent weighted spy "
             "spy-weighted modula twemproxy-ketama twemproxy-modula jump rendezvous maglev "
-            "slots bounded)",
+            "slots bounded pymemcache buckets spymemcached spymemcached-libmemcached dalli "
+            "hashring nginx-consistent php-memcache)",
             src->mode);
     mcr_config *cfg = mcr_config_new();
     if (cfg == NULL)
@@ -590,6 +607,10 @@ static mcr_config *config_from_list(const char *list, const char *file, const cl
     mcr_config_set_mode(cfg, mode);
     if (src->hash != NULL)
         mcr_config_set_hash(cfg, cli_parse_hash(src->hash));
+    if (src->client != NULL && mcr_config_set_client(cfg, src->client, &err) != MCR_OK) {
+        mcr_config_free(cfg);
+        cli_die("--client: %s", err.message);
+    }
     int rc = list ? mcr_config_add_servers(cfg, list, &err)
                   : mcr_config_load_server_file(cfg, file, &err);
     if (rc != MCR_OK) {
@@ -620,15 +641,20 @@ static int check_source(const cli_source *src)
     if (src->etcd != NULL) {
         if (src->pool == NULL)
             cli_die("--etcd needs --pool NAME (the pool's name in etcd)");
-        if (src->mode != NULL || src->hash != NULL || src->nbehaviors > 0)
-            cli_die("--mode, --hash and --behavior do not apply to --etcd: the pool sets "
-                    "the placement");
+        if (src->mode != NULL || src->hash != NULL || src->client != NULL ||
+            src->nbehaviors > 0)
+            cli_die("--mode, --hash, --client and --behavior do not apply to --etcd: the "
+                    "pool sets the placement");
         return SOURCE_ETCD;
     }
     if (src->pool != NULL && src->twemproxy == NULL)
         cli_die("--pool applies only to --twemproxy and --etcd");
     if (src->nbehaviors > 0 && src->libmemcached == NULL)
         cli_die("--behavior applies only to --libmemcached");
+    if (src->client != NULL && (src->mode != NULL || src->hash != NULL))
+        cli_die("--client sets the mode and hash: give it without --mode and --hash");
+    if (src->client != NULL && src->servers == NULL && src->server_file == NULL)
+        cli_die("--client applies only to -s and --server-file");
     if ((src->mode != NULL || src->hash != NULL) && src->servers == NULL &&
         src->server_file == NULL)
         cli_die("--mode and --hash apply only to -s and --server-file; %s",

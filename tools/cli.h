@@ -53,14 +53,17 @@ enum {
     NO_HASH = 2048,     /* not even --hash (members, watch) */
     ALLOW_LIST = 4096,  /* -s -f -m --snapshot of a SOURCE only (members publish) */
     ALLOW_PREVIOUS = 8192, /* --previous OLD (pool commands: read through a transition) */
-    ALLOW_MIGRATE = 16384 /* --rate --dry-run --timeout (migrate); --grace --wait
+    ALLOW_MIGRATE = 16384, /* --rate --dry-run --timeout (migrate); --grace --wait
                              --abort --no-warm (migrate --etcd) */
+    ALLOW_CLIENTS = 32768  /* --clients (compare) */
 };
 
 /* The options of one command line, collected before anything is built so
  * their order and combinations can be checked. */
 typedef struct cli_source {
     const char *servers, *server_file, *libmemcached, *mode, *hash;
+    const char *client;        /* --client NAME (with -s, -f) */
+    const char *clients;       /* compare --clients A,B,... */
     const char *twemproxy, *pool, *ketama_file, *snapshot;
     const char *output, *keys; /* snapshot -o, diff --keys */
     long replicas;             /* locate --replicas, 0 when not given */
@@ -214,6 +217,9 @@ int cli_cmd_dump(int argc, char **argv);
 int cli_cmd_hash(int argc, char **argv);
 int cli_cmd_snapshot(int argc, char **argv);
 int cli_cmd_diff(int argc, char **argv);
+/* compare_cmd.c */
+extern const char cli_usage_compare[];
+int cli_cmd_compare(int argc, char **argv);
 extern const char cli_usage_locate[], cli_usage_dump[], cli_usage_hash[], cli_usage_snapshot[],
     cli_usage_diff[];
 

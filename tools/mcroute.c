@@ -31,6 +31,7 @@ static const char usage_main[] =
     "  members SUBCOMMAND ...      publish, change and show a pool kept in etcd\n"
     "  watch --etcd URLS --pool P  follow a pool in etcd: a line per epoch adopted\n"
     "  migrate OLD NEW             copy the keys a change moves to their new owners\n"
+    "  compare --clients A,B,... SOURCE  where each client puts each key\n"
     "  help [COMMAND]              show help\n"
     "\n"
     "SOURCE (exactly one):\n"
@@ -60,7 +61,16 @@ static const char usage_main[] =
     "                              stable-ketama, consistent, weighted, spy,\n"
     "                              spy-weighted, modula, twemproxy-ketama,\n"
     "                              twemproxy-modula, jump, rendezvous, maglev,\n"
-    "                              slots, bounded\n"
+    "                              slots, bounded, pymemcache, buckets,\n"
+    "                              spymemcached, spymemcached-libmemcached, dalli,\n"
+    "                              hashring, nginx-consistent, php-memcache\n"
+    "      --client NAME           with -s/-f: place keys as client NAME does (sets\n"
+    "                              mode and hash; mcr_client(3)): pymemcache,\n"
+    "                              python-memcached, pylibmc, pylibmc-ketama,\n"
+    "                              spymemcached, spymemcached-libmemcached,\n"
+    "                              spymemcached-arraymod, dalli, gomemcache,\n"
+    "                              node-memcached, memjs, nginx, nginx-consistent,\n"
+    "                              php-memcached, php-memcached-ketama, php-memcache\n"
     "      --hash NAME             with -s/-f: key hash (default: the mode's client's,\n"
     "                              as the library's: 'default' for consistent, spy,\n"
     "                              modula; fnv1a_64 for twemproxy-*; md5 otherwise)\n"
@@ -89,7 +99,7 @@ static const char usage_main[] =
     "                              above 30 days it is a Unix time\n"
     "\n"
     "Hashes: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 hsieh murmur jenkins\n"
-    "        murmur3 crc16 crc32a\n"
+    "        murmur3 crc16 crc32a cmemcache hashcode hashcode_abs\n"
     "\n"
     "With no KEY, keys are read from standard input, one per line (the line without\n"
     "its newline; every other byte is kept). Bad input prints a message on stderr,\n"
@@ -118,6 +128,7 @@ static const struct command {
     {"stats", cli_cmd_stats, cli_usage_stats},
     {"snapshot", cli_cmd_snapshot, cli_usage_snapshot},
     {"diff", cli_cmd_diff, cli_usage_diff},
+    {"compare", cli_cmd_compare, cli_usage_compare},
     {"set", cli_cmd_set, cli_usage_set},
     {"get", cli_cmd_get, cli_usage_get},
     {"delete", cli_cmd_delete, cli_usage_delete},

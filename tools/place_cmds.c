@@ -14,7 +14,7 @@ const char cli_usage_locate[] =
     "Usage: mcroute locate SOURCE [--replicas N] [--json] [KEY...]\n"
     "Print KEY<TAB>HOST:PORT for every key: the server that owns it, as it was\n"
     "configured. With no KEY, reads keys from standard input, one per line.\n"
-    "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME]\n"
+    "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME] [--client NAME]\n"
     "        | -l 'OPTION STRING' [-b NAME=VALUE]...\n"
     "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE\n"
     "        | --etcd URLS --pool NAME [--etcd-prefix P] [--etcd-timeout SECONDS]\n"
@@ -29,7 +29,7 @@ const char cli_usage_dump[] =
     "Usage: mcroute dump SOURCE\n"
     "Print the continuum, one point per line: VALUE<TAB>HOST:PORT, ascending,\n"
     "VALUE in decimal. Modula placement has no continuum and is refused.\n"
-    "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME]\n"
+    "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME] [--client NAME]\n"
     "        | -l 'OPTION STRING' [-b NAME=VALUE]...\n"
     "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE\n"
     "        | --etcd URLS --pool NAME [--etcd-prefix P] [--etcd-timeout SECONDS]\n"
@@ -40,7 +40,7 @@ const char cli_usage_hash[] =
     "Print KEY<TAB>VALUE for every key, VALUE the decimal 32-bit hash.\n"
     "With no KEY, reads keys from standard input, one per line.\n"
     "NAME: default md5 crc fnv1_64 fnv1a_64 fnv1_32 fnv1a_32 hsieh murmur jenkins\n"
-    "      murmur3 crc16 crc32a\n";
+    "      murmur3 crc16 crc32a cmemcache hashcode hashcode_abs\n";
 
 const char cli_usage_snapshot[] =
     "Usage: mcroute snapshot SOURCE -o FILE\n"
