@@ -15,23 +15,31 @@
 #   protocol), then read through pylibmc: the value is the index of the server it chose.
 #   Client.hash(key) (libmemcached's memcached_generate_hash) is asked too, and any
 #   disagreement with the live answer is fatal.
-# Live memcached processes are reused across configs that repeat an address, capped in
-# number (least recently used stopped first) and all stopped by PID before exiting.
+# Live memcached processes listen on exactly the configs' addresses, each on many of
+# them (never two of one config: see LiveServers), are reused across configs, and are
+# all stopped by PID (kill, wait) before exiting, on errors too.
 # Must run with Debian's python (/usr/bin/python3), where the python3-* clients are.
 
+import io
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections import OrderedDict, deque
+import queue
+import re
+import threading
+from collections import deque
 
 MEMCACHED = "/usr/bin/memcached"
 START_DEADLINE = 10.0   # seconds for a new memcached to accept a connection
-MAX_LIVE = 256          # memcached processes kept running at once
+MAX_PROCS = 128         # memcached processes kept at once (about 4.5 MB resident each)
+LISTENERS = 100         # addresses one memcached listens on, at most
 SOCK_TIMEOUT = 10.0     # raw-protocol socket timeout, seconds
+ILLEGAL_KEY_BYTE = re.compile(rb"[\x00-\x20\x7f]")   # space and control bytes
 CLIENTS = ("pymemcache", "python-memcached", "pylibmc", "pylibmc-ketama")
 
 
@@ -93,7 +101,7 @@ def read_configs(stream):
                 k = b.decode("utf-8")
             except ValueError as e:
                 raise InputError("line %d: bad key: %s" % (lineno, e))
-            if not 1 <= len(b) <= 250 or any(c <= 0x20 or c == 0x7f for c in b):
+            if not 1 <= len(b) <= 250 or ILLEGAL_KEY_BYTE.search(b):
                 raise InputError("line %d: not a legal memcached key: %r" % (lineno, k))
             keys.append(k)
         yield cid, servers, keys
@@ -101,44 +109,89 @@ def read_configs(stream):
 
 # ---------------------------------------------------------------- live servers
 
+class Proc:
+    """One memcached process: its listening addresses and a raw text-protocol socket."""
+
+    def __init__(self, popen, addrs):
+        self.popen = popen
+        self.addrs = addrs
+        self.sock = None
+
+
 class LiveServers:
-    """Real memcached processes on loopback addresses, keyed by (ip, port)."""
+    """Real memcached processes listening on exactly the configs' (ip, port) pairs.
+
+    Starting a memcached costs ~20 ms here, and the tests' ports are mostly random,
+    so one process per address would mean thousands of starts. One process listens
+    on many addresses instead (memcached -l ip:port,ip:port,...), under one rule:
+    no config has two addresses of the same process, so within a config every
+    server is a store of its own (a greedy colouring of the addresses that share a
+    config; configs read ahead together are coloured together)."""
 
     def __init__(self):
-        self.procs = OrderedDict()   # (ip, port) -> Popen, least recently used first
-        self.socks = {}              # (ip, port) -> raw text-protocol socket
+        self.procs = []     # Proc, oldest first
+        self.where = {}     # (ip, port) -> the Proc listening on it
         self.log = tempfile.TemporaryFile()
 
-    def ensure(self, addrs):
-        """Makes every (ip, port) of addrs listen; returns once each accepts."""
-        want = set(addrs)
-        for a in addrs:
-            if a in self.procs:
-                self.procs.move_to_end(a)
-        new = [a for a in dict.fromkeys(addrs) if a not in self.procs]
-        excess = len(self.procs) + len(new) - MAX_LIVE
-        for a in list(self.procs):
-            if excess <= 0:
-                break
-            if a not in want:
-                self.stop(a)
-                excess -= 1
-        for ip, port in new:
-            self.procs[(ip, port)] = subprocess.Popen(
-                [MEMCACHED, "-u", "nobody", "-l", ip, "-p", str(port),
+    def ensure(self, batch):
+        """batch: lists of (ip, port), one per config. Makes every address listen, in
+        processes that serve at most one address of each list; returns once they accept."""
+        # a running process that serves two addresses of one config must go
+        retire = set()
+        for addrs in batch:
+            seen = set()
+            for a in set(addrs):
+                p = self.where.get(a)
+                if p is not None:
+                    if p in seen:
+                        retire.add(p)
+                    seen.add(p)
+        if len(self.procs) - len(retire) > MAX_PROCS:
+            used = {self.where.get(a) for addrs in batch for a in addrs}
+            retire.update(p for p in self.procs if p not in used)
+        self.stop(retire)
+        # colour the addresses no process serves
+        adj, order = {}, []
+        for addrs in batch:
+            free = [a for a in dict.fromkeys(addrs) if a not in self.where]
+            for a in free:
+                if a not in adj:
+                    adj[a] = set()
+                    order.append(a)
+                adj[a].update(free)
+        colour, groups = {}, []
+        for a in order:
+            taken = {colour[n] for n in adj[a] if n in colour}
+            c = next((c for c in range(len(groups))
+                      if c not in taken and len(groups[c]) < LISTENERS), len(groups))
+            if c == len(groups):
+                groups.append([])
+            groups[c].append(a)
+            colour[a] = c
+        new = []
+        for addrs in groups:
+            popen = subprocess.Popen(
+                [MEMCACHED, "-u", "nobody",
+                 "-l", ",".join("%s:%d" % a for a in addrs),
                  "-U", "0", "-m", "8", "-t", "1"],
                 stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+            p = Proc(popen, addrs)
+            self.procs.append(p)
+            for a in addrs:
+                self.where[a] = p
+            new.append(p)
         deadline = time.monotonic() + START_DEADLINE
-        for a in new:
-            self.socks[a] = self._connect(a, deadline)
+        for p in new:
+            # memcached binds and listens on every -l entry, in order, before it
+            # serves: the last one accepting means all do
+            p.sock = self._connect(p, p.addrs[-1], deadline)
 
-    def _connect(self, a, deadline):
+    def _connect(self, p, a, deadline):
         while True:
-            p = self.procs[a]
-            if p.poll() is not None:
+            if p.popen.poll() is not None:
                 self.log.seek(0)
-                raise Failure("memcached on %s:%d exited with %d: %s" % (
-                    a[0], a[1], p.returncode,
+                raise Failure("memcached on %s exited with %d: %s" % (
+                    ",".join("%s:%d" % x for x in p.addrs), p.popen.returncode,
                     self.log.read()[-500:].decode("utf-8", "replace")))
             try:
                 s = socket.create_connection(a, timeout=SOCK_TIMEOUT)
@@ -146,50 +199,70 @@ class LiveServers:
                 return s
             except (ConnectionRefusedError, socket.timeout):
                 if time.monotonic() > deadline:
-                    raise Failure("memcached on %s:%d does not accept connections"
-                                  % a)
+                    raise Failure("memcached on %s:%d does not accept connections" % a)
                 time.sleep(0.002)
 
     def store_indexes(self, addrs, keys):
         """Empties each server, then stores every key on server i with value i."""
         kb = [k.encode("utf-8") for k in dict.fromkeys(keys)]
-        for i, a in enumerate(addrs):
+        procs = [self.where[a] for a in addrs]
+        if len(set(procs)) != len(procs):
+            raise Failure("two servers of one config in one memcached (colouring bug)")
+        for i, p in enumerate(procs):
             v = b"%d" % i
-            self.socks[a].sendall(
-                b"flush_all noreply\r\n"
-                + b"".join(b"set %s 0 0 %d noreply\r\n%s\r\n" % (k, len(v), v)
-                           for k in kb)
-                + b"version\r\n")
-        for a in addrs:
+            # "set K 0 0 LEN noreply\r\nV\r\n" for every key K, built by one join.
+            p.sock.sendall(
+                b"flush_all noreply\r\nset "
+                + (b" 0 0 %d noreply\r\n%s\r\nset " % (len(v), v)).join(kb)
+                + b" 0 0 %d noreply\r\n%s\r\nversion\r\n" % (len(v), v))
+        for a, p in zip(addrs, procs):
             buf = b""
             while not buf.endswith(b"\r\n"):
-                chunk = self.socks[a].recv(4096)
+                chunk = p.sock.recv(4096)
                 if not chunk:
                     raise Failure("memcached on %s:%d closed the connection" % a)
                 buf += chunk
             if not buf.startswith(b"VERSION "):
                 raise Failure("memcached on %s:%d answered %r" % (a[0], a[1], buf[:200]))
 
-    def stop(self, a):
-        s = self.socks.pop(a, None)
-        if s is not None:
-            s.close()
-        p = self.procs.pop(a)
-        if p.poll() is None:
-            p.kill()
-        p.wait()
+    def stop(self, procs):
+        """Kills procs, then reaps them (a reap can take ~20 ms: overlapped)."""
+        procs = list(procs)
+        for p in procs:
+            if p.sock is not None:
+                p.sock.close()
+            for a in p.addrs:
+                del self.where[a]
+            self.procs.remove(p)
+            if p.popen.poll() is None:
+                p.popen.kill()
+        for p in procs:
+            p.popen.wait()
 
     def stop_all(self):
-        for a in list(self.procs):
-            self.stop(a)
+        self.stop(list(self.procs))
+
+
+_resolved = {}
 
 
 def resolve(host):
     """The IPv4 address a host name (or literal) has in this namespace's /etc/hosts."""
-    try:
-        return socket.gethostbyname(host)
-    except OSError as e:
-        raise Failure("cannot resolve %s: %s" % (host, e))
+    if host not in _resolved:
+        try:
+            _resolved[host] = socket.gethostbyname(host)
+        except OSError as e:
+            raise Failure("cannot resolve %s: %s" % (host, e))
+    return _resolved[host]
+
+
+def live_addrs(client, servers):
+    """The (ip, port) of each server; None when the live way cannot tell two apart."""
+    addrs = [(resolve(h), p) for h, p, _ in servers]
+    # python-memcached is asked its _Host object: shared addresses do not matter
+    if client != "python-memcached" and len(set(addrs)) != len(addrs):
+        return None
+    return addrs
 
 
 # ---------------------------------------------------------------- clients
@@ -211,11 +284,8 @@ def place_pymemcache(servers, keys):
         raise Refused("%s: %s" % (type(e).__name__, e))
 
 
-def place_python_memcached(servers, keys, live):
+def place_python_memcached(servers, keys, live, addrs):
     import memcache
-    if not keys:
-        return []
-    live.ensure([(resolve(h), p) for h, p, _ in servers])
     mc = memcache.Client([("%s:%d" % (h, p), w) for h, p, w in servers])
     try:
         index = {id(s): i for i, s in enumerate(mc.servers)}
@@ -233,18 +303,10 @@ def place_python_memcached(servers, keys, live):
         mc.disconnect_all()
 
 
-def place_pylibmc(servers, keys, live, behaviors):
+def place_pylibmc(servers, keys, live, addrs, behaviors):
     import pylibmc
-    if not keys:
-        return []
-    addrs = [(resolve(h), p) for h, p, _ in servers]
-    seen = {}
-    for i, a in enumerate(addrs):
-        if a in seen:
-            raise Refused("servers %d and %d are both %s:%d: one memcached, the live "
-                          "way cannot tell them apart" % (seen[a], i, a[0], a[1]))
-        seen[a] = i
-    live.ensure(addrs)
+    if addrs is None:
+        raise Refused("two servers share one address: the live way cannot tell them apart")
     live.store_indexes(addrs, keys)
     specs = ["%s:%d" % (h, p) if w == 1 else "%s:%d:%d" % (h, p, w)
              for h, p, w in servers]
@@ -253,15 +315,19 @@ def place_pylibmc(servers, keys, live, behaviors):
     except (ValueError, pylibmc.Error) as e:
         raise Refused("pylibmc.Client: %s" % e)
     try:
+        # get_multi is libmemcached's mget, the very call get makes with one key
+        # (memcached_get_by_key -> memcached_mget_by_key), each key placed by
+        # memcached_generate_hash_with_redistribution; one call saves 500 round trips.
+        try:
+            got = mc.get_multi(list(dict.fromkeys(keys)))
+        except (pylibmc.ConnectionError, pylibmc.ServerDown, pylibmc.ServerDead,
+                pylibmc.Timeout, pylibmc.SocketCreateError) as e:
+            raise Failure("pylibmc get_multi: %s" % e)
+        except (ValueError, pylibmc.Error) as e:
+            raise Refused("pylibmc get_multi: %s" % e)
         out = []
         for k in keys:
-            try:
-                v = mc.get(k)
-            except (pylibmc.ConnectionError, pylibmc.ServerDown, pylibmc.ServerDead,
-                    pylibmc.Timeout, pylibmc.SocketCreateError) as e:
-                raise Failure("pylibmc get %r: %s" % (k, e))
-            except (ValueError, pylibmc.Error) as e:
-                raise Refused("pylibmc get %r: %s" % (k, e))
+            v = got.get(k)
             if v is None or not v.isdigit() or int(v) >= len(servers):
                 raise Failure("pylibmc get %r returned %r" % (k, v))
             i = int(v)
@@ -317,20 +383,68 @@ def run_pymemcache(configs):
                 answer(cid0, r.get())
 
 
+def read_ahead(configs):
+    """Yields lists of configs: each config read so far and not yet answered, with
+    at least one; the last list ends with None (end of input) or the InputError of
+    a malformed input, raised after the configs before it are answered. From a pipe
+    a thread reads, so that a driver that waits for each answer is served."""
+    if stat.S_ISREG(os.fstat(0).st_mode):
+        # a file (as test_clients gives) holds every config already: one batch, so
+        # one colouring, the fewest processes
+        batch = []
+        try:
+            batch.extend(configs)
+            batch.append(None)
+        except InputError as e:
+            batch.append(e)
+        yield batch
+        return
+    q = queue.Queue()
+
+    def reader():
+        try:
+            for c in configs:
+                q.put(c)
+            q.put(None)
+        except InputError as e:
+            q.put(e)
+        except Exception as e:  # the main thread must not wait forever
+            q.put(InputError("reading stdin: %r" % e))
+
+    threading.Thread(target=reader, daemon=True).start()
+    while True:
+        batch = [q.get()]
+        while isinstance(batch[-1], tuple):
+            try:
+                batch.append(q.get_nowait())
+            except queue.Empty:
+                break
+        yield batch
+
+
 def run_live(client, configs):
+    behaviors = {"ketama": True} if client == "pylibmc-ketama" else None
     live = LiveServers()
     try:
-        for cid, servers, keys in configs:
-            try:
-                if client == "python-memcached":
-                    r = place_python_memcached(servers, keys, live)
-                else:
-                    r = place_pylibmc(servers, keys, live,
-                                      {"ketama": True} if client == "pylibmc-ketama"
-                                      else None)
-                answer(cid, ("ok", r))
-            except Refused as e:
-                answer(cid, ("error", str(e)))
+        for batch in read_ahead(configs):
+            work = [(c, live_addrs(client, c[1]) if c[2] else None)
+                    for c in batch if isinstance(c, tuple)]
+            live.ensure([addrs for _, addrs in work if addrs is not None])
+            for (cid, servers, keys), addrs in work:
+                try:
+                    if not keys:
+                        r = []
+                    elif client == "python-memcached":
+                        r = place_python_memcached(servers, keys, live, addrs)
+                    else:
+                        r = place_pylibmc(servers, keys, live, addrs, behaviors)
+                    answer(cid, ("ok", r))
+                except Refused as e:
+                    answer(cid, ("error", str(e)))
+            if batch[-1] is None:
+                return
+            if isinstance(batch[-1], InputError):
+                raise batch[-1]
     finally:
         live.stop_all()
 
@@ -346,7 +460,8 @@ def main(argv):
         return 2
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
-    configs = read_configs(sys.stdin)
+    configs = read_configs(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8",
+                                            errors="replace"))
     try:
         if argv[1] == "pymemcache":
             run_pymemcache(configs)
