@@ -31,13 +31,40 @@ PKGS=(
   perl-base        # test/check_docs.sh
   groff-base       # test/check_docs.sh: man pages render cleanly
   man-db           # test/check_docs.sh: `man -l`
+  # test_clients: the real clients whose placement --client reproduces, and
+  # what runs them (test/ref/); iproute2 for test/ref/netns.sh (`ip`)
+  iproute2
+  python3-pymemcache python3-memcache python3-pylibmc
+  libspymemcached-java openjdk-17-jdk-headless
+  ruby ruby-dalli
+  golang-go golang-github-bradfitz-gomemcache-dev
+  php-cli php-memcached php-memcache
+  nginx-light
+  nodejs           # with npm (below): test/ref/package-lock.json's memcached, memjs
 )
 
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Debian's npm, unless an npm is there already (a nodejs package of another
+# origin brings its own, and conflicts with Debian's)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+here=$(cd "$(dirname "$0")/.." && pwd)
+# The npm clients of test_clients (exact versions: test/ref/package-lock.json),
+# into test/ref/node_modules, when missing or older than the lock file.
+npm_clients() {
+  local dir=$here/test/ref
+  if [ -f "$dir/node_modules/.package-lock.json" ] &&
+     [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+    return 0
+  fi
+  echo "deps: npm ci in test/ref (memcached, memjs)..." >&2
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2) ||
+    { echo "deps: npm ci in $dir failed" >&2; exit 1; }
+}
 if [ ${#missing[@]} -eq 0 ]; then
+  npm_clients
   exit 0
 fi
 SUDO=()
@@ -84,4 +111,5 @@ st=${PIPESTATUS[0]}
 set -e
 [ "$st" -eq 0 ] || fail "apt-get install"
 rm -f "$log"
+npm_clients
 echo "deps: done" >&2
