@@ -99,16 +99,16 @@ const char *mcr_config_client(const mcr_config *cfg)
 
 int mcr__config_check_client(const mcr_config *cfg, mcr_error *err)
 {
-    char buf[MCR__NAME_BUF];
-
     if (cfg->client <= 0 || !clients[cfg->client - 1].weightless)
         return MCR_OK;
-    for (size_t i = 0; i < cfg->count; i++)
-        if (cfg->servers[i].weight != 1)
-            return mcr__error(err, MCR_ERR_RANGE, "%s has no weights: server %s has weight %u",
-                              clients[cfg->client - 1].name,
-                              mcr__server_id(&cfg->servers[i], buf),
-                              (unsigned)cfg->servers[i].weight);
+    for (size_t i = 0; i < cfg->count; i++) {
+        const mcr__server *sv = &cfg->servers[i];
+        if (sv->weight != 1)
+            return mcr__error(err, MCR_ERR_RANGE,
+                              "%s has no weights: server %s%s%s:%d has weight %u",
+                              clients[cfg->client - 1].name, sv->ipv6 ? "[" : "", sv->host,
+                              sv->ipv6 ? "]" : "", sv->port, (unsigned)sv->weight);
+    }
     return MCR_OK;
 }
 

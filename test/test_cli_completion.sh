@@ -62,7 +62,7 @@ touch "$tmp/keys.txt" "$tmp/keyring.snap" "$tmp/servers"
 printf 'alpha:\n  listen: 127.0.0.1:22121\n  servers:\n   - 127.0.0.1:11211:1\nbeta:\n  servers:\n   - 127.0.0.2:11211:1\n' >"$tmp/nc.yml"
 
 # ------------------------------------------------------------ commands
-expect "locate dump hash stats snapshot diff set get delete probe simulate members watch migrate help" mcroute ''
+expect "locate dump hash stats snapshot diff compare set get delete probe simulate members watch migrate help" mcroute ''
 expect "publish add remove set-weight set-state show status" mcroute members ''
 expect "set-weight set-state show status" mcroute members s
 expect "draining down" mcroute members set-state --etcd u --pool p cache1 d
@@ -71,6 +71,8 @@ expect "set simulate snapshot stats" mcroute s
 expect "-h --help -V --version" mcroute -
 expect "dump delete diff" mcroute help d
 expect "" mcroute help stats ''
+expect "pymemcache python-memcached pylibmc pylibmc-ketama" mcroute locate -s h --client py
+expect "memjs,dalli" mcroute compare -s h --clients memjs,d
 
 # ------------------------------------------------------------ options per command
 expect "--keys --ketama-file" mcroute stats --k

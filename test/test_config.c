@@ -369,6 +369,14 @@ START_TEST(mode_default_hashes)
         [MCR_MODE_MAGLEV] = MCR_HASH_MD5,
         [MCR_MODE_SLOTS] = MCR_HASH_MD5,
         [MCR_MODE_BOUNDED] = MCR_HASH_MD5,
+        [MCR_MODE_PYMEMCACHE] = MCR_HASH_MD5, /* unused */
+        [MCR_MODE_BUCKETS] = MCR_HASH_CRC,
+        [MCR_MODE_SPYMEMCACHED] = MCR_HASH_MD5,
+        [MCR_MODE_SPYMEMCACHED_LIBMEMCACHED] = MCR_HASH_MD5,
+        [MCR_MODE_DALLI] = MCR_HASH_CRC32A,
+        [MCR_MODE_HASHRING] = MCR_HASH_MD5,
+        [MCR_MODE_NGINX_CONSISTENT] = MCR_HASH_CRC32A,
+        [MCR_MODE_PHP_MEMCACHE] = MCR_HASH_CRC32A,
     };
     for (int m = 0; m < MCR_MODE_COUNT; m++) {
         ck_assert_int_eq(mcr_mode_default_hash((mcr_mode)m), want[m]);

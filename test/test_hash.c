@@ -152,6 +152,28 @@ static const uint32_t words_crc32a[25] = {
     176645439u,  2762275602u, 1133833840u, 1845282447u, 602410524u,  3489983647u,
     1109235014u};
 
+/* python-memcached's cmemcache_hash, and Java's String.hashCode over the
+ * characters (plain and with Math.abs), from Python models of the clients'
+ * code (zlib.crc32; 31 h + u over UTF-16 units). */
+static const uint32_t words_cmemcache[25] = {
+    10542u, 22009u, 14526u, 19510u, 19432u, 10199u,
+    20634u, 9369u, 11511u, 10362u, 7893u, 31289u,
+    11313u, 9354u, 7621u, 30628u, 15218u, 25967u,
+    2695u, 9380u, 17300u, 28156u, 9192u, 20484u,
+    16925u};
+static const uint32_t words_hashcode[25] = {
+    93029210u, 3019702u, 2927376771u, 2955731070u, 4204301702u, 3023338075u,
+    98619139u, 3202370u, 104081u, 3254239u, 3291718u, 3321813u,
+    376176411u, 4056271527u, 3286115886u, 106539633u, 107940163u, 108520322u,
+    170385743u, 3552486u, 3739u, 632421794u, 3648314u, 3560727668u,
+    120609u};
+static const uint32_t words_hashcode_abs[25] = {
+    93029210u, 3019702u, 1367590525u, 1339236226u, 90665594u, 1271629221u,
+    98619139u, 3202370u, 104081u, 3254239u, 3291718u, 3321813u,
+    376176411u, 238695769u, 1008851410u, 106539633u, 107940163u, 108520322u,
+    170385743u, 3552486u, 3739u, 632421794u, 3648314u, 734239628u,
+    120609u};
+
 static const uint32_t *const words_values[MCR_HASH_COUNT] = {
     [MCR_HASH_DEFAULT] = words_default,   [MCR_HASH_MD5] = words_md5,
     [MCR_HASH_CRC] = words_crc,           [MCR_HASH_FNV1_64] = words_fnv1_64,
@@ -159,7 +181,8 @@ static const uint32_t *const words_values[MCR_HASH_COUNT] = {
     [MCR_HASH_FNV1A_32] = words_fnv1a_32, [MCR_HASH_HSIEH] = words_hsieh,
     [MCR_HASH_MURMUR] = words_murmur,     [MCR_HASH_JENKINS] = words_jenkins,
     [MCR_HASH_MURMUR3] = words_murmur3,   [MCR_HASH_CRC16] = words_crc16,
-    [MCR_HASH_CRC32A] = words_crc32a,
+    [MCR_HASH_CRC32A] = words_crc32a,     [MCR_HASH_CMEMCACHE] = words_cmemcache,
+    [MCR_HASH_HASHCODE] = words_hashcode, [MCR_HASH_HASHCODE_ABS] = words_hashcode_abs,
 };
 
 /* Bytes >= 0x80 are where libhashkit's signed-char arithmetic shows. The
@@ -203,6 +226,11 @@ static const uint32_t high_values[MCR_HASH_COUNT][9] = {
                         242481396u, 1945682674u, 4173465055u, 3255110684u},
     [MCR_HASH_CRC32A] = {3496967303u, 235179326u, 4275402123u, 2241105885u, 3932142022u,
                          2700072881u, 1864364614u, 400018369u, 3464059172u},
+    /* the characters of these bytes: U+00C3 alone (a truncated sequence),
+     * then U+00E9, and every other byte >= 0x80 its own value */
+    [MCR_HASH_CMEMCACHE] = {20591u, 3588u, 32469u, 1428u, 27231u, 8431u, 28447u, 6103u, 20089u},
+    [MCR_HASH_HASHCODE] = {195u, 233u, 7351u, 228136u, 7072343u, 219242633u, 2501554392u, 238775078u, 3107060266u},
+    [MCR_HASH_HASHCODE_ABS] = {195u, 233u, 7351u, 228136u, 7072343u, 219242633u, 1793412904u, 238775078u, 1187907030u},
 };
 
 /* The empty key (libhashkit 1.1.4). jenkins gives lookup3's unmixed
@@ -214,7 +242,8 @@ static const uint32_t empty_values[MCR_HASH_COUNT] = {
     [MCR_HASH_FNV1A_32] = 2166136261u, [MCR_HASH_HSIEH] = 0u,
     [MCR_HASH_MURMUR] = 0u,           [MCR_HASH_JENKINS] = 3735928572u,
     [MCR_HASH_MURMUR3] = 0u,          [MCR_HASH_CRC16] = 0u,
-    [MCR_HASH_CRC32A] = 0u,
+    [MCR_HASH_CRC32A] = 0u,           [MCR_HASH_CMEMCACHE] = 1u,
+    [MCR_HASH_HASHCODE] = 0u,         [MCR_HASH_HASHCODE_ABS] = 0u,
 };
 
 /* ==================================================================== */
@@ -567,6 +596,71 @@ START_TEST(md5_published)
 }
 END_TEST
 
+/* dalli's SHA-1 word: the first 4 bytes of the digest, big-endian, against
+ * OpenSSL's SHA-1, every length 0..300 (one and two final blocks, every
+ * padding case) of random bytes. */
+START_TEST(sha1_vs_openssl)
+{
+    tu_rng r;
+    unsigned char buf[300], md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen;
+
+    tu_rng_init(&r, 0x736861);
+    for (size_t len = 0; len <= sizeof buf; len++) {
+        tu_bytes(&r, buf, len);
+        ck_assert_int_eq(EVP_Digest(buf, len, md, &mdlen, EVP_sha1(), NULL), 1);
+        uint32_t want = (uint32_t)md[0] << 24 | (uint32_t)md[1] << 16 | (uint32_t)md[2] << 8 | md[3];
+        ck_assert_msg(mcr__sha1_u32be(buf, len) == want, "SHA-1 of %zu bytes: %08x, want %08x",
+                      len, (unsigned)mcr__sha1_u32be(buf, len), (unsigned)want);
+    }
+    /* FIPS 180 "abc": a9993e36... */
+    ck_assert_uint_eq(mcr__sha1_u32be("abc", 3), 0xa9993e36u);
+}
+END_TEST
+
+/* The characters the hashes of Java and JavaScript clients read: valid
+ * UTF-8 decoded, every other byte the character of its value. */
+START_TEST(utf8_characters)
+{
+    static const struct {
+        const char *bytes;
+        size_t len;
+        uint32_t cp[4];
+        size_t n;
+    } cases[] = {
+        {"A", 1, {0x41}, 1},
+        {"\xc3\xa9", 2, {0xe9}, 1},
+        {"\xe2\x82\xac", 3, {0x20ac}, 1},
+        {"\xf0\x9f\x98\x80", 4, {0x1f600}, 1},
+        {"\xc0\x80", 2, {0xc0, 0x80}, 2},                /* overlong */
+        {"\xed\xa0\x80", 3, {0xed, 0xa0, 0x80}, 3},      /* a surrogate */
+        {"\xf4\x90\x80\x80", 4, {0xf4, 0x90, 0x80, 0x80}, 4}, /* above U+10FFFF */
+        {"\xe2\x82", 2, {0xe2, 0x82}, 2},                /* truncated */
+        {"\xe2\x41", 2, {0xe2, 0x41}, 2},                /* not a continuation */
+        {"\xff", 1, {0xff}, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const unsigned char *p = (const unsigned char *)cases[c].bytes;
+        size_t i = 0, k = 0;
+        while (i < cases[c].len) {
+            uint32_t cp = mcr__utf8_next(p, cases[c].len, &i);
+            ck_assert_msg(k < cases[c].n && cp == cases[c].cp[k], "case %zu char %zu: U+%04X",
+                          c, k, (unsigned)cp);
+            k++;
+        }
+        ck_assert_uint_eq(k, cases[c].n);
+    }
+    /* a supplementary character is a surrogate pair to String.hashCode:
+     * "\U0001F600" is "\uD83D\uDE00", 31 * 0xD83D + 0xDE00 */
+    ck_assert_uint_eq(mcr_hash_key(MCR_HASH_HASHCODE, "\xf0\x9f\x98\x80", 4),
+                      31u * 0xd83du + 0xde00u);
+    /* memjs: Math.abs of the signed value; "123456789" hashes to
+     * 2427588661, -1867378635 as an int */
+    ck_assert_uint_eq(mcr_hash_key(MCR_HASH_HASHCODE, "123456789", 9), 2427588661u);
+    ck_assert_uint_eq(mcr_hash_key(MCR_HASH_HASHCODE_ABS, "123456789", 9), 1867378635u);
+}
+END_TEST
+
 START_TEST(md5_null_empty)
 {
     unsigned char d[16], want[16];
@@ -775,6 +869,8 @@ static Suite *hash_suite(void)
     tcase_add_test(tc, md5_block_boundaries);
     tcase_add_test(tc, md5_published);
     tcase_add_test(tc, md5_null_empty);
+    tcase_add_test(tc, sha1_vs_openssl);
+    tcase_add_test(tc, utf8_characters);
     tcase_add_test(tc, md5_key_hash_is_u32);
     tcase_add_test(tc, md5_many_equals_scalar);
     tcase_add_test(tc, crc16_check_value);

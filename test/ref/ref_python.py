@@ -32,7 +32,6 @@ import time
 import queue
 import re
 import threading
-from collections import deque
 
 MEMCACHED = "/usr/bin/memcached"
 START_DEADLINE = 10.0   # seconds for a new memcached to accept a connection
@@ -284,20 +283,26 @@ def place_pymemcache(servers, keys):
         raise Refused("%s: %s" % (type(e).__name__, e))
 
 
-def place_python_memcached(servers, keys, live, addrs):
+def place_python_memcached(servers, keys):
+    """Its servers must be listening already (LiveServers.ensure)."""
     import memcache
     mc = memcache.Client([("%s:%d" % (h, p), w) for h, p, w in servers])
+
+    def check_alive():
+        dead = [str(s) for s in mc.servers if s.deaduntil]
+        if dead:
+            raise Failure("python-memcached marked live servers dead: %s" % dead)
+
     try:
         index = {id(s): i for i, s in enumerate(mc.servers)}
         out = []
         for k in keys:
             server, _ = mc._get_server(mc._encode_key(k))
             if server is None:
+                check_alive()
                 raise Refused("python-memcached chose no server")
             out.append(index[id(server)])
-        dead = [str(s) for s in mc.servers if s.deaduntil]
-        if dead:
-            raise Failure("python-memcached marked live servers dead: %s" % dead)
+        check_alive()
         return out
     finally:
         mc.disconnect_all()
@@ -369,18 +374,15 @@ def run_pymemcache(configs):
         return
     import multiprocessing
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        pending = deque()
-        try:
-            for cid, servers, keys in configs:
-                pending.append((cid, pool.apply_async(pymemcache_job, (servers, keys))))
-                while len(pending) > 2 * workers:
-                    cid0, r = pending.popleft()
-                    answer(cid0, r.get())
-        finally:
-            # Configs read before a malformed line are still answered, in order.
-            while pending:
-                cid0, r = pending.popleft()
-                answer(cid0, r.get())
+        for batch in read_ahead(configs):
+            jobs = [(c[0], pool.apply_async(pymemcache_job, (c[1], c[2])))
+                    for c in batch if isinstance(c, tuple)]
+            for cid, r in jobs:
+                answer(cid, r.get())
+            if batch[-1] is None:
+                return
+            if isinstance(batch[-1], InputError):
+                raise batch[-1]
 
 
 def read_ahead(configs):
@@ -435,7 +437,7 @@ def run_live(client, configs):
                     if not keys:
                         r = []
                     elif client == "python-memcached":
-                        r = place_python_memcached(servers, keys, live, addrs)
+                        r = place_python_memcached(servers, keys)
                     else:
                         r = place_pylibmc(servers, keys, live, addrs, behaviors)
                     answer(cid, ("ok", r))
