@@ -112,8 +112,18 @@ START_TEST(mode_defaults_match_library)
             char list[1024];
             size_t lo = 0, n = 1 + tu_below(&rng, 12);
             for (size_t i = 0; i < n; i++) {
-                unsigned w = 1 + tu_below(&rng, 5), port = 1000 + tu_below(&rng, 60000);
-                switch (tu_below(&rng, 3)) {
+                unsigned w = m == MCR_MODE_PYMEMCACHE ? 1 : 1 + tu_below(&rng, 5);
+                unsigned port = 1000 + tu_below(&rng, 60000);
+                /* spymemcached's labels resolve names (its default format)
+                 * and look IP addresses up in reverse (LIBMEMCACHED): each
+                 * is given only what it leaves alone, so that no lookup
+                 * asks the DNS */
+                unsigned kind = tu_below(&rng, 3);
+                if (m == MCR_MODE_SPYMEMCACHED && kind == 1)
+                    kind = 0;
+                if (m == MCR_MODE_SPYMEMCACHED_LIBMEMCACHED)
+                    kind = 1;
+                switch (kind) {
                 case 0:
                     lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%s10.%u.%u.%zu:%u:%u",
                                            i ? "," : "", tu_below(&rng, 256),

@@ -42,7 +42,8 @@ const char cli_usage_simulate[] =
     "      --workload FILE       KEY<TAB>BYTES<TAB>QPS lines instead\n"
     "Options:\n"
     "      --modes LIST          modes to compare (default ketama,stable-ketama,\n"
-    "                            jump,rendezvous,maglev,slots,bounded; all: every mode)\n"
+    "                            jump,rendezvous,maglev,slots,bounded; all: every mode\n"
+    "                            up to bounded; the modes of other clients by name)\n"
     "      --epsilon E           bounded: a server takes at most (1+E) times the\n"
     "                            mean load (default 0.25)\n"
     "      --requests R          bounded: requests simulated (default 1000000)\n"
@@ -157,7 +158,9 @@ static void parse_modes(sim_opts *o, const char *list)
 {
     o->nmodes = 0;
     if (strcmp(list, "all") == 0) {
-        for (int m = 0; m < MCR_MODE_COUNT; m++)
+        /* the modes of other clients (--client) are named one by one:
+         * some refuse weights, some resolve names */
+        for (int m = 0; m < MCR_MODE_PYMEMCACHE; m++)
             o->modes[o->nmodes++] = (mcr_mode)m;
         return;
     }
@@ -167,7 +170,8 @@ static void parse_modes(sim_opts *o, const char *list)
         if (mcr_mode_from_name(t, &m) != MCR_OK)
             cli_die("simulate: --modes: unknown mode '%s' (known: ketama stable-ketama jump "
                     "rendezvous maglev slots bounded consistent weighted spy spy-weighted "
-                    "modula twemproxy-ketama twemproxy-modula, or all)",
+                    "modula twemproxy-ketama twemproxy-modula, the modes of --client such "
+                    "as dalli, or all)",
                     t);
         for (size_t i = 0; i < o->nmodes; i++)
             if (o->modes[i] == m)
