@@ -374,6 +374,9 @@ void mcr__label_values(mcr_mode mode, char *prefix, size_t plen, uint32_t per_la
  * writes it, "NAME/<unresolved>:PORT-". */
 size_t mcr__java_label_prefix(const mcr__server *s, bool libmemcached_format, char *buf);
 
+/* Write v in decimal at p (no NUL); returns the digits written. */
+size_t mcr__put_uint(char *p, uint32_t v);
+
 /* Stable sort of n points by value (LSD radix). MCR_OK or MCR_ERR_NOMEM
  * (the points unchanged). */
 int mcr__sort_points(mcr__point *p, size_t n);
