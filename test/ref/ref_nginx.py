@@ -129,7 +129,7 @@ def run_config(client, servers, keys, workdir):
     conf = os.path.join(workdir, "nginx.conf")
     with open(conf, "w") as f:
         f.write(nginx_conf(client, servers, workdir, sock))
-    PROC[0] = subprocess.Popen([NGINX, "-p", workdir + "/", "-c", conf], stdin=subprocess.DEVNULL,
+    PROC[0] = subprocess.Popen([NGINX, "-p", workdir + "/", "-e", log, "-c", conf], stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         end = time.monotonic() + DEADLINE
