@@ -304,9 +304,6 @@ START_TEST(matches_the_client)
     /* live programs pay for servers and round trips: fewer, still
      * thousands of keys */
     size_t nconf = env != NULL ? (size_t)strtoul(env, NULL, 10) : ref->live ? 40 : 150;
-    /* dalli's program starts one memcached per address: 8 s a config */
-    if (env == NULL && strcmp(ref->client, "dalli") == 0)
-        nconf = 20;
     nconf = (size_t)tu_cases((int)nconf);
     if (nconf < 3)
         nconf = 3;
