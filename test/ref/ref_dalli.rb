@@ -8,9 +8,10 @@
 # client builds it for its first request) answers ring.server_for_key(key), the key first
 # passed through the client's key manager as Dalli::Client#perform does. server_for_key
 # checks alive? on the server it picks, which connects to it, so real memcached servers run
-# on the configured addresses: started here (one per distinct resolved address and port,
-# reused across configs), each polled until it accepts a TCP connection, all stopped by
-# PID before exit. The server returned is mapped back to its list index by hostname and
+# on the configured addresses: started here (for each config one memcached listening on
+# all its resolved addresses and ports, one per address with REF_DALLI_VERIFY), polled
+# until each address accepts a TCP connection, stopped by PID before the next config and
+# before exit. The server returned is mapped back to its list index by hostname and
 # port (and checked to be the list's own object).
 #
 # REF_DALLI_VERIFY=1 also asks the whole client: each key is stored on every server of the
