@@ -176,6 +176,14 @@ EOF
 fi
 say "root ready in $(elapsed): $root ($(chroot "$root" dpkg-query -W | wc -l) packages)"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The machine's way out as well: where the npm registry is reached through a
+# proxy that only this host's CA bundle trusts, npm in the root adds that
+# bundle (NODE_EXTRA_CA_CERTS adds to the root's own CAs; it replaces none).
+extra_ca=()
+if [ -r /etc/ssl/certs/ca-certificates.crt ]; then
+  cp /etc/ssl/certs/ca-certificates.crt "$root/etc/mcroute-fresh-host-ca.crt"
+  extra_ca=(NODE_EXTRA_CA_CERTS=/etc/mcroute-fresh-host-ca.crt)
+fi
 
 # ---------------------------------------------------------------- 2. mounts
 mount_in_root proc proc /proc
@@ -204,12 +212,12 @@ for c in "${commands[@]}"; do
   set +e
   if [ -n "$log" ]; then
     chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      TERM="${TERM:-dumb}" LANG=C.UTF-8 /bin/bash -c "cd /root/mcroute && ./scripts/$c.sh" </dev/null 2>&1 |
+      TERM="${TERM:-dumb}" LANG=C.UTF-8 "${extra_ca[@]}" /bin/bash -c "cd /root/mcroute && ./scripts/$c.sh" </dev/null 2>&1 |
       tee -a "$log"
     st=${PIPESTATUS[0]}
   else
     chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      TERM="${TERM:-dumb}" LANG=C.UTF-8 /bin/bash -c "cd /root/mcroute && ./scripts/$c.sh" </dev/null
+      TERM="${TERM:-dumb}" LANG=C.UTF-8 "${extra_ca[@]}" /bin/bash -c "cd /root/mcroute && ./scripts/$c.sh" </dev/null
     st=$?
   fi
   set -e
