@@ -125,7 +125,6 @@ static int stream_next(char_stream *s, uint32_t *c)
 
 uint32_t mcr__pymemcache_score(const char *name, size_t nlen, const void *key, size_t len)
 {
-    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
     char_stream s = {{(const unsigned char *)name, key}, {nlen, len}, 0, 0, 1};
     uint32_t h = 0, k, c[4], count = 0;
     int n;
@@ -137,29 +136,15 @@ uint32_t mcr__pymemcache_score(const char *name, size_t nlen, const void *key, s
         if (n < 4)
             break;
         k = (c[0] & 0xff) | (c[1] & 0xff) << 8 | (c[2] & 0xff) << 16 | (c[3] & 0xff) << 24;
-        k *= c1;
-        k = rotl32(k, 15);
-        k *= c2;
-        h ^= k;
-        h = rotl32(h, 13);
-        h = h * 5 + 0xe6546b64u;
+        h = mcr__murmur3_block(h, k);
     }
     if (n > 0) {
         k = 0;
         for (int j = n - 1; j >= 0; j--)
             k = (k << 8) | (c[j] & 0xff);
-        k *= c1;
-        k = rotl32(k, 15);
-        k *= c2;
-        h ^= k;
+        h ^= mcr__murmur3_k(k);
     }
-    h ^= count;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
+    return mcr__murmur3_final(h, count);
 }
 
 /* ---------------------------------------------------------------- SHA-1 */

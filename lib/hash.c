@@ -358,32 +358,13 @@ static uint32_t hash_jenkins(const unsigned char *p, size_t len)
  * MurmurHash2: 0xdeadbeef * length (mod 2^32), so the empty key gives 0. */
 static uint32_t hash_murmur3(const unsigned char *p, size_t len)
 {
-    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
-    uint32_t h = 0xdeadbeefu * (uint32_t)len, k;
+    uint32_t h = 0xdeadbeefu * (uint32_t)len;
 
-    for (size_t n = len >> 2; n > 0; n--, p += 4) {
-        k = mcr__load_le32(p);
-        k *= c1;
-        k = rotl32(k, 15);
-        k *= c2;
-        h ^= k;
-        h = rotl32(h, 13);
-        h = h * 5 + 0xe6546b64u;
-    }
-    if ((len & 3) != 0) {
-        k = load_tail(p, len & 3);
-        k *= c1;
-        k = rotl32(k, 15);
-        k *= c2;
-        h ^= k;
-    }
-    h ^= (uint32_t)len;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
+    for (size_t n = len >> 2; n > 0; n--, p += 4)
+        h = mcr__murmur3_block(h, mcr__load_le32(p));
+    if ((len & 3) != 0)
+        h ^= mcr__murmur3_k(load_tail(p, len & 3));
+    return mcr__murmur3_final(h, (uint32_t)len);
 }
 
 /* ---------------------------------------------------------------- dispatch */

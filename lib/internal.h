@@ -111,6 +111,31 @@ void mcr__md5_words(const void *data, size_t len, uint32_t out[4]);
  * its consistent points through it. */
 uint32_t mcr__crc32_update(uint32_t crc, const void *data, size_t len);
 
+/* MurmurHash3_x86_32's steps (Austin Appleby's public-domain algorithm),
+ * shared by libhashkit's "murmur3" (hash.c) and pymemcache's (clienthash.c),
+ * which differ only in seed and in what a character is. */
+static inline uint32_t mcr__murmur3_k(uint32_t k)
+{
+    k *= 0xcc9e2d51u;
+    k = (k << 15) | (k >> 17);
+    return k * 0x1b873593u;
+}
+static inline uint32_t mcr__murmur3_block(uint32_t h, uint32_t k)
+{
+    h ^= mcr__murmur3_k(k);
+    h = (h << 13) | (h >> 19);
+    return h * 5 + 0xe6546b64u;
+}
+static inline uint32_t mcr__murmur3_final(uint32_t h, uint32_t len)
+{
+    h ^= len;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    return h ^ (h >> 16);
+}
+
 /* ---- the hashes of other clients (clienthash.c) ---- */
 
 /* The next character of a UTF-8 text p[0..len) from *i (< len), *i moved
