@@ -52,6 +52,7 @@ typedef struct ring_server {
     const char *host; /* points into ring->strings */
     const char *name; /* "host:port" / "[host]:port", into ring->strings */
     const char *pyname; /* "host:port" without brackets: pymemcache's node */
+    size_t pylen;       /* strlen(pyname), not counted again per key */
     int port;
     uint32_t weight;
 } ring_server;
@@ -259,6 +260,7 @@ static int copy_servers(mcr_ring *r, const mcr__server *servers, size_t n, mcr_e
         p += mcr__put_uint(p, (uint32_t)s->port); /* not sprintf: 1,000 servers a publish */
         *p++ = '\0';
         d->pyname = d->name;
+        d->pylen = (size_t)(p - 1 - d->name);
         if (s->ipv6) {
             d->pyname = p;
             memcpy(p, s->host, s->host_len);
@@ -266,6 +268,7 @@ static int copy_servers(mcr_ring *r, const mcr__server *servers, size_t n, mcr_e
             *p++ = ':';
             p += mcr__put_uint(p, (uint32_t)s->port);
             *p++ = '\0';
+            d->pylen = (size_t)(p - 1 - d->pyname);
         }
     }
     return MCR_OK;
@@ -818,10 +821,10 @@ static uint32_t pymemcache_find(const mcr_ring *r, const void *key, size_t len)
 {
     uint32_t best = 0;
     const char *bn = r->servers[0].pyname;
-    uint32_t bs = mcr__pymemcache_score(bn, strlen(bn), key, len);
+    uint32_t bs = mcr__pymemcache_score(bn, r->servers[0].pylen, key, len);
     for (uint32_t i = 1; i < r->nservers; i++) {
         const char *nm = r->servers[i].pyname;
-        uint32_t sc = mcr__pymemcache_score(nm, strlen(nm), key, len);
+        uint32_t sc = mcr__pymemcache_score(nm, r->servers[i].pylen, key, len);
         if (sc > bs || (sc == bs && strcmp(nm, bn) > 0)) {
             bs = sc;
             bn = nm;
@@ -997,8 +1000,7 @@ void mcr__walk_init(mcr__walk *w, const mcr_ring *r, const void *key, size_t len
         for (uint32_t i = 0; i < n; i++)
             w->times[i] = r->kind == MCR__KIND_PYMEMCACHE
                               ? -(double)mcr__pymemcache_score(r->servers[i].pyname,
-                                                               strlen(r->servers[i].pyname),
-                                                               key, len)
+                                                               r->servers[i].pylen, key, len)
                               : mcr__rdv_time(k, r->seeds[i], r->servers[i].weight);
         w->own = n;
         w->last = w->primary;
