@@ -2,8 +2,6 @@
 /* proto.c: memcached's text and meta protocols: request lines written to an evbuffer; reply lines classified, framed and over-limit blocks dropped. */
 #include "proto.h"
 
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <event2/buffer.h>
@@ -19,17 +17,23 @@ int mcr__proto_key_ok(const void *key, size_t len, size_t max)
     return 1;
 }
 
-/* Plain decimal: 1..20 digits, no sign, value <= max. */
+/* Plain decimal: 1..20 digits, no sign, value <= max. Up to 19 digits
+ * cannot overflow 64 bits (10^19 - 1 < 2^64); only a 20th digit is checked. */
 static int parse_u64(const char *s, size_t len, uint64_t max, uint64_t *out)
 {
     if (len == 0 || len > 20)
         return 0;
     uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
+    size_t n = len < 20 ? len : 19;
+    for (size_t i = 0; i < n; i++) {
+        unsigned d = (unsigned)(unsigned char)s[i] - '0';
+        if (d > 9)
             return 0;
-        unsigned d = (unsigned)(s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
+        v = v * 10 + d;
+    }
+    if (len == 20) {
+        unsigned d = (unsigned)(unsigned char)s[19] - '0';
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
             return 0;
         v = v * 10 + d;
     }
@@ -70,12 +74,6 @@ static int tokenize(const char *s, size_t len, const char **tok, size_t *tlen, i
             return -1; /* trailing space */
     }
     return n;
-}
-
-static int tok_is(const char *t, size_t len, const char *lit)
-{
-    size_t n = strlen(lit);
-    return len == n && memcmp(t, lit, n) == 0;
 }
 
 /* Meta reply flags after the code (and after VA's size): f, c, t, k, O
@@ -130,33 +128,88 @@ static int parse_meta_flags(const char **tok, const size_t *tlen, int n, mcr__li
 #define MAX_TOK 24
 #define MAX_DATA ((uint64_t)1 << 40)
 
+/* The kinds a reply line can be, by its first word. */
+enum first_word {
+    W_NONE,    /* not a word memcached sends first (a number, or BAD) */
+    W_TEXT,    /* free text follows: CLIENT_ERROR, SERVER_ERROR, VERSION, STAT */
+    W_SINGLE,  /* a line of that one word: END, STORED, ... */
+    W_VALUE,
+    W_META,    /* EN, HD, NS, EX, NF: meta flags follow */
+    W_VA
+};
+
+/* What the first word w (n bytes) of a line is: its class, and *kind. */
+static enum first_word classify(const char *w, size_t n, mcr__line_kind *kind)
+{
+    static const struct {
+        const char *word;
+        unsigned char len;
+        unsigned char cls;
+        mcr__line_kind kind;
+    } words[] = {
+        { "END", 3, W_SINGLE, MCR__L_END },
+        { "VALUE", 5, W_VALUE, MCR__L_VALUE },
+        { "STORED", 6, W_SINGLE, MCR__L_STORED },
+        { "VA", 2, W_VA, MCR__L_VA },
+        { "EN", 2, W_META, MCR__L_EN },
+        { "HD", 2, W_META, MCR__L_HD },
+        { "MN", 2, W_SINGLE, MCR__L_MN },
+        { "NS", 2, W_META, MCR__L_NS },
+        { "EX", 2, W_META, MCR__L_EX },
+        { "NF", 2, W_META, MCR__L_NF },
+        { "NOT_STORED", 10, W_SINGLE, MCR__L_NOT_STORED },
+        { "EXISTS", 6, W_SINGLE, MCR__L_EXISTS },
+        { "NOT_FOUND", 9, W_SINGLE, MCR__L_NOT_FOUND },
+        { "DELETED", 7, W_SINGLE, MCR__L_DELETED },
+        { "TOUCHED", 7, W_SINGLE, MCR__L_TOUCHED },
+        { "OK", 2, W_SINGLE, MCR__L_OK },
+        { "ERROR", 5, W_SINGLE, MCR__L_ERROR },
+        { "CLIENT_ERROR", 12, W_TEXT, MCR__L_CLIENT_ERROR },
+        { "SERVER_ERROR", 12, W_TEXT, MCR__L_SERVER_ERROR },
+        { "VERSION", 7, W_TEXT, MCR__L_VERSION },
+        { "STAT", 4, W_TEXT, MCR__L_STAT },
+    };
+    /* Every word begins with a capital letter; a digit starts a number. */
+    if (n < 2 || n > 12 || w[0] < 'A' || w[0] > 'Z')
+        return W_NONE;
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (words[i].len == n && words[i].word[0] == w[0] && memcmp(words[i].word, w, n) == 0) {
+            *kind = words[i].kind;
+            return (enum first_word)words[i].cls;
+        }
+    return W_NONE;
+}
+
 void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out)
 {
     memset(out, 0, sizeof(*out));
     out->kind = MCR__L_BAD;
     if (len == 0 || len > MCR__PROTO_MAX_LINE)
         return;
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)line[i] < 0x20 && line[i] != '\t')
-            return;
-
-    /* Lines with free text after the first word. */
-    static const struct { const char *word; mcr__line_kind kind; } textual[] = {
-        { "CLIENT_ERROR", MCR__L_CLIENT_ERROR },
-        { "SERVER_ERROR", MCR__L_SERVER_ERROR },
-        { "VERSION", MCR__L_VERSION },
-        { "STAT", MCR__L_STAT },
-    };
-    for (size_t i = 0; i < sizeof(textual) / sizeof(textual[0]); i++) {
-        size_t n = strlen(textual[i].word);
-        if (len >= n && memcmp(line, textual[i].word, n) == 0 && (len == n || line[n] == ' ')) {
-            out->kind = textual[i].kind;
-            out->text = len > n ? line + n + 1 : line + n;
-            out->text_len = len > n ? len - n - 1 : 0;
-            if (out->kind == MCR__L_STAT && out->text_len == 0)
-                out->kind = MCR__L_BAD;
-            return;
+    /* No control byte but tab; and where the first word ends. */
+    size_t first = len;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char b = (unsigned char)line[i];
+        if (b <= 0x20) {
+            if (b == ' ') {
+                if (first == len)
+                    first = i;
+            } else if (b != '\t') {
+                return;
+            }
         }
+    }
+
+    mcr__line_kind kind = MCR__L_BAD;
+    enum first_word cls = classify(line, first, &kind);
+    if (cls == W_TEXT) {
+        /* free text after the word (double spaces and all) */
+        out->kind = kind;
+        out->text = first < len ? line + first + 1 : line + first;
+        out->text_len = first < len ? len - first - 1 : 0;
+        if (kind == MCR__L_STAT && out->text_len == 0)
+            out->kind = MCR__L_BAD;
+        return;
     }
 
     const char *tok[MAX_TOK];
@@ -165,22 +218,12 @@ void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out)
     if (n <= 0 || n > MAX_TOK)
         return;
 
-    static const struct { const char *word; mcr__line_kind kind; } single[] = {
-        { "END", MCR__L_END },           { "STORED", MCR__L_STORED },
-        { "NOT_STORED", MCR__L_NOT_STORED }, { "EXISTS", MCR__L_EXISTS },
-        { "NOT_FOUND", MCR__L_NOT_FOUND }, { "DELETED", MCR__L_DELETED },
-        { "TOUCHED", MCR__L_TOUCHED },   { "OK", MCR__L_OK },
-        { "ERROR", MCR__L_ERROR },       { "MN", MCR__L_MN },
-    };
-    for (size_t i = 0; i < sizeof(single) / sizeof(single[0]); i++) {
-        if (tok_is(tok[0], tlen[0], single[i].word)) {
-            if (n == 1)
-                out->kind = single[i].kind;
-            return;
-        }
-    }
-
-    if (tok_is(tok[0], tlen[0], "VALUE")) {
+    switch (cls) {
+    case W_SINGLE:
+        if (n == 1)
+            out->kind = kind;
+        return;
+    case W_VALUE: {
         uint64_t v;
         if (n != 4 && n != 5)
             return;
@@ -200,24 +243,18 @@ void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out)
         out->kind = MCR__L_VALUE;
         return;
     }
-
-    static const struct { const char *word; mcr__line_kind kind; } meta[] = {
-        { "EN", MCR__L_EN }, { "HD", MCR__L_HD }, { "NS", MCR__L_NS },
-        { "EX", MCR__L_EX }, { "NF", MCR__L_NF },
-    };
-    for (size_t i = 0; i < sizeof(meta) / sizeof(meta[0]); i++) {
-        if (tok_is(tok[0], tlen[0], meta[i].word)) {
-            if (parse_meta_flags(tok + 1, tlen + 1, n - 1, out))
-                out->kind = meta[i].kind;
-            return;
-        }
-    }
-    if (tok_is(tok[0], tlen[0], "VA")) {
+    case W_META:
+        if (parse_meta_flags(tok + 1, tlen + 1, n - 1, out))
+            out->kind = kind;
+        return;
+    case W_VA:
         if (n < 2 || !parse_u64(tok[1], tlen[1], MAX_DATA, &out->bytes))
             return;
         if (parse_meta_flags(tok + 2, tlen + 2, n - 2, out))
             out->kind = MCR__L_VA;
         return;
+    default:
+        break;
     }
 
     /* incr/decr: a bare number. */
@@ -288,123 +325,177 @@ int mcr__proto_skip_run(mcr__proto_skip *s, struct evbuffer *in)
 
 /* ------------------------------------------------------------ writing */
 
-static int add(struct evbuffer *out, const void *p, size_t n)
+/* A request is formatted straight into space reserved in the output buffer,
+ * one reservation per request: its size is bounded before (wire_bound()),
+ * and nothing is appended when the reservation fails. */
+
+/* Longest text of a number written below: 20 digits and a sign. */
+#define NUM_MAX 21
+/* Longest fixed text around one key: a meta get's "mg " + " v f t c O<n> q
+ * T<n>" + CRLF, a store's five numbers, and the like. */
+#define KEY_EXTRA (4 * NUM_MAX + 40)
+
+static inline char *put(char *d, const void *s, size_t n)
 {
-    return evbuffer_add(out, p, n) == 0 ? MCR_OK : MCR_ERR_NOMEM;
+    memcpy(d, s, n);
+    return d + n;
+}
+#define PUT_LIT(d, lit) put((d), (lit), sizeof(lit) - 1)
+
+static char *put_u64(char *d, uint64_t v)
+{
+    char tmp[NUM_MAX];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (n > 0)
+        *d++ = tmp[--n];
+    return d;
 }
 
-static int add_key(struct evbuffer *out, const mcr__wire *w, size_t i)
+static char *put_i64(char *d, int64_t v)
 {
-    if (w->prefix_len > 0 && add(out, w->prefix, w->prefix_len) != MCR_OK)
-        return MCR_ERR_NOMEM;
-    return add(out, w->keys[i], w->key_lens[i]);
+    if (v < 0) {
+        *d++ = '-';
+        return put_u64(d, (uint64_t)0 - (uint64_t)v);
+    }
+    return put_u64(d, (uint64_t)v);
 }
 
-/* A text or meta command with one key: "<head><key><tail>\r\n". */
-static int line1(struct evbuffer *out, const mcr__wire *w, const char *head, const char *tail)
+static inline char *put_key(char *d, const mcr__wire *w, size_t i)
 {
-    if (add(out, head, strlen(head)) != MCR_OK || add_key(out, w, 0) != MCR_OK ||
-        add(out, tail, strlen(tail)) != MCR_OK)
-        return MCR_ERR_NOMEM;
-    return add(out, "\r\n", 2);
+    if (w->prefix_len > 0)
+        d = put(d, w->prefix, w->prefix_len);
+    return put(d, w->keys[i], w->key_lens[i]);
 }
 
-static int write_text(struct evbuffer *out, const mcr__wire *w)
+/* At least the bytes w's request takes. */
+static size_t wire_bound(const mcr__wire *w)
 {
-    char tail[128];
+    size_t n = KEY_EXTRA + w->value_len;
+    for (size_t i = 0; i < w->nkeys; i++)
+        n += w->prefix_len + w->key_lens[i] + KEY_EXTRA;
+    return n;
+}
+
+/* The request in the text protocol, from d on: the end, or NULL for an op
+ * the protocol does not have. */
+static char *format_text(char *d, const mcr__wire *w)
+{
     switch (w->op) {
     case MCR_OP_GET:
     case MCR_OP_GETS:
     case MCR_OP_GAT:
-    case MCR_OP_GATS: {
-        char head[48];
-        if (w->op == MCR_OP_GET || w->op == MCR_OP_GETS)
-            snprintf(head, sizeof(head), "%s", w->op == MCR_OP_GET ? "get" : "gets");
-        else
-            snprintf(head, sizeof(head), "%s %" PRId64, w->op == MCR_OP_GAT ? "gat" : "gats",
-                     w->exptime);
-        if (add(out, head, strlen(head)) != MCR_OK)
-            return MCR_ERR_NOMEM;
-        for (size_t i = 0; i < w->nkeys; i++)
-            if (add(out, " ", 1) != MCR_OK || add_key(out, w, i) != MCR_OK)
-                return MCR_ERR_NOMEM;
-        return add(out, "\r\n", 2);
-    }
+    case MCR_OP_GATS:
+        if (w->op == MCR_OP_GET) {
+            d = PUT_LIT(d, "get");
+        } else if (w->op == MCR_OP_GETS) {
+            d = PUT_LIT(d, "gets");
+        } else {
+            d = w->op == MCR_OP_GAT ? PUT_LIT(d, "gat ") : PUT_LIT(d, "gats ");
+            d = put_i64(d, w->exptime);
+        }
+        for (size_t i = 0; i < w->nkeys; i++) {
+            *d++ = ' ';
+            d = put_key(d, w, i);
+        }
+        return PUT_LIT(d, "\r\n");
     case MCR_OP_SET:
     case MCR_OP_ADD:
     case MCR_OP_REPLACE:
     case MCR_OP_APPEND:
     case MCR_OP_PREPEND:
     case MCR_OP_CAS: {
-        static const char *const verb[] = {
-            [MCR_OP_SET] = "set ",         [MCR_OP_ADD] = "add ",
-            [MCR_OP_REPLACE] = "replace ", [MCR_OP_APPEND] = "append ",
-            [MCR_OP_PREPEND] = "prepend ", [MCR_OP_CAS] = "cas ",
+        static const struct { const char *s; size_t n; } verb[] = {
+            [MCR_OP_SET] = { "set ", 4 },         [MCR_OP_ADD] = { "add ", 4 },
+            [MCR_OP_REPLACE] = { "replace ", 8 }, [MCR_OP_APPEND] = { "append ", 7 },
+            [MCR_OP_PREPEND] = { "prepend ", 8 }, [MCR_OP_CAS] = { "cas ", 4 },
         };
-        const char *head = verb[w->op];
-        if (w->op == MCR_OP_CAS)
-            snprintf(tail, sizeof(tail), " %" PRIu32 " %" PRId64 " %zu %" PRIu64, w->flags,
-                     w->exptime, w->value_len, w->cas);
-        else
-            snprintf(tail, sizeof(tail), " %" PRIu32 " %" PRId64 " %zu", w->flags, w->exptime,
-                     w->value_len);
-        if (line1(out, w, head, tail) != MCR_OK || add(out, w->value, w->value_len) != MCR_OK)
-            return MCR_ERR_NOMEM;
-        return add(out, "\r\n", 2);
+        d = put(d, verb[w->op].s, verb[w->op].n);
+        d = put_key(d, w, 0);
+        *d++ = ' ';
+        d = put_u64(d, w->flags);
+        *d++ = ' ';
+        d = put_i64(d, w->exptime);
+        *d++ = ' ';
+        d = put_u64(d, w->value_len);
+        if (w->op == MCR_OP_CAS) {
+            *d++ = ' ';
+            d = put_u64(d, w->cas);
+        }
+        d = PUT_LIT(d, "\r\n");
+        if (w->value_len > 0)
+            d = put(d, w->value, w->value_len);
+        return PUT_LIT(d, "\r\n");
     }
     case MCR_OP_DELETE:
-        return line1(out, w, "delete ", "");
+        d = PUT_LIT(d, "delete ");
+        d = put_key(d, w, 0);
+        return PUT_LIT(d, "\r\n");
     case MCR_OP_INCR:
     case MCR_OP_DECR:
-        snprintf(tail, sizeof(tail), " %" PRIu64, w->delta);
-        return line1(out, w, w->op == MCR_OP_INCR ? "incr " : "decr ", tail);
+        d = w->op == MCR_OP_INCR ? PUT_LIT(d, "incr ") : PUT_LIT(d, "decr ");
+        d = put_key(d, w, 0);
+        *d++ = ' ';
+        d = put_u64(d, w->delta);
+        return PUT_LIT(d, "\r\n");
     case MCR_OP_TOUCH:
-        snprintf(tail, sizeof(tail), " %" PRId64, w->exptime);
-        return line1(out, w, "touch ", tail);
+        d = PUT_LIT(d, "touch ");
+        d = put_key(d, w, 0);
+        *d++ = ' ';
+        d = put_i64(d, w->exptime);
+        return PUT_LIT(d, "\r\n");
     case MCR_OP_VERSION:
     case MCR_OP_NOOP:
-        return add(out, "version\r\n", 9);
+        return PUT_LIT(d, "version\r\n");
     case MCR_OP_STATS:
         if (w->nkeys == 0)
-            return add(out, "stats\r\n", 7);
-        if (add(out, "stats ", 6) != MCR_OK || add(out, w->keys[0], w->key_lens[0]) != MCR_OK)
-            return MCR_ERR_NOMEM;
-        return add(out, "\r\n", 2);
+            return PUT_LIT(d, "stats\r\n");
+        d = PUT_LIT(d, "stats ");
+        d = put(d, w->keys[0], w->key_lens[0]);
+        return PUT_LIT(d, "\r\n");
     case MCR_OP_FLUSH_ALL:
         if (w->exptime == 0)
-            return add(out, "flush_all\r\n", 11);
-        snprintf(tail, sizeof(tail), "flush_all %" PRId64 "\r\n", w->exptime);
-        return add(out, tail, strlen(tail));
+            return PUT_LIT(d, "flush_all\r\n");
+        d = PUT_LIT(d, "flush_all ");
+        d = put_i64(d, w->exptime);
+        return PUT_LIT(d, "\r\n");
     case MCR_OP_COUNT:
         break;
     }
-    return MCR_ERR_INVALID;
+    return NULL;
 }
 
-static int write_meta(struct evbuffer *out, const mcr__wire *w)
+/* The same in the meta protocol (ops it has no command of go as text). */
+static char *format_meta(char *d, const mcr__wire *w)
 {
-    char tail[160];
     switch (w->op) {
     case MCR_OP_GET:
     case MCR_OP_GETS:
     case MCR_OP_GAT:
-    case MCR_OP_GATS:
+    case MCR_OP_GATS: {
         /* One key: a plain mg, answered VA or EN. Several: quiet gets
          * (misses send nothing) closed by a no-op: hits come back tagged
          * with their opaque, then MN ends the batch. */
+        int cas = w->op == MCR_OP_GETS || w->op == MCR_OP_GATS;
+        int touch = w->op == MCR_OP_GAT || w->op == MCR_OP_GATS;
         for (size_t i = 0; i < w->nkeys; i++) {
-            int k = snprintf(tail, sizeof(tail), " v f t%s O%" PRIu32 "%s",
-                             (w->op == MCR_OP_GETS || w->op == MCR_OP_GATS) ? " c" : "",
-                             (uint32_t)(w->opaque + i), w->nkeys > 1 ? " q" : "");
-            if (w->op == MCR_OP_GAT || w->op == MCR_OP_GATS)
-                snprintf(tail + k, sizeof(tail) - (size_t)k, " T%" PRId64, w->exptime);
-            if (line1(out, &(mcr__wire){ .prefix = w->prefix, .prefix_len = w->prefix_len,
-                                         .keys = w->keys + i, .key_lens = w->key_lens + i,
-                                         .nkeys = 1 },
-                      "mg ", tail) != MCR_OK)
-                return MCR_ERR_NOMEM;
+            d = PUT_LIT(d, "mg ");
+            d = put_key(d, w, i);
+            d = cas ? PUT_LIT(d, " v f t c O") : PUT_LIT(d, " v f t O");
+            d = put_u64(d, (uint32_t)(w->opaque + i));
+            if (w->nkeys > 1)
+                d = PUT_LIT(d, " q");
+            if (touch) {
+                d = PUT_LIT(d, " T");
+                d = put_i64(d, w->exptime);
+            }
+            d = PUT_LIT(d, "\r\n");
         }
-        return w->nkeys > 1 ? add(out, "mn\r\n", 4) : MCR_OK;
+        return w->nkeys > 1 ? PUT_LIT(d, "mn\r\n") : d;
+    }
     case MCR_OP_SET:
     case MCR_OP_ADD:
     case MCR_OP_REPLACE:
@@ -414,33 +505,69 @@ static int write_meta(struct evbuffer *out, const mcr__wire *w)
         static const char mode[] = { [MCR_OP_SET] = 'S', [MCR_OP_ADD] = 'E',
                                      [MCR_OP_REPLACE] = 'R', [MCR_OP_APPEND] = 'A',
                                      [MCR_OP_PREPEND] = 'P', [MCR_OP_CAS] = 'S' };
-        int k = snprintf(tail, sizeof(tail), " %zu F%" PRIu32 " T%" PRId64 " M%c O%" PRIu32,
-                         w->value_len, w->flags, w->exptime, mode[w->op], w->opaque);
-        if (w->op == MCR_OP_CAS)
-            snprintf(tail + k, sizeof(tail) - (size_t)k, " C%" PRIu64, w->cas);
-        if (line1(out, w, "ms ", tail) != MCR_OK || add(out, w->value, w->value_len) != MCR_OK)
-            return MCR_ERR_NOMEM;
-        return add(out, "\r\n", 2);
+        d = PUT_LIT(d, "ms ");
+        d = put_key(d, w, 0);
+        *d++ = ' ';
+        d = put_u64(d, w->value_len);
+        d = PUT_LIT(d, " F");
+        d = put_u64(d, w->flags);
+        d = PUT_LIT(d, " T");
+        d = put_i64(d, w->exptime);
+        d = PUT_LIT(d, " M");
+        *d++ = mode[w->op];
+        d = PUT_LIT(d, " O");
+        d = put_u64(d, w->opaque);
+        if (w->op == MCR_OP_CAS) {
+            d = PUT_LIT(d, " C");
+            d = put_u64(d, w->cas);
+        }
+        d = PUT_LIT(d, "\r\n");
+        if (w->value_len > 0)
+            d = put(d, w->value, w->value_len);
+        return PUT_LIT(d, "\r\n");
     }
     case MCR_OP_DELETE:
-        snprintf(tail, sizeof(tail), " O%" PRIu32, w->opaque);
-        return line1(out, w, "md ", tail);
+        d = PUT_LIT(d, "md ");
+        d = put_key(d, w, 0);
+        d = PUT_LIT(d, " O");
+        d = put_u64(d, w->opaque);
+        return PUT_LIT(d, "\r\n");
     case MCR_OP_INCR:
     case MCR_OP_DECR:
-        snprintf(tail, sizeof(tail), " D%" PRIu64 " M%c v O%" PRIu32, w->delta,
-                 w->op == MCR_OP_INCR ? 'I' : 'D', w->opaque);
-        return line1(out, w, "ma ", tail);
+        d = PUT_LIT(d, "ma ");
+        d = put_key(d, w, 0);
+        d = PUT_LIT(d, " D");
+        d = put_u64(d, w->delta);
+        d = w->op == MCR_OP_INCR ? PUT_LIT(d, " MI v O") : PUT_LIT(d, " MD v O");
+        d = put_u64(d, w->opaque);
+        return PUT_LIT(d, "\r\n");
     case MCR_OP_TOUCH:
-        snprintf(tail, sizeof(tail), " T%" PRId64 " O%" PRIu32, w->exptime, w->opaque);
-        return line1(out, w, "mg ", tail);
+        d = PUT_LIT(d, "mg ");
+        d = put_key(d, w, 0);
+        d = PUT_LIT(d, " T");
+        d = put_i64(d, w->exptime);
+        d = PUT_LIT(d, " O");
+        d = put_u64(d, w->opaque);
+        return PUT_LIT(d, "\r\n");
     case MCR_OP_NOOP:
-        return add(out, "mn\r\n", 4);
+        return PUT_LIT(d, "mn\r\n");
     default:
-        return write_text(out, w);
+        return format_text(d, w);
     }
 }
 
 int mcr__proto_write(struct evbuffer *out, const mcr__wire *w)
 {
-    return w->proto == MCR_PROTO_META ? write_meta(out, w) : write_text(out, w);
+    struct evbuffer_iovec v;
+    size_t bound = wire_bound(w);
+    if ((unsigned)w->op >= MCR_OP_COUNT)
+        return MCR_ERR_INVALID;
+    if (evbuffer_reserve_space(out, (ev_ssize_t)bound, &v, 1) != 1 || v.iov_len < bound)
+        return MCR_ERR_NOMEM;
+    char *d = v.iov_base;
+    char *end = w->proto == MCR_PROTO_META ? format_meta(d, w) : format_text(d, w);
+    if (end == NULL) /* not committed: nothing was appended */
+        return MCR_ERR_INVALID;
+    v.iov_len = (size_t)(end - d);
+    return evbuffer_commit_space(out, &v, 1) == 0 ? MCR_OK : MCR_ERR_NOMEM;
 }

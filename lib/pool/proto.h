@@ -112,9 +112,10 @@ typedef struct mcr__wire {
     uint32_t opaque;      /* meta: the first key's token; key i gets opaque + i */
 } mcr__wire;
 
-/* mcr__proto_write: append the request to `out`. Keys and values were
- * checked by the caller. MCR_OK or MCR_ERR_NOMEM (out may then hold part of
- * it: the caller closes that connection). */
+/* mcr__proto_write: append the request to `out`, formatted in place in
+ * one reservation of its buffer. Keys and values were checked by the
+ * caller. MCR_OK; MCR_ERR_NOMEM or MCR_ERR_INVALID (an op out of range)
+ * with nothing appended. */
 int mcr__proto_write(struct evbuffer *out, const mcr__wire *w);
 
 /* mcr__proto_key_ok: 1 when `key` (len bytes) is 1..max bytes with no
