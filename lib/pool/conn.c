@@ -18,6 +18,19 @@
 #define LINE_KEYS_MAX 100
 /* Bytes read by one system call. */
 #define READ_STEP 65536
+/* Slots of a connection's table of the keys on its open get line: a power
+ * of two, at least twice LINE_KEYS_MAX. */
+#define LINE_TAB 256
+_Static_assert(LINE_TAB >= 2 * LINE_KEYS_MAX && (LINE_TAB & (LINE_TAB - 1)) == 0,
+               "the line table keeps probes short");
+
+/* A key on the open get line (the bytes are the request's, in flight). */
+struct mcr__line_slot {
+    uint32_t gen;   /* the line it belongs to; another line's slot is free */
+    uint32_t hash;
+    const char *key;
+    size_t len;
+};
 
 /* ------------------------------------------------------------ connections */
 
@@ -33,6 +46,7 @@ static void conn_destroy(mcr__pool_conn *c)
         evbuffer_free(c->in);
     if (c->out != NULL)
         evbuffer_free(c->out);
+    free(c->line_tab);
     if (c->fd >= 0)
         evutil_closesocket(c->fd);
     free(c);
@@ -241,10 +255,8 @@ static void conn_write_cb(evutil_socket_t fd, short what, void *arg)
     conn_flush(c);
 }
 
-static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
+static void conn_read(evutil_socket_t fd, mcr__pool_conn *c)
 {
-    (void)what;
-    mcr__pool_conn *c = arg;
     mcr__pool_server *s = c->server;
     mcr_pool *p = s->pool;
     struct evbuffer *in = c->in;
@@ -362,6 +374,17 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
         p->up.server_pump(s);
 }
 
+static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    mcr__pool_conn *c = arg;
+    mcr_pool *p = c->server->pool; /* outlives the callback, unlike c */
+    uint64_t outer = p->pass_ns;
+    p->pass_ns = mcr__now_ns();
+    conn_read(fd, c);
+    p->pass_ns = outer;
+}
+
 static int server_resolve(mcr__pool_server *s)
 {
     mcr_pool *p = s->pool;
@@ -451,18 +474,91 @@ mcr__pool_conn *mcr__conn_open(mcr__pool_server *s, int slot)
     return NULL;
 }
 
-/* Whether one of r's keys is on c's open get line already. memcached
- * answers the keys of a line in order, one VALUE each (misses send none):
- * with every key at most once on a line, a VALUE names one request, and a
- * second VALUE for a key is a protocol error, never another's answer. */
-static int line_has_key(const mcr__pool_conn *c, const mcr__pool_req *r)
+/* The keys of c's open get line by hash: memcached answers the keys of a
+ * line in order, one VALUE each (misses send none): with every key at most
+ * once on a line, a VALUE names one request, and a second VALUE for a key
+ * is a protocol error, never another's answer. The table is filled when a
+ * request first asks to join the line (a line never joined costs nothing)
+ * and is emptied by starting a new line number. */
+static void line_put(mcr__pool_conn *c, const char *key, size_t len, uint32_t h)
 {
-    for (const mcr__pool_req *x = c->line_first; x != NULL; x = x->next)
-        for (uint32_t i = 0; i < x->nkeys; i++)
-            for (uint32_t j = 0; j < r->nkeys; j++)
-                if (x->klens[i] == r->klens[j] && memcmp(x->keys[i], r->keys[j], r->klens[j]) == 0)
-                    return 1;
+    uint32_t i = h & (LINE_TAB - 1);
+    while (c->line_tab[i].gen == c->line_gen)
+        i = (i + 1) & (LINE_TAB - 1);
+    c->line_tab[i] = (struct mcr__line_slot){ c->line_gen, h, key, len };
+}
+
+static int line_find(const mcr__pool_conn *c, const char *key, size_t len, uint32_t h)
+{
+    for (uint32_t i = h & (LINE_TAB - 1); c->line_tab[i].gen == c->line_gen;
+         i = (i + 1) & (LINE_TAB - 1)) {
+        const struct mcr__line_slot *e = &c->line_tab[i];
+        if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0)
+            return 1;
+    }
     return 0;
+}
+
+/* Whether r may join c's open line: none of its keys is on it already (r's
+ * own keys are distinct: a multi-get removes duplicates). -1: no memory
+ * for the table (r starts a new line instead). */
+static int line_may_join(mcr__pool_conn *c, const mcr__pool_req *r)
+{
+    if (c->line_tab == NULL) {
+        c->line_tab = calloc(LINE_TAB, sizeof(*c->line_tab));
+        if (c->line_tab == NULL)
+            return -1;
+    }
+    if (!c->line_indexed) {
+        c->line_indexed = 1;
+        for (const mcr__pool_req *x = c->line_first; x != NULL; x = x->next)
+            for (uint32_t i = 0; i < x->nkeys; i++)
+                line_put(c, x->keys[i], x->klens[i],
+                         mcr__key_hash(x->keys[i], x->klens[i], 0));
+    }
+    for (uint32_t j = 0; j < r->nkeys; j++)
+        if (line_find(c, r->keys[j], r->klens[j], mcr__key_hash(r->keys[j], r->klens[j], 0)))
+            return 0;
+    return 1;
+}
+
+/* A new get line on c: no key is on it. */
+static void line_start(mcr__pool_conn *c)
+{
+    c->line_indexed = 0;
+    if (++c->line_gen == 0) { /* numbers wrapped: make every slot free again */
+        if (c->line_tab != NULL)
+            memset(c->line_tab, 0, LINE_TAB * sizeof(*c->line_tab));
+        c->line_gen = 1;
+    }
+}
+
+/* Append r's keys to the get line: " key" each, the line's word first
+ * when r opens it. MCR_OK or MCR_ERR_NOMEM (nothing appended). */
+static int line_append(mcr__pool_conn *c, const mcr__pool_req *r, int opens)
+{
+    mcr_pool *p = c->server->pool;
+    size_t need = opens ? 4 : 0;
+    for (uint32_t j = 0; j < r->nkeys; j++)
+        need += 1 + p->prefix_len + r->klens[j];
+    struct evbuffer_iovec v;
+    if (evbuffer_reserve_space(c->out, (ev_ssize_t)need, &v, 1) != 1 || v.iov_len < need)
+        return MCR_ERR_NOMEM;
+    char *d = v.iov_base;
+    if (opens) {
+        size_t w = r->op == MCR_OP_GET ? 3 : 4;
+        memcpy(d, r->op == MCR_OP_GET ? "get" : "gets", w);
+        d += w;
+    }
+    for (uint32_t j = 0; j < r->nkeys; j++) {
+        *d++ = ' ';
+        memcpy(d, p->prefix, p->prefix_len);
+        d += p->prefix_len;
+        memcpy(d, r->keys[j], r->klens[j]);
+        d += r->klens[j];
+    }
+    v.iov_len = (size_t)(d - (char *)v.iov_base);
+    return evbuffer_commit_space(c->out, &v, 1) == 0 ? MCR_OK : MCR_ERR_NOMEM;
 }
 
 /* Write r on c. MCR_OK, or an error with r untouched (not queued). */
@@ -496,7 +592,7 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
          * line: memcached answers a line with one reply (one send)
          * instead of one per get. */
         if (c->line_open && c->line_op == r->op && c->line_keys + r->nkeys <= LINE_KEYS_MAX &&
-            !line_has_key(c, r)) {
+            line_may_join(c, r) == 1) {
             r->joined = 1;
         } else if (c->line_open) {
             rc = evbuffer_add(out, "\r\n", 2);
@@ -504,20 +600,19 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
             if (rc != 0)
                 return MCR_ERR_PROTOCOL;
         }
-        rc = MCR_OK;
+        rc = line_append(c, r, !r->joined);
+        if (rc != MCR_OK)
+            return rc; /* nothing of r was written (a line opened before stays so) */
         if (!r->joined) {
-            rc = evbuffer_add(out, r->op == MCR_OP_GET ? "get" : "gets",
-                              r->op == MCR_OP_GET ? 3 : 4) == 0 ? MCR_OK : MCR_ERR_NOMEM;
             c->line_open = 1;
             c->line_op = r->op;
             c->line_keys = 0;
             c->line_first = NULL;
+            line_start(c);
+        } else if (c->line_indexed) {
+            for (uint32_t j = 0; j < r->nkeys; j++)
+                line_put(c, r->keys[j], r->klens[j], mcr__key_hash(r->keys[j], r->klens[j], 0));
         }
-        for (uint32_t j = 0; j < r->nkeys && rc == MCR_OK; j++)
-            if (evbuffer_add(out, " ", 1) != 0 ||
-                (p->prefix_len && evbuffer_add(out, p->prefix, p->prefix_len) != 0) ||
-                evbuffer_add(out, r->keys[j], r->klens[j]) != 0)
-                rc = MCR_ERR_NOMEM;
         c->line_keys += r->nkeys;
     } else {
         if (c->line_open) {
@@ -538,7 +633,7 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
         return MCR_ERR_NOMEM;
     }
     r->conn = c;
-    r->sent_ns = mcr__now_ns();
+    r->sent_ns = mcr__pool_now(p);
     mcr__queue_push(&c->head, &c->tail, r);
     if (c->line_open && !r->joined)
         c->line_first = r;

@@ -14,7 +14,7 @@
 static int mget_key_error(mcr_pool *p, mcr__pool_mget *m, mcr_op op, mcr__pool_server *s,
                           const void *key, size_t len, size_t user, int status, const char *msg)
 {
-    mcr__pool_req *r = mcr__req_new(1, len, 1);
+    mcr__pool_req *r = mcr__req_new(p, 1, len, 1);
     if (r == NULL)
         return MCR_ERR_NOMEM;
     char *kb = mcr__req_key_area(r, 1, 1);
@@ -53,23 +53,31 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
     if (rc != MCR_OK)
         return mcr__pool_fail(err, rc, "%s",
                               rc == MCR_ERR_EMPTY ? "the router holds no snapshot" : "out of memory");
-    mcr__pool_mget *m = calloc(1, sizeof(*m));
-    size_t *next_dup = malloc(n * sizeof(size_t));
-    size_t *next_in = malloc(n * sizeof(size_t));   /* next key of the same server */
     size_t tsize = 16;
     while (tsize < 2 * n)
         tsize *= 2;
-    size_t *table = malloc(tsize * sizeof(size_t)); /* dedupe: first user index */
-    mcr__pool_server **touched = malloc(n * sizeof(*touched));
-    if (m == NULL || next_dup == NULL || next_in == NULL || table == NULL ||
-        touched == NULL) {
-        free(m);
-        free(next_dup);
-        free(next_in);
-        free(table);
-        free(touched);
-        return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
+    /* The working arrays live in the pool's scratch space, reused by every
+     * multi-get (nothing here runs a callback, so none can start another
+     * meanwhile): the next key of the same server, the dedupe table (first
+     * user index by key hash), the servers touched. The multi-get's own
+     * record and its chain of duplicates live until its end. */
+    size_t scratch = (n + tsize) * sizeof(size_t) + n * sizeof(mcr__pool_server *);
+    if (scratch > p->mg_scratch_size) {
+        void *grown = malloc(scratch);
+        if (grown == NULL)
+            return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
+        free(p->mg_scratch);
+        p->mg_scratch = grown;
+        p->mg_scratch_size = scratch;
     }
+    size_t *next_in = p->mg_scratch;
+    size_t *table = next_in + n;
+    mcr__pool_server **touched = (mcr__pool_server **)(void *)(table + tsize);
+    mcr__pool_mget *m = malloc(sizeof(*m) + n * sizeof(size_t));
+    if (m == NULL)
+        return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
+    memset(m, 0, sizeof(*m));
+    size_t *next_dup = (size_t *)(void *)(m + 1);
     for (size_t i = 0; i < tsize; i++)
         table[i] = SIZE_MAX;
     m->key_cb = key_cb;
@@ -92,7 +100,7 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
             continue;
         }
         /* duplicates: chain to the first occurrence */
-        size_t slot = mcr__fnv1a(k, kl, 2166136261u) & (tsize - 1);
+        size_t slot = mcr__key_hash(k, kl, 0) & (tsize - 1);
         int dup = 0;
         while (table[slot] != SIZE_MAX) {
             size_t f = table[slot];
@@ -141,7 +149,7 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
                 cnt++;
                 bytes += lens[v];
             }
-            mcr__pool_req *r = mcr__req_new(cnt, bytes, 1);
+            mcr__pool_req *r = mcr__req_new(p, cnt, bytes, 1);
             if (r == NULL) {
                 rc = MCR_ERR_NOMEM;
                 break;
@@ -174,19 +182,15 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
     }
     for (size_t t = 0; t < ntouched; t++)
         touched[t]->mg_marked = 0;
-    free(next_in);
-    free(table);
-    free(touched);
     /* Release the submission's hold from the loop, so done_cb can never
      * run inside this call. */
-    mcr__pool_req *hold = mcr__req_new(0, 0, 1);
+    mcr__pool_req *hold = mcr__req_new(p, 0, 0, 1);
     if (hold == NULL) {
         /* cannot defer: keep the hold; the last request finishes it */
         m->outstanding--;
         if (m->outstanding == 0) {
             /* nothing at all was submitted (cannot happen: n > 0) */
             p->pending--;
-            free(m->next_dup);
             free(m);
             return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
         }

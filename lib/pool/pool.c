@@ -379,6 +379,8 @@ void mcr_pool_free(mcr_pool *p)
     free(p->by_index);
     free(p->load);
     free(p->hot);
+    mcr__req_free_all(p);
+    free(p->mg_scratch);
     for (size_t i = 0; i < p->nunix; i++) {
         free(p->unix_paths[i].id);
         free(p->unix_paths[i].path);

@@ -86,6 +86,9 @@ struct mcr__pool_req {
     mcr__pool_mget *mget;           /* part of a multi-get */
     size_t *user_idx;          /* mget: first user index of key j */
     mcr__pool_req *hot_next;        /* hot-key table chain */
+    mcr__pool_req *line_scan;       /* text get, the first request of its line: the
+                                   request the line's last VALUE answered (reply.c
+                                   looks for the next one from there) */
     uint32_t hot_hash;
     unsigned in_hot : 1;       /* in the hot-key table: others may join */
     unsigned delivered : 1;    /* single: its callback has run */
@@ -93,6 +96,7 @@ struct mcr__pool_req {
     unsigned failed_batch : 1; /* meta multi-get: an error line came before MN */
     unsigned joined : 1;       /* text get: its keys share the previous request's line */
     unsigned group_done : 1;   /* text get: its line's END came (or its error) */
+    unsigned small : 1;        /* a small block: back to the pool's reuse list */
     unsigned force_meta : 1;   /* sent in meta whatever the pool's protocol
                                   (a transition's fallback read, for the TTL) */
     mcr_op op;
@@ -133,6 +137,10 @@ struct mcr__pool_conn {
     mcr_op line_op;
     unsigned line_keys;
     mcr__pool_req *line_first;      /* the first request on the open line */
+    struct mcr__line_slot *line_tab; /* the open line's keys by hash (conn.c),
+                                        allocated when a line is first joined */
+    uint32_t line_gen;         /* the open line's number: slots of others are free */
+    int line_indexed;          /* the open line's keys are in line_tab */
     mcr__proto_skip skip;      /* a value over max_value_size, dropped as it comes */
     mcr__pool_req *head, *tail;     /* in flight, in send order */
     size_t inflight;
@@ -223,12 +231,18 @@ struct mcr_pool {
     int freeing;
     mcr__pool_req **hot;
     size_t hot_mask, hot_count;
+    mcr__pool_req *req_free;    /* small request blocks to reuse (request.c) */
+    size_t nreq_free;
+    void *mg_scratch;           /* a multi-get's working arrays (multiget.c) */
+    size_t mg_scratch_size;
     mcr__pool_unix *unix_paths;
     size_t nunix;
     uint32_t *load;             /* snapshot index -> refs of its server: the
                                    loads of bounded reads */
     uint64_t load_total;        /* the loads of the ACTIVE servers */
     size_t read_peak;           /* most bytes a read buffer held: mcr__pool_read_peak() */
+    uint64_t pass_ns;           /* the clock when the read callback running now began
+                                   (0: none runs): mcr__pool_now() */
     /* The router's transition as adopted with snap (pool.c): references
      * in tx, its phase at snap's epoch, the other snapshot (tx.to while
      * copying, tx.from once switched) and its servers by index (servers of
@@ -251,6 +265,16 @@ static inline uint64_t mcr__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Now, for stamping requests: inside a read callback, the clock read when it
+ * began (one read per pass instead of two per request). A request queued
+ * there is stamped at most that callback's duration early; it is written
+ * only at the end of the pass anyway, so its stamp was always earlier than
+ * its send by as much. */
+static inline uint64_t mcr__pool_now(const mcr_pool *p)
+{
+    return p->pass_ns != 0 ? p->pass_ns : mcr__now_ns();
+}
+
 static inline void mcr__set_msg(char *dst, const char *fmt, ...)
 {
     va_list ap;
@@ -271,12 +295,32 @@ static inline int mcr__pool_fail(mcr_error *err, int code, const char *fmt, ...)
     return code;
 }
 
-static inline uint32_t mcr__fnv1a(const void *p, size_t n, uint32_t h)
+/* A hash of key bytes for the pool's own tables (hot keys, a multi-get's
+ * duplicates, the keys of an open get line): eight bytes a step, each step
+ * a multiply and a fold (the constants are the 64-bit golden ratio and
+ * MurmurHash3's fmix64 multipliers). Not a placement hash: nothing outside
+ * this process sees it, and every table compares the keys themselves. */
+static inline uint32_t mcr__key_hash(const void *p, size_t n, uint64_t seed)
 {
     const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 16777619u;
-    return h;
+    uint64_t h = (seed ^ (uint64_t)n) * 0x9e3779b97f4a7c15ull;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+        s += 8;
+        n -= 8;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        memcpy(&w, s, n);
+        h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    }
+    h ^= h >> 29;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+    return (uint32_t)h;
 }
 
 /* What failover may send to a replica: reads that change nothing. */
@@ -353,10 +397,13 @@ int mcr__pool_options_normalize(const mcr_pool_options *in, mcr_pool_options *o,
 
 /* ---- request.c */
 
-/* A request with room for nkeys keys of keybytes bytes in all (and their
- * user indexes for a multi-get), zeroed; NULL when out of memory. */
-mcr__pool_req *mcr__req_new(size_t nkeys, size_t keybytes, int with_user_idx);
-void mcr__req_free(mcr__pool_req *r);
+/* A request of p with room for nkeys keys of keybytes bytes in all (and
+ * their user indexes for a multi-get), zeroed (its key area excepted); NULL
+ * when out of memory. Requests of at most one key come from p's reuse list. */
+mcr__pool_req *mcr__req_new(mcr_pool *p, size_t nkeys, size_t keybytes, int with_user_idx);
+void mcr__req_free(mcr_pool *p, mcr__pool_req *r);
+/* The reuse list emptied (mcr_pool_free). */
+void mcr__req_free_all(mcr_pool *p);
 /* Queue r's end for the loop (pool.c reports it from its done event). */
 void mcr__deferred_push(mcr_pool *p, mcr__pool_req *r);
 /* The hot-key table: gets in flight that others of the same key may join. */

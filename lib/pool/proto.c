@@ -6,13 +6,39 @@
 
 #include <event2/buffer.h>
 
+/* Whether a byte of word x (eight key bytes) may be a space, a control
+ * byte or DEL: the subtractions borrow into a byte whose top bit was clear
+ * exactly when it is below 0x21 (or is 0x7f after the xor); a flagged word
+ * is checked a byte at a time (a borrow may also flag the byte above a bad
+ * one, never miss one). */
+static inline int word_maybe_bad(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t del = x ^ (0x7f * ones);
+    return (((x - 0x21 * ones) & ~x) | ((del - ones) & ~del)) & highs ? 1 : 0;
+}
+
+static inline int byte_bad(unsigned char b)
+{
+    return b <= 0x20 || b == 0x7f;
+}
+
 int mcr__proto_key_ok(const void *key, size_t len, size_t max)
 {
     if (len == 0 || len > max)
         return 0;
     const unsigned char *p = key;
-    for (size_t i = 0; i < len; i++)
-        if (p[i] <= 0x20 || p[i] == 0x7f)
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        if (word_maybe_bad(x))
+            for (size_t k = i; k < i + 8; k++)
+                if (byte_bad(p[k]))
+                    return 0;
+    }
+    for (; i < len; i++)
+        if (byte_bad(p[i]))
             return 0;
     return 1;
 }
@@ -59,9 +85,8 @@ static int tokenize(const char *s, size_t len, const char **tok, size_t *tlen, i
     int n = 0;
     size_t i = 0;
     while (i < len) {
-        size_t j = i;
-        while (j < len && s[j] != ' ')
-            j++;
+        const char *sp = memchr(s + i, ' ', len - i);
+        size_t j = sp != NULL ? (size_t)(sp - s) : len;
         if (j == i)
             return -1;
         if (n == max)
@@ -74,6 +99,30 @@ static int tokenize(const char *s, size_t len, const char **tok, size_t *tlen, i
             return -1; /* trailing space */
     }
     return n;
+}
+
+/* Whether line (len bytes) holds a control byte other than tab: eight bytes
+ * a step, a byte at a time only in a word that may hold one (a word holds
+ * a byte below 0x20 exactly when the subtraction borrows into a byte whose
+ * top bit was clear; the test may also flag a byte above such a byte, never
+ * miss one). */
+static int has_control(const char *line, size_t len)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x;
+        memcpy(&x, line + i, 8);
+        if (((x - 0x20 * ones) & ~x & highs) == 0)
+            continue;
+        for (size_t k = i; k < i + 8; k++)
+            if ((unsigned char)line[k] < 0x20 && line[k] != '\t')
+                return 1;
+    }
+    for (; i < len; i++)
+        if ((unsigned char)line[i] < 0x20 && line[i] != '\t')
+            return 1;
+    return 0;
 }
 
 /* Meta reply flags after the code (and after VA's size): f, c, t, k, O
@@ -187,18 +236,10 @@ void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out)
     if (len == 0 || len > MCR__PROTO_MAX_LINE)
         return;
     /* No control byte but tab; and where the first word ends. */
-    size_t first = len;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char b = (unsigned char)line[i];
-        if (b <= 0x20) {
-            if (b == ' ') {
-                if (first == len)
-                    first = i;
-            } else if (b != '\t') {
-                return;
-            }
-        }
-    }
+    if (has_control(line, len))
+        return;
+    const char *sp = memchr(line, ' ', len);
+    size_t first = sp != NULL ? (size_t)(sp - line) : len;
 
     mcr__line_kind kind = MCR__L_BAD;
     enum first_word cls = classify(line, first, &kind);
@@ -266,8 +307,35 @@ void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out)
 
 /* ------------------------------------------------------------ framing */
 
+/* The first contiguous piece of `in` (its first chain): NULL when empty. */
+static const char *first_piece(struct evbuffer *in, size_t *n)
+{
+    struct evbuffer_iovec v;
+    if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
+        return NULL;
+    *n = v.iov_len;
+    return v.iov_base;
+}
+
 int mcr__proto_peek_line(struct evbuffer *in, const char **line, size_t *len)
 {
+    /* Fast path: the line ends inside the first piece, which needs neither
+     * a search across pieces nor a pullup. */
+    size_t have;
+    const char *p = first_piece(in, &have);
+    if (p != NULL) {
+        size_t lim = have < MCR__PROTO_MAX_LINE + 2 ? have : MCR__PROTO_MAX_LINE + 2;
+        const char *nl = memchr(p, '\n', lim);
+        if (nl != NULL && nl > p && nl[-1] == '\r') {
+            *line = p;
+            *len = (size_t)(nl - 1 - p);
+            return 1;
+        }
+        if (nl == NULL && lim == MCR__PROTO_MAX_LINE + 2)
+            return -1; /* any CRLF ends past MAX */
+        if (nl == NULL && have == evbuffer_get_length(in))
+            return 0; /* all of it, shorter than MAX + 2, without LF */
+    }
     size_t eol = 0;
     struct evbuffer_ptr e = evbuffer_search_eol(in, NULL, &eol, EVBUFFER_EOL_CRLF_STRICT);
     if (e.pos < 0) /* MAX + 2 bytes without CRLF: a line over MAX */
@@ -286,9 +354,13 @@ int mcr__proto_peek_block(struct evbuffer *in, size_t line_len, uint64_t bytes, 
     if (bytes > MAX_DATA)
         return -1;
     size_t need = line_len + 2 + (size_t)bytes + 2;
-    if (evbuffer_get_length(in) < need)
-        return 0;
-    const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)need);
+    size_t have;
+    const char *p = first_piece(in, &have);
+    if (p == NULL || have < need) {
+        if (evbuffer_get_length(in) < need)
+            return 0;
+        p = (const char *)evbuffer_pullup(in, (ev_ssize_t)need);
+    }
     if (p == NULL || p[need - 2] != '\r' || p[need - 1] != '\n')
         return -1;
     *data = p + line_len + 2;

@@ -129,7 +129,11 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 mcr__pool_req *g = r;
                 uint32_t j;
                 if (!meta) {
-                    /* the key, in this request or a later one on its line */
+                    /* the key, in the request the line's last VALUE
+                     * answered or a later one on the line (those before it
+                     * are all answered: memcached keeps the line's order) */
+                    if (r->line_scan != NULL)
+                        g = r->line_scan;
                     for (;;) {
                         j = g->cursor;
                         while (j < g->nkeys && !key_matches(p, g, j, L.key, L.key_len))
@@ -187,7 +191,8 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                     }
                 }
                 /* keys passed over are misses */
-                for (mcr__pool_req *x = r; x != g; x = x->next) {
+                for (mcr__pool_req *x = r->line_scan != NULL ? r->line_scan : r; x != g;
+                     x = x->next) {
                     for (; x->cursor < x->nkeys && !c->dead; x->cursor++)
                         mcr__deliver_simple(p, x, x->cursor, MCR_OK, MCR_REPLY_MISS, NULL);
                     if (c->dead)
@@ -216,6 +221,8 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                         res.ttl = L.ttl;
                 }
                 g->cursor = j + 1;
+                if (!meta)
+                    r->line_scan = g;
                 mcr__deliver_key(p, g, j, &res);
                 if (c->dead)
                     return 0;

@@ -6,27 +6,47 @@
 
 /* ------------------------------------------------------------ requests */
 
-mcr__pool_req *mcr__req_new(size_t nkeys, size_t keybytes, int with_user_idx)
+/* Small blocks: a request with one key of up to MCR__KEY_MAX bytes and its
+ * user index. A pool keeps up to REUSE_MAX of them for its next requests:
+ * malloc's per-thread cache holds only a few blocks of a size, and a loop
+ * pass that ends a hundred requests overflows it. */
+#define SMALL_KEYBYTES MCR__KEY_MAX
+#define SMALL_SIZE                                                                                 \
+    (sizeof(mcr__pool_req) + sizeof(char *) + 2 * sizeof(size_t) + SMALL_KEYBYTES)
+#define REUSE_MAX 1024
+
+mcr__pool_req *mcr__req_new(mcr_pool *p, size_t nkeys, size_t keybytes, int with_user_idx)
 {
-    size_t sz = sizeof(mcr__pool_req) + nkeys * (sizeof(char *) + sizeof(size_t)) +
-                (with_user_idx ? nkeys * sizeof(size_t) : 0) + keybytes;
-    mcr__pool_req *r = calloc(1, sz);
-    if (r == NULL)
-        return NULL;
-    char *p = (char *)(r + 1);
-    r->keys = (const char **)(void *)p;
-    p += nkeys * sizeof(char *);
-    r->klens = (size_t *)(void *)p;
-    p += nkeys * sizeof(size_t);
+    mcr__pool_req *r;
+    int small = nkeys <= 1 && keybytes <= SMALL_KEYBYTES;
+    if (small && p->req_free != NULL) {
+        r = p->req_free;
+        p->req_free = r->next;
+        p->nreq_free--;
+        memset(r, 0, sizeof(*r));
+    } else {
+        size_t sz = small ? SMALL_SIZE
+                          : sizeof(mcr__pool_req) + nkeys * (sizeof(char *) + sizeof(size_t)) +
+                                (with_user_idx ? nkeys * sizeof(size_t) : 0) + keybytes;
+        r = calloc(1, sz);
+        if (r == NULL)
+            return NULL;
+    }
+    r->small = small ? 1 : 0;
+    char *a = (char *)(r + 1);
+    r->keys = (const char **)(void *)a;
+    a += nkeys * sizeof(char *);
+    r->klens = (size_t *)(void *)a;
+    a += nkeys * sizeof(size_t);
     if (with_user_idx) {
-        r->user_idx = (size_t *)(void *)p;
-        p += nkeys * sizeof(size_t);
+        r->user_idx = (size_t *)(void *)a;
+        a += nkeys * sizeof(size_t);
     }
     /* key bytes follow; placed by the caller with mcr__req_key_area() */
     return r;
 }
 
-void mcr__req_free(mcr__pool_req *r)
+void mcr__req_free(mcr_pool *p, mcr__pool_req *r)
 {
     mcr__pool_waiter *w = r->waiters;
     while (w != NULL) {
@@ -36,7 +56,23 @@ void mcr__req_free(mcr__pool_req *r)
     }
     free(r->val_copy);
     free(r->text);
+    if (r->small && p->nreq_free < REUSE_MAX && !p->freeing) {
+        r->next = p->req_free;
+        p->req_free = r;
+        p->nreq_free++;
+        return;
+    }
     free(r);
+}
+
+void mcr__req_free_all(mcr_pool *p)
+{
+    while (p->req_free != NULL) {
+        mcr__pool_req *r = p->req_free;
+        p->req_free = r->next;
+        free(r);
+    }
+    p->nreq_free = 0;
 }
 
 void mcr__deferred_push(mcr_pool *p, mcr__pool_req *r)
@@ -49,7 +85,7 @@ void mcr__deferred_push(mcr_pool *p, mcr__pool_req *r)
 
 uint32_t mcr__hot_hash(mcr_op op, const void *key, size_t len)
 {
-    return mcr__fnv1a(key, len, 2166136261u ^ (uint32_t)op);
+    return mcr__key_hash(key, len, (uint64_t)op);
 }
 
 static mcr__pool_req **hot_slot(mcr_pool *p, uint32_t h)
@@ -224,7 +260,7 @@ void mcr__finish_req(mcr_pool *p, mcr__pool_req *r)
     if (r->sent_ns != 0 && s != NULL && r->status != MCR_ERR_TIMEOUT &&
         r->status != MCR_ERR_CONNECT && r->status != MCR_ERR_CANCELLED &&
         r->status != MCR_ERR_PROTOCOL && r->status != MCR_ERR_DOWN)
-        mcr__hist_add(s, mcr__now_ns() - r->sent_ns);
+        mcr__hist_add(s, mcr__pool_now(p) - r->sent_ns);
     if (r->mget != NULL) {
         for (uint32_t j = r->cursor; j < r->nkeys; j++)
             mcr__deliver_simple(p, r, j, r->status, MCR_REPLY_MISS, r->message);
@@ -240,7 +276,6 @@ void mcr__finish_req(mcr_pool *p, mcr__pool_req *r)
             res.message = m->status != MCR_OK ? m->message : NULL;
             p->pending--;
             call_cb(p, m->done_cb, m->arg, &res);
-            free(m->next_dup);
             free(m);
         }
     } else if (!r->delivered) {
@@ -253,7 +288,7 @@ void mcr__finish_req(mcr_pool *p, mcr__pool_req *r)
         if (s->retired)
             p->up.server_maybe_free(s);
     }
-    mcr__req_free(r);
+    mcr__req_free(p, r);
 }
 
 /* Fail a request not yet in flight, later (never inside the submitting

@@ -181,7 +181,7 @@ static void retry_timer_cb(evutil_socket_t fd, short what, void *arg)
     mcr_pool *p = s->pool;
     if (s->retired || s->probing || s->health == MCR_HEALTH_UP)
         return;
-    mcr__pool_req *r = mcr__req_new(0, 0, 0);
+    mcr__pool_req *r = mcr__req_new(p, 0, 0, 0);
     if (r == NULL) {
         mcr__server_schedule_probe(s);
         return;

@@ -172,7 +172,7 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
         mcr__hot_invalidate(p, q->key, q->key_len);
     }
 
-    mcr__pool_req *r = mcr__req_new(klen ? 1 : 0, klen, 0);
+    mcr__pool_req *r = mcr__req_new(p, klen ? 1 : 0, klen, 0);
     if (r == NULL)
         return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
     if (klen) {
@@ -208,7 +208,7 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
     if (rc != MCR_OK) {
         mcr__server_unref(s);
         p->pending--;
-        mcr__req_free(r);
+        mcr__req_free(p, r);
         return mcr__pool_fail(err, rc, "out of memory");
     }
     if (r->val != NULL && r->val_copy == NULL)
