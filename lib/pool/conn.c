@@ -513,11 +513,10 @@ static int line_may_join(mcr__pool_conn *c, const mcr__pool_req *r)
         c->line_indexed = 1;
         for (const mcr__pool_req *x = c->line_first; x != NULL; x = x->next)
             for (uint32_t i = 0; i < x->nkeys; i++)
-                line_put(c, x->keys[i], x->klens[i],
-                         mcr__key_hash(x->keys[i], x->klens[i], 0));
+                line_put(c, x->keys[i], x->klens[i], x->khash[i]);
     }
     for (uint32_t j = 0; j < r->nkeys; j++)
-        if (line_find(c, r->keys[j], r->klens[j], mcr__key_hash(r->keys[j], r->klens[j], 0)))
+        if (line_find(c, r->keys[j], r->klens[j], r->khash[j]))
             return 0;
     return 1;
 }
@@ -565,29 +564,14 @@ static int line_append(mcr__pool_conn *c, const mcr__pool_req *r, int opens)
 int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
 {
     mcr_pool *p = c->server->pool;
-    mcr__wire w;
-    memset(&w, 0, sizeof(w));
-    w.op = r->op;
-    w.proto = r->force_meta ? MCR_PROTO_META : p->o.protocol;
-    w.prefix = p->prefix;
-    w.prefix_len = mcr__is_server_op(r->op) ? 0 : p->prefix_len;
-    w.keys = r->keys;
-    w.key_lens = r->klens;
-    w.nkeys = r->nkeys;
-    w.value = r->val;
-    w.value_len = r->val_len;
-    w.flags = r->flags_in;
-    w.exptime = r->exptime;
-    w.cas = r->cas_in;
-    w.delta = r->delta;
-    w.opaque = c->opaque_seq;
+    mcr_protocol proto = r->force_meta ? MCR_PROTO_META : p->o.protocol;
     r->opaque = c->opaque_seq;
     c->opaque_seq += r->nkeys > 0 ? r->nkeys : 1;
     struct evbuffer *out = c->out;
     size_t before = evbuffer_get_length(out);
     int rc;
     r->joined = 0;
-    if (w.proto == MCR_PROTO_TEXT && (r->op == MCR_OP_GET || r->op == MCR_OP_GETS)) {
+    if (proto == MCR_PROTO_TEXT && (r->op == MCR_OP_GET || r->op == MCR_OP_GETS)) {
         /* Text gets queued in one loop pass share one "get k1 k2 ..."
          * line: memcached answers a line with one reply (one send)
          * instead of one per get. */
@@ -611,7 +595,7 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
             line_start(c);
         } else if (c->line_indexed) {
             for (uint32_t j = 0; j < r->nkeys; j++)
-                line_put(c, r->keys[j], r->klens[j], mcr__key_hash(r->keys[j], r->klens[j], 0));
+                line_put(c, r->keys[j], r->klens[j], r->khash[j]);
         }
         c->line_keys += r->nkeys;
     } else {
@@ -621,6 +605,22 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
                 return MCR_ERR_PROTOCOL;
             before += 2;
         }
+        mcr__wire w;
+        memset(&w, 0, sizeof(w));
+        w.op = r->op;
+        w.proto = proto;
+        w.prefix = p->prefix;
+        w.prefix_len = mcr__is_server_op(r->op) ? 0 : p->prefix_len;
+        w.keys = r->keys;
+        w.key_lens = r->klens;
+        w.nkeys = r->nkeys;
+        w.value = r->val;
+        w.value_len = r->val_len;
+        w.flags = r->flags_in;
+        w.exptime = r->exptime;
+        w.cas = r->cas_in;
+        w.delta = r->delta;
+        w.opaque = r->opaque;
         rc = mcr__proto_write(out, &w);
     }
     if (rc != MCR_OK) {

@@ -22,6 +22,7 @@ static int mget_key_error(mcr_pool *p, mcr__pool_mget *m, mcr_op op, mcr__pool_s
         memcpy(kb, key, len);
     r->keys[0] = kb;
     r->klens[0] = len;
+    r->khash[0] = mcr__key_hash(kb, len, 0);
     r->nkeys = 1;
     r->user_idx[0] = user;
     r->op = op; /* the multi-get's own: get or gets */
@@ -61,7 +62,8 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
      * meanwhile): the next key of the same server, the dedupe table (first
      * user index by key hash), the servers touched. The multi-get's own
      * record and its chain of duplicates live until its end. */
-    size_t scratch = (n + tsize) * sizeof(size_t) + n * sizeof(mcr__pool_server *);
+    size_t scratch = (n + tsize) * sizeof(size_t) + n * sizeof(mcr__pool_server *) +
+                     n * sizeof(uint32_t);
     if (scratch > p->mg_scratch_size) {
         void *grown = malloc(scratch);
         if (grown == NULL)
@@ -73,6 +75,7 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
     size_t *next_in = p->mg_scratch;
     size_t *table = next_in + n;
     mcr__pool_server **touched = (mcr__pool_server **)(void *)(table + tsize);
+    uint32_t *khash = (uint32_t *)(void *)(touched + n); /* key i's hash */
     mcr__pool_mget *m = malloc(sizeof(*m) + n * sizeof(size_t));
     if (m == NULL)
         return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
@@ -100,7 +103,8 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
             continue;
         }
         /* duplicates: chain to the first occurrence */
-        size_t slot = mcr__key_hash(k, kl, 0) & (tsize - 1);
+        khash[i] = mcr__key_hash(k, kl, 0);
+        size_t slot = khash[i] & (tsize - 1);
         int dup = 0;
         while (table[slot] != SIZE_MAX) {
             size_t f = table[slot];
@@ -159,6 +163,7 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
                 memcpy(kb, keys[u], lens[u]);
                 r->keys[j] = kb;
                 r->klens[j] = lens[u];
+                r->khash[j] = khash[u];
                 r->user_idx[j] = u;
                 kb += lens[u];
             }

@@ -85,6 +85,8 @@ struct mcr__pool_req {
     mcr__pool_waiter *waiters;      /* gets sharing this one's reply */
     mcr__pool_mget *mget;           /* part of a multi-get */
     size_t *user_idx;          /* mget: first user index of key j */
+    uint32_t *khash;           /* key j's mcr__key_hash() with seed 0, set
+                                  with the key (the open line's table) */
     mcr__pool_req *hot_next;        /* hot-key table chain */
     mcr__pool_req *line_scan;       /* text get, the first request of its line: the
                                    request the line's last VALUE answered (reply.c
@@ -368,7 +370,7 @@ static inline void mcr__server_unref(mcr__pool_server *s)
 
 static inline char *mcr__req_key_area(mcr__pool_req *r, size_t nkeys, int with_user_idx)
 {
-    return (char *)(r + 1) + nkeys * (sizeof(char *) + sizeof(size_t)) +
+    return (char *)(r + 1) + nkeys * (sizeof(char *) + sizeof(size_t) + sizeof(uint32_t)) +
            (with_user_idx ? nkeys * sizeof(size_t) : 0);
 }
 
@@ -407,7 +409,11 @@ void mcr__req_free_all(mcr_pool *p);
 /* Queue r's end for the loop (pool.c reports it from its done event). */
 void mcr__deferred_push(mcr_pool *p, mcr__pool_req *r);
 /* The hot-key table: gets in flight that others of the same key may join. */
-uint32_t mcr__hot_hash(mcr_op op, const void *key, size_t len);
+/* The hot-key table's hash of a key whose mcr__key_hash() (seed 0) is kh. */
+static inline uint32_t mcr__hot_hash(mcr_op op, uint32_t kh)
+{
+    return kh ^ ((uint32_t)op * 0x9e3779b9u);
+}
 mcr__pool_req *mcr__hot_find(mcr_pool *p, mcr_op op, const void *key, size_t len, uint32_t h);
 void mcr__hot_remove(mcr_pool *p, mcr__pool_req *r);
 void mcr__hot_insert(mcr_pool *p, mcr__pool_req *r, uint32_t h);

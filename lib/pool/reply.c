@@ -15,7 +15,8 @@
 static int key_matches(const mcr_pool *p, const mcr__pool_req *r, uint32_t j, const char *k,
                        size_t kl)
 {
-    return kl == p->prefix_len + r->klens[j] && memcmp(k, p->prefix, p->prefix_len) == 0 &&
+    return kl == p->prefix_len + r->klens[j] &&
+           (p->prefix_len == 0 || memcmp(k, p->prefix, p->prefix_len) == 0) &&
            memcmp(k + p->prefix_len, r->keys[j], r->klens[j]) == 0;
 }
 

@@ -12,7 +12,8 @@
  * pass that ends a hundred requests overflows it. */
 #define SMALL_KEYBYTES MCR__KEY_MAX
 #define SMALL_SIZE                                                                                 \
-    (sizeof(mcr__pool_req) + sizeof(char *) + 2 * sizeof(size_t) + SMALL_KEYBYTES)
+    (sizeof(mcr__pool_req) + sizeof(char *) + 2 * sizeof(size_t) + sizeof(uint32_t) +         \
+     SMALL_KEYBYTES)
 #define REUSE_MAX 1024
 
 mcr__pool_req *mcr__req_new(mcr_pool *p, size_t nkeys, size_t keybytes, int with_user_idx)
@@ -26,7 +27,8 @@ mcr__pool_req *mcr__req_new(mcr_pool *p, size_t nkeys, size_t keybytes, int with
         memset(r, 0, sizeof(*r));
     } else {
         size_t sz = small ? SMALL_SIZE
-                          : sizeof(mcr__pool_req) + nkeys * (sizeof(char *) + sizeof(size_t)) +
+                          : sizeof(mcr__pool_req) +
+                                nkeys * (sizeof(char *) + sizeof(size_t) + sizeof(uint32_t)) +
                                 (with_user_idx ? nkeys * sizeof(size_t) : 0) + keybytes;
         r = calloc(1, sz);
         if (r == NULL)
@@ -42,6 +44,8 @@ mcr__pool_req *mcr__req_new(mcr_pool *p, size_t nkeys, size_t keybytes, int with
         r->user_idx = (size_t *)(void *)a;
         a += nkeys * sizeof(size_t);
     }
+    r->khash = (uint32_t *)(void *)a;
+    a += nkeys * sizeof(uint32_t);
     /* key bytes follow; placed by the caller with mcr__req_key_area() */
     return r;
 }
@@ -82,11 +86,6 @@ void mcr__deferred_push(mcr_pool *p, mcr__pool_req *r)
 }
 
 /* ------------------------------------------------------------ hot keys */
-
-uint32_t mcr__hot_hash(mcr_op op, const void *key, size_t len)
-{
-    return mcr__key_hash(key, len, (uint64_t)op);
-}
 
 static mcr__pool_req **hot_slot(mcr_pool *p, uint32_t h)
 {
@@ -152,8 +151,9 @@ void mcr__hot_invalidate(mcr_pool *p, const void *key, size_t len)
 {
     if (p->hot_count == 0)
         return;
+    uint32_t kh = mcr__key_hash(key, len, 0);
     for (int op = MCR_OP_GET; op <= MCR_OP_GETS; op++) {
-        uint32_t h = mcr__hot_hash((mcr_op)op, key, len);
+        uint32_t h = mcr__hot_hash((mcr_op)op, kh);
         mcr__pool_req *r = mcr__hot_find(p, (mcr_op)op, key, len, h);
         if (r != NULL)
             mcr__hot_remove(p, r);

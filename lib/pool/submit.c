@@ -145,11 +145,12 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
     size_t klen = keyed || (q->op == MCR_OP_STATS && q->key_len > 0) ? q->key_len : 0;
 
     /* Hot keys: join a get of the same key in flight. */
-    uint32_t h = 0;
+    uint32_t h = 0, kh = 0;
     int shareable = !p->o.no_coalesce && (q->op == MCR_OP_GET || q->op == MCR_OP_GETS) &&
                     q->server == NULL && pin == NULL && status == MCR_OK;
     if (shareable) {
-        h = mcr__hot_hash(q->op, q->key, q->key_len);
+        kh = mcr__key_hash(q->key, q->key_len, 0);
+        h = mcr__hot_hash(q->op, kh);
         mcr__pool_req *lead = mcr__hot_find(p, q->op, q->key, q->key_len, h);
         if (lead != NULL && lead->server != s) {
             /* routed elsewhere since (a new snapshot, a failover): this
@@ -180,6 +181,8 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
         memcpy(kb, q->key, klen);
         r->keys[0] = kb;
         r->klens[0] = klen;
+        /* gets may share a text get line: its table wants their hash */
+        r->khash[0] = shareable ? kh : mcr__is_get_family(q->op) ? mcr__key_hash(kb, klen, 0) : 0;
         r->nkeys = 1;
     }
     r->op = q->op;
