@@ -229,11 +229,74 @@ static enum first_word classify(const char *w, size_t n, mcr__line_kind *kind)
     return W_NONE;
 }
 
+/* Digits from *p up to `stop` (or the end): at most 19 of them, so that
+ * they cannot overflow. 1 and *v; 0 when anything else is there (the
+ * general parser then decides). */
+static inline int fast_u64(const char **p, const char *end, uint64_t *v)
+{
+    const char *s = *p;
+    uint64_t x = 0;
+    size_t n = 0;
+    while (s < end && *s != ' ') {
+        unsigned d = (unsigned)(unsigned char)*s - '0';
+        if (d > 9 || ++n > 19)
+            return 0;
+        x = x * 10 + d;
+        s++;
+    }
+    if (n == 0)
+        return 0;
+    *p = s;
+    *v = x;
+    return 1;
+}
+
+/* The common line "VALUE key flags bytes[ cas]" in one pass: 1 with *out
+ * set exactly as the general parser sets it; 0 for anything less plain
+ * (a tab, a control byte, long numbers, a missing field), which the
+ * general parser then reads. */
+static int parse_value_fast(const char *line, size_t len, mcr__line *out)
+{
+    const char *p = line + 6, *end = line + len, *key = p;
+    while (p < end && (unsigned char)*p > 0x20)
+        p++;
+    if (p == key || p == end || *p != ' ')
+        return 0;
+    size_t key_len = (size_t)(p - key);
+    uint64_t flags, bytes, cas = 0;
+    p++;
+    if (!fast_u64(&p, end, &flags) || flags > UINT32_MAX || p == end)
+        return 0;
+    p++;
+    if (!fast_u64(&p, end, &bytes) || bytes > MAX_DATA)
+        return 0;
+    int has_cas = 0;
+    if (p < end) {
+        p++;
+        if (!fast_u64(&p, end, &cas) || p != end)
+            return 0;
+        has_cas = 1;
+    }
+    /* control bytes below 0x20 other than tab would have stopped the key;
+     * DEL and bytes >= 0x80 are allowed in a key, as in the general path */
+    out->key = key;
+    out->key_len = key_len;
+    out->flags = (uint32_t)flags;
+    out->has_flags = 1;
+    out->bytes = bytes;
+    out->cas = cas;
+    out->has_cas = has_cas;
+    out->kind = MCR__L_VALUE;
+    return 1;
+}
+
 void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out)
 {
     memset(out, 0, sizeof(*out));
     out->kind = MCR__L_BAD;
     if (len == 0 || len > MCR__PROTO_MAX_LINE)
+        return;
+    if (len > 6 && memcmp(line, "VALUE ", 6) == 0 && parse_value_fast(line, len, out))
         return;
     /* No control byte but tab; and where the first word ends. */
     if (has_control(line, len))
@@ -319,6 +382,13 @@ static const char *first_piece(struct evbuffer *in, size_t *n)
 
 int mcr__proto_peek_line(struct evbuffer *in, const char **line, size_t *len)
 {
+    size_t avail;
+    return mcr__proto_peek_line_avail(in, line, len, &avail);
+}
+
+int mcr__proto_peek_line_avail(struct evbuffer *in, const char **line, size_t *len,
+                               size_t *avail)
+{
     /* Fast path: the line ends inside the first piece, which needs neither
      * a search across pieces nor a pullup. */
     size_t have;
@@ -329,6 +399,7 @@ int mcr__proto_peek_line(struct evbuffer *in, const char **line, size_t *len)
         if (nl != NULL && nl > p && nl[-1] == '\r') {
             *line = p;
             *len = (size_t)(nl - 1 - p);
+            *avail = have;
             return 1;
         }
         if (nl == NULL && lim == MCR__PROTO_MAX_LINE + 2)
@@ -346,6 +417,19 @@ int mcr__proto_peek_line(struct evbuffer *in, const char **line, size_t *len)
     if (*line == NULL)
         return -1;
     *len = (size_t)e.pos;
+    *avail = (size_t)e.pos + 2;
+    return 1;
+}
+
+int mcr__proto_block_at(const char *line, size_t avail, size_t line_len, uint64_t bytes,
+                        const char **data)
+{
+    if (bytes > MAX_DATA || avail - line_len - 2 < bytes + 2)
+        return 0;
+    size_t need = line_len + 2 + (size_t)bytes + 2;
+    if (line[need - 2] != '\r' || line[need - 1] != '\n')
+        return -1;
+    *data = line + line_len + 2;
     return 1;
 }
 

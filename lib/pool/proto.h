@@ -73,12 +73,22 @@ struct evbuffer;
  * (contiguous) and *len (without CRLF); 0: incomplete; -1: no CRLF within
  * MCR__PROTO_MAX_LINE bytes (not memcached's stream). */
 int mcr__proto_peek_line(struct evbuffer *in, const char **line, size_t *len);
+/* The same, and *avail: the bytes that lie contiguous from *line on (at
+ * least *len + 2), for mcr__proto_block_at(). */
+int mcr__proto_peek_line_avail(struct evbuffer *in, const char **line, size_t *len,
+                               size_t *avail);
 
 /* mcr__proto_peek_block: the data block of `bytes` bytes that follows a
  * line of `line_len` bytes (without its CRLF) at the start of `in`, left
  * in place. 1: *data (contiguous); 0: incomplete; -1: the block is not
  * ended by CRLF, or memory ran out. */
 int mcr__proto_peek_block(struct evbuffer *in, size_t line_len, uint64_t bytes, const char **data);
+/* mcr__proto_block_at: the same for a block that may lie in the `avail`
+ * contiguous bytes from `line` on (as mcr__proto_peek_line_avail() gave
+ * them): 1 and *data; -1: not ended by CRLF; 0: not all there, ask
+ * mcr__proto_peek_block(). */
+int mcr__proto_block_at(const char *line, size_t avail, size_t line_len, uint64_t bytes,
+                        const char **data);
 
 /* A data block being discarded as it arrives: a value over the client's
  * limit, read so that the stream stays in step without holding it. */

@@ -108,8 +108,8 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 return 1; /* the VA was the whole reply, its key reported */
         }
         const char *line;
-        size_t len;
-        int rc = mcr__proto_peek_line(in, &line, &len);
+        size_t len, avail;
+        int rc = mcr__proto_peek_line_avail(in, &line, &len, &avail);
         if (rc == 0)
             return 0;
         if (rc < 0) {
@@ -183,7 +183,9 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 uint32_t flags = L.flags;
                 uint64_t cas = L.cas;
                 if (!too_big) {
-                    rc = mcr__proto_peek_block(in, ll, bytes, &data);
+                    rc = mcr__proto_block_at(line, avail, ll, bytes, &data);
+                    if (rc == 0)
+                        rc = mcr__proto_peek_block(in, ll, bytes, &data);
                     if (rc == 0)
                         return 0;
                     if (rc < 0) {
