@@ -59,6 +59,7 @@ static void conn_arm(mcr__pool_conn *c, uint64_t deadline)
     struct timeval tv = { (time_t)(d / 1000000000u), (suseconds_t)((d % 1000000000u) / 1000) };
     evtimer_add(c->timer, &tv);
     c->armed_at = deadline;
+    c->armed = 1;
 }
 
 /* Close c: every request in flight fails with `status`. */
@@ -90,6 +91,7 @@ void mcr__conn_fail(mcr__pool_conn *c, int status, const char *msg)
     if (c->wev != NULL)
         event_del(c->wev);
     evtimer_del(c->timer);
+    c->armed = 0;
     if (c->flush_queued) {
         for (mcr__pool_conn **pp = &p->flush_head; *pp != NULL; pp = &(*pp)->flush_next)
             if (*pp == c) {
@@ -119,6 +121,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     mcr__pool_conn *c = arg;
     mcr_pool *p = c->server->pool;
     uint64_t now = mcr__now_ns();
+    c->armed = 0; /* it fired: not pending any more */
     if (c->state == MCR__CONN_CONNECTING && now >= c->connect_deadline) {
         char m[64];
         snprintf(m, sizeof(m), "no connection within %u ms", p->o.connect_timeout_ms);
@@ -225,8 +228,10 @@ static void conn_connected(mcr__pool_conn *c)
         setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     /* the connect deadline no longer applies; request deadlines do */
-    if (c->head == NULL)
+    if (c->head == NULL) {
         evtimer_del(c->timer);
+        c->armed = 0;
+    }
     conn_flush(c);
 }
 
@@ -456,6 +461,7 @@ mcr__pool_conn *mcr__conn_open(mcr__pool_server *s, int slot)
             setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         }
         evtimer_del(c->timer);
+        c->armed = 0;
         return c;
     }
     if (errno == EINPROGRESS) {
@@ -643,7 +649,7 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
     /* The timer serves the earliest deadline: the head request's, or the
      * connect deadline, which may come after this request's own. */
     uint64_t deadline = r->sent_ns + (uint64_t)p->o.request_timeout_ms * 1000000u;
-    if (!evtimer_pending(c->timer, NULL) || deadline < c->armed_at)
+    if (!c->armed || deadline < c->armed_at)
         conn_arm(c, deadline);
     flush_later(c);
     /* the value was written: no copy needed any more */

@@ -154,6 +154,8 @@ struct mcr__pool_conn {
     uint64_t connect_deadline;
     uint64_t graced;           /* sent_ns of the request given a read grace */
     uint64_t armed_at;         /* when the timer fires, if pending */
+    int armed;                 /* the timer is pending (kept here: asking
+                                  libevent costs a call per request) */
 };
 
 struct mcr__pool_server {
