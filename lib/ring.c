@@ -6,18 +6,13 @@
 #include <string.h>
 
 #include "internal.h"
+#include "ringsearch.h"
 
 /* libmemcached (MEMCACHED_MAX_KEY - 1): with HASH_WITH_NAMESPACE, a
  * namespace + key longer than this hashes to 0 instead of being hashed. */
 #define LMC_PREFIXED_KEY_MAX 250
-/* Largest bucket index: 2^22 buckets (16 MiB) is plenty for 1.6 M points. */
-#define INDEX_BITS_MAX 22
-/* A bucket holding at most this many points is resolved by counting, without
- * branches, how many of the next SCAN_WIDTH points lie below the hash; larger
- * buckets (rare) are bisected. The points array ends with SCAN_WIDTH sentinels
- * so the count never reads past it. */
+/* The points array ends with this many sentinels (see ringsearch.h). */
 #define SCAN_WIDTH MCR__RING_PAD
-_Static_assert(SCAN_WIDTH == 4, "find_point() counts exactly four points");
 /* "jump": jumps tried from new keys before a key that lands in a hole
  * settles for the list of buckets that are not (see jump_next). With half
  * the buckets holes, 64 misses in a row happen once in 2^64 keys. */
@@ -66,8 +61,7 @@ struct mcr_ring {
     point *points;        /* ascending by value; ties in server order; then
                              SCAN_WIDTH sentinels {UINT32_MAX, owner of
                              points[0]} that make the wrap-around implicit */
-    uint32_t *index;      /* index[b]: first point with value >= b << shift */
-    unsigned shift;       /* 32 - index bits */
+    mcr__search search;   /* which point owns a hash (ringsearch.h) */
     ring_server *servers;
     char *strings;        /* hosts and names of all servers */
     bool special_hash;    /* any of the key rules below: take the slow path */
@@ -110,38 +104,7 @@ int mcr__sort_points(point *p, size_t n)
  * (with `err` filled) for a broken continuum. */
 static int build_index(mcr_ring *r, mcr_error *err)
 {
-    unsigned bits = 1;
-    while (bits < INDEX_BITS_MAX && ((size_t)1 << (bits + 1)) <= r->npoints)
-        bits++;
-    size_t nb = (size_t)1 << bits;
-    r->shift = 32 - bits;
-    r->index = malloc((nb + 1) * sizeof(*r->index));
-    if (r->index == NULL)
-        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for the continuum index");
-    /* index[b], the first point whose bucket is >= b, is the number of
-     * points in buckets below b: count the points of each bucket (into the
-     * slot after it), then sum. No data-dependent branch, unlike walking
-     * buckets and points together, whose mispredictions cost ~8x as much
-     * (publishing a snapshot pays this for every build). */
-    const point *pts = r->points;
-    uint32_t *idx = r->index, n = (uint32_t)r->npoints, sum = 0;
-    uint32_t prev = 0, nservers = r->nservers, bad = 0;
-    unsigned shift = r->shift;
-    memset(idx, 0, (nb + 1) * sizeof(*idx));
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t v = pts[i].value;
-        bad |= (uint32_t)(v < prev) | (uint32_t)(pts[i].server >= nservers);
-        prev = v;
-        idx[(v >> shift) + 1]++;
-    }
-    if (bad)
-        return mcr__error(err, MCR_ERR_INVALID,
-                          "internal error: continuum not sorted, or a point names no server");
-    for (size_t b = 0; b <= nb; b++) {
-        sum += idx[b];
-        idx[b] = sum;
-    }
-    return MCR_OK;
+    return mcr__search_build(&r->search, r->points, r->npoints, r->nservers, err);
 }
 
 static inline uint32_t find_index(const mcr_ring *r, uint32_t h);
@@ -633,7 +596,7 @@ void mcr_ring_free(mcr_ring *r)
     if (r == NULL)
         return;
     free(r->points);
-    free(r->index);
+    mcr__search_free(&r->search);
     free(r->cum_weight);
     free(r->servers);
     free(r->strings);
@@ -711,23 +674,7 @@ uint32_t mcr_ring_hash(const mcr_ring *r, const void *key, size_t len)
 
 static inline uint32_t find_index(const mcr_ring *r, uint32_t h)
 {
-    uint32_t b = h >> r->shift;
-    uint32_t lo = r->index[b], hi = r->index[b + 1];
-    const point *p = r->points;
-
-    if (MCR__LIKELY(hi - lo <= SCAN_WIDTH)) {
-        lo += (uint32_t)(p[lo].value < h) + (uint32_t)(p[lo + 1].value < h) +
-              (uint32_t)(p[lo + 2].value < h) + (uint32_t)(p[lo + 3].value < h);
-    } else {
-        while (lo < hi) {
-            uint32_t mid = lo + (hi - lo) / 2;
-            if (p[mid].value < h)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-    }
-    return lo;
+    return mcr__search_index(&r->search, r->points, h);
 }
 
 /* The point that owns h under a rule other than RULE_SUCC (npoints > 0). */
@@ -759,10 +706,8 @@ static inline uint32_t find_point(const mcr_ring *r, uint32_t h)
 {
     if (MCR__UNLIKELY(r->rule != RULE_SUCC))
         return r->points[rule_point(r, h)].server;
-    /* The answer is in [lo, hi] of h's bucket; points from hi on are >= h (or
-     * are sentinels), so counting those below h gives the lower bound; an
-     * index of npoints is a sentinel, which carries the wrap to point 0. */
-    return r->points[find_index(r, h)].server;
+    /* an index of npoints is a sentinel, which carries the wrap to point 0 */
+    return mcr__search_server(&r->search, r->points, h);
 }
 
 /* nutcracker lays every server out `weight` times in a row and takes entry
@@ -909,7 +854,7 @@ void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size
                 h[i] = ring_hash(r, keys[base + i], lens[base + i]);
         if (r->npoints != 0)
             for (size_t i = 0; i < m; i++)
-                __builtin_prefetch(&r->index[h[i] >> r->shift]);
+                mcr__search_prefetch(&r->search, h[i]);
         for (size_t i = 0; i < m; i++)
             h[i] = ring_find(r, h[i]);
     }

@@ -399,10 +399,22 @@ START_TEST(ten_thousand_servers)
         ck_assert_uint_eq(mcr_ring_server_count(ring), 10000);
         ck_assert_uint_eq(mcr_ring_point_count(ring), want_points[m]);
         if (modes[m] != MCR_MODE_MODULA) {
-            /* Compare with a bisection over the public point list. */
+            /* Compare with a bisection over the public point list: random
+             * hashes, then the hashes where answers change (a point's
+             * value and its neighbours, every 3rd point) and the ends.
+             * Rings this large are searched through their cache lines
+             * (ringsearch.h): these are the lines' edge cases. */
             size_t n = mcr_ring_point_count(ring);
-            for (int k = 0; k < 20000; k++) {
+            for (size_t k = 0; k < 20000 + 3 * (n / 3 + 1) + 4; k++) {
                 uint32_t h = (uint32_t)tu_rand(&rng), v, s;
+                if (k >= 20000 + 3 * (n / 3 + 1)) {
+                    static const uint32_t ends[] = {0, 1, UINT32_MAX - 1, UINT32_MAX};
+                    h = ends[k - 20000 - 3 * (n / 3 + 1)];
+                } else if (k >= 20000) {
+                    size_t j = k - 20000;
+                    mcr_ring_point(ring, (j / 3) * 3 < n ? (j / 3) * 3 : n - 1, &v, NULL);
+                    h = v + (uint32_t)(j % 3) - 1; /* v - 1, v, v + 1 */
+                }
                 size_t lo = 0, hi = n;
                 while (lo < hi) {
                     size_t mid = (lo + hi) / 2;
