@@ -44,12 +44,53 @@ static void conn_destroy(mcr__pool_conn *c)
         event_free(c->timer);
     if (c->in != NULL)
         evbuffer_free(c->in);
-    if (c->out != NULL)
-        evbuffer_free(c->out);
+    free(c->out);
     free(c->line_tab);
     if (c->fd >= 0)
         evutil_closesocket(c->fd);
     free(c);
+}
+
+/* The output buffer: one array per connection, kept between passes (its
+ * capacity is what the busiest pass queued; an empty buffer over OUT_KEEP
+ * is given back). A request is formatted straight into it, and a failed
+ * one is taken back whole. */
+#define OUT_KEEP (1u << 20)
+
+/* Room for n more bytes at c->out + c->out_len, or NULL (out of memory). */
+static char *out_room(mcr__pool_conn *c, size_t n)
+{
+    if (c->out_cap - c->out_len >= n)
+        return c->out + c->out_len;
+    if (c->out_off > 0) { /* what was written makes room at the front */
+        memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+        c->out_len -= c->out_off;
+        c->out_off = 0;
+        if (c->out_cap - c->out_len >= n)
+            return c->out + c->out_len;
+    }
+    size_t cap = c->out_cap ? c->out_cap : 4096;
+    while (cap - c->out_len < n) {
+        if (cap > SIZE_MAX / 2)
+            return NULL;
+        cap *= 2;
+    }
+    char *b = realloc(c->out, cap);
+    if (b == NULL)
+        return NULL;
+    c->out = b;
+    c->out_cap = cap;
+    return c->out + c->out_len;
+}
+
+static int out_add(mcr__pool_conn *c, const char *s, size_t n)
+{
+    char *d = out_room(c, n);
+    if (d == NULL)
+        return -1;
+    memcpy(d, s, n);
+    c->out_len += n;
+    return 0;
 }
 
 static void conn_arm(mcr__pool_conn *c, uint64_t deadline)
@@ -156,7 +197,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 static void conn_flush(mcr__pool_conn *c)
 {
     if (c->line_open) {
-        if (evbuffer_add(c->out, "\r\n", 2) != 0) {
+        if (out_add(c, "\r\n", 2) != 0) {
             mcr__conn_fail(c, MCR_ERR_NOMEM, "out of memory writing a request");
             return;
         }
@@ -164,20 +205,8 @@ static void conn_flush(mcr__pool_conn *c)
     }
     if (c->state != MCR__CONN_READY)
         return;
-    while (evbuffer_get_length(c->out) > 0) {
-        struct evbuffer_iovec v[32];
-        int n = evbuffer_peek(c->out, READ_STEP, NULL, v, 32);
-        struct iovec iov[32];
-        int k = n < 32 ? n : 32;
-        for (int i = 0; i < k; i++) {
-            iov[i].iov_base = v[i].iov_base;
-            iov[i].iov_len = v[i].iov_len;
-        }
-        struct msghdr mh;
-        memset(&mh, 0, sizeof(mh));
-        mh.msg_iov = iov;
-        mh.msg_iovlen = (size_t)k;
-        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    while (c->out_len > c->out_off) {
+        ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -190,7 +219,13 @@ static void conn_flush(mcr__pool_conn *c)
             mcr__conn_fail(c, MCR_ERR_CONNECT, m);
             return;
         }
-        evbuffer_drain(c->out, (size_t)w);
+        c->out_off += (size_t)w;
+    }
+    c->out_off = c->out_len = 0;
+    if (c->out_cap > OUT_KEEP) {
+        free(c->out);
+        c->out = NULL;
+        c->out_cap = 0;
     }
 }
 
@@ -298,7 +333,7 @@ static void conn_read(evutil_socket_t fd, mcr__pool_conn *c)
             iov[i].iov_len = v[i].iov_len < room ? v[i].iov_len : room;
             room -= iov[i].iov_len;
         }
-        ssize_t n = readv(fd, iov, nv);
+        ssize_t n = nv == 1 ? read(fd, iov[0].iov_base, iov[0].iov_len) : readv(fd, iov, nv);
         if (n < 0) {
             evbuffer_commit_space(in, v, 0);
             if (errno == EINTR)
@@ -438,11 +473,10 @@ mcr__pool_conn *mcr__conn_open(mcr__pool_server *s, int slot)
         return NULL;
     }
     c->in = evbuffer_new();
-    c->out = evbuffer_new();
     c->rev = event_new(p->base, c->fd, EV_READ | EV_PERSIST, conn_read_cb, c);
     c->wev = event_new(p->base, c->fd, EV_WRITE, conn_write_cb, c);
     c->timer = evtimer_new(p->base, conn_timer_cb, c);
-    if (c->in == NULL || c->out == NULL || c->rev == NULL || c->wev == NULL || c->timer == NULL) {
+    if (c->in == NULL || c->rev == NULL || c->wev == NULL || c->timer == NULL) {
         conn_destroy(c);
         return NULL;
     }
@@ -546,10 +580,9 @@ static int line_append(mcr__pool_conn *c, const mcr__pool_req *r, int opens)
     size_t need = opens ? 4 : 0;
     for (uint32_t j = 0; j < r->nkeys; j++)
         need += 1 + p->prefix_len + r->klens[j];
-    struct evbuffer_iovec v;
-    if (evbuffer_reserve_space(c->out, (ev_ssize_t)need, &v, 1) != 1 || v.iov_len < need)
+    char *d = out_room(c, need);
+    if (d == NULL)
         return MCR_ERR_NOMEM;
-    char *d = v.iov_base;
     if (opens) {
         size_t w = r->op == MCR_OP_GET ? 3 : 4;
         memcpy(d, r->op == MCR_OP_GET ? "get" : "gets", w);
@@ -562,8 +595,8 @@ static int line_append(mcr__pool_conn *c, const mcr__pool_req *r, int opens)
         memcpy(d, r->keys[j], r->klens[j]);
         d += r->klens[j];
     }
-    v.iov_len = (size_t)(d - (char *)v.iov_base);
-    return evbuffer_commit_space(c->out, &v, 1) == 0 ? MCR_OK : MCR_ERR_NOMEM;
+    c->out_len = (size_t)(d - c->out);
+    return MCR_OK;
 }
 
 /* Write r on c. MCR_OK, or an error with r untouched (not queued). */
@@ -573,27 +606,24 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
     mcr_protocol proto = r->force_meta ? MCR_PROTO_META : p->o.protocol;
     r->opaque = c->opaque_seq;
     c->opaque_seq += r->nkeys > 0 ? r->nkeys : 1;
-    struct evbuffer *out = c->out;
-    size_t before = evbuffer_get_length(out);
     int rc;
     r->joined = 0;
     if (proto == MCR_PROTO_TEXT && (r->op == MCR_OP_GET || r->op == MCR_OP_GETS)) {
         /* Text gets queued in one loop pass share one "get k1 k2 ..."
          * line: memcached answers a line with one reply (one send)
          * instead of one per get. */
-        if (c->line_open && c->line_op == r->op && c->line_keys + r->nkeys <= LINE_KEYS_MAX &&
-            line_may_join(c, r) == 1) {
-            r->joined = 1;
-        } else if (c->line_open) {
-            rc = evbuffer_add(out, "\r\n", 2);
+        int join = c->line_open && c->line_op == r->op &&
+                   c->line_keys + r->nkeys <= LINE_KEYS_MAX && line_may_join(c, r) == 1;
+        if (!join && c->line_open) {
+            if (out_add(c, "\r\n", 2) != 0)
+                return MCR_ERR_NOMEM; /* the open line stays open */
             c->line_open = 0;
-            if (rc != 0)
-                return MCR_ERR_PROTOCOL;
         }
-        rc = line_append(c, r, !r->joined);
+        rc = line_append(c, r, !join);
         if (rc != MCR_OK)
-            return rc; /* nothing of r was written (a line opened before stays so) */
-        if (!r->joined) {
+            return rc; /* nothing of r was written */
+        r->joined = join ? 1 : 0;
+        if (!join) {
             c->line_open = 1;
             c->line_op = r->op;
             c->line_keys = 0;
@@ -606,10 +636,9 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
         c->line_keys += r->nkeys;
     } else {
         if (c->line_open) {
+            if (out_add(c, "\r\n", 2) != 0)
+                return MCR_ERR_NOMEM;
             c->line_open = 0;
-            if (evbuffer_add(out, "\r\n", 2) != 0)
-                return MCR_ERR_PROTOCOL;
-            before += 2;
         }
         mcr__wire w;
         memset(&w, 0, sizeof(w));
@@ -627,16 +656,13 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
         w.cas = r->cas_in;
         w.delta = r->delta;
         w.opaque = r->opaque;
-        rc = mcr__proto_write(out, &w);
-    }
-    if (rc != MCR_OK) {
-        /* take back what was written */
-        size_t after = evbuffer_get_length(out);
-        if (after > before) {
-            /* evbuffer has no truncate-at-end: the stream is unusable */
-            return MCR_ERR_PROTOCOL;
-        }
-        return MCR_ERR_NOMEM;
+        char *d = out_room(c, mcr__proto_bound(&w));
+        if (d == NULL)
+            return MCR_ERR_NOMEM;
+        char *end = mcr__proto_format(d, &w);
+        if (end == NULL)
+            return MCR_ERR_INVALID;
+        c->out_len = (size_t)(end - c->out);
     }
     r->conn = c;
     r->sent_ns = mcr__pool_now(p);

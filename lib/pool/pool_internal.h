@@ -131,7 +131,9 @@ struct mcr__pool_conn {
     evutil_socket_t fd;
     struct event *rev;         /* readable: persistent while open */
     struct event *wev;         /* writable: only while connecting or blocked */
-    struct evbuffer *in, *out;
+    struct evbuffer *in;
+    char *out;                 /* requests not yet written: out[out_off, out_len) (conn.c) */
+    size_t out_off, out_len, out_cap;
     struct event *timer;
     mcr__pool_conn *flush_next;     /* in the pool's list of connections to flush */
     int flush_queued;

@@ -482,7 +482,7 @@ int mcr__proto_skip_run(mcr__proto_skip *s, struct evbuffer *in)
 /* ------------------------------------------------------------ writing */
 
 /* A request is formatted straight into space reserved in the output buffer,
- * one reservation per request: its size is bounded before (wire_bound()),
+ * one reservation per request: its size is bounded before (mcr__proto_bound()),
  * and nothing is appended when the reservation fails. */
 
 /* Longest text of a number written below: 20 digits and a sign. */
@@ -527,8 +527,7 @@ static inline char *put_key(char *d, const mcr__wire *w, size_t i)
     return put(d, w->keys[i], w->key_lens[i]);
 }
 
-/* At least the bytes w's request takes. */
-static size_t wire_bound(const mcr__wire *w)
+size_t mcr__proto_bound(const mcr__wire *w)
 {
     size_t n = KEY_EXTRA + w->value_len;
     for (size_t i = 0; i < w->nkeys; i++)
@@ -712,16 +711,23 @@ static char *format_meta(char *d, const mcr__wire *w)
     }
 }
 
+char *mcr__proto_format(char *d, const mcr__wire *w)
+{
+    if ((unsigned)w->op >= MCR_OP_COUNT)
+        return NULL;
+    return w->proto == MCR_PROTO_META ? format_meta(d, w) : format_text(d, w);
+}
+
 int mcr__proto_write(struct evbuffer *out, const mcr__wire *w)
 {
     struct evbuffer_iovec v;
-    size_t bound = wire_bound(w);
+    size_t bound = mcr__proto_bound(w);
     if ((unsigned)w->op >= MCR_OP_COUNT)
         return MCR_ERR_INVALID;
     if (evbuffer_reserve_space(out, (ev_ssize_t)bound, &v, 1) != 1 || v.iov_len < bound)
         return MCR_ERR_NOMEM;
     char *d = v.iov_base;
-    char *end = w->proto == MCR_PROTO_META ? format_meta(d, w) : format_text(d, w);
+    char *end = mcr__proto_format(d, w);
     if (end == NULL) /* not committed: nothing was appended */
         return MCR_ERR_INVALID;
     v.iov_len = (size_t)(end - d);

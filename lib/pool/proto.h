@@ -128,6 +128,13 @@ typedef struct mcr__wire {
  * with nothing appended. */
 int mcr__proto_write(struct evbuffer *out, const mcr__wire *w);
 
+/* mcr__proto_bound: at least the bytes the request of w takes.
+ * mcr__proto_format: write it from d on (mcr__proto_bound(w) bytes of room):
+ * the end of what was written, or NULL for an op out of range (nothing
+ * written that counts). mcr__proto_write is these two on an evbuffer. */
+size_t mcr__proto_bound(const mcr__wire *w);
+char *mcr__proto_format(char *d, const mcr__wire *w);
+
 /* mcr__proto_key_ok: 1 when `key` (len bytes) is 1..max bytes with no
  * space or control byte, else 0. */
 int mcr__proto_key_ok(const void *key, size_t len, size_t max);
