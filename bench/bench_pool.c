@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_pool.c: the connection pool timed against libmemcached, nutcracker and a raw epoll client (the floor) on the same real memcached servers and keys: pipelined gets and sets, 100-key multi-gets. */
 #include <inttypes.h>
-#include <malloc.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,7 +11,6 @@
 #include <unistd.h>
 
 #include <event2/event.h>
-#include <libmemcached/memcached.h>
 
 #include "benchutil.h"
 #include "mcroute.h"
@@ -21,7 +18,11 @@
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
 #include "mcroute_twemproxy.h"
+#include "pool_bench.h"
 #include "pool_floor.h"
+#include "pool_lmc.h"
+#include "pool_mcr.h"
+#include "pool_report.h"
 #include "realserver.h"
 
 /*
@@ -94,34 +95,18 @@
  *    the servers' and nutcracker's CPU time (from /proc) are reported too.
  */
 
+/*
+ * The parts: pool_mcr.c runs the mcroute pool, pool_lmc.c libmemcached,
+ * pool_floor.c the floor; pool_report.c prints the results. What they share
+ * (the settings, the world, the series S, the checks) is in pool_bench.h;
+ * this file, the driver, owns it: it parses the settings, starts the
+ * servers, builds the world, runs the passes and calls the parts.
+ */
 
-#define NSERVERS 4
-#define VALUE_LEN 100
-#define KEY_MAX 48
 #define KEY_SEED 0x706f6f6c62656e63ull
-#define MAX_REPS 101
 #define START_MS 10000
-/* Mismatch messages printed per run; the rest are only counted. */
-#define MAX_MESSAGES 5
 
-typedef struct settings {
-    bool quick;
-    bool verbose;
-    bool keep;             /* keep the temporary directory (logs, YAML) */
-    size_t nkeys;
-    unsigned depth;        /* requests in flight (pipelined runs) */
-    unsigned reps;
-    unsigned mget_keys;    /* keys per multi-get */
-    unsigned mget_rounds;  /* passes over the key set per multi-get repetition */
-    unsigned mget_depth;   /* multi-gets in flight */
-    unsigned mc_threads;   /* memcached -t */
-    unsigned proxy_conns;  /* pool connections to nutcracker */
-    const char *phase;     /* --phase: only this phase ("set", "get", "multiget") */
-    const char *system;    /* --system: only this system (and the readers checking it) */
-    bool twem_pool;        /* --twem-pool: run mcroute_twem even on the same placement */
-} settings;
-
-static settings opt = {
+settings opt = {
     .nkeys = 10000,
     .depth = 128,
     .reps = 11,
@@ -133,86 +118,21 @@ static settings opt = {
 };
 
 const char *bench_program = "bench_pool";
-static int failures;
+int failures;
 
 /* ------------------------------------------------------------ systems and phases */
 
-enum {
-    SYS_MCROUTE,       /* the pool, text protocol (the default) */
-    SYS_MCROUTE_META,  /* the pool, meta protocol */
-    SYS_MCROUTE_BATCH, /* the pool (text) in libmemcached's batches */
-    SYS_LMC,
-    SYS_NUT,
-    SYS_FLOOR,         /* the raw epoll client with no library (pool_floor.c) */
-    SYS_MCROUTE_TWEM,  /* the pool on nutcracker's placement, when it differs */
-    SYS_COUNT
-};
-static const char *const sys_names[SYS_COUNT] = {"mcroute",      "mcroute_meta", "mcroute_batch",
-                                                 "libmemcached", "nutcracker",   "floor",
-                                                 "mcroute_twem"};
+const char *const sys_names[SYS_COUNT] = {"mcroute",      "mcroute_meta", "mcroute_batch",
+                                          "libmemcached", "nutcracker",   "floor",
+                                          "mcroute_twem"};
 
-enum { PH_SET, PH_GET, PH_MGET, PH_COUNT };
-static const char *const ph_names[PH_COUNT] = {"set_pipelined", "get_pipelined", "multiget"};
+const char *const ph_names[PH_COUNT] = {"set_pipelined", "get_pipelined", "multiget"};
 
-/* One repetition of one system in one phase. */
-typedef struct run {
-    double ops_per_s;   /* requests per second (keys per second for multi-gets) */
-    double p50_us, p99_us;
-    double cpu_ns;      /* client CPU per request (per key for multi-gets) */
-} run;
-
-typedef struct series {
-    bool used;
-    run r[MAX_REPS];
-    unsigned n;
-    uint64_t ops;            /* requests (keys) over all timed repetitions */
-    long long proxy_ticks;   /* nutcracker CPU over them, clock ticks */
-    long long server_ticks;  /* all memcached CPU over them, clock ticks */
-    run med;                 /* medians */
-} series;
-
-static series S[PH_COUNT][SYS_COUNT];
+series S[PH_COUNT][SYS_COUNT];
 
 /* ------------------------------------------------------------ the world */
 
-typedef struct world {
-    char dir[64];
-    rs_proc mc[NSERVERS];
-    rs_proc nut;
-    int nut_port;
-
-    /* keys and the values of the current generation */
-    size_t n;
-    char *key_bytes;
-    const char **key;
-    size_t *len;
-    char *val;            /* n * VALUE_LEN */
-    unsigned gen;
-    uint32_t *seen;       /* multi-gets: serial + 1 of the last multi-get that returned key i */
-    uint32_t serial;      /* multi-gets submitted so far */
-
-    struct event_base *base;
-    mcr_router *r_direct; /* "weighted" md5, the servers in order */
-    mcr_router *r_twem;   /* from nutcracker's YAML (NULL when the same placement) */
-    mcr_router *r_proxy;  /* nutcracker's listen address alone */
-    mcr_pool *p_direct, *p_meta, *p_twem, *p_proxy;
-    memcached_st *memc;
-    memcached_result_st result;
-    mcr_snapshot *floor_snap; /* r_direct's, held for the floor's routing */
-    pool_floor *floor;
-    bool result_ok;
-
-    /* one key per server for closing libmemcached set batches */
-    char sentinel[NSERVERS][KEY_MAX];
-    size_t sentinel_len[NSERVERS];
-    const char *sentinel_ptr[NSERVERS];
-    bool same_placement;  /* nutcracker's placement is libmemcached's */
-
-    uint64_t *lat;        /* per-request latencies of one pass, ns */
-    size_t lat_cap;
-} world;
-
-static world W;
+world W;
 
 /* ------------------------------------------------------------ small helpers */
 
@@ -298,29 +218,6 @@ static double pct_us(const uint64_t *v, size_t n, double p)
     return (double)v[rank - 1] / 1e3;
 }
 
-static void need_lat(size_t n)
-{
-    if (n > W.lat_cap) {
-        free(W.lat);
-        W.lat = bench_xmalloc(n * sizeof(*W.lat));
-        W.lat_cap = n;
-    }
-}
-
-/* The key's index: keys start with it in decimal, then ':'. SIZE_MAX when
- * the text is no key of ours. */
-static size_t key_index(const char *k, size_t len)
-{
-    size_t v = 0, i = 0;
-    for (; i < len && k[i] >= '0' && k[i] <= '9'; i++)
-        v = v * 10 + (size_t)(k[i] - '0');
-    if (i == 0 || i == len || k[i] != ':' || v >= W.n)
-        return SIZE_MAX;
-    if (W.len[v] != len || memcmp(W.key[v], k, len) != 0)
-        return SIZE_MAX;
-    return v;
-}
-
 /* ------------------------------------------------------------ keys and values */
 
 static void keys_init(size_t n)
@@ -383,429 +280,6 @@ static void values_for(unsigned gen)
     W.gen = gen;
     for (size_t i = 0; i < W.n; i++)
         make_value(W.val + i * VALUE_LEN, i, gen);
-}
-
-/* ------------------------------------------------------------ checks */
-
-/* One mismatch or error: printed for the first few of a run. */
-typedef struct checker {
-    const char *what; /* "get_pipelined mcroute" */
-    unsigned bad;
-} checker;
-
-static void bad(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void bad(checker *c, const char *fmt, ...)
-{
-    if (c->bad++ < MAX_MESSAGES) {
-        va_list ap;
-        va_start(ap, fmt);
-        printf("FAIL %s: ", c->what);
-        vprintf(fmt, ap);
-        printf("\n");
-        fflush(stdout);
-        va_end(ap);
-    }
-}
-
-static void check_value(checker *c, size_t i, const char *v, size_t vlen, uint32_t flags)
-{
-    const char *want = W.val + i * VALUE_LEN;
-    if (vlen != VALUE_LEN || memcmp(v, want, VALUE_LEN) != 0)
-        bad(c, "key %zu \"%s\": value \"%.*s\" (%zu bytes), want \"%.*s\"", i, W.key[i],
-            (int)(vlen < 60 ? vlen : 60), v, vlen, 60, want);
-    else if (flags != (uint32_t)i)
-        bad(c, "key %zu \"%s\": flags %" PRIu32 ", want %zu", i, W.key[i], flags, i);
-}
-
-/* ------------------------------------------------------------ pool runs */
-
-typedef struct win win;
-
-typedef struct slot {
-    win *w;
-    size_t idx;       /* key index */
-    uint64_t t0;      /* submission */
-    bool busy;
-} slot;
-
-struct win {
-    mcr_pool *pool;
-    bool set;
-    bool batch;       /* no submission from callbacks: batches of `depth` */
-    size_t next, done, n;
-    slot *slots;
-    bool in_submit;
-    bool stop;
-    checker *ck;
-};
-
-static void on_reply(const mcr_result *res, void *arg);
-
-static void submit_one(win *w, slot *s, uint64_t t0)
-{
-    size_t i = w->next++;
-    int rc;
-
-    s->idx = i;
-    s->t0 = t0 ? t0 : bench_now_ns();
-    s->busy = true;
-    w->in_submit = true;
-    if (w->set)
-        rc = mcr_pool_set(w->pool, W.key[i], W.len[i], W.val + i * VALUE_LEN, VALUE_LEN,
-                          (uint32_t)i, 0, on_reply, s, NULL);
-    else
-        rc = mcr_pool_get(w->pool, W.key[i], W.len[i], on_reply, s, NULL);
-    w->in_submit = false;
-    if (rc != MCR_OK) {
-        bad(w->ck, "submitting key %zu: %s", i, mcr_strerror(rc));
-        s->busy = false;
-        w->stop = true;
-        W.lat[w->done++] = 0;
-    }
-}
-
-static void on_reply(const mcr_result *res, void *arg)
-{
-    slot *s = arg;
-    win *w = s->w;
-    uint64_t t = bench_now_ns();
-
-    if (w->in_submit)
-        bad(w->ck, "callback of key %zu ran inside a submission (the contract says later)", s->idx);
-    if (!s->busy) {
-        bad(w->ck, "second callback for key %zu", s->idx);
-        return;
-    }
-    s->busy = false;
-    W.lat[w->done++] = t - s->t0;
-    if (res->status != MCR_OK) {
-        bad(w->ck, "key %zu: %s (%s)", s->idx, mcr_strerror(res->status),
-            res->message ? res->message : "");
-    } else if (w->set) {
-        if (res->reply != MCR_REPLY_STORED)
-            bad(w->ck, "key %zu: set answered %s", s->idx, mcr_reply_name(res->reply));
-    } else if (res->reply != MCR_REPLY_HIT) {
-        bad(w->ck, "key %zu: get answered %s", s->idx, mcr_reply_name(res->reply));
-    } else {
-        if (res->key_len != W.len[s->idx] || memcmp(res->key, W.key[s->idx], res->key_len) != 0)
-            bad(w->ck, "key %zu: the result names key \"%.*s\"", s->idx, (int)res->key_len,
-                res->key);
-        check_value(w->ck, s->idx, res->value, res->value_len, res->flags);
-    }
-    if (!w->batch && !w->stop && w->next < w->n)
-        submit_one(w, s, 0);
-}
-
-/* n requests (keys 0..n-1), depth in flight. Fills W.lat[0..n). */
-static void pool_pipeline(mcr_pool *pool, bool set, bool batch, size_t n, unsigned depth,
-                          checker *ck)
-{
-    win w = {.pool = pool, .set = set, .batch = batch, .n = n, .ck = ck};
-    w.slots = bench_xmalloc(depth * sizeof(*w.slots));
-    for (unsigned j = 0; j < depth; j++)
-        w.slots[j] = (slot){.w = &w};
-    need_lat(n);
-    if (!batch) {
-        for (unsigned j = 0; j < depth && w.next < n && !w.stop; j++)
-            submit_one(&w, &w.slots[j], 0);
-        mcr_pool_wait(pool);
-    } else {
-        while (w.next < n && !w.stop) {
-            uint64_t t0 = bench_now_ns();
-            for (unsigned j = 0; j < depth && w.next < n && !w.stop; j++)
-                submit_one(&w, &w.slots[j], t0);
-            mcr_pool_wait(pool);
-        }
-    }
-    if (w.done != w.next)
-        bad(ck, "%zu requests submitted, %zu called back", w.next, w.done);
-    if (w.next < n)
-        bad(ck, "stopped after %zu of %zu requests", w.next, n);
-    free(w.slots);
-}
-
-/* Multi-gets through the pool. */
-typedef struct mwin mwin;
-
-typedef struct mslot {
-    mwin *w;
-    size_t first, m;  /* keys first .. first+m-1 */
-    size_t got;       /* key callbacks */
-    uint32_t serial;  /* which multi-get: duplicates are told by it */
-    uint64_t t0;
-    bool busy;
-} mslot;
-
-struct mwin {
-    mcr_pool *pool;
-    size_t next, total;  /* multi-gets submitted, to do */
-    size_t done;
-    size_t chunks;       /* multi-gets per pass over the keys */
-    mslot *slots;
-    bool in_submit, stop;
-    checker *ck;
-};
-
-static void on_mkey(const mcr_result *res, void *arg);
-static void on_mdone(const mcr_result *res, void *arg);
-
-static void msubmit(mwin *w, mslot *s)
-{
-    size_t j = w->next++;
-    s->first = (j % w->chunks) * opt.mget_keys;
-    s->m = opt.mget_keys;
-    s->got = 0;
-    s->busy = true;
-    s->serial = ++W.serial;
-    s->t0 = bench_now_ns();
-    w->in_submit = true;
-    int rc = mcr_pool_get_multi(w->pool, MCR_OP_GET, (const void *const *)(W.key + s->first),
-                                W.len + s->first, s->m, on_mkey, on_mdone, s, NULL);
-    w->in_submit = false;
-    if (rc != MCR_OK) {
-        bad(w->ck, "submitting multi-get of keys %zu..: %s", s->first, mcr_strerror(rc));
-        s->busy = false;
-        w->stop = true;
-        W.lat[w->done++] = 0;
-    }
-}
-
-static void on_mkey(const mcr_result *res, void *arg)
-{
-    mslot *s = arg;
-    mwin *w = s->w;
-    size_t i;
-
-    if (w->in_submit)
-        bad(w->ck, "a key callback ran inside mcr_pool_get_multi()");
-    s->got++;
-    if (res->status != MCR_OK) {
-        bad(w->ck, "multi-get key \"%.*s\": %s (%s)", (int)res->key_len, res->key,
-            mcr_strerror(res->status), res->message ? res->message : "");
-        return;
-    }
-    i = key_index(res->key, res->key_len);
-    if (i == SIZE_MAX || i < s->first || i >= s->first + s->m) {
-        bad(w->ck, "multi-get of keys %zu..%zu: a result for key \"%.*s\"", s->first,
-            s->first + s->m - 1, (int)res->key_len, res->key);
-        return;
-    }
-    if (W.seen[i] == s->serial)
-        bad(w->ck, "key %zu reported twice by one multi-get", i);
-    W.seen[i] = s->serial;
-    if (res->reply != MCR_REPLY_HIT)
-        bad(w->ck, "key %zu: %s", i, mcr_reply_name(res->reply));
-    else
-        check_value(w->ck, i, res->value, res->value_len, res->flags);
-}
-
-static void on_mdone(const mcr_result *res, void *arg)
-{
-    mslot *s = arg;
-    mwin *w = s->w;
-    uint64_t t = bench_now_ns();
-
-    if (w->in_submit)
-        bad(w->ck, "a done callback ran inside mcr_pool_get_multi()");
-    if (!s->busy) {
-        bad(w->ck, "second done callback for keys %zu..", s->first);
-        return;
-    }
-    s->busy = false;
-    W.lat[w->done++] = t - s->t0;
-    if (res->status != MCR_OK)
-        bad(w->ck, "multi-get of keys %zu..: %s (%s)", s->first, mcr_strerror(res->status),
-            res->message ? res->message : "");
-    if (s->got != s->m)
-        bad(w->ck, "multi-get of %zu keys: %zu key callbacks", s->m, s->got);
-    else if (res->number != s->m)
-        bad(w->ck, "multi-get of %zu keys: done says %" PRIu64 " hits", s->m, res->number);
-    if (!w->stop && w->next < w->total)
-        msubmit(w, s);
-}
-
-/* total multi-gets of mget_keys keys each; W.lat[0..total). */
-static void pool_multiget(mcr_pool *pool, size_t total, checker *ck)
-{
-    mwin w = {.pool = pool, .total = total, .chunks = W.n / opt.mget_keys, .ck = ck};
-    w.slots = bench_xmalloc(opt.mget_depth * sizeof(*w.slots));
-    for (unsigned j = 0; j < opt.mget_depth; j++)
-        w.slots[j] = (mslot){.w = &w};
-    need_lat(total);
-    for (unsigned j = 0; j < opt.mget_depth && w.next < total && !w.stop; j++)
-        msubmit(&w, &w.slots[j]);
-    mcr_pool_wait(pool);
-    if (w.done != w.next)
-        bad(ck, "%zu multi-gets submitted, %zu done", w.next, w.done);
-    free(w.slots);
-}
-
-/* Heap bytes in use (glibc: small blocks plus mmap()ed ones). */
-static size_t heap_in_use(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-}
-
-/* The pool's memory per request in flight (the pool has no counter of its
- * own): glibc's heap in use with `depth` gets (and then mget_depth
- * multi-gets) submitted and not yet sent, minus before, over the count.
- * That is the request records, their key copies and the queued wire bytes
- * (the connections' buffers have grown in the warm-up passes already).
- * Untimed; every reply is checked as in the timed runs. */
-static void memory_info(void)
-{
-    char what[] = "memory per request in flight";
-    checker ck = {what, 0};
-    unsigned n = opt.depth < W.n ? opt.depth : (unsigned)W.n;
-    win w = {.pool = W.p_direct, .batch = true, .n = n, .ck = &ck};
-    mwin mw = {.pool = W.p_direct, .total = opt.mget_depth, .chunks = W.n / opt.mget_keys,
-               .ck = &ck};
-
-    need_lat(n > opt.mget_depth ? n : opt.mget_depth);
-    w.slots = bench_xmalloc(n * sizeof(*w.slots));
-    mw.slots = bench_xmalloc(opt.mget_depth * sizeof(*mw.slots));
-    for (unsigned j = 0; j < n; j++)
-        w.slots[j] = (slot){.w = &w};
-    for (unsigned j = 0; j < opt.mget_depth; j++)
-        mw.slots[j] = (mslot){.w = &mw};
-
-    size_t h0 = heap_in_use();
-    for (unsigned j = 0; j < n && !w.stop; j++)
-        submit_one(&w, &w.slots[j], 0);
-    size_t h1 = heap_in_use();
-    mcr_pool_wait(W.p_direct);
-    size_t h2 = heap_in_use();
-    for (unsigned j = 0; j < opt.mget_depth && !mw.stop; j++)
-        msubmit(&mw, &mw.slots[j]);
-    size_t h3 = heap_in_use();
-    mcr_pool_wait(W.p_direct);
-    if (w.done != n || mw.done != opt.mget_depth)
-        bad(&ck, "%zu of %u gets, %zu of %u multi-gets answered", w.done, n, mw.done,
-            opt.mget_depth);
-    if (ck.bad)
-        failures++;
-    else
-        printf("INFO pool_memory_per_request get_bytes=%.0f (%u gets in flight) "
-               "multiget_bytes=%.0f per_key=%.0f (%u multi-gets of %u keys) (glibc mallinfo2 "
-               "heap in use with them submitted minus before; the pool has no memory counter)\n",
-               ((double)h1 - (double)h0) / n, n, ((double)h3 - (double)h2) / opt.mget_depth,
-               ((double)h3 - (double)h2) / opt.mget_depth / opt.mget_keys, opt.mget_depth,
-               opt.mget_keys);
-    free(w.slots);
-    free(mw.slots);
-}
-
-/* ------------------------------------------------------------ libmemcached runs */
-
-/* Reads every result of the mget in progress, checking each; with `per_key`
- * W.lat[i] gets key i's latency from t0. Returns the number of results;
- * `first`/`m` bound the keys asked (m 0: any key). */
-static size_t lmc_fetch_all(checker *ck, uint64_t t0, size_t first, size_t m, bool per_key)
-{
-    memcached_return_t rc = MEMCACHED_SUCCESS;
-    memcached_result_st *r;
-    size_t got = 0;
-
-    while ((r = memcached_fetch_result(W.memc, &W.result, &rc)) != NULL) {
-        uint64_t t = bench_now_ns();
-        const char *k = memcached_result_key_value(r);
-        size_t klen = memcached_result_key_length(r);
-        size_t i = key_index(k, klen);
-        got++;
-        if (i == SIZE_MAX || (m && (i < first || i >= first + m))) {
-            bad(ck, "a result for key \"%.*s\"", (int)klen, k);
-            continue;
-        }
-        check_value(ck, i, memcached_result_value(r), memcached_result_length(r),
-                    memcached_result_flags(r));
-        if (per_key)
-            W.lat[i] = t - t0;
-    }
-    if (rc != MEMCACHED_END && rc != MEMCACHED_NOTFOUND && rc != MEMCACHED_SUCCESS)
-        bad(ck, "memcached_fetch_result: %s", memcached_strerror(W.memc, rc));
-    return got;
-}
-
-/* Gets in batches of depth keys; W.lat[i] for key i. */
-static void lmc_gets(size_t n, unsigned depth, checker *ck)
-{
-    need_lat(n);
-    for (size_t i = 0; i < n; i += depth) {
-        size_t m = n - i < depth ? n - i : depth;
-        uint64_t t0 = bench_now_ns();
-        memcached_return_t rc = memcached_mget(W.memc, W.key + i, W.len + i, m);
-        if (rc != MEMCACHED_SUCCESS) {
-            bad(ck, "memcached_mget: %s", memcached_strerror(W.memc, rc));
-            return;
-        }
-        size_t got = lmc_fetch_all(ck, t0, i, m, true);
-        if (got != m)
-            bad(ck, "mget of %zu keys from %zu: %zu results", m, i, got);
-    }
-}
-
-/* Waits for every buffered set's reply: an mget of the sentinels (whose
- * values are generation 0, set once at setup) first reads and discards the
- * pending replies of each server. */
-static void lmc_drain(checker *ck)
-{
-    memcached_return_t rc = memcached_mget(W.memc, W.sentinel_ptr, W.sentinel_len, NSERVERS);
-    memcached_result_st *r;
-    size_t got = 0;
-
-    if (rc != MEMCACHED_SUCCESS) {
-        bad(ck, "memcached_mget of the sentinels: %s", memcached_strerror(W.memc, rc));
-        return;
-    }
-    while ((r = memcached_fetch_result(W.memc, &W.result, &rc)) != NULL)
-        got++;
-    if (got != NSERVERS)
-        bad(ck, "sentinel mget: %zu of %d results (%s)", got, NSERVERS,
-            memcached_strerror(W.memc, rc));
-}
-
-/* Sets in buffered batches of depth; each set's latency is its batch's. */
-static void lmc_sets(size_t n, unsigned depth, checker *ck)
-{
-    need_lat(n);
-    for (size_t i = 0; i < n; i += depth) {
-        size_t m = n - i < depth ? n - i : depth;
-        uint64_t t0 = bench_now_ns();
-        for (size_t j = i; j < i + m; j++) {
-            memcached_return_t rc = memcached_set(W.memc, W.key[j], W.len[j],
-                                                  W.val + j * VALUE_LEN, VALUE_LEN, 0,
-                                                  (uint32_t)j);
-            if (rc != MEMCACHED_BUFFERED && rc != MEMCACHED_SUCCESS)
-                bad(ck, "memcached_set of key %zu: %s", j, memcached_strerror(W.memc, rc));
-        }
-        lmc_drain(ck);
-        uint64_t dt = bench_now_ns() - t0;
-        for (size_t j = i; j < i + m; j++)
-            W.lat[j] = dt;
-    }
-}
-
-/* total multi-gets one after the other. */
-static void lmc_multiget(size_t total, checker *ck)
-{
-    size_t chunks = W.n / opt.mget_keys;
-    need_lat(total);
-    for (size_t j = 0; j < total; j++) {
-        size_t first = (j % chunks) * opt.mget_keys;
-        uint64_t t0 = bench_now_ns();
-        memcached_return_t rc =
-            memcached_mget(W.memc, W.key + first, W.len + first, opt.mget_keys);
-        if (rc != MEMCACHED_SUCCESS) {
-            bad(ck, "memcached_mget: %s", memcached_strerror(W.memc, rc));
-            return;
-        }
-        size_t got = lmc_fetch_all(ck, t0, first, opt.mget_keys, false);
-        W.lat[j] = bench_now_ns() - t0;
-        if (got != opt.mget_keys)
-            bad(ck, "multi-get of %u keys from %zu: %zu results", opt.mget_keys, first, got);
-    }
 }
 
 /* ------------------------------------------------------------ floor runs */
@@ -1100,35 +574,6 @@ static mcr_pool *pool_on(mcr_router *r, unsigned connections, mcr_protocol proto
     return p;
 }
 
-static bool setup_lmc(void)
-{
-    memcached_return_t rc = MEMCACHED_SUCCESS;
-    W.memc = memcached_create(NULL);
-    if (W.memc == NULL)
-        return false;
-    for (int i = 0; i < NSERVERS && rc == MEMCACHED_SUCCESS; i++)
-        rc = memcached_server_add_with_weight(W.memc, "127.0.0.1", (in_port_t)W.mc[i].port, 1);
-    if (rc == MEMCACHED_SUCCESS)
-        rc = memcached_behavior_set(W.memc, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1);
-    if (rc == MEMCACHED_SUCCESS)
-        rc = memcached_behavior_set(W.memc, MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_MD5);
-    if (rc == MEMCACHED_SUCCESS)
-        rc = memcached_behavior_set(W.memc, MEMCACHED_BEHAVIOR_NO_BLOCK, 1);
-    if (rc == MEMCACHED_SUCCESS)
-        rc = memcached_behavior_set(W.memc, MEMCACHED_BEHAVIOR_BUFFER_REQUESTS, 1);
-    if (rc == MEMCACHED_SUCCESS)
-        rc = memcached_behavior_set(W.memc, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
-    if (rc == MEMCACHED_SUCCESS)
-        rc = memcached_behavior_set(W.memc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 5000);
-    if (rc != MEMCACHED_SUCCESS) {
-        printf("FAIL setup: libmemcached: %s\n", memcached_strerror(W.memc, rc));
-        failures++;
-        return false;
-    }
-    W.result_ok = memcached_result_create(W.memc, &W.result) != NULL;
-    return W.result_ok;
-}
-
 /* Every key on the same server for mcroute ("weighted"), libmemcached and
  * nutcracker's placement as mcroute's twemproxy compat reads it. */
 static bool check_placements(const mcr_twem *twem)
@@ -1147,7 +592,7 @@ static bool check_placements(const mcr_twem *twem)
     }
     for (size_t i = 0; i < W.n; i++) {
         uint32_t m = mcr_snapshot_locate(snap, W.key[i], W.len[i]);
-        uint32_t l = memcached_generate_hash(W.memc, W.key[i], W.len[i]);
+        uint32_t l = lmc_server_of(W.key[i], W.len[i]);
         uint32_t t = mcr_ring_locate(tring, W.key[i], W.len[i]);
         mcr_server_desc d;
         if (m != l) {
@@ -1173,44 +618,6 @@ static bool check_placements(const mcr_twem *twem)
            "libmemcached_vs_nutcracker_differ=%zu%s\n",
            W.n, twem_diff,
            twem_diff ? " (nutcracker compared with mcroute_twem, its own placement)" : "");
-    return true;
-}
-
-/* Pick, for each server, a key placed there (sentinels for closing
- * libmemcached set batches), and store it. */
-static bool setup_sentinels(void)
-{
-    int found = 0;
-    for (unsigned k = 0; k < 100000 && found < NSERVERS; k++) {
-        char key[KEY_MAX];
-        int len = snprintf(key, sizeof key, "sentinel:%u", k);
-        uint32_t s = memcached_generate_hash(W.memc, key, (size_t)len);
-        if (s < NSERVERS && W.sentinel_len[s] == 0) {
-            memcpy(W.sentinel[s], key, (size_t)len + 1);
-            W.sentinel_len[s] = (size_t)len;
-            W.sentinel_ptr[s] = W.sentinel[s];
-            found++;
-        }
-    }
-    if (found < NSERVERS)
-        return false;
-    for (int s = 0; s < NSERVERS; s++) {
-        mcr_request req = {.op = MCR_OP_SET,
-                           .key = W.sentinel[s],
-                           .key_len = W.sentinel_len[s],
-                           .value = "sentinel",
-                           .value_len = 8};
-        mcr_owned_result res;
-        int rc = mcr_pool_exec(W.p_direct, &req, &res);
-        if (rc != MCR_OK || res.reply != MCR_REPLY_STORED) {
-            printf("FAIL setup: storing sentinel %s: %s %s\n", W.sentinel[s], mcr_strerror(rc),
-                   res.message);
-            mcr_owned_result_clear(&res);
-            failures++;
-            return false;
-        }
-        mcr_owned_result_clear(&res);
-    }
     return true;
 }
 
@@ -1269,7 +676,7 @@ static bool setup(void)
            NSERVERS, opt.mc_threads, W.mc[0].port, W.mc[1].port, W.mc[2].port, W.mc[3].port,
            W.nut_port, W.dir);
 
-    if (!setup_lmc())
+    if (!lmc_setup())
         return false;
 
     /* mcroute, libmemcached's placement */
@@ -1349,7 +756,7 @@ static bool setup(void)
             goto out;
         }
     }
-    ok = setup_sentinels() && seed("setup");
+    ok = lmc_setup_sentinels() && seed("setup");
 out:
     mcr_config_free(cfg);
     mcr_config_free(pcfg);
@@ -1370,9 +777,7 @@ static void teardown(void)
     mcr_router_free(W.r_direct);
     mcr_router_free(W.r_twem);
     mcr_router_free(W.r_proxy);
-    if (W.result_ok)
-        memcached_result_free(&W.result);
-    memcached_free(W.memc);
+    lmc_free();
     rs_stop(&W.nut);
     for (int i = 0; i < NSERVERS; i++)
         rs_stop(&W.mc[i]);
@@ -1395,252 +800,6 @@ static void teardown(void)
     free(W.val);
     free(W.seen);
     free(W.lat);
-}
-
-/* ------------------------------------------------------------ reporting */
-
-static double median_of(const series *s, size_t field)
-{
-    double v[MAX_REPS];
-    for (unsigned i = 0; i < s->n; i++)
-        v[i] = *(const double *)((const char *)&s->r[i] + field);
-    return bench_median(v, s->n);
-}
-
-static double ticks_ns(long long ticks, uint64_t ops);
-
-static void summarize(void)
-{
-    for (int ph = 0; ph < PH_COUNT; ph++)
-        for (int sys = 0; sys < SYS_COUNT; sys++) {
-            series *s = &S[ph][sys];
-            if (!s->used || s->n == 0)
-                continue;
-            s->med.ops_per_s = median_of(s, offsetof(run, ops_per_s));
-            s->med.p50_us = median_of(s, offsetof(run, p50_us));
-            s->med.p99_us = median_of(s, offsetof(run, p99_us));
-            s->med.cpu_ns = median_of(s, offsetof(run, cpu_ns));
-            printf("RESULT %s %s %s=%.0f p50_us=%.1f p99_us=%.1f client_cpu_ns=%.0f "
-                   "server_cpu_ns=%.0f",
-                   ph_names[ph], sys_names[sys], ph == PH_MGET ? "keys_per_s" : "ops_per_s",
-                   s->med.ops_per_s, s->med.p50_us, s->med.p99_us, s->med.cpu_ns,
-                   ticks_ns(s->server_ticks, s->ops));
-            if (sys == SYS_NUT)
-                printf(" proxy_cpu_ns=%.0f", ticks_ns(s->proxy_ticks, s->ops));
-            printf(" reps=%u\n", s->n);
-        }
-    fflush(stdout);
-}
-
-/* Set when --phase or --system left something out: goals may lack data. */
-static bool any_phase_skipped;
-
-/* How a goal's measured ratio must compare with its target. */
-typedef enum { CMP_GE, CMP_GT, CMP_LE, CMP_LT } goal_cmp;
-static const char *const cmp_names[] = {">=", ">", "<=", "<"};
-
-typedef struct goal {
-    const char *name;
-    const char *rule;  /* how to read the ratio */
-    double target;
-    goal_cmp cmp;      /* throughput ratios: >= or >; cost ratios: <= or < */
-    double measured;   /* < 0: not measured */
-    const char *no_goal; /* non-NULL: an INFO line only, saying why (e.g. "mget-depth < 4") */
-} goal;
-
-static bool goal_met(const goal *g)
-{
-    switch (g->cmp) {
-    case CMP_GE:
-        return g->measured >= g->target;
-    case CMP_GT:
-        return g->measured > g->target;
-    case CMP_LE:
-        return g->measured <= g->target;
-    default:
-        return g->measured < g->target;
-    }
-}
-
-static void goal_line(const goal *g)
-{
-    if (g->measured < 0) {
-        printf("GOAL %s target=%s%.2fx measured=none %s\n", g->name, cmp_names[g->cmp],
-               g->target, any_phase_skipped ? "NOT RUN" : "MISS (a run failed)");
-        return;
-    }
-    printf("GOAL %s target=%s%.2fx measured=%.2fx %s (%s)\n", g->name, cmp_names[g->cmp],
-           g->target, g->measured, goal_met(g) ? "PASS" : "MISS", g->rule);
-}
-
-/* A goal as an INFO line: for a variant of the pool, or where the goal
- * does not apply (`why`). */
-static void goal_info(const goal *g, const char *why)
-{
-    if (g->measured < 0)
-        return;
-    printf("INFO %s measured=%.2fx (%s; would %s the goal of %s%.2fx; %s)\n", g->name,
-           g->measured, g->rule, goal_met(g) ? "meet" : "miss", cmp_names[g->cmp], g->target,
-           why);
-}
-
-static double ratio_tput(int ph, int a, int b)
-{
-    const series *x = &S[ph][a], *y = &S[ph][b];
-    if (!x->used || !y->used || x->n == 0 || y->n == 0 || y->med.ops_per_s <= 0)
-        return -1;
-    return x->med.ops_per_s / y->med.ops_per_s;
-}
-
-static double ratio_p99(int ph, int a, int b) /* b's p99 over a's: > 1 when a is lower */
-{
-    const series *x = &S[ph][a], *y = &S[ph][b];
-    if (!x->used || !y->used || x->n == 0 || y->n == 0 || x->med.p99_us <= 0)
-        return -1;
-    return y->med.p99_us / x->med.p99_us;
-}
-
-static double ratio_cpu(int ph, int a, int b) /* a's client CPU per request over b's */
-{
-    const series *x = &S[ph][a], *y = &S[ph][b];
-    if (!x->used || !y->used || x->n == 0 || y->n == 0 || y->med.cpu_ns <= 0)
-        return -1;
-    return x->med.cpu_ns / y->med.cpu_ns;
-}
-
-/* The goals of pool system `m` (`m_nut` against nutcracker) as GOAL lines,
- * or with `info` as INFO lines for a variant of the pool (names + suffix).
- * Issue 16's goals depend on the multi-gets in flight: at mget_depth 1
- * every client pays about one wakeup per server per multi-get, so the
- * pool is held to 1.10x the floor there and the libmemcached goals (which
- * a blocking client cannot overlap) apply from 4 in flight. */
-static void goals_of(int m, int m_nut, const char *suffix, bool info)
-{
-    bool deep = opt.mget_depth >= 4;
-    const char *shallow = deep ? NULL : "no goal below --mget-depth 4";
-    const goal g[] = {
-        {"multiget_vs_libmemcached", "keys/s over libmemcached's", 1.5, CMP_GE,
-         ratio_tput(PH_MGET, m, SYS_LMC), NULL},
-        {"get_pipelined_vs_libmemcached", "gets/s over libmemcached's", 1.5, CMP_GE,
-         ratio_tput(PH_GET, m, SYS_LMC), NULL},
-        {"get_pipelined_vs_nutcracker", "gets/s over nutcracker's", 1.0, CMP_GT,
-         ratio_tput(PH_GET, m_nut, SYS_NUT), NULL},
-        {"get_pipelined_p99_vs_nutcracker", "nutcracker's p99 over mcroute's: >1 = lower", 1.0,
-         CMP_GT, ratio_p99(PH_GET, m_nut, SYS_NUT), NULL},
-        {"set_pipelined_vs_nutcracker", "sets/s over nutcracker's", 1.0, CMP_GT,
-         ratio_tput(PH_SET, m_nut, SYS_NUT), NULL},
-        {"set_pipelined_p99_vs_nutcracker", "nutcracker's p99 over mcroute's: >1 = lower", 1.0,
-         CMP_GT, ratio_p99(PH_SET, m_nut, SYS_NUT), NULL},
-        {"multiget_vs_nutcracker", "keys/s over nutcracker's", 1.0, CMP_GT,
-         ratio_tput(PH_MGET, m_nut, SYS_NUT), NULL},
-        {"multiget_p99_vs_nutcracker", "nutcracker's p99 over mcroute's: >1 = lower", 1.0, CMP_GT,
-         ratio_p99(PH_MGET, m_nut, SYS_NUT), NULL},
-        /* issue 16 part 3: client CPU per key against the floor and libmemcached */
-        {"multiget_cpu_vs_floor", "client CPU per key over the floor's", deep ? 1.25 : 1.10,
-         CMP_LE, ratio_cpu(PH_MGET, m, SYS_FLOOR),
-         opt.mget_depth == 1 || deep ? NULL : "no goal at --mget-depth 2 or 3"},
-        {"multiget_cpu_vs_libmemcached", "client CPU per key over libmemcached's", 0.40, CMP_LE,
-         ratio_cpu(PH_MGET, m, SYS_LMC), shallow},
-        {"multiget_2x_vs_libmemcached", "keys/s over libmemcached's", 2.0, CMP_GE,
-         ratio_tput(PH_MGET, m, SYS_LMC), shallow},
-        {"get_pipelined_cpu_vs_floor", "client CPU per get over the floor's", 1.25, CMP_LE,
-         ratio_cpu(PH_GET, m, SYS_FLOOR), NULL},
-        {"set_pipelined_cpu_vs_floor", "client CPU per set over the floor's", 1.25, CMP_LE,
-         ratio_cpu(PH_SET, m, SYS_FLOOR), NULL},
-        {"get_pipelined_cpu_vs_libmemcached", "client CPU per get over libmemcached's", 1.0,
-         CMP_LT, ratio_cpu(PH_GET, m, SYS_LMC), NULL},
-        {"set_pipelined_cpu_vs_libmemcached", "client CPU per set over libmemcached's", 1.0,
-         CMP_LT, ratio_cpu(PH_SET, m, SYS_LMC), NULL},
-    };
-    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
-        char name[96];
-        goal x = g[i];
-        snprintf(name, sizeof name, "%s%s", g[i].name, suffix);
-        x.name = name;
-        if (info)
-            goal_info(&x, "a variant of the pool");
-        else if (x.no_goal != NULL)
-            goal_info(&x, x.no_goal);
-        else
-            goal_line(&x);
-    }
-
-    /* p99 against the references: printed, no target (issue 16 asks "no
-     * worse than today", a comparison across runs). */
-    static const int refs[] = {SYS_LMC, SYS_FLOOR};
-    for (int ph = 0; ph < PH_COUNT; ph++)
-        for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++) {
-            double r = ratio_p99(ph, m, refs[k]);
-            if (r > 0)
-                printf("INFO %s_p99_vs_%s%s measured=%.2fx (%s's p99 over mcroute's: >1 = "
-                       "lower; %.1f us against %.1f; no goal)\n",
-                       ph_names[ph], sys_names[refs[k]], suffix, r, sys_names[refs[k]],
-                       S[ph][m].med.p99_us, S[ph][refs[k]].med.p99_us);
-        }
-}
-
-static void goals(void)
-{
-    double r;
-    if ((r = ratio_tput(PH_SET, SYS_MCROUTE, SYS_LMC)) > 0)
-        printf("INFO set_pipelined_vs_libmemcached measured=%.2fx (no goal)\n", r);
-    if ((r = ratio_tput(PH_GET, SYS_MCROUTE_BATCH, SYS_LMC)) > 0)
-        printf("INFO get_batch_vs_libmemcached measured=%.2fx (the pool in libmemcached's "
-               "batches, no goal)\n", r);
-    if ((r = ratio_tput(PH_SET, SYS_MCROUTE_BATCH, SYS_LMC)) > 0)
-        printf("INFO set_batch_vs_libmemcached measured=%.2fx (the pool in libmemcached's "
-               "batches, no goal)\n", r);
-    if ((r = ratio_tput(PH_SET, SYS_MCROUTE_META, SYS_LMC)) > 0)
-        printf("INFO set_pipelined_meta_vs_libmemcached measured=%.2fx (no goal)\n", r);
-    /* The meta protocol against nutcracker, which speaks text only: the
-     * pool's best against the proxy's only way. */
-    goals_of(SYS_MCROUTE_META, SYS_MCROUTE_META, "_meta", true);
-    goals_of(SYS_MCROUTE, W.same_placement ? SYS_MCROUTE : SYS_MCROUTE_TWEM, "", false);
-    fflush(stdout);
-}
-
-static double ticks_ns(long long ticks, uint64_t ops)
-{
-    long tck = sysconf(_SC_CLK_TCK);
-    return tck > 0 && ops > 0 ? (double)ticks * 1e9 / (double)tck / (double)ops : 0.0;
-}
-
-static void table(void)
-{
-    printf("\n%-14s %-14s %10s %9s %9s %8s %8s %8s\n", "phase", "system", "ops/s", "p50 us",
-           "p99 us", "cli ns", "srv ns", "prx ns");
-    for (int ph = 0; ph < PH_COUNT; ph++)
-        for (int sys = 0; sys < SYS_COUNT; sys++) {
-            const series *s = &S[ph][sys];
-            if (!s->used || s->n == 0)
-                continue;
-            printf("%-14s %-14s %10.0f %9.1f %9.1f %8.0f %8.0f", ph_names[ph], sys_names[sys],
-                   s->med.ops_per_s, s->med.p50_us, s->med.p99_us, s->med.cpu_ns,
-                   ticks_ns(s->server_ticks, s->ops));
-            if (sys == SYS_NUT)
-                printf(" %8.0f", ticks_ns(s->proxy_ticks, s->ops));
-            printf("\n");
-        }
-    printf("multiget: ops/s counts keys, latency is per %u-key multi-get. Medians of %u\n"
-           "repetitions, %u requests in flight. cli/srv/prx ns: CPU time per request (per\n"
-           "key) of this client, of the %d memcached together, of nutcracker.\n\n",
-           opt.mget_keys, opt.reps, opt.depth, NSERVERS);
-    fflush(stdout);
-}
-
-static void pool_info(mcr_pool *p, const char *name)
-{
-    size_t n = mcr_pool_server_count(p);
-    for (size_t i = 0; i < n; i++) {
-        mcr_server_stats st;
-        if (mcr_pool_server_stats(p, i, &st) != MCR_OK)
-            continue;
-        printf("INFO pool %s server=%s requests=%" PRIu64 " hits=%" PRIu64 " misses=%" PRIu64
-               " errors=%" PRIu64 " timeouts=%" PRIu64 " coalesced=%" PRIu64
-               " connections=%u p50_us=%.1f p99_us=%.1f max_us=%.1f\n",
-               name, st.id, st.requests, st.hits, st.misses, st.errors, st.timeouts,
-               st.coalesced, st.connections, st.p50_us, st.p99_us, st.max_us);
-    }
 }
 
 /* ------------------------------------------------------------ main */
@@ -1783,12 +942,14 @@ static void print_load(void)
 int main(int argc, char **argv)
 {
     static const int phases[] = {PH_SET, PH_GET, PH_MGET};
+    /* Set when --phase or --system left something out: goals may lack data. */
+    bool any_phase_skipped = false;
 
     parse_args(argc, argv);
     printf("INFO setup keys=%zu value_bytes=%d depth=%u reps=%u mget_keys=%u mget_rounds=%u "
            "mget_depth=%u build_type=%s mcroute=%s libmemcached=%s\n",
            opt.nkeys, VALUE_LEN, opt.depth, opt.reps, opt.mget_keys, opt.mget_rounds,
-           opt.mget_depth, MCR_BENCH_BUILD_TYPE, mcr_version_string(), memcached_lib_version());
+           opt.mget_depth, MCR_BENCH_BUILD_TYPE, mcr_version_string(), lmc_version());
     print_load();
     if (!rs_executable(rs_memcached_path()) || !rs_executable(rs_nutcracker_path())) {
         printf("SKIP memcached (%s) or nutcracker (%s) is not installed\n", rs_memcached_path(),
@@ -1827,7 +988,7 @@ int main(int argc, char **argv)
         if (failures == 0)
             memory_info();
         summarize();
-        goals();
+        goals(any_phase_skipped);
         table();
         if (opt.verbose) {
             pool_info(W.p_direct, "servers");
