@@ -22,7 +22,8 @@
  *    (mcr_router_acquire + mcr_snapshot_locate + mcr_router_release for each
  *    key, or one acquire around a batch of keys) and directly with
  *    mcr_snapshot_locate on the snapshot. The difference is what the router
- *    costs a reader: the RCU read-side section and the atomic load. Both
+ *    costs a reader: the check of its thread cache (an RCU read-side section
+ *    and a reference only after a change; lib/router.c). Both
  *    sides must return the same server for every key, in every repetition
  *    (checksums).
  *  - Publishing one more server to 1,000: mcr_router_apply() (incremental
@@ -72,15 +73,21 @@ typedef struct keyset {
 typedef struct goal {
     const char *name;
     double target;   /* speedup (reference_ns / mcroute_ns) to reach */
-    double measured; /* < 0: not measured */
+    double measured; /* < 0: not measured; the worst of its cases */
     bool failed;
+    /* Cases of the goal run, and reported: a goal may cover several cases
+     * (each must reach the target), and fails if one of them failed. */
+    unsigned cases, reported;
+    const char *worst; /* the case of `measured` */
 } goal;
 
 enum { GOAL_LOOKUP, GOAL_BATCH, GOAL_ADD_1000, GOAL_ADD_100_LMC, GOAL_COUNT };
 
 /* For the lookups "mcroute" is the router and "reference" the bare
  * snapshot: the goal "at most 5% overhead" is a speedup of at least
- * 1/1.05 = 0.952. */
+ * 1/1.05 = 0.952. router_lookup_overhead covers both single-key cases, MD5
+ * (ketama) and the cheap fnv1a_32 (consistent), where the router's fixed
+ * cost per section weighs most: its measure is the worse of the two. */
 static goal goals[GOAL_COUNT] = {
     [GOAL_LOOKUP] = {"router_lookup_overhead", 1.0 / 1.05, -1.0, false},
     [GOAL_BATCH] = {"router_batch_overhead", 1.0 / 1.05, -1.0, false},
@@ -118,8 +125,13 @@ static void report(const char *name, double m, double r, int goal_id)
     printf("RESULT %s mcroute_ns=%.2f reference_ns=%.2f speedup=%.3f\n", name, m, r, speedup);
     fflush(stdout);
     if (goal_id >= 0) {
-        goals[goal_id].measured = speedup;
-        goals[goal_id].failed = false;
+        goal *gl = &goals[goal_id];
+        if (gl->reported == 0 || speedup < gl->measured) {
+            gl->measured = speedup;
+            gl->worst = name;
+        }
+        gl->reported++;
+        gl->failed = gl->reported < gl->cases;
     }
 }
 
@@ -294,8 +306,10 @@ static void case_lookup(const char *name, mcr_mode mode, mcr_hash hash, int via,
 
     if (!selected(name))
         return;
-    if (goal_id >= 0)
+    if (goal_id >= 0) {
+        goals[goal_id].cases++;
         goals[goal_id].failed = true;
+    }
     cfg = config_of(name, mode, hash, LOOKUP_SERVERS);
     snap = cfg ? snapshot_of(name, cfg, 1) : NULL;
     mcr_config_free(cfg);
@@ -658,7 +672,7 @@ int main(int argc, char **argv)
     /* A key hash several times cheaper than MD5: the same fixed cost per
      * section weighs more. */
     case_lookup("router_lookup_consistent_fnv1a_32", MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32,
-                VIA_ROUTER, &ks, -1);
+                VIA_ROUTER, &ks, GOAL_LOOKUP);
     case_lookup("router_batch_consistent_fnv1a_32", MCR_MODE_CONSISTENT, MCR_HASH_FNV1A_32,
                 VIA_BATCH, &ks, -1);
     /* mcr_router_locate(): a section and a copy of the host per key. */
@@ -672,6 +686,10 @@ int main(int argc, char **argv)
         if (gl->failed)
             printf("GOAL %s target=%.3fx measured=none MISS (the case failed)\n", gl->name,
                    gl->target);
+        else if (gl->measured >= 0 && gl->reported > 1)
+            printf("GOAL %s target=%.3fx measured=%.3fx %s (the worse of %u cases: %s)\n",
+                   gl->name, gl->target, gl->measured,
+                   gl->measured >= gl->target ? "PASS" : "MISS", gl->reported, gl->worst);
         else if (gl->measured >= 0)
             printf("GOAL %s target=%.3fx measured=%.3fx %s\n", gl->name, gl->target,
                    gl->measured, gl->measured >= gl->target ? "PASS" : "MISS");

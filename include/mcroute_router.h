@@ -15,13 +15,35 @@
  *                it changes and publishes the result through a router.
  *
  * Readers. mcr_router_acquire() returns the current snapshot and enters a
- * read-side critical section (userspace RCU); mcr_router_release() leaves
- * it. In between the snapshot stays valid even if a writer publishes another
- * one, so several lookups (mcr_snapshot_locate(), _replicas(), ...) can be
- * made against the same placement. Neither call takes a lock, allocates or
- * fails. mcr_router_locate() is one acquire + locate + release.
- * mcr_router_current() returns a counted reference instead, for a snapshot
- * kept beyond a short section (a connection pool built for one epoch).
+ * read-side section; mcr_router_release() leaves it. In between the
+ * snapshot stays valid even if a writer publishes another one, so several
+ * lookups (mcr_snapshot_locate(), _replicas(), ...) can be made against the
+ * same placement. Neither call takes a lock or fails, and only the first
+ * acquire of a router after a change does more than a few loads (see
+ * "Thread caches" below). mcr_router_locate() is one acquire + locate +
+ * release. mcr_router_current() returns a counted reference instead, for a
+ * snapshot kept beyond a short section (a connection pool built for one
+ * epoch).
+ *
+ * Thread caches: how long a replaced snapshot lives. Each thread keeps a
+ * counted reference to the current snapshot of each router it reads, up
+ * to MCR_ROUTER_THREAD_CACHE routers, and acquire returns it as long as the
+ * router has not changed (no RCU section, no reference taken: a load and
+ * two compares). The first acquire after a change of the current snapshot
+ * enters a userspace RCU section once, takes a reference to the new
+ * snapshot and drops the one it kept (which frees the old snapshot when it
+ * was the last reference: then on this thread). So a snapshot that the
+ * router replaced stays alive, besides the router's own reclamation below,
+ * for as long as some thread that got it from acquire (or
+ * mcr_router_locate(), mcr_router_epoch()) and has not read that router
+ * since: until that thread's next acquire of the router, its call of
+ * mcr_router_thread_flush(), its mcr_router_free() of the router, its
+ * reading MCR_ROUTER_THREAD_CACHE other routers since, or its exit,
+ * whichever comes first. An idle thread keeps it forever: at most
+ * MCR_ROUTER_THREAD_CACHE snapshots per thread that ever read a router. A
+ * thread that goes idle for long, or a program that wants memory back at a
+ * given moment, calls mcr_router_thread_flush(). (The first acquire in a
+ * thread also registers a thread-exit destructor, pthread_setspecific().)
  *
  * Writers. mcr_router_publish() replaces the snapshot with one of a higher
  * epoch; mcr_router_apply() builds the next snapshot from the published one
@@ -99,10 +121,14 @@
  *
  * Rules for read-side sections (between acquire and release):
  *   - release in the thread that acquired, with the router acquired from;
- *     sections nest (also across routers);
- *   - keep them short: the snapshots replaced meanwhile are reclaimed only
- *     once every section in progress has ended, and past
- *     MCR_ROUTER_RETIRED_MAX of them publishes wait;
+ *     sections nest (also across routers) and are released in reverse
+ *     order;
+ *   - keep them short: a section served from the thread cache holds its
+ *     snapshot by a reference, but a nested one that is not (its router
+ *     changed since the outer section began, or this thread has no
+ *     cached snapshot of it) is an RCU section, and the snapshots replaced
+ *     meanwhile are reclaimed only once every RCU section in progress has
+ *     ended, and past MCR_ROUTER_RETIRED_MAX of them publishes wait;
  *   - no mcr_router_publish(), _apply(), _try_apply(), _set_local_state(),
  *     _clear_local_state() (nor their try_ variants), _reclaim(),
  *     _add_hook(), _remove_hook(), _free(), mcr_watcher_new() or _free()
@@ -113,11 +139,15 @@
  * Lifetime. A router takes its own reference to every snapshot it is given;
  * the caller keeps (and must drop) its own. mcr_router_free() may only be
  * called once no other thread uses the router, no section is open and no
- * watcher is attached.
+ * watcher is attached. The snapshots the router gave out stay valid as long
+ * as their references: those of the thread caches too (above).
  *
  * Threads and processes. Reader threads need no registration: the
  * "bulletproof" flavor of liburcu registers a thread on its first read-side
- * section and unregisters it when the thread exits. A process that forks
+ * section and unregisters it when the thread exits, and the thread cache
+ * drops its references when the thread exits (a pthread key destructor;
+ * the main thread's are dropped only if it calls pthread_exit(), or
+ * mcr_router_thread_flush()). A process that forks
  * without exec and uses routers in the child must follow liburcu-bp's fork
  * protocol (urcu_bp_before_fork(), urcu_bp_after_fork_parent(),
  * urcu_bp_after_fork_child()), and, as publishes use call_rcu, its
@@ -163,7 +193,10 @@ MCR_EXTERN void mcr_router_free(mcr_router *router);
 /* mcr_router_acquire: enter a read-side section and return the current
  * (effective) snapshot, valid until the matching mcr_router_release(); NULL when the
  * router holds none yet (release anyway). `router` must not be NULL. Cannot
- * fail; does not block. */
+ * fail; does not block. From the thread cache while the router has not
+ * changed since this thread's last acquire of it; else it references the
+ * new snapshot and drops the thread's reference to the old one, which may
+ * free it (see "Thread caches" above). */
 MCR_EXTERN const mcr_snapshot *mcr_router_acquire(mcr_router *router);
 
 /* mcr_router_release: leave the section entered by mcr_router_acquire() on
@@ -171,6 +204,21 @@ MCR_EXTERN const mcr_snapshot *mcr_router_acquire(mcr_router *router);
  * tools). The snapshot must not be used afterwards. `router` must not be
  * NULL (it is not checked). Cannot fail. */
 MCR_EXTERN void mcr_router_release(mcr_router *router, const mcr_snapshot *snap);
+
+/* How many routers' snapshots one thread keeps (see "Thread caches"
+ * above): the most recently read ones. */
+#define MCR_ROUTER_THREAD_CACHE 4
+
+/* mcr_router_thread_flush: drop the calling thread's cached references to
+ * the snapshots of every router it read (see "Thread caches" above), so
+ * that the snapshots replaced since are freed now (when no other reference
+ * holds them) rather than at this thread's next acquire or exit. For a
+ * thread about to go idle for long, or a test. The next acquire of each
+ * router takes a reference again. MCR_OK, or MCR_ERR_INVALID (called inside
+ * a read-side section, which may be using one of them: nothing dropped).
+ * Affects only the calling thread; never blocks; may free snapshots (on
+ * this thread). */
+MCR_EXTERN int mcr_router_thread_flush(void);
 
 /* Where mcr_router_locate() sent a key: copied out, so it stays valid after
  * the snapshot is replaced. */
@@ -366,7 +414,9 @@ MCR_EXTERN size_t mcr_router_collect(mcr_router *router);
 
 /* mcr_router_reclaim: wait until no snapshot `router` replaced awaits
  * reclamation (a grace period: as long as the longest reader section in
- * progress; while other threads keep publishing, their snapshots too). For a caller that wants the memory back now,
+ * progress; while other threads keep publishing, their snapshots too).
+ * The router's references are then dropped; thread caches may still hold
+ * theirs (see "Thread caches" above). For a caller that wants the memory back now,
  * or a test; publishes need not call it. MCR_OK, or MCR_ERR_INVALID (NULL
  * router; called inside a read-side section, where it would wait for
  * itself). Not to be called from an event loop that must not block. */

@@ -33,6 +33,26 @@
  * bench_router measures. Its slower grace periods do not matter: no
  * publisher waits for one (below).
  *
+ * The thread cache (lib/routercache.c). Those two calls per section cost a
+ * lookup with a cheap hash about half of a bare one, so most sections are
+ * no RCU section at all: each thread keeps a counted reference to the
+ * current snapshot of each router it reads (a few), with the router's
+ * `stamp` of then, and mcr_router_acquire() returns it while the stamp is
+ * the same: one thread-local access, one load of the stamp, two compares.
+ * The first acquire after a change takes an RCU section once, references
+ * the new snapshot and drops the old one; release decrements a counter.
+ * The stamp changes with every change of `current` and is drawn from one
+ * process-wide counter, so it also tells apart a router freed and another
+ * allocated at its address. Stamp before generation (commit_locked()):
+ * a reader that saw a new generation sees the new stamp. Sections still
+ * nest: a slot's reference is dropped only when none of its thread's
+ * sections is open; a nested acquire that finds no fresh slot is an RCU
+ * section of its own, as every section was before. The cost, stated in
+ * mcroute_router.h: a thread keeps the last snapshot it read alive until
+ * its next acquire on that router, its exit or mcr_router_thread_flush().
+ * It keeps no reader in a grace period: the router's reclamation below is
+ * unchanged, and counts only the router's references.
+ *
  * Deferred, bounded reclamation. A publish must not wait for a grace
  * period: pools set their ejections in the local overlay from their event
  * loop (a change of the current snapshot like a publish), and a grace period
@@ -122,6 +142,7 @@
 #include "internal.h"
 #include "mcroute_router.h"
 #include "overlay.h"
+#include "routercache.h"
 
 /* ---- TSan annotations (see the top of the file) ---- */
 
@@ -180,6 +201,11 @@ struct mcr_router {
      * is `current`); the overlay is immutable once stored here. */
     _Atomic(mcr_snapshot *) base;
     _Atomic(mcr__overlay *) overlay;
+    /* Set (release) at each change of `current`, after the store and before
+     * `generation`, to a value of the process-wide stamps (never 0): what
+     * thread caches compare (see the top of the file). Next to `current`,
+     * whose cache line readers of the RCU path load too. */
+    _Atomic uint64_t stamp;
     /* Raised (release) by each change of `current`, after the store. */
     _Atomic uint64_t generation;
     /* Serializes publishers, and guards the hook list (publishes read it). */
@@ -227,6 +253,22 @@ typedef struct hook_frame {
 
 static _Thread_local const hook_frame *tls_hook_frames;
 
+/* The stamps of all routers (struct mcr_router): one counter, so that no
+ * two routers and no two changes share one. 64 bits: never wraps. */
+static _Atomic uint64_t g_stamps;
+
+static uint64_t next_stamp(void)
+{
+    return atomic_fetch_add_explicit(&g_stamps, 1, memory_order_relaxed) + 1;
+}
+
+/* Whether the calling thread has a read-side section open: of the thread
+ * cache (depth), or of liburcu (the router's own short sections). */
+static int in_section(void)
+{
+    return mcr__rcache_tls.depth > 0 || urcu_bp_read_ongoing();
+}
+
 static int in_own_hook(const mcr_router *router)
 {
     for (const hook_frame *f = tls_hook_frames; f != NULL; f = f->up)
@@ -262,6 +304,7 @@ int mcr_router_new(const mcr_snapshot *initial, mcr_router **out, mcr_error *err
     atomic_init(&r->current, initial ? mcr_snapshot_ref(initial) : NULL);
     atomic_init(&r->base, initial ? mcr_snapshot_ref(initial) : NULL);
     atomic_init(&r->overlay, NULL);
+    atomic_init(&r->stamp, next_stamp());
     atomic_init(&r->generation, 0);
     atomic_init(&r->nretired, 0);
     atomic_init(&r->collectable, NULL);
@@ -344,6 +387,9 @@ void mcr_router_free(mcr_router *router)
 {
     if (router == NULL)
         return;
+    /* This thread's cached reference (other threads drop theirs later: the
+     * stamp keeps a new router at this address from matching them). */
+    mcr__rcache_forget(router);
     /* The replaced snapshots still queued in call_rcu point at the router:
      * wait for their callbacks (no section of this thread is open, by
      * contract, so the grace periods can end). */
@@ -365,20 +411,94 @@ void mcr_router_free(mcr_router *router)
 
 /* ---- readers ---- */
 
-const mcr_snapshot *mcr_router_acquire(mcr_router *router)
+/* Acquire when slot[0] is not the router's fresh snapshot (see the top of
+ * the file): another slot, a refresh (depth 0 only), or an RCU section.
+ * Not inlined: the fast path would save the registers it needs. */
+static __attribute__((noinline)) const mcr_snapshot *acquire_slow(mcr_router *router,
+                                                                   mcr__rcache *c)
 {
+    uint64_t stamp = atomic_load_explicit(&router->stamp, memory_order_acquire);
+    mcr__rcache_slot *s = NULL;
+    mcr_snapshot *snap, *old;
+
+    if (c->depth < MCR__RCACHE_NEST) {
+        s = mcr__rcache_lookup(c, router);
+        if (s != NULL && s->stamp == stamp) {
+            c->depth++;
+            return s->snap;
+        }
+        /* Refresh or take a slot only when no section of this thread is
+         * open: one may be using the reference that would be dropped. */
+        s = c->depth == 0 ? mcr__rcache_claim(c, router) : NULL;
+    }
+    if (s == NULL) {
+        /* An RCU section, as before the cache: no reference taken. */
+        if (c->depth < MCR__RCACHE_NEST)
+            c->rcu_levels |= (uint64_t)1 << c->depth;
+        c->nrcu++;
+        c->depth++;
+        urcu_bp_read_lock();
+        return atomic_load_explicit(&router->current, memory_order_acquire);
+    }
+    /* `stamp` was loaded (acquire) before `current` below, which the
+     * writer stores first: the snapshot is that stamp's or a later one (a
+     * later one is seen as stale at the next acquire: refreshed again). */
     urcu_bp_read_lock();
-    return atomic_load_explicit(&router->current, memory_order_acquire);
+    snap = atomic_load_explicit(&router->current, memory_order_acquire);
+    if (snap != NULL)
+        mcr_snapshot_ref(snap);
+    MCR__TSAN_RELEASE(&router->tsan_grace_period);
+    urcu_bp_read_unlock();
+    old = s->snap;
+    s->stamp = stamp;
+    s->snap = snap;
+    c->depth++;
+    /* Perhaps the last reference (a thread that had not read since the
+     * router reclaimed its own): then this frees it, on this thread. */
+    mcr_snapshot_unref(old);
+    return snap;
 }
 
-void mcr_router_release(mcr_router *router, const mcr_snapshot *snap)
+const mcr_snapshot *mcr_router_acquire(mcr_router *router)
 {
-    (void)snap;
+    mcr__rcache *c = &mcr__rcache_tls;
+
+    if (MCR__LIKELY(c->slot[0].router == router &&
+                    c->slot[0].stamp ==
+                        atomic_load_explicit(&router->stamp, memory_order_acquire) &&
+                    c->depth < MCR__RCACHE_NEST)) {
+        c->depth++;
+        return c->slot[0].snap;
+    }
+    return acquire_slow(router, c);
+}
+
+/* Release of a section when some of this thread's are RCU sections. */
+static __attribute__((noinline)) void release_slow(mcr_router *router, mcr__rcache *c)
+{
+    unsigned d = c->depth;
+
+    if (d < MCR__RCACHE_NEST) {
+        if (((c->rcu_levels >> d) & 1) == 0)
+            return; /* a cached one */
+        c->rcu_levels &= ~((uint64_t)1 << d);
+    }
+    c->nrcu--;
     /* Before the unlock: once unlocked, the writer may already be past its
      * grace period, and the release would come too late to order our reads
      * before its free. */
     MCR__TSAN_RELEASE(&router->tsan_grace_period);
     urcu_bp_read_unlock();
+}
+
+void mcr_router_release(mcr_router *router, const mcr_snapshot *snap)
+{
+    mcr__rcache *c = &mcr__rcache_tls;
+
+    (void)snap;
+    c->depth--;
+    if (MCR__UNLIKELY(c->nrcu != 0))
+        release_slow(router, c);
 }
 
 int mcr_router_locate(mcr_router *router, const void *key, size_t len, mcr_route *out)
@@ -590,7 +710,7 @@ int mcr_router_reclaim(mcr_router *router)
     if (router == NULL)
         return MCR_ERR_INVALID;
     /* The grace periods would wait for this thread's own section. */
-    if (urcu_bp_read_ongoing())
+    if (in_section())
         return MCR_ERR_INVALID;
     wait_retired(router, 0);
     return MCR_OK;
@@ -604,7 +724,7 @@ int mcr_router_reclaim(mcr_router *router)
  * caller). */
 static int check_writer(const mcr_router *router, const char *what, mcr_error *err)
 {
-    if (urcu_bp_read_ongoing())
+    if (in_section())
         return mcr__error(err, MCR_ERR_INVALID,
                           "%s: called between mcr_router_acquire() and mcr_router_release(); "
                           "it could wait for that section forever",
@@ -801,6 +921,8 @@ static int commit_locked(mcr_router *router, plan *pl, retired **rec, int nowait
         atomic_store_explicit(&router->overlay, pl->ov, memory_order_release);
     if (eff != NULL) {
         atomic_store_explicit(&router->current, eff, memory_order_release);
+        /* Stamp before generation: see the top of the file. */
+        atomic_store_explicit(&router->stamp, next_stamp(), memory_order_release);
         atomic_fetch_add_explicit(&router->generation, 1, memory_order_release);
     }
 

@@ -12,6 +12,7 @@
 #include "mcroute.h"
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
+#include "snapshot.h" /* refs: what keeps a snapshot alive, read by the thread-cache tests */
 #include "testutil.h"
 #include "testutil_config.h"
 
@@ -343,6 +344,11 @@ END_TEST
  * sleeps. */
 typedef struct park {
     mcr_router *r;
+    /* Read first, around the section on r: r's section is then a nested
+     * one, and the reader's thread has no cached snapshot of r, so it is a
+     * real RCU section (lib/router.c): what makes grace periods wait.
+     * NULL: r's section is one of the thread cache, held by a reference. */
+    mcr_router *outer;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int inside, may_leave, left;     /* the reader */
@@ -400,6 +406,7 @@ static int park_get(park *pk, const int *flag)
 static void *parked_reader(void *arg)
 {
     park *pk = arg;
+    const mcr_snapshot *around = pk->outer ? mcr_router_acquire(pk->outer) : NULL;
     const mcr_snapshot *snap = mcr_router_acquire(pk->r);
     pk->epoch_in = mcr_snapshot_epoch(snap);
     pk->server_in = mcr_snapshot_locate(snap, "parked", 6);
@@ -410,6 +417,8 @@ static void *parked_reader(void *arg)
     pk->epoch_after = mcr_snapshot_epoch(snap);
     pk->server_after = mcr_snapshot_locate(snap, "parked", 6);
     mcr_router_release(pk->r, snap);
+    if (pk->outer != NULL)
+        mcr_router_release(pk->outer, around);
     park_set(pk, &pk->left);
     return NULL;
 }
@@ -454,14 +463,16 @@ START_TEST(publish_does_not_wait_for_readers)
 {
     mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 1);
     mcr_router *r = router_of(s1);
-    mcr_snapshot_unref(s1); /* the router's reference is the only one now */
     mcr_changes *down = mcr_changes_new();
     mcr_changes *up = mcr_changes_new();
+    mcr_snapshot_unref(s1); /* the routers' references are the only ones now */
     ck_assert_int_eq(mcr_changes_set_state(down, "10.0.0.2:11211", MCR_STATE_DOWN, NULL), MCR_OK);
     ck_assert_int_eq(mcr_changes_set_state(up, "10.0.0.2:11211", MCR_STATE_ACTIVE, NULL), MCR_OK);
+    mcr_router *outer = router_of(s1);
     park pk;
     pthread_t rd, pub;
     park_init(&pk, r);
+    pk.outer = outer;
     pk.ch = down;
 
     ck_assert_int_eq(pthread_create(&rd, NULL, parked_reader, &pk), 0);
@@ -484,6 +495,7 @@ START_TEST(publish_does_not_wait_for_readers)
     size_t retired_end = mcr_router_retired(r);
     uint64_t epoch_end = mcr_router_epoch(r);
     mcr_router_free(r);
+    mcr_router_free(outer);
     mcr_changes_free(down);
     mcr_changes_free(up);
     park_destroy(&pk);
@@ -517,12 +529,14 @@ START_TEST(reclamation_is_bounded)
 {
     mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 1);
     mcr_router *r = router_of(s1);
+    mcr_router *outer = router_of(s1);
     mcr_snapshot_unref(s1);
     mcr_changes *last = changes_weight("10.0.0.1:11211", 1000);
     mcr_error err = {0, ""};
     park pk;
     pthread_t rd, pub;
     park_init(&pk, r);
+    pk.outer = outer;
     pk.ch = last;
 
     ck_assert_int_eq(pthread_create(&rd, NULL, parked_reader, &pk), 0);
@@ -551,6 +565,7 @@ START_TEST(reclamation_is_bounded)
     ck_assert_int_eq(mcr_router_reclaim(r), MCR_OK);
     size_t reclaimed = mcr_router_retired(r);
     mcr_router_free(r);
+    mcr_router_free(outer);
     mcr_changes_free(last);
     park_destroy(&pk);
 
@@ -681,6 +696,311 @@ START_TEST(try_apply_garbage_is_freed_by_the_writer)
     ck_assert_uint_eq(after_collect, 0);
     ck_assert_uint_eq(epoch, 4);
     ck_assert_uint_eq(mcr_router_collect(NULL), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------ thread caches */
+
+/* The references that keep a snapshot alive (lib/snapshot.h). */
+static size_t refs_of(const mcr_snapshot *s)
+{
+    return atomic_load(&s->refs);
+}
+
+/* A reader thread driven by commands, one at a time, events only: it
+ * acquires a router (and releases at once, then idles), flushes its cache
+ * or exits. */
+enum { RD_NONE, RD_ACQUIRE, RD_FLUSH, RD_EXIT };
+
+typedef struct idler {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    mcr_router *r;           /* what RD_ACQUIRE reads */
+    int cmd;                 /* RD_*, set by the test, cleared by the thread */
+    unsigned done;           /* commands carried out */
+    const mcr_snapshot *got; /* what the last RD_ACQUIRE returned */
+    uint64_t got_epoch;
+    int flush_rc;
+} idler;
+
+static void *idler_main(void *arg)
+{
+    idler *t = arg;
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        while (t->cmd == RD_NONE)
+            pthread_cond_wait(&t->cv, &t->mu);
+        int cmd = t->cmd;
+        mcr_router *r = t->r;
+        pthread_mutex_unlock(&t->mu);
+        const mcr_snapshot *got = NULL;
+        uint64_t epoch = 0;
+        int rc = MCR_OK;
+        if (cmd == RD_ACQUIRE) {
+            got = mcr_router_acquire(r);
+            epoch = mcr_snapshot_epoch(got);
+            mcr_router_release(r, got);
+        } else if (cmd == RD_FLUSH) {
+            rc = mcr_router_thread_flush();
+        }
+        pthread_mutex_lock(&t->mu);
+        if (cmd == RD_ACQUIRE) {
+            t->got = got;
+            t->got_epoch = epoch;
+        }
+        t->flush_rc = rc;
+        t->cmd = RD_NONE;
+        t->done++;
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+        if (cmd == RD_EXIT)
+            return NULL;
+    }
+}
+
+static void idler_start(idler *t, pthread_t *th)
+{
+    memset(t, 0, sizeof *t);
+    ck_assert_int_eq(pthread_mutex_init(&t->mu, NULL), 0);
+    ck_assert_int_eq(pthread_cond_init(&t->cv, NULL), 0);
+    ck_assert_int_eq(pthread_create(th, NULL, idler_main, t), 0);
+}
+
+/* Have the thread carry out `cmd` (on `r` for RD_ACQUIRE) and wait for it,
+ * at most EVENT_WAIT_MS. Returns whether it was done. */
+static int idler_do(idler *t, int cmd, mcr_router *r)
+{
+    struct timespec dl;
+    int rc = 0;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += EVENT_WAIT_MS / 1000;
+    pthread_mutex_lock(&t->mu);
+    unsigned want = t->done + 1;
+    t->cmd = cmd;
+    t->r = r;
+    pthread_cond_broadcast(&t->cv);
+    while (t->done < want && rc == 0)
+        rc = pthread_cond_timedwait(&t->cv, &t->mu, &dl);
+    int ok = t->done >= want;
+    pthread_mutex_unlock(&t->mu);
+    return ok;
+}
+
+static void idler_destroy(idler *t)
+{
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+}
+
+/* The cost of the thread cache, stated in mcroute_router.h: a thread that
+ * read a router and went idle keeps the snapshot it got alive after the
+ * router replaced and reclaimed it (the router's reference is gone, the
+ * thread's is not), until its next acquire of that router, its
+ * mcr_router_thread_flush(), or its exit. The test keeps a reference of
+ * its own to each snapshot, to count the others. */
+START_TEST(idle_thread_keeps_its_snapshot)
+{
+    mcr_snapshot *s[5];
+    for (int i = 1; i <= 4; i++)
+        s[i] = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, (uint64_t)i);
+    mcr_router *r = router_of(s[1]);
+    idler t;
+    pthread_t th;
+    size_t n[16];
+    int ok[8], rc[8];
+    uint64_t epoch[4];
+    idler_start(&t, &th);
+
+    /* Read, then idle. */
+    ok[0] = idler_do(&t, RD_ACQUIRE, r);
+    epoch[0] = t.got_epoch;
+    n[0] = refs_of(s[1]);
+    rc[0] = mcr_router_publish(r, s[2], NULL);
+    rc[1] = mcr_router_reclaim(r);
+    n[1] = mcr_router_retired(r);
+    n[2] = refs_of(s[1]); /* the router let go; the idle thread did not */
+    /* Its next acquire of the router drops it. */
+    ok[1] = idler_do(&t, RD_ACQUIRE, r);
+    epoch[1] = t.got_epoch;
+    n[3] = refs_of(s[1]);
+    n[4] = refs_of(s[2]);
+    /* So does a flush. */
+    rc[2] = mcr_router_publish(r, s[3], NULL);
+    rc[3] = mcr_router_reclaim(r);
+    n[5] = refs_of(s[2]);
+    ok[2] = idler_do(&t, RD_FLUSH, NULL);
+    rc[4] = t.flush_rc;
+    n[6] = refs_of(s[2]);
+    /* And its exit. */
+    ok[3] = idler_do(&t, RD_ACQUIRE, r);
+    epoch[2] = t.got_epoch;
+    n[7] = refs_of(s[3]);
+    rc[5] = mcr_router_publish(r, s[4], NULL);
+    rc[6] = mcr_router_reclaim(r);
+    n[8] = refs_of(s[3]);
+    ok[4] = idler_do(&t, RD_EXIT, NULL);
+    pthread_join(th, NULL);
+    n[9] = refs_of(s[3]);
+    /* This thread's own: a flush inside a section is refused (nothing
+     * dropped), outside it drops. */
+    const mcr_snapshot *in = mcr_router_acquire(r);
+    n[10] = refs_of(s[4]);
+    rc[7] = mcr_router_thread_flush();
+    n[11] = refs_of(s[4]);
+    mcr_router_release(r, in);
+    int flushed = mcr_router_thread_flush();
+    n[12] = refs_of(s[4]);
+    /* mcr_router_free() drops this thread's reference too. */
+    epoch[3] = mcr_router_epoch(r);
+    n[13] = refs_of(s[4]);
+    mcr_router_free(r);
+    n[14] = refs_of(s[4]);
+    idler_destroy(&t);
+    for (int i = 1; i <= 4; i++)
+        mcr_snapshot_unref(s[i]);
+
+    ck_assert(ok[0] && ok[1] && ok[2] && ok[3] && ok[4]);
+    ck_assert_uint_eq(epoch[0], 1);
+    ck_assert_uint_eq(n[0], 4); /* the test's, the router's two (published, current), the thread's */
+    ck_assert_int_eq(rc[0], MCR_OK);
+    ck_assert_int_eq(rc[1], MCR_OK);
+    ck_assert_uint_eq(n[1], 0);
+    ck_assert_msg(n[2] == 2, "snapshot 1 has %zu references after the router reclaimed it; "
+                             "want 2: the test's and the idle thread's", n[2]);
+    ck_assert_uint_eq(epoch[1], 2);
+    ck_assert_msg(n[3] == 1, "%zu references to snapshot 1 after the idle thread's next "
+                             "acquire; want 1 (the test's)", n[3]);
+    ck_assert_uint_eq(n[4], 4);
+    ck_assert_int_eq(rc[2], MCR_OK);
+    ck_assert_int_eq(rc[3], MCR_OK);
+    ck_assert_uint_eq(n[5], 2);
+    ck_assert_int_eq(rc[4], MCR_OK);
+    ck_assert_msg(n[6] == 1, "%zu references to snapshot 2 after the flush; want 1", n[6]);
+    ck_assert_uint_eq(epoch[2], 3);
+    ck_assert_uint_eq(n[7], 4);
+    ck_assert_int_eq(rc[5], MCR_OK);
+    ck_assert_int_eq(rc[6], MCR_OK);
+    ck_assert_uint_eq(n[8], 2);
+    ck_assert_msg(n[9] == 1, "%zu references to snapshot 3 after the thread exited; want 1",
+                  n[9]);
+    ck_assert_uint_eq(n[10], 4);
+    ck_assert_int_eq(rc[7], MCR_ERR_INVALID);
+    ck_assert_uint_eq(n[11], 4);
+    ck_assert_int_eq(flushed, MCR_OK);
+    ck_assert_uint_eq(n[12], 3);
+    ck_assert_uint_eq(epoch[3], 4);
+    ck_assert_uint_eq(n[13], 4);
+    ck_assert_uint_eq(n[14], 1);
+}
+END_TEST
+
+/* A router freed and another created, probably at the same address: a
+ * thread that cached the first must get the second's snapshot, never the
+ * first's (the stamp is process-unique). And a thread reading more
+ * routers than its cache holds gets each one's snapshot. */
+START_TEST(thread_cache_never_mixes_routers)
+{
+    mcr_snapshot *a = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
+    mcr_snapshot *b = snap_of("10.0.0.3,10.0.0.4", MCR_MODE_KETAMA, 7);
+    mcr_router *r1 = router_of(a);
+    idler t;
+    pthread_t th;
+    idler_start(&t, &th);
+
+    int ok1 = idler_do(&t, RD_ACQUIRE, r1);
+    const mcr_snapshot *got1 = t.got;
+    void *addr1 = (void *)r1;
+    mcr_router_free(r1);
+    size_t refs_a = refs_of(a); /* the test's and the thread's */
+    mcr_router *r2 = router_of(b);
+    int ok2 = idler_do(&t, RD_ACQUIRE, r2);
+    const mcr_snapshot *got2 = t.got;
+    uint64_t epoch2 = t.got_epoch;
+    printf("thread cache: the second router %s the first's address\n",
+           (void *)r2 == addr1 ? "reuses" : "does not reuse");
+    /* More routers than slots, in turn, twice. */
+    mcr_router *many[MCR_ROUTER_THREAD_CACHE + 2];
+    mcr_snapshot *snaps[MCR_ROUTER_THREAD_CACHE + 2];
+    int wrong = 0;
+    for (int i = 0; i < MCR_ROUTER_THREAD_CACHE + 2; i++) {
+        snaps[i] = snap_of("10.0.0.5,10.0.0.6", MCR_MODE_KETAMA, (uint64_t)(10 + i));
+        many[i] = router_of(snaps[i]);
+    }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < MCR_ROUTER_THREAD_CACHE + 2; i++)
+            wrong += !idler_do(&t, RD_ACQUIRE, many[i]) || t.got != snaps[i];
+    int ok3 = idler_do(&t, RD_EXIT, NULL);
+    pthread_join(th, NULL);
+    size_t refs_b = refs_of(b);
+    for (int i = 0; i < MCR_ROUTER_THREAD_CACHE + 2; i++) {
+        mcr_router_free(many[i]);
+        ck_assert_uint_eq(refs_of(snaps[i]), 1);
+        mcr_snapshot_unref(snaps[i]);
+    }
+    mcr_router_free(r2);
+    idler_destroy(&t);
+
+    ck_assert(ok1 && ok2 && ok3);
+    ck_assert_ptr_eq(got1, a);
+    ck_assert_uint_eq(refs_a, 2);
+    ck_assert_ptr_eq(got2, b);
+    ck_assert_uint_eq(epoch2, 7);
+    ck_assert_int_eq(wrong, 0);
+    ck_assert_uint_eq(refs_of(a), 1); /* the thread dropped it when it took r2's */
+    ck_assert_uint_eq(refs_b, 3); /* the test's, r2's two: the thread exited */
+    mcr_snapshot_unref(a);
+    mcr_snapshot_unref(b);
+}
+END_TEST
+
+/* A section open on a cached snapshot, the router changed meanwhile by
+ * another thread: a nested acquire gets the new snapshot (an RCU section
+ * of its own), the outer one keeps the old, and once both are released
+ * this thread is in no section (reclaim, which refuses inside one, runs)
+ * and its next acquire gets the new one. */
+START_TEST(nested_acquire_after_a_change)
+{
+    mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 1);
+    mcr_router *r = router_of(s1);
+    mcr_changes *ch = changes_weight("10.0.0.1:11211", 9);
+    park pk;
+    pthread_t pub;
+    park_init(&pk, r);
+    pk.ch = ch;
+
+    const mcr_snapshot *outer = mcr_router_acquire(r);
+    ck_assert_int_eq(pthread_create(&pub, NULL, blocking_publisher, &pk), 0);
+    int published = park_wait(&pk, &pk.published);
+    pthread_join(pub, NULL);
+    const mcr_snapshot *inner = mcr_router_acquire(r);
+    uint64_t e_inner = mcr_snapshot_epoch(inner);
+    const mcr_snapshot *inner2 = mcr_router_acquire(r);
+    int refused = mcr_router_reclaim(r);
+    mcr_router_release(r, inner2);
+    mcr_router_release(r, inner);
+    uint64_t e_outer = mcr_snapshot_epoch(outer);
+    size_t refs_outer = refs_of(s1); /* the test's and this thread's cache */
+    mcr_router_release(r, outer);
+    int reclaimed = mcr_router_reclaim(r);
+    const mcr_snapshot *again = mcr_router_acquire(r);
+    mcr_router_release(r, again);
+    size_t refs_s1 = refs_of(s1);
+    mcr_router_free(r);
+    mcr_changes_free(ch);
+    park_destroy(&pk);
+
+    ck_assert(published);
+    ck_assert_int_eq(pk.publish_rc, MCR_OK);
+    ck_assert_ptr_eq(outer, s1);
+    ck_assert_uint_eq(e_inner, 2);
+    ck_assert_ptr_eq(inner2, inner);
+    ck_assert_int_eq(refused, MCR_ERR_INVALID);
+    ck_assert_uint_eq(e_outer, 1);
+    ck_assert_uint_ge(refs_outer, 2);
+    ck_assert_int_eq(reclaimed, MCR_OK);
+    ck_assert_ptr_eq(again, inner);
+    ck_assert_uint_eq(refs_s1, 1);
+    mcr_snapshot_unref(s1);
 }
 END_TEST
 
@@ -1497,6 +1817,9 @@ static Suite *router_suite(void)
     tcase_add_test(tc, reclamation_is_bounded);
     tcase_add_test(tc, try_apply_does_not_wait_for_writers);
     tcase_add_test(tc, try_apply_garbage_is_freed_by_the_writer);
+    tcase_add_test(tc, idle_thread_keeps_its_snapshot);
+    tcase_add_test(tc, thread_cache_never_mixes_routers);
+    tcase_add_test(tc, nested_acquire_after_a_change);
     tcase_add_test(tc, stress_publish_while_reading);
     suite_add_tcase(s, tc);
     TCase *tw = tcase_create("watcher");
