@@ -65,6 +65,15 @@ static void make_key(void)
     key_ok = pthread_key_create(&key, thread_exit) == 0;
 }
 
+/* Unloading the library (dlclose, and process exit): no thread may run
+ * thread_exit() from unloaded code afterwards, so the key goes first; the
+ * cached references of threads still alive are left to the process. */
+__attribute__((destructor)) static void unload(void)
+{
+    if (key_ok)
+        pthread_key_delete(key);
+}
+
 static int registered(mcr__rcache *c)
 {
     if (c->state == 0) {
