@@ -35,7 +35,7 @@
 #include "mcroute_router.h"
 #include "routercache.h"
 
-_Thread_local mcr__rcache mcr__rcache_tls;
+_Thread_local mcr__rcache mcr__rcache_tls __attribute__((tls_model("initial-exec")));
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t key;

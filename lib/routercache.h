@@ -48,7 +48,10 @@ typedef struct mcr__rcache {
 
 /* This thread's cache. Accessed only by its thread, and by the key's
  * destructor when the thread exits. */
-extern _Thread_local mcr__rcache mcr__rcache_tls;
+/* initial-exec: one %fs-relative load instead of a __tls_get_addr() call per
+ * lookup in the shared library (its few hundred bytes come from the static
+ * TLS surplus glibc keeps for libraries, dlopen()ed ones included). */
+extern _Thread_local mcr__rcache mcr__rcache_tls __attribute__((tls_model("initial-exec")));
 
 /* The slot of `router`, moved to the front, or NULL when the thread has
  * none. Never drops a reference: allowed at any depth. */
