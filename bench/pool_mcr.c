@@ -243,19 +243,20 @@ static size_t heap_in_use(void)
     return mi.uordblks + mi.hblkhd;
 }
 
-/* The pool's memory per request in flight (the pool has no counter of its
- * own): glibc's heap in use with `depth` gets (and then mget_depth
- * multi-gets) submitted and not yet sent, minus before, over the count.
- * That is the request records, their key copies and the queued wire bytes
- * (the connections' buffers have grown in the warm-up passes already).
- * Untimed; every reply is checked as in the timed runs. */
-void memory_info(void)
+/* The memory per request in flight of `pool`, one that has served nothing
+ * yet (the pool has no counter of its own): glibc's heap in use with
+ * `depth` gets (and then mget_depth multi-gets) submitted and not yet sent,
+ * minus before, over the count. That is the request blocks (from malloc the
+ * first time; a pool that has served reuses them), their key copies and the
+ * queued wire bytes with the connections' output arrays. Untimed; every
+ * reply is checked as in the timed runs. */
+void memory_info(mcr_pool *pool)
 {
     char what[] = "memory per request in flight";
     checker ck = {what, 0};
     unsigned n = opt.depth < W.n ? opt.depth : (unsigned)W.n;
-    win w = {.pool = W.p_direct, .batch = true, .n = n, .ck = &ck};
-    mwin mw = {.pool = W.p_direct, .total = opt.mget_depth, .chunks = W.n / opt.mget_keys,
+    win w = {.pool = pool, .batch = true, .n = n, .ck = &ck};
+    mwin mw = {.pool = pool, .total = opt.mget_depth, .chunks = W.n / opt.mget_keys,
                .ck = &ck};
 
     need_lat(n > opt.mget_depth ? n : opt.mget_depth);
@@ -270,12 +271,12 @@ void memory_info(void)
     for (unsigned j = 0; j < n && !w.stop; j++)
         submit_one(&w, &w.slots[j], 0);
     size_t h1 = heap_in_use();
-    mcr_pool_wait(W.p_direct);
+    mcr_pool_wait(pool);
     size_t h2 = heap_in_use();
     for (unsigned j = 0; j < opt.mget_depth && !mw.stop; j++)
         msubmit(&mw, &mw.slots[j]);
     size_t h3 = heap_in_use();
-    mcr_pool_wait(W.p_direct);
+    mcr_pool_wait(pool);
     if (w.done != n || mw.done != opt.mget_depth)
         bad(&ck, "%zu of %u gets, %zu of %u multi-gets answered", w.done, n, mw.done,
             opt.mget_depth);
@@ -284,7 +285,8 @@ void memory_info(void)
     else
         printf("INFO pool_memory_per_request get_bytes=%.0f (%u gets in flight) "
                "multiget_bytes=%.0f per_key=%.0f (%u multi-gets of %u keys) (glibc mallinfo2 "
-               "heap in use with them submitted minus before; the pool has no memory counter)\n",
+               "heap in use with them submitted minus before, on a pool that served nothing yet; "
+               "the pool has no memory counter)\n",
                ((double)h1 - (double)h0) / n, n, ((double)h3 - (double)h2) / opt.mget_depth,
                ((double)h3 - (double)h2) / opt.mget_depth / opt.mget_keys, opt.mget_depth,
                opt.mget_keys);

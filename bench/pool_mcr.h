@@ -21,6 +21,6 @@ void pool_multiget(mcr_pool *pool, size_t total, checker *ck);
 
 /* Prints the INFO line of W.p_direct's heap bytes per get and per
  * multi-get in flight (untimed; a failure counts in `failures`). */
-void memory_info(void);
+void memory_info(mcr_pool *pool);
 
 #endif
