@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "decimal.h"
 #include "internal.h"
 
 /* libmemcached: MEMCACHED_POINTS_PER_SERVER (unweighted consistent modes). */
@@ -125,15 +126,7 @@ size_t mcr__label_prefix(mcr_mode mode, const mcr__server *s, char *buf)
 
 size_t mcr__put_uint(char *p, uint32_t v)
 {
-    char tmp[10];
-    size_t n = 0, i;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    for (i = 0; i < n; i++)
-        p[i] = tmp[n - 1 - i];
-    return n;
+    return (size_t)(mcr__put_u64(p, v) - p);
 }
 
 /* nginx: point j is the CRC-32 of the base (host, "\0", port) followed by

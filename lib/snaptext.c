@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decimal.h"
 #include "snapshot.h"
 
 /*
@@ -75,18 +76,6 @@ static char *put_str(char *p, const char *s)
     return p + n;
 }
 
-static char *put_u64(char *p, uint64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    while (n > 0)
-        *p++ = tmp[--n];
-    return p;
-}
 
 static char *put_hex64(char *p, uint64_t v)
 {
@@ -108,11 +97,11 @@ static size_t header_text(const mcr_snapshot *s, char *buf)
     char *o = buf;
 
     o = put_str(o, MAGIC " ");
-    o = put_u64(o, (uint64_t)format);
+    o = mcr__put_u64(o, (uint64_t)format);
     o = put_str(o, "\nalgorithm ");
-    o = put_u64(o, MCR_SNAPSHOT_ALGORITHM);
+    o = mcr__put_u64(o, MCR_SNAPSHOT_ALGORITHM);
     o = put_str(o, "\nepoch ");
-    o = put_u64(o, s->epoch);
+    o = mcr__put_u64(o, s->epoch);
     o = put_str(o, "\nmode ");
     o = put_str(o, mcr_mode_name(p->mode));
     o = put_str(o, "\nhash ");
@@ -135,10 +124,10 @@ static size_t header_text(const mcr_snapshot *s, char *buf)
     }
     if (format == FORMAT_VERSION_TABLES) {
         o = put_str(o, "\ntable ");
-        o = put_u64(o, p->table_size);
+        o = mcr__put_u64(o, p->table_size);
     }
     o = put_str(o, "\nservers ");
-    o = put_u64(o, s->nservers);
+    o = mcr__put_u64(o, s->nservers);
     *o++ = '\n';
     return (size_t)(o - buf);
 }
@@ -163,16 +152,16 @@ static size_t server_line(const mcr_snapshot *s, const mcr__entry *e, char *buf)
     o = put_str(o, " host=");
     o = put_pct(o, e->host, e->host_len);
     o = put_str(o, " port=");
-    o = put_u64(o, (uint64_t)e->port);
+    o = mcr__put_u64(o, (uint64_t)e->port);
     o = put_str(o, " weight=");
-    o = put_u64(o, e->weight);
+    o = mcr__put_u64(o, e->weight);
     o = put_str(o, " zone=");
     if (e->zone != NULL)
         o = put_pct(o, e->zone, strlen(e->zone));
     o = put_str(o, " state=");
     o = put_str(o, mcr__state_name(e->state));
     o = put_str(o, e->named ? " named=1 points=" : " named=0 points=");
-    o = put_u64(o, points);
+    o = mcr__put_u64(o, points);
     o = put_str(o, " digest=");
     o = put_hex64(o, e->pdigest);
     if (mcr__snapshot_format(s->params.mode) == FORMAT_VERSION_TABLES) {
@@ -186,10 +175,10 @@ static size_t server_line(const mcr_snapshot *s, const mcr__entry *e, char *buf)
                     j++;
                 if (k > 0)
                     *o++ = ',';
-                o = put_u64(o, v[k]);
+                o = mcr__put_u64(o, v[k]);
                 if (j > k) {
                     *o++ = '-';
-                    o = put_u64(o, v[j]);
+                    o = mcr__put_u64(o, v[j]);
                 }
                 k = j + 1;
             }

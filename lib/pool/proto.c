@@ -6,6 +6,8 @@
 
 #include <event2/buffer.h>
 
+#include "decimal.h"
+
 /* Whether a byte of word x (eight key bytes) may be a space, a control
  * byte or DEL: the subtractions borrow into a byte whose top bit was clear
  * exactly when it is below 0x21 (or is 0x7f after the xor); a flagged word
@@ -498,26 +500,14 @@ static inline char *put(char *d, const void *s, size_t n)
 }
 #define PUT_LIT(d, lit) put((d), (lit), sizeof(lit) - 1)
 
-static char *put_u64(char *d, uint64_t v)
-{
-    char tmp[NUM_MAX];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    while (n > 0)
-        *d++ = tmp[--n];
-    return d;
-}
 
 static char *put_i64(char *d, int64_t v)
 {
     if (v < 0) {
         *d++ = '-';
-        return put_u64(d, (uint64_t)0 - (uint64_t)v);
+        return mcr__put_u64(d, (uint64_t)0 - (uint64_t)v);
     }
-    return put_u64(d, (uint64_t)v);
+    return mcr__put_u64(d, (uint64_t)v);
 }
 
 static inline char *put_key(char *d, const mcr__wire *w, size_t i)
@@ -571,14 +561,14 @@ static char *format_text(char *d, const mcr__wire *w)
         d = put(d, verb[w->op].s, verb[w->op].n);
         d = put_key(d, w, 0);
         *d++ = ' ';
-        d = put_u64(d, w->flags);
+        d = mcr__put_u64(d, w->flags);
         *d++ = ' ';
         d = put_i64(d, w->exptime);
         *d++ = ' ';
-        d = put_u64(d, w->value_len);
+        d = mcr__put_u64(d, w->value_len);
         if (w->op == MCR_OP_CAS) {
             *d++ = ' ';
-            d = put_u64(d, w->cas);
+            d = mcr__put_u64(d, w->cas);
         }
         d = PUT_LIT(d, "\r\n");
         if (w->value_len > 0)
@@ -594,7 +584,7 @@ static char *format_text(char *d, const mcr__wire *w)
         d = w->op == MCR_OP_INCR ? PUT_LIT(d, "incr ") : PUT_LIT(d, "decr ");
         d = put_key(d, w, 0);
         *d++ = ' ';
-        d = put_u64(d, w->delta);
+        d = mcr__put_u64(d, w->delta);
         return PUT_LIT(d, "\r\n");
     case MCR_OP_TOUCH:
         d = PUT_LIT(d, "touch ");
@@ -640,7 +630,7 @@ static char *format_meta(char *d, const mcr__wire *w)
             d = PUT_LIT(d, "mg ");
             d = put_key(d, w, i);
             d = cas ? PUT_LIT(d, " v f t c O") : PUT_LIT(d, " v f t O");
-            d = put_u64(d, (uint32_t)(w->opaque + i));
+            d = mcr__put_u64(d, (uint32_t)(w->opaque + i));
             if (w->nkeys > 1)
                 d = PUT_LIT(d, " q");
             if (touch) {
@@ -663,18 +653,18 @@ static char *format_meta(char *d, const mcr__wire *w)
         d = PUT_LIT(d, "ms ");
         d = put_key(d, w, 0);
         *d++ = ' ';
-        d = put_u64(d, w->value_len);
+        d = mcr__put_u64(d, w->value_len);
         d = PUT_LIT(d, " F");
-        d = put_u64(d, w->flags);
+        d = mcr__put_u64(d, w->flags);
         d = PUT_LIT(d, " T");
         d = put_i64(d, w->exptime);
         d = PUT_LIT(d, " M");
         *d++ = mode[w->op];
         d = PUT_LIT(d, " O");
-        d = put_u64(d, w->opaque);
+        d = mcr__put_u64(d, w->opaque);
         if (w->op == MCR_OP_CAS) {
             d = PUT_LIT(d, " C");
-            d = put_u64(d, w->cas);
+            d = mcr__put_u64(d, w->cas);
         }
         d = PUT_LIT(d, "\r\n");
         if (w->value_len > 0)
@@ -685,16 +675,16 @@ static char *format_meta(char *d, const mcr__wire *w)
         d = PUT_LIT(d, "md ");
         d = put_key(d, w, 0);
         d = PUT_LIT(d, " O");
-        d = put_u64(d, w->opaque);
+        d = mcr__put_u64(d, w->opaque);
         return PUT_LIT(d, "\r\n");
     case MCR_OP_INCR:
     case MCR_OP_DECR:
         d = PUT_LIT(d, "ma ");
         d = put_key(d, w, 0);
         d = PUT_LIT(d, " D");
-        d = put_u64(d, w->delta);
+        d = mcr__put_u64(d, w->delta);
         d = w->op == MCR_OP_INCR ? PUT_LIT(d, " MI v O") : PUT_LIT(d, " MD v O");
-        d = put_u64(d, w->opaque);
+        d = mcr__put_u64(d, w->opaque);
         return PUT_LIT(d, "\r\n");
     case MCR_OP_TOUCH:
         d = PUT_LIT(d, "mg ");
@@ -702,7 +692,7 @@ static char *format_meta(char *d, const mcr__wire *w)
         d = PUT_LIT(d, " T");
         d = put_i64(d, w->exptime);
         d = PUT_LIT(d, " O");
-        d = put_u64(d, w->opaque);
+        d = mcr__put_u64(d, w->opaque);
         return PUT_LIT(d, "\r\n");
     case MCR_OP_NOOP:
         return PUT_LIT(d, "mn\r\n");
