@@ -36,15 +36,23 @@
  * The thread cache (lib/routercache.c). Those two calls per section cost a
  * lookup with a cheap hash about half of a bare one, so most sections are
  * no RCU section at all: each thread keeps a counted reference to the
- * current snapshot of each router it reads (a few), with the router's
- * `stamp` of then, and mcr_router_acquire() returns it while the stamp is
- * the same: one thread-local access, one load of the stamp, two compares.
- * The first acquire after a change takes an RCU section once, references
- * the new snapshot and drops the old one; release decrements a counter.
- * The stamp changes with every change of `current` and is drawn from one
- * process-wide counter, so it also tells apart a router freed and another
- * allocated at its address. Stamp before generation (commit_locked()):
- * a reader that saw a new generation sees the new stamp. Sections still
+ * current snapshot of each router it reads (a few), and
+ * mcr_router_acquire() returns it while it is still the router's `current`:
+ * one thread-local access, one load of `current` (compared, not
+ * dereferenced), two compares. The comparison is of the snapshot itself,
+ * so a cached answer is exactly what an RCU reader would get at that
+ * moment: never older than what the thread saw before through another
+ * call (mcr_router_current(), a nested section). (A per-router change
+ * counter stored after `current` was tried first: in the window between
+ * the two stores a thread could get the new snapshot from
+ * mcr_router_current() and then the old one from the cache, and
+ * test_router's stress test caught the epoch going backwards under TSan.)
+ * The cached reference keeps its snapshot from being freed, so its address
+ * cannot be reused by another one; a router freed and another made at its
+ * address either has that very snapshot as current (the right answer) or
+ * another (a refresh). The first acquire after a change takes an RCU
+ * section once, references the new snapshot and drops the old one; release
+ * decrements a counter. Sections still
  * nest: a slot's reference is dropped only when none of its thread's
  * sections is open; a nested acquire that finds no fresh slot is an RCU
  * section of its own, as every section was before. The cost, stated in
@@ -176,14 +184,6 @@ typedef struct hook_frame {
 
 static _Thread_local const hook_frame *tls_hook_frames;
 
-/* The stamps of all routers (struct mcr_router): one counter, so that no
- * two routers and no two changes share one. 64 bits: never wraps. */
-static _Atomic uint64_t g_stamps;
-
-static uint64_t next_stamp(void)
-{
-    return atomic_fetch_add_explicit(&g_stamps, 1, memory_order_relaxed) + 1;
-}
 
 /* Whether the calling thread has a read-side section open: of the thread
  * cache (depth), or of liburcu (the router's own short sections). */
@@ -227,7 +227,6 @@ int mcr_router_new(const mcr_snapshot *initial, mcr_router **out, mcr_error *err
     atomic_init(&r->current, initial ? mcr_snapshot_ref(initial) : NULL);
     atomic_init(&r->base, initial ? mcr_snapshot_ref(initial) : NULL);
     atomic_init(&r->overlay, NULL);
-    atomic_init(&r->stamp, next_stamp());
     atomic_init(&r->generation, 0);
     atomic_init(&r->nretired, 0);
     atomic_init(&r->collectable, NULL);
@@ -310,8 +309,9 @@ void mcr_router_free(mcr_router *router)
 {
     if (router == NULL)
         return;
-    /* This thread's cached reference (other threads drop theirs later: the
-     * stamp keeps a new router at this address from matching them). */
+    /* This thread's cached reference (other threads drop theirs later: a
+     * new router at this address matches one only if that very snapshot is
+     * its current one, which is then the right answer). */
     mcr__rcache_forget(router);
     /* The replaced snapshots still queued in call_rcu point at the router:
      * wait for their callbacks (no section of this thread is open, by
@@ -340,13 +340,13 @@ void mcr_router_free(mcr_router *router)
 static __attribute__((noinline)) const mcr_snapshot *acquire_slow(mcr_router *router,
                                                                    mcr__rcache *c)
 {
-    uint64_t stamp = atomic_load_explicit(&router->stamp, memory_order_acquire);
+    const mcr_snapshot *now = atomic_load_explicit(&router->current, memory_order_acquire);
     mcr__rcache_slot *s = NULL;
     mcr_snapshot *snap, *old;
 
     if (c->depth < MCR__RCACHE_NEST) {
         s = mcr__rcache_lookup(c, router);
-        if (s != NULL && s->stamp == stamp) {
+        if (s != NULL && s->snap == now) {
             c->depth++;
             return s->snap;
         }
@@ -363,9 +363,7 @@ static __attribute__((noinline)) const mcr_snapshot *acquire_slow(mcr_router *ro
         urcu_bp_read_lock();
         return atomic_load_explicit(&router->current, memory_order_acquire);
     }
-    /* `stamp` was loaded (acquire) before `current` below, which the
-     * writer stores first: the snapshot is that stamp's or a later one (a
-     * later one is seen as stale at the next acquire: refreshed again). */
+    /* `current` again, inside the section: it may have changed since. */
     urcu_bp_read_lock();
     snap = atomic_load_explicit(&router->current, memory_order_acquire);
     if (snap != NULL)
@@ -373,7 +371,6 @@ static __attribute__((noinline)) const mcr_snapshot *acquire_slow(mcr_router *ro
     MCR__TSAN_RELEASE(&router->tsan_grace_period);
     urcu_bp_read_unlock();
     old = s->snap;
-    s->stamp = stamp;
     s->snap = snap;
     c->depth++;
     /* Perhaps the last reference (a thread that had not read since the
@@ -387,8 +384,8 @@ const mcr_snapshot *mcr_router_acquire(mcr_router *router)
     mcr__rcache *c = &mcr__rcache_tls;
 
     if (MCR__LIKELY(c->slot[0].router == router &&
-                    c->slot[0].stamp ==
-                        atomic_load_explicit(&router->stamp, memory_order_acquire) &&
+                    c->slot[0].snap ==
+                        atomic_load_explicit(&router->current, memory_order_acquire) &&
                     c->depth < MCR__RCACHE_NEST)) {
         c->depth++;
         return c->slot[0].snap;
@@ -844,8 +841,6 @@ static int commit_locked(mcr_router *router, plan *pl, retired **rec, int nowait
         atomic_store_explicit(&router->overlay, pl->ov, memory_order_release);
     if (eff != NULL) {
         atomic_store_explicit(&router->current, eff, memory_order_release);
-        /* Stamp before generation: see the top of the file. */
-        atomic_store_explicit(&router->stamp, next_stamp(), memory_order_release);
         atomic_fetch_add_explicit(&router->generation, 1, memory_order_release);
     }
 

@@ -50,11 +50,6 @@ struct mcr_router {
      * is `current`); the overlay is immutable once stored here. */
     _Atomic(mcr_snapshot *) base;
     _Atomic(mcr__overlay *) overlay;
-    /* Set (release) at each change of `current`, after the store and before
-     * `generation`, to a value of the process-wide stamps (never 0): what
-     * thread caches compare (see the top of the file). Next to `current`,
-     * whose cache line readers of the RCU path load too. */
-    _Atomic uint64_t stamp;
     /* Raised (release) by each change of `current`, after the store. */
     _Atomic uint64_t generation;
     /* Serializes publishers, and guards the hook list (publishes read it). */

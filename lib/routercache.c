@@ -9,9 +9,8 @@
  * cheap key hash a lookup through the router cost about 1.5x a bare one
  * (bench_router). So
  * a thread keeps, per router it reads, a counted reference to the
- * router's current snapshot and the router's stamp of then: while the
- * stamp is the same, acquire returns that snapshot with no RCU section at
- * all; the first acquire after a change takes an RCU section once to
+ * router's current snapshot: while it is still the router's current one
+ * (a pointer compare), acquire returns it with no RCU section at all; the first acquire after a change takes an RCU section once to
  * reference the new snapshot, and drops the old reference.
  *
  * What it costs: a thread keeps the last snapshot it got from a router
@@ -123,7 +122,6 @@ mcr__rcache_slot *mcr__rcache_claim(mcr__rcache *c, const void *router)
         if (i < 0)
             i = MCR__RCACHE_SLOTS - 1;
         c->slot[i].router = router;
-        c->slot[i].stamp = 0;
     }
     to_front(c, i);
     return &c->slot[0];

@@ -20,10 +20,6 @@ typedef struct mcr__rcache_slot {
     /* The router (compared, never dereferenced: it may have been freed),
      * or NULL for an empty slot. */
     const void *router;
-    /* The router's stamp when `snap` was taken: process-unique across
-     * routers and changes (lib/router.c), so a router freed and another
-     * allocated at its address never matches. 0: matches nothing. */
-    uint64_t stamp;
     /* One counted reference to what the router's current snapshot was
      * then, or NULL (the router held none). */
     mcr_snapshot *snap;
@@ -57,7 +53,7 @@ extern _Thread_local mcr__rcache mcr__rcache_tls __attribute__((tls_model("initi
  * none. Never drops a reference: allowed at any depth. */
 mcr__rcache_slot *mcr__rcache_lookup(mcr__rcache *c, const void *router);
 
-/* The slot of `router` at the front, taken (stamp 0, its old reference
+/* The slot of `router` at the front, taken (its old reference
  * still in `snap`, for the caller to replace and drop) from the least
  * recently used one if the thread has none; NULL when the thread cannot
  * be registered for the exit destructor (then nothing may be cached).
