@@ -25,8 +25,8 @@
 
 /* `bytes` for an array that random lookups read: on huge pages where the
  * kernel gives them (THP "always" or "madvise"); harmless elsewhere.
- * *alloc gets the size allocated. NULL when out of memory. */
-static void *alloc_lookup_array(size_t bytes, size_t *alloc)
+ * NULL when out of memory. */
+static void *alloc_lookup_array(size_t bytes)
 {
     size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
     size_t size = (bytes + align - 1) / align * align;
@@ -38,7 +38,6 @@ static void *alloc_lookup_array(size_t bytes, size_t *alloc)
     if (align == HUGE_PAGE)
         (void)madvise(p, size, MADV_HUGEPAGE); /* before the first touch */
 #endif
-    *alloc = size;
     return p;
 }
 
@@ -47,7 +46,6 @@ static void build_lines(mcr__search *s, const mcr__point *pts)
 {
     const uint32_t *idx = s->index;
     uint32_t mask = s->mask;
-    size_t nfull = 0;
 
     for (size_t b = 0; b < s->nlines; b++) {
         mcr__ring_line *l = &s->lines[b];
@@ -56,7 +54,6 @@ static void build_lines(mcr__search *s, const mcr__point *pts)
             memset(l->low, 0xff, sizeof(l->low)); /* every hash counts 0 ... */
             for (int i = 0; i < MCR__LINE_SLOTS; i++)
                 l->server[i] = MCR__LINE_FULL; /* ... and finds the mark */
-            nfull++;
             continue;
         }
         /* Without branches on the count: slot i is point lo + i below hi,
@@ -68,7 +65,6 @@ static void build_lines(mcr__search *s, const mcr__point *pts)
             l->server[i] = (uint16_t)pts[k].server;
         }
     }
-    s->nfull = nfull;
 }
 
 int mcr__search_build(mcr__search *s, const mcr__point *pts, size_t n, uint32_t nservers,
@@ -91,7 +87,6 @@ int mcr__search_build(mcr__search *s, const mcr__point *pts, size_t n, uint32_t 
     s->index = malloc((nb + 1) * sizeof(*s->index));
     if (s->index == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for the continuum index");
-    s->bytes = (nb + 1) * sizeof(*s->index);
     /* index[b], the first point whose bucket is >= b, is the number of
      * points in buckets below b: count the points of each bucket (into the
      * slot after it), then sum. No data-dependent branch, unlike walking
@@ -116,13 +111,11 @@ int mcr__search_build(mcr__search *s, const mcr__point *pts, size_t n, uint32_t 
     }
     if (!lines)
         return MCR_OK;
-    size_t alloc = 0;
-    s->lines = alloc_lookup_array(nb * sizeof(*s->lines), &alloc);
+    s->lines = alloc_lookup_array(nb * sizeof(*s->lines));
     if (s->lines == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu lines of the continuum", nb);
     s->nlines = nb;
     s->mask = ((uint32_t)1 << shift) - 1;
-    s->bytes += alloc;
     build_lines(s, pts);
     return MCR_OK;
 }

@@ -49,8 +49,6 @@ typedef struct mcr__search {
     uint32_t mask;    /* (1 << shift) - 1 with lines (shift <= 16) */
     mcr__ring_line *lines; /* large rings: one per bucket; else NULL */
     size_t nlines;
-    size_t nfull;     /* lines marked MCR__LINE_FULL */
-    size_t bytes;     /* heap bytes of index and lines */
 } mcr__search;
 
 /* Index `n` points `pts` (sorted by value, followed by MCR__RING_PAD
