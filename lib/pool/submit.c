@@ -181,8 +181,10 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
         memcpy(kb, q->key, klen);
         r->keys[0] = kb;
         r->klens[0] = klen;
-        /* gets may share a text get line: its table wants their hash */
-        r->khash[0] = shareable ? kh : mcr__is_get_family(q->op) ? mcr__key_hash(kb, klen, 0) : 0;
+        /* get and gets may share a text get line: its table wants their hash */
+        r->khash[0] = shareable ? kh
+                      : q->op == MCR_OP_GET || q->op == MCR_OP_GETS ? mcr__key_hash(kb, klen, 0)
+                                                                   : 0;
         r->nkeys = 1;
     }
     r->op = q->op;
