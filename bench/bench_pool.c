@@ -286,7 +286,7 @@ static void values_for(unsigned gen)
 
 static void floor_bad(void *ctx, const char *msg)
 {
-    bad(ctx, "%s", msg);
+    bench_bad(ctx, "%s", msg);
 }
 
 static pool_floor_job floor_job(checker *ck)

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_transition.c: what a router's transition costs a pool, timed against plain requests on the same real memcached servers and keys: gets at the new owner, gets served by the previous owner, dual writes. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -98,7 +97,7 @@
 #define KEY_SEED 0x7472616e736974ull
 #define MAX_REPS 101
 #define START_MS 10000
-#define MAX_MESSAGES 5
+#define MAX_MESSAGES BENCH_MAX_MESSAGES
 
 typedef struct settings {
     bool quick, verbose, keep, meta;
@@ -190,27 +189,8 @@ static world W;
 
 /* ------------------------------------------------------------ helpers */
 
-typedef struct checker {
-    const char *what;
-    unsigned bad;
-} checker;
+typedef bench_checker checker;
 
-static void bad(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void bad(checker *c, const char *fmt, ...)
-{
-    if (c->bad++ < MAX_MESSAGES) {
-        va_list ap;
-        va_start(ap, fmt);
-        printf("FAIL %s: ", c->what);
-        vprintf(fmt, ap);
-        printf("\n");
-        fflush(stdout);
-        va_end(ap);
-    }
-}
-
-/* The end of a checked step: its problems count as one failure. */
 static bool checked(checker *c)
 {
     if (c->bad == 0)
@@ -338,7 +318,7 @@ static int send_req(pass_ctx *pc, slot *s, mcr_op op, size_t i, bool old, bool n
     int rc = mcr_pool_submit(pc->pool, &q, on_reply, s, &err);
     pc->in_submit = false;
     if (rc != MCR_OK) {
-        bad(pc->ck, "submitting %s of key %zu: %s", mcr_op_name(op), i,
+        bench_bad(pc->ck, "submitting %s of key %zu: %s", mcr_op_name(op), i,
             err.code ? err.message : mcr_strerror(rc));
         pc->stop = true;
     }
@@ -390,9 +370,9 @@ static void on_reply(const mcr_result *res, void *arg)
     expect ex = pc->ex;
 
     if (pc->in_submit)
-        bad(pc->ck, "the callback of key %zu ran inside its submission", i);
+        bench_bad(pc->ck, "the callback of key %zu ran inside its submission", i);
     if (!s->busy) {
-        bad(pc->ck, "a second callback for key %zu", i);
+        bench_bad(pc->ck, "a second callback for key %zu", i);
         return;
     }
     if (pc->kind == K_GET_THEN_OLD && s->waiting == 2)
@@ -402,29 +382,29 @@ static void on_reply(const mcr_result *res, void *arg)
         ex.at_old = 1; /* the second set's reply */
     const char *want_server = W.id[ex.at_old ? W.old_of[i] : W.new_of[i]];
     if (res->status != MCR_OK) {
-        bad(pc->ck, "key %zu \"%s\": %s (%s)", i, W.key[i], mcr_strerror(res->status),
+        bench_bad(pc->ck, "key %zu \"%s\": %s (%s)", i, W.key[i], mcr_strerror(res->status),
             res->message ? res->message : "");
     } else if (res->reply != ex.reply) {
-        bad(pc->ck, "key %zu \"%s\": %s from %s, want %s", i, W.key[i],
+        bench_bad(pc->ck, "key %zu \"%s\": %s from %s, want %s", i, W.key[i],
             mcr_reply_name(res->reply), res->server ? res->server : "no server",
             mcr_reply_name(ex.reply));
     } else if (res->server == NULL || strcmp(res->server, want_server) != 0) {
-        bad(pc->ck, "key %zu \"%s\": answered by %s, want %s", i, W.key[i],
+        bench_bad(pc->ck, "key %zu \"%s\": answered by %s, want %s", i, W.key[i],
             res->server ? res->server : "no server", want_server);
     } else if (res->via_previous != ex.via_previous) {
-        bad(pc->ck, "key %zu \"%s\": via_previous %d, want %d", i, W.key[i], res->via_previous,
+        bench_bad(pc->ck, "key %zu \"%s\": via_previous %d, want %d", i, W.key[i], res->via_previous,
             ex.via_previous);
     } else if (res->reply == MCR_REPLY_HIT) {
         const char *want = W.val + i * VALUE_LEN;
         if (res->key_len != W.len[i] || memcmp(res->key, W.key[i], W.len[i]) != 0)
-            bad(pc->ck, "key %zu: the result names key \"%.*s\"", i, (int)res->key_len,
+            bench_bad(pc->ck, "key %zu: the result names key \"%.*s\"", i, (int)res->key_len,
                 res->key);
         else if (res->value_len != VALUE_LEN || memcmp(res->value, want, VALUE_LEN) != 0)
-            bad(pc->ck, "key %zu \"%s\": value \"%.*s\" (%zu bytes), want \"%.*s\"", i, W.key[i],
+            bench_bad(pc->ck, "key %zu \"%s\": value \"%.*s\" (%zu bytes), want \"%.*s\"", i, W.key[i],
                 (int)(res->value_len < 60 ? res->value_len : 60), res->value, res->value_len,
                 60, want);
         else if (res->flags != (uint32_t)i)
-            bad(pc->ck, "key %zu \"%s\": flags %" PRIu32 ", want %zu", i, W.key[i], res->flags,
+            bench_bad(pc->ck, "key %zu \"%s\": flags %" PRIu32 ", want %zu", i, W.key[i], res->flags,
                 i);
     }
     if (--s->waiting > 0) {
@@ -455,11 +435,11 @@ static uint64_t run_pass(mcr_pool *pool, int kind, expect ex, unsigned depth, ch
     int rc = mcr_pool_wait(pool);
     uint64_t t1 = bench_now_ns();
     if (rc != MCR_OK)
-        bad(ck, "mcr_pool_wait: %s", mcr_strerror(rc));
+        bench_bad(ck, "mcr_pool_wait: %s", mcr_strerror(rc));
     if (pc.done != pc.next)
-        bad(ck, "%zu requests submitted, %zu called back", pc.next, pc.done);
+        bench_bad(ck, "%zu requests submitted, %zu called back", pc.next, pc.done);
     if (pc.next < pc.n)
-        bad(ck, "stopped after %zu of %zu requests", pc.next, pc.n);
+        bench_bad(ck, "stopped after %zu of %zu requests", pc.next, pc.n);
     free(pc.slots);
     return t1 - t0;
 }
@@ -491,17 +471,17 @@ static void check_counters(int c, const counters *b, const counters *e, checker 
     uint64_t want_fr = (c == C_GET_FALLBACK || c == C_GET_WARM) ? n : 0;
     uint64_t want_ww = c == C_GET_WARM ? n : 0, want_dw = c == C_SET_DUAL ? n : 0;
     if (fr != want_fr || fh != want_fr)
-        bad(ck, "fallback_reads +%" PRIu64 ", fallback_hits +%" PRIu64 ", want +%" PRIu64
+        bench_bad(ck, "fallback_reads +%" PRIu64 ", fallback_hits +%" PRIu64 ", want +%" PRIu64
                 " each",
             fr, fh, want_fr);
     if (ww != want_ww || ws != 0 || wf != 0)
-        bad(ck, "warm_writes +%" PRIu64 " (skipped +%" PRIu64 ", failed +%" PRIu64
+        bench_bad(ck, "warm_writes +%" PRIu64 " (skipped +%" PRIu64 ", failed +%" PRIu64
                 "), want +%" PRIu64 " (+0, +0)",
             ww, ws, wf, want_ww);
     if (dw != want_dw)
-        bad(ck, "dual_writes +%" PRIu64 ", want +%" PRIu64, dw, want_dw);
+        bench_bad(ck, "dual_writes +%" PRIu64 ", want +%" PRIu64, dw, want_dw);
     if (e->errors != b->errors)
-        bad(ck, "errors +%" PRIu64, e->errors - b->errors);
+        bench_bad(ck, "errors +%" PRIu64, e->errors - b->errors);
 }
 
 static void record(int c, int d, uint64_t ns, uint64_t requests)

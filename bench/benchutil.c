@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* benchutil.c: what the benchmark programs share: a clock, allocation, a fixed random sequence, medians. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -41,4 +42,17 @@ double bench_median(double *v, unsigned n)
 {
     qsort(v, n, sizeof(*v), cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+void bench_bad(bench_checker *c, const char *fmt, ...)
+{
+    if (c->bad++ < BENCH_MAX_MESSAGES) {
+        va_list ap;
+        va_start(ap, fmt);
+        printf("FAIL %s: ", c->what);
+        vprintf(fmt, ap);
+        printf("\n");
+        fflush(stdout);
+        va_end(ap);
+    }
 }

@@ -31,4 +31,13 @@ uint64_t bench_next_rand(uint64_t *state);
 /* Sorts v[0..n) in place and returns its median. */
 double bench_median(double *v, unsigned n);
 
+/* Mismatches of one run (a pass, a case): the first BENCH_MAX_MESSAGES are
+ * printed as "FAIL what: ...", the rest only counted in `bad`. */
+#define BENCH_MAX_MESSAGES 5
+typedef struct bench_checker {
+    const char *what;
+    unsigned bad;
+} bench_checker;
+void bench_bad(bench_checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* pool_bench.c: bench_pool's checks of every reply (value bytes, flags, key) and its latency buffer, shared by the clients' runs. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,25 +30,12 @@ size_t key_index(const char *k, size_t len)
     return v;
 }
 
-void bad(checker *c, const char *fmt, ...)
-{
-    if (c->bad++ < MAX_MESSAGES) {
-        va_list ap;
-        va_start(ap, fmt);
-        printf("FAIL %s: ", c->what);
-        vprintf(fmt, ap);
-        printf("\n");
-        fflush(stdout);
-        va_end(ap);
-    }
-}
-
 void check_value(checker *c, size_t i, const char *v, size_t vlen, uint32_t flags)
 {
     const char *want = W.val + i * VALUE_LEN;
     if (vlen != VALUE_LEN || memcmp(v, want, VALUE_LEN) != 0)
-        bad(c, "key %zu \"%s\": value \"%.*s\" (%zu bytes), want \"%.*s\"", i, W.key[i],
+        bench_bad(c, "key %zu \"%s\": value \"%.*s\" (%zu bytes), want \"%.*s\"", i, W.key[i],
             (int)(vlen < 60 ? vlen : 60), v, vlen, 60, want);
     else if (flags != (uint32_t)i)
-        bad(c, "key %zu \"%s\": flags %" PRIu32 ", want %zu", i, W.key[i], flags, i);
+        bench_bad(c, "key %zu \"%s\": flags %" PRIu32 ", want %zu", i, W.key[i], flags, i);
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "benchutil.h"
 #include "mcroute_pool.h"
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
@@ -24,7 +25,7 @@
 #define KEY_MAX 48
 #define MAX_REPS 101
 /* Mismatch messages printed per run; the rest are only counted. */
-#define MAX_MESSAGES 5
+#define MAX_MESSAGES BENCH_MAX_MESSAGES
 
 typedef struct settings {
     bool quick;
@@ -120,13 +121,8 @@ extern world W;
 
 /* ------------------------------------------------------------ checks (pool_bench.c) */
 
-/* One mismatch or error: printed for the first few of a run. */
-typedef struct checker {
-    const char *what; /* "get_pipelined mcroute" */
-    unsigned bad;
-} checker;
-
-void bad(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One run's mismatches (benchutil.h): what = "get_pipelined mcroute". */
+typedef bench_checker checker;
 
 /* Checks key i's value and flags against the current generation. */
 void check_value(checker *c, size_t i, const char *v, size_t vlen, uint32_t flags);

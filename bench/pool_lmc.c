@@ -130,7 +130,7 @@ static size_t lmc_fetch_all(checker *ck, uint64_t t0, size_t first, size_t m, bo
         size_t i = key_index(k, klen);
         got++;
         if (i == SIZE_MAX || (m && (i < first || i >= first + m))) {
-            bad(ck, "a result for key \"%.*s\"", (int)klen, k);
+            bench_bad(ck, "a result for key \"%.*s\"", (int)klen, k);
             continue;
         }
         check_value(ck, i, memcached_result_value(r), memcached_result_length(r),
@@ -139,7 +139,7 @@ static size_t lmc_fetch_all(checker *ck, uint64_t t0, size_t first, size_t m, bo
             W.lat[i] = t - t0;
     }
     if (rc != MEMCACHED_END && rc != MEMCACHED_NOTFOUND && rc != MEMCACHED_SUCCESS)
-        bad(ck, "memcached_fetch_result: %s", memcached_strerror(L.memc, rc));
+        bench_bad(ck, "memcached_fetch_result: %s", memcached_strerror(L.memc, rc));
     return got;
 }
 
@@ -152,12 +152,12 @@ void lmc_gets(size_t n, unsigned depth, checker *ck)
         uint64_t t0 = bench_now_ns();
         memcached_return_t rc = memcached_mget(L.memc, W.key + i, W.len + i, m);
         if (rc != MEMCACHED_SUCCESS) {
-            bad(ck, "memcached_mget: %s", memcached_strerror(L.memc, rc));
+            bench_bad(ck, "memcached_mget: %s", memcached_strerror(L.memc, rc));
             return;
         }
         size_t got = lmc_fetch_all(ck, t0, i, m, true);
         if (got != m)
-            bad(ck, "mget of %zu keys from %zu: %zu results", m, i, got);
+            bench_bad(ck, "mget of %zu keys from %zu: %zu results", m, i, got);
     }
 }
 
@@ -171,13 +171,13 @@ static void lmc_drain(checker *ck)
     size_t got = 0;
 
     if (rc != MEMCACHED_SUCCESS) {
-        bad(ck, "memcached_mget of the sentinels: %s", memcached_strerror(L.memc, rc));
+        bench_bad(ck, "memcached_mget of the sentinels: %s", memcached_strerror(L.memc, rc));
         return;
     }
     while ((r = memcached_fetch_result(L.memc, &L.result, &rc)) != NULL)
         got++;
     if (got != NSERVERS)
-        bad(ck, "sentinel mget: %zu of %d results (%s)", got, NSERVERS,
+        bench_bad(ck, "sentinel mget: %zu of %d results (%s)", got, NSERVERS,
             memcached_strerror(L.memc, rc));
 }
 
@@ -193,7 +193,7 @@ void lmc_sets(size_t n, unsigned depth, checker *ck)
                                                   W.val + j * VALUE_LEN, VALUE_LEN, 0,
                                                   (uint32_t)j);
             if (rc != MEMCACHED_BUFFERED && rc != MEMCACHED_SUCCESS)
-                bad(ck, "memcached_set of key %zu: %s", j, memcached_strerror(L.memc, rc));
+                bench_bad(ck, "memcached_set of key %zu: %s", j, memcached_strerror(L.memc, rc));
         }
         lmc_drain(ck);
         uint64_t dt = bench_now_ns() - t0;
@@ -213,12 +213,12 @@ void lmc_multiget(size_t total, checker *ck)
         memcached_return_t rc =
             memcached_mget(L.memc, W.key + first, W.len + first, opt.mget_keys);
         if (rc != MEMCACHED_SUCCESS) {
-            bad(ck, "memcached_mget: %s", memcached_strerror(L.memc, rc));
+            bench_bad(ck, "memcached_mget: %s", memcached_strerror(L.memc, rc));
             return;
         }
         size_t got = lmc_fetch_all(ck, t0, first, opt.mget_keys, false);
         W.lat[j] = bench_now_ns() - t0;
         if (got != opt.mget_keys)
-            bad(ck, "multi-get of %u keys from %zu: %zu results", opt.mget_keys, first, got);
+            bench_bad(ck, "multi-get of %u keys from %zu: %zu results", opt.mget_keys, first, got);
     }
 }

@@ -53,7 +53,7 @@ static void submit_one(win *w, slot *s, uint64_t t0)
         rc = mcr_pool_get(w->pool, W.key[i], W.len[i], on_reply, s, NULL);
     w->in_submit = false;
     if (rc != MCR_OK) {
-        bad(w->ck, "submitting key %zu: %s", i, mcr_strerror(rc));
+        bench_bad(w->ck, "submitting key %zu: %s", i, mcr_strerror(rc));
         s->busy = false;
         w->stop = true;
         W.lat[w->done++] = 0;
@@ -67,24 +67,24 @@ static void on_reply(const mcr_result *res, void *arg)
     uint64_t t = bench_now_ns();
 
     if (w->in_submit)
-        bad(w->ck, "callback of key %zu ran inside a submission (the contract says later)", s->idx);
+        bench_bad(w->ck, "callback of key %zu ran inside a submission (the contract says later)", s->idx);
     if (!s->busy) {
-        bad(w->ck, "second callback for key %zu", s->idx);
+        bench_bad(w->ck, "second callback for key %zu", s->idx);
         return;
     }
     s->busy = false;
     W.lat[w->done++] = t - s->t0;
     if (res->status != MCR_OK) {
-        bad(w->ck, "key %zu: %s (%s)", s->idx, mcr_strerror(res->status),
+        bench_bad(w->ck, "key %zu: %s (%s)", s->idx, mcr_strerror(res->status),
             res->message ? res->message : "");
     } else if (w->set) {
         if (res->reply != MCR_REPLY_STORED)
-            bad(w->ck, "key %zu: set answered %s", s->idx, mcr_reply_name(res->reply));
+            bench_bad(w->ck, "key %zu: set answered %s", s->idx, mcr_reply_name(res->reply));
     } else if (res->reply != MCR_REPLY_HIT) {
-        bad(w->ck, "key %zu: get answered %s", s->idx, mcr_reply_name(res->reply));
+        bench_bad(w->ck, "key %zu: get answered %s", s->idx, mcr_reply_name(res->reply));
     } else {
         if (res->key_len != W.len[s->idx] || memcmp(res->key, W.key[s->idx], res->key_len) != 0)
-            bad(w->ck, "key %zu: the result names key \"%.*s\"", s->idx, (int)res->key_len,
+            bench_bad(w->ck, "key %zu: the result names key \"%.*s\"", s->idx, (int)res->key_len,
                 res->key);
         check_value(w->ck, s->idx, res->value, res->value_len, res->flags);
     }
@@ -114,9 +114,9 @@ void pool_pipeline(mcr_pool *pool, bool set, bool batch, size_t n, unsigned dept
         }
     }
     if (w.done != w.next)
-        bad(ck, "%zu requests submitted, %zu called back", w.next, w.done);
+        bench_bad(ck, "%zu requests submitted, %zu called back", w.next, w.done);
     if (w.next < n)
-        bad(ck, "stopped after %zu of %zu requests", w.next, n);
+        bench_bad(ck, "stopped after %zu of %zu requests", w.next, n);
     free(w.slots);
 }
 
@@ -159,7 +159,7 @@ static void msubmit(mwin *w, mslot *s)
                                 W.len + s->first, s->m, on_mkey, on_mdone, s, NULL);
     w->in_submit = false;
     if (rc != MCR_OK) {
-        bad(w->ck, "submitting multi-get of keys %zu..: %s", s->first, mcr_strerror(rc));
+        bench_bad(w->ck, "submitting multi-get of keys %zu..: %s", s->first, mcr_strerror(rc));
         s->busy = false;
         w->stop = true;
         W.lat[w->done++] = 0;
@@ -173,24 +173,24 @@ static void on_mkey(const mcr_result *res, void *arg)
     size_t i;
 
     if (w->in_submit)
-        bad(w->ck, "a key callback ran inside mcr_pool_get_multi()");
+        bench_bad(w->ck, "a key callback ran inside mcr_pool_get_multi()");
     s->got++;
     if (res->status != MCR_OK) {
-        bad(w->ck, "multi-get key \"%.*s\": %s (%s)", (int)res->key_len, res->key,
+        bench_bad(w->ck, "multi-get key \"%.*s\": %s (%s)", (int)res->key_len, res->key,
             mcr_strerror(res->status), res->message ? res->message : "");
         return;
     }
     i = key_index(res->key, res->key_len);
     if (i == SIZE_MAX || i < s->first || i >= s->first + s->m) {
-        bad(w->ck, "multi-get of keys %zu..%zu: a result for key \"%.*s\"", s->first,
+        bench_bad(w->ck, "multi-get of keys %zu..%zu: a result for key \"%.*s\"", s->first,
             s->first + s->m - 1, (int)res->key_len, res->key);
         return;
     }
     if (W.seen[i] == s->serial)
-        bad(w->ck, "key %zu reported twice by one multi-get", i);
+        bench_bad(w->ck, "key %zu reported twice by one multi-get", i);
     W.seen[i] = s->serial;
     if (res->reply != MCR_REPLY_HIT)
-        bad(w->ck, "key %zu: %s", i, mcr_reply_name(res->reply));
+        bench_bad(w->ck, "key %zu: %s", i, mcr_reply_name(res->reply));
     else
         check_value(w->ck, i, res->value, res->value_len, res->flags);
 }
@@ -202,20 +202,20 @@ static void on_mdone(const mcr_result *res, void *arg)
     uint64_t t = bench_now_ns();
 
     if (w->in_submit)
-        bad(w->ck, "a done callback ran inside mcr_pool_get_multi()");
+        bench_bad(w->ck, "a done callback ran inside mcr_pool_get_multi()");
     if (!s->busy) {
-        bad(w->ck, "second done callback for keys %zu..", s->first);
+        bench_bad(w->ck, "second done callback for keys %zu..", s->first);
         return;
     }
     s->busy = false;
     W.lat[w->done++] = t - s->t0;
     if (res->status != MCR_OK)
-        bad(w->ck, "multi-get of keys %zu..: %s (%s)", s->first, mcr_strerror(res->status),
+        bench_bad(w->ck, "multi-get of keys %zu..: %s (%s)", s->first, mcr_strerror(res->status),
             res->message ? res->message : "");
     if (s->got != s->m)
-        bad(w->ck, "multi-get of %zu keys: %zu key callbacks", s->m, s->got);
+        bench_bad(w->ck, "multi-get of %zu keys: %zu key callbacks", s->m, s->got);
     else if (res->number != s->m)
-        bad(w->ck, "multi-get of %zu keys: done says %" PRIu64 " hits", s->m, res->number);
+        bench_bad(w->ck, "multi-get of %zu keys: done says %" PRIu64 " hits", s->m, res->number);
     if (!w->stop && w->next < w->total)
         msubmit(w, s);
 }
@@ -232,7 +232,7 @@ void pool_multiget(mcr_pool *pool, size_t total, checker *ck)
         msubmit(&w, &w.slots[j]);
     mcr_pool_wait(pool);
     if (w.done != w.next)
-        bad(ck, "%zu multi-gets submitted, %zu done", w.next, w.done);
+        bench_bad(ck, "%zu multi-gets submitted, %zu done", w.next, w.done);
     free(w.slots);
 }
 
@@ -278,7 +278,7 @@ void memory_info(mcr_pool *pool)
     size_t h3 = heap_in_use();
     mcr_pool_wait(pool);
     if (w.done != n || mw.done != opt.mget_depth)
-        bad(&ck, "%zu of %u gets, %zu of %u multi-gets answered", w.done, n, mw.done,
+        bench_bad(&ck, "%zu of %u gets, %zu of %u multi-gets answered", w.done, n, mw.done,
             opt.mget_depth);
     if (ck.bad)
         failures++;
