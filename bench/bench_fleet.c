@@ -1,11 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_fleet.c: the time from a change stored in etcd (mcr_fleet_change() returning) to its adoption by N followers, against N raw etcd watches of the same key on the same changes, and the etcd requests per change. */
-/* nftw() is XSI; _XOPEN_SOURCE 700 includes POSIX.1-2008. */
-#undef _POSIX_C_SOURCE
-#define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,6 +22,7 @@
 #include "mcroute_fleet.h"
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
+#include "fleet_etcd.h"
 #include "realserver.h"
 
 /*
@@ -65,9 +62,7 @@
  */
 
 #define ADDR "127.0.0.1"
-#define START_TRIES 3
 #define START_MS 30000
-#define HTTP_MS 5000
 #define CHANGE_WAIT_MS 30000
 #define SETTLE_MS 20
 #define SETTLE_POLL_MS 5
@@ -95,224 +90,8 @@ static int failures;
         failures++;                                                                              \
     } while (0)
 
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
-/* ------------------------------------------------------------ etcd */
-
-static struct {
-    char dir[256], log[300], endpoint[64];
-    rs_proc proc;
-    int client_port;
-} E;
-
-/* rs_connect() with the socket made blocking (reads wait, writes complete). */
-static int connect_blocking(void)
-{
-    int fd = rs_connect(ADDR, E.client_port, HTTP_MS);
-    int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
-    if (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* One HTTP/1.0 exchange with etcd, read to the end (each read waits at
- * most HTTP_MS): the status (0: no reply), the body in *out (malloc'd). */
-static int http_call(const char *method, const char *path, char **out)
-{
-    int fd = connect_blocking(), status = 0;
-    struct timeval tv = {HTTP_MS / 1000, 0};
-    char head[256];
-    int hl = snprintf(head, sizeof head, "%s %s HTTP/1.0\r\nHost: %s:%d\r\n\r\n", method, path,
-                      ADDR, E.client_port);
-    size_t cap = 65536, len = 0;
-    char *buf = bench_xmalloc(cap), *sep;
-    *out = NULL;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
-        write(fd, head, (size_t)hl) != hl)
-        len = cap; /* nothing to read */
-    for (ssize_t r = 1; r > 0 && len < cap;) {
-        if (len + 4096 >= cap && (buf = realloc(buf, cap *= 2)) == NULL)
-            abort();
-        if ((r = read(fd, buf + len, cap - len - 1)) > 0)
-            len += (size_t)r;
-        else if (r < 0 && errno == EINTR)
-            r = 1;
-        else if (r < 0)
-            len = cap; /* timed out or failed */
-    }
-    if (fd >= 0)
-        close(fd);
-    if (len < cap && (buf[len] = '\0', sep = strstr(buf, "\r\n\r\n")) != NULL &&
-        sscanf(buf, "HTTP/%*d.%*d %d", &status) == 1) {
-        memmove(buf, sep + 4, len - (size_t)(sep + 4 - buf) + 1);
-        *out = buf;
-        return status;
-    }
-    free(buf);
-    return 0;
-}
-
-static bool etcd_healthy(void)
-{
-    char *b = NULL;
-    int st = http_call("GET", "/health", &b);
-    bool ok = st == 200 && b != NULL && strstr(b, "\"health\":\"true\"") != NULL;
-    free(b);
-    return ok;
-}
-
-static bool etcd_start(void)
-{
-    const char *bin = getenv("MCR_ETCD") ? getenv("MCR_ETCD") : "/usr/bin/etcd";
-    extern char **environ;
-    for (char **e = environ; *e; e++)
-        if (strncmp(*e, "ETCD_", 5) == 0) {
-            FAIL("setup: %.*s is set in the environment (etcd would read it as a flag); unset it",
-                 (int)strcspn(*e, "="), *e);
-            return false;
-        }
-    if (!rs_executable(bin)) {
-        printf("FAIL setup: etcd (%s) is not installed or not executable (set MCR_ETCD)\n", bin);
-        exit(77);
-    }
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(E.dir, sizeof E.dir, "%s/bench_fleet.XXXXXX", tmp);
-    if (mkdtemp(E.dir) == NULL) {
-        FAIL("setup: mkdtemp %s: %s", E.dir, strerror(errno));
-        return false;
-    }
-    snprintf(E.log, sizeof E.log, "%s/etcd.log", E.dir);
-    for (int attempt = 0; attempt < START_TRIES; attempt++) {
-        int ports[2], fds[2];
-        if (rs_reserve_ports(ADDR, 2, ports, fds) != 0) {
-            FAIL("setup: cannot reserve two ports on %s", ADDR);
-            return false;
-        }
-        char data[300], curl[64], purl[64], cluster[96], token[64];
-        snprintf(data, sizeof data, "%s/data%d", E.dir, attempt);
-        snprintf(curl, sizeof curl, "http://%s:%d", ADDR, ports[0]);
-        snprintf(purl, sizeof purl, "http://%s:%d", ADDR, ports[1]);
-        snprintf(cluster, sizeof cluster, "bench=%s", purl);
-        snprintf(token, sizeof token, "bench-fleet-%ld-%" PRIu64, (long)getpid(), bench_now_ns());
-        char *argv[] = {(char *)bin, "--name", "bench", "--data-dir", data,
-                        "--listen-client-urls", curl, "--advertise-client-urls", curl,
-                        "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-                        "--initial-cluster", cluster, "--initial-cluster-token", token,
-                        "--initial-cluster-state", "new", "--logger", "zap",
-                        "--log-outputs", "stderr", NULL};
-        rs_release_ports(2, fds);
-        pid_t pid = rs_spawn(argv, E.log);
-        if (pid < 0) {
-            FAIL("setup: cannot start %s", bin);
-            return false;
-        }
-        E.proc.pid = pid;
-        snprintf(E.proc.addr, sizeof E.proc.addr, "%s", ADDR);
-        E.proc.port = E.client_port = ports[0];
-        snprintf(E.endpoint, sizeof E.endpoint, "%s", curl);
-        if (rs_wait_port(ADDR, ports[0], pid, START_MS) == 0) {
-            uint64_t end = bench_now_ns() + (uint64_t)START_MS * 1000000u;
-            while (!etcd_healthy() && bench_now_ns() < end)
-                sleep_ms(20);
-            if (etcd_healthy())
-                return true;
-            rs_stop(&E.proc);
-            break;
-        }
-        E.proc.pid = 0; /* it exited (a port taken meanwhile?): new ports */
-    }
-    FAIL("setup: etcd %s did not become healthy on %s in %d ms: see its log %s", bin,
-         E.endpoint, START_MS, E.log);
-    return false;
-}
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    if (remove(path) != 0)
-        fprintf(stderr, "bench_fleet: remove %s: %s\n", path, strerror(errno));
-    return 0;
-}
-
-static void etcd_stop(void)
-{
-    if (E.proc.pid > 0)
-        rs_stop(&E.proc);
-    if (E.dir[0] == '\0')
-        return;
-    if (opt.keep || failures)
-        printf("INFO kept %s (etcd log: %s)\n", E.dir, E.log);
-    else
-        nftw(E.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* etcd's count of the calls it started, from /metrics: every gateway
- * request is one gRPC call (a watch or a keepalive, one stream). */
-enum { M_RANGE, M_TXN, M_PUT, M_DELETE, M_WATCH, M_GRANT, M_KEEPALIVE, M_REVOKE, M_OTHER, M_N };
-static const char *const m_names[M_N] = {"Range", "Txn", "Put", "DeleteRange", "Watch",
-                                         "LeaseGrant", "LeaseKeepAlive", "LeaseRevoke", "other"};
-typedef struct calls {
-    double n[M_N], total;
-} calls;
-
-static bool etcd_calls(calls *c)
-{
-    char *b = NULL;
-    memset(c, 0, sizeof *c);
-    if (http_call("GET", "/metrics", &b) != 200 || b == NULL) {
-        free(b);
-        FAIL("etcd: GET /metrics failed");
-        return false;
-    }
-    static const char key[] = "grpc_server_started_total{";
-    for (char *line = b; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-        if (strncmp(line, key, sizeof key - 1) != 0)
-            continue;
-        char *m = strstr(line, "grpc_method=\""), *svc = strstr(line, "grpc_service=\"");
-        char *val = strchr(line, '}');
-        if (m == NULL || svc == NULL || val == NULL || strncmp(svc + 14, "etcdserverpb.", 13) != 0)
-            continue;
-        m += 13;
-        double v = strtod(val + 1, NULL);
-        int k = M_OTHER;
-        for (int i = 0; i < M_OTHER; i++)
-            if (strncmp(m, m_names[i], strlen(m_names[i])) == 0 && m[strlen(m_names[i])] == '"')
-                k = i;
-        c->n[k] += v;
-        c->total += v;
-    }
-    free(b);
-    return true;
-}
-
-/* CPU time so far (ms): etcd's (/proc/PID/stat utime + stime) and this
- * process's (every follower, raw watcher and the writer). */
-static void cpu_marks(double out[2])
-{
-    char path[64], buf[1024] = "";
-    unsigned long ut = 0, st = 0;
-    snprintf(path, sizeof path, "/proc/%ld/stat", (long)E.proc.pid);
-    FILE *f = fopen(path, "r");
-    if (f != NULL && fgets(buf, sizeof buf, f) != NULL && strrchr(buf, ')') != NULL)
-        sscanf(strrchr(buf, ')') + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-               &st);
-    if (f != NULL)
-        fclose(f);
-    out[0] = (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    out[1] = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
-             (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
-}
+static fe_etcd E;
 
 /* ------------------------------------------------------------ recording */
 
@@ -565,7 +344,7 @@ static void *watcher_main(void *arg)
 
 static bool watcher_start(watcher *w)
 {
-    w->fd = connect_blocking();
+    w->fd = fe_connect(&E);
     if (w->fd < 0) {
         FAIL("raw watcher: cannot connect to %s", E.endpoint);
         return false;
@@ -697,7 +476,7 @@ static struct {
     watcher *wa;
     uint64_t *called, *returned;
     uint64_t req0, req1; /* the followers' requests before and after the timed changes */
-    calls c0, c1;        /* etcd's calls, the same */
+    fe_call_counts c0, c1;        /* etcd's calls, the same */
     double cpu0[2], cpu1[2]; /* cpu_marks(), the same */
     double writer_alone; /* etcd calls per change with no follower (-1: not measured) */
 } B = {.writer_alone = -1};
@@ -751,7 +530,7 @@ static void settle(void)
     uint64_t last = followers_requests(), still = bench_now_ns();
     uint64_t end = still + (uint64_t)SETTLE_MAX_MS * 1000000u;
     while (bench_now_ns() - still < (uint64_t)SETTLE_MS * 1000000u && bench_now_ns() < end) {
-        sleep_ms(SETTLE_POLL_MS);
+        bench_sleep_ms(SETTLE_POLL_MS);
         uint64_t now = followers_requests();
         if (now != last) {
             last = now;
@@ -759,7 +538,7 @@ static void settle(void)
         }
     }
     if (opt.gap_ms)
-        sleep_ms(opt.gap_ms);
+        bench_sleep_ms(opt.gap_ms);
 }
 
 /* ------------------------------------------------------------ phases */
@@ -767,9 +546,9 @@ static void settle(void)
 /* The writer alone: etcd's calls per mcr_fleet_change(), no follower. */
 static void writer_alone(void)
 {
-    calls a, b;
+    fe_call_counts a, b;
     unsigned n = opt.writer_changes;
-    if (n == 0 || !etcd_calls(&a))
+    if (n == 0 || !fe_calls(&E, &a))
         return;
     int64_t *took = bench_xmalloc(n * sizeof *took);
     for (unsigned k = 0; k < n; k++) {
@@ -780,12 +559,12 @@ static void writer_alone(void)
         }
         took[k] = (int64_t)(r - c);
     }
-    if (etcd_calls(&b)) {
+    if (fe_calls(&E, &b)) {
         B.writer_alone = (b.total - a.total) / n;
         dist d = summarize(took, n);
         printf("RESULT writer_alone changes=%u etcd_calls_per_change=%.2f Range=%.2f Txn=%.2f "
                "call_p50_ms=%.3f call_p99_ms=%.3f\n", n, B.writer_alone,
-               (b.n[M_RANGE] - a.n[M_RANGE]) / n, (b.n[M_TXN] - a.n[M_TXN]) / n, d.p50, d.p99);
+               (b.n[FE_M_RANGE] - a.n[FE_M_RANGE]) / n, (b.n[FE_M_TXN] - a.n[FE_M_TXN]) / n, d.p50, d.p99);
     }
     free(took);
 }
@@ -846,9 +625,9 @@ static void run_changes(void)
     for (unsigned k = 0; k < B.slots; k++) {
         if (k == WARMUP) {
             B.req0 = followers_requests();
-            if (!etcd_calls(&B.c0))
+            if (!fe_calls(&E, &B.c0))
                 return;
-            cpu_marks(B.cpu0);
+            fe_cpu_marks(&E, B.cpu0);
         }
         uint64_t e = 0;
         if (!one_change(k, &e, &B.called[k], &B.returned[k]))
@@ -877,8 +656,8 @@ static void run_changes(void)
         B.done = k + 1;
     }
     B.req1 = followers_requests();
-    cpu_marks(B.cpu1);
-    etcd_calls(&B.c1);
+    fe_cpu_marks(&E, B.cpu1);
+    fe_calls(&E, &B.c1);
 }
 
 /* ------------------------------------------------------------ the report */
@@ -974,9 +753,9 @@ static void report(unsigned disconnects, unsigned other)
            "before: %s), etcd's count %.2f; raw watches 0 (a stream each, opened before)\n"
            "etcd's count by method:",
            freq, each, etcd - freq, alone, etcd);
-    for (int i = 0; i < M_N; i++)
+    for (int i = 0; i < FE_M_N; i++)
         if (B.c1.n[i] - B.c0.n[i] > 0)
-            printf(" %s %.2f", m_names[i], (B.c1.n[i] - B.c0.n[i]) / K);
+            printf(" %s %.2f", fe_call_names[i], (B.c1.n[i] - B.c0.n[i]) / K);
     double fcpu = 0, wcpu = 0; /* us per change and thread */
     for (unsigned i = 0; i < B.nf; i++)
         fcpu += (double)(B.fl[i].cpu[1] - B.fl[i].cpu[0]) / 1e3 / K / B.nf;
@@ -1157,7 +936,7 @@ int main(int argc, char **argv)
 
     uint64_t epoch = 0;
     mcr_fleet_options_init(&fopts);
-    if (etcd_start()) {
+    if (fe_start(&E, &failures)) {
         fopts.endpoints = E.endpoint;
         fopts.pool = "bench";
         printf("INFO etcd %s pid %ld dir %s\n", E.endpoint, (long)E.proc.pid, E.dir);
@@ -1208,7 +987,7 @@ int main(int argc, char **argv)
     }
     for (unsigned i = 0; i < B.nw; i++)
         free(B.wa[i].row);
-    etcd_stop();
+    fe_stop(&E, opt.keep);
     free((void *)watch_body);
     free(B.fl);
     free(B.wa);

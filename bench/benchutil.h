@@ -20,6 +20,9 @@
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t bench_now_ns(void);
 
+/* Sleep `ms` milliseconds (nanosleep, resumed after a signal). */
+void bench_sleep_ms(unsigned ms);
+
 /* malloc() that exits the program (naming `bench_program`) when out of
  * memory: a benchmark has nothing useful to do then. */
 extern const char *bench_program;
