@@ -383,12 +383,13 @@ const mcr_snapshot *mcr_router_acquire(mcr_router *router)
 {
     mcr__rcache *c = &mcr__rcache_tls;
 
-    if (MCR__LIKELY(c->slot[0].router == router &&
-                    c->slot[0].snap ==
-                        atomic_load_explicit(&router->current, memory_order_acquire) &&
-                    c->depth < MCR__RCACHE_NEST)) {
-        c->depth++;
-        return c->slot[0].snap;
+    const mcr_snapshot *cur = atomic_load_explicit(&router->current, memory_order_acquire);
+    unsigned d = c->depth;
+
+    if (MCR__LIKELY(c->slot[0].router == router && c->slot[0].snap == cur &&
+                    d < MCR__RCACHE_NEST)) {
+        c->depth = d + 1;
+        return cur;
     }
     return acquire_slow(router, c);
 }
