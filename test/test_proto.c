@@ -6,9 +6,11 @@
  * one key, a wrong key, a wrong token) is the pool's business, tested in
  * test_pool_replies.c against a scripted fake server.
  *
- * The framing tests feed reply streams into an evbuffer in chunks of every
- * size from 1 byte to the whole stream, and read them with the functions
- * the pool uses, the way it uses them: the events read must be the same for
+ * The framing tests feed reply streams into the pool's input buffer
+ * (mcr__inbuf, filled through mcr__inbuf_room() in small steps, so that its
+ * bytes are moved and it grows as in the pool) in chunks of every size from
+ * 1 byte to the whole stream, and read them with the functions the pool
+ * uses, the way it uses them: the events read must be the same for
  * every split, an error must come at the same point, and a value over the
  * limit must never be held.
  */
@@ -23,6 +25,42 @@
 
 #include "pool/proto.h"
 #include "testutil.h"
+
+/* ================================================================== input buffers */
+
+/* Bytes added to an input buffer per mcr__inbuf_room(): small, so that the
+ * framing tests move and grow the buffer often. */
+#define TEST_STEP 64
+
+static mcr__inbuf *in_new(void)
+{
+    mcr__inbuf *in = calloc(1, sizeof(*in));
+    ck_assert_ptr_nonnull(in);
+    return in;
+}
+
+static void in_free(mcr__inbuf *in)
+{
+    mcr__inbuf_free(in);
+    free(in);
+}
+
+/* s appended the way conn.c reads: into the room the buffer makes. */
+static void in_add(mcr__inbuf *in, const void *s, size_t n)
+{
+    const char *c = s;
+    while (n > 0) {
+        size_t room;
+        char *d = mcr__inbuf_room(in, TEST_STEP, &room);
+        ck_assert_ptr_nonnull(d);
+        ck_assert(room > 0 && room <= TEST_STEP && in->len + room <= in->cap);
+        size_t k = n < room ? n : room;
+        memcpy(d, c, k);
+        in->len += k;
+        c += k;
+        n -= k;
+    }
+}
 
 /* ================================================================== lines */
 
@@ -192,22 +230,22 @@ START_TEST(test_line_limit)
     ck_assert_int_eq(L.kind, MCR__L_BAD);
 
     /* the same through the framing: a line of MAX bytes, then one of MAX + 1 */
-    struct evbuffer *in = evbuffer_new();
+    mcr__inbuf *in = in_new();
     const char *line;
     size_t len;
-    evbuffer_add(in, buf, MCR__PROTO_MAX_LINE);
+    in_add(in, buf, MCR__PROTO_MAX_LINE);
     ck_assert_int_eq(mcr__proto_peek_line(in, &line, &len), 0);
-    evbuffer_add(in, "\r\n", 2);
+    in_add(in, "\r\n", 2);
     ck_assert_int_eq(mcr__proto_peek_line(in, &line, &len), 1);
     ck_assert_uint_eq(len, MCR__PROTO_MAX_LINE);
-    evbuffer_drain(in, len + 2);
-    evbuffer_add(in, buf, MCR__PROTO_MAX_LINE + 1);
-    evbuffer_add(in, "\r", 1);
+    mcr__inbuf_drain(in, len + 2);
+    in_add(in, buf, MCR__PROTO_MAX_LINE + 1);
+    in_add(in, "\r", 1);
     /* no CRLF yet, but already too long to be a line: refused without waiting */
     ck_assert_int_eq(mcr__proto_peek_line(in, &line, &len), -1);
-    evbuffer_add(in, "\n", 1);
+    in_add(in, "\n", 1);
     ck_assert_int_eq(mcr__proto_peek_line(in, &line, &len), -1);
-    evbuffer_free(in);
+    in_free(in);
 }
 END_TEST
 
@@ -277,7 +315,7 @@ static void describe(reader *rd, const mcr__line *L)
 }
 
 /* One event: 1 (read one), 0 (more bytes needed), -1 (the stream is bad). */
-static int read_one(reader *rd, struct evbuffer *in)
+static int read_one(reader *rd, mcr__inbuf *in)
 {
     if (rd->skip.left > 0) {
         int rc = mcr__proto_skip_run(&rd->skip, in);
@@ -297,37 +335,32 @@ static int read_one(reader *rd, struct evbuffer *in)
     if (L.kind != MCR__L_VALUE && L.kind != MCR__L_VA) {
         describe(rd, &L);
         say(rd, "]");
-        evbuffer_drain(in, len + 2);
+        mcr__inbuf_drain(in, len + 2);
         return 1;
     }
     uint64_t bytes = L.bytes;
     if (bytes > rd->limit) {
         describe(rd, &L);
         say(rd, " too big]");
-        evbuffer_drain(in, len + 2);
+        mcr__inbuf_drain(in, len + 2);
         mcr__proto_skip_start(&rd->skip, bytes);
         return 1;
     }
-    /* the line's pointers do not survive the block's pullup: the pool
-     * copies what it needs first, and so does this reader */
-    char desc[512];
-    size_t before = rd->len;
-    describe(rd, &L);
-    size_t dl = rd->len - before;
-    ck_assert(dl < sizeof(desc));
-    memcpy(desc, rd->out + before, dl);
-    rd->len = before;
+    /* the line's pointers stay valid while its block is looked at: the
+     * pool reads the flags and CAS from the line after it */
     const char *data;
     rc = mcr__proto_peek_block(in, len, bytes, &data);
     if (rc <= 0)
         return rc;
-    say(rd, "%.*s d=%.*s]", (int)dl, desc, (int)bytes, data);
-    evbuffer_drain(in, len + 2 + (size_t)bytes + 2);
+    ck_assert_ptr_eq(data, line + len + 2);
+    describe(rd, &L);
+    say(rd, " d=%.*s]", (int)bytes, data);
+    mcr__inbuf_drain(in, len + 2 + (size_t)bytes + 2);
     return 1;
 }
 
 /* Read all that `in` allows: the last read_one() result (0 or -1). */
-static int read_all(reader *rd, struct evbuffer *in)
+static int read_all(reader *rd, mcr__inbuf *in)
 {
     int rc;
     while ((rc = read_one(rd, in)) == 1) {
@@ -343,27 +376,29 @@ static void check_splits(const char *name, const char *s, size_t n, uint64_t lim
     reader whole;
     memset(&whole, 0, sizeof(whole));
     whole.limit = limit;
-    struct evbuffer *in = evbuffer_new();
+    mcr__inbuf *in = in_new();
     ck_assert_ptr_nonnull(in);
-    evbuffer_add(in, s, n);
+    in_add(in, s, n);
     int end = read_all(&whole, in);
     ck_assert_msg(end == (bad ? -1 : 0), "%s: read whole: %d", name, end);
     if (!bad)
-        ck_assert_msg(evbuffer_get_length(in) == 0, "%s: %zu bytes left", name,
-                      evbuffer_get_length(in));
-    evbuffer_free(in);
+        ck_assert_msg(mcr__inbuf_length(in) == 0, "%s: %zu bytes left", name,
+                      mcr__inbuf_length(in));
+    in_free(in);
 
     for (size_t cs = 1; cs <= n; cs++) {
         reader rd;
         memset(&rd, 0, sizeof(rd));
         rd.limit = limit;
-        in = evbuffer_new();
-        size_t peak = 0;
+        in = in_new();
+        size_t peak = 0, peak_cap = 0;
         int rc = 0;
         for (size_t off = 0; off < n && rc >= 0; off += cs) {
-            evbuffer_add(in, s + off, n - off < cs ? n - off : cs);
-            if (evbuffer_get_length(in) > peak)
-                peak = evbuffer_get_length(in);
+            in_add(in, s + off, n - off < cs ? n - off : cs);
+            if (mcr__inbuf_length(in) > peak)
+                peak = mcr__inbuf_length(in);
+            if (in->cap > peak_cap)
+                peak_cap = in->cap;
             rc = read_all(&rd, in);
         }
         EXPECT_MSG(rc == end, "%s, chunks of %zu: ended %d, whole %d", name, cs, rc, end);
@@ -373,9 +408,12 @@ static void check_splits(const char *name, const char *s, size_t n, uint64_t lim
         /* held at most: a chunk, a line and a block within the limit */
         EXPECT_MSG(peak <= cs + max_line + 2 + limit + 2, "%s, chunks of %zu: %zu bytes held",
                    name, cs, peak);
+        /* and its capacity: what it held, and one step */
+        EXPECT_MSG(peak_cap <= cs + max_line + 2 + limit + 2 + TEST_STEP,
+                   "%s, chunks of %zu: a buffer of %zu bytes", name, cs, peak_cap);
         if (!bad)
-            EXPECT_UINT(evbuffer_get_length(in), ==, 0);
-        evbuffer_free(in);
+            EXPECT_UINT(mcr__inbuf_length(in), ==, 0);
+        in_free(in);
     }
 }
 
@@ -404,15 +442,15 @@ START_TEST(test_frame_splits)
     reader rd;
     memset(&rd, 0, sizeof(rd));
     rd.limit = 1024;
-    struct evbuffer *in = evbuffer_new();
-    evbuffer_add(in, text_replies, sizeof(text_replies) - 1);
+    mcr__inbuf *in = in_new();
+    in_add(in, text_replies, sizeof(text_replies) - 1);
     ck_assert_int_eq(read_all(&rd, in), 0);
     rd.out[rd.len] = '\0';
     ck_assert_msg(strstr(rd.out, "k=k3 f=4294967295 c=18446744073709551615 b=4 d=ab\r\n]") != NULL,
                   "%s", rd.out);
     ck_assert_msg(strstr(rd.out, "k=k2 f=0 b=0 d=]") != NULL, "%s", rd.out);
     ck_assert_msg(strstr(rd.out, "n=42") != NULL, "%s", rd.out);
-    evbuffer_free(in);
+    in_free(in);
 }
 END_TEST
 
@@ -453,13 +491,13 @@ START_TEST(test_frame_too_big)
     reader rd;
     memset(&rd, 0, sizeof(rd));
     rd.limit = LIMIT;
-    struct evbuffer *in = evbuffer_new();
-    evbuffer_add(in, s, n);
+    mcr__inbuf *in = in_new();
+    in_add(in, s, n);
     ck_assert_int_eq(read_all(&rd, in), 0);
     rd.out[rd.len] = '\0';
     ck_assert_msg(strstr(rd.out, "k=big f=1 b=600 too big](dropped)[") != NULL, "%s", rd.out);
     ck_assert_msg(strstr(rd.out, "k=after f=0 b=2 d=ok]") != NULL, "%s", rd.out);
-    evbuffer_free(in);
+    in_free(in);
 
     /* at the limit: held and read; one over: dropped */
     char at[LIMIT + 64];
@@ -470,21 +508,21 @@ START_TEST(test_frame_too_big)
     an += 6;
     memset(&rd, 0, sizeof(rd));
     rd.limit = LIMIT;
-    in = evbuffer_new();
-    evbuffer_add(in, at, an);
+    in = in_new();
+    in_add(in, at, an);
     ck_assert_int_eq(read_all(&rd, in), 0);
     rd.out[rd.len] = '\0';
     ck_assert_msg(strstr(rd.out, "too big") == NULL && strstr(rd.out, " d=yyy") != NULL, "%s",
                   rd.out);
-    evbuffer_free(in);
+    in_free(in);
     memset(&rd, 0, sizeof(rd));
     rd.limit = LIMIT - 1;
-    in = evbuffer_new();
-    evbuffer_add(in, at, an);
+    in = in_new();
+    in_add(in, at, an);
     ck_assert_int_eq(read_all(&rd, in), 0);
     rd.out[rd.len] = '\0';
     ck_assert_msg(strstr(rd.out, "too big](dropped)") != NULL, "%s", rd.out);
-    evbuffer_free(in);
+    in_free(in);
     check_splits("meta at the limit", at, an, LIMIT, 0, 64);
     check_splits("meta over the limit", at, an, LIMIT - 1, 0, 64);
 
@@ -505,30 +543,137 @@ END_TEST
 START_TEST(test_skip_edges)
 {
     mcr__proto_skip sk;
-    struct evbuffer *in = evbuffer_new();
+    mcr__inbuf *in = in_new();
     mcr__proto_skip_start(&sk, 0);
     ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 0);
-    evbuffer_add(in, "\r", 1);
+    in_add(in, "\r", 1);
     ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 0);
-    evbuffer_add(in, "\nEND\r\n", 6);
+    in_add(in, "\nEND\r\n", 6);
     ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 1);
-    ck_assert_uint_eq(evbuffer_get_length(in), 5); /* the next line is left */
-    evbuffer_drain(in, 5);
+    ck_assert_uint_eq(mcr__inbuf_length(in), 5); /* the next line is left */
+    mcr__inbuf_drain(in, 5);
 
     mcr__proto_skip_start(&sk, 3);
     for (const char *p = "abc\r"; *p; p++) {
-        evbuffer_add(in, p, 1);
+        in_add(in, p, 1);
         ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 0);
-        ck_assert_uint_eq(evbuffer_get_length(in), 0);
+        ck_assert_uint_eq(mcr__inbuf_length(in), 0);
     }
-    evbuffer_add(in, "\n", 1);
+    in_add(in, "\n", 1);
     ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 1);
     ck_assert_int_eq(mcr__proto_skip_run(&sk, in), 1); /* done stays done */
 
     mcr__proto_skip_start(&sk, 1);
-    evbuffer_add(in, "a\n\r", 3);
+    in_add(in, "a\n\r", 3);
     ck_assert_int_eq(mcr__proto_skip_run(&sk, in), -1);
-    evbuffer_free(in);
+    in_free(in);
+}
+END_TEST
+
+/* The input buffer: a read's room comes from the front once parsed bytes
+ * free it; the buffer grows to fit a block known to be coming (not by
+ * doubling), and is given back (trimmed) once it holds little. */
+START_TEST(test_inbuf)
+{
+    enum { STEP = 100, KEEP = 400, BIG = 1000 };
+    mcr__inbuf in;
+    memset(&in, 0, sizeof(in));
+    size_t room, len;
+    const char *line, *data;
+
+    /* the first room is one step */
+    char *d = mcr__inbuf_room(&in, STEP, &room);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_uint_eq(room, STEP);
+    ck_assert_uint_eq(in.cap, STEP);
+    memcpy(d, "END\r\nST", 7);
+    in.len += 7;
+    ck_assert_int_eq(mcr__proto_peek_line(&in, &line, &len), 1);
+    ck_assert_uint_eq(len, 3);
+    mcr__inbuf_drain(&in, len + 2);
+    ck_assert_uint_eq(in.off, 5);
+    /* the tail is short of a step: "ST" moves to the front, no growth */
+    d = mcr__inbuf_room(&in, STEP, &room);
+    ck_assert_uint_eq(in.off, 0);
+    ck_assert_uint_eq(in.len, 2);
+    ck_assert_uint_eq(in.cap, STEP);
+    ck_assert_uint_eq(room, STEP - 2);
+    ck_assert(memcmp(in.data, "ST", 2) == 0);
+    memcpy(d, "ORED\r\n", 6);
+    in.len += 6;
+    ck_assert_int_eq(mcr__proto_peek_line(&in, &line, &len), 1);
+    ck_assert(len == 6 && memcmp(line, "STORED", 6) == 0);
+    mcr__inbuf_drain(&in, len + 2);
+    ck_assert_uint_eq(in.off, 0); /* empty: back to the front */
+    ck_assert_uint_eq(in.len, 0);
+
+    /* a value of BIG bytes: the buffer grows to fit its line and block */
+    char s[BIG + 64];
+    size_t n = (size_t)snprintf(s, sizeof(s), "VALUE k 0 %d\r\n", BIG);
+    size_t ll = n - 2, need = n + BIG + 2;
+    memset(s + n, 'v', BIG);
+    n += BIG;
+    memcpy(s + n, "\r\nEN", 4);
+    n += 4;
+    size_t fed = 0;
+    int rc = 0;
+    while (fed < n) {
+        d = mcr__inbuf_room(&in, STEP, &room);
+        ck_assert_ptr_nonnull(d);
+        size_t k = n - fed < room ? n - fed : room;
+        memcpy(d, s + fed, k);
+        in.len += k;
+        fed += k;
+        ck_assert_uint_le(in.cap, need > 2 * STEP ? need : 2 * STEP);
+        rc = mcr__proto_peek_line(&in, &line, &len);
+        ck_assert_int_ge(rc, 0);
+        if (rc == 1) {
+            ck_assert_uint_eq(len, ll);
+            rc = mcr__proto_peek_block(&in, len, BIG, &data);
+            ck_assert_int_ge(rc, 0);
+            if (rc == 0)
+                ck_assert_uint_eq(in.need, need);
+            else
+                break;
+        }
+    }
+    ck_assert_int_eq(rc, 1);
+    ck_assert_uint_eq(in.cap, need); /* fitted, not doubled */
+    ck_assert_ptr_eq(data, line + ll + 2);
+    ck_assert(data[0] == 'v' && data[BIG - 1] == 'v');
+    mcr__inbuf_drain(&in, ll + 2 + BIG + 2);
+    ck_assert_uint_eq(in.need, 0);
+    ck_assert_uint_eq(fed, need); /* the room stopped at the block's end */
+    ck_assert_uint_eq(mcr__inbuf_length(&in), 0);
+    /* what comes after it is kept; trimming moves it to a small buffer */
+    d = mcr__inbuf_room(&in, STEP, &room);
+    ck_assert_uint_eq(room, STEP);
+    memcpy(d, s + fed, n - fed);
+    in.len += n - fed;
+    fed = n;
+    mcr__inbuf_trim(&in, KEEP);
+    ck_assert_uint_eq(in.cap, KEEP / 4);
+    ck_assert_uint_eq(in.off, 0);
+    ck_assert_uint_eq(mcr__inbuf_length(&in), fed - need);
+    ck_assert(memcmp(in.data, s + need, fed - need) == 0);
+    mcr__inbuf_trim(&in, KEEP); /* within KEEP: kept */
+    ck_assert_uint_eq(in.cap, KEEP / 4);
+    mcr__inbuf_free(&in);
+    ck_assert_ptr_null(in.data);
+
+    /* an empty buffer over KEEP is given back whole */
+    d = mcr__inbuf_room(&in, 2 * KEEP, &room);
+    ck_assert_ptr_nonnull(d);
+    mcr__inbuf_trim(&in, KEEP);
+    ck_assert_ptr_null(in.data);
+    ck_assert_uint_eq(in.cap, 0);
+    /* and a full one is kept */
+    d = mcr__inbuf_room(&in, 2 * KEEP, &room);
+    memset(d, 'x', room);
+    in.len += room;
+    mcr__inbuf_trim(&in, KEEP);
+    ck_assert_uint_eq(in.cap, 2 * KEEP);
+    mcr__inbuf_free(&in);
 }
 END_TEST
 
@@ -641,6 +786,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_frame_bad);
     tcase_add_test(tc, test_frame_too_big);
     tcase_add_test(tc, test_skip_edges);
+    tcase_add_test(tc, test_inbuf);
     tcase_add_test(tc, test_write);
     suite_add_tcase(s, tc);
     return s;

@@ -7,17 +7,21 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <event2/buffer.h>
 
 /* The bytes of one pipelined text get line, at most (keys are added to an
  * open "get" line until then). */
 #define LINE_KEYS_MAX 100
-/* Bytes read by one system call. */
+/* Bytes read by one system call, and reads by one read callback (what it
+ * buffers stays bounded: mcroute_pool.h, max_value_size). */
 #define READ_STEP 65536
+#define READ_STEPS 4
+/* The input buffer: one array per connection, READ_STEP bytes to begin
+ * with, grown to fit a large value; over IN_KEEP it is given back as soon
+ * as it holds little (mcr__inbuf_trim()), so a large value costs memory
+ * while it is read only. */
+#define IN_KEEP (4u * READ_STEP)
 /* Slots of a connection's table of the keys on its open get line: a power
  * of two, at least twice LINE_KEYS_MAX. */
 #define LINE_TAB 256
@@ -42,8 +46,7 @@ static void conn_destroy(mcr__pool_conn *c)
         event_free(c->wev);
     if (c->timer != NULL)
         event_free(c->timer);
-    if (c->in != NULL)
-        evbuffer_free(c->in);
+    mcr__inbuf_free(&c->in);
     free(c->out);
     free(c->line_tab);
     if (c->fd >= 0)
@@ -295,83 +298,21 @@ static void conn_write_cb(evutil_socket_t fd, short what, void *arg)
     conn_flush(c);
 }
 
-static void conn_read(evutil_socket_t fd, mcr__pool_conn *c)
+/* Parse what c's buffer holds, answering the requests in flight in order. */
+static void conn_parse(mcr__pool_conn *c)
 {
     mcr__pool_server *s = c->server;
     mcr_pool *p = s->pool;
-    struct evbuffer *in = c->in;
     char msg[MCR__MSG_SIZE];
-
-    c->busy++;
-    if (c->state == MCR__CONN_CONNECTING) {
-        /* readable before writable: the connect failed (or the server
-         * spoke first); the write callback's SO_ERROR check decides */
-        int e = 0;
-        socklen_t len = sizeof(e);
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len);
-        if (e != 0) {
-            char m[96];
-            snprintf(m, sizeof(m), "connect: %s", strerror(e));
-            mcr__conn_fail(c, MCR_ERR_CONNECT, m);
-        } else {
-            conn_connected(c);
-        }
-    }
-    for (int step = 0; step < 4 && !c->dead; step++) {
-        struct evbuffer_iovec v[2];
-        int nv = evbuffer_reserve_space(in, READ_STEP, v, 2);
-        if (nv <= 0) {
-            mcr__conn_fail(c, MCR_ERR_NOMEM, "out of memory reading a reply");
-            break;
-        }
-        /* at most READ_STEP a read (the reservation may be larger): what a
-         * callback buffers before parsing stays bounded */
-        struct iovec iov[2];
-        size_t room = READ_STEP;
-        for (int i = 0; i < nv; i++) {
-            iov[i].iov_base = v[i].iov_base;
-            iov[i].iov_len = v[i].iov_len < room ? v[i].iov_len : room;
-            room -= iov[i].iov_len;
-        }
-        ssize_t n = nv == 1 ? read(fd, iov[0].iov_base, iov[0].iov_len) : readv(fd, iov, nv);
-        if (n < 0) {
-            evbuffer_commit_space(in, v, 0);
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            char m[96];
-            snprintf(m, sizeof(m), "receive: %s", strerror(errno));
-            mcr__conn_fail(c, MCR_ERR_CONNECT, m);
-            break;
-        }
-        if (n == 0) {
-            evbuffer_commit_space(in, v, 0);
-            mcr__conn_fail(c, MCR_ERR_CONNECT, "connection closed by the server");
-            break;
-        }
-        size_t left = (size_t)n;
-        for (int i = 0; i < nv; i++) {
-            size_t take = left < v[i].iov_len ? left : v[i].iov_len;
-            v[i].iov_len = take;
-            left -= take;
-        }
-        evbuffer_commit_space(in, v, nv);
-        if (evbuffer_get_length(in) > p->read_peak)
-            p->read_peak = evbuffer_get_length(in);
-        if ((size_t)n < READ_STEP)
-            break;
-    }
-
     while (!c->dead) {
         mcr__pool_req *r = c->head;
         if (r == NULL) {
-            if (evbuffer_get_length(in) > 0)
+            if (mcr__inbuf_length(&c->in) > 0)
                 mcr__conn_fail(c, MCR_ERR_PROTOCOL, "reply with no request");
             break;
         }
         msg[0] = '\0';
-        int rc = mcr__parse_reply(c, r, in, msg);
+        int rc = mcr__parse_reply(c, r, &c->in, msg);
         if (rc == 0)
             break;
         if (rc < 0) {
@@ -389,6 +330,61 @@ static void conn_read(evutil_socket_t fd, mcr__pool_conn *c)
         r->conn = NULL;
         mcr__finish_req(p, r);
     }
+}
+
+static void conn_read(evutil_socket_t fd, mcr__pool_conn *c)
+{
+    mcr__pool_server *s = c->server;
+    mcr_pool *p = s->pool;
+
+    c->busy++;
+    if (c->state == MCR__CONN_CONNECTING) {
+        /* readable before writable: the connect failed (or the server
+         * spoke first); the write callback's SO_ERROR check decides */
+        int e = 0;
+        socklen_t len = sizeof(e);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len);
+        if (e != 0) {
+            char m[96];
+            snprintf(m, sizeof(m), "connect: %s", strerror(e));
+            mcr__conn_fail(c, MCR_ERR_CONNECT, m);
+        } else {
+            conn_connected(c);
+        }
+    }
+    /* Each read is parsed before the next: the buffer holds one reply begun
+     * and one read at most, READ_STEPS reads a callback. */
+    for (int step = 0; step < READ_STEPS && !c->dead; step++) {
+        size_t room;
+        char *d = mcr__inbuf_room(&c->in, READ_STEP, &room);
+        if (d == NULL) {
+            mcr__conn_fail(c, MCR_ERR_NOMEM, "out of memory reading a reply");
+            break;
+        }
+        ssize_t n = read(fd, d, room);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            char m[96];
+            snprintf(m, sizeof(m), "receive: %s", strerror(errno));
+            mcr__conn_fail(c, MCR_ERR_CONNECT, m);
+            break;
+        }
+        if (n == 0) {
+            mcr__conn_fail(c, MCR_ERR_CONNECT, "connection closed by the server");
+            break;
+        }
+        c->in.len += (size_t)n;
+        if (mcr__inbuf_length(&c->in) > p->read_peak)
+            p->read_peak = mcr__inbuf_length(&c->in);
+        conn_parse(c);
+        if ((size_t)n < room)
+            break; /* the socket is drained */
+    }
+    if (!c->dead)
+        mcr__inbuf_trim(&c->in, IN_KEEP);
     /* A new current snapshot (published, or a local state changed)
      * meanwhile: adopt it now, so servers it removed close as soon as their
      * last request is answered. */
@@ -472,11 +468,10 @@ mcr__pool_conn *mcr__conn_open(mcr__pool_server *s, int slot)
         s->consecutive++;
         return NULL;
     }
-    c->in = evbuffer_new();
     c->rev = event_new(p->base, c->fd, EV_READ | EV_PERSIST, conn_read_cb, c);
     c->wev = event_new(p->base, c->fd, EV_WRITE, conn_write_cb, c);
     c->timer = evtimer_new(p->base, conn_timer_cb, c);
-    if (c->in == NULL || c->rev == NULL || c->wev == NULL || c->timer == NULL) {
+    if (c->rev == NULL || c->wev == NULL || c->timer == NULL) {
         conn_destroy(c);
         return NULL;
     }

@@ -131,7 +131,7 @@ struct mcr__pool_conn {
     evutil_socket_t fd;
     struct event *rev;         /* readable: persistent while open */
     struct event *wev;         /* writable: only while connecting or blocked */
-    struct evbuffer *in;
+    mcr__inbuf in;             /* replies read, not parsed yet (conn.c reads, reply.c parses) */
     char *out;                 /* requests not yet written: out[out_off, out_len) (conn.c) */
     size_t out_off, out_len, out_cap;
     struct event *timer;
@@ -434,7 +434,7 @@ void mcr__fail_later(mcr_pool *p, mcr__pool_req *r, int status, const char *msg)
 
 /* Parse what the head request r of c expects from in. 1: complete; 0: more
  * bytes needed; -1: the stream does not fit r (msg says why). */
-int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, char *msg);
+int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, mcr__inbuf *in, char *msg);
 
 /* ---- conn.c */
 

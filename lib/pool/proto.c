@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* proto.c: memcached's text and meta protocols: request lines written to an evbuffer; reply lines classified, framed and over-limit blocks dropped. */
+/* proto.c: memcached's text and meta protocols: request lines written; reply lines classified and framed in a linear input buffer, over-limit blocks dropped. */
 #include "proto.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
@@ -236,17 +237,16 @@ static enum first_word classify(const char *w, size_t n, mcr__line_kind *kind)
  * general parser then decides). */
 static inline int fast_u64(const char **p, const char *end, uint64_t *v)
 {
-    const char *s = *p;
+    const char *s = *p, *stop = end - s > 19 ? s + 19 : end;
     uint64_t x = 0;
-    size_t n = 0;
-    while (s < end && *s != ' ') {
+    for (; s < stop; s++) {
         unsigned d = (unsigned)(unsigned char)*s - '0';
-        if (d > 9 || ++n > 19)
-            return 0;
+        if (d > 9)
+            break;
         x = x * 10 + d;
-        s++;
     }
-    if (n == 0)
+    /* none, a 20th digit, or another byte than the space that ends it */
+    if (s == *p || (s < end && *s != ' '))
         return 0;
     *p = s;
     *v = x;
@@ -260,6 +260,16 @@ static inline int fast_u64(const char **p, const char *end, uint64_t *v)
 static int parse_value_fast(const char *line, size_t len, mcr__line *out)
 {
     const char *p = line + 6, *end = line + len, *key = p;
+    /* the key's end: eight bytes a step while no byte may be 0x20 or below
+     * (the test of has_control(), for bytes below 0x21), then byte by byte */
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        if (((x - 0x21 * ones) & ~x & highs) != 0)
+            break;
+        p += 8;
+    }
     while (p < end && (unsigned char)*p > 0x20)
         p++;
     if (p == key || p == end || *p != ' ')
@@ -300,6 +310,12 @@ void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out)
         return;
     if (len > 6 && memcmp(line, "VALUE ", 6) == 0 && parse_value_fast(line, len, out))
         return;
+    /* the lines that end a get, a meta batch and answer a set, whole */
+    if ((len == 3 && memcmp(line, "END", 3) == 0) || (len == 2 && memcmp(line, "MN", 2) == 0) ||
+        (len == 6 && memcmp(line, "STORED", 6) == 0)) {
+        out->kind = len == 3 ? MCR__L_END : len == 2 ? MCR__L_MN : MCR__L_STORED;
+        return;
+    }
     /* No control byte but tab; and where the first word ends. */
     if (has_control(line, len))
         return;
@@ -372,82 +388,98 @@ void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out)
 
 /* ------------------------------------------------------------ framing */
 
-/* The first contiguous piece of `in` (its first chain): NULL when empty. */
-static const char *first_piece(struct evbuffer *in, size_t *n)
+char *mcr__inbuf_room(mcr__inbuf *in, size_t step, size_t *room)
 {
-    struct evbuffer_iovec v;
-    if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
-        return NULL;
-    *n = v.iov_len;
-    return v.iov_base;
+    size_t have = in->len - in->off;
+    if (in->cap - in->len < step && in->off > 0) {
+        /* what was parsed makes room at the front: the bytes left are one
+         * reply begun, a few hundred bytes as a rule */
+        memmove(in->data, in->data + in->off, have);
+        in->off = 0;
+        in->len = have;
+    }
+    size_t want = step / 4 > 0 ? step / 4 : 1;
+    if (in->need > have && in->need - have < want)
+        want = in->need - have; /* the rest of a block fits: no growth for it */
+    if (in->cap - in->len < want) {
+        /* here off == 0: the tail was short of step, so the bytes moved */
+        size_t cap = have + step;
+        if (in->need > cap)
+            cap = in->need; /* a value: the buffer fits it, not a doubling */
+        char *d = realloc(in->data, cap);
+        if (d == NULL)
+            return NULL;
+        in->data = d;
+        in->cap = cap;
+    }
+    size_t n = in->cap - in->len;
+    *room = n < step ? n : step;
+    return in->data + in->len;
 }
 
-int mcr__proto_peek_line(struct evbuffer *in, const char **line, size_t *len)
+void mcr__inbuf_trim(mcr__inbuf *in, size_t keep)
 {
-    size_t avail;
-    return mcr__proto_peek_line_avail(in, line, len, &avail);
+    if (in->cap <= keep)
+        return;
+    size_t have = in->len - in->off;
+    if (have == 0) {
+        mcr__inbuf_free(in);
+        return;
+    }
+    if (have > keep / 4)
+        return; /* still reading something large */
+    char *d = malloc(keep / 4);
+    if (d == NULL)
+        return;
+    memcpy(d, in->data + in->off, have);
+    free(in->data);
+    in->data = d;
+    in->cap = keep / 4;
+    in->off = 0;
+    in->len = have;
 }
 
-int mcr__proto_peek_line_avail(struct evbuffer *in, const char **line, size_t *len,
-                               size_t *avail)
+void mcr__inbuf_free(mcr__inbuf *in)
 {
-    /* Fast path: the line ends inside the first piece, which needs neither
-     * a search across pieces nor a pullup. */
-    size_t have;
-    const char *p = first_piece(in, &have);
-    if (p != NULL) {
-        size_t lim = have < MCR__PROTO_MAX_LINE + 2 ? have : MCR__PROTO_MAX_LINE + 2;
-        const char *nl = memchr(p, '\n', lim);
-        if (nl != NULL && nl > p && nl[-1] == '\r') {
+    free(in->data);
+    memset(in, 0, sizeof(*in));
+}
+
+int mcr__proto_peek_line(const mcr__inbuf *in, const char **line, size_t *len)
+{
+    size_t have = in->len - in->off;
+    if (have == 0)
+        return 0;
+    /* a CRLF that ends a line of at most MAX bytes lies in the first MAX + 2 */
+    const char *p = in->data + in->off;
+    size_t lim = have < MCR__PROTO_MAX_LINE + 2 ? have : MCR__PROTO_MAX_LINE + 2;
+    const char *s = p, *end = p + lim;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        if (nl == NULL)
+            break;
+        if (nl > p && nl[-1] == '\r') {
             *line = p;
             *len = (size_t)(nl - 1 - p);
-            *avail = have;
             return 1;
         }
-        if (nl == NULL && lim == MCR__PROTO_MAX_LINE + 2)
-            return -1; /* any CRLF ends past MAX */
-        if (nl == NULL && have == evbuffer_get_length(in))
-            return 0; /* all of it, shorter than MAX + 2, without LF */
+        s = nl + 1; /* a bare LF ends no line */
     }
-    size_t eol = 0;
-    struct evbuffer_ptr e = evbuffer_search_eol(in, NULL, &eol, EVBUFFER_EOL_CRLF_STRICT);
-    if (e.pos < 0) /* MAX + 2 bytes without CRLF: a line over MAX */
-        return evbuffer_get_length(in) >= MCR__PROTO_MAX_LINE + 2 ? -1 : 0;
-    if ((size_t)e.pos > MCR__PROTO_MAX_LINE)
-        return -1;
-    *line = (const char *)evbuffer_pullup(in, e.pos + 2);
-    if (*line == NULL)
-        return -1;
-    *len = (size_t)e.pos;
-    *avail = (size_t)e.pos + 2;
-    return 1;
+    /* MAX + 2 bytes without CRLF: any line there is over MAX */
+    return lim == MCR__PROTO_MAX_LINE + 2 ? -1 : 0;
 }
 
-int mcr__proto_block_at(const char *line, size_t avail, size_t line_len, uint64_t bytes,
-                        const char **data)
-{
-    if (bytes > MAX_DATA || avail - line_len - 2 < bytes + 2)
-        return 0;
-    size_t need = line_len + 2 + (size_t)bytes + 2;
-    if (line[need - 2] != '\r' || line[need - 1] != '\n')
-        return -1;
-    *data = line + line_len + 2;
-    return 1;
-}
-
-int mcr__proto_peek_block(struct evbuffer *in, size_t line_len, uint64_t bytes, const char **data)
+int mcr__proto_peek_block(mcr__inbuf *in, size_t line_len, uint64_t bytes, const char **data)
 {
     if (bytes > MAX_DATA)
         return -1;
     size_t need = line_len + 2 + (size_t)bytes + 2;
-    size_t have;
-    const char *p = first_piece(in, &have);
-    if (p == NULL || have < need) {
-        if (evbuffer_get_length(in) < need)
-            return 0;
-        p = (const char *)evbuffer_pullup(in, (ev_ssize_t)need);
+    if (in->len - in->off < need) {
+        in->need = need;
+        return 0;
     }
-    if (p == NULL || p[need - 2] != '\r' || p[need - 1] != '\n')
+    const char *p = in->data + in->off;
+    if (p[need - 2] != '\r' || p[need - 1] != '\n')
         return -1;
     *data = p + line_len + 2;
     return 1;
@@ -458,26 +490,23 @@ void mcr__proto_skip_start(mcr__proto_skip *s, uint64_t bytes)
     s->left = bytes + 2;
 }
 
-int mcr__proto_skip_run(mcr__proto_skip *s, struct evbuffer *in)
+int mcr__proto_skip_run(mcr__proto_skip *s, mcr__inbuf *in)
 {
-    size_t have = evbuffer_get_length(in);
+    size_t have = in->len - in->off, n = 0;
     if (s->left > 2) {
         uint64_t data = s->left - 2;
-        size_t n = have < data ? have : (size_t)data;
-        evbuffer_drain(in, n);
+        n = have < data ? have : (size_t)data;
         s->left -= n;
-        have -= n;
     }
     /* the CRLF, which may arrive a byte at a time */
-    while (s->left > 0 && s->left <= 2 && have > 0) {
-        char b;
-        evbuffer_copyout(in, &b, 1);
-        if (b != (s->left == 2 ? '\r' : '\n'))
+    while (s->left > 0 && s->left <= 2 && n < have) {
+        if (in->data[in->off + n] != (s->left == 2 ? '\r' : '\n'))
             return -1;
-        evbuffer_drain(in, 1);
+        n++;
         s->left--;
-        have--;
     }
+    if (n > 0)
+        mcr__inbuf_drain(in, n);
     return s->left == 0 ? 1 : 0;
 }
 

@@ -63,32 +63,69 @@ typedef struct mcr__line {
  * otherwise. Pointers in *out point into `line`. */
 void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out);
 
-struct evbuffer;
+/* A reply stream as the pool reads it: one linear buffer per connection,
+ * read(2) straight into its free tail and parsed in place. data[off, len)
+ * is what arrived and is not parsed yet; what was parsed is consumed by
+ * moving off (mcr__inbuf_drain()). Bytes move only when room is made for a
+ * read (mcr__inbuf_room()), never while a parse holds pointers into them:
+ * a line's pointers stay valid while its data block is looked at. */
+typedef struct mcr__inbuf {
+    char *data;
+    size_t off, len, cap;
+    size_t need;          /* the bytes from off that the item being read is
+                             known to take (a line and its data block, when
+                             the block is not all there): how far room grows;
+                             0: not known */
+} mcr__inbuf;
+
+/* The bytes not parsed yet. */
+static inline size_t mcr__inbuf_length(const mcr__inbuf *in)
+{
+    return in->len - in->off;
+}
+
+/* The first n bytes consumed (n <= mcr__inbuf_length()); an empty buffer
+ * starts again at its front, so the next read needs no move. */
+static inline void mcr__inbuf_drain(mcr__inbuf *in, size_t n)
+{
+    in->off += n;
+    in->need = 0;
+    if (in->off == in->len)
+        in->off = in->len = 0;
+}
+
+/* mcr__inbuf_room: free bytes at the tail for one read of at most `step`
+ * bytes: *room (0 < *room <= step) from the returned pointer on; the caller
+ * adds what it wrote to in->len. The bytes not parsed are moved to the front
+ * when the tail has less than `step` free; the buffer grows only when that
+ * leaves less than step / 4 (or less than the rest of a block known to be
+ * coming, in->need), to fit that block or one step. NULL: out of memory
+ * (nothing changed). Pointers into the buffer are invalid afterwards. */
+char *mcr__inbuf_room(mcr__inbuf *in, size_t step, size_t *room);
+/* mcr__inbuf_trim: a buffer over `keep` bytes of capacity is given back when
+ * it holds little (nothing, or at most keep / 4 bytes, which are moved to a
+ * smaller one): a large value grows it for a while only. Cannot fail (when
+ * the smaller one cannot be had, the large one is kept). */
+void mcr__inbuf_trim(mcr__inbuf *in, size_t keep);
+/* The buffer's memory given back; *in is empty and usable again. */
+void mcr__inbuf_free(mcr__inbuf *in);
 
 /* Framing of a reply stream. The pool decides what a line means for its
  * request; these only find where a line or a data block ends, so that
  * nothing is taken from the stream before it is complete. */
 
 /* mcr__proto_peek_line: the next line of `in`, left in place. 1: *line
- * (contiguous) and *len (without CRLF); 0: incomplete; -1: no CRLF within
- * MCR__PROTO_MAX_LINE bytes (not memcached's stream). */
-int mcr__proto_peek_line(struct evbuffer *in, const char **line, size_t *len);
-/* The same, and *avail: the bytes that lie contiguous from *line on (at
- * least *len + 2), for mcr__proto_block_at(). */
-int mcr__proto_peek_line_avail(struct evbuffer *in, const char **line, size_t *len,
-                               size_t *avail);
+ * (pointing into in) and *len (without CRLF); 0: incomplete; -1: no CRLF
+ * within MCR__PROTO_MAX_LINE + 2 bytes (not memcached's stream). A bare LF
+ * ends no line. */
+int mcr__proto_peek_line(const mcr__inbuf *in, const char **line, size_t *len);
 
-/* mcr__proto_peek_block: the data block of `bytes` bytes that follows a
- * line of `line_len` bytes (without its CRLF) at the start of `in`, left
- * in place. 1: *data (contiguous); 0: incomplete; -1: the block is not
- * ended by CRLF, or memory ran out. */
-int mcr__proto_peek_block(struct evbuffer *in, size_t line_len, uint64_t bytes, const char **data);
-/* mcr__proto_block_at: the same for a block that may lie in the `avail`
- * contiguous bytes from `line` on (as mcr__proto_peek_line_avail() gave
- * them): 1 and *data; -1: not ended by CRLF; 0: not all there, ask
- * mcr__proto_peek_block(). */
-int mcr__proto_block_at(const char *line, size_t avail, size_t line_len, uint64_t bytes,
-                        const char **data);
+/* mcr__proto_peek_block: the data block of `bytes` bytes that follows the
+ * line of `line_len` bytes (without its CRLF) at the start of `in`, left in
+ * place. 1: *data (pointing into in; the line's pointers stay valid);
+ * 0: incomplete (in->need set to what the line and block take); -1: the
+ * block is not ended by CRLF, or is over 2^40 bytes. */
+int mcr__proto_peek_block(mcr__inbuf *in, size_t line_len, uint64_t bytes, const char **data);
 
 /* A data block being discarded as it arrives: a value over the client's
  * limit, read so that the stream stays in step without holding it. */
@@ -102,7 +139,7 @@ void mcr__proto_skip_start(mcr__proto_skip *s, uint64_t bytes);
 /* mcr__proto_skip_run: drop what `in` holds of the block. 1: all of it was
  * dropped, its CRLF checked; 0: more to come (`in` is empty); -1: the
  * block is not ended by CRLF. */
-int mcr__proto_skip_run(mcr__proto_skip *s, struct evbuffer *in);
+int mcr__proto_skip_run(mcr__proto_skip *s, mcr__inbuf *in);
 
 /* A request line to write. */
 typedef struct mcr__wire {
@@ -121,6 +158,8 @@ typedef struct mcr__wire {
     uint64_t delta;
     uint32_t opaque;      /* meta: the first key's token; key i gets opaque + i */
 } mcr__wire;
+
+struct evbuffer;
 
 /* mcr__proto_write: append the request to `out`, formatted in place in
  * one reservation of its buffer. Keys and values were checked by the

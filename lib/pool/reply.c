@@ -5,8 +5,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include <event2/buffer.h>
-
 /* STATS replies are collected whole; more than this is not memcached. */
 #define STATS_MAX (4u << 20)
 
@@ -90,7 +88,7 @@ static int status_reply(mcr_op op, int meta, mcr__line_kind kind, mcr_reply *out
 
 /* Parse what the head request r expects. 1: r is complete (the caller pops
  * it); 0: more bytes needed; -1: the stream does not fit r (msg says why). */
-int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, char *msg)
+int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, mcr__inbuf *in, char *msg)
 {
     mcr_pool *p = c->server->pool;
     int meta = p->o.protocol == MCR_PROTO_META || r->force_meta;
@@ -108,8 +106,8 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 return 1; /* the VA was the whole reply, its key reported */
         }
         const char *line;
-        size_t len, avail;
-        int rc = mcr__proto_peek_line_avail(in, &line, &len, &avail);
+        size_t len;
+        int rc = mcr__proto_peek_line(in, &line, &len);
         if (rc == 0)
             return 0;
         if (rc < 0) {
@@ -183,9 +181,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 uint32_t flags = L.flags;
                 uint64_t cas = L.cas;
                 if (!too_big) {
-                    rc = mcr__proto_block_at(line, avail, ll, bytes, &data);
-                    if (rc == 0)
-                        rc = mcr__proto_peek_block(in, ll, bytes, &data);
+                    rc = mcr__proto_peek_block(in, ll, bytes, &data);
                     if (rc == 0)
                         return 0;
                     if (rc < 0) {
@@ -230,7 +226,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 if (c->dead)
                     return 0;
                 if (too_big) {
-                    evbuffer_drain(in, ll + 2);
+                    mcr__inbuf_drain(in, ll + 2);
                     mcr__proto_skip_start(&c->skip, bytes);
                     if (single_meta) {
                         r->status = MCR_ERR_TOO_BIG;
@@ -238,7 +234,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                     }
                     continue;
                 }
-                evbuffer_drain(in, ll + 2 + (size_t)bytes + 2);
+                mcr__inbuf_drain(in, ll + 2 + (size_t)bytes + 2);
                 if (single_meta) {
                     r->status = MCR_OK;
                     r->reply = MCR_REPLY_HIT;
@@ -251,7 +247,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                     mcr__set_msg(msg, "EN with an opaque token not awaited");
                     return -1;
                 }
-                evbuffer_drain(in, len + 2);
+                mcr__inbuf_drain(in, len + 2);
                 r->status = MCR_OK;
                 r->reply = MCR_REPLY_MISS;
                 return 1; /* mcr__finish_req reports the miss */
@@ -265,7 +261,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                     mcr__set_msg(msg, "EN with an opaque token not awaited");
                     return -1;
                 }
-                evbuffer_drain(in, len + 2);
+                mcr__inbuf_drain(in, len + 2);
                 for (; r->cursor <= o - r->opaque && !c->dead; r->cursor++)
                     mcr__deliver_simple(p, r, r->cursor, MCR_OK, MCR_REPLY_MISS, NULL);
                 if (c->dead)
@@ -273,7 +269,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 continue;
             }
             if ((!meta && L.kind == MCR__L_END) || (meta && !single_meta && L.kind == MCR__L_MN)) {
-                evbuffer_drain(in, len + 2);
+                mcr__inbuf_drain(in, len + 2);
                 if (r->failed_batch) {
                     r->status = MCR_ERR_SERVER;
                     return 1; /* the rest fail with the error seen */
@@ -293,7 +289,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
             }
             if (error_line(&L)) {
                 error_text(&L, r->message);
-                evbuffer_drain(in, len + 2);
+                mcr__inbuf_drain(in, len + 2);
                 if (!meta) {
                     /* the whole line failed */
                     for (mcr__pool_req *x = r->next; x != NULL && x->joined; x = x->next) {
@@ -318,7 +314,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
         /* One-line replies (and incr's VA, stats' lines). */
         if (error_line(&L)) {
             error_text(&L, r->message);
-            evbuffer_drain(in, len + 2);
+            mcr__inbuf_drain(in, len + 2);
             r->status = MCR_ERR_SERVER;
             return 1;
         }
@@ -365,7 +361,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                     return -1;
                 }
                 r->number = N.number;
-                evbuffer_drain(in, ll + 2 + (size_t)bytes);
+                mcr__inbuf_drain(in, ll + 2 + (size_t)bytes);
                 len = 0; /* the final CRLF is drained below */
                 reply = MCR_REPLY_NUMBER;
             } else {
@@ -416,7 +412,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                 r->text_len += L.text_len;
                 r->text[r->text_len++] = '\n';
                 r->text[r->text_len] = '\0';
-                evbuffer_drain(in, len + 2);
+                mcr__inbuf_drain(in, len + 2);
                 continue;
             }
             ok = L.kind == MCR__L_END;
@@ -430,7 +426,7 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, struct evbuffer *in, c
                          mcr_op_name(r->op));
             return -1;
         }
-        evbuffer_drain(in, len + 2);
+        mcr__inbuf_drain(in, len + 2);
         r->status = MCR_OK;
         r->reply = reply;
         return 1;

@@ -24,7 +24,14 @@ mcr__pool_req *mcr__req_new(mcr_pool *p, size_t nkeys, size_t keybytes, int with
         r = p->req_free;
         p->req_free = r->next;
         p->nreq_free--;
-        memset(r, 0, sizeof(*r));
+        /* zeroed but for the message text (the last member), which is
+         * read as a string only */
+        _Static_assert(sizeof(mcr__pool_req) - offsetof(mcr__pool_req, message) -
+                               MCR__MSG_SIZE <
+                           _Alignof(mcr__pool_req),
+                       "message is the last member of mcr__pool_req");
+        memset(r, 0, offsetof(mcr__pool_req, message));
+        r->message[0] = '\0';
     } else {
         size_t sz = small ? SMALL_SIZE
                           : sizeof(mcr__pool_req) +

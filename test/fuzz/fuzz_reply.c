@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* fuzz_reply.c: fuzz target of the memcached text and meta protocols (lib/pool/proto.c): reply lines read as the pool frames them, and request lines written. */
+/* fuzz_reply.c: fuzz target of the memcached text and meta protocols (lib/pool/proto.c): reply lines read as the pool frames them (its input buffer, at every split), and request lines written. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +186,140 @@ static size_t read_stream(const char *in, size_t size, size_t *values)
     return pos;
 }
 
+/* A reader of the pool's input buffer as reply.c reads it: lines, data
+ * blocks within `limit` (the line's pointers still valid after its block),
+ * blocks over it dropped as they come. What it read is folded into `sum`. */
+typedef struct frame_reader {
+    uint64_t limit;
+    mcr__proto_skip skip;
+    uint64_t sum;
+    size_t events;
+} frame_reader;
+
+static void fold(frame_reader *fr, const void *p, size_t n, uint64_t tag)
+{
+    const unsigned char *b = p;
+    uint64_t h = fr->sum ^ (tag * 0x9e3779b97f4a7c15ull);
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    fr->sum = h;
+    fr->events++;
+}
+
+/* One event: 1 (read one), 0 (more bytes needed), -1 (the stream is bad). */
+static int frame_one(frame_reader *fr, mcr__inbuf *in)
+{
+    if (fr->skip.left > 0) {
+        int rc = mcr__proto_skip_run(&fr->skip, in);
+        if (rc == 1)
+            fold(fr, "", 0, 1);
+        FUZZ_CHECK(rc != 0 || mcr__inbuf_length(in) == 0, "a skip left %zu bytes",
+                   mcr__inbuf_length(in));
+        return rc;
+    }
+    const char *line;
+    size_t len;
+    int rc = mcr__proto_peek_line(in, &line, &len);
+    if (rc <= 0) {
+        FUZZ_CHECK(rc == 0 || mcr__inbuf_length(in) >= MCR__PROTO_MAX_LINE + 2,
+                   "a line refused in %zu bytes", mcr__inbuf_length(in));
+        return rc;
+    }
+    FUZZ_CHECK(len <= MCR__PROTO_MAX_LINE && len + 2 <= mcr__inbuf_length(in) &&
+                   line == in->data + in->off && line[len] == '\r' && line[len + 1] == '\n',
+               "a line of %zu bytes framed wrong", len);
+    mcr__line L;
+    mcr__proto_parse_line(line, len, &L);
+    if (L.kind == MCR__L_BAD)
+        return -1;
+    if (L.kind != MCR__L_VALUE && L.kind != MCR__L_VA) {
+        fold(fr, line, len, 2);
+        mcr__inbuf_drain(in, len + 2);
+        return 1;
+    }
+    if (L.bytes > fr->limit) {
+        fold(fr, line, len, 3);
+        mcr__inbuf_drain(in, len + 2);
+        mcr__proto_skip_start(&fr->skip, L.bytes);
+        return 1;
+    }
+    const char *data;
+    rc = mcr__proto_peek_block(in, len, L.bytes, &data);
+    if (rc <= 0) {
+        FUZZ_CHECK(rc < 0 || in->need == len + 2 + L.bytes + 2, "need %zu", in->need);
+        return rc;
+    }
+    FUZZ_CHECK(data == line + len + 2, "a block apart from its line");
+    fold(fr, line, len, 4); /* the line, read after its block was found */
+    fold(fr, data, (size_t)L.bytes, 5);
+    mcr__inbuf_drain(in, len + 2 + (size_t)L.bytes + 2);
+    return 1;
+}
+
+static int frame_all(frame_reader *fr, mcr__inbuf *in)
+{
+    int rc;
+    while ((rc = frame_one(fr, in)) == 1) {
+    }
+    return rc;
+}
+
+/* s (n bytes) added to in through the room it makes, `step` a read. */
+static void frame_add(mcr__inbuf *in, const char *s, size_t n, size_t step)
+{
+    while (n > 0) {
+        size_t room;
+        char *d = mcr__inbuf_room(in, step, &room);
+        FUZZ_CHECK(d != NULL && room > 0 && room <= step && in->len + room <= in->cap,
+                   "room %zu for a step of %zu", room, step);
+        size_t k = n < room ? n : room;
+        memcpy(d, s, k);
+        in->len += k;
+        s += k;
+        n -= k;
+    }
+}
+
+/* The input read whole, then in pieces of a size it picks (through reads of
+ * a step it picks, so that the buffer moves and grows): the same events,
+ * the same end, and never more held than a piece, a line and a block
+ * within the limit. */
+static void check_framing(const uint8_t *data, size_t size)
+{
+    if (size < 2)
+        return;
+    const char *in = (const char *)data;
+    size_t piece = 1 + data[0] % 61;
+    size_t step = 8 + data[1] % 120;
+    uint64_t limit = data[size - 1] % 97;
+
+    frame_reader whole = {.limit = limit};
+    mcr__inbuf b;
+    memset(&b, 0, sizeof(b));
+    frame_add(&b, in, size, size);
+    int end = frame_all(&whole, &b);
+    size_t left = mcr__inbuf_length(&b);
+    mcr__inbuf_free(&b);
+
+    frame_reader fr = {.limit = limit};
+    int rc = 0;
+    size_t peak = 0;
+    for (size_t off = 0; off < size && rc >= 0; off += piece) {
+        frame_add(&b, in + off, size - off < piece ? size - off : piece, step);
+        if (mcr__inbuf_length(&b) > peak)
+            peak = mcr__inbuf_length(&b);
+        rc = frame_all(&fr, &b);
+        mcr__inbuf_trim(&b, 4 * step);
+    }
+    FUZZ_CHECK(rc == end, "in pieces of %zu: ended %d, whole %d", piece, rc, end);
+    FUZZ_CHECK(fr.events == whole.events && fr.sum == whole.sum,
+               "in pieces of %zu: %zu events, whole %zu", piece, fr.events, whole.events);
+    FUZZ_CHECK(end < 0 || mcr__inbuf_length(&b) == left, "in pieces of %zu: %zu bytes left, whole %zu",
+               piece, mcr__inbuf_length(&b), left);
+    FUZZ_CHECK(peak <= piece + MCR__PROTO_MAX_LINE + 2 + limit + 2, "%zu bytes held", peak);
+    mcr__inbuf_free(&b);
+}
+
 /* A request built from the input, written, and read back: it ends with
  * CRLF, names its key, and a store declares exactly its value's length. */
 static void check_write(const uint8_t *data, size_t size)
@@ -301,6 +435,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ok = ok && data[i] > 0x20 && data[i] != 0x7f;
     FUZZ_CHECK(mcr__proto_key_ok(data, kl, 250) == ok, "key_ok of %zu bytes", kl);
 
+    check_framing(data, size);
     check_write(data, size);
     return 0;
 }
