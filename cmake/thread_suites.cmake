@@ -26,6 +26,18 @@
 # and locate); nor does test_clients (test_clients.c, registered apart).
 # scripts/test.sh configures every build it makes, so the check runs on
 # each of its runs; an existing build dir rechecks when it reconfigures.
+#
+# Suites whose threads are in a few tests only (MCR_THREAD_CASE_SUITES,
+# test/CMakeLists.txt) keep those tests in a TCase named "threads", and a
+# TSan build runs only that TCase of them (CK_RUN_CASE=threads): the plain
+# and ASan builds run them whole. For each such suite the check reads the
+# suite's file as top-level definitions (START_TEST bodies, functions and
+# macros, each up to the next one at column 0) and follows its calls: a
+# test whose body reaches a thread starter (directly, or through a function
+# or macro of the file that does, at any depth; a name that is only passed,
+# as a thread's body is, counts too) must be in the TCase "threads", and a
+# test in it must reach one. The helpers such a suite links must start no
+# thread (their calls are not followed).
 
 # lib/ file = the public functions through which it starts a thread.
 set(MCR_THREAD_STARTERS
@@ -124,6 +136,13 @@ function(mcr_check_thread_labels)
     if(NOT labels)
       set(labels "")
     endif()
+    if(s IN_LIST MCR_THREAD_CASE_SUITES)
+      if(NOT "threads" IN_LIST labels)
+        message(FATAL_ERROR "${s} is in MCR_THREAD_CASE_SUITES but not labelled threads: add it to "
+                            "MCR_THREAD_SUITES in test/CMakeLists.txt")
+      endif()
+      mcr_check_thread_case(${s} "${api_re}" "${cli_re}" ${cli} "${files}")
+    endif()
     if(why AND NOT "threads" IN_LIST labels)
       message(FATAL_ERROR "${s} runs a second thread (${why}) but is not labelled threads: "
                           "add it to MCR_THREAD_SUITES in test/CMakeLists.txt, or scripts/test.sh "
@@ -134,4 +153,130 @@ function(mcr_check_thread_labels)
                           "cmake/thread_suites.cmake how it starts one")
     endif()
   endforeach()
+endfunction()
+
+# mcr_check_thread_case(suite api_re cli_re cli files): the tests of the
+# suite that reach a thread starter are exactly those of its TCase "threads"
+# (see the top of this file). files: the suite's source, then its helpers'.
+function(mcr_check_thread_case s api_re cli_re cli files)
+  set(starts "${api_re}")
+  if(cli)
+    set(starts "(${api_re}|${cli_re})")
+  endif()
+  list(GET files 0 main)
+  list(REMOVE_AT files 0)
+  foreach(f ${files})
+    if(NOT IS_ABSOLUTE ${f})
+      set(f ${CMAKE_CURRENT_SOURCE_DIR}/${f})
+    endif()
+    file(READ ${f} text)
+    if(text MATCHES "${starts}")
+      message(FATAL_ERROR "${s} is in MCR_THREAD_CASE_SUITES but its helper ${f} starts a thread "
+                          "(${CMAKE_MATCH_1}): the check cannot tell which tests do; take ${s} out "
+                          "of MCR_THREAD_CASE_SUITES in test/CMakeLists.txt (TSan runs it whole)")
+    endif()
+  endforeach()
+  if(NOT IS_ABSOLUTE ${main})
+    set(main ${CMAKE_CURRENT_SOURCE_DIR}/${main})
+  endif()
+  file(READ ${main} text)
+  # Comments out (a name in prose is no call), then the lines as a CMake
+  # list: what lists treat specially is replaced first.
+  string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" " " body "${text}")
+  string(REGEX REPLACE "//[^\n]*" "" body "${body}")
+  string(REPLACE "\\" "<bs>" body "${body}")
+  string(REPLACE ";" "<sc>" body "${body}")
+  string(REPLACE "[" "<lb>" body "${body}")
+  string(REPLACE "]" "<rb>" body "${body}")
+  string(REPLACE "\n" ";" lines "${body}")
+  set(id "[A-Za-z_][A-Za-z0-9_]*")
+  set(cur "")
+  set(fns "")
+  set(tests "")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^START_TEST\\((${id})\\)")
+      set(cur ${CMAKE_MATCH_1})
+      list(APPEND tests ${cur})
+    elseif(line MATCHES "^#[ \t]*define[ \t]+(${id})")
+      set(cur ${CMAKE_MATCH_1})
+    elseif(line MATCHES "^[A-Za-z_]" AND line MATCHES "<sc>[ \t]*$")
+      continue() # a declaration at column 0 (a prototype): no body
+    elseif(line MATCHES "^[A-Za-z_]([^=(]*[ \t*])?(${id})\\(")
+      set(cur ${CMAKE_MATCH_2})
+    endif()
+    if(cur STREQUAL "")
+      continue()
+    endif()
+    if(NOT DEFINED body_${cur})
+      list(APPEND fns ${cur})
+      set(body_${cur} "")
+    endif()
+    string(APPEND body_${cur} "${line}\n")
+  endforeach()
+  # The definitions that start a thread, then those that reach one; main()
+  # and the function that makes the suite, which name every test, are the
+  # harness: not followed.
+  set(threaded "")
+  foreach(fn ${fns})
+    if(fn STREQUAL "main" OR body_${fn} MATCHES "suite_create\\(")
+      list(REMOVE_ITEM fns ${fn})
+    endif()
+  endforeach()
+  foreach(fn ${fns})
+    if(body_${fn} MATCHES "${starts}")
+      list(APPEND threaded ${fn})
+      set(why_${fn} "${CMAKE_MATCH_1}()")
+    endif()
+  endforeach()
+  set(grew 1)
+  while(grew AND threaded)
+    set(grew 0)
+    list(JOIN threaded "|" t_re)
+    foreach(fn ${fns})
+      if(NOT fn IN_LIST threaded AND
+         body_${fn} MATCHES "[^A-Za-z0-9_](${t_re})([^A-Za-z0-9_]|$)")
+        list(APPEND threaded ${fn})
+        set(why_${fn} "${CMAKE_MATCH_1}, which calls ${why_${CMAKE_MATCH_1}}")
+        set(grew 1)
+      endif()
+    endforeach()
+  endwhile()
+  # The TCase "threads" and its tests.
+  if(NOT text MATCHES "(${id})[ \t]*=[ \t]*tcase_create\\(\"threads\"\\)")
+    message(FATAL_ERROR "${s} is in MCR_THREAD_CASE_SUITES (a TSan build runs only its TCase "
+                        "\"threads\") but ${main} makes no TCase \"threads\"")
+  endif()
+  set(tvar ${CMAKE_MATCH_1})
+  if(NOT text MATCHES "suite_add_tcase\\([^,()]*,[ \t]*${tvar}[ \t]*\\)")
+    message(FATAL_ERROR "${main}: the TCase \"threads\" (${tvar}) is not added to the suite")
+  endif()
+  string(REGEX MATCHALL "tcase_add_(loop_)?test\\([ \t]*${id}[ \t]*,[ \t]*${id}" adds "${text}")
+  set(incase "")
+  foreach(a ${adds})
+    string(REGEX MATCH "\\([ \t]*(${id})[ \t]*,[ \t]*(${id})" a "${a}")
+    if(CMAKE_MATCH_1 STREQUAL tvar)
+      list(APPEND incase ${CMAKE_MATCH_2})
+    endif()
+  endforeach()
+  foreach(t ${tests})
+    if(t IN_LIST threaded AND NOT t IN_LIST incase)
+      message(FATAL_ERROR "${s}: test ${t} runs a second thread (it calls ${why_${t}}) but is not in "
+                          "the TCase \"threads\" of ${main}, the only one a TSan build runs: add it "
+                          "there (tcase_add_test(${tvar}, ${t})) instead of its TCase now")
+    endif()
+  endforeach()
+  foreach(t ${incase})
+    if(NOT t IN_LIST tests)
+      message(FATAL_ERROR "${main}: ${t}, in the TCase \"threads\", is no START_TEST of the file "
+                          "(cmake/thread_suites.cmake cannot follow it)")
+    elseif(NOT t IN_LIST threaded)
+      message(FATAL_ERROR "${s}: test ${t} is in the TCase \"threads\" but shows no second thread: "
+                          "put it in another TCase of ${main} (a TSan build runs only \"threads\")")
+    endif()
+  endforeach()
+  if(NOT incase)
+    message(FATAL_ERROR "${main}: the TCase \"threads\" has no test")
+  endif()
+  list(JOIN incase " " names)
+  message(STATUS "${s}: a TSan build runs its TCase threads only (${names})")
 endfunction()

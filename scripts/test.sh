@@ -46,7 +46,11 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 #    follower's, or the mcroute commands they run) and the examples (pools and
 #    routers, each with its threads); a single-threaded suite cannot race, and
 #    runs in the plain and ASan stages. The configure fails when a suite that
-#    starts a thread is not labelled (cmake/thread_suites.cmake).
+#    starts a thread is not labelled (cmake/thread_suites.cmake). Of the
+#    suites whose threads are in a few tests (MCR_THREAD_CASE_SUITES in
+#    test/CMakeLists.txt: test_ring, test_snapshot, test_placement,
+#    test_compat_ketama) a TSan build runs only the TCase "threads", which the
+#    configure checks holds every test of theirs that reaches a thread.
 build build-tsan mcr_threads_targets -DMCR_TSAN=ON -DMCR_BUILD_BENCH=OFF
 [ -n "$(cd build-tsan && ctest -N -L threads | sed -n 's/^ *Test  *#[0-9]*: *//p')" ] ||
   { echo "test.sh: no suite is labelled threads" >&2; exit 1; }

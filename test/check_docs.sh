@@ -96,9 +96,32 @@ fail() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# An alias is a page whose only request is ".so manN/target.N".
+# An alias is a page whose only request is ".so manN/target.N": its first
+# line that is neither a comment nor blank starts with ".so ". Read once for
+# every page (scan_pages, below: one perl for all of them, as the checks
+# run per page and a few processes per page and check cost a minute on a
+# loaded machine); is_alias looks the answer up.
+declare -A alias_of=()
+scan_pages() { # PAGE...: record which are aliases
+    local flag path
+    while IFS=$'\t' read -r flag path; do
+        alias_of[$path]=$flag
+    done < <(perl -e '
+        for my $f (@ARGV) {
+            my $alias = 0;
+            if (open(my $i, "<", $f)) {
+                while (<$i>) {
+                    next if /^\.\\"/ || /^\s*$/;
+                    $alias = /^\.so / ? 1 : 0;
+                    last;
+                }
+            }
+            print "$alias\t$f\n";
+        }
+    ' "$@")
+}
 is_alias() {
-    grep -v '^\.\\"' "$1" | grep -v '^[[:space:]]*$' | head -1 | grep -q '^\.so '
+    [ "${alias_of[$1]:-0}" = 1 ]
 }
 
 # ------------------------------------------------------------ 0. placeholders
@@ -128,9 +151,10 @@ VERSION=$version MANDATE=$mandate OUT=$tmp/man perl -e '
     }
 ' "$srcman"/*.[0-9]
 shopt -u nullglob
+scan_pages "$srcman"/*.[0-9]
 if [ "$shard" -eq 1 ]; then
 for page in "$srcman"/*.[0-9]; do
-    name=$(basename "$page")
+    name=${page##*/}
     if ! is_alias "$page"; then
         th=$(grep '^\.TH' "$page" || true)
         if [ -z "$th" ]; then
@@ -196,9 +220,10 @@ fi
 
 shopt -s nullglob
 pages=()
-for page in "$srcman"/*.[0-9]; do pages+=("$man/$(basename "$page")"); done
+for page in "$srcman"/*.[0-9]; do pages+=("$man/${page##*/}"); done
 shopt -u nullglob
 [ ${#pages[@]} -gt 0 ] || fail "no man page in $man"
+[ ${#pages[@]} -eq 0 ] || scan_pages "${pages[@]}"
 # This shard's pages, for checks 3 and 5: with one shard all of them; with
 # more, shard 1 has the whole-tree checks and none, and the others every
 # (N-1)th page.
@@ -214,34 +239,41 @@ done
 # required ones must appear once each, in this order, and have some text.
 required=("NAME" "SYNOPSIS" "DESCRIPTION" "RETURN VALUE" "ERRORS" "THREAD SAFETY" "EXAMPLE" "SEE ALSO")
 nfull=0
+sec3=()
 for page in "${mine[@]}"; do
     [[ $page == *.3 ]] || continue
-    name=$(basename "$page")
     is_alias "$page" && continue
     nfull=$((nfull + 1))
-    perl -ne '
-        if (/^\.SH\s+(.*?)\s*$/) { ($h = $1) =~ s/"//g; print "H $h\n"; next }
-        print "T\n" if !/^\.\\"/ && !/^\.(?:PP|P|LP|sp|br|nf|fi|RS|RE|in)\b/ && /\S/;
-    ' "$page" >"$tmp/headings"
-    last=0
-    for sec in "${required[@]}"; do
-        n=$(grep -cxF "H $sec" "$tmp/headings" || true)
-        if [ "$n" -eq 0 ]; then
-            fail "man/$name: no $sec section"
-            continue
-        elif [ "$n" -gt 1 ]; then
-            fail "man/$name: $n $sec sections"
-            continue
-        fi
-        at=$(grep -nxF "H $sec" "$tmp/headings" | cut -d: -f1)
-        if [ "$at" -lt "$last" ]; then
-            fail "man/$name: $sec comes too early (order: ${required[*]})"
-        fi
-        last=$at
-        [ "$(sed -n "$((at + 1))p" "$tmp/headings")" = T ] ||
-            fail "man/$name: empty $sec section"
-    done
+    sec3+=("$page")
 done
+# One perl for all of them: each page's headings in order ("H heading",
+# quotes removed) and its text lines ("T"); then each required heading must
+# be there once, after the one before it, and be followed by text.
+if [ ${#sec3[@]} -gt 0 ]; then
+    while IFS= read -r line; do fail "$line"; done < <(REQUIRED=$(IFS=$'\t'; echo "${required[*]}") perl -e '
+        my @req = split /\t/, $ENV{REQUIRED};
+        for my $page (@ARGV) {
+            (my $name = $page) =~ s{.*/}{};
+            my @h;
+            # An unreadable page has no section (check 3 says why).
+            open(my $i, "<", $page) or warn "Can\x27t open $page: $!.\n";
+            while ($i && defined($_ = <$i>)) {
+                if (/^\.SH\s+(.*?)\s*$/) { (my $x = $1) =~ s/"//g; push @h, "H $x"; next }
+                push @h, "T" if !/^\.\\"/ && !/^\.(?:PP|P|LP|sp|br|nf|fi|RS|RE|in)\b/ && /\S/;
+            }
+            my $last = 0;
+            for my $sec (@req) {
+                my @at = grep { $h[$_] eq "H $sec" } 0 .. $#h;
+                if (!@at) { print "man/$name: no $sec section\n"; next }
+                if (@at > 1) { printf "man/%s: %d %s sections\n", $name, scalar @at, $sec; next }
+                my $at = $at[0] + 1;
+                print "man/$name: $sec comes too early (order: @req)\n" if $at < $last;
+                $last = $at;
+                print "man/$name: empty $sec section\n" unless ($h[$at] // "") eq "T";
+            }
+        }
+    ' "${sec3[@]}")
+fi
 
 # ------------------------------------------------------------ 3. rendering
 # Installed pages live in man1/, man3/, man7/ and aliases say ".so man3/x.3";
@@ -254,7 +286,7 @@ done
 absman=$(cd "$man" && pwd)
 
 for page in "${mine[@]}"; do
-    name=$(basename "$page")
+    name=${page##*/}
     # A stray control byte (a "\f" typed as a form feed) renders as garbage
     # without any groff warning.
     if LC_ALL=C grep -nP '[\x00-\x08\x0b-\x1f\x7f]' "$page" >"$tmp/ctl"; then
@@ -269,8 +301,8 @@ for page in "${mine[@]}"; do
             fail "man/$name: an alias must be the single line '.so manN/page.N', got: $so"
             continue
         fi
-        if [ ! -f "$srcman/$(basename "$target")" ]; then
-            fail "man/$name: alias of missing page man/$(basename "$target")"
+        if [ ! -f "$srcman/${target##*/}" ]; then
+            fail "man/$name: alias of missing page man/${target##*/}"
         fi
         # What it shows is its target's rendering, checked as that page.
         continue
@@ -302,18 +334,27 @@ for page in "${mine[@]}"; do
 done
 
 # ------------------------------------------------------------ 4. references
-for page in "${mine[@]}"; do
-    name=$(basename "$page")
-    # ".BR mcr_x (3)" and "\fBmcr_x\fP(3)": pages of this project only.
-    perl -ne '
-        while (/(?:^\.BR?\s+|\\fB)((?:mcr_|ketama_|mcroute|libmcroute)[\w.-]*)(?:\\f[PR])?\s*\(([0-9])\)/g) {
-            print "$1 $2\n";
+# ".BR mcr_x (3)" and "\fBmcr_x\fP(3)": pages of this project only. One
+# perl for all pages, each page's references in sorted order.
+if [ ${#mine[@]} -gt 0 ]; then
+    while IFS= read -r line; do fail "$line"; done < <(SRCMAN=$srcman perl -e '
+        for my $page (@ARGV) {
+            (my $name = $page) =~ s{.*/}{};
+            open(my $i, "<", $page) or next; # check 3 reports it
+            my %refs;
+            while (<$i>) {
+                while (/(?:^\.BR?\s+|\\fB)((?:mcr_|ketama_|mcroute|libmcroute)[\w.-]*)(?:\\f[PR])?\s*\(([0-9])\)/g) {
+                    $refs{"$1 $2"} = [$1, $2];
+                }
+            }
+            for my $k (sort keys %refs) {
+                my ($ref, $sec) = @{$refs{$k}};
+                print "man/$name refers to $ref($sec), which has no page man/$ref.$sec\n"
+                    unless -f "$ENV{SRCMAN}/$ref.$sec";
+            }
         }
-    ' "$page" | sort -u | while read -r ref sec; do
-        [ -f "$srcman/$ref.$sec" ] || echo "man/$name refers to $ref($sec), which has no page man/$ref.$sec"
-    done >"$tmp/refs"
-    while read -r line; do fail "$line"; done <"$tmp/refs"
-done
+    ' "${mine[@]}")
+fi
 
 # ------------------------------------------------------------ 5. examples
 # The program of an EXAMPLE section is its no-fill blocks (.nf to .fi; prose
@@ -335,7 +376,7 @@ nex=0
 nskip=0
 for page in "${mine[@]}"; do
     [[ $page == *.[37] ]] || continue
-    name=$(basename "$page")
+    name=${page##*/}
     is_alias "$page" && continue
     perl -ne '
         BEGIN { print ".TH EXAMPLE 3\n.SH EXAMPLE\n" }

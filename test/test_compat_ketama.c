@@ -966,8 +966,13 @@ static Suite *ketama_suite(void)
     tcase_add_test(tc, good_edge_files);
     tcase_add_test(tc, bad_files_load);
     tcase_add_test(tc, bad_files_roll);
-    tcase_add_test(tc, threads_own_continua);
     suite_add_tcase(s, tc);
+    /* The test with threads: the only one a TSan build runs
+     * (cmake/thread_suites.cmake). */
+    TCase *tt = tcase_create("threads");
+    tcase_set_timeout(tt, 600);
+    tcase_add_test(tt, threads_own_continua);
+    suite_add_tcase(s, tt);
     return s;
 }
 

@@ -2075,7 +2075,6 @@ static Suite *placement_suite(void)
     tcase_add_test(tc, checklist_hot_key);
     tcase_add_test(tc, checklist_flapping);
     tcase_add_test(tc, down_goes_to_first_replica);
-    tcase_add_test(tc, watcher_flapping);
     suite_add_tcase(s, tc);
 
     TCase *tn = tcase_create("snapshots");
@@ -2090,7 +2089,6 @@ static Suite *placement_suite(void)
     tcase_add_test(tn, rendezvous_random_changes);
     tcase_add_test(tn, diff_across_native_modes);
     tcase_add_test(tn, bounded_simulation);
-    tcase_add_test(tn, pool_bounded_reads);
     suite_add_tcase(s, tn);
 
     TCase *te = tcase_create("edges");
@@ -2100,6 +2098,15 @@ static Suite *placement_suite(void)
     tcase_add_test(te, edges_many_servers);
     tcase_add_test(te, edges_arguments);
     suite_add_tcase(s, te);
+
+    /* The tests with threads (a router's, a watcher's): the only ones a
+     * TSan build runs (cmake/thread_suites.cmake). */
+    TCase *tt = tcase_create("threads");
+    tcase_set_timeout(tt, 600);
+    tcase_add_checked_fixture(tt, reset_hosts, NULL);
+    tcase_add_test(tt, watcher_flapping);
+    tcase_add_test(tt, pool_bounded_reads);
+    suite_add_tcase(s, tt);
     return s;
 }
 

@@ -634,11 +634,16 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, ten_thousand_servers);
     tcase_add_test(tc, ring_errors);
     tcase_add_test(tc, ring_outlives_config);
-    tcase_add_test(tc, concurrent_readers);
     tcase_add_test(tc, twemproxy_modes);
     tcase_add_test(tc, hash_tag_rule);
     tcase_add_test(tc, ketama_label_as_written);
     suite_add_tcase(s, tc);
+    /* The tests with threads: the only ones a TSan build runs
+     * (cmake/thread_suites.cmake). */
+    TCase *tt = tcase_create("threads");
+    tcase_set_timeout(tt, 600);
+    tcase_add_test(tt, concurrent_readers);
+    suite_add_tcase(s, tt);
     return s;
 }
 

@@ -1822,10 +1822,15 @@ static Suite *snapshot_suite(void)
     tcase_add_test(tc, forged_huge_table_refused_fast);
     tcase_add_test(tc, maglev_table_bound);
     tcase_add_test(tc, epoch_monotonic);
-    tcase_add_test(tc, refcount_under_threads);
-    tcase_add_test(tc, shared_caches_freed_concurrently);
     tcase_add_test(tc, config_desc_and_server_file);
     suite_add_tcase(s, tc);
+    /* The tests with threads: the only ones a TSan build runs
+     * (cmake/thread_suites.cmake). */
+    TCase *tt = tcase_create("threads");
+    tcase_set_timeout(tt, 600);
+    tcase_add_test(tt, refcount_under_threads);
+    tcase_add_test(tt, shared_caches_freed_concurrently);
+    suite_add_tcase(s, tt);
     return s;
 }
 
