@@ -243,7 +243,8 @@ END_TEST
 START_TEST(crowded_buckets_and_ends)
 {
     /* points at 0 and UINT32_MAX, low 16 bits 0 and 0xffff, and crowds:
-     * thousands of points in a few buckets (stepped through) */
+     * thousands of points in a few buckets (too full for a line: marked,
+     * and resolved by the index) */
     tu_rng rng;
     tu_rng_init(&rng, 8);
     crafted c = {0};
