@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_clients.c: every --client against the real client (test/ref's programs): random server lists and keys, zero disagreements. */
+#define _GNU_SOURCE /* syscall (pidfd_open) */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +36,10 @@
 #define MAX_SERVERS 50
 #define MAX_KEYS 400
 #define KEY_MAX 250
+/* How long a reference program may take (seconds, times the time scale):
+ * each takes 1-10 s here; one that hangs fails its test by name long before
+ * ctest's timeout would. */
+#define REF_DEADLINE_S 300
 
 typedef struct client_ref {
     const char *client;
@@ -278,13 +285,41 @@ static char *run_reference(const char *input)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        if (freopen(input, "r", stdin) == NULL || freopen(outpath, "w", stdout) == NULL)
+        /* its own process group: on the deadline, its helpers (workers, a
+         * JVM, servers) are killed with it */
+        if (setpgid(0, 0) != 0 || freopen(input, "r", stdin) == NULL ||
+            freopen(outpath, "w", stdout) == NULL)
             _exit(126);
         execv(argv[0], (char *const *)argv);
         fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    (void)setpgid(pid, pid); /* whichever of the two runs first */
+    /* Wait for its exit or the deadline, whichever comes first: poll on a
+     * pidfd (Linux 5.3), readable when the process exits. */
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    ck_assert_msg(pfd >= 0, "pidfd_open: %s", strerror(errno));
+    int deadline = mcr_test_ms(REF_DEADLINE_S * 1000);
+    int64_t end = mcr_test_now_ms() + deadline;
+    struct pollfd p = {.fd = pfd, .events = POLLIN};
+    int pr;
+    for (;;) {
+        int64_t left = end - mcr_test_now_ms();
+        pr = poll(&p, 1, left > 0 ? (int)(left < INT32_MAX ? left : INT32_MAX) : 0);
+        if (pr >= 0 || errno != EINTR)
+            break;
+    }
+    close(pfd);
     int st;
+    if (pr == 0) {
+        kill(-pid, SIGKILL);
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        ck_abort_msg("%s: the reference program (%s %s) did not finish in %d ms: killed "
+                     "(its process group)", ref->client, argv[0], argv[1] ? argv[1] : "",
+                     deadline);
+    }
+    ck_assert_msg(pr == 1, "poll on the reference's pidfd: %s", strerror(errno));
     while (waitpid(pid, &st, 0) < 0)
         ck_assert_int_eq(errno, EINTR);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,

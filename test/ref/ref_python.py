@@ -366,23 +366,100 @@ def pymemcache_job(servers, keys):
 
 
 def run_pymemcache(configs):
-    """pymemcache hashes in pure Python: the configs are shared among the CPUs."""
+    """pymemcache hashes in pure Python: the configs are shared among the CPUs,
+    one forked worker per CPU and batch, each answering its share through a
+    pipe. Not multiprocessing.Pool: a Pool whose worker dies (a signal, the OOM
+    killer) waits for that worker's result forever; here every worker is
+    reaped and one that did not exit 0 fails this program, naming it."""
     workers = len(os.sched_getaffinity(0))
-    if workers < 2:
-        for cid, servers, keys in configs:
-            answer(cid, pymemcache_job(servers, keys))
-        return
-    import multiprocessing
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        for batch in read_ahead(configs):
-            jobs = [(c[0], pool.apply_async(pymemcache_job, (c[1], c[2])))
-                    for c in batch if isinstance(c, tuple)]
-            for cid, r in jobs:
-                answer(cid, r.get())
-            if batch[-1] is None:
-                return
-            if isinstance(batch[-1], InputError):
-                raise batch[-1]
+    for batch in read_ahead(configs):
+        jobs = [c for c in batch if isinstance(c, tuple)]
+        if workers < 2 or len(jobs) < 2:
+            for cid, servers, keys in jobs:
+                answer(cid, pymemcache_job(servers, keys))
+        else:
+            results = forked_map(lambda c: pymemcache_job(c[1], c[2]), jobs, workers)
+            for c, r in zip(jobs, results):
+                answer(c[0], r)
+        if batch[-1] is None:
+            return
+        if isinstance(batch[-1], InputError):
+            raise batch[-1]
+
+
+def forked_map(fn, items, workers):
+    """[fn(x) for x in items], x shared round-robin among up to `workers` forked
+    children; each child sends its pickled results through its own pipe. Raises
+    Failure when a child exits other than 0 (its traceback is on stderr) or its
+    answer does not unpickle to one result per item."""
+    import pickle
+    import traceback
+    n = min(workers, len(items))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    kids = []
+    try:
+        for w in range(n):
+            r, wfd = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                status = 1
+                try:
+                    os.close(r)
+                    data = pickle.dumps([fn(x) for x in items[w::n]])
+                    with os.fdopen(wfd, "wb") as out:
+                        out.write(data)
+                    status = 0
+                except BaseException:
+                    traceback.print_exc()
+                finally:
+                    sys.stderr.flush()
+                    os._exit(status)
+            os.close(wfd)
+            kids.append((pid, r))
+        parts = []
+        for w, (pid, r) in enumerate(kids):
+            kids[w] = (pid, None)
+            with os.fdopen(r, "rb") as f:
+                data = f.read()
+            _, st = os.waitpid(pid, 0)
+            kids[w] = (None, None)
+            if os.waitstatus_to_exitcode(st) != 0:
+                raise Failure("pymemcache worker %d of %d (pid %d) ended with %s"
+                              % (w + 1, n, pid, describe_status(st)))
+            try:
+                part = pickle.loads(data)
+            except Exception as e:
+                raise Failure("pymemcache worker %d of %d: unreadable answer (%d bytes): %r"
+                              % (w + 1, n, len(data), e))
+            if not isinstance(part, list) or len(part) != len(items[w::n]):
+                raise Failure("pymemcache worker %d of %d answered %s results for %d configs"
+                              % (w + 1, n, len(part) if isinstance(part, list) else "no",
+                                 len(items[w::n])))
+            parts.append(part)
+    finally:
+        for pid, r in kids:  # after a failure: no worker outlives this program
+            try:
+                if r is not None:
+                    os.close(r)
+            except OSError:
+                pass
+            try:
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+            except OSError:
+                pass
+    out = [None] * len(items)
+    for w, part in enumerate(parts):
+        out[w::n] = part
+    return out
+
+
+def describe_status(st):
+    if os.WIFSIGNALED(st):
+        return "signal %d (%s)" % (os.WTERMSIG(st), signal.Signals(os.WTERMSIG(st)).name)
+    return "exit status %d" % os.WEXITSTATUS(st)
 
 
 def read_ahead(configs):
