@@ -272,6 +272,67 @@ START_TEST(test_key_and_opaque)
 }
 END_TEST
 
+/* Every key length 1..70 and 250, every position, every byte value: the
+ * word-at-a-time check (a padded word under 8 bytes, an overlapping last
+ * word) against the rule read byte by byte. */
+START_TEST(test_key_every_byte)
+{
+    char key[256];
+    size_t lens[72], nlens = 0;
+    for (size_t n = 1; n <= 70; n++)
+        lens[nlens++] = n;
+    lens[nlens++] = 250;
+    for (size_t li = 0; li < nlens; li++) {
+        size_t n = lens[li];
+        memset(key, 'k', n);
+        ck_assert(mcr__proto_key_ok(key, n, 250));
+        ck_assert(!mcr__proto_key_ok(key, n, n - 1));
+        for (size_t pos = 0; pos < n; pos++) {
+            for (int b = 0; b < 256; b++) {
+                key[pos] = (char)b;
+                int want = !(b <= 0x20 || b == 0x7f);
+                ck_assert_msg(mcr__proto_key_ok(key, n, 250) == want,
+                              "key of %zu bytes, byte 0x%02x at %zu: %d", n, b, pos, !want);
+            }
+            key[pos] = 'k';
+        }
+    }
+}
+END_TEST
+
+/* A VALUE line's key ends at the first space, whatever its length and
+ * wherever that space falls in a word; a control byte in it sends the line
+ * to the general parser (which refuses it). */
+START_TEST(test_value_key_lengths)
+{
+    char line[400], key[260];
+    for (size_t n = 1; n <= 250; n++) {
+        for (size_t i = 0; i < n; i++)
+            key[i] = (char)('a' + (i * 7 + n) % 26);
+        for (int cas = 0; cas < 2; cas++) {
+            int len = snprintf(line, sizeof(line), "VALUE %.*s %u %zu%s", (int)n, key, 7u, n,
+                               cas ? " 99" : "");
+            mcr__line L;
+            mcr__proto_parse_line(line, (size_t)len, &L);
+            ck_assert_int_eq(L.kind, MCR__L_VALUE);
+            ck_assert_uint_eq(L.key_len, n);
+            ck_assert(memcmp(L.key, key, n) == 0);
+            ck_assert_uint_eq(L.flags, 7);
+            ck_assert_uint_eq(L.bytes, n);
+            ck_assert_int_eq(L.has_cas, cas);
+            if (cas)
+                ck_assert_uint_eq(L.cas, 99);
+            /* a control byte inside the key: not a VALUE line */
+            if (n >= 3) {
+                line[6 + n / 2] = '\x01';
+                mcr__proto_parse_line(line, (size_t)len, &L);
+                ck_assert_int_eq(L.kind, MCR__L_BAD);
+            }
+        }
+    }
+}
+END_TEST
+
 /* ================================================================== framing */
 
 /* A reader as the pool's: lines, data blocks within `limit`, blocks over it
@@ -782,6 +843,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_line_bad);
     tcase_add_test(tc, test_line_limit);
     tcase_add_test(tc, test_key_and_opaque);
+    tcase_add_test(tc, test_key_every_byte);
+    tcase_add_test(tc, test_value_key_lengths);
     tcase_add_test(tc, test_frame_splits);
     tcase_add_test(tc, test_frame_bad);
     tcase_add_test(tc, test_frame_too_big);

@@ -151,7 +151,7 @@ static int adopt_transition(mcr_pool *p, mcr_snapshot *snap, mcr__pool_server **
     return MCR_OK;
 }
 
-int mcr__pool_refresh(mcr_pool *p)
+int mcr__pool_refresh_slow(mcr_pool *p)
 {
     /* The generation, not the epoch: a local state (an ejection) changes
      * the snapshot and keeps the epoch. Read before the snapshot, which is
@@ -300,7 +300,7 @@ int mcr_pool_new(struct event_base *base, mcr_router *router, const mcr_pool_opt
     p->base = base;
     p->router = router;
     p->o = o;
-    p->up.refresh = mcr__pool_refresh;
+    p->up.refresh = mcr__pool_refresh_slow;
     p->up.server_failed = mcr__server_failed;
     p->up.server_pump = mcr__server_pump;
     p->up.server_maybe_free = mcr__server_maybe_free;

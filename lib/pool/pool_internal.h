@@ -470,8 +470,16 @@ void mcr__server_pump(mcr__pool_server *s);
 /* ---- pool.c */
 
 /* Adopt the router's current snapshot if it is new (its generation moved):
- * MCR_OK, MCR_ERR_EMPTY or MCR_ERR_NOMEM. */
-int mcr__pool_refresh(mcr_pool *p);
+ * MCR_OK, MCR_ERR_EMPTY or MCR_ERR_NOMEM. mcr__pool_refresh() is the check
+ * every request makes, inline: nothing to adopt and no transition deadline
+ * to watch is one load and a compare; anything else is the full function. */
+int mcr__pool_refresh_slow(mcr_pool *p);
+static inline int mcr__pool_refresh(mcr_pool *p)
+{
+    if (p->snap != NULL && p->tx_deadline_ns == 0 && mcr_router_generation(p->router) == p->gen)
+        return MCR_OK;
+    return mcr__pool_refresh_slow(p);
+}
 /* 1 when called from inside a callback run by p's event loop. */
 int mcr__pool_inside_loop(mcr_pool *p);
 

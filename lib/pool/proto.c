@@ -14,11 +14,11 @@
  * exactly when it is below 0x21 (or is 0x7f after the xor); a flagged word
  * is checked a byte at a time (a borrow may also flag the byte above a bad
  * one, never miss one). */
-static inline int word_maybe_bad(uint64_t x)
+static inline uint64_t word_bad_mask(uint64_t x)
 {
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     uint64_t del = x ^ (0x7f * ones);
-    return (((x - 0x21 * ones) & ~x) | ((del - ones) & ~del)) & highs ? 1 : 0;
+    return (((x - 0x21 * ones) & ~x) | ((del - ones) & ~del)) & highs;
 }
 
 static inline int byte_bad(unsigned char b)
@@ -31,18 +31,31 @@ int mcr__proto_key_ok(const void *key, size_t len, size_t max)
     if (len == 0 || len > max)
         return 0;
     const unsigned char *p = key;
-    size_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        uint64_t x;
-        memcpy(&x, p + i, 8);
-        if (word_maybe_bad(x))
-            for (size_t k = i; k < i + 8; k++)
+    if (len < 8) {
+        /* the key's bytes in a word of 'a's (a good byte) */
+        uint64_t x = 0x6161616161616161ull;
+        memcpy(&x, p, len);
+        if (word_bad_mask(x))
+            for (size_t k = 0; k < len; k++)
                 if (byte_bad(p[k]))
                     return 0;
+        return 1;
     }
-    for (; i < len; i++)
-        if (byte_bad(p[i]))
-            return 0;
+    /* eight bytes a step, the flags of all words gathered; the last word
+     * ends at the key's end and may overlap the one before it. Any flag:
+     * the bytes themselves decide. */
+    uint64_t any = 0, x;
+    size_t i = 0;
+    for (; i + 8 < len; i += 8) {
+        memcpy(&x, p + i, 8);
+        any |= word_bad_mask(x);
+    }
+    memcpy(&x, p + len - 8, 8);
+    any |= word_bad_mask(x);
+    if (any)
+        for (size_t k = 0; k < len; k++)
+            if (byte_bad(p[k]))
+                return 0;
     return 1;
 }
 
@@ -266,8 +279,15 @@ static int parse_value_fast(const char *line, size_t len, mcr__line *out)
     while (end - p >= 8) {
         uint64_t x;
         memcpy(&x, p, 8);
-        if (((x - 0x21 * ones) & ~x & highs) != 0)
+        uint64_t m = (x - 0x21 * ones) & ~x & highs;
+        if (m != 0) {
+            /* a borrow only carries upwards: the lowest flagged byte is
+             * the first one below 0x21 (in memory order on little endian) */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            p += __builtin_ctzll(m) / 8;
+#endif
             break;
+        }
         p += 8;
     }
     while (p < end && (unsigned char)*p > 0x20)
