@@ -155,7 +155,8 @@
  * answered: no failure is counted), and the next keys of the reply are
  * read as usual. A reply length over MCR_POOL_VALUE_MAX is a protocol
  * error. So a connection holds at most max_value_size plus one line plus
- * 256 KiB (what one read callback takes) of replies not yet parsed. The
+ * 64 KiB (one read: each is parsed before the next) of replies not yet
+ * parsed. The
  * key prefix (libmemcached's namespace) is prepended on the wire and taken
  * off again in results; whether it is part of the hashed key is the
  * snapshot's business (mcr_config_set_key_prefix()). A hash tag set on the

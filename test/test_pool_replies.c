@@ -414,7 +414,7 @@ END_TEST
 /* The most a read buffer may hold for a value over max_value_size: the
  * limit, one line and one read (mcroute_pool.h, max_value_size). */
 #define OVER_LIMIT 100000u
-#define READ_BOUND (OVER_LIMIT + 2048u + 4u + 256u * 1024u)
+#define READ_BOUND (OVER_LIMIT + 2048u + 4u + 64u * 1024u)
 
 /* A value over max_value_size fails its key with MCR_ERR_TOO_BIG as soon
  * as its line arrives (the fake holds the rest of the 2,000,000 bytes back
