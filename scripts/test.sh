@@ -73,9 +73,9 @@ valgrind_suites=$(cd build-plain && ctest -N -L valgrind | sed -n 's/^ *Test  *#
 #    valgrind runs a process on one core at a time, so the programs run
 #    $jobs at once (each its own process and servers, as under ctest -j),
 #    the longest first (vg_first: their order in a run on 2 loaded cores,
-#    207 to 49 s; the rest 30 s at most); each one's output is printed whole
+#    174 to 48 s; the rest 30 s at most); each one's output is printed whole
 #    when it ends, and the stage fails once all have run if any failed.
-vg_first="test_cli_stats test_cli test_ring test_compat_ketama test_cli_pool test_cli_migrate test_diff"
+vg_first="test_cli_stats test_cli test_compat_ketama test_cli_pool test_cli_migrate test_diff test_ring"
 vg_list=$(for t in $vg_first; do
             if [[ $'\n'$valgrind_suites$'\n' == *$'\n'$t$'\n'* ]]; then echo "$t"; fi
           done

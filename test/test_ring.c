@@ -401,18 +401,20 @@ START_TEST(ten_thousand_servers)
         if (modes[m] != MCR_MODE_MODULA) {
             /* Compare with a bisection over the public point list: random
              * hashes, then the hashes where answers change (a point's
-             * value and its neighbours, every 3rd point) and the ends.
-             * Rings this large are searched through their cache lines
-             * (ringsearch.h): these are the lines' edge cases. */
+             * value and its neighbours, every 61st point: a prime stride,
+             * so every offset within a cache line of points comes up) and
+             * the ends. Every point of rings this large, and the lines'
+             * edge cases, are test_ringsearch's. */
             size_t n = mcr_ring_point_count(ring);
-            for (size_t k = 0; k < 20000 + 3 * (n / 3 + 1) + 4; k++) {
+            const size_t stride = 61, nedge = 3 * (n / stride + 1);
+            for (size_t k = 0; k < 20000 + nedge + 4; k++) {
                 uint32_t h = (uint32_t)tu_rand(&rng), v, s;
-                if (k >= 20000 + 3 * (n / 3 + 1)) {
+                if (k >= 20000 + nedge) {
                     static const uint32_t ends[] = {0, 1, UINT32_MAX - 1, UINT32_MAX};
-                    h = ends[k - 20000 - 3 * (n / 3 + 1)];
+                    h = ends[k - 20000 - nedge];
                 } else if (k >= 20000) {
-                    size_t j = k - 20000;
-                    mcr_ring_point(ring, (j / 3) * 3 < n ? (j / 3) * 3 : n - 1, &v, NULL);
+                    size_t j = k - 20000, pt = (j / 3) * stride;
+                    mcr_ring_point(ring, pt < n ? pt : n - 1, &v, NULL);
                     h = v + (uint32_t)(j % 3) - 1; /* v - 1, v, v + 1 */
                 }
                 size_t lo = 0, hi = n;
