@@ -15,6 +15,7 @@
  * limit must never be held.
  */
 #include <check.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -328,6 +329,80 @@ START_TEST(test_value_key_lengths)
                 mcr__proto_parse_line(line, (size_t)len, &L);
                 ck_assert_int_eq(L.kind, MCR__L_BAD);
             }
+        }
+    }
+}
+END_TEST
+
+/* The numbers of a VALUE line at every length: 1 to 20 digits in each
+ * field (the word-at-a-time path for up to 7 digits with 8 bytes left, the
+ * digit loop for the rest), at the line's end and before another field,
+ * against strtoull and the fields' limits (flags 32 bits, bytes 2^40). */
+START_TEST(test_value_numbers)
+{
+    tu_rng r;
+    tu_rng_init(&r, 0x6e756d73);
+    char line[200], num[3][32];
+    for (int field = 0; field < 3; field++)
+        for (int digits = 1; digits <= 20; digits++)
+            for (int rep = 0; rep < 40; rep++) {
+                /* the other fields short or long, so that the field tested
+                 * has fewer or more than 8 bytes after it */
+                for (int f = 0; f < 3; f++) {
+                    int nd = f == field ? digits : 1 + (int)(tu_rand(&r) % (f == 0 ? 9 : 12));
+                    for (int i = 0; i < nd; i++)
+                        num[f][i] = (char)('0' + tu_rand(&r) % 10);
+                    if (rep % 5 == 0 && nd > 1)
+                        num[f][0] = '0'; /* a leading zero */
+                    num[f][nd] = '\0';
+                }
+                int with_cas = field == 2 || rep % 2;
+                int len = snprintf(line, sizeof(line), "VALUE key%d %s %s%s%s", rep, num[0],
+                                   num[1], with_cas ? " " : "", with_cas ? num[2] : "");
+                mcr__line L;
+                mcr__proto_parse_line(line, (size_t)len, &L);
+                errno = 0;
+                unsigned long long fl = strtoull(num[0], NULL, 10);
+                int fl_ok = errno == 0 && fl <= UINT32_MAX;
+                errno = 0;
+                unsigned long long by = strtoull(num[1], NULL, 10);
+                int by_ok = errno == 0 && by <= (1ull << 40);
+                errno = 0;
+                unsigned long long ca = strtoull(num[2], NULL, 10);
+                int ca_ok = errno == 0;
+                if (!fl_ok || !by_ok || (with_cas && !ca_ok)) {
+                    ck_assert_msg(L.kind == MCR__L_BAD, "\"%s\": kind %d, expected BAD", line,
+                                  (int)L.kind);
+                    continue;
+                }
+                ck_assert_msg(L.kind == MCR__L_VALUE, "\"%s\": kind %d", line, (int)L.kind);
+                ck_assert_uint_eq(L.flags, fl);
+                ck_assert_uint_eq(L.bytes, by);
+                ck_assert_int_eq(L.has_cas, with_cas);
+                if (with_cas)
+                    ck_assert_uint_eq(L.cas, ca);
+            }
+    /* every byte after a number: a digit lengthens it; anything else is
+     * not a VALUE line (a space makes two, which memcached never sends) */
+    for (int b = 1; b < 256; b++) {
+        int len = snprintf(line, sizeof(line), "VALUE key 123%c 45 6789012345", (char)b);
+        mcr__line L;
+        mcr__proto_parse_line(line, (size_t)len, &L);
+        if (b >= '0' && b <= '9') {
+            ck_assert_int_eq(L.kind, MCR__L_VALUE);
+            ck_assert_uint_eq(L.flags, 1230u + (unsigned)(b - '0'));
+        } else {
+            ck_assert_msg(L.kind == MCR__L_BAD, "byte 0x%02x after flags: kind %d", b,
+                          (int)L.kind);
+        }
+        len = snprintf(line, sizeof(line), "VALUE key 1 45%c 6789012345", (char)b);
+        mcr__proto_parse_line(line, (size_t)len, &L);
+        if (b >= '0' && b <= '9') {
+            ck_assert_int_eq(L.kind, MCR__L_VALUE);
+            ck_assert_uint_eq(L.bytes, 450u + (unsigned)(b - '0'));
+        } else {
+            ck_assert_msg(L.kind == MCR__L_BAD, "byte 0x%02x after bytes: kind %d", b,
+                          (int)L.kind);
         }
     }
 }
@@ -845,6 +920,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_key_and_opaque);
     tcase_add_test(tc, test_key_every_byte);
     tcase_add_test(tc, test_value_key_lengths);
+    tcase_add_test(tc, test_value_numbers);
     tcase_add_test(tc, test_frame_splits);
     tcase_add_test(tc, test_frame_bad);
     tcase_add_test(tc, test_frame_too_big);
