@@ -180,10 +180,13 @@ static void on_mkey(const mcr_result *res, void *arg)
             mcr_strerror(res->status), res->message ? res->message : "");
         return;
     }
-    i = key_index(res->key, res->key_len);
-    if (i == SIZE_MAX || i < s->first || i >= s->first + s->m) {
-        bench_bad(w->ck, "multi-get of keys %zu..%zu: a result for key \"%.*s\"", s->first,
-            s->first + s->m - 1, (int)res->key_len, res->key);
+    /* the key it answers is the one at res->index of those given: checked
+     * against them byte for byte (as the floor checks its replies' keys) */
+    i = s->first + res->index;
+    if (res->index >= s->m || W.len[i] != res->key_len ||
+        memcmp(W.key[i], res->key, res->key_len) != 0) {
+        bench_bad(w->ck, "multi-get of keys %zu..%zu: a result for key \"%.*s\" at index %zu",
+            s->first, s->first + s->m - 1, (int)res->key_len, res->key, res->index);
         return;
     }
     if (W.seen[i] == s->serial)

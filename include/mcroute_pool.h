@@ -426,6 +426,10 @@ typedef struct mcr_result {
                               MCR_TTL_UNKNOWN otherwise (text replies carry none) */
     int via_previous;      /* 1: served by the key's owner in a transition's
                               `from` snapshot (see Transitions); `server` names it */
+    size_t index;          /* a multi-get's key callback: the key's position in
+                              the keys given to mcr_pool_get_multi() (a key given
+                              twice is answered twice, once with each); 0 for
+                              anything else */
 } mcr_result;
 
 /* mcr_result.ttl when the reply did not say. */
@@ -458,14 +462,15 @@ MCR_EXTERN int mcr_pool_delete(mcr_pool *pool, const void *key, size_t len, mcr_
  * share is large), and the results merged. `key_cb` is called once per
  * key (keys[i], lens[i]), in any order, with a HIT, a MISS or an error for
  * that key alone (MCR_ERR_KEY for a key that breaks the rules: the others
- * are still fetched); then `done_cb` once, after every key_cb, with a
- * result whose status is MCR_OK when every key got a reply (hits and
- * misses) or the first error met otherwise, `number` the count of hits (a
- * key given twice and found counts twice, as it is reported twice) and
- * key_len 0. Duplicate keys are fetched once and reported once per
- * occurrence. Errors (no callback at all): MCR_ERR_INVALID (NULL pool,
- * keys, lens or a callback; n == 0; another op; the pool being freed),
- * MCR_ERR_EMPTY, MCR_ERR_NOMEM. `err` (may be NULL) names the problem. */
+ * are still fetched) and mcr_result.index = i; then `done_cb` once, after
+ * every key_cb, with a result whose status is MCR_OK when every key got a
+ * reply (hits and misses) or the first error met otherwise, `number` the
+ * count of hits (a key given twice and found counts twice, as it is
+ * reported twice), key_len and index 0. Duplicate keys are fetched once and
+ * reported once per occurrence, each with its own index. Errors (no
+ * callback at all): MCR_ERR_INVALID (NULL pool, keys, lens or a callback;
+ * n == 0; another op; the pool being freed), MCR_ERR_EMPTY, MCR_ERR_NOMEM.
+ * `err` (may be NULL) names the problem. */
 MCR_EXTERN int mcr_pool_get_multi(mcr_pool *pool, mcr_op op, const void *const *keys,
                                   const size_t *lens, size_t n, mcr_pool_cb key_cb,
                                   mcr_pool_cb done_cb, void *arg, mcr_error *err);

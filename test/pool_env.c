@@ -204,8 +204,9 @@ mtrack *mt_new(tally *t, size_t n)
     m->status = calloc(n ? n : 1, sizeof(int));
     m->reply = calloc(n ? n : 1, sizeof(int));
     m->cas = calloc(n ? n : 1, sizeof(uint64_t));
+    m->seen = calloc(n ? n : 1, sizeof(int));
     ck_assert(m->keys && m->lens && m->dmap && m->first_of && m->want && m->got &&
-              m->status && m->reply && m->cas);
+              m->status && m->reply && m->cas && m->seen);
     return m;
 }
 
@@ -243,6 +244,7 @@ void mt_free(mtrack *m)
     free(m->status);
     free(m->reply);
     free(m->cas);
+    free(m->seen);
     free(m);
 }
 
@@ -279,6 +281,19 @@ void mt_key_cb(const mcr_result *res, void *arg)
         violation(t, "multi-get key_cb for key \"%.*s\", not asked for",
                   (int)(res->key_len > 200 ? 200 : res->key_len), res->key ? res->key : "");
         return;
+    }
+    /* mcr_result.index: the position of this very key in the keys given,
+     * each position answered once */
+    if (res->index >= m->n || m->lens[res->index] != res->key_len ||
+        (res->key_len > 0 && memcmp(m->keys[res->index], res->key, res->key_len) != 0)) {
+        t->foreign++;
+        violation(t, "multi-get key_cb for \"%.*s\" with index %zu of %zu: not that key",
+                  (int)(res->key_len > 200 ? 200 : res->key_len), res->key ? res->key : "",
+                  res->index, m->n);
+    } else if (++m->seen[res->index] > 1) {
+        t->twice++;
+        violation(t, "multi-get key_cb for index %zu (\"%s\") %d times", res->index,
+                  m->keys[res->index], m->seen[res->index]);
     }
     if (++m->got[d] > m->want[d]) {
         t->twice++;
@@ -325,6 +340,8 @@ void mt_done_cb(const mcr_result *res, void *arg)
     if (m->key_calls != (long)m->n)
         violation(t, "done_cb of a multi-get of %zu keys after %ld key_cb calls", m->n,
                   m->key_calls);
+    if (res->index != 0)
+        violation(t, "done_cb of a multi-get with index %zu, not 0", res->index);
     m->done_status = res->status;
     m->done_number = res->number;
     m->done_key_len = res->key_len;
@@ -338,6 +355,9 @@ void mt_check(const mtrack *m)
     for (size_t d = 0; d < m->nd; d++)
         ck_assert_msg(m->got[d] == m->want[d], "key \"%s\": %d key_cb calls, %d occurrences",
                       m->keys[m->first_of[d]], m->got[d], m->want[d]);
+    for (size_t i = 0; i < m->n; i++)
+        ck_assert_msg(m->seen[i] == 1, "key %zu (\"%s\"): %d key_cb calls with its index", i,
+                      m->keys[i], m->seen[i]);
 }
 
 /* ================================================================== environment */

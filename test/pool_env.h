@@ -152,6 +152,7 @@ typedef struct mtrack {
     int *status;           /* per distinct: last status */
     int *reply;
     uint64_t *cas;
+    int *seen;             /* per key passed: key_cb calls with that index */
     long key_calls, hits;
     int done_calls;
     int done_status;

@@ -604,27 +604,22 @@ static int cmp_entry(const void *a, const void *b)
     return c != 0 ? c : (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-/* The batch's slot of a key the pool reports, or NULL. */
-static get_slot *find_slot(get_batch *b, const char *key, size_t klen)
+/* The batch's slot of a key the pool reports (its index into the keys
+ * given, checked against the slot's key), or NULL. */
+static get_slot *slot_of(get_batch *b, const mcr_result *res)
 {
-    size_t lo = 0, hi = b->nd;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = cmp_bytes(key, klen, b->slots[mid].key, b->slots[mid].klen);
-        if (c == 0)
-            return &b->slots[mid];
-        if (c < 0)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return NULL;
+    if (res->key == NULL || res->index >= b->nd)
+        return NULL;
+    get_slot *s = &b->slots[res->index];
+    if (s->klen != res->key_len || (s->klen > 0 && memcmp(s->key, res->key, s->klen) != 0))
+        return NULL;
+    return s;
 }
 
 static void get_key_done(const mcr_result *res, void *arg)
 {
     get_batch *b = arg;
-    get_slot *s = res->key != NULL ? find_slot(b, res->key, res->key_len) : NULL;
+    get_slot *s = slot_of(b, res);
     if (s == NULL || s->seen)
         return; /* not ours, or a duplicate report: the first one stands */
     s->seen = 1;

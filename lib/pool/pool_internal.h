@@ -422,8 +422,9 @@ mcr__pool_req *mcr__hot_find(mcr_pool *p, mcr_op op, const void *key, size_t len
 void mcr__hot_remove(mcr_pool *p, mcr__pool_req *r);
 void mcr__hot_insert(mcr_pool *p, mcr__pool_req *r, uint32_t h);
 void mcr__hot_invalidate(mcr_pool *p, const void *key, size_t len);
-/* Delivery of key j's result to the callbacks waiting for it. */
-void mcr__deliver_key(mcr_pool *p, mcr__pool_req *r, uint32_t j, const mcr_result *res);
+/* Delivery of key j's result to the callbacks waiting for it; *res is the
+ * caller's and is changed (a multi-get's index, per duplicate). */
+void mcr__deliver_key(mcr_pool *p, mcr__pool_req *r, uint32_t j, mcr_result *res);
 void mcr__result_init(mcr_result *res, const mcr__pool_req *r, uint32_t j);
 void mcr__deliver_simple(mcr_pool *p, mcr__pool_req *r, uint32_t j, int status, mcr_reply reply,
                          const char *msg);

@@ -190,11 +190,12 @@ static void count_result(mcr__pool_server *s, const mcr_result *res)
 
 /* Report key j of r: to the single request's callback (and the gets that
  * share it), or to the multi-get's key callback once per occurrence. */
-void mcr__deliver_key(mcr_pool *p, mcr__pool_req *r, uint32_t j, const mcr_result *res)
+void mcr__deliver_key(mcr_pool *p, mcr__pool_req *r, uint32_t j, mcr_result *res)
 {
     if (r->mget != NULL) {
         mcr__pool_mget *m = r->mget;
         for (size_t u = r->user_idx[j]; u != SIZE_MAX; u = m->next_dup[u]) {
+            res->index = u;
             count_result(r->server, res);
             if (res->status == MCR_OK && res->reply == MCR_REPLY_HIT)
                 m->hits++;

@@ -227,6 +227,7 @@ typedef struct tx_read {
     void *arg;
     struct tx_mget *mg;      /* the multi-get it belongs to, or NULL */
     kept_result first;       /* the current owner's miss */
+    size_t index;            /* a multi-get's key: its mcr_result.index */
     mcr_op op;
     char *key;
     size_t key_len;
@@ -283,6 +284,7 @@ static void fallback_cb(const mcr_result *res, void *arg)
         r2.op = t->op;
         r2.key = t->key;
         r2.key_len = t->key_len;
+        r2.index = t->index;
         r2.via_previous = 1;
         int64_t ex = warm_exptime(res->ttl);
         if ((p->tx.flags & MCR_TRANSITION_WARM) && ex >= 0 && !p->freeing) {
@@ -314,6 +316,7 @@ static void fallback_cb(const mcr_result *res, void *arg)
         r2.epoch = t->first.epoch;
         r2.server = t->first.server[0] ? t->first.server : NULL;
         r2.ttl = MCR_TTL_UNKNOWN;
+        r2.index = t->index;
         deliver_read(t, &r2);
     }
     free(t);
@@ -401,6 +404,7 @@ static void mget_key_cb(const mcr_result *res, void *arg)
         tx_read *t = read_new(m->p, m->op, res->key, res->key_len);
         if (t != NULL) {
             t->mg = m;
+            t->index = res->index;
             m->outstanding++;
             if (start_fallback(t, res))
                 return;
