@@ -131,12 +131,12 @@ static char *write_temp(const char *data, size_t len)
  * agree, and the JSON's counts add up. */
 static void python_agrees(const run *json, const run *text)
 {
-    ck_assert_msg(system("python3 -c 'import json' >/dev/null 2>&1") == 0,
-                  "python3 with its json module is needed (Debian package python3)");
+    ck_assert_msg(system(TU_PYTHON3 " -c 'import json' >/dev/null 2>&1") == 0,
+                  TU_PYTHON3 " with its json module is needed (Debian package python3)");
     char *jf = write_temp(json->out, json->outlen);
     char *tf = write_temp(text->out, text->outlen);
     char cmd[4096];
-    snprintf(cmd, sizeof(cmd), "python3 '%s/test/test_cli_json.py' migrate '%s' '%s'",
+    snprintf(cmd, sizeof(cmd), TU_PYTHON3 " '%s/test/test_cli_json.py' migrate '%s' '%s'",
              tu_src_dir(), jf, tf);
     int st = system(cmd);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "JSON and table disagree:\n%s\n%s",

@@ -139,8 +139,8 @@ static mcr_ring *lib_ring(const char *list, const char *mode, const char *hash)
  * (under valgrind, scripts/test.sh leaves python3 untraced). */
 static void python_required(void)
 {
-    ck_assert_msg(system("python3 -c 'import json' >/dev/null 2>&1") == 0,
-                  "python3 with its json module is needed (Debian package python3)");
+    ck_assert_msg(system(TU_PYTHON3 " -c 'import json' >/dev/null 2>&1") == 0,
+                  TU_PYTHON3 " with its json module is needed (Debian package python3)");
 }
 
 /* test_cli_json.py KIND: the JSON output says what the text output says. */
@@ -150,7 +150,7 @@ static void python_agrees(const char *kind, const run *json, const run *text)
     char *jf = temp_file(json->out, json->outlen);
     char *tf = temp_file(text->out, text->outlen);
     char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "python3 '%s/test/test_cli_json.py' %s '%s' '%s'", tu_src_dir(),
+    snprintf(cmd, sizeof(cmd), TU_PYTHON3 " '%s/test/test_cli_json.py' %s '%s' '%s'", tu_src_dir(),
              kind, jf, tf);
     int st = system(cmd);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: JSON and text disagree:\n%s\n%s",

@@ -67,7 +67,7 @@ static void python_check(const char *script, const char *file)
 {
     char *sp = temp_file(script, strlen(script));
     char cmd[512];
-    snprintf(cmd, sizeof(cmd), "python3 %s %s 2>&1", sp, file);
+    snprintf(cmd, sizeof(cmd), TU_PYTHON3 " %s %s 2>&1", sp, file);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     char buf[4096];
@@ -294,7 +294,7 @@ START_TEST(json_and_svg_parse)
                              "all", "--sweep", "640", "--json", "--svg", svg));
     char *path = temp_file(r.out, r.outlen);
     char cmd[256];
-    snprintf(cmd, sizeof(cmd), "python3 -m json.tool %s > /dev/null", path);
+    snprintf(cmd, sizeof(cmd), TU_PYTHON3 " -m json.tool %s > /dev/null", path);
     ck_assert_int_eq(system(cmd), 0);
     python_check(json_all_modes, path);
 

@@ -53,6 +53,11 @@ void tu_add_cases(Suite *s, const tu_case *cases, size_t n, double timeout_s, SF
 int tu_case_divisor(void);
 int tu_cases(int n);
 
+/* Debian's python3, by its path, for the suites that check output with
+ * Python (scripts/deps.sh installs it): a python3 earlier on PATH (a version
+ * manager's shim) is neither needed nor the same. */
+#define TU_PYTHON3 "/usr/bin/python3"
+
 /* Time scale of the tests: the one factor by which every timing-bound limit
  * of the suites grows on a slow or loaded machine (CI, sanitizers, valgrind).
  *
