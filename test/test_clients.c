@@ -296,20 +296,25 @@ static char *run_reference(const char *input)
     }
     (void)setpgid(pid, pid); /* whichever of the two runs first */
     /* Wait for its exit or the deadline, whichever comes first: poll on a
-     * pidfd (Linux 5.3), readable when the process exits. */
+     * pidfd (Linux 5.3), readable when the process exits. Where the kernel
+     * or a sandbox refuses pidfds, the wait is ctest's timeout alone (said
+     * on stderr). */
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    ck_assert_msg(pfd >= 0, "pidfd_open: %s", strerror(errno));
     int deadline = mcr_test_ms(REF_DEADLINE_S * 1000);
     int64_t end = mcr_test_now_ms() + deadline;
     struct pollfd p = {.fd = pfd, .events = POLLIN};
-    int pr;
-    for (;;) {
+    int pr = 1;
+    if (pfd < 0)
+        fprintf(stderr, "%s: pidfd_open: %s; waiting without a deadline of our own\n",
+                ref->client, strerror(errno));
+    while (pfd >= 0) {
         int64_t left = end - mcr_test_now_ms();
         pr = poll(&p, 1, left > 0 ? (int)(left < INT32_MAX ? left : INT32_MAX) : 0);
         if (pr >= 0 || errno != EINTR)
             break;
     }
-    close(pfd);
+    if (pfd >= 0)
+        close(pfd);
     int st;
     if (pr == 0) {
         kill(-pid, SIGKILL);
