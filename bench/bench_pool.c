@@ -380,6 +380,29 @@ static mcr_pool *pool_of(int sys)
 static void record(int ph, int sys, size_t nlat, size_t ops, uint64_t ns, double cpu_s,
                    long long nut0, long long nut1, long long srv);
 
+/* The client's writes and reads so far: the pool's own counters (summed
+ * over its servers), the floor's; false for libmemcached (none kept). */
+static bool io_of(int sys, uint64_t *writes, uint64_t *reads)
+{
+    *writes = *reads = 0;
+    if (sys == SYS_LMC)
+        return false;
+    if (sys == SYS_FLOOR) {
+        pool_floor_io(W.floor, writes, reads);
+        return true;
+    }
+    mcr_pool *p = pool_of(sys);
+    size_t n = mcr_pool_server_count(p);
+    for (size_t i = 0; i < n; i++) {
+        mcr_server_stats st;
+        if (mcr_pool_server_stats(p, i, &st) == MCR_OK) {
+            *writes += st.writes;
+            *reads += st.reads;
+        }
+    }
+    return true;
+}
+
 /* Runs one pass of `ph` on `sys`; with `timed`, records it in S. */
 static void pass(int ph, int sys, bool timed)
 {
@@ -392,6 +415,8 @@ static void pass(int ph, int sys, bool timed)
     if (ph == PH_SET)
         values_for(W.gen + 1); /* untimed: the values of a new generation */
 
+    uint64_t w0, r0, w1, r1;
+    bool io = io_of(sys, &w0, &r0);
     long long nut0 = proc_ticks(W.nut.pid), srv0 = servers_ticks();
     double c0 = cpu_now_s();
     uint64_t t0 = bench_now_ns();
@@ -421,14 +446,19 @@ static void pass(int ph, int sys, bool timed)
     uint64_t t1 = bench_now_ns();
     double c1 = cpu_now_s();
     long long nut1 = proc_ticks(W.nut.pid), srv1 = servers_ticks();
+    io_of(sys, &w1, &r1);
 
     if (ck.bad) {
         if (ck.bad > MAX_MESSAGES)
             printf("FAIL %s: %u problems in all\n", what, ck.bad);
         failures++;
     }
-    if (timed && !ck.bad)
+    if (timed && !ck.bad) {
         record(ph, sys, nlat, ops, t1 - t0, c1 - c0, nut0, nut1, srv1 - srv0);
+        S[ph][sys].io = io;
+        S[ph][sys].writes += w1 - w0;
+        S[ph][sys].reads += r1 - r0;
+    }
     /* W.lat is free again: read back what a set pass wrote. */
     if (ph == PH_SET)
         verify_with(verifier_of(sys), what);
@@ -834,7 +864,9 @@ static void usage(FILE *f)
             "                        nutcracker's YAML (mcroute_twem; always when it differs)\n"
             "  --keep                keep the temporary directory (YAML, logs)\n"
             "Output: RESULT <phase> <system> ops_per_s|keys_per_s=.. p50_us=.. p99_us=..\n"
-            "client_cpu_ns=.. server_cpu_ns=.. (medians), GOAL lines, a table. Exit status\n"
+            "client_cpu_ns=.. server_cpu_ns=.. (medians); INFO io lines: the client's\n"
+            "send(2) and read(2) calls per request (the pool's counters, the floor's; none\n"
+            "for libmemcached); GOAL lines, a table. Exit status\n"
             "1 when a value, a reply or the setup is wrong, never because of speed; 77 when\n"
             "memcached or nutcracker is missing.\n",
             NSERVERS, NSERVERS);

@@ -79,6 +79,8 @@ typedef struct series {
     uint64_t ops;            /* requests (keys) over all timed repetitions */
     long long proxy_ticks;   /* nutcracker CPU over them, clock ticks */
     long long server_ticks;  /* all memcached CPU over them, clock ticks */
+    bool io;                 /* writes and reads counted (not libmemcached) */
+    uint64_t writes, reads;  /* the client's send(2)/read(2) calls over them */
     run med;                 /* medians */
 } series;
 

@@ -70,6 +70,7 @@ struct pool_floor {
     bool broken;
     unsigned problems;
     const pool_floor_job *job;
+    uint64_t writes, reads;     /* system calls that moved bytes */
 };
 
 /* ------------------------------------------------------------ problems */
@@ -462,6 +463,7 @@ static void read_all(pool_floor *f, fconn *c)
             return;
         }
         c->in_end += (size_t)n;
+        f->reads++;
         if ((size_t)n < room)
             return;
     }
@@ -487,8 +489,10 @@ static void write_out(pool_floor *f, fconn *c)
         broken(f, c, "send: %s", strerror(errno));
         return;
     }
-    if (w > 0)
+    if (w > 0) {
         c->out_off += (size_t)w;
+        f->writes++;
+    }
     if (c->out_off == c->out_len) {
         c->out_off = c->out_len = 0;
         if (c->want_out)
@@ -700,6 +704,12 @@ pool_floor *pool_floor_new(const mcr_snapshot *snap, char *err, size_t errlen)
         }
     }
     return f;
+}
+
+void pool_floor_io(const pool_floor *f, uint64_t *writes, uint64_t *reads)
+{
+    *writes = f->writes;
+    *reads = f->reads;
 }
 
 void pool_floor_free(pool_floor *f)

@@ -80,4 +80,8 @@ unsigned pool_floor_pipeline(pool_floor *f, const pool_floor_job *job, bool set,
 unsigned pool_floor_multiget(pool_floor *f, const pool_floor_job *job, size_t total,
                              unsigned keys, unsigned depth);
 
+/* The floor's send(2) and read(2) calls that moved bytes, since it was
+ * created (the pool's writes and reads in mcr_server_stats). */
+void pool_floor_io(const pool_floor *f, uint64_t *writes, uint64_t *reads);
+
 #endif

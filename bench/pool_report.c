@@ -43,6 +43,20 @@ void summarize(void)
                 printf(" proxy_cpu_ns=%.0f", ticks_ns(s->proxy_ticks, s->ops));
             printf(" reps=%u\n", s->n);
         }
+    /* The client's system calls per request (key), over all timed passes:
+     * the kernel's share of client_cpu_ns follows the writes most (a
+     * loopback write also runs the server side's receive). */
+    for (int ph = 0; ph < PH_COUNT; ph++)
+        for (int sys = 0; sys < SYS_COUNT; sys++) {
+            const series *s = &S[ph][sys];
+            if (!s->used || s->n == 0 || !s->io || s->ops == 0)
+                continue;
+            printf("INFO io %s %s writes_per_%s=%.4f reads_per_%s=%.4f %s_per_write=%.1f\n",
+                   ph_names[ph], sys_names[sys], ph == PH_MGET ? "key" : "op",
+                   (double)s->writes / (double)s->ops, ph == PH_MGET ? "key" : "op",
+                   (double)s->reads / (double)s->ops, ph == PH_MGET ? "keys" : "ops",
+                   s->writes ? (double)s->ops / (double)s->writes : 0.0);
+        }
     fflush(stdout);
 }
 

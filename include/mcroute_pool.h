@@ -532,6 +532,13 @@ typedef struct mcr_server_stats {
     uint64_t refusals;        /* connect failures, resets, closes */
     uint64_t ejections;       /* times this pool ejected it (set it DOWN locally) */
     uint64_t coalesced;       /* gets answered by another get's reply */
+    /* Its connections' system calls (all of them, since the pool was created),
+     * to tell how many requests a write carries (requests / writes) and what
+     * goes over the wire: */
+    uint64_t writes;          /* send(2) calls that wrote requests to it */
+    uint64_t bytes_sent;      /* the bytes they wrote */
+    uint64_t reads;           /* read(2) calls that returned replies from it */
+    uint64_t bytes_received;  /* the bytes they returned */
     /* A router's transition (see Transitions), counted on the server named: */
     uint64_t fallback_reads;  /* reads sent to it as a moved key's previous owner */
     uint64_t fallback_hits;   /* ... that it answered with a value */

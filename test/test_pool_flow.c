@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_pool_flow.c: Check suite of the connection pool: flow control, eager connections, draining, hash tags, coalescing, large values. */
+/* test_pool_flow.c: Check suite of the connection pool: flow control, eager connections, draining, hash tags, coalescing, large values, I/O counters. */
 /*
  * The environment, the request tracking and the time rules are pool_env.h's.
  *
  * What is covered: flow control (max_in_flight); eager connections; draining
  * in flight; hash tags; gets coalesced across a snapshot change and
- * pipelined mixed gets; large values.
+ * pipelined mixed gets; large values; the I/O counters.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -575,6 +575,67 @@ START_TEST(test_pipelined_mixed)
 }
 END_TEST
 
+/* The I/O counters: every send(2) and read(2) of a server's connections,
+ * with their bytes. A set is one write of its command and one reply; the
+ * gets that one loop pass queues for a server go out in one write, on one
+ * "get" line whose bytes are known, and so are their replies'. */
+START_TEST(test_io_counters)
+{
+    env e;
+    mcr_pool_options o;
+    enum { NQ = 40 };
+    rec set, rs[NQ];
+    char keys[NQ][32];
+    mcr_server_stats s0, s1, s2;
+
+    memset(&set, 0, sizeof(set));
+    memset(rs, 0, sizeof(rs));
+    opts_init(&o);
+    o.connections = 1;
+    env_init(&e, 1, &o);
+    ck_assert_int_eq(stats_of(e.pool, e.id[0], &s0), 0);
+
+    char v[64], cmd[128];
+    size_t vlen = make_value(v, sizeof(v), "io:v", 4, 1, 0);
+    EXPECT_REPLY(do1(&e, &set, rq_store(MCR_OP_SET, "io:v", v, 0)), MCR_OK, MCR_REPLY_STORED);
+    ck_assert_int_eq(stats_of(e.pool, e.id[0], &s1), 0);
+    ck_assert_uint_eq(s1.writes - s0.writes, 1);
+    int cmdlen = snprintf(cmd, sizeof(cmd), "set io:v 0 0 %zu\r\n%s\r\n", vlen, v);
+    ck_assert_uint_eq(s1.bytes_sent - s0.bytes_sent, (size_t)cmdlen);
+    ck_assert_uint_ge(s1.reads - s0.reads, 1);
+    ck_assert_uint_eq(s1.bytes_received - s0.bytes_received, strlen("STORED\r\n"));
+
+    size_t line = strlen("get") + 2, answer = strlen("END\r\n");
+    for (int i = 0; i < NQ; i++) {
+        if (i == NQ / 2)
+            snprintf(keys[i], sizeof(keys[i]), "io:v");
+        else
+            snprintf(keys[i], sizeof(keys[i]), "io:miss:%d", i);
+        line += 1 + strlen(keys[i]);
+        ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = MCR_OP_GET, .key = keys[i],
+                                                             .key_len = strlen(keys[i])}),
+                         MCR_OK);
+    }
+    answer += (size_t)snprintf(cmd, sizeof(cmd), "VALUE io:v 0 %zu\r\n%s\r\n", vlen, v);
+    WAIT_IDLE(&e, 10000);
+    for (int i = 0; i < NQ; i++)
+        EXPECT_REPLY(&rs[i], MCR_OK, i == NQ / 2 ? MCR_REPLY_HIT : MCR_REPLY_MISS);
+    ck_assert_int_eq(stats_of(e.pool, e.id[0], &s2), 0);
+    ck_assert_uint_eq(s2.requests - s1.requests, NQ);
+    ck_assert_msg(s2.writes - s1.writes == 1, "%d gets of one loop pass took %llu writes", NQ,
+                  (unsigned long long)(s2.writes - s1.writes));
+    ck_assert_uint_eq(s2.bytes_sent - s1.bytes_sent, line);
+    ck_assert_uint_ge(s2.reads - s1.reads, 1);
+    ck_assert_uint_le(s2.reads - s1.reads, answer);
+    ck_assert_uint_eq(s2.bytes_received - s1.bytes_received, answer);
+    tally_ok(&e);
+    rec_clear(&set);
+    for (int i = 0; i < NQ; i++)
+        rec_clear(&rs[i]);
+    env_free(&e);
+}
+END_TEST
+
 /* ================================================================== suite */
 
 static Suite *suite(void)
@@ -587,6 +648,7 @@ static Suite *suite(void)
     PE_ADD(s, hash_tag);
     PE_ADD_LOOP(s, coalesce_across_change, 0, 2);
     PE_ADD_LOOP(s, large_values, 0, 2);
+    PE_ADD(s, io_counters);
     return s;
 }
 

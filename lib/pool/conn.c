@@ -223,6 +223,8 @@ static void conn_flush(mcr__pool_conn *c)
             return;
         }
         c->out_off += (size_t)w;
+        c->server->writes++;
+        c->server->bytes_sent += (uint64_t)w;
     }
     c->out_off = c->out_len = 0;
     if (c->out_cap > OUT_KEEP) {
@@ -377,6 +379,8 @@ static void conn_read(evutil_socket_t fd, mcr__pool_conn *c)
             break;
         }
         c->in.len += (size_t)n;
+        s->reads++;
+        s->bytes_received += (uint64_t)n;
         if (mcr__inbuf_length(&c->in) > p->read_peak)
             p->read_peak = mcr__inbuf_length(&c->in);
         conn_parse(c);

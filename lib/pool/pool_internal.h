@@ -191,6 +191,7 @@ struct mcr__pool_server {
     int mg_marked;
     /* counters */
     uint64_t requests, hits, misses, errors, timeouts, refusals, ejections, coalesced;
+    uint64_t writes, bytes_sent, reads, bytes_received;
     uint64_t fallback_reads, fallback_hits, warm_writes, warm_skipped, warm_failures,
         dual_writes;
     uint64_t lat_count, lat_max;

@@ -77,6 +77,10 @@ int mcr_pool_server_stats(const mcr_pool *p, size_t i, mcr_server_stats *out)
     out->refusals = s->refusals;
     out->ejections = s->ejections;
     out->coalesced = s->coalesced;
+    out->writes = s->writes;
+    out->bytes_sent = s->bytes_sent;
+    out->reads = s->reads;
+    out->bytes_received = s->bytes_received;
     out->fallback_reads = s->fallback_reads;
     out->fallback_hits = s->fallback_hits;
     out->warm_writes = s->warm_writes;
