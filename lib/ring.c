@@ -841,8 +841,9 @@ void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size
         return;
     }
     /* Hash a chunk of keys first (MD5 several keys at a time in SIMD lanes),
-     * touching the index for each hash so the cache misses of many keys
-     * overlap, then resolve the chunk. */
+     * touching the index for each hash, then (large rings) the packed points
+     * the index gives, so that the cache misses of many keys overlap; then
+     * resolve the chunk. */
     enum { CHUNK = 64 };
     for (size_t base = 0; base < n; base += CHUNK) {
         size_t m = n - base < CHUNK ? n - base : CHUNK;
@@ -852,9 +853,13 @@ void mcr_ring_locate_many(const mcr_ring *r, const void *const *keys, const size
         else
             for (size_t i = 0; i < m; i++)
                 h[i] = ring_hash(r, keys[base + i], lens[base + i]);
-        if (r->npoints != 0)
+        if (r->npoints != 0) {
             for (size_t i = 0; i < m; i++)
                 mcr__search_prefetch(&r->search, h[i]);
+            if (r->search.packed != NULL)
+                for (size_t i = 0; i < m; i++)
+                    mcr__search_prefetch_second(&r->search, h[i]);
+        }
         for (size_t i = 0; i < m; i++)
             h[i] = ring_find(r, h[i]);
     }

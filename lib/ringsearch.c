@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ringsearch.c: building a continuum's search structure (bucket index, and for large rings one cache line per bucket on huge pages). */
+/* ringsearch.c: building a continuum's search structure (bucket index, and for large rings packed points, both on huge pages). */
 #define _DEFAULT_SOURCE /* madvise() beside _POSIX_C_SOURCE */
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +13,14 @@
  * servers of libmemcached's weighted mode) index and points take 2.3 MiB,
  * which the caches of this machine (1 MiB L2, a large L3) mostly hold,
  * and 16-bit low parts need 2^16 buckets or more. */
-#define LINES_MIN_POINTS ((size_t)1 << 18)
-/* Mean points per line: the fewest buckets with at most this many points
- * each on average. With uniform values a bucket's count is about Poisson,
- * and P(more than 15) is 0.1% at a mean of 6, 0.8% at 8 (the worst case):
- * the rare full bucket costs a bisection in the points. */
-#define LINE_LOAD 8
+#define PACK_MIN_POINTS ((size_t)1 << 18)
+/* Mean packed points per bucket at most: the fewest buckets with at most
+ * this many points each on average (so 6.5 to 13). More buckets mean a
+ * larger index; fewer, more buckets of over 16 points (a bucket's count is
+ * about Poisson: 10% of them at 12), which the count goes through one by
+ * one. Measured on 10,000-server rings (1.58 M and 1 M points): 13 gave
+ * the 512 KiB index and the fastest lookups of 8, 12, 13 and 16. */
+#define PACK_LOAD 13
 /* Transparent huge pages: an array at least this large is aligned to it
  * and advised (MADV_HUGEPAGE), so that a few TLB entries cover it. */
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -41,42 +43,16 @@ static void *alloc_lookup_array(size_t bytes)
     return p;
 }
 
-/* One line per bucket from the index (s->index complete). */
-static void build_lines(mcr__search *s, const mcr__point *pts)
-{
-    const uint32_t *idx = s->index;
-    uint32_t mask = s->mask;
-
-    for (size_t b = 0; b < s->nlines; b++) {
-        mcr__ring_line *l = &s->lines[b];
-        uint32_t lo = idx[b], hi = idx[b + 1];
-        if (MCR__UNLIKELY(hi - lo >= MCR__LINE_SLOTS)) {
-            memset(l->low, 0xff, sizeof(l->low)); /* every hash counts 0 ... */
-            for (int i = 0; i < MCR__LINE_SLOTS; i++)
-                l->server[i] = MCR__LINE_FULL; /* ... and finds the mark */
-            continue;
-        }
-        /* Without branches on the count: slot i is point lo + i below hi,
-         * then padding with the owner of point hi (the next bucket's first
-         * point, or a sentinel: point 0's owner). */
-        for (uint32_t i = 0; i < MCR__LINE_SLOTS; i++) {
-            uint32_t j = lo + i, in = j < hi, k = in ? j : hi;
-            l->low[i] = (uint16_t)(in ? pts[k].value & mask : 0xffffu);
-            l->server[i] = (uint16_t)pts[k].server;
-        }
-    }
-}
-
 int mcr__search_build(mcr__search *s, const mcr__point *pts, size_t n, uint32_t nservers,
                       mcr_error *err)
 {
-    bool lines = n >= LINES_MIN_POINTS && nservers < MCR__LINE_FULL;
+    bool pack = n >= PACK_MIN_POINTS && nservers <= MCR__PACK_SERVERS_MAX;
     unsigned bits = 1;
 
     memset(s, 0, sizeof(*s));
-    if (lines) {
+    if (pack) {
         bits = 16;
-        while (bits < INDEX_BITS_MAX && n > ((size_t)LINE_LOAD << bits))
+        while (bits < INDEX_BITS_MAX && n > ((size_t)PACK_LOAD << bits))
             bits++;
     } else {
         while (bits < INDEX_BITS_MAX && ((size_t)1 << (bits + 1)) <= n)
@@ -84,7 +60,8 @@ int mcr__search_build(mcr__search *s, const mcr__point *pts, size_t n, uint32_t 
     }
     size_t nb = (size_t)1 << bits;
     s->shift = 32 - bits;
-    s->index = malloc((nb + 1) * sizeof(*s->index));
+    s->index = pack ? alloc_lookup_array((nb + 1) * sizeof(*s->index))
+                    : malloc((nb + 1) * sizeof(*s->index));
     if (s->index == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for the continuum index");
     /* index[b], the first point whose bucket is >= b, is the number of
@@ -109,31 +86,35 @@ int mcr__search_build(mcr__search *s, const mcr__point *pts, size_t n, uint32_t 
         sum += idx[b];
         idx[b] = sum;
     }
-    if (!lines)
+    if (!pack)
         return MCR_OK;
-    s->lines = alloc_lookup_array(nb * sizeof(*s->lines));
-    if (s->lines == NULL)
-        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu lines of the continuum", nb);
-    s->nlines = nb;
+    s->packed = alloc_lookup_array((n + MCR__PACK_PAD) * sizeof(*s->packed));
+    if (s->packed == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu packed points", n);
+    s->npacked = n;
     s->mask = ((uint32_t)1 << shift) - 1;
-    build_lines(s, pts);
+    for (size_t i = 0; i < n; i++)
+        s->packed[i] = (pts[i].value & s->mask) << 16 | pts[i].server;
+    /* after the last point, the owner of a hash above it: point 0's (the
+     * first sentinel's server); never below a hash, never counted */
+    for (size_t i = n; i < n + MCR__PACK_PAD; i++)
+        s->packed[i] = UINT32_MAX << 16 | pts[n].server;
     return MCR_OK;
 }
 
-uint32_t mcr__search_server_lines(const mcr__search *s, const mcr__point *p, uint32_t h)
+uint32_t mcr__search_server_packed(const mcr__search *s, uint32_t h)
 {
-    const mcr__ring_line *l = &s->lines[h >> s->shift];
-    uint32_t srv = l->server[mcr__line_rank(l, h & s->mask)];
+    uint32_t b = h >> s->shift;
+    uint32_t lo = s->index[b], hi = s->index[b + 1];
 
-    if (MCR__LIKELY(srv != MCR__LINE_FULL))
-        return srv;
-    return p[mcr__search_index(s, p, h)].server; /* a full bucket: bisected */
+    return s->packed[lo + mcr__pack_rank(s->packed + lo, hi - lo, (h & s->mask) << 16)] &
+           0xffffu;
 }
 
 void mcr__search_free(mcr__search *s)
 {
     free(s->index);
-    free(s->lines);
+    free(s->packed);
     s->index = NULL;
-    s->lines = NULL;
+    s->packed = NULL;
 }

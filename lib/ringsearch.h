@@ -13,49 +13,45 @@
  * point whose value is >= b << shift, so a key's point lies in
  * [index[b], index[b + 1]] and the search reads the index, then the points.
  * On a small ring both arrays stay in the caches. On a large one (10,000
- * servers: 1.6 M points, 12.6 MB, plus the index) they do not, and those
- * two reads are two dependent cache and TLB misses, 5x the cost of the key's
- * MD5 on this machine (issue 16).
+ * servers: 1.6 M points of 8 bytes, 12.6 MB, and the index) they do not,
+ * and those two reads are two dependent cache and TLB misses, 5x the cost
+ * of the key's MD5 on this machine (issue 16).
  *
- * Large rings therefore also get lines: one 64-byte cache line per bucket
- * that holds what a lookup needs, the low 16 bits of the bucket's values
- * (its high bits are the bucket number) and their servers, and after them
- * the owner of the next point (the next bucket's first, or the wrap to
- * point 0): a lookup counts the values below the hash and reads the server
- * at that count, one line and no other memory. The lines are allocated on
- * transparent huge pages (2 MiB) where the kernel has them, so that the TLB
- * covers them. A bucket with more points than a line holds (about 0.1 to 1%
- * of them at the load chosen) is marked, and resolved by the index.
+ * Large rings therefore also get a packed copy of the points, in the same
+ * order: 4 bytes a point, (value & mask) << 16 | server, where value & mask
+ * (the low 16 bits or fewer) is all that tells apart the points of one
+ * bucket, and a coarser index (7 to 13 points a bucket) over both. A
+ * lookup reads the index's two entries, then counts the packed points of
+ * the bucket below the hash: the entry after them is the owner, whether it
+ * is the bucket's or the next one's, or the sentinel after the last point
+ * (which carries the wrap to point 0's server). For 1.58 M points that is
+ * 6.3 MB and a 512 KiB index, less than half the 16 MiB of one cache line
+ * a bucket (the layout before), so that a lookup's memory stays in the
+ * caches of a machine whose last level holds 8 MiB; where it does not, a
+ * lookup misses twice (index, then points) instead of once. Both arrays
+ * are allocated on transparent huge pages (2 MiB) where the kernel has
+ * them, so that the TLB covers them.
  */
 
-/* Points per line, of which the last slot is always padding (so a count
- * of the values below a hash stays < MCR__LINE_SLOTS). */
-#define MCR__LINE_SLOTS 16
-/* server[] of a bucket too full for its line. */
-#define MCR__LINE_FULL 0xffffu
-
-typedef struct mcr__ring_line {
-    /* value & mask of the bucket's points, ascending, then 0xffff: padding
-     * is never below a hash, and a point whose low bits are 0xffff is
-     * counted as padding would be, which gives the same answer */
-    uint16_t low[MCR__LINE_SLOTS];
-    /* server[i]: the owner of a hash that i of low[] lie below */
-    uint16_t server[MCR__LINE_SLOTS];
-} __attribute__((aligned(64))) mcr__ring_line;
+/* Sentinels after the packed points: the count reads 16 entries from the
+ * bucket's first, up to 16 past the last point. */
+#define MCR__PACK_PAD 16
+/* The most servers the packed points' 16-bit server numbers hold. */
+#define MCR__PACK_SERVERS_MAX 65536u
 
 typedef struct mcr__search {
     uint32_t *index;  /* 2^(32 - shift) + 1 entries */
     unsigned shift;   /* 32 - bucket bits */
-    uint32_t mask;    /* (1 << shift) - 1 with lines (shift <= 16) */
-    mcr__ring_line *lines; /* large rings: one per bucket; else NULL */
-    size_t nlines;
+    uint32_t mask;    /* (1 << shift) - 1 with packed points (shift <= 16) */
+    uint32_t *packed; /* large rings: n + MCR__PACK_PAD entries; else NULL */
+    size_t npacked;   /* n */
 } mcr__search;
 
 /* Index `n` points `pts` (sorted by value, followed by MCR__RING_PAD
  * sentinels {UINT32_MAX, owner of pts[0]}), checking on the way what the
- * lookups rely on: values ascending, servers < nservers. Lines are built
- * when n is large enough and nservers fits their 16-bit servers. On error
- * *s holds what was allocated (mcr__search_free frees it). MCR_OK,
+ * lookups rely on: values ascending, servers < nservers. The packed points
+ * are built when n is large enough and nservers fits their 16 bits. On
+ * error *s holds what was allocated (mcr__search_free frees it). MCR_OK,
  * MCR_ERR_NOMEM, or MCR_ERR_INVALID (with `err` filled) for a broken
  * continuum. */
 int mcr__search_build(mcr__search *s, const mcr__point *pts, size_t n, uint32_t nservers,
@@ -63,13 +59,18 @@ int mcr__search_build(mcr__search *s, const mcr__point *pts, size_t n, uint32_t 
 /* Frees what mcr__search_build allocated; *s may be all zero. */
 void mcr__search_free(mcr__search *s);
 
-/* How many of a line's values lie below the low part `hl` of a hash: a
- * fixed loop the compiler turns into vector compares. */
-static inline uint32_t mcr__line_rank(const mcr__ring_line *l, uint32_t hl)
+/* How many of the m packed entries from e lie below `key` (the hash's low
+ * part << 16): the first 16 in a fixed loop the compiler turns into vector
+ * compares (the lanes past m masked off, no branch on m), the rest of a
+ * bucket that holds more (rare at the load chosen) one by one. */
+static inline uint32_t mcr__pack_rank(const uint32_t *e, uint32_t m, uint32_t key)
 {
     uint32_t c = 0;
-    for (int i = 0; i < MCR__LINE_SLOTS; i++)
-        c += (uint32_t)(l->low[i] < hl);
+    for (uint32_t k = 0; k < MCR__PACK_PAD; k++)
+        c += (uint32_t)(k < m) & (uint32_t)(e[k] < key);
+    if (MCR__UNLIKELY(m > MCR__PACK_PAD))
+        for (uint32_t k = MCR__PACK_PAD; k < m; k++)
+            c += (uint32_t)(e[k] < key);
     return c;
 }
 
@@ -80,8 +81,8 @@ static inline uint32_t mcr__search_index(const mcr__search *s, const mcr__point 
     uint32_t b = h >> s->shift;
     uint32_t lo = s->index[b], hi = s->index[b + 1];
 
-    if (s->lines != NULL && hi - lo < MCR__LINE_SLOTS)
-        return lo + mcr__line_rank(&s->lines[b], h & s->mask);
+    if (s->packed != NULL)
+        return lo + mcr__pack_rank(s->packed + lo, hi - lo, (h & s->mask) << 16);
     if (MCR__LIKELY(hi - lo <= MCR__RING_PAD)) {
         /* points from hi on are >= h (or sentinels): count those below h */
         _Static_assert(MCR__RING_PAD == 4, "the count reads exactly four points");
@@ -99,26 +100,32 @@ static inline uint32_t mcr__search_index(const mcr__search *s, const mcr__point 
     return lo;
 }
 
-/* mcr__search_server on a ring with lines (ringsearch.c): out of line, so
- * that the small rings' inlined path stays as short as it was; a call is
- * nothing next to the large ring's cache miss. */
-uint32_t mcr__search_server_lines(const mcr__search *s, const mcr__point *p, uint32_t h);
+/* mcr__search_server on a ring with packed points (ringsearch.c): out of
+ * line, so that the small rings' inlined path stays as short as it was. */
+uint32_t mcr__search_server_packed(const mcr__search *s, uint32_t h);
 
 /* The server of the first point >= h, wrapping (the successor rule). */
 static inline uint32_t mcr__search_server(const mcr__search *s, const mcr__point *p, uint32_t h)
 {
-    if (MCR__UNLIKELY(s->lines != NULL))
-        return mcr__search_server_lines(s, p, h);
+    if (MCR__UNLIKELY(s->packed != NULL))
+        return mcr__search_server_packed(s, h);
     return p[mcr__search_index(s, p, h)].server;
 }
 
-/* Start loading what mcr__search_server(s, p, h) reads first. */
+/* Start loading what mcr__search_server(s, p, h) reads first: its index
+ * entries. */
 static inline void mcr__search_prefetch(const mcr__search *s, uint32_t h)
 {
-    if (s->lines != NULL)
-        __builtin_prefetch(&s->lines[h >> s->shift]);
-    else
-        __builtin_prefetch(&s->index[h >> s->shift]);
+    __builtin_prefetch(&s->index[h >> s->shift]);
+}
+
+/* Then, some time after mcr__search_prefetch (its index entry loaded or on
+ * the way), what it reads second on a ring with packed points: the
+ * bucket's first ones. Nothing on other rings. */
+static inline void mcr__search_prefetch_second(const mcr__search *s, uint32_t h)
+{
+    if (s->packed != NULL)
+        __builtin_prefetch(&s->packed[s->index[h >> s->shift]]);
 }
 
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_ringsearch.c: Check suite of the search over large continua (ringsearch.h: the lines of large rings) against a plain bisection over the points. */
+/* test_ringsearch.c: Check suite of the search over large continua (ringsearch.h: the packed points of large rings) against a plain bisection over the points. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include "ringsearch.h"
 #include "testutil.h"
 
-/* Lines start here (ringsearch.c's LINES_MIN_POINTS). */
+/* Packed points start here (ringsearch.c's PACK_MIN_POINTS). */
 #define PACK_MIN ((size_t)1 << 18)
 
 /* What a ring's lookups must give, worked out from its public point list. */
@@ -106,7 +106,7 @@ static void probe(checker *c, uint32_t h)
 
 /* Every point value v, v - 1 and v + 1; the ends; every bucket's first
  * and last hash; `nrandom` random hashes. */
-static void check_ring(const mcr_ring *r, enum rule rule, bool want_lines, size_t nrandom,
+static void check_ring(const mcr_ring *r, enum rule rule, bool want_packed, size_t nrandom,
                        uint64_t seed, const char *what)
 {
     ref f = ref_of(r);
@@ -114,8 +114,8 @@ static void check_ring(const mcr_ring *r, enum rule rule, bool want_lines, size_
     mcr_error err;
     const mcr__point *p = mcr__ring_points(r);
     ck_assert_int_eq(mcr__search_build(&s, p, f.n, mcr_ring_server_count(r), &err), MCR_OK);
-    ck_assert_msg((s.lines != NULL) == want_lines, "%s: lines %s", what,
-                  s.lines ? "built" : "not built");
+    ck_assert_msg((s.packed != NULL) == want_packed, "%s: packed points %s", what,
+                  s.packed ? "built" : "not built");
 
     checker c = {r, &f, rule, &s, p, 0, 0, 0};
     for (size_t i = 0; i < f.n; i++) {
@@ -155,7 +155,7 @@ static mcr_config *config_of(size_t nservers, mcr_mode mode)
     return cfg;
 }
 
-/* Rings of the library's own modes, large enough for lines. */
+/* Rings of the library's own modes, large enough for packed points. */
 static const struct {
     const char *what;
     mcr_mode mode;
@@ -209,14 +209,14 @@ static void add(crafted *c, uint32_t v, uint32_t s)
     c->s[c->n++] = s;
 }
 
-static void check_crafted(crafted *c, size_t nservers, bool want_lines, const char *what)
+static void check_crafted(crafted *c, size_t nservers, bool want_packed, const char *what)
 {
     mcr_config *cfg = config_of(nservers, MCR_MODE_KETAMA);
     mcr_ring *r = NULL;
     mcr_error err;
     ck_assert_msg(mcr__ring_new_points(cfg, c->v, c->s, c->n, &r, &err) == MCR_OK, "%s: %s", what,
                   err.message);
-    check_ring(r, SUCC, want_lines, 1u << 18, c->n, what);
+    check_ring(r, SUCC, want_packed, 1u << 18, c->n, what);
     mcr_ring_free(r);
     mcr_config_free(cfg);
     free(c->v);
@@ -226,8 +226,8 @@ static void check_crafted(crafted *c, size_t nservers, bool want_lines, const ch
 
 START_TEST(runs_of_equal_values)
 {
-    /* runs of 1 to 40 equal values (a bucket of more than the lanes a
-     * lookup compares, all equal: the first of them owns the hash) */
+    /* runs of 1 to 40 equal values (buckets of more entries than one group
+     * of the count, all equal: the first of them owns the hash) */
     tu_rng rng;
     tu_rng_init(&rng, 7);
     crafted c = {0};
@@ -243,8 +243,7 @@ END_TEST
 START_TEST(crowded_buckets_and_ends)
 {
     /* points at 0 and UINT32_MAX, low 16 bits 0 and 0xffff, and crowds:
-     * thousands of points in a few buckets (too full for a line: marked,
-     * and resolved by the index) */
+     * thousands of points in a few buckets (counted in hundreds of groups) */
     tu_rng rng;
     tu_rng_init(&rng, 8);
     crafted c = {0};
@@ -285,12 +284,11 @@ START_TEST(sparse_and_wrap)
 }
 END_TEST
 
-/* Servers: 65,534 fit the lines' 16-bit servers (0xffff marks a full
- * bucket; server 65,533 used); one more does not, and the ring keeps the
- * index and the points. */
+/* Servers: 65,536 fit the packed points' 16-bit servers (server 65,535
+ * used); one more does not, and the ring keeps the index and the points. */
 START_TEST(server_count_limit)
 {
-    static const size_t counts[] = {65534, 65535};
+    static const size_t counts[] = {65536, 65537};
     tu_rng rng;
     tu_rng_init(&rng, 10);
     crafted c = {0};
@@ -299,11 +297,11 @@ START_TEST(server_count_limit)
         add(&c, (uint32_t)tu_rand(&rng), s);
     while (c.n < 300000)
         add(&c, (uint32_t)tu_rand(&rng), (uint32_t)(ns - 1 - tu_rand(&rng) % 16));
-    check_crafted(&c, ns, ns <= 65534, ns <= 65534 ? "65,534 servers" : "65,535 servers");
+    check_crafted(&c, ns, ns <= 65536, ns <= 65536 ? "65,536 servers" : "65,537 servers");
 }
 END_TEST
 
-/* Just below the size for lines, and at it. */
+/* Just below the size for packed points, and at it. */
 START_TEST(size_threshold)
 {
     tu_rng rng;
@@ -316,7 +314,7 @@ START_TEST(size_threshold)
 }
 END_TEST
 
-/* mcr__search_build's checks still hold with lines. */
+/* mcr__search_build's checks still hold with packed points. */
 START_TEST(broken_continuum_rejected)
 {
     size_t n = PACK_MIN;
@@ -329,7 +327,7 @@ START_TEST(broken_continuum_rejected)
     mcr__search s;
     mcr_error err;
     ck_assert_int_eq(mcr__search_build(&s, p, n, 7, &err), MCR_OK);
-    ck_assert(s.lines != NULL);
+    ck_assert(s.packed != NULL);
     mcr__search_free(&s);
     p[n / 2].server = 7; /* names no server */
     ck_assert_int_eq(mcr__search_build(&s, p, n, 7, &err), MCR_ERR_INVALID);
