@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ringsearch.c: building a continuum's search structure (bucket index, and for large rings packed points, both on huge pages). */
+/* ringsearch.c: building a continuum's search structure (bucket index, and for large rings packed points, on huge pages from 2 MiB up). */
 #define _DEFAULT_SOURCE /* madvise() beside _POSIX_C_SOURCE */
 #include <stdlib.h>
 #include <string.h>
@@ -25,20 +25,22 @@
  * and advised (MADV_HUGEPAGE), so that a few TLB entries cover it. */
 #define HUGE_PAGE ((size_t)2 << 20)
 
-/* `bytes` for an array that random lookups read: on huge pages where the
- * kernel gives them (THP "always" or "madvise"); harmless elsewhere.
- * NULL when out of memory. */
+/* `bytes` for an array that random lookups read: from 2 MiB up, aligned to
+ * a huge page and its whole huge pages advised (MADV_HUGEPAGE) where the
+ * kernel gives them (THP "always" or "madvise"; harmless elsewhere), the
+ * tail past the last whole one on normal pages: an index of 2^k + 1
+ * entries takes no extra huge page for its one entry more. Smaller arrays
+ * are cache-line aligned. NULL when out of memory. */
 static void *alloc_lookup_array(size_t bytes)
 {
     size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
-    size_t size = (bytes + align - 1) / align * align;
-    void *p = aligned_alloc(align, size);
+    void *p = NULL;
 
-    if (p == NULL)
+    if (posix_memalign(&p, align, bytes) != 0)
         return NULL;
 #ifdef MADV_HUGEPAGE
-    if (align == HUGE_PAGE)
-        (void)madvise(p, size, MADV_HUGEPAGE); /* before the first touch */
+    if (align == HUGE_PAGE) /* before the first touch */
+        (void)madvise(p, bytes / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
 #endif
     return p;
 }
@@ -91,7 +93,6 @@ int mcr__search_build(mcr__search *s, const mcr__point *pts, size_t n, uint32_t 
     s->packed = alloc_lookup_array((n + MCR__PACK_PAD) * sizeof(*s->packed));
     if (s->packed == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu packed points", n);
-    s->npacked = n;
     s->mask = ((uint32_t)1 << shift) - 1;
     for (size_t i = 0; i < n; i++)
         s->packed[i] = (pts[i].value & s->mask) << 16 | pts[i].server;

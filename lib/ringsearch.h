@@ -28,9 +28,10 @@
  * 6.3 MB and a 512 KiB index, less than half the 16 MiB of one cache line
  * a bucket (the layout before), so that a lookup's memory stays in the
  * caches of a machine whose last level holds 8 MiB; where it does not, a
- * lookup misses twice (index, then points) instead of once. Both arrays
- * are allocated on transparent huge pages (2 MiB) where the kernel has
- * them, so that the TLB covers them.
+ * lookup misses twice (index, then points) instead of once. An array of
+ * 2 MiB or more (the points of the 10,000-server rings; their 512 KiB
+ * indexes are not) is allocated on transparent huge pages where the
+ * kernel has them, so that a few TLB entries cover it.
  */
 
 /* Sentinels after the packed points: the count reads 16 entries from the
@@ -44,7 +45,6 @@ typedef struct mcr__search {
     unsigned shift;   /* 32 - bucket bits */
     uint32_t mask;    /* (1 << shift) - 1 with packed points (shift <= 16) */
     uint32_t *packed; /* large rings: n + MCR__PACK_PAD entries; else NULL */
-    size_t npacked;   /* n */
 } mcr__search;
 
 /* Index `n` points `pts` (sorted by value, followed by MCR__RING_PAD

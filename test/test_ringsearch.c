@@ -314,6 +314,67 @@ START_TEST(size_threshold)
 }
 END_TEST
 
+/* Over 13 x 2^18 points: a 19-bit index (a 13-bit mask on the packed
+ * values), wider than the library's own rings reach, and an index of
+ * 2^19 + 1 entries, just past one huge page. */
+START_TEST(wide_index)
+{
+    tu_rng rng;
+    tu_rng_init(&rng, 12);
+    crafted c = {0};
+    while (c.n < 3500000)
+        add(&c, (uint32_t)tu_rand(&rng), (uint32_t)(tu_rand(&rng) % 4000));
+    mcr__point *p = malloc((c.n + MCR__RING_PAD) * sizeof(*p));
+    ck_assert(p != NULL);
+    mcr__search s;
+    mcr_error err;
+    for (size_t i = 0; i < c.n + MCR__RING_PAD; i++) /* sorted: i * 1227 < 2^32 */
+        p[i] = (mcr__point){.value = i < c.n ? (uint32_t)(i * 1227) : UINT32_MAX, .server = 0};
+    ck_assert_int_eq(mcr__search_build(&s, p, c.n, 4000, &err), MCR_OK);
+    ck_assert_msg(s.packed != NULL && s.shift == 13, "3.5 M points: shift %u", s.shift);
+    mcr__search_free(&s);
+    free(p);
+    check_crafted(&c, 4000, true, "3.5 M points, 19-bit index");
+}
+END_TEST
+
+/* mcr_ring_locate_many on packed rings (its hashes in lanes, the second
+ * index entry prefetched) against mcr_ring_locate, key by key, in batches
+ * of 1 to 97 keys of 1 to 250 bytes. */
+START_TEST(locate_many_matches_locate)
+{
+    mcr_config *cfg = config_of(modes[_i].nservers, modes[_i].mode);
+    ck_assert_int_eq(mcr_config_set_hash(cfg, modes[_i].hash), MCR_OK);
+    mcr_ring *r = NULL;
+    mcr_error err;
+    ck_assert_msg(mcr_ring_new(cfg, &r, &err) == MCR_OK, "%s", err.message);
+    enum { BATCH = 97 };
+    unsigned char buf[BATCH][250];
+    const void *keys[BATCH];
+    size_t lens[BATCH];
+    uint32_t out[BATCH];
+    tu_rng rng;
+    tu_rng_init(&rng, 2000 + (uint64_t)_i);
+    size_t total = (size_t)tu_cases(1 << 17), done = 0, bad = 0;
+    while (done < total) {
+        size_t n = 1 + (size_t)(tu_rand(&rng) % BATCH);
+        for (size_t k = 0; k < n; k++) {
+            lens[k] = 1 + (size_t)(tu_rand(&rng) % 250);
+            for (size_t j = 0; j < lens[k]; j++)
+                buf[k][j] = (unsigned char)tu_rand(&rng);
+            keys[k] = buf[k];
+        }
+        mcr_ring_locate_many(r, keys, lens, n, out);
+        for (size_t k = 0; k < n; k++)
+            bad += out[k] != mcr_ring_locate(r, keys[k], lens[k]);
+        done += n;
+    }
+    ck_assert_msg(bad == 0, "%s: %zu of %zu keys differ", modes[_i].what, bad, done);
+    mcr_ring_free(r);
+    mcr_config_free(cfg);
+}
+END_TEST
+
 /* mcr__search_build's checks still hold with packed points. */
 START_TEST(broken_continuum_rejected)
 {
@@ -351,6 +412,8 @@ static Suite *ringsearch_suite(void)
     tcase_add_test(tc, sparse_and_wrap);
     tcase_add_loop_test(tc, server_count_limit, 0, 2);
     tcase_add_loop_test(tc, size_threshold, 0, 2);
+    tcase_add_test(tc, wide_index);
+    tcase_add_loop_test(tc, locate_many_matches_locate, 0, 2); /* the two 10,000-server rings */
     tcase_add_test(tc, broken_continuum_rejected);
     suite_add_tcase(s, tc);
     return s;
