@@ -77,9 +77,8 @@ int rs_memcached_start_opts(rs_proc *p, const char *addr, int port, const char *
 int rs_nutcracker_start(rs_proc *p, const char *conf, const char *log, const char *pidfile,
                         int stats_port, const char *addr, int port, int timeout_ms);
 
-/* SIGTERM (then SIGCONT, so one stopped by SIGSTOP acts on it), up to 2 s
- * to exit, then SIGKILL; reaped and unregistered either way. NULL or a
- * process already stopped by rs_stop (pid 0) is a no-op. */
+/* SIGKILL (a stopped one too), reaped and unregistered. NULL or a process
+ * already stopped by rs_stop (pid 0) is a no-op. */
 void rs_stop(rs_proc *p);
 
 /* Stop every process this process started and has not stopped yet (a
