@@ -236,6 +236,19 @@ typedef struct mcr_route {
 MCR_EXTERN int mcr_router_locate(mcr_router *router, const void *key, size_t len,
                                  mcr_route *out);
 
+/* mcr_router_locate_index: the index (into the server table of the current
+ * snapshot, as mcr_snapshot_locate() returns it) of the server owning `key`
+ * (`len` bytes), and, when `epoch` is not NULL, that snapshot's epoch in
+ * *epoch: one acquire, lookup and release in one call, without the host
+ * copy of mcr_router_locate(), for an application that keeps its own
+ * connections by index for each epoch (and finds the epoch changed when it
+ * must remap them). UINT32_MAX when the router holds no snapshot yet
+ * (*epoch untouched). `router` must not be NULL (not checked); `key` may be
+ * NULL only with `len` 0. Cannot fail otherwise; lock-free and never
+ * blocks; the thread cache's rules and cost are acquire's. */
+MCR_EXTERN uint32_t mcr_router_locate_index(mcr_router *router, const void *key, size_t len,
+                                            uint64_t *epoch);
+
 /* mcr_router_current: a new reference to the current (effective) snapshot
  * (release it with mcr_snapshot_unref()), or NULL when there is none (or
  * router is NULL). Lock-free. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* snapshot.h: the layout of a snapshot, shared by snapshot.c (building, reading), changes.c (change sets), snaptext.c (canonical text, checksum) and snapfile.c (files); never installed. */
+/* snapshot.h: the layout of a snapshot, shared by snapshot.c (building, reading), changes.c (change sets), snaptext.c (canonical text, checksum), snapfile.c (files) and router.c (its one-call lookup reads a snapshot in place); never installed. */
 #ifndef MCR_SNAPSHOT_INTERNAL_H
 #define MCR_SNAPSHOT_INTERNAL_H
 

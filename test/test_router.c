@@ -894,6 +894,101 @@ START_TEST(idle_thread_keeps_its_snapshot)
 }
 END_TEST
 
+/* A publish and reclaim from another thread (a thread inside a section
+ * may not write). */
+typedef struct publish_job {
+    mcr_router *r;
+    mcr_snapshot *snap;
+    int rc;
+} publish_job;
+
+static void *publish_main(void *arg)
+{
+    publish_job *j = arg;
+    j->rc = mcr_router_publish(j->r, j->snap, NULL);
+    if (j->rc == MCR_OK)
+        j->rc = mcr_router_reclaim(j->r);
+    return NULL;
+}
+
+/* mcr_router_locate_index() gives what acquire, mcr_snapshot_locate() and
+ * release give, with the epoch; after a publish, the new snapshot's answer
+ * and epoch at once, dropping this thread's reference to the old one as
+ * acquire does, but not while a section of this thread is open. */
+START_TEST(locate_index_agrees)
+{
+    mcr_router *r = router_of(NULL);
+    mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 5);
+    mcr_snapshot *s2 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4:11212", MCR_MODE_KETAMA, 6);
+    mcr_snapshot *s3 = snap_of("10.0.0.9,10.0.0.8", MCR_MODE_CONSISTENT, 7);
+    uint64_t e = 99, seed = tu_seed();
+    tu_rng rng;
+    unsigned char key[251];
+    unsigned differ = 0;
+
+    ck_assert_uint_eq(mcr_router_locate_index(r, "k", 1, &e), UINT32_MAX);
+    ck_assert_uint_eq(e, 99); /* untouched */
+    ck_assert_int_eq(mcr_router_publish(r, s1, NULL), MCR_OK);
+    ck_assert_uint_eq(mcr_router_locate_index(r, NULL, 0, &e), mcr_snapshot_locate(s1, "", 0));
+    ck_assert_uint_eq(e, 5);
+
+    tu_rng_init(&rng, seed);
+    for (int n = 0; n < 2000; n++) {
+        size_t len = tu_below(&rng, sizeof key);
+        for (size_t j = 0; j < len; j++)
+            key[j] = (unsigned char)tu_below(&rng, 256);
+        e = 0;
+        uint32_t i = mcr_router_locate_index(r, key, len, &e);
+        uint32_t want = mcr_snapshot_locate(s1, key, len);
+        ck_assert_msg(i == want && e == 5, "seed %llu key %d: index %u epoch %llu, want %u of 5",
+                      (unsigned long long)seed, n, i, (unsigned long long)e, want);
+        ck_assert_uint_eq(mcr_router_locate_index(r, key, len, NULL), want);
+        differ += want != mcr_snapshot_locate(s2, key, len);
+    }
+    ck_assert_uint_gt(differ, 0); /* the publish below moves some keys */
+
+    /* The next call after a publish: the new snapshot, and the old one let go. */
+    ck_assert_int_eq(mcr_router_publish(r, s2, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_reclaim(r), MCR_OK);
+    ck_assert_uint_eq(refs_of(s1), 2); /* the test's, this thread's cache */
+    tu_rng_init(&rng, seed);
+    for (int n = 0; n < 2000; n++) {
+        size_t len = tu_below(&rng, sizeof key);
+        for (size_t j = 0; j < len; j++)
+            key[j] = (unsigned char)tu_below(&rng, 256);
+        uint32_t i = mcr_router_locate_index(r, key, len, &e);
+        ck_assert_uint_eq(i, mcr_snapshot_locate(s2, key, len));
+        ck_assert_uint_eq(e, 6);
+    }
+    ck_assert_uint_eq(refs_of(s1), 1);
+
+    /* Inside an open section of this thread (so another thread
+     * publishes): the new snapshot's answer, and the cached reference kept
+     * until the section is closed. */
+    const mcr_snapshot *in = mcr_router_acquire(r);
+    ck_assert_ptr_eq(in, s2);
+    publish_job job = {r, s3, -100};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, publish_main, &job), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(job.rc, MCR_OK);
+    ck_assert_uint_eq(mcr_router_locate_index(r, "user:1", 6, &e),
+                      mcr_snapshot_locate(s3, "user:1", 6));
+    ck_assert_uint_eq(e, 7);
+    ck_assert_uint_eq(refs_of(s2), 2); /* the test's, the open section's */
+    mcr_router_release(r, in);
+    ck_assert_uint_eq(mcr_router_locate_index(r, "user:1", 6, &e),
+                      mcr_snapshot_locate(s3, "user:1", 6));
+    ck_assert_uint_eq(refs_of(s2), 1);
+
+    mcr_router_free(r);
+    ck_assert_uint_eq(refs_of(s3), 1);
+    mcr_snapshot_unref(s1);
+    mcr_snapshot_unref(s2);
+    mcr_snapshot_unref(s3);
+}
+END_TEST
+
 /* A router freed and another created, probably at the same address: a
  * thread that cached the first must get the second's snapshot, never the
  * first's (the stamp is process-unique). And a thread reading more
@@ -1089,6 +1184,21 @@ static void *reader_main(void *arg)
                 reader_error(rd, "snapshot changed under a section", e, 0);
             mcr_router_release(st->router, snap);
             rd->sections++;
+        } else if (mode == 6 && tu_below(&rng, 2) == 0) {
+            /* The index lookup: epochs in order, and an index below the
+             * storm's largest table (24 servers; the snapshot itself is
+             * not at hand to check it against). */
+            uint64_t e = 0;
+            unsigned k = tu_below(&rng, STRESS_KEYS);
+            uint32_t idx = mcr_router_locate_index(st->router, st->keys[k], st->key_len[k], &e);
+            if (idx == UINT32_MAX)
+                reader_error(rd, "mcr_router_locate_index found no snapshot", e, 0);
+            else if (idx >= 24)
+                reader_error(rd, "locate_index: server index out of range", idx, e);
+            else if (e < last_epoch)
+                reader_error(rd, "epoch went backwards (locate_index)", e, last_epoch);
+            last_epoch = e > last_epoch ? e : last_epoch;
+            rd->lookups++;
         } else if (mode < 7) {
             /* The convenience lookup. */
             mcr_route route;
@@ -1818,6 +1928,7 @@ static Suite *router_suite(void)
     tcase_add_test(tc, try_apply_does_not_wait_for_writers);
     tcase_add_test(tc, try_apply_garbage_is_freed_by_the_writer);
     tcase_add_test(tc, idle_thread_keeps_its_snapshot);
+    tcase_add_test(tc, locate_index_agrees);
     tcase_add_test(tc, thread_cache_never_mixes_routers);
     tcase_add_test(tc, nested_acquire_after_a_change);
     tcase_add_test(tc, stress_publish_while_reading);
