@@ -820,7 +820,6 @@ static int es_ctl_run(const char *eps, char **out, const char *const *args, int 
         goto done;
     }
     if (pid == 0) {
-        long maxfd = sysconf(_SC_OPEN_MAX);
         int in = open("/dev/null", O_RDONLY);
 #ifdef __linux__
         prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -830,10 +829,7 @@ static int es_ctl_run(const char *eps, char **out, const char *const *args, int 
         dup2(in, 0);
         dup2(pfd[1], 1);
         dup2(pfd[1], 2);
-        if (maxfd < 0 || maxfd > 65536)
-            maxfd = 65536;
-        for (long fd = 3; fd < maxfd; fd++)
-            close((int)fd);
+        rs_close_fds_from(3);
         execve(path, (char *const *)argv, envp);
         _exit(127);
     }

@@ -47,6 +47,10 @@ int rs_port_free(const char *addr, int port);
 int rs_reserve_ports(const char *addr, int n, int *ports, int *fds);
 void rs_release_ports(int n, int *fds);
 
+/* Close every descriptor from `first` up: for a forked child before its
+ * exec (async-signal-safe). */
+void rs_close_fds_from(int first);
+
 /* Start `argv` (argv[0] a path) with stdin from /dev/null and stdout and
  * stderr appended to `log` (NULL: /dev/null), registered for rs_stop_all.
  * Returns the pid, or -1 (too many processes, fork failure). */
