@@ -377,14 +377,6 @@ static mcr_server_desc find_server_in(const mcr_snapshot *s, const char *id)
     return d;
 }
 
-static mcr_changes *changes_weight(const char *id, uint32_t w)
-{
-    mcr_changes *ch = mcr_changes_new();
-    ck_assert_ptr_nonnull(ch);
-    ck_assert_int_eq(mcr_changes_set_weight(ch, id, w, NULL), MCR_OK);
-    return ch;
-}
-
 /* A publish from another thread returns while a reader is inside a section
  * holding the replaced snapshot, which is reclaimed only once that reader
  * has left. With a grace period waited for in the publish, the publish

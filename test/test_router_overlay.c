@@ -12,26 +12,9 @@
 #include "mcroute_snapshot.h"
 #include "testutil.h"
 #include "testutil_config.h"
+#include "test_router_util.h"
 
 /* ------------------------------------------------------------ helpers */
-
-static mcr_snapshot *snap_of(const char *list, mcr_mode mode, uint64_t epoch)
-{
-    mcr_error err = {0, ""};
-    mcr_config *cfg = tu_config(list, mode, MCR_HASH_COUNT);
-    mcr_snapshot *s = NULL;
-    ck_assert_msg(mcr_snapshot_new(cfg, epoch, &s, &err) == MCR_OK, "%s", err.message);
-    mcr_config_free(cfg);
-    return s;
-}
-
-static mcr_router *router_of(mcr_snapshot *initial)
-{
-    mcr_router *r = NULL;
-    ck_assert_int_eq(mcr_router_new(initial, &r, NULL), MCR_OK);
-    ck_assert_ptr_nonnull(r);
-    return r;
-}
 
 /* The state of server `id` in `s`, -1 when absent. */
 static int state_in(const mcr_snapshot *s, const char *id)
@@ -75,17 +58,9 @@ static int keys_on(mcr_router *r, const char *id, int n)
     return hits;
 }
 
-static mcr_changes *changes_weight(const char *id, uint32_t w)
-{
-    mcr_changes *ch = mcr_changes_new();
-    ck_assert_ptr_nonnull(ch);
-    ck_assert_int_eq(mcr_changes_set_weight(ch, id, w, NULL), MCR_OK);
-    return ch;
-}
-
 /* What a hook saw: every call, in order. */
 #define LOG_MAX 16
-typedef struct hook_log {
+typedef struct state_log {
     mcr_router *router;
     const char *id;          /* the server whose state is recorded */
     int calls;
@@ -93,12 +68,12 @@ typedef struct hook_log {
     int new_state[LOG_MAX];
     int diff_null[LOG_MAX];
     double moved[LOG_MAX];
-} hook_log;
+} state_log;
 
-static void log_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
+static void state_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
                      const mcr_diff *diff, void *arg)
 {
-    hook_log *h = arg;
+    state_log *h = arg;
     int i = h->calls++;
     if (i >= LOG_MAX)
         return;
@@ -219,9 +194,9 @@ START_TEST(publish_keeps_local_states)
     mcr_snapshot *s5 = snap_of(A "," B "," C "," D, MCR_MODE_KETAMA, 5);
     mcr_router *r = router_of(s5);
     mcr_error err = {0, ""};
-    hook_log h = {.router = r, .id = B};
+    state_log h = {.router = r, .id = B};
 
-    ck_assert_int_eq(mcr_router_add_hook(r, log_hook, &h), MCR_OK);
+    ck_assert_int_eq(mcr_router_add_hook(r, state_hook, &h), MCR_OK);
     ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, &err), MCR_OK);
     ck_assert_int_eq(mcr_router_set_local_state(r, C, MCR_STATE_DRAINING, &err), MCR_OK);
     ck_assert_uint_eq(mcr_router_epoch(r), 5);
@@ -448,9 +423,9 @@ START_TEST(hooks_see_overlay_changes)
     mcr_snapshot *s3 = snap_of(A "," B "," C, MCR_MODE_KETAMA, 3);
     mcr_router *r = router_of(s3);
     mcr_error err = {0, ""};
-    hook_log h = {.router = r, .id = B};
+    state_log h = {.router = r, .id = B};
 
-    ck_assert_int_eq(mcr_router_add_hook(r, log_hook, &h), MCR_OK);
+    ck_assert_int_eq(mcr_router_add_hook(r, state_hook, &h), MCR_OK);
     ck_assert_int_eq(mcr_router_try_set_local_state(r, B, MCR_STATE_DOWN, &err), MCR_OK);
     ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, &err), MCR_OK); /* same */
     ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_ACTIVE, &err), MCR_OK); /* no-op */
@@ -473,7 +448,7 @@ START_TEST(hooks_see_overlay_changes)
     for (int i = 0; i < 3; i++)
         ck_assert_uint_eq(h.gen[i], (uint64_t)i + 1);
     ck_assert_uint_eq(mcr_router_generation(r), 3);
-    ck_assert_int_eq(mcr_router_remove_hook(r, log_hook, &h), MCR_OK);
+    ck_assert_int_eq(mcr_router_remove_hook(r, state_hook, &h), MCR_OK);
     mcr_router_free(r);
     mcr_snapshot_unref(s3);
     mcr_snapshot_unref(s4);

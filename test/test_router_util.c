@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_router_util.c: what test_router.c and test_watcher.c share (test_router_util.h). */
+/* test_router_util.c: what test_router.c, test_watcher.c and test_router_overlay.c share (test_router_util.h). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -65,6 +65,14 @@ mcr_changes *changes_add(const char *host, int port, uint32_t weight)
     mcr_server_desc d = {NULL, host, port, weight, NULL, MCR_STATE_ACTIVE, 0};
     ck_assert_ptr_nonnull(ch);
     ck_assert_int_eq(mcr_changes_add(ch, &d, NULL), MCR_OK);
+    return ch;
+}
+
+mcr_changes *changes_weight(const char *id, uint32_t w)
+{
+    mcr_changes *ch = mcr_changes_new();
+    ck_assert_ptr_nonnull(ch);
+    ck_assert_int_eq(mcr_changes_set_weight(ch, id, w, NULL), MCR_OK);
     return ch;
 }
 

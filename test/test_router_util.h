@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_router_util.h: what test_router.c and test_watcher.c share: snapshots and routers made for a test, a logging hook, and the readers of the publish storm. */
+/* test_router_util.h: what test_router.c, test_watcher.c and test_router_overlay.c share: snapshots and routers made for a test, a logging hook, and the readers of the publish storm. */
 #ifndef MCR_TEST_ROUTER_UTIL_H
 #define MCR_TEST_ROUTER_UTIL_H
 
@@ -36,6 +36,9 @@ void log_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap, const 
 
 /* A change set adding one active server. */
 mcr_changes *changes_add(const char *host, int port, uint32_t weight);
+
+/* A change set setting the weight of server `id`. */
+mcr_changes *changes_weight(const char *id, uint32_t w);
 
 
 /* Readers look keys up without pause while one writer publishes thousands
