@@ -450,10 +450,7 @@ int mcr_router_locate(mcr_router *router, const void *key, size_t len, mcr_route
     return rc;
 }
 
-/* The cached snapshot is used without a section of its own: its slot's
- * reference is dropped only by this thread (a claim at depth 0 inside an
- * acquire, a flush, a free of the router, the thread's exit), and nothing
- * between the check and the lookup below does any of those. */
+/* mcr_router_locate_index() when slot[0] is not the router's fresh snapshot. */
 static __attribute__((noinline)) uint32_t locate_index_slow(mcr_router *router, const void *key,
                                                             size_t len, uint64_t *epoch)
 {
@@ -469,6 +466,10 @@ static __attribute__((noinline)) uint32_t locate_index_slow(mcr_router *router, 
     return i;
 }
 
+/* The cached snapshot is used without a section of its own: its slot's
+ * reference is dropped only by this thread (a claim at depth 0 inside an
+ * acquire, a flush, a free of the router, the thread's exit), and nothing
+ * between the check and the lookup of the fast path does any of those. */
 uint32_t mcr_router_locate_index(mcr_router *router, const void *key, size_t len,
                                  uint64_t *epoch)
 {
