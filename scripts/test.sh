@@ -61,9 +61,9 @@ TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan -L '^(threads|example)$'
 #    the first is too slow here, the second drives real servers. test_router
 #    and test_watcher run under ASan and TSan: valgrind runs one thread at a
 #    time, so their readers starve the writer's RCU grace periods and the
-#    stress tests cannot publish. test_cli_pool runs the CLI under valgrind against real
-#    memcached servers, which are not traced, nor is python3 (test_cli_stats
-#    checks the JSON output with it). The test_pool_* suites run under ASan
+#    stress tests cannot publish. test_cli_pool runs the CLI under valgrind
+#    against real memcached servers, which are not traced, nor is python3
+#    (test_cli_stats checks the JSON output with it). The test_pool_* suites run under ASan
 #    and TSan: their timeouts are 100-300 ms, which valgrind's slowdown would
 #    turn into false failures.)
 #    The suites are those labelled valgrind in test/CMakeLists.txt.

@@ -480,18 +480,13 @@ void env_free(env *e)
         event_base_free(e->base);
     mcr_router_free(e->router);
     tickets_free(&e->t);
-    for (int i = 0; i < e->n; i++) {
-        if (e->mc[i].pid > 0)
-            kill(e->mc[i].pid, SIGCONT);
-        rs_stop(&e->mc[i]);
-    }
+    for (int i = 0; i < e->n; i++)
+        rs_stop(&e->mc[i]); /* SIGKILL: a SIGSTOPped one too */
 }
 
 void env_kill(env *e, int i)
 {
-    if (e->mc[i].pid > 0)
-        kill(e->mc[i].pid, SIGKILL);
-    rs_stop(&e->mc[i]);
+    rs_stop(&e->mc[i]); /* rs_stop is that kill */
 }
 
 void run_ms(env *e, unsigned ms)

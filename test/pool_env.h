@@ -214,7 +214,8 @@ void env_init(env *e, int n, const mcr_pool_options *o);
 
 void env_free(env *e);
 
-/* Kill server i at once (SIGKILL: a crash, and no shutdown delay) and reap it. */
+/* Kill server i at once (SIGKILL: a crash, and no shutdown delay) and reap it:
+ * rs_stop(), named for what the tests mean by it. */
 void env_kill(env *e, int i);
 
 /* Run the loop for `ms`. */

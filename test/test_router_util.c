@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_router_util.c: what test_router.c, test_watcher.c and test_router_overlay.c share (test_router_util.h). */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
