@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -143,6 +144,15 @@ static void fail(const char *fmt, const char *detail)
     printf("\n");
     fflush(stdout);
     failures++;
+}
+
+/* This process's user and system CPU time so far, in microseconds. */
+static void cpu_split_us(uint64_t *user, uint64_t *sys)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *user = (uint64_t)ru.ru_utime.tv_sec * 1000000u + (uint64_t)ru.ru_utime.tv_usec;
+    *sys = (uint64_t)ru.ru_stime.tv_sec * 1000000u + (uint64_t)ru.ru_stime.tv_usec;
 }
 
 static double cpu_now_s(void)
@@ -418,6 +428,8 @@ static void pass(int ph, int sys, bool timed)
     uint64_t w0, r0, w1, r1;
     bool io = io_of(sys, &w0, &r0);
     long long nut0 = proc_ticks(W.nut.pid), srv0 = servers_ticks();
+    uint64_t u0, k0, u1, k1;
+    cpu_split_us(&u0, &k0);
     double c0 = cpu_now_s();
     uint64_t t0 = bench_now_ns();
     if (ph == PH_MGET) {
@@ -445,6 +457,7 @@ static void pass(int ph, int sys, bool timed)
     }
     uint64_t t1 = bench_now_ns();
     double c1 = cpu_now_s();
+    cpu_split_us(&u1, &k1);
     long long nut1 = proc_ticks(W.nut.pid), srv1 = servers_ticks();
     io_of(sys, &w1, &r1);
 
@@ -458,6 +471,8 @@ static void pass(int ph, int sys, bool timed)
         S[ph][sys].io = io;
         S[ph][sys].writes += w1 - w0;
         S[ph][sys].reads += r1 - r0;
+        S[ph][sys].user_us += u1 - u0;
+        S[ph][sys].sys_us += k1 - k0;
     }
     /* W.lat is free again: read back what a set pass wrote. */
     if (ph == PH_SET)
@@ -866,7 +881,8 @@ static void usage(FILE *f)
             "Output: RESULT <phase> <system> ops_per_s|keys_per_s=.. p50_us=.. p99_us=..\n"
             "client_cpu_ns=.. server_cpu_ns=.. (medians); INFO io lines: the client's\n"
             "send(2) and read(2) calls per request (the pool's counters, the floor's; none\n"
-            "for libmemcached); GOAL lines, a table. Exit status\n"
+            "for libmemcached); INFO cpu lines: the client's user and system CPU per\n"
+            "request, means over the timed passes (getrusage); GOAL lines, a table. Exit status\n"
             "1 when a value, a reply or the setup is wrong, never because of speed; 77 when\n"
             "memcached or nutcracker is missing.\n",
             NSERVERS, NSERVERS);

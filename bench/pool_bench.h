@@ -81,6 +81,9 @@ typedef struct series {
     long long server_ticks;  /* all memcached CPU over them, clock ticks */
     bool io;                 /* writes and reads counted (not libmemcached) */
     uint64_t writes, reads;  /* the client's send(2)/read(2) calls over them */
+    uint64_t user_us, sys_us; /* the client's user and system CPU over them
+                                 (getrusage: the kernel's split, sampled at
+                                 its tick, of the exact total) */
     run med;                 /* medians */
 } series;
 

@@ -57,6 +57,18 @@ void summarize(void)
                    (double)s->reads / (double)s->ops, ph == PH_MGET ? "keys" : "ops",
                    s->writes ? (double)s->ops / (double)s->writes : 0.0);
         }
+    /* Where the client's CPU went, user space or the kernel, over all timed
+     * passes (means, not medians: the split is sampled at the kernel's tick,
+     * so only the sum over many passes means anything). */
+    for (int ph = 0; ph < PH_COUNT; ph++)
+        for (int sys = 0; sys < SYS_COUNT; sys++) {
+            const series *s = &S[ph][sys];
+            if (!s->used || s->n == 0 || s->ops == 0)
+                continue;
+            printf("INFO cpu %s %s user_ns=%.0f sys_ns=%.0f (per %s, mean)\n", ph_names[ph],
+                   sys_names[sys], (double)s->user_us * 1e3 / (double)s->ops,
+                   (double)s->sys_us * 1e3 / (double)s->ops, ph == PH_MGET ? "key" : "op");
+        }
     fflush(stdout);
 }
 
