@@ -198,8 +198,7 @@ int mcr_ketama_load_file(mcr_config *cfg, const char *path, mcr_error *err)
                           strerror(errno));
     rc = copy_servers(cfg, &tmp, err);
     keep = cfg->count;
-    errno = 0;
-    while (rc == MCR_OK && (n = getline(&line, &cap, f)) >= 0) {
+    while (rc == MCR_OK && (errno = 0, n = getline(&line, &cap, f)) >= 0) {
         char what[300];
         const char *s = line, *end = line + n;
 
@@ -232,9 +231,12 @@ int mcr_ketama_load_file(mcr_config *cfg, const char *path, mcr_error *err)
         rc = add_line(tmp, keep, line_of, s, end, what, err);
         if (rc == MCR_OK)
             line_of[tmp->count - keep - 1] = lineno;
-        errno = 0;
     }
-    if (rc == MCR_OK && ferror(f))
+    /* getline() fails without the stream's error flag when it cannot grow
+     * its buffer: a -1 before the end is an error either way, never an end */
+    if (rc == MCR_OK && !ferror(f) && !feof(f) && errno == ENOMEM)
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading ketama server file %s", path);
+    else if (rc == MCR_OK && (ferror(f) || !feof(f)))
         rc = mcr__error(err, MCR_ERR_IO, "error reading ketama server file %s: %s", path,
                         strerror(errno != 0 ? errno : EIO));
     if (rc == MCR_OK && tmp->count == keep)

@@ -802,8 +802,7 @@ int mcr_config_load_server_file(mcr_config *cfg, const char *path, mcr_error *er
         return mcr__error(err, MCR_ERR_IO, "cannot open server file %s: %s", path,
                           strerror(errno));
     keep = cfg->count;
-    errno = 0;
-    while ((n = getline(&line, &cap, f)) >= 0) {
+    while ((errno = 0, n = getline(&line, &cap, f)) >= 0) {
         char what[300];
         const char *s = line, *e;
         lineno++;
@@ -827,7 +826,11 @@ int mcr_config_load_server_file(mcr_config *cfg, const char *path, mcr_error *er
             break;
         added++;
     }
-    if (rc == MCR_OK && ferror(f))
+    /* getline() fails without the stream's error flag when it cannot grow
+     * its buffer: a -1 before the end is an error either way, never an end */
+    if (rc == MCR_OK && !ferror(f) && !feof(f) && errno == ENOMEM)
+        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading server file %s", path);
+    else if (rc == MCR_OK && (ferror(f) || !feof(f)))
         rc = mcr__error(err, MCR_ERR_IO, "error reading server file %s: %s", path,
                         strerror(errno ? errno : EIO));
     if (rc == MCR_OK && added == 0)

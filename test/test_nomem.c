@@ -1,0 +1,651 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_nomem.c: every allocation of the placement library, snapshots, diffs and the compat parsers failing in turn: MCR_ERR_NOMEM with a message, or a right result, and nothing leaked. */
+#define _GNU_SOURCE /* getline's prototype for its wrapper */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "mcroute.h"
+#include "mcroute_ketama.h"
+#include "mcroute_libmemcached.h"
+#include "mcroute_snapshot.h"
+#include "mcroute_twemproxy.h"
+#include "testutil.h"
+
+/*
+ * The suite is linked with -Wl,--wrap for malloc, calloc, realloc,
+ * posix_memalign, strdup, free and getline (test/CMakeLists.txt): every call
+ * from the statically linked library (and from this file) comes here first.
+ * Calls made inside shared libraries (libc's own, libyaml's) do not.
+ *
+ * Armed with k, the wrappers let k allocations through and fail the next
+ * one (NULL, or -1 with ENOMEM for getline); the ones after it succeed again,
+ * so each run tests one failure and the code's way out of it. They also
+ * count the blocks alive, which makes a leak on any of those ways out a
+ * failure in the plain build, not only under ASan or valgrind.
+ */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+int __real_posix_memalign(void **out, size_t align, size_t n);
+char *__real_strdup(const char *s);
+void __real_free(void *p);
+ssize_t __real_getline(char **line, size_t *cap, FILE *f);
+
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+int __wrap_posix_memalign(void **out, size_t align, size_t n);
+char *__wrap_strdup(const char *s);
+void __wrap_free(void *p);
+ssize_t __wrap_getline(char **line, size_t *cap, FILE *f);
+
+static long countdown = -1; /* allocations to let through; -1: none fails */
+static int injected;        /* the armed failure came */
+static long seen;           /* allocations since nm_arm() */
+static long live;           /* blocks allocated here and not freed */
+
+static int fail_now(void)
+{
+    seen++;
+    if (countdown < 0)
+        return 0;
+    if (countdown-- > 0)
+        return 0;
+    injected = 1; /* countdown is -1 again: the rest succeed */
+    return 1;
+}
+
+void *__wrap_malloc(size_t n)
+{
+    void *p = fail_now() ? NULL : __real_malloc(n);
+    live += p != NULL;
+    return p;
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    void *p = fail_now() ? NULL : __real_calloc(n, size);
+    live += p != NULL;
+    return p;
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    if (fail_now())
+        return NULL; /* p stays the caller's */
+    void *q = __real_realloc(p, n);
+    if (p == NULL && q != NULL)
+        live++;
+    return q;
+}
+
+int __wrap_posix_memalign(void **out, size_t align, size_t n)
+{
+    if (fail_now())
+        return ENOMEM;
+    int rc = __real_posix_memalign(out, align, n);
+    live += rc == 0;
+    return rc;
+}
+
+char *__wrap_strdup(const char *s)
+{
+    char *p = fail_now() ? NULL : __real_strdup(s);
+    live += p != NULL;
+    return p;
+}
+
+void __wrap_free(void *p)
+{
+    live -= p != NULL;
+    __real_free(p);
+}
+
+/* An allocation when it has to make or grow the buffer: its first call. */
+ssize_t __wrap_getline(char **line, size_t *cap, FILE *f)
+{
+    int fresh = *line == NULL;
+    if (fresh && fail_now()) {
+        errno = ENOMEM;
+        return -1;
+    }
+    ssize_t n = __real_getline(line, cap, f);
+    if (fresh && *line != NULL)
+        live++;
+    return n;
+}
+
+static void nm_arm(long k)
+{
+    seen = 0;
+    injected = 0;
+    countdown = k;
+}
+
+/* Disarms; whether the armed failure came. */
+static int nm_disarm(void)
+{
+    countdown = -1;
+    return injected;
+}
+
+/* ------------------------------------------------------------ the driver */
+
+typedef struct nm_op {
+    const char *name;
+    int (*run)(void *ctx, mcr_error *err); /* the operation, armed */
+    void (*check)(void *ctx);              /* after MCR_OK: its result is right */
+    void (*clean)(void *ctx);              /* frees what run made, either way */
+} nm_op;
+
+/* Runs `op` once with every allocation failing in turn (with `sample`, the
+ * first and the last `sample` of them only); returns how many allocations
+ * one whole run makes. A messages' part `want` (NULL: none) must be in the
+ * message of at least one failure. */
+static long every_failure(const nm_op *op, void *ctx, long sample, const char *want)
+{
+    mcr_error err;
+    long live0 = live;
+
+    nm_arm(-1);
+    int rc = op->run(ctx, &err);
+    long total = seen;
+    nm_disarm();
+    ck_assert_msg(rc == MCR_OK, "%s without a failure: %d: %s", op->name, rc, err.message);
+    op->check(ctx);
+    op->clean(ctx);
+    ck_assert_msg(live == live0, "%s leaks %ld blocks without a failure", op->name, live - live0);
+    ck_assert_msg(total > 0, "%s allocates nothing: the wrappers are not linked in", op->name);
+
+    int wanted = want == NULL;
+    long nomem = 0;
+    for (long k = 0; k < total; k++) {
+        if (sample > 0 && k >= sample && k < total - sample)
+            continue;
+        memset(&err, 0, sizeof(err));
+        nm_arm(k);
+        rc = op->run(ctx, &err);
+        int hit = nm_disarm();
+        ck_assert_msg(hit, "%s: allocation %ld of %ld never came (the run is not the same "
+                      "each time)", op->name, k + 1, total);
+        if (rc == MCR_OK) {
+            op->check(ctx); /* the failure was absorbed: the result must still be right */
+        } else {
+            ck_assert_msg(rc == MCR_ERR_NOMEM, "%s, allocation %ld of %ld failed: %s (%d), "
+                          "not MCR_ERR_NOMEM: %s", op->name, k + 1, total, mcr_strerror(rc),
+                          rc, err.message);
+            ck_assert_msg(err.code == rc, "%s, allocation %ld: err.code %d, returned %d",
+                          op->name, k + 1, err.code, rc);
+            ck_assert_msg(err.message[0] != '\0', "%s, allocation %ld: no message", op->name,
+                          k + 1);
+            if (want != NULL && strstr(err.message, want) != NULL)
+                wanted = 1;
+            nomem++;
+        }
+        op->clean(ctx);
+        ck_assert_msg(live == live0, "%s, allocation %ld of %ld failed: %ld blocks leaked",
+                      op->name, k + 1, total, live - live0);
+    }
+    ck_assert_msg(nomem > 0, "%s: no failure was reported", op->name);
+    ck_assert_msg(wanted, "%s: no failure said \"%s\"", op->name, want);
+    return total;
+}
+
+/* ------------------------------------------------------------ fixtures */
+
+#define KEYS 200
+
+static size_t key_of(unsigned i, char *buf)
+{
+    return (size_t)snprintf(buf, 32, "nomem:%u:%08x", i, i * 2654435761u);
+}
+
+/* The owners of KEYS keys, by ring or snapshot. */
+static void owners_ring(const mcr_ring *r, uint32_t *out)
+{
+    char k[32];
+    for (unsigned i = 0; i < KEYS; i++)
+        out[i] = mcr_ring_locate(r, k, key_of(i, k));
+}
+
+static void owners_snap(const mcr_snapshot *s, uint32_t *out)
+{
+    char k[32];
+    for (unsigned i = 0; i < KEYS; i++)
+        out[i] = mcr_snapshot_locate(s, k, key_of(i, k));
+}
+
+/* `n` servers on 127.0.0.1, ports port0 and up; with `weighted`, of weights
+ * 1 to 5. Loopback: the spymemcached modes look an address's name up as
+ * Java does, and 127.0.0.1's is in /etc/hosts (no query leaves the host). */
+static mcr_config *config_of(mcr_mode mode, unsigned n, unsigned port0, int weighted)
+{
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_ptr_nonnull(cfg);
+    ck_assert_int_eq(mcr_config_set_mode(cfg, mode), MCR_OK);
+    for (unsigned i = 0; i < n; i++) {
+        mcr_error err;
+        int rc = mcr_config_add_server(cfg, "127.0.0.1", (int)(port0 + i),
+                                       weighted ? 1 + i % 5 : 1, &err);
+        ck_assert_msg(rc == MCR_OK, "%s", err.message);
+    }
+    return cfg;
+}
+
+/* --- a ring, a snapshot of a config */
+
+typedef struct ring_ctx {
+    mcr_config *cfg;
+    mcr_ring *ring;
+    mcr_snapshot *snap;
+    uint32_t want[KEYS];
+} ring_ctx;
+
+static int ring_run(void *v, mcr_error *err)
+{
+    ring_ctx *c = v;
+    return mcr_ring_new(c->cfg, &c->ring, err);
+}
+
+static void ring_check(void *v)
+{
+    ring_ctx *c = v;
+    uint32_t got[KEYS];
+    ck_assert_ptr_nonnull(c->ring);
+    owners_ring(c->ring, got);
+    ck_assert_msg(memcmp(got, c->want, sizeof got) == 0, "a ring built despite a failure "
+                  "places keys differently");
+}
+
+static void ring_clean(void *v)
+{
+    ring_ctx *c = v;
+    mcr_ring_free(c->ring);
+    c->ring = NULL;
+}
+
+static int snap_run(void *v, mcr_error *err)
+{
+    ring_ctx *c = v;
+    return mcr_snapshot_new(c->cfg, 7, &c->snap, err);
+}
+
+static void snap_check(void *v)
+{
+    ring_ctx *c = v;
+    uint32_t got[KEYS];
+    ck_assert_ptr_nonnull(c->snap);
+    ck_assert_uint_eq(mcr_snapshot_epoch(c->snap), 7);
+    owners_snap(c->snap, got);
+    ck_assert_msg(memcmp(got, c->want, sizeof got) == 0, "a snapshot built despite a failure "
+                  "places keys differently");
+}
+
+static void snap_clean(void *v)
+{
+    ring_ctx *c = v;
+    mcr_snapshot_unref(c->snap);
+    c->snap = NULL;
+}
+
+static const nm_op ring_op = {"mcr_ring_new", ring_run, ring_check, ring_clean};
+static const nm_op snap_op = {"mcr_snapshot_new", snap_run, snap_check, snap_clean};
+
+START_TEST(nomem_every_mode)
+{
+    for (int m = 0; m < MCR_MODE_COUNT; m++) {
+        ring_ctx c = {0};
+        mcr_error err;
+        c.cfg = config_of((mcr_mode)m, 9, 11211, 0);
+        mcr_snapshot *ref = NULL;
+        int rc = mcr_snapshot_new(c.cfg, 7, &ref, &err);
+        ck_assert_msg(rc == MCR_OK, "mode %s: %s", mcr_mode_name((mcr_mode)m), err.message);
+        owners_snap(ref, c.want);
+        mcr_snapshot_unref(ref);
+        every_failure(&snap_op, &c, 0, NULL);
+        every_failure(&ring_op, &c, 0, NULL);
+        mcr_config_free(c.cfg);
+    }
+}
+END_TEST
+
+/* A continuum of 2^18 points or more (1,700 servers of 160 points) takes
+ * the packed search (lib/ringsearch.c): its index and its packed points
+ * are the last allocations of a build. */
+START_TEST(nomem_packed_search)
+{
+    ring_ctx c = {0};
+    c.cfg = config_of(MCR_MODE_KETAMA, 1700, 11211, 1);
+    mcr_ring *ref = NULL;
+    ck_assert_int_eq(mcr_ring_new(c.cfg, &ref, NULL), MCR_OK);
+    ck_assert_uint_ge(mcr_ring_point_count(ref), (size_t)1 << 18);
+    owners_ring(ref, c.want);
+    mcr_ring_free(ref);
+    every_failure(&ring_op, &c, 4, "packed points");
+    every_failure(&ring_op, &c, 4, "continuum index");
+    mcr_config_free(c.cfg);
+}
+END_TEST
+
+/* --- a config from a server list */
+
+typedef struct list_ctx {
+    mcr_config *cfg;
+} list_ctx;
+
+static const char *const LIST = "10.0.0.1:11211,10.0.0.2:11212:3,[::1]:11213,cache-4.example";
+
+static int list_run(void *v, mcr_error *err)
+{
+    list_ctx *c = v;
+    c->cfg = mcr_config_new();
+    if (c->cfg == NULL) {
+        err->code = MCR_ERR_NOMEM;
+        snprintf(err->message, sizeof err->message, "mcr_config_new: out of memory");
+        return MCR_ERR_NOMEM;
+    }
+    return mcr_config_add_servers(c->cfg, LIST, err);
+}
+
+static void list_check(void *v)
+{
+    list_ctx *c = v;
+    ck_assert_uint_eq(mcr_config_server_count(c->cfg), 4);
+}
+
+static void list_clean(void *v)
+{
+    list_ctx *c = v;
+    mcr_config_free(c->cfg);
+    c->cfg = NULL;
+}
+
+START_TEST(nomem_server_list)
+{
+    static const nm_op op = {"mcr_config_add_servers", list_run, list_check, list_clean};
+    list_ctx c = {0};
+    every_failure(&op, &c, 0, NULL);
+}
+END_TEST
+
+/* --- changes applied, the changes between two snapshots, a diff */
+
+typedef struct change_ctx {
+    mcr_snapshot *old, *want_snap;
+    mcr_changes *ch;
+    mcr_snapshot *out;
+    mcr_changes *between;
+    size_t count;
+    mcr_diff *diff;
+    uint32_t want[KEYS];
+} change_ctx;
+
+static int apply_run(void *v, mcr_error *err)
+{
+    change_ctx *c = v;
+    return mcr_snapshot_apply(c->old, c->ch, &c->out, err);
+}
+
+static void apply_check(void *v)
+{
+    change_ctx *c = v;
+    uint32_t got[KEYS];
+    ck_assert_ptr_nonnull(c->out);
+    owners_snap(c->out, got);
+    ck_assert_msg(memcmp(got, c->want, sizeof got) == 0, "applied despite a failure, the "
+                  "snapshot places keys differently");
+    ck_assert_str_eq(mcr_snapshot_checksum(c->out), mcr_snapshot_checksum(c->want_snap));
+}
+
+static void apply_clean(void *v)
+{
+    change_ctx *c = v;
+    mcr_snapshot_unref(c->out);
+    c->out = NULL;
+}
+
+static int between_run(void *v, mcr_error *err)
+{
+    change_ctx *c = v;
+    return mcr_changes_between(c->old, c->want_snap, 0, &c->between, &c->count, err);
+}
+
+static void between_check(void *v)
+{
+    change_ctx *c = v;
+    ck_assert_ptr_nonnull(c->between);
+    ck_assert_uint_eq(c->count, 3);
+    ck_assert_uint_eq(mcr_changes_count(c->between), 3);
+}
+
+static void between_clean(void *v)
+{
+    change_ctx *c = v;
+    mcr_changes_free(c->between);
+    c->between = NULL;
+}
+
+static int diff_run(void *v, mcr_error *err)
+{
+    change_ctx *c = v;
+    return mcr_diff_new(c->old, c->want_snap, &c->diff, err);
+}
+
+static void diff_check(void *v)
+{
+    change_ctx *c = v;
+    ck_assert_ptr_nonnull(c->diff);
+    ck_assert(mcr_diff_moved(c->diff) > 0.0 && mcr_diff_moved(c->diff) < 1.0);
+    ck_assert_uint_gt(mcr_diff_arc_count(c->diff), 0);
+}
+
+static void diff_clean(void *v)
+{
+    change_ctx *c = v;
+    mcr_diff_free(c->diff);
+    c->diff = NULL;
+}
+
+START_TEST(nomem_changes)
+{
+    static const nm_op apply = {"mcr_snapshot_apply", apply_run, apply_check, apply_clean};
+    static const nm_op between = {"mcr_changes_between", between_run, between_check,
+                                  between_clean};
+    static const nm_op diff = {"mcr_diff_new", diff_run, diff_check, diff_clean};
+    change_ctx c = {0};
+    mcr_error err;
+    mcr_config *cfg = config_of(MCR_MODE_KETAMA, 12, 11211, 1);
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &c.old, NULL), MCR_OK);
+    mcr_config_free(cfg);
+    c.ch = mcr_changes_new();
+    ck_assert_ptr_nonnull(c.ch);
+    mcr_server_desc add = {"new-1", "127.0.0.2", 11300, 2, "z1", MCR_STATE_ACTIVE, 0};
+    ck_assert_int_eq(mcr_changes_add(c.ch, &add, &err), MCR_OK);
+    ck_assert_int_eq(mcr_changes_remove(c.ch, "127.0.0.1:11214", &err), MCR_OK);
+    ck_assert_int_eq(mcr_changes_set_weight(c.ch, "127.0.0.1:11216", 4, &err), MCR_OK);
+    ck_assert_msg(mcr_snapshot_apply(c.old, c.ch, &c.want_snap, &err) == MCR_OK, "%s",
+                  err.message);
+    owners_snap(c.want_snap, c.want);
+
+    every_failure(&apply, &c, 0, NULL);
+    every_failure(&between, &c, 0, NULL);
+    every_failure(&diff, &c, 0, NULL);
+
+    mcr_changes_free(c.ch);
+    mcr_snapshot_unref(c.want_snap);
+    mcr_snapshot_unref(c.old);
+}
+END_TEST
+
+/* --- libmemcached's option string, twemproxy's YAML, a libketama file */
+
+typedef struct compat_ctx {
+    const char *path;
+    mcr_lmc *lmc;
+    mcr_twem *twem;
+    mcr_config *cfg;
+    mcr_ring *ring;
+    uint32_t want[KEYS];
+} compat_ctx;
+
+static int lmc_run(void *v, mcr_error *err)
+{
+    compat_ctx *c = v;
+    c->lmc = mcr_lmc_new();
+    if (c->lmc == NULL) {
+        err->code = MCR_ERR_NOMEM;
+        snprintf(err->message, sizeof err->message, "mcr_lmc_new: out of memory");
+        return MCR_ERR_NOMEM;
+    }
+    int rc = mcr_lmc_parse_options(c->lmc,
+                                   "--SERVER=10.0.0.1:11211/?3 --SERVER=10.0.0.2:11212 "
+                                   "--SERVER=cache-3.example --DISTRIBUTION=consistent "
+                                   "--HASH=MD5 --NAMESPACE=app",
+                                   err);
+    return rc != MCR_OK ? rc : mcr_lmc_ring(c->lmc, &c->ring, err);
+}
+
+static void compat_check(void *v)
+{
+    compat_ctx *c = v;
+    uint32_t got[KEYS];
+    ck_assert_ptr_nonnull(c->ring);
+    owners_ring(c->ring, got);
+    ck_assert_msg(memcmp(got, c->want, sizeof got) == 0, "built despite a failure, the ring "
+                  "places keys differently");
+}
+
+static void compat_clean(void *v)
+{
+    compat_ctx *c = v;
+    mcr_ring_free(c->ring);
+    mcr_lmc_free(c->lmc);
+    mcr_twem_free(c->twem);
+    mcr_config_free(c->cfg);
+    c->ring = NULL;
+    c->lmc = NULL;
+    c->twem = NULL;
+    c->cfg = NULL;
+}
+
+static const char *const YAML =
+    "alpha:\n"
+    "  listen: 127.0.0.1:22121\n"
+    "  hash: fnv1a_64\n"
+    "  distribution: ketama\n"
+    "  servers:\n"
+    "   - 10.0.0.1:11211:1 one\n"
+    "   - 10.0.0.2:11211:2 two\n"
+    "   - 10.0.0.3:11211:1\n"
+    "beta:\n"
+    "  listen: 127.0.0.1:22122\n"
+    "  distribution: modula\n"
+    "  servers:\n"
+    "   - 10.0.1.1:11211:1\n";
+
+static int twem_run(void *v, mcr_error *err)
+{
+    compat_ctx *c = v;
+    int rc = mcr_twem_load_buffer(YAML, strlen(YAML), "nomem.yml", &c->twem, err);
+    return rc != MCR_OK ? rc : mcr_twem_ring(c->twem, 0, &c->ring, err);
+}
+
+static int ketama_run(void *v, mcr_error *err)
+{
+    compat_ctx *c = v;
+    c->cfg = mcr_config_new();
+    if (c->cfg == NULL) {
+        err->code = MCR_ERR_NOMEM;
+        snprintf(err->message, sizeof err->message, "mcr_config_new: out of memory");
+        return MCR_ERR_NOMEM;
+    }
+    int rc = mcr_ketama_load_file(c->cfg, c->path, err);
+    return rc != MCR_OK ? rc : mcr_ring_new(c->cfg, &c->ring, err);
+}
+
+static int server_file_run(void *v, mcr_error *err)
+{
+    compat_ctx *c = v;
+    c->cfg = mcr_config_new();
+    if (c->cfg == NULL) {
+        err->code = MCR_ERR_NOMEM;
+        snprintf(err->message, sizeof err->message, "mcr_config_new: out of memory");
+        return MCR_ERR_NOMEM;
+    }
+    int rc = mcr_config_load_server_file(c->cfg, c->path, err);
+    return rc != MCR_OK ? rc : mcr_ring_new(c->cfg, &c->ring, err);
+}
+
+/* The owners `op` gives without a failure, as the reference. */
+static void reference(const nm_op *op, compat_ctx *c)
+{
+    mcr_error err;
+    ck_assert_msg(op->run(c, &err) == MCR_OK, "%s: %s", op->name, err.message);
+    owners_ring(c->ring, c->want);
+    op->clean(c);
+}
+
+START_TEST(nomem_compat)
+{
+    static const nm_op lmc = {"libmemcached options", lmc_run, compat_check, compat_clean};
+    static const nm_op twem = {"twemproxy YAML", twem_run, compat_check, compat_clean};
+    static const nm_op ketama = {"libketama file", ketama_run, compat_check, compat_clean};
+    static const nm_op server_file = {"server file", server_file_run, compat_check,
+                                      compat_clean};
+    compat_ctx c = {0};
+
+    reference(&lmc, &c);
+    every_failure(&lmc, &c, 0, NULL);
+    reference(&twem, &c);
+    every_failure(&twem, &c, 0, NULL);
+
+    char *dir = tu_tmpdir("nomem");
+    char path[512];
+    snprintf(path, sizeof path, "%s/servers", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("# a libketama server file\n10.0.0.1:11211\t600\n10.0.0.2:11211 300\n"
+          "10.0.0.3:11212\t900\n",
+          f);
+    ck_assert_int_eq(fclose(f), 0);
+    c.path = path;
+    reference(&ketama, &c);
+    every_failure(&ketama, &c, 0, NULL);
+
+    snprintf(path, sizeof path, "%s/list", dir);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("# servers\n10.0.0.1:11211 weight=3 zone=a\n\n10.0.0.2 id=two\n"
+          "[::1]:11213:2 # the third\n",
+          f);
+    ck_assert_int_eq(fclose(f), 0);
+    reference(&server_file, &c);
+    every_failure(&server_file, &c, 0, NULL);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+static Suite *nomem_suite(void)
+{
+    Suite *s = suite_create("nomem");
+    const tu_case cases[] = {
+        {"every_mode", nomem_every_mode},
+        {"packed_search", nomem_packed_search},
+        {"server_list", nomem_server_list},
+        {"changes", nomem_changes},
+        {"compat", nomem_compat},
+    };
+    tu_add_cases(s, cases, sizeof cases / sizeof cases[0], 600, NULL);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(nomem_suite());
+}
