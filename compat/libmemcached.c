@@ -2,7 +2,8 @@
 /* libmemcached.c: libmemcached 1.1.4's placement state machine: servers, behaviours, and the config or ring they give. */
 /*
  * What is reproduced, and where each fact comes from (all checked against
- * the Debian libmemcached 1.1.4 by test/test_compat_libmemcached.c):
+ * the Debian libmemcached 1.1.4 by test/test_compat_libmemcached.c,
+ * test_compat_lmc_options.c and test_compat_lmc_cases.c):
  *
  * State. A memcached_st that matters for placement is: the servers in their
  * current order, the distribution, a "weighted" flag, the key hash, the

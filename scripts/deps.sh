@@ -18,7 +18,7 @@ PKGS=(
   libevent-dev     # the connection pool (libevent_core), http_cache (libevent_extra)
   libyaml-dev      # nutcracker YAML files
   liburcu-dev      # the router's lock-free readers (liburcu-bp)
-  libmemcached-dev # libmcroute_libmemcached, test_compat_libmemcached, benchmarks
+  libmemcached-dev # libmcroute_libmemcached, test_compat_libmemcached and test_compat_lmc_*, benchmarks
   libhashkit-dev   # test_hash: libhashkit's digests
   check            # every Check suite
   memcached        # real servers for the pool's tests, the examples and the demo

@@ -58,14 +58,16 @@ TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan -L '^(threads|example)$'
 
 # 4. valgrind on the plain build: memory errors and leaks, the CLI included.
 #    (test_compat_libmemcached and test_compat_twemproxy run under ASan above:
-#    the first is too slow here, the second drives real servers. test_router
-#    and test_watcher run under ASan and TSan: valgrind runs one thread at a
-#    time, so their readers starve the writer's RCU grace periods and the
-#    stress tests cannot publish. test_cli_pool runs the CLI under valgrind
-#    against real memcached servers, which are not traced, nor is python3
-#    (test_cli_stats checks the JSON output with it). The test_pool_* suites run under ASan
-#    and TSan: their timeouts are 100-300 ms, which valgrind's slowdown would
-#    turn into false failures.)
+#    the first is too slow here (test_compat_lmc_options and
+#    test_compat_lmc_cases, split from it, stay with it), the second drives
+#    real servers. test_router and test_watcher run under ASan and TSan:
+#    valgrind runs one thread at a time, so their readers starve the writer's
+#    RCU grace periods and the stress tests cannot publish. test_cli_pool
+#    runs the CLI under valgrind against real memcached servers, which are
+#    not traced, nor is python3 (test_cli_stats checks the JSON output with
+#    it). The test_pool_* suites run under ASan and TSan: their timeouts
+#    are 100-300 ms, which valgrind's slowdown would turn into false
+#    failures.)
 #    The suites are those labelled valgrind in test/CMakeLists.txt.
 echo "=== valgrind ==="
 valgrind_suites=$(cd build-plain && ctest -N -L valgrind | sed -n 's/^ *Test  *#[0-9]*: *//p')

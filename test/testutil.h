@@ -42,7 +42,8 @@ void tu_add_cases(Suite *s, const tu_case *cases, size_t n, double timeout_s, SF
  * Every kind of case still runs (the loops iterate their kinds, the
  * families and modes, as i % kinds, and draw the rest; the seed is fixed),
  * and the plain build runs the full counts. ASan's is 4 (was 2):
- * test_compat_libmemcached spent about 120 of its 135 s under ASan in such
+ * test_compat_libmemcached (then also what test_compat_lmc_options and
+ * test_compat_lmc_cases hold) spent about 120 of its 135 s under ASan in such
  * loops; a quarter is still 28 configurations of 1,600 keys per family,
  * 60 from_memcached_random configurations and 5,000 option strings.
  * Not for loops whose count is the point of the test (a stress test, a
