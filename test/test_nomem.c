@@ -483,6 +483,71 @@ START_TEST(nomem_changes)
 }
 END_TEST
 
+/* --- a snapshot as text and as a file, and back */
+
+typedef struct text_ctx {
+    mcr_snapshot *snap;
+    const char *path;
+    char *text;
+    size_t len;
+    mcr_snapshot *back;
+} text_ctx;
+
+static int text_run(void *v, mcr_error *err)
+{
+    text_ctx *c = v;
+    int rc = mcr_snapshot_text(c->snap, &c->text, &c->len, err);
+    return rc != MCR_OK ? rc
+                        : mcr_snapshot_parse(c->text, c->len, "nomem", NULL, 0, &c->back, err);
+}
+
+static int file_run(void *v, mcr_error *err)
+{
+    text_ctx *c = v;
+    int rc = mcr_snapshot_save(c->snap, c->path, err);
+    return rc != MCR_OK ? rc : mcr_snapshot_load(c->path, NULL, 0, &c->back, err);
+}
+
+static void back_check(void *v)
+{
+    text_ctx *c = v;
+    ck_assert_ptr_nonnull(c->back);
+    ck_assert_uint_eq(mcr_snapshot_epoch(c->back), mcr_snapshot_epoch(c->snap));
+    ck_assert_str_eq(mcr_snapshot_checksum(c->back), mcr_snapshot_checksum(c->snap));
+}
+
+static void back_clean(void *v)
+{
+    text_ctx *c = v;
+    free(c->text);
+    c->text = NULL;
+    mcr_snapshot_unref(c->back);
+    c->back = NULL;
+}
+
+START_TEST(nomem_snapshot_text)
+{
+    static const nm_op text = {"snapshot text and parse", text_run, back_check, back_clean};
+    static const nm_op file = {"snapshot save and load", file_run, back_check, back_clean};
+    static const mcr_mode modes[] = {MCR_MODE_KETAMA, MCR_MODE_SLOTS, MCR_MODE_MAGLEV,
+                                     MCR_MODE_STABLE_KETAMA};
+    char *dir = tu_tmpdir("nomem");
+    char path[512];
+    snprintf(path, sizeof path, "%s/snapshot", dir);
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        text_ctx c = {0};
+        mcr_config *cfg = config_of(modes[m], 6, 11211, modes[m] != MCR_MODE_SLOTS);
+        ck_assert_int_eq(mcr_snapshot_new(cfg, 41, &c.snap, NULL), MCR_OK);
+        mcr_config_free(cfg);
+        c.path = path;
+        every_failure(&text, &c, 0, NULL);
+        every_failure(&file, &c, 0, NULL);
+        mcr_snapshot_unref(c.snap);
+    }
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 /* --- libmemcached's option string, twemproxy's YAML, a libketama file */
 
 typedef struct compat_ctx {
@@ -639,6 +704,7 @@ static Suite *nomem_suite(void)
         {"packed_search", nomem_packed_search},
         {"server_list", nomem_server_list},
         {"changes", nomem_changes},
+        {"snapshot_text", nomem_snapshot_text},
         {"compat", nomem_compat},
     };
     tu_add_cases(s, cases, sizeof cases / sizeof cases[0], 600, NULL);
