@@ -1,139 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_nomem.c: every allocation of the placement library, snapshots, diffs and the compat parsers failing in turn: MCR_ERR_NOMEM with a message, or a right result, and nothing leaked. */
-#define _GNU_SOURCE /* getline's prototype for its wrapper */
 #include <check.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
 
 #include "mcroute.h"
 #include "mcroute_ketama.h"
 #include "mcroute_libmemcached.h"
 #include "mcroute_snapshot.h"
 #include "mcroute_twemproxy.h"
+#include "nomem_wrap.h"
 #include "testutil.h"
 
-/*
- * The suite is linked with -Wl,--wrap for malloc, calloc, realloc,
- * posix_memalign, strdup, free and getline (test/CMakeLists.txt): every call
- * from the statically linked library (and from this file) comes here first.
- * Calls made inside shared libraries (libc's own, libyaml's) do not.
- *
- * Armed with k, the wrappers let k allocations through and fail the next
- * one (NULL, or -1 with ENOMEM for getline); the ones after it succeed again,
- * so each run tests one failure and the code's way out of it. They also
- * count the blocks alive, which makes a leak on any of those ways out a
- * failure in the plain build, not only under ASan or valgrind.
- */
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-int __real_posix_memalign(void **out, size_t align, size_t n);
-char *__real_strdup(const char *s);
-void __real_free(void *p);
-ssize_t __real_getline(char **line, size_t *cap, FILE *f);
-
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-int __wrap_posix_memalign(void **out, size_t align, size_t n);
-char *__wrap_strdup(const char *s);
-void __wrap_free(void *p);
-ssize_t __wrap_getline(char **line, size_t *cap, FILE *f);
-
-static long countdown = -1; /* allocations to let through; -1: none fails */
-static int injected;        /* the armed failure came */
-static long seen;           /* allocations since nm_arm() */
-static long live;           /* blocks allocated here and not freed */
-
-static int fail_now(void)
-{
-    seen++;
-    if (countdown < 0)
-        return 0;
-    if (countdown-- > 0)
-        return 0;
-    injected = 1; /* countdown is -1 again: the rest succeed */
-    return 1;
-}
-
-void *__wrap_malloc(size_t n)
-{
-    void *p = fail_now() ? NULL : __real_malloc(n);
-    live += p != NULL;
-    return p;
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-    void *p = fail_now() ? NULL : __real_calloc(n, size);
-    live += p != NULL;
-    return p;
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    if (fail_now())
-        return NULL; /* p stays the caller's */
-    void *q = __real_realloc(p, n);
-    if (p == NULL && q != NULL)
-        live++;
-    return q;
-}
-
-int __wrap_posix_memalign(void **out, size_t align, size_t n)
-{
-    if (fail_now())
-        return ENOMEM;
-    int rc = __real_posix_memalign(out, align, n);
-    live += rc == 0;
-    return rc;
-}
-
-char *__wrap_strdup(const char *s)
-{
-    char *p = fail_now() ? NULL : __real_strdup(s);
-    live += p != NULL;
-    return p;
-}
-
-void __wrap_free(void *p)
-{
-    live -= p != NULL;
-    __real_free(p);
-}
-
-/* An allocation when it has to make or grow the buffer: its first call. */
-ssize_t __wrap_getline(char **line, size_t *cap, FILE *f)
-{
-    int fresh = *line == NULL;
-    if (fresh && fail_now()) {
-        errno = ENOMEM;
-        return -1;
-    }
-    ssize_t n = __real_getline(line, cap, f);
-    if (fresh && *line != NULL)
-        live++;
-    return n;
-}
-
-static void nm_arm(long k)
-{
-    seen = 0;
-    injected = 0;
-    countdown = k;
-}
-
-/* Disarms; whether the armed failure came. */
-static int nm_disarm(void)
-{
-    countdown = -1;
-    return injected;
-}
+/* The allocations fail through nomem_wrap.c (see nomem_wrap.h): each
+ * operation runs once without a failure, counting its allocations, then
+ * once with each of them failing in turn. */
 
 /* ------------------------------------------------------------ the driver */
 
@@ -151,16 +34,16 @@ typedef struct nm_op {
 static long every_failure(const nm_op *op, void *ctx, long sample, const char *want)
 {
     mcr_error err;
-    long live0 = live;
+    long live0 = nm_live();
 
     nm_arm(-1);
     int rc = op->run(ctx, &err);
-    long total = seen;
+    long total = nm_seen();
     nm_disarm();
     ck_assert_msg(rc == MCR_OK, "%s without a failure: %d: %s", op->name, rc, err.message);
     op->check(ctx);
     op->clean(ctx);
-    ck_assert_msg(live == live0, "%s leaks %ld blocks without a failure", op->name, live - live0);
+    ck_assert_msg(nm_live() == live0, "%s leaks %ld blocks without a failure", op->name, nm_live() - live0);
     ck_assert_msg(total > 0, "%s allocates nothing: the wrappers are not linked in", op->name);
 
     int wanted = want == NULL;
@@ -189,8 +72,8 @@ static long every_failure(const nm_op *op, void *ctx, long sample, const char *w
             nomem++;
         }
         op->clean(ctx);
-        ck_assert_msg(live == live0, "%s, allocation %ld of %ld failed: %ld blocks leaked",
-                      op->name, k + 1, total, live - live0);
+        ck_assert_msg(nm_live() == live0, "%s, allocation %ld of %ld failed: %ld blocks leaked",
+                      op->name, k + 1, total, nm_live() - live0);
     }
     ck_assert_msg(nomem > 0, "%s: no failure was reported", op->name);
     ck_assert_msg(wanted, "%s: no failure said \"%s\"", op->name, want);

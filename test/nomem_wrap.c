@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nomem_wrap.c: the -Wl,--wrap allocation wrappers behind nomem_wrap.h: one failure on demand, blocks alive counted. */
+#define _GNU_SOURCE /* getline's prototype for its wrapper */
+#include "nomem_wrap.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+int __real_posix_memalign(void **out, size_t align, size_t n);
+char *__real_strdup(const char *s);
+void __real_free(void *p);
+ssize_t __real_getline(char **line, size_t *cap, FILE *f);
+
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+int __wrap_posix_memalign(void **out, size_t align, size_t n);
+char *__wrap_strdup(const char *s);
+void __wrap_free(void *p);
+ssize_t __wrap_getline(char **line, size_t *cap, FILE *f);
+
+static _Thread_local int armed;     /* this thread armed nm_arm() */
+static _Thread_local long countdown; /* allocations to let through */
+static _Thread_local int injected;  /* the armed failure came */
+static _Thread_local long seen;     /* allocations since nm_arm() */
+static atomic_long live;            /* blocks allocated here and not freed */
+
+static int fail_now(void)
+{
+    if (!armed)
+        return 0;
+    seen++;
+    if (countdown < 0)
+        return 0;
+    if (countdown-- > 0)
+        return 0;
+    injected = 1; /* countdown is -1 now: the rest succeed */
+    return 1;
+}
+
+static void *counted(void *p)
+{
+    if (p != NULL)
+        atomic_fetch_add_explicit(&live, 1, memory_order_relaxed);
+    return p;
+}
+
+void *__wrap_malloc(size_t n)
+{
+    return fail_now() ? NULL : counted(__real_malloc(n));
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    return fail_now() ? NULL : counted(__real_calloc(n, size));
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    if (fail_now())
+        return NULL; /* p stays the caller's */
+    void *q = __real_realloc(p, n);
+    return p == NULL ? counted(q) : q;
+}
+
+int __wrap_posix_memalign(void **out, size_t align, size_t n)
+{
+    if (fail_now())
+        return ENOMEM;
+    int rc = __real_posix_memalign(out, align, n);
+    if (rc == 0)
+        counted(*out);
+    return rc;
+}
+
+char *__wrap_strdup(const char *s)
+{
+    return fail_now() ? NULL : counted(__real_strdup(s));
+}
+
+void __wrap_free(void *p)
+{
+    if (p != NULL)
+        atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
+    __real_free(p);
+}
+
+/* An allocation when it has to make the buffer: a call with none. */
+ssize_t __wrap_getline(char **line, size_t *cap, FILE *f)
+{
+    int fresh = *line == NULL;
+    if (fresh && fail_now()) {
+        errno = ENOMEM;
+        return -1;
+    }
+    ssize_t n = __real_getline(line, cap, f);
+    if (fresh)
+        counted(*line);
+    return n;
+}
+
+void nm_arm(long k)
+{
+    armed = 1;
+    seen = 0;
+    injected = 0;
+    countdown = k;
+}
+
+int nm_disarm(void)
+{
+    armed = 0;
+    countdown = -1;
+    return injected;
+}
+
+long nm_seen(void)
+{
+    return seen;
+}
+
+long nm_live(void)
+{
+    return atomic_load_explicit(&live, memory_order_relaxed);
+}
