@@ -9,6 +9,7 @@
 #include "mcroute.h"
 #include "mcroute_ketama.h"
 #include "mcroute_libmemcached.h"
+#include "mcroute_router.h"
 #include "mcroute_snapshot.h"
 #include "mcroute_twemproxy.h"
 #include "nomem_wrap.h"
@@ -366,6 +367,75 @@ START_TEST(nomem_changes)
 }
 END_TEST
 
+/* --- a router: made, published to, changed */
+
+typedef struct router_ctx {
+    mcr_snapshot *first, *second;
+    mcr_changes *ch;
+    mcr_router *router;
+    uint32_t want[KEYS]; /* the owners after the changes */
+} router_ctx;
+
+static int router_run(void *v, mcr_error *err)
+{
+    router_ctx *c = v;
+    int rc = mcr_router_new(c->first, &c->router, err);
+    if (rc == MCR_OK)
+        rc = mcr_router_publish(c->router, c->second, err);
+    if (rc == MCR_OK)
+        rc = mcr_router_apply(c->router, c->ch, err);
+    return rc;
+}
+
+static void router_check(void *v)
+{
+    router_ctx *c = v;
+    ck_assert_ptr_nonnull(c->router);
+    const mcr_snapshot *s = mcr_router_acquire(c->router);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(mcr_snapshot_epoch(s), mcr_snapshot_epoch(c->second) + 1);
+    uint32_t got[KEYS];
+    owners_snap(s, got);
+    mcr_router_release(c->router, s);
+    ck_assert_msg(memcmp(got, c->want, sizeof got) == 0, "a router changed despite a failure "
+                  "places keys differently");
+}
+
+static void router_clean(void *v)
+{
+    router_ctx *c = v;
+    mcr_router_free(c->router); /* waits for the snapshots it replaced to be freed */
+    c->router = NULL;
+}
+
+START_TEST(nomem_router)
+{
+    static const nm_op op = {"router new, publish, apply", router_run, router_check,
+                             router_clean};
+    router_ctx c = {0};
+    mcr_error err;
+    mcr_config *cfg = config_of(MCR_MODE_KETAMA, 8, 11211, 1);
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &c.first, NULL), MCR_OK);
+    mcr_config_free(cfg);
+    cfg = config_of(MCR_MODE_KETAMA, 10, 11211, 1);
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 2, &c.second, NULL), MCR_OK);
+    mcr_config_free(cfg);
+    c.ch = mcr_changes_new();
+    ck_assert_ptr_nonnull(c.ch);
+    ck_assert_int_eq(mcr_changes_remove(c.ch, "127.0.0.1:11213", &err), MCR_OK);
+    mcr_snapshot *after = NULL;
+    ck_assert_msg(mcr_snapshot_apply(c.second, c.ch, &after, &err) == MCR_OK, "%s", err.message);
+    owners_snap(after, c.want);
+    mcr_snapshot_unref(after);
+
+    every_failure(&op, &c, 0, NULL);
+
+    mcr_changes_free(c.ch);
+    mcr_snapshot_unref(c.second);
+    mcr_snapshot_unref(c.first);
+}
+END_TEST
+
 /* --- a snapshot as text and as a file, and back */
 
 typedef struct text_ctx {
@@ -588,6 +658,7 @@ static Suite *nomem_suite(void)
         {"server_list", nomem_server_list},
         {"changes", nomem_changes},
         {"snapshot_text", nomem_snapshot_text},
+        {"router", nomem_router},
         {"compat", nomem_compat},
     };
     tu_add_cases(s, cases, sizeof cases / sizeof cases[0], 600, NULL);
