@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nomem_wrap.c: the -Wl,--wrap allocation wrappers behind nomem_wrap.h: one failure on demand, blocks alive counted. */
+/* nomem_wrap.c: the -Wl,--wrap allocation wrappers behind nomem_wrap.h (one failure on demand, blocks alive counted) and the driver that fails an operation's allocations in turn. */
 #define _GNU_SOURCE /* getline's prototype for its wrapper */
 #include "nomem_wrap.h"
 
+#include <check.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -129,4 +130,55 @@ long nm_seen(void)
 long nm_live(void)
 {
     return atomic_load_explicit(&live, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------ the driver */
+
+long nm_every_failure(const nm_op *op, void *ctx, long sample, const char *want)
+{
+    mcr_error err;
+    long live0 = nm_live();
+
+    nm_arm(-1);
+    int rc = op->run(ctx, &err);
+    long total = nm_seen();
+    nm_disarm();
+    ck_assert_msg(rc == MCR_OK, "%s without a failure: %d: %s", op->name, rc, err.message);
+    op->check(ctx);
+    op->clean(ctx);
+    ck_assert_msg(nm_live() == live0, "%s leaks %ld blocks without a failure", op->name, nm_live() - live0);
+    ck_assert_msg(total > 0, "%s allocates nothing: the wrappers are not linked in", op->name);
+
+    int wanted = want == NULL;
+    long nomem = 0;
+    for (long k = 0; k < total; k++) {
+        if (sample > 0 && k >= sample && k < total - sample)
+            continue;
+        memset(&err, 0, sizeof(err));
+        nm_arm(k);
+        rc = op->run(ctx, &err);
+        int hit = nm_disarm();
+        ck_assert_msg(hit, "%s: allocation %ld of %ld never came (the run is not the same "
+                      "each time)", op->name, k + 1, total);
+        if (rc == MCR_OK) {
+            op->check(ctx); /* the failure was absorbed: the result must still be right */
+        } else {
+            ck_assert_msg(rc == MCR_ERR_NOMEM, "%s, allocation %ld of %ld failed: %s (%d), "
+                          "not MCR_ERR_NOMEM: %s", op->name, k + 1, total, mcr_strerror(rc),
+                          rc, err.message);
+            ck_assert_msg(err.code == rc, "%s, allocation %ld: err.code %d, returned %d",
+                          op->name, k + 1, err.code, rc);
+            ck_assert_msg(err.message[0] != '\0', "%s, allocation %ld: no message", op->name,
+                          k + 1);
+            if (want != NULL && strstr(err.message, want) != NULL)
+                wanted = 1;
+            nomem++;
+        }
+        op->clean(ctx);
+        ck_assert_msg(nm_live() == live0, "%s, allocation %ld of %ld failed: %ld blocks leaked",
+                      op->name, k + 1, total, nm_live() - live0);
+    }
+    ck_assert_msg(nomem > 0, "%s: no failure was reported", op->name);
+    ck_assert_msg(wanted, "%s: no failure said \"%s\"", op->name, want);
+    return total;
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nomem_wrap.h: allocation failures on demand, for the suites linked with nomem_wrap.c and its -Wl,--wrap options. */
+/* nomem_wrap.h: allocation failures on demand, and an operation run with each of its allocations failing in turn, for the suites linked with nomem_wrap.c and its -Wl,--wrap options. */
 #ifndef MCR_NOMEM_WRAP_H
 #define MCR_NOMEM_WRAP_H
+
+#include "mcroute.h"
 /*
  * A suite linked with nomem_wrap.c and -Wl,--wrap for malloc, calloc,
  * realloc, posix_memalign, strdup, free and getline (test/CMakeLists.txt:
@@ -30,5 +32,23 @@ long nm_seen(void);
 
 /* Blocks allocated through the wrappers and not freed yet (all threads). */
 long nm_live(void);
+
+/* An operation for nm_every_failure(). */
+typedef struct nm_op {
+    const char *name;
+    int (*run)(void *ctx, mcr_error *err); /* the operation, armed */
+    void (*check)(void *ctx);              /* after MCR_OK: its result is right */
+    void (*clean)(void *ctx);              /* frees what run made, either way */
+} nm_op;
+
+/* Runs `op` once without a failure (it must succeed, pass `check` and
+ * leak nothing), counting its allocations, then once with each of them
+ * failing in turn (with `sample` > 0, the first and the last `sample` of
+ * them only). Each failing run must return MCR_ERR_NOMEM with err.code set
+ * and a message, or MCR_OK and pass `check` (the failure was absorbed);
+ * after `clean`, no block may stay allocated. `want` (NULL: none) must be
+ * part of the message of at least one failure. Check assertions; returns
+ * how many allocations a whole run makes. On the calling thread. */
+long nm_every_failure(const nm_op *op, void *ctx, long sample, const char *want);
 
 #endif

@@ -15,71 +15,9 @@
 #include "nomem_wrap.h"
 #include "testutil.h"
 
-/* The allocations fail through nomem_wrap.c (see nomem_wrap.h): each
- * operation runs once without a failure, counting its allocations, then
- * once with each of them failing in turn. */
-
-/* ------------------------------------------------------------ the driver */
-
-typedef struct nm_op {
-    const char *name;
-    int (*run)(void *ctx, mcr_error *err); /* the operation, armed */
-    void (*check)(void *ctx);              /* after MCR_OK: its result is right */
-    void (*clean)(void *ctx);              /* frees what run made, either way */
-} nm_op;
-
-/* Runs `op` once with every allocation failing in turn (with `sample`, the
- * first and the last `sample` of them only); returns how many allocations
- * one whole run makes. A messages' part `want` (NULL: none) must be in the
- * message of at least one failure. */
-static long every_failure(const nm_op *op, void *ctx, long sample, const char *want)
-{
-    mcr_error err;
-    long live0 = nm_live();
-
-    nm_arm(-1);
-    int rc = op->run(ctx, &err);
-    long total = nm_seen();
-    nm_disarm();
-    ck_assert_msg(rc == MCR_OK, "%s without a failure: %d: %s", op->name, rc, err.message);
-    op->check(ctx);
-    op->clean(ctx);
-    ck_assert_msg(nm_live() == live0, "%s leaks %ld blocks without a failure", op->name, nm_live() - live0);
-    ck_assert_msg(total > 0, "%s allocates nothing: the wrappers are not linked in", op->name);
-
-    int wanted = want == NULL;
-    long nomem = 0;
-    for (long k = 0; k < total; k++) {
-        if (sample > 0 && k >= sample && k < total - sample)
-            continue;
-        memset(&err, 0, sizeof(err));
-        nm_arm(k);
-        rc = op->run(ctx, &err);
-        int hit = nm_disarm();
-        ck_assert_msg(hit, "%s: allocation %ld of %ld never came (the run is not the same "
-                      "each time)", op->name, k + 1, total);
-        if (rc == MCR_OK) {
-            op->check(ctx); /* the failure was absorbed: the result must still be right */
-        } else {
-            ck_assert_msg(rc == MCR_ERR_NOMEM, "%s, allocation %ld of %ld failed: %s (%d), "
-                          "not MCR_ERR_NOMEM: %s", op->name, k + 1, total, mcr_strerror(rc),
-                          rc, err.message);
-            ck_assert_msg(err.code == rc, "%s, allocation %ld: err.code %d, returned %d",
-                          op->name, k + 1, err.code, rc);
-            ck_assert_msg(err.message[0] != '\0', "%s, allocation %ld: no message", op->name,
-                          k + 1);
-            if (want != NULL && strstr(err.message, want) != NULL)
-                wanted = 1;
-            nomem++;
-        }
-        op->clean(ctx);
-        ck_assert_msg(nm_live() == live0, "%s, allocation %ld of %ld failed: %ld blocks leaked",
-                      op->name, k + 1, total, nm_live() - live0);
-    }
-    ck_assert_msg(nomem > 0, "%s: no failure was reported", op->name);
-    ck_assert_msg(wanted, "%s: no failure said \"%s\"", op->name, want);
-    return total;
-}
+/* The allocations fail through nomem_wrap.c; nm_every_failure() (see
+ * nomem_wrap.h) runs each operation once without a failure, counting its
+ * allocations, then once with each of them failing in turn. */
 
 /* ------------------------------------------------------------ fixtures */
 
@@ -192,8 +130,8 @@ START_TEST(nomem_every_mode)
         ck_assert_msg(rc == MCR_OK, "mode %s: %s", mcr_mode_name((mcr_mode)m), err.message);
         owners_snap(ref, c.want);
         mcr_snapshot_unref(ref);
-        every_failure(&snap_op, &c, 0, NULL);
-        every_failure(&ring_op, &c, 0, NULL);
+        nm_every_failure(&snap_op, &c, 0, NULL);
+        nm_every_failure(&ring_op, &c, 0, NULL);
         mcr_config_free(c.cfg);
     }
 }
@@ -211,8 +149,8 @@ START_TEST(nomem_packed_search)
     ck_assert_uint_ge(mcr_ring_point_count(ref), (size_t)1 << 18);
     owners_ring(ref, c.want);
     mcr_ring_free(ref);
-    every_failure(&ring_op, &c, 4, "packed points");
-    every_failure(&ring_op, &c, 4, "continuum index");
+    nm_every_failure(&ring_op, &c, 4, "packed points");
+    nm_every_failure(&ring_op, &c, 4, "continuum index");
     mcr_config_free(c.cfg);
 }
 END_TEST
@@ -254,7 +192,7 @@ START_TEST(nomem_server_list)
 {
     static const nm_op op = {"mcr_config_add_servers", list_run, list_check, list_clean};
     list_ctx c = {0};
-    every_failure(&op, &c, 0, NULL);
+    nm_every_failure(&op, &c, 0, NULL);
 }
 END_TEST
 
@@ -357,9 +295,9 @@ START_TEST(nomem_changes)
                   err.message);
     owners_snap(c.want_snap, c.want);
 
-    every_failure(&apply, &c, 0, NULL);
-    every_failure(&between, &c, 0, NULL);
-    every_failure(&diff, &c, 0, NULL);
+    nm_every_failure(&apply, &c, 0, NULL);
+    nm_every_failure(&between, &c, 0, NULL);
+    nm_every_failure(&diff, &c, 0, NULL);
 
     mcr_changes_free(c.ch);
     mcr_snapshot_unref(c.want_snap);
@@ -428,7 +366,7 @@ START_TEST(nomem_router)
     owners_snap(after, c.want);
     mcr_snapshot_unref(after);
 
-    every_failure(&op, &c, 0, NULL);
+    nm_every_failure(&op, &c, 0, NULL);
 
     mcr_changes_free(c.ch);
     mcr_snapshot_unref(c.second);
@@ -493,8 +431,8 @@ START_TEST(nomem_snapshot_text)
         ck_assert_int_eq(mcr_snapshot_new(cfg, 41, &c.snap, NULL), MCR_OK);
         mcr_config_free(cfg);
         c.path = path;
-        every_failure(&text, &c, 0, NULL);
-        every_failure(&file, &c, 0, NULL);
+        nm_every_failure(&text, &c, 0, NULL);
+        nm_every_failure(&file, &c, 0, NULL);
         mcr_snapshot_unref(c.snap);
     }
     tu_tmpdir_free(dir);
@@ -619,9 +557,9 @@ START_TEST(nomem_compat)
     compat_ctx c = {0};
 
     reference(&lmc, &c);
-    every_failure(&lmc, &c, 0, NULL);
+    nm_every_failure(&lmc, &c, 0, NULL);
     reference(&twem, &c);
-    every_failure(&twem, &c, 0, NULL);
+    nm_every_failure(&twem, &c, 0, NULL);
 
     char *dir = tu_tmpdir("nomem");
     char path[512];
@@ -634,7 +572,7 @@ START_TEST(nomem_compat)
     ck_assert_int_eq(fclose(f), 0);
     c.path = path;
     reference(&ketama, &c);
-    every_failure(&ketama, &c, 0, NULL);
+    nm_every_failure(&ketama, &c, 0, NULL);
 
     snprintf(path, sizeof path, "%s/list", dir);
     f = fopen(path, "w");
@@ -644,7 +582,7 @@ START_TEST(nomem_compat)
           f);
     ck_assert_int_eq(fclose(f), 0);
     reference(&server_file, &c);
-    every_failure(&server_file, &c, 0, NULL);
+    nm_every_failure(&server_file, &c, 0, NULL);
     tu_tmpdir_free(dir);
 }
 END_TEST
