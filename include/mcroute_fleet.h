@@ -158,7 +158,10 @@ MCR_EXTERN int mcr_fleet_read(const mcr_fleet_options *o, mcr_snapshot **out,
  * MCR_ERR_BUSY (still conflicting after `retries` attempts), and
  * MCR_ERR_CONNECT with a message starting "outcome unknown" when a write
  * was sent but etcd stopped answering before it could be told whether it
- * landed (read the pool before trying again). */
+ * landed (read the pool before trying again). Memory running out while a
+ * write is sent or its reply read is handled as a lost reply: the next read
+ * tells whether it landed; when that read fails for want of memory too,
+ * MCR_ERR_NOMEM with a message starting "outcome unknown". */
 MCR_EXTERN int mcr_fleet_change(const mcr_fleet_options *o, const mcr_changes *changes,
                                 uint64_t *epoch, mcr_error *err);
 

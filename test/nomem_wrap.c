@@ -16,6 +16,7 @@ void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t n);
 int __real_posix_memalign(void **out, size_t align, size_t n);
 char *__real_strdup(const char *s);
+char *__real_strndup(const char *s, size_t n);
 void __real_free(void *p);
 ssize_t __real_getline(char **line, size_t *cap, FILE *f);
 
@@ -24,6 +25,7 @@ void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t n);
 int __wrap_posix_memalign(void **out, size_t align, size_t n);
 char *__wrap_strdup(const char *s);
+char *__wrap_strndup(const char *s, size_t n);
 void __wrap_free(void *p);
 ssize_t __wrap_getline(char **line, size_t *cap, FILE *f);
 
@@ -86,6 +88,11 @@ char *__wrap_strdup(const char *s)
     return fail_now() ? NULL : counted(__real_strdup(s));
 }
 
+char *__wrap_strndup(const char *s, size_t n)
+{
+    return fail_now() ? NULL : counted(__real_strndup(s, n));
+}
+
 void __wrap_free(void *p)
 {
     if (p != NULL)
@@ -127,6 +134,16 @@ long nm_seen(void)
     return seen;
 }
 
+int nm_fail_here(void)
+{
+    return fail_now();
+}
+
+void *nm_counted(void *p)
+{
+    return counted(p);
+}
+
 long nm_live(void)
 {
     return atomic_load_explicit(&live, memory_order_relaxed);
@@ -146,7 +163,8 @@ long nm_every_failure(const nm_op *op, void *ctx, long sample, const char *want)
     ck_assert_msg(rc == MCR_OK, "%s without a failure: %d: %s", op->name, rc, err.message);
     op->check(ctx);
     op->clean(ctx);
-    ck_assert_msg(nm_live() == live0, "%s leaks %ld blocks without a failure", op->name, nm_live() - live0);
+    ck_assert_msg(nm_live() == live0, "%s leaks %ld blocks without a failure", op->name,
+                  nm_live() - live0);
     ck_assert_msg(total > 0, "%s allocates nothing: the wrappers are not linked in", op->name);
 
     int wanted = want == NULL;
@@ -158,6 +176,16 @@ long nm_every_failure(const nm_op *op, void *ctx, long sample, const char *want)
         nm_arm(k);
         rc = op->run(ctx, &err);
         int hit = nm_disarm();
+        if (!hit && op->varies && k >= total / 2) {
+            /* a run with fewer allocations than the first: the ones after
+             * are not there to fail (what was run stays checked) */
+            if (rc == MCR_OK)
+                op->check(ctx);
+            op->clean(ctx);
+            ck_assert_msg(nm_live() == live0, "%s, run %ld: %ld blocks leaked", op->name, k + 1,
+                          nm_live() - live0);
+            break;
+        }
         ck_assert_msg(hit, "%s: allocation %ld of %ld never came (the run is not the same "
                       "each time)", op->name, k + 1, total);
         if (rc == MCR_OK) {

@@ -6,8 +6,8 @@
 #include "mcroute.h"
 /*
  * A suite linked with nomem_wrap.c and -Wl,--wrap for malloc, calloc,
- * realloc, posix_memalign, strdup, free and getline (test/CMakeLists.txt:
- * mcr_suite_nomem()) has every such call of its statically linked objects
+ * realloc, posix_memalign, strdup, strndup, free and getline
+ * (test/CMakeLists.txt: mcr_suite_nomem()) has every such call of its statically linked objects
  * (the library's, its own) pass through here first; calls made inside
  * shared libraries (libc's own, libevent's, libyaml's, liburcu's) do not.
  *
@@ -33,12 +33,23 @@ long nm_seen(void);
 /* Blocks allocated through the wrappers and not freed yet (all threads). */
 long nm_live(void);
 
+/* For a suite's own wrapper of a shared library's call that returns a block
+ * the statically linked code frees with free() (jansson's json_dumps(), say):
+ * nm_fail_here() says whether this call is the one to fail (it counts as
+ * an allocation), nm_counted() counts the block it made (NULL: none) and
+ * returns it. */
+int nm_fail_here(void);
+void *nm_counted(void *p);
+
 /* An operation for nm_every_failure(). */
 typedef struct nm_op {
     const char *name;
     int (*run)(void *ctx, mcr_error *err); /* the operation, armed */
     void (*check)(void *ctx);              /* after MCR_OK: its result is right */
     void (*clean)(void *ctx);              /* frees what run made, either way */
+    int varies; /* 1: a run may make fewer allocations than the first (network
+                   reads): from the half on, a run that makes fewer than k + 1
+                   ends the loop; 0: that run fails the test */
 } nm_op;
 
 /* Runs `op` once without a failure (it must succeed, pass `check` and

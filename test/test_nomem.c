@@ -116,8 +116,8 @@ static void snap_clean(void *v)
     c->snap = NULL;
 }
 
-static const nm_op ring_op = {"mcr_ring_new", ring_run, ring_check, ring_clean};
-static const nm_op snap_op = {"mcr_snapshot_new", snap_run, snap_check, snap_clean};
+static const nm_op ring_op = {"mcr_ring_new", ring_run, ring_check, ring_clean, 0};
+static const nm_op snap_op = {"mcr_snapshot_new", snap_run, snap_check, snap_clean, 0};
 
 START_TEST(nomem_every_mode)
 {
@@ -190,7 +190,7 @@ static void list_clean(void *v)
 
 START_TEST(nomem_server_list)
 {
-    static const nm_op op = {"mcr_config_add_servers", list_run, list_check, list_clean};
+    static const nm_op op = {"mcr_config_add_servers", list_run, list_check, list_clean, 0};
     list_ctx c = {0};
     nm_every_failure(&op, &c, 0, NULL);
 }
@@ -276,10 +276,10 @@ static void diff_clean(void *v)
 
 START_TEST(nomem_changes)
 {
-    static const nm_op apply = {"mcr_snapshot_apply", apply_run, apply_check, apply_clean};
+    static const nm_op apply = {"mcr_snapshot_apply", apply_run, apply_check, apply_clean, 0};
     static const nm_op between = {"mcr_changes_between", between_run, between_check,
-                                  between_clean};
-    static const nm_op diff = {"mcr_diff_new", diff_run, diff_check, diff_clean};
+                                  between_clean, 0};
+    static const nm_op diff = {"mcr_diff_new", diff_run, diff_check, diff_clean, 0};
     change_ctx c = {0};
     mcr_error err;
     mcr_config *cfg = config_of(MCR_MODE_KETAMA, 12, 11211, 1);
@@ -349,7 +349,7 @@ static void router_clean(void *v)
 START_TEST(nomem_router)
 {
     static const nm_op op = {"router new, publish, apply", router_run, router_check,
-                             router_clean};
+                             router_clean, 0};
     router_ctx c = {0};
     mcr_error err;
     mcr_config *cfg = config_of(MCR_MODE_KETAMA, 8, 11211, 1);
@@ -418,8 +418,8 @@ static void back_clean(void *v)
 
 START_TEST(nomem_snapshot_text)
 {
-    static const nm_op text = {"snapshot text and parse", text_run, back_check, back_clean};
-    static const nm_op file = {"snapshot save and load", file_run, back_check, back_clean};
+    static const nm_op text = {"snapshot text and parse", text_run, back_check, back_clean, 0};
+    static const nm_op file = {"snapshot save and load", file_run, back_check, back_clean, 0};
     static const mcr_mode modes[] = {MCR_MODE_KETAMA, MCR_MODE_SLOTS, MCR_MODE_MAGLEV,
                                      MCR_MODE_STABLE_KETAMA};
     char *dir = tu_tmpdir("nomem");
@@ -549,11 +549,11 @@ static void reference(const nm_op *op, compat_ctx *c)
 
 START_TEST(nomem_compat)
 {
-    static const nm_op lmc = {"libmemcached options", lmc_run, compat_check, compat_clean};
-    static const nm_op twem = {"twemproxy YAML", twem_run, compat_check, compat_clean};
-    static const nm_op ketama = {"libketama file", ketama_run, compat_check, compat_clean};
+    static const nm_op lmc = {"libmemcached options", lmc_run, compat_check, compat_clean, 0};
+    static const nm_op twem = {"twemproxy YAML", twem_run, compat_check, compat_clean, 0};
+    static const nm_op ketama = {"libketama file", ketama_run, compat_check, compat_clean, 0};
     static const nm_op server_file = {"server file", server_file_run, compat_check,
-                                      compat_clean};
+                                      compat_clean, 0};
     compat_ctx c = {0};
 
     reference(&lmc, &c);

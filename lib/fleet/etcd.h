@@ -79,8 +79,9 @@ void mcr__etcd_watch_free(mcr__etcd_watch *w);
  * NULL when out of memory. */
 char *mcr__b64_encode(const void *data, size_t n);
 /* Decode base64 text; *out malloc'ed (NUL-terminated), *n its length.
- * false when the text is not base64 (or out of memory: *out NULL). */
-bool mcr__b64_decode(const char *s, unsigned char **out, size_t *n);
+ * MCR_OK, MCR_ERR_PROTOCOL when the text is not base64, MCR_ERR_NOMEM
+ * (*out NULL either way). */
+int mcr__b64_decode(const char *s, unsigned char **out, size_t *n);
 
 /* An int64 of a reply: etcd's gateway writes them as strings ("12"), and
  * leaves out zeros. Missing: 0. false when present but not a number. */

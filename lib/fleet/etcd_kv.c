@@ -51,15 +51,15 @@ static int b64_val(unsigned char c)
     return -1;
 }
 
-bool mcr__b64_decode(const char *s, unsigned char **out, size_t *n)
+int mcr__b64_decode(const char *s, unsigned char **out, size_t *n)
 {
     size_t len = strlen(s);
     *out = NULL;
     if (len % 4 != 0)
-        return false;
+        return MCR_ERR_PROTOCOL;
     unsigned char *buf = malloc(len / 4 * 3 + 1);
     if (buf == NULL)
-        return false;
+        return MCR_ERR_NOMEM;
     size_t o = 0;
     for (size_t i = 0; i < len; i += 4) {
         int v[4];
@@ -71,7 +71,7 @@ bool mcr__b64_decode(const char *s, unsigned char **out, size_t *n)
                 pad++;
             } else if (pad > 0 || (v[k] = b64_val(c)) < 0) {
                 free(buf);
-                return false;
+                return MCR_ERR_PROTOCOL;
             }
         }
         uint32_t x = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
@@ -85,7 +85,7 @@ bool mcr__b64_decode(const char *s, unsigned char **out, size_t *n)
     buf[o] = '\0';
     *out = buf;
     *n = o;
-    return true;
+    return MCR_OK;
 }
 
 /* ------------------------------------------------------------ JSON */
@@ -137,14 +137,18 @@ int mcr__etcd_kv_parse(const json_t *o, mcr__etcd_kv *kv, mcr_error *err)
 {
     memset(kv, 0, sizeof(*kv));
     json_t *k = json_object_get(o, "key"), *v = json_object_get(o, "value");
-    if (!json_is_object(o) || !json_is_string(k) || (v != NULL && !json_is_string(v)) ||
-        !mcr__json_u64(o, "mod_revision", &kv->mod_revision) ||
-        !mcr__json_u64(o, "create_revision", &kv->create_revision) ||
-        !mcr__json_u64(o, "lease", &kv->lease) ||
-        !mcr__b64_decode(json_string_value(k), &kv->key, &kv->key_len) ||
-        !mcr__b64_decode(v ? json_string_value(v) : "", &kv->value, &kv->value_len)) {
+    int rc = MCR_ERR_PROTOCOL;
+    if (json_is_object(o) && json_is_string(k) && (v == NULL || json_is_string(v)) &&
+        mcr__json_u64(o, "mod_revision", &kv->mod_revision) &&
+        mcr__json_u64(o, "create_revision", &kv->create_revision) &&
+        mcr__json_u64(o, "lease", &kv->lease) &&
+        (rc = mcr__b64_decode(json_string_value(k), &kv->key, &kv->key_len)) == MCR_OK)
+        rc = mcr__b64_decode(v ? json_string_value(v) : "", &kv->value, &kv->value_len);
+    if (rc != MCR_OK) {
         mcr__etcd_kv_clear(kv);
-        return mcr__error(err, MCR_ERR_PROTOCOL, "etcd sent a malformed key-value");
+        return rc == MCR_ERR_NOMEM
+                   ? mcr__error(err, rc, "out of memory for a key-value etcd sent")
+                   : mcr__error(err, rc, "etcd sent a malformed key-value");
     }
     return MCR_OK;
 }

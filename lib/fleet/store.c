@@ -455,9 +455,15 @@ static int cas_loop(mcr__fleet_session *s, next_fn fn, const void *arg, const mc
             write = create;
             modrev = 0; /* only if it still does not exist */
         } else if (rc != MCR_OK) {
-            return sent_epoch != 0 && rc == MCR_ERR_CONNECT
-                       ? outcome_unknown(err, sent_epoch, sent_sum)
-                       : rc;
+            if (sent_epoch != 0 && rc == MCR_ERR_CONNECT)
+                return outcome_unknown(err, sent_epoch, sent_sum);
+            if (sent_epoch != 0 && rc == MCR_ERR_NOMEM)
+                return mcr__error(err, MCR_ERR_NOMEM,
+                                  "outcome unknown: epoch %llu (checksum %s) of the pool may "
+                                  "have been stored; read it before trying again (out of "
+                                  "memory)",
+                                  (unsigned long long)sent_epoch, sent_sum);
+            return rc;
         } else {
             rc = fn(cur, arg, &next, err);
             if (rc != MCR_OK || next == NULL) {
@@ -477,7 +483,9 @@ static int cas_loop(mcr__fleet_session *s, next_fn fn, const void *arg, const mc
             do
                 rc = mcr__etcd_cas(&s->e, s->c.snapshot_key, text, len, modrev, &ok, NULL, err);
             while (mcr__fleet_session_again(s, rc));
-            if (s->e.failures != failures) {
+            /* out of memory while the request was built, sent or its
+             * reply read: it may have been committed, as when no answer came */
+            if (s->e.failures != failures || rc == MCR_ERR_NOMEM) {
                 sent_epoch = mcr_snapshot_epoch(write);
                 sent_after = modrev;
                 memcpy(sent_sum, mcr_snapshot_checksum(write), sizeof(sent_sum));
@@ -490,6 +498,8 @@ static int cas_loop(mcr__fleet_session *s, next_fn fn, const void *arg, const mc
         mcr_snapshot_unref(next);
         if (rc == MCR_ERR_CONNECT && sent_epoch != 0)
             return outcome_unknown(err, sent_epoch, sent_sum);
+        if (rc == MCR_ERR_NOMEM && sent_epoch != 0)
+            continue; /* the next read tells whether it landed */
         if (rc != MCR_OK || ok)
             return rc;
         /* another writer came first: read again */
