@@ -3,8 +3,9 @@
 /*
  * What is reproduced, and where each rule comes from (nutcracker 0.5.0's
  * nc_conf.c, and the Debian nutcracker binary through
- * test/test_compat_twemproxy.c, which checks both acceptance with
- * `nutcracker -t` and placement against real memcached servers):
+ * test/test_compat_twem_parse.c, which checks acceptance with
+ * `nutcracker -t`, and test/test_compat_twemproxy.c, placement against real
+ * memcached servers):
  *
  * File. nutcracker validates the stream three times before it reads a
  * value: exactly one document; no directive, document marker, flow

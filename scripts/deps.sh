@@ -22,7 +22,7 @@ PKGS=(
   libhashkit-dev   # test_hash: libhashkit's digests
   check            # every Check suite
   memcached        # real servers for the pool's tests, the examples and the demo
-  nutcracker       # test_compat_twemproxy, bench_pool
+  nutcracker       # test_compat_twemproxy, test_compat_twem_parse, bench_pool
   libjansson-dev   # libmcroute_fleet: etcd's JSON gateway (requests, replies, watch events)
   etcd-server      # real etcd members for the fleet's tests, the demo, bench_fleet
   etcd-client      # etcdctl: the fleet tests write corrupt values, compact, read members

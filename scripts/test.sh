@@ -60,9 +60,11 @@ TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan -L '^(threads|example)$'
 #    (test_compat_libmemcached and test_compat_twemproxy run under ASan above:
 #    the first is too slow here (test_compat_lmc_options and
 #    test_compat_lmc_cases, split from it, stay with it), the second drives
-#    real servers. test_router and test_watcher run under ASan and TSan:
-#    valgrind runs one thread at a time, so their readers starve the writer's
-#    RCU grace periods and the stress tests cannot publish. test_cli_pool
+#    real servers (test_compat_twem_parse, split from it, stays with it: it
+#    runs nutcracker -t, which --trace-children would trace). test_router and
+#    test_watcher run under ASan and TSan: valgrind runs one thread at a time,
+#    so their readers starve the writer's RCU grace periods and the stress
+#    tests cannot publish. test_cli_pool
 #    runs the CLI under valgrind against real memcached servers, which are
 #    not traced, nor is python3 (test_cli_stats checks the JSON output with
 #    it). The test_pool_* suites run under ASan and TSan: their timeouts
