@@ -76,6 +76,8 @@ static void note(nrec *r, const mcr_result *res, const char *key, size_t klen)
     } else if (res->status != MCR_OK && (res->message == NULL || res->message[0] == '\0')) {
         r->bad = 1;
         snprintf(r->why, sizeof r->why, "status %d without a message", res->status);
+    } else if (res->status != MCR_OK) {
+        snprintf(r->why, sizeof r->why, "%s", res->message); /* what it said */
     }
 }
 
@@ -176,6 +178,11 @@ static void check_one(const nrec *r, const char *what, int i, long k, long *fail
         return;
     }
     ck_assert_msg(r->calls == 1, "round %ld, %s %d: %d callbacks", k, what, i, r->calls);
+    /* memory is all that fails here: an error that blames the server or
+     * the wire would send an operator looking in the wrong place */
+    ck_assert_msg(r->status == MCR_OK || r->status == MCR_ERR_NOMEM,
+                  "round %ld, %s %d: failed with %d (%s), not MCR_ERR_NOMEM: %s", k, what, i,
+                  r->status, mcr_strerror(r->status), r->why);
     *failed += r->status != MCR_OK;
 }
 

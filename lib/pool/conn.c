@@ -454,14 +454,17 @@ static int server_resolve(mcr__pool_server *s)
 mcr__pool_conn *mcr__conn_open(mcr__pool_server *s, int slot)
 {
     mcr_pool *p = s->pool;
+    s->open_nomem = 0;
     if (s->addrlen == 0 && server_resolve(s) != MCR_OK) {
         s->refusals++;
         s->consecutive++;
         return NULL;
     }
     mcr__pool_conn *c = calloc(1, sizeof(*c));
-    if (c == NULL)
+    if (c == NULL) {
+        s->open_nomem = 1;
         return NULL;
+    }
     c->server = s;
     c->slot = slot;
     c->state = MCR__CONN_CONNECTING;
@@ -477,6 +480,7 @@ mcr__pool_conn *mcr__conn_open(mcr__pool_server *s, int slot)
     c->timer = evtimer_new(p->base, conn_timer_cb, c);
     if (c->rev == NULL || c->wev == NULL || c->timer == NULL) {
         conn_destroy(c);
+        s->open_nomem = 1;
         return NULL;
     }
     s->conns[slot] = c;

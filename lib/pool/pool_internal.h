@@ -167,6 +167,8 @@ struct mcr__pool_server {
     int port;
     struct sockaddr_storage addr;
     socklen_t addrlen;          /* 0: not resolved yet */
+    int open_nomem;             /* the last mcr__conn_open() ran out of memory
+                                   (not the server's fault: not counted) */
     mcr__pool_conn **conns;          /* options.connections slots */
     mcr__pool_req *wait_head, *wait_tail;
     size_t inflight;

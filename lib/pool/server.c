@@ -308,7 +308,9 @@ int mcr__server_dispatch(mcr__pool_server *s, mcr__pool_req *r)
     int open = 0;
     for (unsigned i = 0; i < s->pool->o.connections; i++)
         open += s->conns[i] != NULL;
-    if (open == 0)
+    if (open == 0 && s->open_nomem)
+        mcr__server_fail_waiting(s, MCR_ERR_NOMEM, "out of memory opening a connection");
+    else if (open == 0)
         mcr__server_fail_waiting(s, s->health == MCR_HEALTH_UP ? MCR_ERR_CONNECT : MCR_ERR_DOWN,
                                  "cannot connect");
     return MCR_OK;
@@ -335,5 +337,7 @@ void mcr__server_pump(mcr__pool_server *s)
     for (unsigned i = 0; i < s->pool->o.connections; i++)
         open += s->conns[i] != NULL;
     if (open == 0 && s->wait_head != NULL)
-        mcr__server_fail_waiting(s, MCR_ERR_CONNECT, "cannot connect");
+        mcr__server_fail_waiting(s, s->open_nomem ? MCR_ERR_NOMEM : MCR_ERR_CONNECT,
+                                 s->open_nomem ? "out of memory opening a connection"
+                                               : "cannot connect");
 }
