@@ -232,9 +232,10 @@ int mcr_ketama_load_file(mcr_config *cfg, const char *path, mcr_error *err)
         if (rc == MCR_OK)
             line_of[tmp->count - keep - 1] = lineno;
     }
-    /* getline() fails without the stream's error flag when it cannot grow
-     * its buffer: a -1 before the end is an error either way, never an end */
-    if (rc == MCR_OK && !ferror(f) && !feof(f) && errno == ENOMEM)
+    /* getline() that cannot grow its buffer fails with ENOMEM, with the
+     * stream's error flag (POSIX.1-2024, musl) or without it (glibc): a -1
+     * before the end is an error either way, never an end */
+    if (rc == MCR_OK && !feof(f) && errno == ENOMEM)
         rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading ketama server file %s", path);
     else if (rc == MCR_OK && (ferror(f) || !feof(f)))
         rc = mcr__error(err, MCR_ERR_IO, "error reading ketama server file %s: %s", path,

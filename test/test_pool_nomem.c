@@ -16,7 +16,8 @@
  * which runs the loop and so every callback: the k-th allocation the pool
  * makes from its mcr_pool_new() (a new pool each round) until it is idle
  * again fails, for k = 0, 1, 2, ... until a round makes fewer than k + 1.
- * A round submits sets, gets and a multi-get of NK keys, then runs the loop
+ * A round submits sets, gets and a multi-get of NK keys, a version and a
+ * stats (whose replies the pool keeps in blocks of its own), then runs the loop
  * until the pool is idle (a deadline: a lost request fails the test). The
  * callbacks here allocate nothing, so that the failure is always the
  * pool's; libevent's own allocations (a shared library) are not failed.
@@ -48,6 +49,7 @@ typedef struct batch {
     nrec set[NK], get[NK];
     nrec mkey[NK]; /* the multi-get's key_cb, per key */
     nrec mdone;
+    nrec version, stats; /* server commands to server 0: replies the pool keeps */
     unsigned gen;
 } batch;
 
@@ -113,6 +115,16 @@ static void mdone_cb(const mcr_result *res, void *arg)
     note(&rd->mdone, res, NULL, 0);
 }
 
+static void server_cb(const mcr_result *res, void *arg)
+{
+    nrec *r = arg;
+    note(r, res, NULL, 0);
+    if (res->status == MCR_OK && (res->value == NULL || res->value_len == 0)) {
+        r->bad = 1;
+        snprintf(r->why, sizeof r->why, "a %s reply with no text", mcr_op_name(res->op));
+    }
+}
+
 static void batch_init(batch *rd, unsigned gen)
 {
     memset(rd, 0, sizeof(*rd));
@@ -157,6 +169,17 @@ static void submit_batch(env *e, batch *rd)
         if (rc != MCR_OK)
             refused(&rd->get[i], rc, &err, "a get");
     }
+    for (int k = 0; k < 2; k++) {
+        mcr_request q;
+        memset(&q, 0, sizeof(q));
+        q.op = k == 0 ? MCR_OP_VERSION : MCR_OP_STATS;
+        q.server = e->id[0];
+        nrec *r = k == 0 ? &rd->version : &rd->stats;
+        memset(&err, 0, sizeof(err));
+        int rc = mcr_pool_submit(e->pool, &q, server_cb, r, &err);
+        if (rc != MCR_OK)
+            refused(r, rc, &err, k == 0 ? "a version" : "a stats");
+    }
     memset(&err, 0, sizeof(err));
     int rc = mcr_pool_get_multi(e->pool, MCR_OP_GET, rd->kp, rd->klen, NK, mkey_cb, mdone_cb, rd,
                                 &err);
@@ -195,6 +218,8 @@ static long check_batch(const batch *rd, long k)
         check_one(&rd->mkey[i], "multi-get key", i, k, &failed);
     }
     check_one(&rd->mdone, "multi-get done", 0, k, &failed);
+    check_one(&rd->version, "version", 0, k, &failed);
+    check_one(&rd->stats, "stats", 0, k, &failed);
     return failed;
 }
 
@@ -235,7 +260,9 @@ START_TEST(test_traffic)
 
     opts_init(&o);
     o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
-    o.server_failure_limit = MCR_POOL_FAILURE_LIMIT_MAX; /* failures here are ours, not theirs */
+    /* one failure downs a server: running out of memory is the client's
+     * failure, never the server's, so none may be counted against it */
+    o.server_failure_limit = 1;
     env_init(&e, 2, &o);
     batch_init(&rd, 1);
     pool_whole(&e, &rd, -1);

@@ -349,8 +349,11 @@ static int next_by_snapshot(const mcr_snapshot *cur, const void *arg, mcr_snapsh
  * after + 1 to the key's current mod_revision `modrev` (ranges as of a
  * revision, keys only: the key's mod_revision there does not decrease),
  * then told by its checksum, the text's last line (it covers the epoch).
- * false when it is not there, or that history is compacted or unreadable. */
-static bool landed(mcr__fleet_session *s, uint64_t after, uint64_t modrev, const char *sum)
+ * 1: it is there; 0: it is not, or that history is compacted or
+ * unreadable; MCR_ERR_NOMEM (err set): memory ran out reading it, so it
+ * cannot be told. */
+static int landed(mcr__fleet_session *s, uint64_t after, uint64_t modrev, const char *sum,
+                  mcr_error *err)
 {
     uint64_t lo = after + 1, hi = modrev;
     const size_t cl = strlen("checksum ") + MCR_SNAPSHOT_CHECKSUM_LEN + 1;
@@ -358,13 +361,16 @@ static bool landed(mcr__fleet_session *s, uint64_t after, uint64_t modrev, const
     bool found = false, mine;
     mcr_error e2;
 
+    int rc;
     if (hi < lo)
-        return false;
+        return 0;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2, m = 0;
-        if (mcr__etcd_get_at(&s->e, s->c.snapshot_key, mid, true, &found, &kv, NULL, &e2) !=
-            MCR_OK)
-            return false;
+        rc = mcr__etcd_get_at(&s->e, s->c.snapshot_key, mid, true, &found, &kv, NULL, &e2);
+        if (rc == MCR_ERR_NOMEM)
+            return mcr__error(err, rc, "%s", e2.message);
+        if (rc != MCR_OK)
+            return 0;
         if (found) {
             m = kv.mod_revision;
             mcr__etcd_kv_clear(&kv);
@@ -374,15 +380,16 @@ static bool landed(mcr__fleet_session *s, uint64_t after, uint64_t modrev, const
         else
             lo = mid + 1;
     }
-    if (mcr__etcd_get_at(&s->e, s->c.snapshot_key, lo, false, &found, &kv, NULL, &e2) !=
-            MCR_OK ||
-        !found)
-        return false;
+    rc = mcr__etcd_get_at(&s->e, s->c.snapshot_key, lo, false, &found, &kv, NULL, &e2);
+    if (rc == MCR_ERR_NOMEM)
+        return mcr__error(err, rc, "%s", e2.message);
+    if (rc != MCR_OK || !found)
+        return 0;
     mine = kv.mod_revision > after && kv.value_len >= cl && kv.value[kv.value_len - 1] == '\n' &&
            memcmp(kv.value + kv.value_len - cl, "checksum ", 9) == 0 &&
            memcmp(kv.value + kv.value_len - cl + 9, sum, MCR_SNAPSHOT_CHECKSUM_LEN) == 0;
     mcr__etcd_kv_clear(&kv);
-    return mine;
+    return mine ? 1 : 0;
 }
 
 
@@ -404,6 +411,15 @@ static int outcome_unknown(mcr_error *err, uint64_t epoch, const char *sum)
     snprintf(what, sizeof(what), "epoch %llu (checksum %s) of the pool",
              (unsigned long long)epoch, sum);
     return mcr__fleet_outcome_unknown(err, what);
+}
+
+/* The same when memory ran out where the answer would have been read. */
+static int nomem_unknown(mcr_error *err, uint64_t epoch, const char *sum)
+{
+    return mcr__error(err, MCR_ERR_NOMEM,
+                      "outcome unknown: epoch %llu (checksum %s) of the pool may have been "
+                      "stored; read it before trying again (out of memory)",
+                      (unsigned long long)epoch, sum);
 }
 
 /* Read, compute the next snapshot, compare-and-swap; again on conflict.
@@ -440,13 +456,19 @@ static int cas_loop(mcr__fleet_session *s, next_fn fn, const void *arg, const mc
             rc = mcr__fleet_get(&s->e, &s->c, &missing, &cur, &modrev, NULL, err);
         while (mcr__fleet_session_again(s, rc));
         if (rc == MCR_OK && sent_epoch != 0) {
-            if ((mcr_snapshot_epoch(cur) == sent_epoch &&
-                 strcmp(mcr_snapshot_checksum(cur), sent_sum) == 0) ||
-                landed(s, sent_after, modrev, sent_sum)) {
+            int in = mcr_snapshot_epoch(cur) == sent_epoch &&
+                             strcmp(mcr_snapshot_checksum(cur), sent_sum) == 0
+                         ? 1
+                         : landed(s, sent_after, modrev, sent_sum, err);
+            if (in == 1) {
                 if (epoch != NULL)
                     *epoch = sent_epoch;
                 mcr_snapshot_unref(cur);
                 return MCR_OK;
+            }
+            if (in != 0) { /* memory ran out looking: it cannot be told */
+                mcr_snapshot_unref(cur);
+                return nomem_unknown(err, sent_epoch, sent_sum);
             }
             sent_epoch = 0; /* it did not land: a conflict as any other */
         }
@@ -458,11 +480,7 @@ static int cas_loop(mcr__fleet_session *s, next_fn fn, const void *arg, const mc
             if (sent_epoch != 0 && rc == MCR_ERR_CONNECT)
                 return outcome_unknown(err, sent_epoch, sent_sum);
             if (sent_epoch != 0 && rc == MCR_ERR_NOMEM)
-                return mcr__error(err, MCR_ERR_NOMEM,
-                                  "outcome unknown: epoch %llu (checksum %s) of the pool may "
-                                  "have been stored; read it before trying again (out of "
-                                  "memory)",
-                                  (unsigned long long)sent_epoch, sent_sum);
+                return nomem_unknown(err, sent_epoch, sent_sum);
             return rc;
         } else {
             rc = fn(cur, arg, &next, err);
@@ -498,8 +516,11 @@ static int cas_loop(mcr__fleet_session *s, next_fn fn, const void *arg, const mc
         mcr_snapshot_unref(next);
         if (rc == MCR_ERR_CONNECT && sent_epoch != 0)
             return outcome_unknown(err, sent_epoch, sent_sum);
-        if (rc == MCR_ERR_NOMEM && sent_epoch != 0)
-            continue; /* the next read tells whether it landed */
+        if (rc == MCR_ERR_NOMEM && sent_epoch != 0) {
+            if (attempt + 1 < s->c.retries)
+                continue; /* the next read tells whether it landed */
+            return nomem_unknown(err, sent_epoch, sent_sum); /* no attempt left to read */
+        }
         if (rc != MCR_OK || ok)
             return rc;
         /* another writer came first: read again */

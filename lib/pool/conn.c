@@ -116,8 +116,9 @@ void mcr__conn_fail(mcr__pool_conn *c, int status, const char *msg)
     mcr_pool *p = s->pool;
     if (s->conns[c->slot] == c)
         s->conns[c->slot] = NULL;
-    int counts =
-        status != MCR_ERR_CANCELLED && (c->inflight > 0 || c->state == MCR__CONN_CONNECTING);
+    /* a failure of the server's, not ours: not a cancel, nor our memory */
+    int counts = status != MCR_ERR_CANCELLED && status != MCR_ERR_NOMEM &&
+                 (c->inflight > 0 || c->state == MCR__CONN_CONNECTING);
     mcr__pool_req *r = c->head;
     c->head = c->tail = NULL;
     s->inflight -= c->inflight;
@@ -318,7 +319,7 @@ static void conn_parse(mcr__pool_conn *c)
         if (rc == 0)
             break;
         if (rc < 0) {
-            mcr__conn_fail(c, MCR_ERR_PROTOCOL, msg);
+            mcr__conn_fail(c, rc == -2 ? MCR_ERR_NOMEM : MCR_ERR_PROTOCOL, msg);
             break;
         }
         if (c->dead) /* a callback closed it (pool refresh): r was failed with it */

@@ -437,7 +437,8 @@ void mcr__fail_later(mcr_pool *p, mcr__pool_req *r, int status, const char *msg)
 /* ---- reply.c */
 
 /* Parse what the head request r of c expects from in. 1: complete; 0: more
- * bytes needed; -1: the stream does not fit r (msg says why). */
+ * bytes needed; -1: the stream does not fit r (msg says why); -2: out of
+ * memory keeping the reply (msg says so). */
 int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, mcr__inbuf *in, char *msg);
 
 /* ---- conn.c */

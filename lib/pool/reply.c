@@ -374,8 +374,8 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, mcr__inbuf *in, char *
                 if (r->op == MCR_OP_VERSION) {
                     r->text = malloc(L.text_len + 1);
                     if (r->text == NULL) {
-                        mcr__set_msg(msg, "out of memory");
-                        return -1;
+                        mcr__set_msg(msg, "out of memory keeping a version reply");
+                        return -2;
                     }
                     memcpy(r->text, L.text, L.text_len);
                     r->text[L.text_len] = '\0';
@@ -402,8 +402,8 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, mcr__inbuf *in, char *
                         cap *= 2;
                     char *t = realloc(r->text, cap);
                     if (t == NULL) {
-                        mcr__set_msg(msg, "out of memory");
-                        return -1;
+                        mcr__set_msg(msg, "out of memory keeping a stats reply");
+                        return -2;
                     }
                     r->text = t;
                     r->text_cap = cap;
