@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_fleet_nomem.c: libmcroute_fleet's blocking calls against a real etcd with each of their allocations failing in turn: MCR_ERR_NOMEM or a right result, etcd's pool never half written, nothing leaked. */
 #include <check.h>
+#include <event2/buffer.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fleet_env.h"
 #include "mcroute_fleet.h"
+#include "mcroute_router.h"
 #include "nomem_wrap.h"
 #include "realserver.h"
 #include "testutil.h"
@@ -23,14 +26,25 @@
  * change for lost.
  */
 
-/* jansson is a shared library: its json_dumps(), whose text the fleet frees
- * with free(), goes through here to be counted (and failed in its turn). */
+/* jansson and libevent are shared libraries: their calls that return a block
+ * the fleet frees with free() go through here, to be counted (and failed in
+ * their turn). */
 char *__real_json_dumps(const json_t *json, size_t flags);
 char *__wrap_json_dumps(const json_t *json, size_t flags);
 
 char *__wrap_json_dumps(const json_t *json, size_t flags)
 {
     return nm_fail_here() ? NULL : nm_counted(__real_json_dumps(json, flags));
+}
+
+/* libevent's evbuffer_readln() too: the watch's lines, freed by the fleet. */
+char *__real_evbuffer_readln(struct evbuffer *buf, size_t *n, enum evbuffer_eol_style style);
+char *__wrap_evbuffer_readln(struct evbuffer *buf, size_t *n, enum evbuffer_eol_style style)
+    __attribute__((visibility("default"))); /* libevent_extra refers to the name too */
+
+char *__wrap_evbuffer_readln(struct evbuffer *buf, size_t *n, enum evbuffer_eol_style style)
+{
+    return nm_fail_here() ? NULL : nm_counted(__real_evbuffer_readln(buf, n, style));
 }
 
 static void teardown(void)
@@ -217,6 +231,132 @@ START_TEST(test_blocking_calls)
 }
 END_TEST
 
+/* ------------------------------------------------------------ the follower
+ *
+ * The follower's thread arms itself (nomem_wrap.h arms one thread) from
+ * its event callback when it adopts epoch A, with the k-th allocation from
+ * then on failing; the test then publishes epoch B, and the follower must
+ * adopt B without any further write: a value it could not take in for want
+ * of memory is read again, never skipped until the next change. At B's
+ * adoption the callback disarms and says whether the failure came. */
+
+typedef struct follow_rec {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t adopted;   /* the last ADOPTED epoch */
+    uint64_t arm_at;    /* arm when this epoch is adopted (0: not) */
+    long arm_k;
+    uint64_t disarm_at; /* disarm when this epoch is adopted */
+    int hit;            /* the armed failure came before disarm_at's adoption */
+    int disarmed;
+    long refused_nomem; /* REFUSED events that said MCR_ERR_NOMEM */
+} follow_rec;
+
+static void follow_cb(const mcr_fleet_event *ev, void *arg)
+{
+    follow_rec *r = arg;
+    pthread_mutex_lock(&r->mu);
+    if (ev->kind == MCR_FLEET_REFUSED && ev->status == MCR_ERR_NOMEM)
+        r->refused_nomem++;
+    if (ev->kind == MCR_FLEET_ADOPTED) {
+        r->adopted = ev->epoch;
+        if (r->disarm_at != 0 && ev->epoch >= r->disarm_at) {
+            r->hit = nm_disarm();
+            r->disarmed = 1;
+            r->disarm_at = 0;
+        }
+        if (r->arm_at != 0 && ev->epoch >= r->arm_at) {
+            nm_arm(r->arm_k); /* this thread's allocations from here on */
+            r->arm_at = 0;
+        }
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Wait until the follower adopted `epoch` (and, with `disarmed`, disarmed
+ * there), at most ms: 1, else 0. */
+static int wait_adopted(follow_rec *r, uint64_t epoch, int disarmed, int ms)
+{
+    struct timespec end;
+    clock_gettime(CLOCK_REALTIME, &end);
+    end.tv_sec += ms / 1000;
+    end.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (end.tv_nsec >= 1000000000L) {
+        end.tv_sec++;
+        end.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    while (!(r->adopted >= epoch && (!disarmed || r->disarmed)) && rc == 0)
+        rc = pthread_cond_timedwait(&r->cv, &r->mu, &end);
+    int ok = r->adopted >= epoch && (!disarmed || r->disarmed);
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+START_TEST(test_follower)
+{
+    static follow_rec r;
+    mcr_fleet_options o;
+    mcr_fleet_follow_options fo;
+    mcr_error err;
+    static const char *const specs[2] = {"127.0.0.1:11211,127.0.0.1:11212",
+                                         "127.0.0.1:11211,127.0.0.1:11213:2"};
+
+    memset(&r, 0, sizeof(r));
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    fe_options(&o, es_endpoints(fe_cluster()), "nomem-follow");
+    uint64_t epoch = fe_publish(&o, "127.0.0.1:11299");
+    long live0 = nm_live();
+
+    mcr_router *router = NULL;
+    ck_assert_int_eq(mcr_router_new(NULL, &router, &err), MCR_OK);
+    memset(&fo, 0, sizeof(fo));
+    fo.no_register = 1;
+    fo.retry_min_ms = 10;
+    fo.retry_max_ms = 100;
+    fo.on_event = follow_cb;
+    fo.arg = &r;
+    mcr_fleet *f = NULL;
+    ck_assert_msg(mcr_fleet_follow(&o, &fo, router, &f, &err) == MCR_OK, "%s", err.message);
+    ck_assert_uint_eq(mcr_router_epoch(router), epoch);
+
+    long k = 0;
+    int hit = 1;
+    for (; hit && k < 2000; k++) {
+        pthread_mutex_lock(&r.mu);
+        r.arm_at = epoch + 1;
+        r.arm_k = k;
+        r.disarm_at = epoch + 2;
+        r.disarmed = 0;
+        pthread_mutex_unlock(&r.mu);
+        ck_assert_uint_eq(fe_publish(&o, specs[0]), epoch + 1);
+        ck_assert_msg(wait_adopted(&r, epoch + 1, 0, mcr_test_ms(10000)),
+                      "round %ld: epoch %llu not adopted", k, (unsigned long long)epoch + 1);
+        ck_assert_uint_eq(fe_publish(&o, specs[1]), epoch + 2);
+        ck_assert_msg(wait_adopted(&r, epoch + 2, 1, mcr_test_ms(10000)),
+                      "round %ld: epoch %llu, published after the %ld-th allocation failed, "
+                      "not adopted without another write (adopted: %llu)",
+                      k, (unsigned long long)epoch + 2, k + 1, (unsigned long long)r.adopted);
+        ck_assert_uint_eq(mcr_router_epoch(router), epoch + 2);
+        pthread_mutex_lock(&r.mu);
+        hit = r.hit;
+        pthread_mutex_unlock(&r.mu);
+        epoch += 2;
+    }
+    ck_assert_msg(!hit, "the follower still allocating after %ld rounds", k);
+    ck_assert_msg(k > 10, "only %ld allocations between two adoptions", k);
+    fprintf(stderr, "follower: %ld rounds, %ld values refused for want of memory and read "
+            "again\n", k, r.refused_nomem);
+    mcr_fleet_free(f);
+    mcr_router_free(router);
+    ck_assert_msg(nm_live() == live0, "%ld blocks still allocated after the follower and its "
+                  "router were freed", nm_live() - live0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("fleet_nomem");
@@ -225,6 +365,11 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_blocking_calls);
     suite_add_tcase(s, tc);
+    TCase *tf = tcase_create("follower");
+    tcase_set_timeout(tf, 300);
+    tcase_add_checked_fixture(tf, NULL, teardown);
+    tcase_add_test(tf, test_follower);
+    suite_add_tcase(s, tf);
     return s;
 }
 

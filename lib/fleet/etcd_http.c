@@ -271,7 +271,10 @@ static int post_one(mcr__etcd *e, mcr__etcd_endpoint *ep, const char *path, cons
     } else {
         json_error_t je;
         json_t *j = json_loadb(c.body, c.len, 0, &je);
-        if (j == NULL || !json_is_object(j)) {
+        if (j == NULL && json_error_code(&je) == json_error_out_of_memory) {
+            rc = mcr__error(err, MCR_ERR_NOMEM, "%s%s: out of memory parsing the reply",
+                            ep->url, path);
+        } else if (j == NULL || !json_is_object(j)) {
             json_decref(j);
             rc = mcr__error(err, MCR_ERR_PROTOCOL, "%s%s: not a JSON object: %s", ep->url,
                             path, mcr__quote(q, sizeof(q), c.body, c.len));
@@ -339,8 +342,13 @@ static void watch_lines(mcr__etcd_watch *w)
     while (!w->ended) {
         size_t n;
         char *line = evbuffer_readln(w->buf, &n, EVBUFFER_EOL_LF);
-        if (line == NULL)
+        if (line == NULL) {
+            /* no whole line yet, or none could be allocated: a line that is
+             * there is not left waiting for more bytes that may never come */
+            if (evbuffer_search_eol(w->buf, NULL, NULL, EVBUFFER_EOL_LF).pos >= 0)
+                watch_end(w, MCR_ERR_NOMEM, "out of memory reading a watch line");
             break;
+        }
         if (n == 0) {
             free(line);
             continue;
@@ -348,6 +356,10 @@ static void watch_lines(mcr__etcd_watch *w)
         json_error_t je;
         json_t *j = json_loadb(line, n, 0, &je);
         free(line);
+        if (j == NULL && json_error_code(&je) == json_error_out_of_memory) {
+            watch_end(w, MCR_ERR_NOMEM, "out of memory parsing a watch line");
+            break;
+        }
         if (j == NULL || !json_is_object(j)) {
             json_decref(j);
             watch_end(w, MCR_ERR_PROTOCOL, "a watch line that is not a JSON object");

@@ -44,6 +44,9 @@ struct mcr_fleet {
     int watch_end_status;        /* why (MCR_OK: not ended) */
     mcr_error watch_end_err;
     int resync;                  /* a compaction: read again, then watch */
+    int reread;                  /* memory ran out taking a value in: read the
+                                    pool again (after a backoff), then watch,
+                                    so that no epoch is skipped */
     unsigned backoff_ms;
     struct event *stop_ev, *restart_ev, *keepalive_ev;
 
@@ -206,6 +209,8 @@ static void consider(mcr_fleet *f, const unsigned char *value, size_t len, uint6
     if (rc != MCR_OK) {
         stat_add(f, &f->st.refused, 1);
         report(f, MCR_FLEET_REFUSED, rc, &err, modrev, NULL);
+        if (rc == MCR_ERR_NOMEM)
+            f->reread = 1; /* not the value's fault: take it in again */
     }
 }
 
@@ -286,6 +291,8 @@ static void consider_migration(mcr_fleet *f, const unsigned char *value, size_t 
     if (rc != MCR_OK) {
         stat_add(f, &f->st.refused, 1);
         report(f, MCR_FLEET_REFUSED, rc, &err, modrev, NULL);
+        if (rc == MCR_ERR_NOMEM)
+            f->reread = 1;
         return;
     }
     adopt_migration(f, &m, modrev);
@@ -476,6 +483,8 @@ static void watch_event(mcr_fleet *f, json_t *ev, uint64_t hrev, int pass)
             stat_add(f, &f->st.refused, 1);
             report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
         }
+        if (err.code == MCR_ERR_NOMEM)
+            f->reread = 1; /* the event may have been the snapshot's */
         return;
     }
     if (pass == 0 && !key_in_range(f, &kv)) {
@@ -562,6 +571,12 @@ static void on_line(json_t *line, void *arg)
     flush_register(f);
     if (hrev > f->revision && n > 0)
         f->revision = hrev;
+    if (f->reread) {
+        /* a value not taken in for want of memory: read the pool again
+         * (restart_cb ends this watch), after a backoff */
+        f->need_read = 1;
+        schedule_restart(f, next_backoff(f));
+    }
 }
 
 static void on_end(int status, const char *why, void *arg)
@@ -587,7 +602,7 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
     mcr_fleet *f = arg;
     mcr_error err;
 
-    if (f->watch != NULL && !f->watch_ended && !f->resync)
+    if (f->watch != NULL && !f->watch_ended && !f->resync && !f->reread)
         return;
     if (f->watch != NULL) {
         /* Silence on an established watch is no failure: establish it again
@@ -604,6 +619,8 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
             f->resync = 0;
             stat_add(f, &f->st.resyncs, 1);
             report(f, MCR_FLEET_RESYNC, MCR_OK, NULL, f->revision, NULL);
+        } else if (f->reread) {
+            /* ended by us: read again below (need_read is set) */
         } else if (!idle && st != MCR_OK) {
             watch_failed(f, st, &e2);
             return;
@@ -627,6 +644,7 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
     if (f->need_read) {
         mcr_snapshot *snap = NULL;
         uint64_t modrev = 0, rev = 0;
+        f->reread = 0;
         int rc = mcr__fleet_get(&f->e, &f->c, NULL, &snap, &modrev, &rev, &err);
         mcr_error merr;
         /* the migration as of the same revision, adopted first */
@@ -639,6 +657,8 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
         if (mrc != MCR_OK) {
             stat_add(f, &f->st.refused, 1);
             report(f, MCR_FLEET_REFUSED, mrc, &merr, rev, NULL);
+            if (mrc == MCR_ERR_NOMEM)
+                f->reread = 1;
         }
         if (rc == MCR_OK) {
             char *text = NULL;
@@ -651,6 +671,15 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
             /* missing or invalid: keep serving, watch for the next value */
             stat_add(f, &f->st.refused, 1);
             report(f, MCR_FLEET_REFUSED, rc, &err, rev, NULL);
+            if (rc == MCR_ERR_NOMEM)
+                f->reread = 1;
+        }
+        if (f->reread) {
+            /* out of memory: the same read again after a backoff, not a
+             * watch from past a value never taken in */
+            schedule_restart(f, next_backoff(f));
+            sync_stats(f);
+            return;
         }
         if (rev > f->revision)
             f->revision = rev;
