@@ -404,7 +404,9 @@ typedef enum mcr_fleet_event_kind {
     MCR_FLEET_ADOPTED = 0,     /* a new epoch published to the router */
     MCR_FLEET_REFUSED = 1,     /* a value that does not verify, or not
                                   newer, or the key deleted: kept the
-                                  current snapshot (status, err say why) */
+                                  current snapshot (status, err say why);
+                                  with MCR_ERR_NOMEM, the pool is read
+                                  again after a backoff */
     MCR_FLEET_DISCONNECTED = 2,/* the watch or a request failed on an
                                   endpoint (status, err); trying the next */
     MCR_FLEET_CONNECTED = 3,   /* a watch is established (again) */
