@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,11 @@ static int fail_now(void)
     if (countdown-- > 0)
         return 0;
     injected = 1; /* countdown is -1 now: the rest succeed */
+    if (getenv("NM_BACKTRACE") != NULL) { /* where the failure is: for debugging */
+        void *bt[24];
+        backtrace_symbols_fd(bt, backtrace(bt, 24), 2);
+        fputs("-- (the allocation failed above)\n", stderr);
+    }
     return 1;
 }
 

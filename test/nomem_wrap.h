@@ -17,7 +17,8 @@
  * buffer); those after it succeed again, so a run tests one failure and the
  * code's way out of it. Other threads' allocations are never failed nor
  * counted as seen. The blocks alive are counted over all threads, so that a
- * leak on a way out fails a plain build too.
+ * leak on a way out fails a plain build too. With NM_BACKTRACE set in the
+ * environment, each failure prints its stack (glibc's backtrace) to stderr.
  */
 
 /* Fail the calling thread's allocation number k + 1 from now (0: the next);

@@ -270,8 +270,8 @@ static int post_one(mcr__etcd *e, mcr__etcd_endpoint *ep, const char *path, cons
                         mcr__quote(q, sizeof(q), c.body, c.len));
     } else {
         json_error_t je;
-        json_t *j = json_loadb(c.body, c.len, 0, &je);
-        if (j == NULL && json_error_code(&je) == json_error_out_of_memory) {
+        json_t *j = NULL;
+        if (mcr__json_loadb(c.body, c.len, 0, &j, &je) == MCR_ERR_NOMEM) {
             rc = mcr__error(err, MCR_ERR_NOMEM, "%s%s: out of memory parsing the reply",
                             ep->url, path);
         } else if (j == NULL || !json_is_object(j)) {
@@ -354,9 +354,10 @@ static void watch_lines(mcr__etcd_watch *w)
             continue;
         }
         json_error_t je;
-        json_t *j = json_loadb(line, n, 0, &je);
+        json_t *j = NULL;
+        int jrc = mcr__json_loadb(line, n, 0, &j, &je);
         free(line);
-        if (j == NULL && json_error_code(&je) == json_error_out_of_memory) {
+        if (jrc == MCR_ERR_NOMEM) {
             watch_end(w, MCR_ERR_NOMEM, "out of memory parsing a watch line");
             break;
         }

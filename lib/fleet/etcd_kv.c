@@ -117,6 +117,14 @@ bool mcr__json_u64(const json_t *obj, const char *name, uint64_t *out)
     return true;
 }
 
+int mcr__json_loadb(const char *text, size_t len, size_t flags, json_t **out, json_error_t *je)
+{
+    *out = json_loadb(text, len, flags, je);
+    if (*out != NULL)
+        return MCR_OK;
+    return json_error_code(je) == json_error_out_of_memory ? MCR_ERR_NOMEM : MCR_ERR_PROTOCOL;
+}
+
 uint64_t mcr__etcd_revision(const json_t *reply)
 {
     uint64_t r = 0;
@@ -200,10 +208,13 @@ int mcr__etcd_get_at(mcr__etcd *e, const char *key, uint64_t at, bool keys_only,
 {
     json_t *reply = NULL;
     json_t *body = json_pack("{s:o}", "key", b64_string(key, strlen(key)));
-    if (body != NULL && at != 0)
-        json_object_set_new(body, "revision", u64_string(at));
-    if (body != NULL && keys_only)
-        json_object_set_new(body, "keys_only", json_true());
+    /* a member that could not be added (memory) drops the body: call()
+     * says out of memory, never a range of another revision, or values */
+    if (body != NULL && ((at != 0 && json_object_set_new(body, "revision", u64_string(at))) ||
+                         (keys_only && json_object_set_new(body, "keys_only", json_true())))) {
+        json_decref(body);
+        body = NULL;
+    }
     int rc = call(e, "/v3/kv/range", body, &reply, err);
     if (rc != MCR_OK)
         return rc;
@@ -331,8 +342,11 @@ int mcr__etcd_cas_many(mcr__etcd *e, const mcr__etcd_put_if *ops, size_t n, bool
                           : json_pack("{s:O,s:s,s:s,s:o}", "key", k, "target", "MOD", "result",
                                       "EQUAL", "mod_revision", u64_string(op->mod_revision));
         json_t *put = json_pack("{s:O,s:o}", "key", k, "value", b64_string(op->value, op->len));
-        if (put != NULL && op->lease != 0)
-            json_object_set_new(put, "lease", u64_string(op->lease));
+        if (put != NULL && op->lease != 0 &&
+            json_object_set_new(put, "lease", u64_string(op->lease)) != 0) {
+            json_decref(put); /* never a put without its lease */
+            put = NULL;
+        }
         json_decref(k);
         if (cmp == NULL || put == NULL || json_array_append_new(cmps, cmp) != 0 ||
             json_array_append_new(puts, json_pack("{s:o}", "request_put", put)) != 0) {
@@ -365,8 +379,10 @@ int mcr__etcd_put(mcr__etcd *e, const char *key, const char *value, size_t len, 
 {
     json_t *body = json_pack("{s:o,s:o}", "key", b64_string(key, strlen(key)), "value",
                              b64_string(value, len));
-    if (body != NULL && lease != 0)
-        json_object_set_new(body, "lease", u64_string(lease));
+    if (body != NULL && lease != 0 && json_object_set_new(body, "lease", u64_string(lease)) != 0) {
+        json_decref(body); /* never a put without its lease */
+        body = NULL;
+    }
     json_t *reply = NULL;
     int rc = call(e, "/v3/kv/put", body, &reply, err);
     json_decref(reply);

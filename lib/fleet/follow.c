@@ -337,11 +337,14 @@ static int client_value(mcr_fleet *f, char **out)
                           (json_int_t)(f->cur ? mcr_snapshot_epoch(f->cur) : 0), "checksum",
                           f->cur ? mcr_snapshot_checksum(f->cur) : "", "host", f->host_info,
                           "revision", (json_int_t)f->revision);
-    if (j != NULL && f->mig_phase != MCR_MIGRATION_NONE)
+    if (j != NULL && f->mig_phase != MCR_MIGRATION_NONE &&
         json_object_set_new(j, "migration",
                             json_pack("{s:s,s:s,s:I}", "id", f->mig_id, "phase",
                                       mcr_migration_phase_name(f->mig_phase), "to_epoch",
-                                      (json_int_t)f->mig_to_epoch));
+                                      (json_int_t)f->mig_to_epoch)) != 0) {
+        json_decref(j); /* never a registration that hides the migration adopted */
+        j = NULL;
+    }
     *out = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
     return *out ? MCR_OK : MCR_ERR_NOMEM;

@@ -205,7 +205,11 @@ int mcr__migration_parse(const char *key, uint64_t mod_revision, const unsigned 
     reader r = {key, mod_revision, err};
     json_error_t je;
     memset(out, 0, sizeof(*out));
-    json_t *j = json_loadb((const char *)value, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *j = NULL;
+    int jrc = mcr__json_loadb((const char *)value, len, JSON_REJECT_DUPLICATES, &j, &je);
+    if (jrc == MCR_ERR_NOMEM)
+        return mcr__error(err, MCR_ERR_NOMEM, "etcd key %s (revision %llu): out of memory "
+                          "parsing the migration record", key, (unsigned long long)mod_revision);
     if (j == NULL) {
         return bad(&r, "not JSON (%s at byte %d)", je.text, je.position);
     }
