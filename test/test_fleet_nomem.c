@@ -234,6 +234,115 @@ START_TEST(test_blocking_calls)
 }
 END_TEST
 
+/* ------------------------------------------------------------ migration records
+ *
+ * Each run has a pool of its own (set up disarmed by the previous run's
+ * clean): its servers published, a migration to one more server planned
+ * (and, for the switch, written in phase copying). The run writes the
+ * record, or switches; afterwards etcd must hold the state before the call
+ * or the one after, and a call that failed while etcd holds the one after
+ * must say its outcome is unknown. */
+
+typedef struct mig_ctx {
+    mcr_fleet_options o;
+    char pool[64];
+    unsigned n;            /* pools made */
+    int switching;         /* the op: 0 write, 1 switch */
+    mcr_migration m;
+    int rc;
+    char message[256];
+    long unknown;          /* failed runs whose write etcd holds (each said so) */
+} mig_ctx;
+
+static void mig_setup(mig_ctx *c)
+{
+    mcr_error err;
+    snprintf(c->pool, sizeof c->pool, "nomem-mig-%u-%u", (unsigned)c->switching, c->n++);
+    fe_options(&c->o, es_endpoints(fe_cluster()), c->pool);
+    c->o.retries = 2;
+    ck_assert_uint_eq(fe_publish(&c->o, "127.0.0.1:11211,127.0.0.1:11212"), 1);
+    mcr_config *cfg = fe_config("127.0.0.1:11211,127.0.0.1:11212,127.0.0.1:11213");
+    mcr_snapshot *target = NULL;
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &target, &err), MCR_OK);
+    mcr_config_free(cfg);
+    ck_assert_int_eq(mcr_fleet_migration_plan(&c->o, target, 0, &c->m, &err), MCR_OK);
+    mcr_snapshot_unref(target);
+    if (c->switching) {
+        c->m.phase = MCR_MIGRATION_COPYING;
+        ck_assert_msg(mcr_fleet_migration_write(&c->o, &c->m, &err) == MCR_OK, "%s",
+                      err.message);
+    }
+}
+
+static int mig_run(void *v, mcr_error *err)
+{
+    mig_ctx *c = v;
+    int rc = c->switching ? mcr_fleet_migration_switch(&c->o, &c->m, err)
+                          : mcr_fleet_migration_write(&c->o, &c->m, err);
+    c->rc = rc;
+    snprintf(c->message, sizeof c->message, "%s", rc == MCR_OK ? "" : err->message);
+    return rc;
+}
+
+static void mig_check(void *v)
+{
+    (void)v; /* mig_clean checks etcd after every run */
+}
+
+static void mig_clean(void *v)
+{
+    mig_ctx *c = v;
+    mcr_migration r;
+    mcr_error err;
+    int rc = mcr_fleet_migration_read(&c->o, &r, &err);
+    /* no record yet: a write that did not land */
+    ck_assert_msg(rc == MCR_OK || (!c->switching && rc == MCR_ERR_EMPTY), "%s", err.message);
+    if (rc != MCR_OK)
+        memset(&r, 0, sizeof(r));
+    int done;
+    if (c->switching) {
+        mcr_snapshot *s = fe_read(&c->o, NULL);
+        done = mcr_snapshot_epoch(s) == 2;
+        ck_assert_msg(done == (r.phase == MCR_MIGRATION_SWITCHED),
+                      "the pool at epoch %llu, the record in phase %s: half a switch",
+                      (unsigned long long)mcr_snapshot_epoch(s), mcr_migration_phase_name(r.phase));
+        if (done)
+            ck_assert_str_eq(mcr_snapshot_checksum(s), mcr_snapshot_checksum(c->m.to));
+        mcr_snapshot_unref(s);
+    } else {
+        done = r.phase != MCR_MIGRATION_NONE; /* the record exists */
+        if (done)
+            ck_assert_str_eq(r.id, c->m.id);
+    }
+    mcr_migration_clear(&r);
+    if (c->rc == MCR_OK) {
+        ck_assert_msg(done, "the call said MCR_OK, but etcd does not hold its write");
+    } else if (done) {
+        ck_assert_msg(strstr(c->message, "outcome unknown") != NULL,
+                      "etcd holds the write, but the call failed with \"%s\"", c->message);
+        c->unknown++;
+    }
+    mcr_migration_clear(&c->m);
+    mig_setup(c);
+}
+
+START_TEST(test_migration_records)
+{
+    static const nm_op op = {"mcr_fleet_migration_write/switch", mig_run, mig_check, mig_clean,
+                             1};
+    static mig_ctx c;
+    for (int sw = 0; sw < 2; sw++) {
+        memset(&c, 0, sizeof(c));
+        c.switching = sw;
+        mig_setup(&c);
+        long n = nm_every_failure(&op, &c, 0, NULL);
+        fprintf(stderr, "%s: %ld allocations, %ld failed runs whose write etcd holds\n",
+                sw ? "mcr_fleet_migration_switch" : "mcr_fleet_migration_write", n, c.unknown);
+        mcr_migration_clear(&c.m);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ the follower
  *
  * The follower's thread arms itself (nomem_wrap.h arms one thread) from
@@ -368,6 +477,11 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_blocking_calls);
     suite_add_tcase(s, tc);
+    TCase *tm = tcase_create("migration_records");
+    tcase_set_timeout(tm, 300);
+    tcase_add_checked_fixture(tm, NULL, teardown);
+    tcase_add_test(tm, test_migration_records);
+    suite_add_tcase(s, tm);
     TCase *tf = tcase_create("follower");
     tcase_set_timeout(tf, 300);
     tcase_add_checked_fixture(tf, NULL, teardown);

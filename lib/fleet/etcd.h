@@ -73,6 +73,13 @@ mcr__etcd_watch *mcr__etcd_watch_start(const mcr__etcd_endpoint *ep, struct even
 /* Cancel (no callback after this) and free. NULL is a no-op. */
 void mcr__etcd_watch_free(mcr__etcd_watch *w);
 
+/* json_loadb() that tells memory from syntax where jansson does: MCR_OK and
+ * *out; MCR_ERR_NOMEM when jansson says json_error_out_of_memory; else
+ * MCR_ERR_PROTOCOL with *je (*out NULL). (jansson 2.14 does not fail every
+ * allocation that way: some make a syntax error, or an object without the
+ * member it could not allocate, which the callers' checks then refuse.) */
+int mcr__json_loadb(const char *text, size_t len, size_t flags, json_t **out, json_error_t *je);
+
 /* ---- messages (etcd_kv.c) */
 
 /* base64 (RFC 4648, with padding) of n bytes, malloc'ed and NUL-terminated;
@@ -86,12 +93,6 @@ int mcr__b64_decode(const char *s, unsigned char **out, size_t *n);
 /* An int64 of a reply: etcd's gateway writes them as strings ("12"), and
  * leaves out zeros. Missing: 0. false when present but not a number. */
 bool mcr__json_u64(const json_t *obj, const char *name, uint64_t *out);
-/* json_loadb() that tells memory from syntax where jansson does: MCR_OK and
- * *out; MCR_ERR_NOMEM when jansson says json_error_out_of_memory; else
- * MCR_ERR_PROTOCOL with *je (*out NULL). (jansson 2.14 does not fail every
- * allocation that way: some make a syntax error, or an object without the
- * member it could not allocate, which the callers' checks then refuse.) */
-int mcr__json_loadb(const char *text, size_t len, size_t flags, json_t **out, json_error_t *je);
 
 /* One key-value of a reply, decoded. */
 typedef struct mcr__etcd_kv {

@@ -117,14 +117,6 @@ bool mcr__json_u64(const json_t *obj, const char *name, uint64_t *out)
     return true;
 }
 
-int mcr__json_loadb(const char *text, size_t len, size_t flags, json_t **out, json_error_t *je)
-{
-    *out = json_loadb(text, len, flags, je);
-    if (*out != NULL)
-        return MCR_OK;
-    return json_error_code(je) == json_error_out_of_memory ? MCR_ERR_NOMEM : MCR_ERR_PROTOCOL;
-}
-
 uint64_t mcr__etcd_revision(const json_t *reply)
 {
     uint64_t r = 0;
@@ -348,12 +340,28 @@ int mcr__etcd_cas_many(mcr__etcd *e, const mcr__etcd_put_if *ops, size_t n, bool
             put = NULL;
         }
         json_decref(k);
-        if (cmp == NULL || put == NULL || json_array_append_new(cmps, cmp) != 0 ||
-            json_array_append_new(puts, json_pack("{s:o}", "request_put", put)) != 0) {
+        /* the _new appends and "o" take their reference even when they fail
+         * (jansson 2.12 and later); one of the pair missing is freed here */
+        bool ok = cmp != NULL && put != NULL;
+        if (!ok) {
+            json_decref(cmp);
+            json_decref(put);
+        } else if (json_array_append_new(cmps, cmp) != 0) {
+            json_decref(put);
+            ok = false;
+        } else if (json_array_append_new(puts, json_pack("{s:o}", "request_put", put)) != 0) {
+            ok = false;
+        }
+        if (!ok) {
             json_decref(cmps);
             json_decref(puts);
             cmps = puts = NULL;
         }
+    }
+    if (cmps == NULL || puts == NULL) { /* json_array() failed, or a pair above */
+        json_decref(cmps);
+        json_decref(puts);
+        cmps = puts = NULL;
     }
     json_t *body = cmps && puts ? json_pack("{s:o,s:o}", "compare", cmps, "success", puts) : NULL;
     if (body == NULL)

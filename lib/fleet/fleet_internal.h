@@ -82,9 +82,10 @@ bool mcr__fleet_session_again(mcr__fleet_session *s, int rc);
 int mcr__fleet_next_to(const mcr_snapshot *cur, const mcr_snapshot *target, unsigned flags,
                        mcr_snapshot **next, mcr_error *err);
 
-/* "outcome unknown: ..." (MCR_ERR_CONNECT) for a write sent and not
- * answered, `what` naming it. */
-int mcr__fleet_outcome_unknown(mcr_error *err, const char *what);
+/* "outcome unknown: ..." for a write sent and not answered, `what` naming
+ * it; `code` MCR_ERR_CONNECT, or MCR_ERR_NOMEM when memory ran out where the
+ * answer would have been read. */
+int mcr__fleet_outcome_unknown(mcr_error *err, int code, const char *what);
 
 /* Unix time in ms (CLOCK_REALTIME). */
 uint64_t mcr__fleet_unix_ms(void);

@@ -160,7 +160,9 @@ static int send_txn(mcr__fleet_session *s, const mcr__etcd_put_if *ops, size_t n
     do {
         uint64_t failures = s->e.failures;
         rc = mcr__etcd_cas_many(&s->e, ops, n, ok, rev, err);
-        if (s->e.failures != failures)
+        /* unanswered, or out of memory while it was sent or its reply read:
+         * either way it may have been committed */
+        if (s->e.failures != failures || rc == MCR_ERR_NOMEM)
             *unanswered = true;
     } while (mcr__fleet_session_again(s, rc));
     return rc;
@@ -200,7 +202,8 @@ int mcr_fleet_migration_write(const mcr_fleet_options *o, mcr_migration *m, mcr_
         } else if (rc == MCR_OK) {
             rc = record_changed(&s, m->mod_revision, err);
         } else {
-            rc = mcr__fleet_outcome_unknown(err, "the migration record");
+            rc = mcr__fleet_outcome_unknown(err, rc == MCR_ERR_NOMEM ? rc : MCR_ERR_CONNECT,
+                                            "the migration record");
         }
     }
     mcr__fleet_session_close(&s);
@@ -236,7 +239,7 @@ int mcr_fleet_migration_switch(const mcr_fleet_options *o, mcr_migration *m, mcr
         free(stext);
         return rc;
     }
-    bool unanswered = false;
+    bool unanswered = false, last_nomem = false;
     for (unsigned attempt = 0;; attempt++) {
         mcr_snapshot *cur = NULL;
         uint64_t snap_rev = 0;
@@ -244,9 +247,19 @@ int mcr_fleet_migration_switch(const mcr_fleet_options *o, mcr_migration *m, mcr
         do
             rc = mcr__fleet_get(&s.e, &s.c, NULL, &cur, &snap_rev, NULL, err);
         while (mcr__fleet_session_again(&s, rc));
-        if (rc != MCR_OK)
+        if (rc != MCR_OK) {
+            if (last_nomem) /* the switch sent last may have been committed */
+                rc = mcr__fleet_outcome_unknown(err, rc == MCR_ERR_NOMEM ? rc : MCR_ERR_CONNECT,
+                                                "the switch (snapshot and record)");
             break;
+        }
         rc = get_record(&s, &now, err);
+        if (rc != MCR_OK && last_nomem) {
+            mcr_snapshot_unref(cur);
+            rc = mcr__fleet_outcome_unknown(err, rc == MCR_ERR_NOMEM ? rc : MCR_ERR_CONNECT,
+                                            "the switch (snapshot and record)");
+            break;
+        }
         if (rc == MCR_OK && same_snapshot(cur, m->to) && strcmp(now.id, m->id) == 0 &&
             now.phase == MCR_MIGRATION_SWITCHED && same_snapshot(now.to, m->to)) {
             /* switched already: by us (a lost reply) or by a run resumed */
@@ -273,10 +286,13 @@ int mcr_fleet_migration_switch(const mcr_fleet_options *o, mcr_migration *m, mcr
         if (rc != MCR_OK)
             break;
         if (attempt >= s.c.retries) {
-            rc = mcr__error(err, MCR_ERR_BUSY,
-                            "pool \"%s\": the switch kept conflicting with other writers after "
-                            "%u attempts",
-                            s.c.pool, s.c.retries);
+            rc = last_nomem ? mcr__error(err, MCR_ERR_NOMEM,
+                                         "pool \"%s\": out of memory sending the switch",
+                                         s.c.pool)
+                            : mcr__error(err, MCR_ERR_BUSY,
+                                         "pool \"%s\": the switch kept conflicting with other "
+                                         "writers after %u attempts",
+                                         s.c.pool, s.c.retries);
             break;
         }
         mcr__etcd_put_if ops[2] = {{s.c.snapshot_key, stext, slen, snap_rev, 0},
@@ -290,9 +306,13 @@ int mcr_fleet_migration_switch(const mcr_fleet_options *o, mcr_migration *m, mcr
             m->mod_revision = rev;
             break;
         }
+        last_nomem = rc == MCR_ERR_NOMEM;
+        if (last_nomem)
+            continue; /* the next reads tell whether it was committed (ours) */
         if (rc != MCR_OK) {
             if (unanswered)
-                rc = mcr__fleet_outcome_unknown(err, "the switch (snapshot and record)");
+                rc = mcr__fleet_outcome_unknown(err, MCR_ERR_CONNECT,
+                                                "the switch (snapshot and record)");
             break;
         }
         /* a compare failed: the next reads say which (or that it was ours) */

@@ -393,11 +393,11 @@ static int landed(mcr__fleet_session *s, uint64_t after, uint64_t modrev, const 
 }
 
 
-int mcr__fleet_outcome_unknown(mcr_error *err, const char *what)
+int mcr__fleet_outcome_unknown(mcr_error *err, int code, const char *what)
 {
     char m[MCR_ERROR_MESSAGE_SIZE];
     snprintf(m, sizeof(m), "%s", err ? err->message : "etcd unreachable");
-    return mcr__error(err, MCR_ERR_CONNECT,
+    return mcr__error(err, code,
                       "outcome unknown: %s may have been stored; read it before trying again "
                       "(%s)",
                       what, m);
@@ -410,7 +410,7 @@ static int outcome_unknown(mcr_error *err, uint64_t epoch, const char *sum)
     char what[96];
     snprintf(what, sizeof(what), "epoch %llu (checksum %s) of the pool",
              (unsigned long long)epoch, sum);
-    return mcr__fleet_outcome_unknown(err, what);
+    return mcr__fleet_outcome_unknown(err, MCR_ERR_CONNECT, what);
 }
 
 /* The same when memory ran out where the answer would have been read. */
