@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_pool_nomem.c: the pool under traffic with each of its allocations failing in turn: every request refused or called back once, no reply mixed up, the pool whole again after, nothing leaked. */
 #include <check.h>
+#include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "mcroute.h"
 #include "mcroute_pool.h"
@@ -29,6 +32,31 @@
  * connection: a reconnect is its business), and after the environment is
  * freed, every block allocated through the wrappers is free again.
  */
+
+/* getaddrinfo() and socket() can fail for want of memory too (EAI_MEMORY,
+ * ENOBUFS): the suite wraps them as allocations of their own
+ * (test/CMakeLists.txt adds the --wrap options for this suite). */
+int __real_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                       struct addrinfo **res);
+int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                       struct addrinfo **res);
+int __real_socket(int domain, int type, int protocol);
+int __wrap_socket(int domain, int type, int protocol);
+
+int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                       struct addrinfo **res)
+{
+    return nm_fail_here() ? EAI_MEMORY : __real_getaddrinfo(node, service, hints, res);
+}
+
+int __wrap_socket(int domain, int type, int protocol)
+{
+    if (nm_fail_here()) {
+        errno = ENOBUFS;
+        return -1;
+    }
+    return __real_socket(domain, type, protocol);
+}
 
 #define NK 24
 #define ROUNDS_MAX 4000

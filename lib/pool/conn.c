@@ -444,7 +444,10 @@ static int server_resolve(mcr__pool_server *s)
     hints.ai_flags = AI_NUMERICSERV;
     char port[16];
     snprintf(port, sizeof(port), "%d", s->port);
-    if (getaddrinfo(s->host, port, &hints, &res) != 0 || res == NULL)
+    int g = getaddrinfo(s->host, port, &hints, &res);
+    if (g == EAI_MEMORY)
+        return MCR_ERR_NOMEM;
+    if (g != 0 || res == NULL)
         return MCR_ERR_CONNECT;
     memcpy(&s->addr, res->ai_addr, res->ai_addrlen);
     s->addrlen = (socklen_t)res->ai_addrlen;
@@ -456,7 +459,12 @@ mcr__pool_conn *mcr__conn_open(mcr__pool_server *s, int slot)
 {
     mcr_pool *p = s->pool;
     s->open_nomem = 0;
-    if (s->addrlen == 0 && server_resolve(s) != MCR_OK) {
+    int rr = s->addrlen == 0 ? server_resolve(s) : MCR_OK;
+    if (rr == MCR_ERR_NOMEM) {
+        s->open_nomem = 1; /* the client's memory, not the server's fault */
+        return NULL;
+    }
+    if (rr != MCR_OK) {
         s->refusals++;
         s->consecutive++;
         return NULL;
@@ -471,7 +479,12 @@ mcr__pool_conn *mcr__conn_open(mcr__pool_server *s, int slot)
     c->state = MCR__CONN_CONNECTING;
     c->fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0) {
+        int e = errno;
         free(c);
+        if (e == ENOMEM || e == ENOBUFS) { /* the kernel's memory: not the server's fault */
+            s->open_nomem = 1;
+            return NULL;
+        }
         s->refusals++;
         s->consecutive++;
         return NULL;
