@@ -379,7 +379,8 @@ uint32_t mcr__labels_for(mcr_mode mode, uint32_t weight, uint64_t total_weight, 
                          uint32_t *per_label);
 
 /* The label prefix (everything before the index) of server s in `mode`
- * into buf (MCR__NAME_BUF bytes); returns its length. */
+ * into buf (MCR__NAME_BUF bytes); returns its length, never 0 but when the
+ * name lookups of the spymemcached modes ran out of memory (EAI_MEMORY). */
 size_t mcr__label_prefix(mcr_mode mode, const mcr__server *s, char *buf);
 
 /* The point values of labels from..to-1 of a server whose label prefix is

@@ -68,7 +68,9 @@ static int parse_literal(const char *host, struct sockaddr_storage *ss)
 }
 
 /* InetAddress.getByName(host) for a name: the first IPv4 answer, else the
- * first IPv6 one. 1 when found. */
+ * first IPv6 one. 1 when found, 0 when not (Java's unresolved name: any
+ * failure of the lookup), -1 when the resolver ran out of memory (Java
+ * throws: no label from that). */
 static int resolve_name(const char *host, struct sockaddr_storage *ss)
 {
     struct addrinfo hints, *res = NULL, *a;
@@ -77,7 +79,10 @@ static int resolve_name(const char *host, struct sockaddr_storage *ss)
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_flags = AI_CANONNAME;
-    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+    int g = getaddrinfo(host, NULL, &hints, &res);
+    if (g == EAI_MEMORY)
+        return -1;
+    if (g != 0)
         return 0;
     for (int pass = 0; pass < 2 && !found; pass++)
         for (a = res; a != NULL && !found; a = a->ai_next)
@@ -103,8 +108,9 @@ static int same_address(const struct sockaddr_storage *x, const struct sockaddr 
                   sizeof(struct in6_addr)) == 0;
 }
 
-/* getHostName() of a literal: the reverse lookup's name if it resolves
- * back to the address, else 0 (the literal stands). */
+/* getHostName() of a literal: 1 and the reverse lookup's name if it
+ * resolves back to the address, else 0 (the literal stands, as in Java for
+ * any failure of the lookups); -1 when a lookup ran out of memory. */
 static int reverse_name(const struct sockaddr_storage *ss, char *out, size_t cap)
 {
     socklen_t sl = ss->ss_family == AF_INET ? sizeof(struct sockaddr_in)
@@ -112,14 +118,16 @@ static int reverse_name(const struct sockaddr_storage *ss, char *out, size_t cap
     struct addrinfo hints, *res = NULL, *a;
     int ok = 0;
 
-    if (getnameinfo((const struct sockaddr *)ss, sl, out, (socklen_t)cap, NULL, 0,
-                    NI_NAMEREQD) != 0)
-        return 0;
+    int g = getnameinfo((const struct sockaddr *)ss, sl, out, (socklen_t)cap, NULL, 0,
+                        NI_NAMEREQD);
+    if (g != 0)
+        return g == EAI_MEMORY ? -1 : 0;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_flags = AI_CANONNAME;
-    if (getaddrinfo(out, NULL, &hints, &res) != 0)
-        return 0;
+    g = getaddrinfo(out, NULL, &hints, &res);
+    if (g != 0)
+        return g == EAI_MEMORY ? -1 : 0;
     for (a = res; a != NULL && !ok; a = a->ai_next)
         ok = same_address(ss, a->ai_addr);
     freeaddrinfo(res);
@@ -136,13 +144,19 @@ size_t mcr__java_label_prefix(const mcr__server *s, bool libmemcached_format, ch
         /* getHostName(), then ":port" unless it is 11211 */
         char name[1025]; /* NI_MAXHOST */
         const char *h = s->host;
-        if (literal && reverse_name(&ss, name, sizeof(name)))
+        int rn = literal ? reverse_name(&ss, name, sizeof(name)) : 0;
+        if (rn < 0)
+            return 0;
+        if (rn == 1)
             h = name;
         if (s->port == MCR_DEFAULT_PORT)
             return (size_t)snprintf(buf, MCR__NAME_BUF, "%s-", h);
         return (size_t)snprintf(buf, MCR__NAME_BUF, "%s:%d-", h, s->port);
     }
-    if (!literal && !resolve_name(s->host, &ss))
+    int found = literal ? 1 : resolve_name(s->host, &ss);
+    if (found < 0)
+        return 0;
+    if (found == 0)
         return (size_t)snprintf(buf, MCR__NAME_BUF, "%s/<unresolved>:%d-", s->host, s->port);
     size_t n = java_host_address((const struct sockaddr *)&ss, addr, sizeof(addr));
     addr[n] = '\0';

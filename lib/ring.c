@@ -168,6 +168,12 @@ static int build_points(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
         const mcr__server *s = &cfg->servers[i];
         uint32_t nl = mcr__labels_for(par.mode, s->weight, total_weight, n, &per_label);
         size_t pl = mcr__label_prefix(par.mode, s, label);
+        if (pl == 0) {
+            free(v);
+            return mcr__error(err, MCR_ERR_NOMEM,
+                              "out of memory looking up the name of server %s:%d", s->host,
+                              s->port);
+        }
         mcr__label_values(par.mode, label, pl, per_label, par.point_hash, 0, nl, v + k);
         for (size_t e = k + (size_t)nl * per_label; k < e; k++) {
             r->points[k].value = v[k];

@@ -102,6 +102,10 @@ static mcr__pcache *pcache_grow(const mcr__pcache *old, const mcr__server *s,
         c->roll[0] = ROLL_SEED;
     }
     size_t plen = mcr__label_prefix(p->mode, s, label);
+    if (plen == 0) { /* a name lookup ran out of memory */
+        free(c);
+        return NULL;
+    }
     mcr__label_values(p->mode, label, plen, per_label, p->point_hash, have, want,
                       c->v + (size_t)have * per_label);
     for (uint32_t k = have; k < want; k++)

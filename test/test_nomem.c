@@ -2,9 +2,11 @@
 /* test_nomem.c: every allocation of the placement library, snapshots, diffs and the compat parsers failing in turn: MCR_ERR_NOMEM with a message, or a right result, and nothing leaked. */
 #include <check.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "mcroute.h"
 #include "mcroute_ketama.h"
@@ -18,6 +20,32 @@
 /* The allocations fail through nomem_wrap.c; nm_every_failure() (see
  * nomem_wrap.h) runs each operation once without a failure, counting its
  * allocations, then once with each of them failing in turn. */
+
+/* The spymemcached modes look names up as Java does (lib/javaname.c): the
+ * resolver can run out of memory too (EAI_MEMORY), which must be an error,
+ * never the label of a name that does not resolve (another placement).
+ * Both calls are wrapped as allocations of their own (test/CMakeLists.txt). */
+int __real_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                       struct addrinfo **res);
+int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                       struct addrinfo **res);
+int __real_getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host, socklen_t hostlen,
+                       char *serv, socklen_t servlen, int flags);
+int __wrap_getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host, socklen_t hostlen,
+                       char *serv, socklen_t servlen, int flags);
+
+int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                       struct addrinfo **res)
+{
+    return nm_fail_here() ? EAI_MEMORY : __real_getaddrinfo(node, service, hints, res);
+}
+
+int __wrap_getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host, socklen_t hostlen,
+                       char *serv, socklen_t servlen, int flags)
+{
+    return nm_fail_here() ? EAI_MEMORY
+                          : __real_getnameinfo(sa, salen, host, hostlen, serv, servlen, flags);
+}
 
 /* ------------------------------------------------------------ fixtures */
 
