@@ -103,14 +103,20 @@ static int ring_run(void *v, mcr_error *err)
     return mcr_ring_new(c->cfg, &c->ring, err);
 }
 
+/* A ring built despite a failure places the KEYS keys as `want`. */
+static void expect_ring(const mcr_ring *ring, const uint32_t *want)
+{
+    uint32_t got[KEYS];
+    ck_assert_ptr_nonnull(ring);
+    owners_ring(ring, got);
+    ck_assert_msg(memcmp(got, want, sizeof got) == 0, "a ring built despite a failure "
+                  "places keys differently");
+}
+
 static void ring_check(void *v)
 {
     ring_ctx *c = v;
-    uint32_t got[KEYS];
-    ck_assert_ptr_nonnull(c->ring);
-    owners_ring(c->ring, got);
-    ck_assert_msg(memcmp(got, c->want, sizeof got) == 0, "a ring built despite a failure "
-                  "places keys differently");
+    expect_ring(c->ring, c->want);
 }
 
 static void ring_clean(void *v)
@@ -183,6 +189,14 @@ START_TEST(nomem_packed_search)
 }
 END_TEST
 
+/* What a constructor's NULL (out of memory) returns to nm_every_failure(). */
+static int out_of_memory(const char *what, mcr_error *err)
+{
+    err->code = MCR_ERR_NOMEM;
+    snprintf(err->message, sizeof err->message, "%s: out of memory", what);
+    return MCR_ERR_NOMEM;
+}
+
 /* --- a config from a server list */
 
 typedef struct list_ctx {
@@ -195,11 +209,8 @@ static int list_run(void *v, mcr_error *err)
 {
     list_ctx *c = v;
     c->cfg = mcr_config_new();
-    if (c->cfg == NULL) {
-        err->code = MCR_ERR_NOMEM;
-        snprintf(err->message, sizeof err->message, "mcr_config_new: out of memory");
-        return MCR_ERR_NOMEM;
-    }
+    if (c->cfg == NULL)
+        return out_of_memory("mcr_config_new", err);
     return mcr_config_add_servers(c->cfg, LIST, err);
 }
 
@@ -482,11 +493,8 @@ static int lmc_run(void *v, mcr_error *err)
 {
     compat_ctx *c = v;
     c->lmc = mcr_lmc_new();
-    if (c->lmc == NULL) {
-        err->code = MCR_ERR_NOMEM;
-        snprintf(err->message, sizeof err->message, "mcr_lmc_new: out of memory");
-        return MCR_ERR_NOMEM;
-    }
+    if (c->lmc == NULL)
+        return out_of_memory("mcr_lmc_new", err);
     int rc = mcr_lmc_parse_options(c->lmc,
                                    "--SERVER=10.0.0.1:11211/?3 --SERVER=10.0.0.2:11212 "
                                    "--SERVER=cache-3.example --DISTRIBUTION=consistent "
@@ -498,11 +506,7 @@ static int lmc_run(void *v, mcr_error *err)
 static void compat_check(void *v)
 {
     compat_ctx *c = v;
-    uint32_t got[KEYS];
-    ck_assert_ptr_nonnull(c->ring);
-    owners_ring(c->ring, got);
-    ck_assert_msg(memcmp(got, c->want, sizeof got) == 0, "built despite a failure, the ring "
-                  "places keys differently");
+    expect_ring(c->ring, c->want);
 }
 
 static void compat_clean(void *v)
@@ -540,30 +544,25 @@ static int twem_run(void *v, mcr_error *err)
     return rc != MCR_OK ? rc : mcr_twem_ring(c->twem, 0, &c->ring, err);
 }
 
+/* A file of c->path loaded into a new config with `load`, then its ring. */
+static int file_ring(compat_ctx *c, int (*load)(mcr_config *, const char *, mcr_error *),
+                     mcr_error *err)
+{
+    c->cfg = mcr_config_new();
+    if (c->cfg == NULL)
+        return out_of_memory("mcr_config_new", err);
+    int rc = load(c->cfg, c->path, err);
+    return rc != MCR_OK ? rc : mcr_ring_new(c->cfg, &c->ring, err);
+}
+
 static int ketama_run(void *v, mcr_error *err)
 {
-    compat_ctx *c = v;
-    c->cfg = mcr_config_new();
-    if (c->cfg == NULL) {
-        err->code = MCR_ERR_NOMEM;
-        snprintf(err->message, sizeof err->message, "mcr_config_new: out of memory");
-        return MCR_ERR_NOMEM;
-    }
-    int rc = mcr_ketama_load_file(c->cfg, c->path, err);
-    return rc != MCR_OK ? rc : mcr_ring_new(c->cfg, &c->ring, err);
+    return file_ring(v, mcr_ketama_load_file, err);
 }
 
 static int server_file_run(void *v, mcr_error *err)
 {
-    compat_ctx *c = v;
-    c->cfg = mcr_config_new();
-    if (c->cfg == NULL) {
-        err->code = MCR_ERR_NOMEM;
-        snprintf(err->message, sizeof err->message, "mcr_config_new: out of memory");
-        return MCR_ERR_NOMEM;
-    }
-    int rc = mcr_config_load_server_file(c->cfg, c->path, err);
-    return rc != MCR_OK ? rc : mcr_ring_new(c->cfg, &c->ring, err);
+    return file_ring(v, mcr_config_load_server_file, err);
 }
 
 /* The owners `op` gives without a failure, as the reference. */
