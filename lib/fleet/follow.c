@@ -10,85 +10,8 @@
 #include <unistd.h>
 
 #include "fleet_internal.h"
+#include "follow_internal.h"
 #include "mcroute_version.h"
-
-struct mcr_fleet {
-    mcr__fleet_conf c;
-    mcr__etcd e;                 /* requests (its own event_base) */
-    struct event_base *wbase;    /* the watch, the timers, the stop pipe */
-    mcr_router *router;
-    pthread_t thread;
-    int thread_started;
-    int stop_pipe[2];
-
-    /* follow options, copied */
-    char *client_id;
-    char *client_key;            /* clients_prefix + client_id */
-    char *cache_file;
-    int no_register;
-    unsigned ttl_s;
-    unsigned retry_min_ms, retry_max_ms;
-    mcr_fleet_fn fn;
-    void *arg;
-    char host_info[256];
-
-    /* the follower's state (its thread only, after the start) */
-    mcr_snapshot *cur;           /* what it published last (a reference) */
-    uint64_t revision;           /* the last revision seen: watch from + 1 */
-    int need_read;               /* read the pool before watching */
-    uint64_t lease;              /* 0: not registered */
-    mcr__etcd_watch *watch;
-    size_t watch_ep;             /* the endpoint it is on */
-    int watch_created;           /* etcd confirmed it (a "created" message) */
-    int watch_ended;             /* it ended or failed: restart it */
-    int watch_end_status;        /* why (MCR_OK: not ended) */
-    mcr_error watch_end_err;
-    int resync;                  /* a compaction: read again, then watch */
-    int reread;                  /* memory ran out taking a value in: read the
-                                    pool again (after a backoff), then watch,
-                                    so that no epoch is skipped */
-    unsigned backoff_ms;
-    struct event *stop_ev, *restart_ev, *keepalive_ev;
-
-    /* The migration adopted (the record at c.migration_key): its id, phase
-     * and epochs; mig_serial the router's transition we set (0: none). */
-    mcr_migration_phase mig_phase;
-    char mig_id[MCR_MIGRATION_ID_MAX + 1];
-    uint64_t mig_from_epoch, mig_to_epoch;
-    uint64_t mig_serial;
-    int reg_dirty;               /* the client key is to be written again */
-
-    /* publish_local_states: the router's hook wakes the thread through
-     * health_pipe; `written` are the states it stored in etcd */
-    int publish_local;
-    int health_pipe[2];
-    struct event *health_ev, *health_poll_ev;
-    int hook_added;
-    struct written_state {
-        char *id;
-        mcr_server_state state;
-    } *written;
-    size_t nwritten;
-    uint64_t health_next_ms;     /* after a failed write: not before this */
-    unsigned health_backoff_ms;
-
-    pthread_mutex_t lock;        /* st */
-    mcr_fleet_stats st;
-
-    /* Events of the start (CACHED, CACHE, REGISTER), which happen on the
-     * caller's thread in mcr_fleet_follow(): held until the follower's
-     * thread delivers them, first thing. */
-    int starting;
-    size_t nheld;
-    struct held_event {
-        mcr_fleet_event_kind kind;
-        int status;
-        mcr_error err;
-        uint64_t revision;
-        char endpoint[300];
-        int has_endpoint;
-    } held[6];
-};
 
 /* How long a watch may stay silent before it is established again (a
  * member that hangs without closing the connection), ms: etcd sends nothing
@@ -100,64 +23,6 @@ struct mcr_fleet {
  * (keepalive_cb). At least WATCH_IDLE_TIMEOUTS request timeouts. */
 #define WATCH_IDLE_MS 60000u
 #define WATCH_IDLE_TIMEOUTS 4u
-
-/* publish_local_states: how often the local states are looked at besides
- * the router's hook, ms (a lock-free read of a few entries). */
-#define HEALTH_POLL_MS 200
-
-/* ------------------------------------------------------------ reports */
-
-static void stat_add(mcr_fleet *f, uint64_t *field, uint64_t n)
-{
-    pthread_mutex_lock(&f->lock);
-    *field += n;
-    pthread_mutex_unlock(&f->lock);
-}
-
-static void sync_stats(mcr_fleet *f)
-{
-    pthread_mutex_lock(&f->lock);
-    f->st.requests = f->e.requests;
-    f->st.revision = f->revision;
-    f->st.epoch = f->cur ? mcr_snapshot_epoch(f->cur) : 0;
-    f->st.registered = f->lease != 0;
-    f->st.connected = f->watch != NULL && f->st.connected;
-    f->st.migration_phase = f->mig_phase;
-    memcpy(f->st.migration_id, f->mig_id, sizeof(f->st.migration_id));
-    pthread_mutex_unlock(&f->lock);
-}
-
-static void report(mcr_fleet *f, mcr_fleet_event_kind kind, int status, const mcr_error *err,
-                   uint64_t revision, const char *endpoint)
-{
-    sync_stats(f);
-    if (f->fn == NULL)
-        return;
-    if (f->starting) {
-        /* Events are the follower thread's: this one is delivered when it
-         * starts. Reporting here, or after pthread_create() from the
-         * caller's thread as CACHED was, called the callback on another
-         * thread than the header says, and CACHED read f->cur and the
-         * counters while the new thread changed them (a data race that
-         * ThreadSanitizer found in test_fleet_follow start_from_cache). */
-        if (f->nheld < sizeof(f->held) / sizeof(f->held[0])) {
-            struct held_event *h = &f->held[f->nheld++];
-            h->kind = kind;
-            h->status = status;
-            if (err != NULL)
-                h->err = *err;
-            else
-                memset(&h->err, 0, sizeof(h->err));
-            h->revision = revision;
-            h->has_endpoint = endpoint != NULL;
-            snprintf(h->endpoint, sizeof(h->endpoint), "%s", endpoint ? endpoint : "");
-        }
-        return;
-    }
-    mcr_fleet_event ev = {kind, status, status != MCR_OK ? err : NULL,
-                          f->cur ? mcr_snapshot_epoch(f->cur) : 0, revision, endpoint};
-    f->fn(&ev, f->arg);
-}
 
 /* ------------------------------------------------------------ adoption */
 
@@ -171,13 +36,13 @@ static int adopt(mcr_fleet *f, mcr_snapshot *snap, uint64_t revision, mcr_error 
         return rc;
     mcr_snapshot_unref(f->cur);
     f->cur = mcr_snapshot_ref(snap);
-    stat_add(f, &f->st.adopted, 1);
+    mcr__follow_stat_add(f, &f->st.adopted, 1);
     if (f->cache_file != NULL) {
         mcr_error ce;
         if (mcr_snapshot_save(snap, f->cache_file, &ce) != MCR_OK)
-            report(f, MCR_FLEET_CACHE, ce.code, &ce, revision, NULL);
+            mcr__follow_report(f, MCR_FLEET_CACHE, ce.code, &ce, revision, NULL);
     }
-    report(f, MCR_FLEET_ADOPTED, MCR_OK, NULL, revision, NULL);
+    mcr__follow_report(f, MCR_FLEET_ADOPTED, MCR_OK, NULL, revision, NULL);
     f->reg_dirty = 1; /* written once the watch event is done (flush_register) */
     return MCR_OK;
 }
@@ -207,8 +72,8 @@ static void consider(mcr_fleet *f, const unsigned char *value, size_t len, uint6
         rc = adopt(f, snap, modrev, &err);
     mcr_snapshot_unref(snap);
     if (rc != MCR_OK) {
-        stat_add(f, &f->st.refused, 1);
-        report(f, MCR_FLEET_REFUSED, rc, &err, modrev, NULL);
+        mcr__follow_stat_add(f, &f->st.refused, 1);
+        mcr__follow_report(f, MCR_FLEET_REFUSED, rc, &err, modrev, NULL);
         if (rc == MCR_ERR_NOMEM)
             f->reread = 1; /* not the value's fault: take it in again */
     }
@@ -229,8 +94,8 @@ static void end_transition(mcr_fleet *f, uint64_t revision)
         mcr_transition_clear(&t);
     }
     f->mig_serial = 0;
-    stat_add(f, &f->st.transitions_ended, 1);
-    report(f, MCR_FLEET_TRANSITION_END, MCR_OK, NULL, revision, NULL);
+    mcr__follow_stat_add(f, &f->st.transitions_ended, 1);
+    mcr__follow_report(f, MCR_FLEET_TRANSITION_END, MCR_OK, NULL, revision, NULL);
 }
 
 /* Adopt a checked migration record (read at `revision`): copying, switched
@@ -251,7 +116,7 @@ static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revis
                                                m->warm ? MCR_TRANSITION_WARM : 0, &err);
             if (rc != MCR_OK) {
                 /* not adopted: the client key keeps saying what it was */
-                report(f, MCR_FLEET_TRANSITION, rc, &err, revision, NULL);
+                mcr__follow_report(f, MCR_FLEET_TRANSITION, rc, &err, revision, NULL);
                 return;
             }
             f->mig_serial = 1;
@@ -259,8 +124,8 @@ static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revis
                 f->mig_serial = t.serial;
                 mcr_transition_clear(&t);
             }
-            stat_add(f, &f->st.transitions, 1);
-            report(f, MCR_FLEET_TRANSITION, MCR_OK, NULL, revision, NULL);
+            mcr__follow_stat_add(f, &f->st.transitions, 1);
+            mcr__follow_report(f, MCR_FLEET_TRANSITION, MCR_OK, NULL, revision, NULL);
         }
         break;
     case MCR_MIGRATION_PLANNED:
@@ -277,7 +142,7 @@ static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revis
     f->mig_phase = m->phase;
     f->mig_from_epoch = fe;
     f->mig_to_epoch = te;
-    sync_stats(f);
+    mcr__follow_sync_stats(f);
 }
 
 /* A value of the migration key at `modrev`: checked, then adopted; a
@@ -289,8 +154,8 @@ static void consider_migration(mcr_fleet *f, const unsigned char *value, size_t 
     mcr_migration m;
     int rc = mcr__migration_parse(f->c.migration_key, modrev, value, len, &m, &err);
     if (rc != MCR_OK) {
-        stat_add(f, &f->st.refused, 1);
-        report(f, MCR_FLEET_REFUSED, rc, &err, modrev, NULL);
+        mcr__follow_stat_add(f, &f->st.refused, 1);
+        mcr__follow_report(f, MCR_FLEET_REFUSED, rc, &err, modrev, NULL);
         if (rc == MCR_ERR_NOMEM)
             f->reread = 1;
         return;
@@ -308,7 +173,7 @@ static void migration_gone(mcr_fleet *f, uint64_t revision)
     f->mig_phase = MCR_MIGRATION_NONE;
     f->mig_id[0] = '\0';
     f->mig_from_epoch = f->mig_to_epoch = 0;
-    sync_stats(f);
+    mcr__follow_sync_stats(f);
 }
 
 /* The migration key as of revision `at` (the snapshot's read): adopted or
@@ -373,9 +238,9 @@ static void register_client(mcr_fleet *f)
         f->reg_dirty = 1; /* the keepalive timer tries again */
         if (rc == MCR_ERR_NOMEM)
             mcr__error(&err, rc, "out of memory registering the client");
-        report(f, MCR_FLEET_REGISTER, rc, &err, 0, f->e.ep[f->e.cur].url);
+        mcr__follow_report(f, MCR_FLEET_REGISTER, rc, &err, 0, f->e.ep[f->e.cur].url);
     }
-    sync_stats(f);
+    mcr__follow_sync_stats(f);
 }
 
 /* Write the client key when an adoption changed what it says. */
@@ -408,7 +273,7 @@ static void keepalive_cb(evutil_socket_t fd, short what, void *arg)
                 f->lease = 0; /* expired (etcd was away too long): a new one */
             register_client(f);
         } else if (rc != MCR_OK) {
-            report(f, MCR_FLEET_REGISTER, rc, &err, 0, NULL);
+            mcr__follow_report(f, MCR_FLEET_REGISTER, rc, &err, 0, NULL);
         }
     } else {
         register_client(f);
@@ -422,7 +287,7 @@ static void keepalive_cb(evutil_socket_t fd, short what, void *arg)
                    f->e.ep[f->watch_ep].url, f->e.ep[f->e.cur].url);
         schedule_restart(f, 0);
     }
-    sync_stats(f);
+    mcr__follow_sync_stats(f);
 }
 
 /* ------------------------------------------------------------ watching */
@@ -443,11 +308,11 @@ static unsigned next_backoff(mcr_fleet *f)
 static void watch_failed(mcr_fleet *f, int status, const mcr_error *err)
 {
     const char *url = f->e.ep[f->watch_ep].url;
-    stat_add(f, &f->st.disconnects, 1);
+    mcr__follow_stat_add(f, &f->st.disconnects, 1);
     pthread_mutex_lock(&f->lock);
     f->st.connected = 0;
     pthread_mutex_unlock(&f->lock);
-    report(f, MCR_FLEET_DISCONNECTED, status, err, f->revision, url);
+    mcr__follow_report(f, MCR_FLEET_DISCONNECTED, status, err, f->revision, url);
     f->e.cur = (f->watch_ep + 1) % f->e.nep; /* the next endpoint next time */
     f->watch_ep = f->e.cur;
     schedule_restart(f, next_backoff(f));
@@ -480,11 +345,11 @@ static void watch_event(mcr_fleet *f, json_t *ev, uint64_t hrev, int pass)
     mcr__etcd_kv kv;
     mcr_error err;
     if (pass == 0)
-        stat_add(f, &f->st.watch_events, 1);
+        mcr__follow_stat_add(f, &f->st.watch_events, 1);
     if (mcr__etcd_kv_parse(json_object_get(ev, "kv"), &kv, &err) != MCR_OK) {
         if (pass == 0) {
-            stat_add(f, &f->st.refused, 1);
-            report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
+            mcr__follow_stat_add(f, &f->st.refused, 1);
+            mcr__follow_report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
         }
         if (err.code == MCR_ERR_NOMEM)
             f->reread = 1; /* the event may have been the snapshot's */
@@ -493,8 +358,8 @@ static void watch_event(mcr_fleet *f, json_t *ev, uint64_t hrev, int pass)
     if (pass == 0 && !key_in_range(f, &kv)) {
         mcr__error(&err, MCR_ERR_PROTOCOL, "etcd watch of %s delivered an event of another key",
                    f->c.snapshot_key);
-        stat_add(f, &f->st.refused, 1);
-        report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
+        mcr__follow_stat_add(f, &f->st.refused, 1);
+        mcr__follow_report(f, MCR_FLEET_REFUSED, err.code, &err, hrev, NULL);
     } else if (pass == 0 && key_is(&kv, f->c.migration_key)) {
         if (kv.mod_revision > f->revision)
             f->revision = kv.mod_revision;
@@ -510,8 +375,8 @@ static void watch_event(mcr_fleet *f, json_t *ev, uint64_t hrev, int pass)
                        "etcd key %s deleted (revision %llu): kept epoch %llu",
                        f->c.snapshot_key, (unsigned long long)kv.mod_revision,
                        (unsigned long long)(f->cur ? mcr_snapshot_epoch(f->cur) : 0));
-            stat_add(f, &f->st.refused, 1);
-            report(f, MCR_FLEET_REFUSED, err.code, &err, kv.mod_revision, NULL);
+            mcr__follow_stat_add(f, &f->st.refused, 1);
+            mcr__follow_report(f, MCR_FLEET_REFUSED, err.code, &err, kv.mod_revision, NULL);
         } else {
             consider(f, kv.value, kv.value_len, kv.mod_revision);
         }
@@ -561,7 +426,7 @@ static void on_line(json_t *line, void *arg)
         f->st.connected = 1;
         pthread_mutex_unlock(&f->lock);
         f->backoff_ms = f->retry_min_ms;
-        report(f, MCR_FLEET_CONNECTED, MCR_OK, NULL, hrev, f->e.ep[f->watch_ep].url);
+        mcr__follow_report(f, MCR_FLEET_CONNECTED, MCR_OK, NULL, hrev, f->e.ep[f->watch_ep].url);
     }
     json_t *evs = json_object_get(res, "events");
     size_t n = json_is_array(evs) ? json_array_size(evs) : 0;
@@ -620,8 +485,8 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
         f->watch_end_status = MCR_OK;
         if (f->resync) {
             f->resync = 0;
-            stat_add(f, &f->st.resyncs, 1);
-            report(f, MCR_FLEET_RESYNC, MCR_OK, NULL, f->revision, NULL);
+            mcr__follow_stat_add(f, &f->st.resyncs, 1);
+            mcr__follow_report(f, MCR_FLEET_RESYNC, MCR_OK, NULL, f->revision, NULL);
         } else if (f->reread) {
             /* ended by us: read again below (need_read is set) */
         } else if (!idle && st != MCR_OK) {
@@ -658,8 +523,8 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
             return;
         }
         if (mrc != MCR_OK) {
-            stat_add(f, &f->st.refused, 1);
-            report(f, MCR_FLEET_REFUSED, mrc, &merr, rev, NULL);
+            mcr__follow_stat_add(f, &f->st.refused, 1);
+            mcr__follow_report(f, MCR_FLEET_REFUSED, mrc, &merr, rev, NULL);
             if (mrc == MCR_ERR_NOMEM)
                 f->reread = 1;
         }
@@ -672,8 +537,8 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
             mcr_snapshot_unref(snap);
         } else {
             /* missing or invalid: keep serving, watch for the next value */
-            stat_add(f, &f->st.refused, 1);
-            report(f, MCR_FLEET_REFUSED, rc, &err, rev, NULL);
+            mcr__follow_stat_add(f, &f->st.refused, 1);
+            mcr__follow_report(f, MCR_FLEET_REFUSED, rc, &err, rev, NULL);
             if (rc == MCR_ERR_NOMEM)
                 f->reread = 1;
         }
@@ -681,7 +546,7 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
             /* out of memory: the same read again after a backoff, not a
              * watch from past a value never taken in */
             schedule_restart(f, next_backoff(f));
-            sync_stats(f);
+            mcr__follow_sync_stats(f);
             return;
         }
         if (rev > f->revision)
@@ -705,7 +570,7 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
         mcr__error(&err, MCR_ERR_NOMEM, "cannot start a watch");
         watch_failed(f, MCR_ERR_NOMEM, &err);
     }
-    sync_stats(f);
+    mcr__follow_sync_stats(f);
 }
 
 static void stop_cb(evutil_socket_t fd, short what, void *arg)
@@ -724,149 +589,11 @@ static void *follow_thread(void *arg)
     f->starting = 0;
     for (size_t i = 0; i < f->nheld; i++) {
         struct held_event *h = &f->held[i];
-        report(f, h->kind, h->status, &h->err, h->revision, h->has_endpoint ? h->endpoint : NULL);
+        mcr__follow_report(f, h->kind, h->status, &h->err, h->revision, h->has_endpoint ? h->endpoint : NULL);
     }
     f->nheld = 0;
     event_base_dispatch(f->wbase);
     return NULL;
-}
-
-/* ------------------------------------------------------------ local states to etcd */
-
-/* The router's hook (any writer's thread, its writer mutex held): only wake
- * the follower's thread, which reads the local states lock-free. */
-static void health_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
-                        const mcr_diff *diff, void *arg)
-{
-    (void)old_snap;
-    (void)new_snap;
-    (void)diff;
-    mcr_fleet *f = arg;
-    ssize_t w = write(f->health_pipe[1], "h", 1); /* full pipe: a wake-up is pending */
-    (void)w;
-}
-
-/* Store one state in etcd; report either way. */
-static int store_state(mcr_fleet *f, const char *id, mcr_server_state st)
-{
-    mcr_fleet_options o;
-    mcr_fleet_options_init(&o);
-    o.endpoints = f->c.endpoints;
-    o.pool = f->c.pool;
-    o.prefix = f->c.prefix;
-    o.request_timeout_ms = f->c.request_timeout_ms;
-    /* one round of endpoints: the thread has a watch to keep; a failure
-     * is tried again after a backoff (sync_local_states) */
-    o.wait_ms = f->c.request_timeout_ms;
-    o.retries = f->c.retries;
-    mcr_error err;
-    mcr_changes *ch = mcr_changes_new();
-    uint64_t epoch = 0;
-    int rc = ch == NULL ? mcr__error(&err, MCR_ERR_NOMEM, "out of memory")
-                        : mcr_changes_set_state(ch, id, st, &err);
-    if (rc == MCR_OK)
-        rc = mcr_fleet_change(&o, ch, &epoch, &err);
-    mcr_changes_free(ch);
-    if (rc != MCR_OK) {
-        char m[MCR_ERROR_MESSAGE_SIZE];
-        snprintf(m, sizeof(m), "%s", err.message);
-        mcr__error(&err, rc, "local state of %s not written to etcd: %s", id, m);
-    }
-    report(f, MCR_FLEET_HEALTH, rc, &err, epoch, NULL);
-    return rc;
-}
-
-static void sync_local_states(mcr_fleet *f);
-
-static void health_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)what;
-    char b[64];
-    while (read(fd, b, sizeof(b)) > 0)
-        ;
-    sync_local_states(arg);
-}
-
-static void health_poll_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    sync_local_states(arg);
-}
-
-/* Store what changed in the local states since the last look; after a
- * failed write, nothing until the backoff has passed. */
-static void sync_local_states(mcr_fleet *f)
-{
-    uint64_t now = mcr__fleet_now_ms();
-    if (now < f->health_next_ms)
-        return;
-    int failed = 0;
-    mcr_local_state *ls = NULL;
-    size_t n = 0;
-    mcr_error err;
-    if (mcr_router_local_states(f->router, &ls, &n, &err) != MCR_OK) {
-        report(f, MCR_FLEET_HEALTH, err.code, &err, 0, NULL);
-        return;
-    }
-    /* In force and not stored yet (or stored with another state): store. */
-    for (size_t i = 0; i < n; i++) {
-        if (!ls[i].applied || ls[i].state == MCR_STATE_ACTIVE)
-            continue;
-        size_t k = 0;
-        while (k < f->nwritten && strcmp(f->written[k].id, ls[i].id) != 0)
-            k++;
-        if (k < f->nwritten && f->written[k].state == ls[i].state)
-            continue;
-        if (store_state(f, ls[i].id, ls[i].state) != MCR_OK) {
-            failed = 1;
-            break;
-        }
-        if (k == f->nwritten) {
-            struct written_state *w = realloc(f->written, (f->nwritten + 1) * sizeof(*w));
-            char *id = strdup(ls[i].id);
-            if (w == NULL || id == NULL) {
-                free(id);
-                if (w != NULL)
-                    f->written = w;
-                continue; /* not remembered: not restored either */
-            }
-            f->written = w;
-            f->written[f->nwritten].id = id;
-            f->nwritten++;
-        }
-        f->written[k].state = ls[i].state;
-    }
-    /* Stored, and no longer a local state in force: restore ACTIVE. */
-    for (size_t k = 0; k < f->nwritten;) {
-        size_t i = 0;
-        while (i < n && !(strcmp(ls[i].id, f->written[k].id) == 0 && ls[i].applied &&
-                          ls[i].state != MCR_STATE_ACTIVE))
-            i++;
-        if (i < n) {
-            k++;
-            continue;
-        }
-        int rc = failed ? MCR_ERR_CONNECT : store_state(f, f->written[k].id, MCR_STATE_ACTIVE);
-        if (rc != MCR_OK && rc != MCR_ERR_UNKNOWN) { /* an id gone from the pool: done */
-            failed = 1;
-            k++;
-            continue; /* tried again after the backoff */
-        }
-        free(f->written[k].id);
-        f->written[k] = f->written[--f->nwritten];
-    }
-    mcr_router_local_states_free(ls);
-    if (failed) {
-        if (f->health_backoff_ms == 0)
-            f->health_backoff_ms = f->retry_min_ms;
-        f->health_next_ms = mcr__fleet_now_ms() + f->health_backoff_ms;
-        f->health_backoff_ms = f->health_backoff_ms > f->retry_max_ms / 2
-                                   ? f->retry_max_ms
-                                   : f->health_backoff_ms * 2;
-    } else {
-        f->health_backoff_ms = 0;
-    }
 }
 
 /* ------------------------------------------------------------ the start */
@@ -879,7 +606,7 @@ static char *dup_or_null(const char *s)
 static void fleet_free(mcr_fleet *f)
 {
     if (f->hook_added) {
-        mcr_router_remove_hook(f->router, health_hook, f);
+        mcr_router_remove_hook(f->router, mcr__follow_health_hook, f);
         f->hook_added = 0;
     }
     if (f->restart_ev)
@@ -1068,21 +795,21 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
             fcntl(f->health_pipe[i], F_SETFL, O_NONBLOCK);
             fcntl(f->health_pipe[i], F_SETFD, FD_CLOEXEC);
         }
-        f->health_ev = event_new(f->wbase, f->health_pipe[0], EV_READ | EV_PERSIST, health_cb, f);
+        f->health_ev = event_new(f->wbase, f->health_pipe[0], EV_READ | EV_PERSIST, mcr__follow_health_cb, f);
         /* The hook wakes the thread when the current snapshot changes; a
          * local state cleared over a published state equal to it (DOWN in
          * the fleet because we wrote it) changes nothing and calls no hook,
          * so the states are also looked at every HEALTH_POLL_MS. */
-        f->health_poll_ev = event_new(f->wbase, -1, EV_PERSIST, health_poll_cb, f);
+        f->health_poll_ev = event_new(f->wbase, -1, EV_PERSIST, mcr__follow_health_poll_cb, f);
         struct timeval hp = {0, HEALTH_POLL_MS * 1000};
         if (f->health_ev == NULL || event_add(f->health_ev, NULL) != 0 ||
             f->health_poll_ev == NULL || event_add(f->health_poll_ev, &hp) != 0 ||
-            mcr_router_add_hook(router, health_hook, f) != MCR_OK) {
+            mcr_router_add_hook(router, mcr__follow_health_hook, f) != MCR_OK) {
             fleet_free(f);
             return mcr__error(err, MCR_ERR_NOMEM, "cannot watch the router's local states");
         }
         f->hook_added = 1;
-        health_hook(NULL, NULL, NULL, f); /* local states set before the start */
+        mcr__follow_health_hook(NULL, NULL, NULL, f); /* local states set before the start */
     }
     /* The first snapshot, published before anything runs. */
     mcr_snapshot *snap = NULL;
@@ -1126,7 +853,7 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
     if (!from_cache && f->cache_file != NULL) {
         mcr_error ce;
         if (mcr_snapshot_save(f->cur, f->cache_file, &ce) != MCR_OK)
-            report(f, MCR_FLEET_CACHE, ce.code, &ce, f->revision, NULL);
+            mcr__follow_report(f, MCR_FLEET_CACHE, ce.code, &ce, f->revision, NULL);
     }
 
     event_add(f->stop_ev, NULL);
@@ -1138,7 +865,7 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
     schedule_restart(f, 0);
     uint64_t start_epoch = mcr_snapshot_epoch(f->cur);
     if (from_cache)
-        report(f, MCR_FLEET_CACHED, MCR_OK, NULL, 0, NULL); /* held: see report() */
+        mcr__follow_report(f, MCR_FLEET_CACHED, MCR_OK, NULL, 0, NULL); /* held: see mcr__follow_report() */
     if (pthread_create(&f->thread, NULL, follow_thread, f) != 0) {
         fleet_free(f);
         return mcr__error(err, MCR_ERR_NOMEM, "cannot start the follower's thread");
@@ -1162,7 +889,7 @@ void mcr_fleet_free(mcr_fleet *f)
     if (f == NULL)
         return;
     if (f->hook_added) {
-        mcr_router_remove_hook(f->router, health_hook, f);
+        mcr_router_remove_hook(f->router, mcr__follow_health_hook, f);
         f->hook_added = 0;
     }
     if (f->thread_started) {
