@@ -232,14 +232,8 @@ int mcr_ketama_load_file(mcr_config *cfg, const char *path, mcr_error *err)
         if (rc == MCR_OK)
             line_of[tmp->count - keep - 1] = lineno;
     }
-    /* getline() that cannot grow its buffer fails with ENOMEM, with the
-     * stream's error flag (POSIX.1-2024, musl) or without it (glibc): a -1
-     * before the end is an error either way, never an end */
-    if (rc == MCR_OK && !feof(f) && errno == ENOMEM)
-        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading ketama server file %s", path);
-    else if (rc == MCR_OK && (ferror(f) || !feof(f)))
-        rc = mcr__error(err, MCR_ERR_IO, "error reading ketama server file %s: %s", path,
-                        strerror(errno != 0 ? errno : EIO));
+    if (rc == MCR_OK)
+        rc = mcr__read_end(f, "ketama server file", path, err);
     if (rc == MCR_OK && tmp->count == keep)
         rc = mcr__error(err, MCR_ERR_EMPTY,
                         "ketama server file %s has no server (a server line is `address memory`)",

@@ -826,14 +826,8 @@ int mcr_config_load_server_file(mcr_config *cfg, const char *path, mcr_error *er
             break;
         added++;
     }
-    /* getline() that cannot grow its buffer fails with ENOMEM, with the
-     * stream's error flag (POSIX.1-2024, musl) or without it (glibc): a -1
-     * before the end is an error either way, never an end */
-    if (rc == MCR_OK && !feof(f) && errno == ENOMEM)
-        rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory reading server file %s", path);
-    else if (rc == MCR_OK && (ferror(f) || !feof(f)))
-        rc = mcr__error(err, MCR_ERR_IO, "error reading server file %s: %s", path,
-                        strerror(errno ? errno : EIO));
+    if (rc == MCR_OK)
+        rc = mcr__read_end(f, "server file", path, err);
     if (rc == MCR_OK && added == 0)
         rc = mcr__error(err, MCR_ERR_EMPTY, "server file %s has no server", path);
     if (rc != MCR_OK)

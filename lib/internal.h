@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "mcroute.h"
 
@@ -72,6 +73,13 @@ int mcr__error(mcr_error *err, int code, const char *fmt, ...) MCR__PRINTF(3, 4)
  * non-printable bytes as \xNN and cutting long text with "...": for messages
  * that name user input. Returns `out`. */
 const char *mcr__quote(char *out, size_t cap, const char *s, size_t len);
+
+/* After getline() on `f` returned -1 (errno cleared before the call): MCR_OK
+ * at the end of the file; else MCR_ERR_NOMEM "out of memory reading WHAT
+ * PATH" (a buffer that could not grow: ENOMEM, with the stream's error flag
+ * (POSIX.1-2024, musl) or without it (glibc)) or MCR_ERR_IO "error reading
+ * WHAT PATH: reason". A -1 before the end is never taken for the end. */
+int mcr__read_end(FILE *f, const char *what, const char *path, mcr_error *err);
 
 /* 1 if a and b are equal ignoring ASCII case, else 0. Names are ASCII, and
  * strcasecmp() would follow the process locale (a Turkish locale folds 'I'

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* text.c: the internal helpers every library of mcroute uses: error reports, quoting for messages, ASCII case-insensitive comparison. */
+/* text.c: the internal helpers every library of mcroute uses: error reports, quoting for messages, ASCII case-insensitive comparison, the end of a line-by-line read. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -65,4 +67,15 @@ int mcr__ascii_caseeq(const char *a, const char *b)
         if (x == '\0')
             return 1;
     }
+}
+
+int mcr__read_end(FILE *f, const char *what, const char *path, mcr_error *err)
+{
+    int e = errno;
+    if (feof(f) && !ferror(f))
+        return MCR_OK;
+    if (!feof(f) && e == ENOMEM)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory reading %s %s", what, path);
+    return mcr__error(err, MCR_ERR_IO, "error reading %s %s: %s", what, path,
+                      strerror(e != 0 ? e : EIO));
 }

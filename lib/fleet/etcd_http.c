@@ -190,8 +190,6 @@ static const char *error_name(int e)
     }
 }
 
-/* One attempt on one endpoint: MCR_OK with the reply, MCR_ERR_CONNECT
- * (try another), MCR_ERR_PROTOCOL (the cluster said no). */
 int mcr__json_loadb(const char *text, size_t len, size_t flags, json_t **out, json_error_t *je)
 {
     *out = json_loadb(text, len, flags, je);
@@ -200,6 +198,8 @@ int mcr__json_loadb(const char *text, size_t len, size_t flags, json_t **out, js
     return json_error_code(je) == json_error_out_of_memory ? MCR_ERR_NOMEM : MCR_ERR_PROTOCOL;
 }
 
+/* One attempt on one endpoint: MCR_OK with the reply, MCR_ERR_CONNECT
+ * (try another), MCR_ERR_PROTOCOL (the cluster said no), MCR_ERR_NOMEM. */
 static int post_one(mcr__etcd *e, mcr__etcd_endpoint *ep, const char *path, const char *body,
                     json_t **reply, mcr_error *err)
 {

@@ -83,9 +83,9 @@ int mcr__fleet_next_to(const mcr_snapshot *cur, const mcr_snapshot *target, unsi
                        mcr_snapshot **next, mcr_error *err);
 
 /* "outcome unknown: ..." for a write sent and not answered, `what` naming
- * it; `code` MCR_ERR_CONNECT, or MCR_ERR_NOMEM when memory ran out where the
- * answer would have been read. */
-int mcr__fleet_outcome_unknown(mcr_error *err, int code, const char *what);
+ * it, the failure's message (err's) kept: MCR_ERR_NOMEM when `rc` is (memory
+ * ran out where the answer would have been read), else MCR_ERR_CONNECT. */
+int mcr__fleet_outcome_unknown(mcr_error *err, int rc, const char *what);
 
 /* Unix time in ms (CLOCK_REALTIME). */
 uint64_t mcr__fleet_unix_ms(void);

@@ -202,8 +202,7 @@ int mcr_fleet_migration_write(const mcr_fleet_options *o, mcr_migration *m, mcr_
         } else if (rc == MCR_OK) {
             rc = record_changed(&s, m->mod_revision, err);
         } else {
-            rc = mcr__fleet_outcome_unknown(err, rc == MCR_ERR_NOMEM ? rc : MCR_ERR_CONNECT,
-                                            "the migration record");
+            rc = mcr__fleet_outcome_unknown(err, rc, "the migration record");
         }
     }
     mcr__fleet_session_close(&s);
@@ -249,15 +248,13 @@ int mcr_fleet_migration_switch(const mcr_fleet_options *o, mcr_migration *m, mcr
         while (mcr__fleet_session_again(&s, rc));
         if (rc != MCR_OK) {
             if (last_nomem) /* the switch sent last may have been committed */
-                rc = mcr__fleet_outcome_unknown(err, rc == MCR_ERR_NOMEM ? rc : MCR_ERR_CONNECT,
-                                                "the switch (snapshot and record)");
+                rc = mcr__fleet_outcome_unknown(err, rc, "the switch (snapshot and record)");
             break;
         }
         rc = get_record(&s, &now, err);
         if (rc != MCR_OK && last_nomem) {
             mcr_snapshot_unref(cur);
-            rc = mcr__fleet_outcome_unknown(err, rc == MCR_ERR_NOMEM ? rc : MCR_ERR_CONNECT,
-                                            "the switch (snapshot and record)");
+            rc = mcr__fleet_outcome_unknown(err, rc, "the switch (snapshot and record)");
             break;
         }
         if (rc == MCR_OK && same_snapshot(cur, m->to) && strcmp(now.id, m->id) == 0 &&
@@ -311,8 +308,7 @@ int mcr_fleet_migration_switch(const mcr_fleet_options *o, mcr_migration *m, mcr
             continue; /* the next reads tell whether it was committed (ours) */
         if (rc != MCR_OK) {
             if (unanswered)
-                rc = mcr__fleet_outcome_unknown(err, MCR_ERR_CONNECT,
-                                                "the switch (snapshot and record)");
+                rc = mcr__fleet_outcome_unknown(err, rc, "the switch (snapshot and record)");
             break;
         }
         /* a compare failed: the next reads say which (or that it was ours) */

@@ -393,33 +393,26 @@ static int landed(mcr__fleet_session *s, uint64_t after, uint64_t modrev, const 
 }
 
 
-int mcr__fleet_outcome_unknown(mcr_error *err, int code, const char *what)
+int mcr__fleet_outcome_unknown(mcr_error *err, int rc, const char *what)
 {
     char m[MCR_ERROR_MESSAGE_SIZE];
     snprintf(m, sizeof(m), "%s", err ? err->message : "etcd unreachable");
-    return mcr__error(err, code,
+    return mcr__error(err, rc == MCR_ERR_NOMEM ? rc : MCR_ERR_CONNECT,
                       "outcome unknown: %s may have been stored; read it before trying again "
                       "(%s)",
                       what, m);
 }
 
-/* A write was sent and no answer came back, nor could a read tell whether
- * it landed: say so, so that an operator checks before doing it again. */
-static int outcome_unknown(mcr_error *err, uint64_t epoch, const char *sum)
+/* A write was sent and no answer came back (rc MCR_ERR_CONNECT), or memory
+ * ran out where it would have been read (MCR_ERR_NOMEM), nor could a read
+ * tell whether it landed: say so, so that an operator checks before doing
+ * it again. */
+static int outcome_unknown(mcr_error *err, int rc, uint64_t epoch, const char *sum)
 {
     char what[96];
     snprintf(what, sizeof(what), "epoch %llu (checksum %s) of the pool",
              (unsigned long long)epoch, sum);
-    return mcr__fleet_outcome_unknown(err, MCR_ERR_CONNECT, what);
-}
-
-/* The same when memory ran out where the answer would have been read. */
-static int nomem_unknown(mcr_error *err, uint64_t epoch, const char *sum)
-{
-    return mcr__error(err, MCR_ERR_NOMEM,
-                      "outcome unknown: epoch %llu (checksum %s) of the pool may have been "
-                      "stored; read it before trying again (out of memory)",
-                      (unsigned long long)epoch, sum);
+    return mcr__fleet_outcome_unknown(err, rc, what);
 }
 
 /* Read, compute the next snapshot, compare-and-swap; again on conflict.
@@ -468,7 +461,7 @@ static int cas_loop(mcr__fleet_session *s, next_fn fn, const void *arg, const mc
             }
             if (in != 0) { /* memory ran out looking: it cannot be told */
                 mcr_snapshot_unref(cur);
-                return nomem_unknown(err, sent_epoch, sent_sum);
+                return outcome_unknown(err, MCR_ERR_NOMEM, sent_epoch, sent_sum);
             }
             sent_epoch = 0; /* it did not land: a conflict as any other */
         }
@@ -477,10 +470,8 @@ static int cas_loop(mcr__fleet_session *s, next_fn fn, const void *arg, const mc
             write = create;
             modrev = 0; /* only if it still does not exist */
         } else if (rc != MCR_OK) {
-            if (sent_epoch != 0 && rc == MCR_ERR_CONNECT)
-                return outcome_unknown(err, sent_epoch, sent_sum);
-            if (sent_epoch != 0 && rc == MCR_ERR_NOMEM)
-                return nomem_unknown(err, sent_epoch, sent_sum);
+            if (sent_epoch != 0 && (rc == MCR_ERR_CONNECT || rc == MCR_ERR_NOMEM))
+                return outcome_unknown(err, rc, sent_epoch, sent_sum);
             return rc;
         } else {
             rc = fn(cur, arg, &next, err);
@@ -515,11 +506,11 @@ static int cas_loop(mcr__fleet_session *s, next_fn fn, const void *arg, const mc
         mcr_snapshot_unref(cur);
         mcr_snapshot_unref(next);
         if (rc == MCR_ERR_CONNECT && sent_epoch != 0)
-            return outcome_unknown(err, sent_epoch, sent_sum);
+            return outcome_unknown(err, rc, sent_epoch, sent_sum);
         if (rc == MCR_ERR_NOMEM && sent_epoch != 0) {
             if (attempt + 1 < s->c.retries)
                 continue; /* the next read tells whether it landed */
-            return nomem_unknown(err, sent_epoch, sent_sum); /* no attempt left to read */
+            return outcome_unknown(err, rc, sent_epoch, sent_sum); /* no attempt left */
         }
         if (rc != MCR_OK || ok)
             return rc;
