@@ -201,7 +201,8 @@ uint32_t mcr__sha1_u32be(const void *data, size_t len)
 
     for (size_t i = 0; i < full; i += 64)
         sha1_block(st, p + i);
-    memset(tail, 0, sizeof(tail));
+    static const unsigned char zeros[128]; /* copied: a memset() is `rep stos` on x86-64 */
+    memcpy(tail, zeros, sizeof(tail));
     if (rest > 0)
         memcpy(tail, p + full, rest);
     tail[rest] = 0x80;

@@ -79,7 +79,8 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
     mcr__pool_mget *m = malloc(sizeof(*m) + n * sizeof(size_t));
     if (m == NULL)
         return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
-    memset(m, 0, sizeof(*m));
+    static const mcr__pool_mget zero; /* copied: a memset() is `rep stos` on x86-64 */
+    *m = zero;
     size_t *next_dup = (size_t *)(void *)(m + 1);
     for (size_t i = 0; i < tsize; i++)
         table[i] = SIZE_MAX;

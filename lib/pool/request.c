@@ -30,7 +30,8 @@ mcr__pool_req *mcr__req_new(mcr_pool *p, size_t nkeys, size_t keybytes, int with
                                MCR__MSG_SIZE <
                            _Alignof(mcr__pool_req),
                        "message is the last member of mcr__pool_req");
-        memset(r, 0, offsetof(mcr__pool_req, message));
+        static const mcr__pool_req zero; /* copied: no `rep stos` */
+        memcpy(r, &zero, offsetof(mcr__pool_req, message));
         r->message[0] = '\0';
     } else {
         size_t sz = small ? SMALL_SIZE
@@ -231,7 +232,8 @@ void mcr__deliver_key(mcr_pool *p, mcr__pool_req *r, uint32_t j, mcr_result *res
 
 void mcr__result_init(mcr_result *res, const mcr__pool_req *r, uint32_t j)
 {
-    memset(res, 0, sizeof(*res));
+    static const mcr_result zero; /* copied: no `rep stos` (see md5.c's md5_pad) */
+    *res = zero;
     res->op = r->op;
     res->status = MCR_OK;
     if (j < r->nkeys) {
@@ -275,8 +277,8 @@ void mcr__finish_req(mcr_pool *p, mcr__pool_req *r)
         r->cursor = r->nkeys;
         mcr__pool_mget *m = r->mget;
         if (--m->outstanding == 0) {
-            mcr_result res;
-            memset(&res, 0, sizeof(res));
+            static const mcr_result zero;
+            mcr_result res = zero;
             res.op = r->op;
             res.status = m->status;
             res.number = m->hits;
