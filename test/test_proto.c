@@ -843,6 +843,133 @@ static mcr__wire *wire(mcr__wire *w, mcr_op op, mcr_protocol proto, const char *
     return w;
 }
 
+/* ================================================================== one-pass VALUE lines */
+
+/* Whether two parsed lines say the same (every field the parser sets). */
+static int same_line(const mcr__line *a, const mcr__line *b)
+{
+    return a->kind == b->kind && a->key == b->key && a->key_len == b->key_len &&
+           a->opaque == b->opaque && a->opaque_len == b->opaque_len && a->text == b->text &&
+           a->text_len == b->text_len && a->bytes == b->bytes && a->number == b->number &&
+           a->cas == b->cas && a->flags == b->flags && a->ttl == b->ttl &&
+           a->has_cas == b->has_cas && a->has_flags == b->has_flags && a->has_ttl == b->has_ttl;
+}
+
+/* mcr__proto_peek_value() on `in` against mcr__proto_peek_line() and
+ * mcr__proto_parse_line(): when it takes a line, the same line, length and
+ * fields. Returns what it returned. */
+static int peek_value_agrees(const mcr__inbuf *in, const char *what)
+{
+    const char *vl = NULL, *line = NULL;
+    size_t vlen = 0, len = 0;
+    mcr__line V, L;
+    int v = mcr__proto_peek_value(in, &vl, &vlen, &V);
+    ck_assert_msg(v == 0 || v == 1, "%s: peek_value returned %d", what, v);
+    if (v == 0)
+        return 0;
+    ck_assert_msg(mcr__proto_peek_line(in, &line, &len) == 1, "%s: a VALUE line not framed", what);
+    ck_assert_msg(vl == line && vlen == len, "%s: line of %zu bytes, framing says %zu", what, vlen,
+                  len);
+    mcr__proto_parse_line(line, len, &L);
+    ck_assert_msg(same_line(&V, &L), "%s: \"%.*s\" read otherwise (kind %d against %d)", what,
+                  (int)len, line, (int)V.kind, (int)L.kind);
+    return 1;
+}
+
+/* Plain VALUE lines are taken in one pass, at every length that holds
+ * them whole, and never before their CRLF is in. */
+START_TEST(test_peek_value)
+{
+    static const char *const plain[] = {
+        "VALUE k 0 0\r\n",
+        "VALUE key:1 7 100\r\n",
+        "VALUE a\x7f\xff 4294967295 1099511627776 9999999999999999999\r\n",
+        "VALUE k 0 5 1234567890123456789\r\n",
+        "VALUE 0123456789abcdef0123456789 12 3 4\r\nrest\r\n",
+    };
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+        size_t n = strlen(plain[i]), line = (size_t)(strstr(plain[i], "\r\n") - plain[i]);
+        for (size_t cut = 0; cut <= n; cut++) {
+            mcr__inbuf *in = in_new();
+            in_add(in, plain[i], cut);
+            int v = peek_value_agrees(in, plain[i]);
+            ck_assert_msg(v == (cut >= line + 2), "\"%s\" cut at %zu: %d", plain[i], cut, v);
+            in_free(in);
+        }
+    }
+    /* less plain: left to the general parser (which may accept them) */
+    static const char *const other[] = {
+        "VALUE k 0 0\n",        "VALUE k 0 0\r\r\n",     "VALUE k  0 0\r\n",
+        "VALUE k 0 0 \r\n",     "VALUE k\t0 0\r\n",      "VALUE k 4294967296 0\r\n",
+        "VALUE k 0 1099511627777\r\n", "VALUE k 0 12345678901234567890\r\n",
+        "VALUE k 0\r\n",        "VALUE  k 0 0\r\n",      "VALUE k 0 0 1 2\r\n",
+        "VALUE k 0 0 1x\r\n",   "VALUE k 0 0x\r\n",      "VALUEk 0 0\r\n",
+        "END\r\n",              "VALUE k\n 0 0\r\n",     "value k 0 0\r\n",
+    };
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+        mcr__inbuf *in = in_new();
+        in_add(in, other[i], strlen(other[i]));
+        ck_assert_msg(peek_value_agrees(in, other[i]) == 0, "\"%s\" taken in one pass", other[i]);
+        in_free(in);
+    }
+    /* a key that ends the line at MCR__PROTO_MAX_LINE, and one byte over */
+    for (size_t over = 0; over <= 1; over++) {
+        char buf[MCR__PROTO_MAX_LINE + 16];
+        size_t klen = MCR__PROTO_MAX_LINE - strlen("VALUE  0 0") + over;
+        memcpy(buf, "VALUE ", 6);
+        memset(buf + 6, 'k', klen);
+        memcpy(buf + 6 + klen, " 0 0\r\n", 6);
+        mcr__inbuf *in = in_new();
+        in_add(in, buf, 6 + klen + 6);
+        ck_assert_int_eq(peek_value_agrees(in, "a long line"), over ? 0 : 1);
+        in_free(in);
+    }
+}
+END_TEST
+
+/* Random lines near the VALUE form (fields of 0..21 digits, spaces, tabs,
+ * control bytes, CR and LF where they should not be, cut anywhere):
+ * whatever mcr__proto_peek_value() takes, the framing and the general
+ * parser read the same. */
+START_TEST(test_peek_value_random)
+{
+    static const char pieces[] = " \t\r\n\x01\x7f\x80" "A" "x09";
+    tu_rng rng;
+    tu_rng_init(&rng, 0x70726f74);
+    size_t taken = 0;
+    for (int round = 0; round < 20000; round++) {
+        char buf[160];
+        size_t n = 0;
+        memcpy(buf, "VALUE ", 6);
+        n = 6;
+        int fields = 3 + (int)(tu_rand(&rng) % 3);
+        for (int f = 0; f < fields && n < 120; f++) {
+            size_t w = f == 0 ? 1 + tu_rand(&rng) % 12 : tu_rand(&rng) % 22;
+            for (size_t k = 0; k < w; k++)
+                buf[n++] = f == 0 ? (char)('a' + tu_rand(&rng) % 26)
+                                  : (char)('0' + tu_rand(&rng) % 10);
+            if (tu_rand(&rng) % 16 == 0)
+                buf[n++] = pieces[tu_rand(&rng) % (sizeof(pieces) - 1)];
+            if (f + 1 < fields)
+                buf[n++] = ' ';
+        }
+        if (tu_rand(&rng) % 8 != 0) {
+            buf[n++] = '\r';
+            buf[n++] = '\n';
+        }
+        memcpy(buf + n, "abc\r\n", 5);
+        n += 5;
+        size_t cut = tu_rand(&rng) % 4 == 0 ? tu_rand(&rng) % (n + 1) : n;
+        mcr__inbuf *in = in_new();
+        in_add(in, buf, cut);
+        taken += (size_t)peek_value_agrees(in, "random line");
+        in_free(in);
+    }
+    /* most rounds make a plain line: the one-pass reader must take some */
+    ck_assert_msg(taken > 1000, "only %zu of 20000 lines taken in one pass", taken);
+}
+END_TEST
+
 START_TEST(test_write)
 {
     const char *k1[] = {"a"}, *k3[] = {"a", "bb", "c"};
@@ -920,6 +1047,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_value_key_lengths);
     tcase_add_test(tc, test_value_numbers);
     tcase_add_test(tc, test_frame_splits);
+    tcase_add_test(tc, test_peek_value);
+    tcase_add_test(tc, test_peek_value_random);
     tcase_add_test(tc, test_frame_bad);
     tcase_add_test(tc, test_frame_too_big);
     tcase_add_test(tc, test_skip_edges);

@@ -245,9 +245,9 @@ static enum first_word classify(const char *w, size_t n, mcr__line_kind *kind)
     return W_NONE;
 }
 
-/* Digits from *p up to `stop` (or the end): at most 19 of them, so that
- * they cannot overflow. 1 and *v; 0 when anything else is there (the
- * general parser then decides). */
+/* Up to 19 digits from *p (fewer than 20 cannot overflow): 1, *v and *p
+ * past them; 0 when there is no digit. What follows them is the caller's
+ * to check (a 20th digit is no byte that may end a field). */
 static inline int fast_u64(const char **p, const char *end, uint64_t *v)
 {
     const char *s = *p, *stop = end - s > 19 ? s + 19 : end;
@@ -258,21 +258,26 @@ static inline int fast_u64(const char **p, const char *end, uint64_t *v)
             break;
         x = x * 10 + d;
     }
-    /* none, a 20th digit, or another byte than the space that ends it */
-    if (s == *p || (s < end && *s != ' '))
+    if (s == *p)
         return 0;
     *p = s;
     *v = x;
     return 1;
 }
 
-/* The common line "VALUE key flags bytes[ cas]" in one pass: 1 with *out
- * set exactly as the general parser sets it; 0 for anything less plain
- * (a tab, a control byte, long numbers, a missing field), which the
- * general parser then reads. */
-static int parse_value_fast(const char *line, size_t len, mcr__line *out)
+/* The common line "VALUE key flags bytes[ cas]" in one pass, from its key
+ * (p, just after "VALUE ") on: 1 with *out set exactly as the general
+ * parser sets it; 0 for anything less plain (a tab, a control byte, long
+ * numbers, a missing field), which the general parser then reads. With
+ * `framed` 0, [line, end) is the line without its CRLF; with `framed` 1 it
+ * is the bytes received (at most MCR__PROTO_MAX_LINE + 2 of them, so that a
+ * longer line is never taken), the line must end in them with CRLF, and
+ * *len is set to its length without the CRLF (a line that does not end
+ * there is 0: the framing decides). */
+static int value_fast(const char *line, const char *end, int framed, mcr__line *out,
+                      size_t *len)
 {
-    const char *p = line + 6, *end = line + len, *key = p;
+    const char *p = line + 6, *key = p;
     /* the key's end: eight bytes a step while no byte may be 0x20 or below
      * (the test of has_control(), for bytes below 0x21), then byte by byte */
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
@@ -297,20 +302,30 @@ static int parse_value_fast(const char *line, size_t len, mcr__line *out)
     size_t key_len = (size_t)(p - key);
     uint64_t flags, bytes, cas = 0;
     p++;
-    if (!fast_u64(&p, end, &flags) || flags > UINT32_MAX || p == end)
+    if (!fast_u64(&p, end, &flags) || flags > UINT32_MAX || p == end || *p != ' ')
         return 0;
     p++;
     if (!fast_u64(&p, end, &bytes) || bytes > MAX_DATA)
         return 0;
     int has_cas = 0;
-    if (p < end) {
+    if (p < end && *p == ' ') {
         p++;
-        if (!fast_u64(&p, end, &cas) || p != end)
+        if (!fast_u64(&p, end, &cas))
             return 0;
         has_cas = 1;
     }
+    /* the line ends here: at `end`, or (framed) with CRLF in the buffer */
+    if (framed) {
+        if (end - p < 2 || p[0] != '\r' || p[1] != '\n')
+            return 0;
+        *len = (size_t)(p - line);
+    } else if (p != end) {
+        return 0;
+    }
     /* control bytes below 0x20 other than tab would have stopped the key;
      * DEL and bytes >= 0x80 are allowed in a key, as in the general path */
+    static const mcr__line zero; /* copied: a memset() is `rep stos` on x86-64 */
+    *out = zero;
     out->key = key;
     out->key_len = key_len;
     out->flags = (uint32_t)flags;
@@ -322,14 +337,29 @@ static int parse_value_fast(const char *line, size_t len, mcr__line *out)
     return 1;
 }
 
+int mcr__proto_peek_value(const mcr__inbuf *in, const char **line, size_t *len, mcr__line *out)
+{
+    size_t have = in->len - in->off;
+    /* the shortest is "VALUE k 0 0" and its CRLF */
+    if (have < 13 || memcmp(in->data + in->off, "VALUE ", 6) != 0)
+        return 0;
+    const char *p = in->data + in->off;
+    if (!value_fast(p, p + (have < MCR__PROTO_MAX_LINE + 2 ? have : MCR__PROTO_MAX_LINE + 2), 1,
+                    out, len))
+        return 0;
+    *line = p;
+    return 1;
+}
+
 void mcr__proto_parse_line(const char *line, size_t len, mcr__line *out)
 {
+    if (len > 6 && len <= MCR__PROTO_MAX_LINE && memcmp(line, "VALUE ", 6) == 0 &&
+        value_fast(line, line + len, 0, out, NULL))
+        return;
     static const mcr__line zero; /* copied: a memset() is `rep stos` on x86-64 */
     *out = zero;
     out->kind = MCR__L_BAD;
     if (len == 0 || len > MCR__PROTO_MAX_LINE)
-        return;
-    if (len > 6 && memcmp(line, "VALUE ", 6) == 0 && parse_value_fast(line, len, out))
         return;
     /* the lines that end a get, a meta batch and answer a set, whole */
     if ((len == 3 && memcmp(line, "END", 3) == 0) || (len == 2 && memcmp(line, "MN", 2) == 0) ||

@@ -120,6 +120,15 @@ void mcr__inbuf_free(mcr__inbuf *in);
  * ends no line. */
 int mcr__proto_peek_line(const mcr__inbuf *in, const char **line, size_t *len);
 
+/* mcr__proto_peek_value: the next line of `in`, left in place, when it is
+ * a plain VALUE line (one space between fields, numbers of at most 19
+ * digits) ended by CRLF within the bytes received: 1, *line (pointing into
+ * in), *len (without CRLF) and *out, exactly what mcr__proto_peek_line()
+ * and mcr__proto_parse_line() give for it, in one pass over the bytes. 0
+ * for anything else (another line, a VALUE line not all there yet or less
+ * plain; nothing set): those two decide. */
+int mcr__proto_peek_value(const mcr__inbuf *in, const char **line, size_t *len, mcr__line *out);
+
 /* mcr__proto_peek_block: the data block of `bytes` bytes that follows the
  * line of `line_len` bytes (without its CRLF) at the start of `in`, left in
  * place. 1: *data (pointing into in; the line's pointers stay valid);

@@ -107,15 +107,20 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, mcr__inbuf *in, char *
         }
         const char *line;
         size_t len;
-        int rc = mcr__proto_peek_line(in, &line, &len);
-        if (rc == 0)
-            return 0;
-        if (rc < 0) {
-            mcr__set_msg(msg, "reply line over %d bytes", MCR__PROTO_MAX_LINE);
-            return -1;
-        }
         mcr__line L;
-        mcr__proto_parse_line(line, len, &L);
+        int rc;
+        /* a plain VALUE line framed and read in one pass; any other line
+         * found, then read */
+        if (!mcr__proto_peek_value(in, &line, &len, &L)) {
+            rc = mcr__proto_peek_line(in, &line, &len);
+            if (rc == 0)
+                return 0;
+            if (rc < 0) {
+                mcr__set_msg(msg, "reply line over %d bytes", MCR__PROTO_MAX_LINE);
+                return -1;
+            }
+            mcr__proto_parse_line(line, len, &L);
+        }
         if (L.kind == MCR__L_BAD) {
             mcr__set_msg(msg, "unexpected reply line \"%.*s\" to %s", (int)(len > 40 ? 40 : len),
                          line, mcr_op_name(r->op));

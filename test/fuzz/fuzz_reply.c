@@ -217,9 +217,15 @@ static int frame_one(frame_reader *fr, mcr__inbuf *in)
                    mcr__inbuf_length(in));
         return rc;
     }
-    const char *line;
-    size_t len;
+    const char *line, *vline = NULL;
+    size_t len, vlen = 0;
+    mcr__line V;
+    int fast = mcr__proto_peek_value(in, &vline, &vlen, &V);
     int rc = mcr__proto_peek_line(in, &line, &len);
+    /* the pool's one-pass VALUE reader takes nothing the framing and the
+     * parser would read otherwise */
+    FUZZ_CHECK(!fast || (rc == 1 && vline == line && vlen == len),
+               "a one-pass VALUE line of %zu bytes, framed otherwise (%d)", vlen, rc);
     if (rc <= 0) {
         FUZZ_CHECK(rc == 0 || mcr__inbuf_length(in) >= MCR__PROTO_MAX_LINE + 2,
                    "a line refused in %zu bytes", mcr__inbuf_length(in));
@@ -230,6 +236,11 @@ static int frame_one(frame_reader *fr, mcr__inbuf *in)
                "a line of %zu bytes framed wrong", len);
     mcr__line L;
     mcr__proto_parse_line(line, len, &L);
+    FUZZ_CHECK(!fast || (V.kind == L.kind && V.key == L.key && V.key_len == L.key_len &&
+                         V.flags == L.flags && V.has_flags == L.has_flags &&
+                         V.bytes == L.bytes && V.cas == L.cas && V.has_cas == L.has_cas &&
+                         V.opaque == L.opaque && V.text == L.text && V.has_ttl == L.has_ttl),
+               "a one-pass VALUE line read otherwise");
     if (L.kind == MCR__L_BAD)
         return -1;
     if (L.kind != MCR__L_VALUE && L.kind != MCR__L_VA) {
