@@ -60,6 +60,8 @@ typedef struct prun {
     unsigned *lines, *got;      /* multi-gets: per slot, lines unanswered, hits */
     uint32_t **grp;             /* multi-gets: per server, the keys of the one being queued */
     unsigned *ngrp;
+    const void **mkey;          /* multi-gets: the keys of the one being queued, */
+    uint32_t *mown;             /* and their servers (one batch lookup, as the pool) */
 } prun;
 
 struct pool_floor {
@@ -237,9 +239,13 @@ static void mstart(pool_floor *f, prun *r, uint32_t slot)
     r->lines[slot] = 0;
     r->t0[slot] = bench_now_ns();
     r->outstanding++;
-    for (size_t i = first; i < first + r->keys; i++) {
-        uint32_t s = mcr_snapshot_locate(f->snap, j->key[i], j->len[i]);
-        r->grp[s][r->ngrp[s]++] = (uint32_t)i;
+    /* routed as the pool routes a multi-get's keys: all in one call */
+    for (size_t i = 0; i < r->keys; i++)
+        r->mkey[i] = j->key[first + i];
+    mcr_snapshot_locate_many(f->snap, r->mkey, j->len + first, r->keys, r->mown);
+    for (size_t i = 0; i < r->keys; i++) {
+        uint32_t s = r->mown[i];
+        r->grp[s][r->ngrp[s]++] = (uint32_t)(first + i);
     }
     for (size_t s = 0; s < f->nconn; s++) {
         fconn *c = &f->c[s];
@@ -597,6 +603,8 @@ unsigned pool_floor_multiget(pool_floor *f, const pool_floor_job *job, size_t to
     r.lines = bench_xmalloc(depth * sizeof *r.lines);
     r.got = bench_xmalloc(depth * sizeof *r.got);
     r.grp = bench_xmalloc(f->nconn * sizeof *r.grp);
+    r.mkey = bench_xmalloc(keys * sizeof *r.mkey);
+    r.mown = bench_xmalloc(keys * sizeof *r.mown);
     r.ngrp = calloc(f->nconn, sizeof *r.ngrp);
     if (r.ngrp == NULL) {
         fprintf(stderr, "bench_pool: out of memory (floor)\n");
@@ -613,6 +621,8 @@ unsigned pool_floor_multiget(pool_floor *f, const pool_floor_job *job, size_t to
         free(r.grp[s]);
     free(r.grp);
     free(r.ngrp);
+    free(r.mkey);
+    free(r.mown);
     free(r.t0);
     free(r.first);
     free(r.lines);

@@ -191,6 +191,18 @@ MCR_EXTERN uint32_t mcr_snapshot_server_zone(const mcr_snapshot *snap, size_t i)
  * Thread-safe, cannot fail. */
 MCR_EXTERN uint32_t mcr_snapshot_locate(const mcr_snapshot *snap, const void *key, size_t len);
 
+/* mcr_snapshot_locate_many: mcr_snapshot_locate() for `n` keys at once:
+ * out[i] is the snapshot index of the server owning keys[i] (lens[i]
+ * bytes). The same results, at a lower cost per key: the keys are hashed
+ * several at a time (MD5 in SIMD lanes where the CPU has them) and the
+ * ring's cache misses overlap, as in mcr_ring_locate_many(). For a
+ * multi-get's keys, or any batch known at once. `snap`, `keys`, `lens` and
+ * `out` must not be NULL unless `n` is 0, nor any keys[i] (hot path:
+ * nothing is checked). The caller owns the arrays; nothing is kept.
+ * Thread-safe, cannot fail. */
+MCR_EXTERN void mcr_snapshot_locate_many(const mcr_snapshot *snap, const void *const *keys,
+                                         const size_t *lens, size_t n, uint32_t *out);
+
 /* mcr_snapshot_locate_bounded: the server for one request on `key` (`len`
  * bytes) under bounded loads (Mirrokni, Thorup and Zadimoghaddam, 2018):
  * the first ACTIVE server, in the key's order of mcr_snapshot_replicas()

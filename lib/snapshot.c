@@ -823,6 +823,16 @@ uint32_t mcr_snapshot_locate(const mcr_snapshot *s, const void *key, size_t len)
     return s->ring_map[mcr_ring_locate(s->ring, key, len)];
 }
 
+void mcr_snapshot_locate_many(const mcr_snapshot *s, const void *const *keys, const size_t *lens,
+                              size_t n, uint32_t *out)
+{
+    if (n == 0)
+        return;
+    mcr_ring_locate_many(s->ring, keys, lens, n, out);
+    for (size_t i = 0; i < n; i++)
+        out[i] = s->ring_map[out[i]];
+}
+
 size_t mcr_snapshot_table_size(const mcr_snapshot *s)
 {
     size_t n = 0;

@@ -272,6 +272,75 @@ START_TEST(same_continuum_as_ring)
 }
 END_TEST
 
+/* mcr_snapshot_locate_many() gives what mcr_snapshot_locate() gives, key
+ * for key, in every mode, with a prefix or a hash tag, for batches of every
+ * size from 0 to past the ring's chunk of 64, and on snapshots whose
+ * servers are not all ACTIVE (ring indexes are then not snapshot indexes). */
+START_TEST(locate_many_equals_locate)
+{
+    tu_rng r;
+    tu_rng_init(&r, 77);
+    static const void *kp[NKEYS];
+    static size_t kl[NKEYS];
+    static uint32_t out[NKEYS + 1];
+    for (size_t mi = 0; mi < NMODES; mi++) {
+        for (int round = 0; round < 6; round++) {
+            mcr_mode m = all_modes[mi];
+            unsigned n = 1 + tu_below(&r, 40);
+            mcr_config *cfg = random_config(&r, m, n, 0, 6);
+            if (round == 1)
+                mcr_config_set_key_prefix(cfg, "ns:", 3);
+            if (round == 2)
+                mcr_config_set_hash_tag(cfg, "{}");
+            mcr_snapshot *s = snap_of(cfg, 1);
+            if (round >= 3 && n > 1) {
+                /* about a third of the servers DRAINING or DOWN, one kept */
+                mcr_changes *ch = mcr_changes_new();
+                mcr_error err;
+                for (size_t i = 1; i < n; i++) {
+                    mcr_server_desc d;
+                    if (tu_below(&r, 3) != 0)
+                        continue;
+                    ck_assert_int_eq(mcr_snapshot_server(s, i, &d), MCR_OK);
+                    ck_assert_int_eq(mcr_changes_set_state(ch, d.id,
+                                                           tu_below(&r, 2) ? MCR_STATE_DOWN
+                                                                           : MCR_STATE_DRAINING,
+                                                           &err),
+                                     MCR_OK);
+                }
+                mcr_snapshot *t = apply_ok(s, ch);
+                mcr_changes_free(ch);
+                mcr_snapshot_unref(s);
+                s = t;
+            }
+            /* a batch at a random offset: its keys, then one slot that must
+             * stay as it was */
+            size_t cnt = round == 0 ? (size_t)mi * 9 : tu_below(&r, 300);
+            size_t off = tu_below(&r, NKEYS - cnt);
+            for (size_t i = 0; i < cnt; i++) {
+                kp[i] = keys[off + i];
+                kl[i] = key_len[off + i];
+            }
+            out[cnt] = 0xdeadbeefu;
+            mcr_snapshot_locate_many(s, kp, kl, cnt, out);
+            for (size_t i = 0; i < cnt; i++)
+                FAST_UINT_EQ(out[i], mcr_snapshot_locate(s, kp[i], kl[i]));
+            ck_assert_uint_eq(out[cnt], 0xdeadbeefu);
+            /* every key at once */
+            for (size_t i = 0; i < NKEYS; i++) {
+                kp[i] = keys[i];
+                kl[i] = key_len[i];
+            }
+            mcr_snapshot_locate_many(s, kp, kl, NKEYS, out);
+            for (size_t i = 0; i < NKEYS; i++)
+                FAST_UINT_EQ(out[i], mcr_snapshot_locate(s, keys[i], key_len[i]));
+            mcr_snapshot_unref(s);
+            mcr_config_free(cfg);
+        }
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ stable-ketama */
 
 START_TEST(stable_ketama_mode)
@@ -1052,6 +1121,7 @@ static Suite *snapshot_suite(void)
     tcase_add_test(tc, basics);
     tcase_add_test(tc, desc_round_trip);
     tcase_add_test(tc, same_continuum_as_ring);
+    tcase_add_test(tc, locate_many_equals_locate);
     tcase_add_test(tc, stable_ketama_mode);
     tcase_add_test(tc, stable_ketama_weights_converge);
     tcase_add_test(tc, add_and_remove_move_only_that_server);

@@ -490,8 +490,15 @@ int mcr__pool_inside_loop(mcr_pool *p);
 
 /* ---- submit.c */
 
-/* The server for a keyed request, or NULL with *status set. */
+/* The server for a keyed request: its owner in p->snap, or (owner not up)
+ * a retry or a failover replica; with *status set when none can take it
+ * (the owner is returned then). */
 mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t len, int *status);
+/* The same, for a key whose owner, snapshot index `owner`, is known
+ * (mcr_snapshot_locate_many() over a batch; not under bounded loads,
+ * where the owner depends on the loads). */
+mcr__pool_server *mcr__route_owner(mcr_pool *p, mcr_op op, const void *key, size_t len,
+                                   uint32_t owner, int *status);
 /* mcr_pool_submit() without the transition: routed by key (pin NULL) or
  * sent to `pin`, a server of the pool; force_meta: in meta whatever the
  * pool's protocol (the reply's TTL). */

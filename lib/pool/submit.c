@@ -7,15 +7,10 @@
 
 /* ------------------------------------------------------------ submission */
 
-/* The server for a keyed request, or NULL with *status set. */
-mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t len, int *status)
+mcr__pool_server *mcr__route_owner(mcr_pool *p, mcr_op op, const void *key, size_t len,
+                                   uint32_t owner, int *status)
 {
-    /* Reads with bounded loads skip an owner that has its share already. */
-    uint32_t i = p->o.bounded_epsilon > 0 && mcr__is_read_op(op)
-                     ? mcr_snapshot_locate_bounded(p->snap, key, len, p->load, p->load_total,
-                                                   p->o.bounded_epsilon)
-                     : mcr_snapshot_locate(p->snap, key, len);
-    mcr__pool_server *s = p->by_index[i];
+    mcr__pool_server *s = p->by_index[owner];
     if (s->health == MCR_HEALTH_UP)
         return s;
     uint64_t now = mcr__now_ns();
@@ -44,6 +39,16 @@ mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t
     }
     *status = MCR_ERR_DOWN;
     return s;
+}
+
+mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t len, int *status)
+{
+    /* Reads with bounded loads skip an owner that has its share already. */
+    uint32_t i = p->o.bounded_epsilon > 0 && mcr__is_read_op(op)
+                     ? mcr_snapshot_locate_bounded(p->snap, key, len, p->load, p->load_total,
+                                                   p->o.bounded_epsilon)
+                     : mcr_snapshot_locate(p->snap, key, len);
+    return mcr__route_owner(p, op, key, len, i, status);
 }
 
 /* A server of the current snapshot, else of the transition's other one. */
