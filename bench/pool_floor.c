@@ -62,6 +62,10 @@ typedef struct prun {
     unsigned *ngrp;
     const void **mkey;          /* multi-gets: the keys of the one being queued, */
     uint32_t *mown;             /* and their servers (one batch lookup, as the pool) */
+    uint32_t *pend;             /* pipelined gets: the slots queued this wake, */
+    size_t npend;               /* routed together before the writes (as the pool) */
+    const void **pendkey;
+    size_t *pendlen;
 } prun;
 
 struct pool_floor {
@@ -191,30 +195,12 @@ static void close_line(fconn *c)
     c->line_open = false;
 }
 
-/* Queues key i for pipelined slot `slot`. */
-static void submit(pool_floor *f, prun *r, uint32_t slot)
+/* The get of pipelined slot `slot` on c. */
+static void send_get(prun *r, fconn *c, uint32_t slot)
 {
     const pool_floor_job *j = r->job;
-    size_t i = r->next++;
-    fconn *c = &f->c[mcr_snapshot_locate(f->snap, j->key[i], j->len[i])];
+    uint32_t i = r->pkey[slot];
 
-    r->pkey[slot] = (uint32_t)i;
-    r->t0[slot] = bench_now_ns();
-    r->outstanding++;
-    if (r->set) {
-        close_line(c);
-        out_add(c, "set ", 4);
-        out_add(c, j->key[i], j->len[i]);
-        out_add(c, " ", 1);
-        out_uint(c, i); /* flags: the key's index */
-        out_add(c, " 0 ", 3);
-        out_uint(c, j->value_len);
-        out_add(c, "\r\n", 2);
-        out_add(c, j->val + i * j->value_len, j->value_len);
-        out_add(c, "\r\n", 2);
-        q_push(c, E_SET, (uint32_t)i, slot);
-        return;
-    }
     if (c->line_open && c->line_keys >= POOL_FLOOR_LINE_KEYS)
         close_line(c);
     if (!c->line_open) {
@@ -225,7 +211,52 @@ static void submit(pool_floor *f, prun *r, uint32_t slot)
     out_add(c, " ", 1);
     out_add(c, j->key[i], j->len[i]);
     c->line_keys++;
-    q_push(c, E_GET, (uint32_t)i, slot);
+    q_push(c, E_GET, i, slot);
+}
+
+/* The gets queued this wake, routed in one mcr_snapshot_locate_many() call
+ * (as the pool routes the gets of a loop pass) and written into their
+ * servers' buffers in the order they came. */
+static void route_pending(pool_floor *f, prun *r)
+{
+    if (r->npend == 0)
+        return;
+    for (size_t k = 0; k < r->npend; k++) {
+        r->pendkey[k] = r->job->key[r->pkey[r->pend[k]]];
+        r->pendlen[k] = r->job->len[r->pkey[r->pend[k]]];
+    }
+    mcr_snapshot_locate_many(f->snap, r->pendkey, r->pendlen, r->npend, r->mown);
+    for (size_t k = 0; k < r->npend; k++)
+        send_get(r, &f->c[r->mown[k]], r->pend[k]);
+    r->npend = 0;
+}
+
+/* Queues key i for pipelined slot `slot`: a set at once, a get for the
+ * routing at the end of the wake. */
+static void submit(pool_floor *f, prun *r, uint32_t slot)
+{
+    const pool_floor_job *j = r->job;
+    size_t i = r->next++;
+
+    r->pkey[slot] = (uint32_t)i;
+    r->t0[slot] = bench_now_ns();
+    r->outstanding++;
+    if (!r->set) {
+        r->pend[r->npend++] = slot;
+        return;
+    }
+    fconn *c = &f->c[mcr_snapshot_locate(f->snap, j->key[i], j->len[i])];
+    close_line(c);
+    out_add(c, "set ", 4);
+    out_add(c, j->key[i], j->len[i]);
+    out_add(c, " ", 1);
+    out_uint(c, i); /* flags: the key's index */
+    out_add(c, " 0 ", 3);
+    out_uint(c, j->value_len);
+    out_add(c, "\r\n", 2);
+    out_add(c, j->val + i * j->value_len, j->value_len);
+    out_add(c, "\r\n", 2);
+    q_push(c, E_SET, (uint32_t)i, slot);
 }
 
 /* Queues the next multi-get in slot `slot`: one line per server. */
@@ -532,6 +563,7 @@ static void loop(pool_floor *f, prun *r)
     struct epoll_event ev[16];
     int timeout = (int)r->job->timeout_ms;
 
+    route_pending(f, r);
     flush_all(f);
     while (!f->broken && (r->outstanding > 0 || !queues_empty(f))) {
         int n = epoll_wait(f->ep, ev, (int)(sizeof ev / sizeof ev[0]), timeout);
@@ -557,6 +589,7 @@ static void loop(pool_floor *f, prun *r)
                 parse(f, r, c);
             }
         }
+        route_pending(f, r);
         flush_all(f);
     }
 }
@@ -582,6 +615,10 @@ unsigned pool_floor_pipeline(pool_floor *f, const pool_floor_job *job, bool set,
     prun r = {.job = job, .set = set, .n = n};
     r.t0 = bench_xmalloc(depth * sizeof *r.t0);
     r.pkey = bench_xmalloc(depth * sizeof *r.pkey);
+    r.pend = bench_xmalloc(depth * sizeof *r.pend);
+    r.pendkey = bench_xmalloc(depth * sizeof *r.pendkey);
+    r.pendlen = bench_xmalloc(depth * sizeof *r.pendlen);
+    r.mown = bench_xmalloc(depth * sizeof *r.mown);
     for (uint32_t s = 0; s < depth && r.next < n; s++)
         submit(f, &r, s);
     loop(f, &r);
@@ -589,6 +626,10 @@ unsigned pool_floor_pipeline(pool_floor *f, const pool_floor_job *job, bool set,
         bad(f, "floor: %zu of %zu requests answered", r.done, n);
     free(r.t0);
     free(r.pkey);
+    free(r.pend);
+    free(r.pendkey);
+    free(r.pendlen);
+    free(r.mown);
     return f->problems;
 }
 

@@ -23,10 +23,11 @@
  * lib/pool/conn.c joins them), a set is one "set" command, and a multi-get
  * sends one "get k1 .. kn" line per server holding some of its keys (at
  * most POOL_FLOOR_MGET_KEYS keys a line, as lib/pool/multiget.c). A key's
- * server is mcr_snapshot_locate() on the snapshot given, and a multi-get's
- * keys are routed in one mcr_snapshot_locate_many() call, as the pool
- * routes them: the only mcroute calls in the timed functions, so that the
- * floor and the pool pay the same for placement.
+ * server is mcr_snapshot_locate() on the snapshot given for a set; the
+ * gets queued in one wake, and a multi-get's keys, are routed in one
+ * mcr_snapshot_locate_many() call, as the pool routes them: the only
+ * mcroute calls in the timed functions, so that the floor and the pool pay
+ * the same for placement.
  *
  * Checks, as bench_pool's pool checker: every get must hit, and its value
  * bytes, flags (the key's index) and key must be the expected ones; a key

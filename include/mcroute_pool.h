@@ -438,6 +438,12 @@ typedef struct mcr_result {
 typedef void (*mcr_pool_cb)(const mcr_result *res, void *arg);
 
 /* mcr_pool_submit: route and send one request; `cb(result, arg)` later.
+ * A get or gets routed by key (no `server`, no bounded loads) is routed at
+ * the end of the loop pass, before its writes, with the other such gets of
+ * the pass (their keys hashed together, mcr_snapshot_locate_many()), by
+ * the snapshot current at its submission; every other request goes out
+ * after the gets submitted before it. Such a get that cannot be queued for
+ * its server for want of memory is called back with MCR_ERR_NOMEM.
  * Errors (nothing sent, cb never called): MCR_ERR_INVALID (NULL pool, req
  * or cb; an unknown op; a server command without `server`; exptime outside
  * 0..2^31-1; NULL key or value with a length; called while the pool is

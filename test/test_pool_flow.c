@@ -575,6 +575,140 @@ START_TEST(test_pipelined_mixed)
 }
 END_TEST
 
+/* Gets routed by key wait for the end of the loop pass and are placed
+ * there together (mcr_snapshot_locate_many). What must hold: (a) a write
+ * submitted after a get of the same key does not overtake it (the get
+ * reads the old value); (b) a get is routed by the snapshot it was
+ * submitted under, even when a later submission adopts a new one before
+ * the pass ends; (c) hundreds of gets queued at once (several of the
+ * routing's chunks) each go to their key's owner and get their own answer;
+ * (d) two gets of one key queued together share one request. */
+START_TEST(test_pass_routing)
+{
+    env e;
+    mcr_pool_options o;
+    rec a, b, c;
+    char v1[128], v2[128];
+    enum { NG = 300 };
+    static char keys[NG][32];
+    rec *rs = calloc(NG, sizeof(rec));
+
+    ck_assert_ptr_nonnull(rs);
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    memset(&c, 0, sizeof(c));
+    opts_init(&o);
+    env_init_k(&e, 3, 2, &o);
+
+    /* (a) get, then set of the same key, in one pass */
+    const char *k = "pr:order";
+    make_value(v1, sizeof(v1), k, strlen(k), 1, 0);
+    make_value(v2, sizeof(v2), k, strlen(k), 2, 0);
+    EXPECT_REPLY(do1(&e, &a, rq_store(MCR_OP_SET, k, v1, 1)), MCR_OK, MCR_REPLY_STORED);
+    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = k,
+                                                     .key_len = strlen(k)}),
+                     MCR_OK);
+    mcr_request st = rq_store(MCR_OP_SET, k, v2, 2);
+    ck_assert_int_eq(submit(&e, &b, &st), MCR_OK);
+    WAIT_IDLE(&e, 10000);
+    EXPECT_REPLY(&a, MCR_OK, MCR_REPLY_HIT);
+    ck_assert_msg(a.flags == 1, "a get overtaken by the set submitted after it: flags %u",
+                  (unsigned)a.flags);
+    EXPECT_VALUE(&a, v1);
+    EXPECT_REPLY(&b, MCR_OK, MCR_REPLY_STORED);
+    EXPECT_VALUE(do1(&e, &a, rq(MCR_OP_GET, k)), v2);
+
+    /* (b) a key that server 2 takes when it joins (epoch 2) */
+    char kb[32];
+    mcr_snapshot *s3 = env_snapshot_at(&e, 3, NULL, 2);
+    int found = 0;
+    for (int i = 0; i < 1000 && !found; i++) {
+        snprintf(kb, sizeof(kb), "pr:move:%d", i);
+        mcr_server_desc d;
+        ck_assert_int_eq(mcr_snapshot_server(s3, mcr_snapshot_locate(s3, kb, strlen(kb)), &d),
+                         MCR_OK);
+        found = strcmp(d.id, e.id[2]) == 0;
+    }
+    ck_assert(found);
+    const char *old_owner = owner_id(&e, kb);
+    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = kb,
+                                                     .key_len = strlen(kb)}),
+                     MCR_OK);
+    ck_assert_int_eq(mcr_router_publish(e.router, s3, NULL), MCR_OK);
+    mcr_snapshot_unref(s3);
+    /* this submission adopts epoch 2 */
+    ck_assert_int_eq(submit(&e, &b, &(mcr_request){.op = MCR_OP_GET, .key = kb,
+                                                     .key_len = strlen(kb)}),
+                     MCR_OK);
+    WAIT_IDLE(&e, 10000);
+    EXPECT_REPLY(&a, MCR_OK, MCR_REPLY_MISS);
+    EXPECT_REPLY(&b, MCR_OK, MCR_REPLY_MISS);
+    ck_assert_uint_eq(a.epoch, 1);
+    ck_assert_msg(strcmp(a.server, old_owner) == 0,
+                  "a get submitted under epoch 1 went to %s, not its owner then, %s", a.server,
+                  old_owner);
+    ck_assert_uint_eq(b.epoch, 2);
+    ck_assert_str_eq(b.server, e.id[2]);
+
+    /* (c) many gets at once, half of them stored */
+    for (int i = 0; i < NG; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "pr:many:%d", i);
+        if (i % 2 == 0) {
+            make_value(v1, sizeof(v1), keys[i], strlen(keys[i]), 3, (size_t)(i % 40));
+            ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = MCR_OP_SET,
+                                                               .key = keys[i],
+                                                               .key_len = strlen(keys[i]),
+                                                               .value = v1,
+                                                               .value_len = strlen(v1),
+                                                               .flags = (uint32_t)i}),
+                             MCR_OK);
+        }
+    }
+    WAIT_IDLE(&e, 10000);
+    for (int i = 0; i < NG; i++)
+        ck_assert_int_eq(submit(&e, &rs[i], &(mcr_request){.op = i % 3 ? MCR_OP_GET
+                                                                        : MCR_OP_GETS,
+                                                           .key = keys[i],
+                                                           .key_len = strlen(keys[i])}),
+                         MCR_OK);
+    ck_assert_uint_eq(mcr_pool_pending(e.pool), NG);
+    WAIT_IDLE(&e, 10000);
+    for (int i = 0; i < NG; i++) {
+        EXPECT_REPLY(&rs[i], MCR_OK, i % 2 == 0 ? MCR_REPLY_HIT : MCR_REPLY_MISS);
+        if (i % 2 == 0)
+            ck_assert_uint_eq(rs[i].flags, (uint32_t)i);
+        ck_assert_uint_eq(rs[i].epoch, 2);
+        ck_assert_msg(strcmp(rs[i].server, owner_id(&e, keys[i])) == 0,
+                      "get %d \"%s\" answered by %s, its owner is %s", i, keys[i],
+                      rs[i].server, owner_id(&e, keys[i]));
+    }
+
+    /* (d) the same key twice in one pass: one request, the second joins */
+    mcr_server_stats before, after;
+    const char *ko = owner_id(&e, keys[0]);
+    ck_assert_int_eq(stats_of(e.pool, ko, &before), 0);
+    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = keys[0],
+                                                     .key_len = strlen(keys[0])}),
+                     MCR_OK);
+    ck_assert_int_eq(submit(&e, &c, &(mcr_request){.op = MCR_OP_GET, .key = keys[0],
+                                                     .key_len = strlen(keys[0])}),
+                     MCR_OK);
+    WAIT_IDLE(&e, 10000);
+    EXPECT_REPLY(&a, MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(&c, MCR_OK, MCR_REPLY_HIT);
+    ck_assert_int_eq(stats_of(e.pool, ko, &after), 0);
+    ck_assert_uint_eq(after.requests - before.requests, 1);
+    ck_assert_uint_eq(after.coalesced - before.coalesced, 1);
+
+    tally_ok(&e);
+    rec_clear(&a);
+    rec_clear(&b);
+    rec_clear(&c);
+    env_free(&e);
+    recs_free(rs, NG);
+}
+END_TEST
+
 /* The I/O counters: every send(2) and read(2) of a server's connections,
  * with their bytes. A set is one write of its command and one reply; the
  * gets that one loop pass queues for a server go out in one write, on one
@@ -649,6 +783,7 @@ static Suite *suite(void)
     PE_ADD_LOOP(s, coalesce_across_change, 0, 2);
     PE_ADD_LOOP(s, large_values, 0, 2);
     PE_ADD(s, io_counters);
+    PE_ADD(s, pass_routing);
     return s;
 }
 

@@ -240,12 +240,17 @@ void mcr__conn_flush_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     mcr_pool *p = arg;
+    p->flushing = 1;
+    /* the gets of this pass still to be routed go out with the rest */
+    if (p->route_head != NULL)
+        p->up.route_pending(p);
     while (p->flush_head != NULL) {
         mcr__pool_conn *c = p->flush_head;
         p->flush_head = c->flush_next;
         c->flush_queued = 0;
         conn_flush(c);
     }
+    p->flushing = 0;
 }
 
 /* Have c's queued bytes written at the end of this loop pass, together
@@ -258,7 +263,8 @@ static void flush_later(mcr__pool_conn *c)
     c->flush_queued = 1;
     c->flush_next = p->flush_head;
     p->flush_head = c;
-    event_active(p->flush_ev, EV_TIMEOUT, 0);
+    if (!p->flushing) /* else the running flush takes it */
+        event_active(p->flush_ev, EV_TIMEOUT, 0);
 }
 
 static void conn_connected(mcr__pool_conn *c)

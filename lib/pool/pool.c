@@ -160,6 +160,10 @@ int mcr__pool_refresh_slow(mcr_pool *p)
     if (p->snap != NULL && g == p->gen &&
         (p->tx_deadline_ns == 0 || mcr__now_ns() < p->tx_deadline_ns))
         return MCR_OK;
+    /* Gets queued for routing go by the snapshot (and transition) they
+     * were submitted under, as if routed then. */
+    if (p->route_head != NULL)
+        p->up.route_pending(p);
     mcr_snapshot *snap = mcr_router_current(p->router);
     if (snap == NULL)
         return MCR_ERR_EMPTY;
@@ -357,6 +361,15 @@ void mcr_pool_free(mcr_pool *p)
             if (s->conns[k] != NULL)
                 mcr__conn_fail(s->conns[k], MCR_ERR_CANCELLED, "pool freed");
     }
+    /* Gets not routed yet: cancelled where they wait. */
+    while (p->route_head != NULL) {
+        mcr__pool_req *r = p->route_head;
+        p->route_head = r->next;
+        r->status = MCR_ERR_CANCELLED;
+        mcr__set_msg(r->message, "pool freed");
+        mcr__finish_req(p, r);
+    }
+    p->route_tail = NULL;
     /* Those already failed and waiting to be reported (a down server, a
      * refused connection, a multi-get's bad key) are cancelled too: what
      * the callback has not heard yet is MCR_ERR_CANCELLED. */

@@ -77,7 +77,8 @@ typedef struct mcr__pool_mget {
 } mcr__pool_mget;
 
 struct mcr__pool_req {
-    mcr__pool_req *next;            /* connection queue, server wait queue or deferred list */
+    mcr__pool_req *next;            /* connection queue, server wait queue, deferred
+                                       list or the pool's routing queue */
     mcr__pool_server *server;
     mcr__pool_conn *conn;           /* while in flight */
     mcr_pool_cb cb;            /* single request */
@@ -213,6 +214,10 @@ typedef struct mcr__pool_up {
     void (*server_pump)(mcr__pool_server *s);    /* conn: send what waits (server.c) */
     void (*server_maybe_free)(mcr__pool_server *s); /* request, conn: a retired server's
                                                      last reference gone (server.c) */
+    void (*route_pending)(mcr_pool *p);          /* conn, pool: route and send the gets
+                                                    queued for routing (submit.c; set
+                                                    there when it first queues one, since
+                                                    pool.c names nothing above it) */
 } mcr__pool_up;
 
 struct mcr_pool {
@@ -234,6 +239,10 @@ struct mcr_pool {
     struct event *flush_ev;     /* writes what this loop pass queued */
     struct event *collect_ev;   /* frees what our overlay changes replaced */
     mcr__pool_conn *flush_head;
+    int flushing;               /* inside the flush event: a connection queued
+                                   now is written by the same pass (conn.c) */
+    mcr__pool_req *route_head, *route_tail; /* gets submitted, routed at the end of
+                                   the loop pass, all at once (submit.c) */
     int ops_pending;
     size_t pending;
     int in_callback;
