@@ -613,8 +613,10 @@ static int line_append(mcr__pool_conn *c, const mcr__pool_req *r, int opens)
     }
     for (uint32_t j = 0; j < r->nkeys; j++) {
         *d++ = ' ';
-        memcpy(d, p->prefix, p->prefix_len);
-        d += p->prefix_len;
+        if (p->prefix_len > 0) { /* a call saved per key: most pools have none */
+            memcpy(d, p->prefix, p->prefix_len);
+            d += p->prefix_len;
+        }
         memcpy(d, r->keys[j], r->klens[j]);
         d += r->klens[j];
     }
@@ -703,7 +705,9 @@ int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r)
     flush_later(c);
     /* the value was written: no copy needed any more */
     r->val = NULL;
-    free(r->val_copy);
-    r->val_copy = NULL;
+    if (r->val_copy != NULL) {
+        free(r->val_copy);
+        r->val_copy = NULL;
+    }
     return MCR_OK;
 }

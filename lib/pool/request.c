@@ -66,8 +66,10 @@ void mcr__req_free(mcr_pool *p, mcr__pool_req *r)
         free(w);
         w = n;
     }
-    free(r->val_copy);
-    free(r->text);
+    if (r->val_copy != NULL) /* each free(NULL) is still a call */
+        free(r->val_copy);
+    if (r->text != NULL)
+        free(r->text);
     if (r->small && p->nreq_free < REUSE_MAX && !p->freeing) {
         r->next = p->req_free;
         p->req_free = r;
