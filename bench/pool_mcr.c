@@ -273,6 +273,10 @@ void memory_info(mcr_pool *pool)
     size_t h0 = heap_in_use();
     for (unsigned j = 0; j < n && !w.stop; j++)
         submit_one(&w, &w.slots[j], 0);
+    /* Taken before the loop runs: the gets wait in the pool's routing queue
+     * (routed and handed to their connections at the end of the loop's
+     * pass), so this is the requests' own memory, not the connections'
+     * buffers, which are per connection (docs/benchmarks.md). */
     size_t h1 = heap_in_use();
     mcr_pool_wait(pool);
     size_t h2 = heap_in_use();
@@ -288,8 +292,9 @@ void memory_info(mcr_pool *pool)
     else
         printf("INFO pool_memory_per_request get_bytes=%.0f (%u gets in flight) "
                "multiget_bytes=%.0f per_key=%.0f (%u multi-gets of %u keys) (glibc mallinfo2 "
-               "heap in use with them submitted minus before, on a pool that served nothing yet; "
-               "the pool has no memory counter)\n",
+               "heap in use with them submitted minus before, on a pool that served nothing yet: "
+               "the requests' own memory, not their connections' buffers; the pool has no memory "
+               "counter)\n",
                ((double)h1 - (double)h0) / n, n, ((double)h3 - (double)h2) / opt.mget_depth,
                ((double)h3 - (double)h2) / opt.mget_depth / opt.mget_keys, opt.mget_depth,
                opt.mget_keys);
