@@ -15,12 +15,19 @@
  * and 16-bit low parts need 2^16 buckets or more. */
 #define PACK_MIN_POINTS ((size_t)1 << 18)
 /* Mean packed points per bucket at most: the fewest buckets with at most
- * this many points each on average (so 6.5 to 13). More buckets mean a
- * larger index; fewer, more buckets of over 16 points (a bucket's count is
- * about Poisson: 10% of them at 12), which the count goes through one by
- * one. Measured on 10,000-server rings (1.58 M and 1 M points): 13 gave
- * the 512 KiB index and the fastest lookups of 8, 12, 13 and 16. */
-#define PACK_LOAD 13
+ * this many points each on average (so 12.5 to 25). More buckets mean a
+ * larger index, which stops staying in L2; fewer, more buckets of over 32
+ * points (a bucket's count is about Poisson: about 5% of them at 25),
+ * which the count goes through one by one. With 25, the weighted 10,000-
+ * server ring (1.58 M points) has 2^16 buckets: a 128 KiB index. Measured
+ * on that ring (a throwaway program, 21 interleaved rounds of 50,000
+ * lookups of MD5 hashes): 2^16 buckets with 16-bit offsets 198-212 ns a
+ * lookup, with 32-bit ones 227-242, 2^17 buckets (the load of 13 before)
+ * with 16-bit offsets 228-240 and 32-bit ones 253-258. */
+#define PACK_LOAD 25
+/* Buckets per base of the packed index: 64, fewer when a group of them
+ * holds more than 65,535 points (a 16-bit offset). */
+#define PACK_GROUP_BITS 6
 /* Transparent huge pages: an array at least this large is aligned to it
  * and advised (MADV_HUGEPAGE), so that a few TLB entries cover it. */
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -62,8 +69,8 @@ int mcr__search_build(mcr__search *s, const mcr__point *pts, size_t n, uint32_t 
     }
     size_t nb = (size_t)1 << bits;
     s->shift = 32 - bits;
-    s->index = pack ? alloc_lookup_array((nb + 1) * sizeof(*s->index))
-                    : malloc((nb + 1) * sizeof(*s->index));
+    /* with packed points, a step to the compact index built below */
+    s->index = malloc((nb + 1) * sizeof(*s->index));
     if (s->index == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for the continuum index");
     /* index[b], the first point whose bucket is >= b, is the number of
@@ -100,13 +107,37 @@ int mcr__search_build(mcr__search *s, const mcr__point *pts, size_t n, uint32_t 
      * first sentinel's server); never below a hash, never counted */
     for (size_t i = n; i < n + MCR__PACK_PAD; i++)
         s->packed[i] = UINT32_MAX << 16 | pts[n].server;
+    /* The compact index: the widest groups whose offsets fit 16 bits (the
+     * points of one group: about 1,600 for a hashed ring; a crafted one
+     * may crowd a bucket). */
+    unsigned g = PACK_GROUP_BITS;
+    for (; g > 0; g--) {
+        uint32_t most = 0;
+        for (size_t b = 0; b <= nb; b++) {
+            uint32_t d = idx[b] - idx[b >> g << g];
+            most = d > most ? d : most;
+        }
+        if (most <= UINT16_MAX)
+            break;
+    }
+    s->gbits = g;
+    s->off = alloc_lookup_array((nb + 1) * sizeof(*s->off));
+    s->base = malloc(((nb >> g) + 1) * sizeof(*s->base));
+    if (s->off == NULL || s->base == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for the packed index");
+    for (size_t b = 0; b <= nb; b += (size_t)1 << g)
+        s->base[b >> g] = idx[b];
+    for (size_t b = 0; b <= nb; b++)
+        s->off[b] = (uint16_t)(idx[b] - s->base[b >> g]);
+    free(s->index);
+    s->index = NULL;
     return MCR_OK;
 }
 
 uint32_t mcr__search_server_packed(const mcr__search *s, uint32_t h)
 {
     uint32_t b = h >> s->shift;
-    uint32_t lo = s->index[b], hi = s->index[b + 1];
+    uint32_t lo = mcr__pack_start(s, b), hi = mcr__pack_start(s, b + 1);
 
     return s->packed[lo + mcr__pack_rank(s->packed + lo, hi - lo, (h & s->mask) << 16)] &
            0xffffu;
@@ -116,6 +147,10 @@ void mcr__search_free(mcr__search *s)
 {
     free(s->index);
     free(s->packed);
+    free(s->off);
+    free(s->base);
     s->index = NULL;
     s->packed = NULL;
+    s->off = NULL;
+    s->base = NULL;
 }

@@ -270,6 +270,38 @@ START_TEST(crowded_buckets_and_ends)
 }
 END_TEST
 
+/* A bucket of 70,000 points: 16-bit offsets from a group's base no longer
+ * fit groups that have buckets after it, so the groups shrink to those
+ * that do. _i 0: bucket 0x1237, the last of its group of 8 (groups of 8,
+ * gbits 3); _i 1: bucket 0x1234, the first of its pair (one bucket a
+ * group, gbits 0). */
+START_TEST(crowded_group)
+{
+    static const uint32_t bucket[] = {0x1237, 0x1234};
+    static const unsigned want[] = {3, 0};
+    tu_rng rng;
+    tu_rng_init(&rng, 13);
+    crafted c = {0};
+    for (uint32_t k = 0; k < 70000; k++)
+        add(&c, bucket[_i] << 16 | (uint32_t)(tu_rand(&rng) & 0xffff), k % 500);
+    while (c.n < 400000)
+        add(&c, (uint32_t)tu_rand(&rng), (uint32_t)(tu_rand(&rng) % 500));
+    mcr_config *cfg = config_of(500, MCR_MODE_KETAMA);
+    mcr_ring *r = NULL;
+    mcr_error err;
+    ck_assert_int_eq(mcr__ring_new_points(cfg, c.v, c.s, c.n, &r, &err), MCR_OK);
+    mcr__search s;
+    ck_assert_int_eq(mcr__search_build(&s, mcr__ring_points(r), c.n, 500, &err), MCR_OK);
+    ck_assert_msg(s.packed != NULL && s.shift == 16 && s.gbits == want[_i],
+                  "a crowded bucket: shift %u, groups of 2^%u buckets, want 2^%u", s.shift,
+                  s.gbits, want[_i]);
+    mcr__search_free(&s);
+    mcr_ring_free(r);
+    mcr_config_free(cfg);
+    check_crafted(&c, 500, true, _i ? "a crowd first in its pair" : "a crowd last in its group");
+}
+END_TEST
+
 START_TEST(sparse_and_wrap)
 {
     /* all points in [2^30, 2^31): empty buckets below (the first point)
@@ -314,9 +346,9 @@ START_TEST(size_threshold)
 }
 END_TEST
 
-/* Over 13 x 2^18 points: a 19-bit index (a 13-bit mask on the packed
- * values), wider than the library's own rings reach, and an index of
- * 2^19 + 1 entries, just past one huge page. */
+/* Over 25 x 2^17 points: an 18-bit index (a 14-bit mask on the packed
+ * values), wider than the library's own rings reach (16 bits for 10,000
+ * servers), of 2^18 + 1 offsets. */
 START_TEST(wide_index)
 {
     tu_rng rng;
@@ -331,10 +363,10 @@ START_TEST(wide_index)
     for (size_t i = 0; i < c.n + MCR__RING_PAD; i++) /* sorted: i * 1227 < 2^32 */
         p[i] = (mcr__point){.value = i < c.n ? (uint32_t)(i * 1227) : UINT32_MAX, .server = 0};
     ck_assert_int_eq(mcr__search_build(&s, p, c.n, 4000, &err), MCR_OK);
-    ck_assert_msg(s.packed != NULL && s.shift == 13, "3.5 M points: shift %u", s.shift);
+    ck_assert_msg(s.packed != NULL && s.shift == 14, "3.5 M points: shift %u", s.shift);
     mcr__search_free(&s);
     free(p);
-    check_crafted(&c, 4000, true, "3.5 M points, 19-bit index");
+    check_crafted(&c, 4000, true, "3.5 M points, 18-bit index");
 }
 END_TEST
 
@@ -409,6 +441,7 @@ static Suite *ringsearch_suite(void)
     tcase_add_loop_test(tc, modes_match_bisection, 0, (int)(sizeof(modes) / sizeof(modes[0])));
     tcase_add_test(tc, runs_of_equal_values);
     tcase_add_test(tc, crowded_buckets_and_ends);
+    tcase_add_loop_test(tc, crowded_group, 0, 2);
     tcase_add_test(tc, sparse_and_wrap);
     tcase_add_loop_test(tc, server_count_limit, 0, 2);
     tcase_add_loop_test(tc, size_threshold, 0, 2);
