@@ -233,6 +233,22 @@ START_TEST(desc_round_trip)
 END_TEST
 
 /* Every mode: the snapshot's continuum is mcr_ring_new()'s, point for point. */
+/* A random config of mode m with *n (1 to 40) servers, for round `round`
+ * of a test: a key prefix in round 1, a hash tag in round 2, CRC points in
+ * round 3, plain otherwise. */
+static mcr_config *round_config(tu_rng *r, mcr_mode m, int round, unsigned *n)
+{
+    *n = 1 + tu_below(r, 40);
+    mcr_config *cfg = random_config(r, m, *n, 0, 6);
+    if (round == 1)
+        mcr_config_set_key_prefix(cfg, "ns:", 3);
+    if (round == 2)
+        mcr_config_set_hash_tag(cfg, "{}");
+    if (round == 3)
+        mcr_config_set_point_hash(cfg, MCR_HASH_CRC);
+    return cfg;
+}
+
 START_TEST(same_continuum_as_ring)
 {
     tu_rng r;
@@ -240,14 +256,8 @@ START_TEST(same_continuum_as_ring)
     for (size_t mi = 0; mi < NMODES; mi++) {
         for (int round = 0; round < 8; round++) {
             mcr_mode m = all_modes[mi];
-            unsigned n = 1 + tu_below(&r, 40);
-            mcr_config *cfg = random_config(&r, m, n, 0, 6);
-            if (round == 1)
-                mcr_config_set_key_prefix(cfg, "ns:", 3);
-            if (round == 2)
-                mcr_config_set_hash_tag(cfg, "{}");
-            if (round == 3)
-                mcr_config_set_point_hash(cfg, MCR_HASH_CRC);
+            unsigned n;
+            mcr_config *cfg = round_config(&r, m, round, &n);
             mcr_snapshot *s = snap_of(cfg, 1);
             mcr_ring *ring;
             mcr_error err;
@@ -273,9 +283,10 @@ START_TEST(same_continuum_as_ring)
 END_TEST
 
 /* mcr_snapshot_locate_many() gives what mcr_snapshot_locate() gives, key
- * for key, in every mode, with a prefix or a hash tag, for batches of every
- * size from 0 to past the ring's chunk of 64, and on snapshots whose
- * servers are not all ACTIVE (ring indexes are then not snapshot indexes). */
+ * for key, in every mode, with a prefix, a hash tag or CRC points, for
+ * batches of every size from 0 to past the ring's chunk of 64, and on
+ * snapshots whose servers are not all ACTIVE (ring indexes are then not
+ * snapshot indexes). */
 START_TEST(locate_many_equals_locate)
 {
     tu_rng r;
@@ -286,12 +297,8 @@ START_TEST(locate_many_equals_locate)
     for (size_t mi = 0; mi < NMODES; mi++) {
         for (int round = 0; round < 6; round++) {
             mcr_mode m = all_modes[mi];
-            unsigned n = 1 + tu_below(&r, 40);
-            mcr_config *cfg = random_config(&r, m, n, 0, 6);
-            if (round == 1)
-                mcr_config_set_key_prefix(cfg, "ns:", 3);
-            if (round == 2)
-                mcr_config_set_hash_tag(cfg, "{}");
+            unsigned n;
+            mcr_config *cfg = round_config(&r, m, round, &n);
             mcr_snapshot *s = snap_of(cfg, 1);
             if (round >= 3 && n > 1) {
                 /* about a third of the servers DRAINING or DOWN, one kept */
