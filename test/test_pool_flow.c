@@ -582,7 +582,9 @@ END_TEST
  * submitted under, even when a later submission adopts a new one before
  * the pass ends; (c) hundreds of gets queued at once (several of the
  * routing's chunks) each go to their key's owner and get their own answer;
- * (d) two gets of one key queued together share one request. */
+ * (d) two gets of one key queued together share one request; (e) so does a
+ * get of a key whose get is in flight; (f) a multi-get after a queued get
+ * of the same key is answered, and so is the get. */
 START_TEST(test_pass_routing)
 {
     env e;
@@ -699,6 +701,46 @@ START_TEST(test_pass_routing)
     ck_assert_int_eq(stats_of(e.pool, ko, &after), 0);
     ck_assert_uint_eq(after.requests - before.requests, 1);
     ck_assert_uint_eq(after.coalesced - before.coalesced, 1);
+
+    /* (e) a get of a key whose get is already routed and in flight (its
+     * server stopped) is routed at once, finds the same server and joins */
+    int si = env_index(&e, ko);
+    ck_assert_int_ge(si, 0);
+    env_sigstop(&e, si);
+    ck_assert_int_eq(stats_of(e.pool, ko, &before), 0);
+    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = keys[0],
+                                                     .key_len = strlen(keys[0])}),
+                     MCR_OK);
+    run_ms(&e, 30); /* routed and written; no answer from a stopped server */
+    ck_assert_int_eq(a.calls, 0);
+    ck_assert_int_eq(submit(&e, &c, &(mcr_request){.op = MCR_OP_GET, .key = keys[0],
+                                                     .key_len = strlen(keys[0])}),
+                     MCR_OK);
+    run_ms(&e, 30);
+    ck_assert_int_eq(c.calls, 0);
+    kill(e.mc[si].pid, SIGCONT);
+    WAIT_IDLE(&e, 10000);
+    EXPECT_REPLY(&a, MCR_OK, MCR_REPLY_HIT);
+    EXPECT_REPLY(&c, MCR_OK, MCR_REPLY_HIT);
+    ck_assert_int_eq(stats_of(e.pool, ko, &after), 0);
+    ck_assert_uint_eq(after.requests - before.requests, 1);
+    ck_assert_uint_eq(after.coalesced - before.coalesced, 1);
+
+    /* (f) a multi-get submitted while a get of one of its keys waits in
+     * the queue: the queue goes out first, both are answered (the order of
+     * two reads does not show in their results) */
+    ck_assert_int_eq(stats_of(e.pool, ko, &before), 0);
+    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = keys[0],
+                                                     .key_len = strlen(keys[0])}),
+                     MCR_OK);
+    mtrack *mt = mt_new(&e.t, 1);
+    mt_add(mt, keys[0], strlen(keys[0]));
+    ck_assert_int_eq(submit_multi(&e, e.pool, mt, MCR_OP_GET), MCR_OK);
+    WAIT_IDLE(&e, 10000);
+    EXPECT_REPLY(&a, MCR_OK, MCR_REPLY_HIT);
+    mt_check(mt);
+    ck_assert_int_eq(mt->reply[0], MCR_REPLY_HIT);
+    mt_free(mt);
 
     tally_ok(&e);
     rec_clear(&a);

@@ -270,22 +270,28 @@ START_TEST(crowded_buckets_and_ends)
 }
 END_TEST
 
-/* A bucket of 70,000 points: 16-bit offsets from a group's base no longer
- * fit groups that have buckets after it, so the groups shrink to those
- * that do. _i 0: bucket 0x1237, the last of its group of 8 (groups of 8,
- * gbits 3); _i 1: bucket 0x1234, the first of its pair (one bucket a
- * group, gbits 0). */
+/* A crowded bucket: 16-bit offsets from a group's base no longer fit
+ * groups that have buckets after it, so the groups shrink to those that
+ * do. _i 0: 70,000 points in bucket 0x1237, the last of its group of 8
+ * (groups of 8, gbits 3); _i 1: in bucket 0x1234, the first of its pair
+ * (one bucket a group, gbits 0); _i 2 and 3: 65,535 and 65,536 points in
+ * bucket 0, the other 63 of its group empty (the largest offset that fits,
+ * in groups of 64, and one more, in groups of one). */
 START_TEST(crowded_group)
 {
-    static const uint32_t bucket[] = {0x1237, 0x1234};
-    static const unsigned want[] = {3, 0};
+    static const uint32_t bucket[] = {0x1237, 0x1234, 0, 0};
+    static const uint32_t crowd[] = {70000, 70000, 65535, 65536};
+    static const unsigned want[] = {3, 0, 6, 0};
     tu_rng rng;
     tu_rng_init(&rng, 13);
     crafted c = {0};
-    for (uint32_t k = 0; k < 70000; k++)
+    for (uint32_t k = 0; k < crowd[_i]; k++)
         add(&c, bucket[_i] << 16 | (uint32_t)(tu_rand(&rng) & 0xffff), k % 500);
-    while (c.n < 400000)
-        add(&c, (uint32_t)tu_rand(&rng), (uint32_t)(tu_rand(&rng) % 500));
+    while (c.n < 400000) {
+        uint32_t v = (uint32_t)tu_rand(&rng);
+        if (_i < 2 || v >= (uint32_t)64 << 16) /* _i 2, 3: none in bucket 0's group */
+            add(&c, v, (uint32_t)(tu_rand(&rng) % 500));
+    }
     mcr_config *cfg = config_of(500, MCR_MODE_KETAMA);
     mcr_ring *r = NULL;
     mcr_error err;
@@ -298,7 +304,9 @@ START_TEST(crowded_group)
     mcr__search_free(&s);
     mcr_ring_free(r);
     mcr_config_free(cfg);
-    check_crafted(&c, 500, true, _i ? "a crowd first in its pair" : "a crowd last in its group");
+    static const char *const what[] = {"a crowd last in its group", "a crowd first in its pair",
+                                       "65,535 points in a group", "65,536 points in a group"};
+    check_crafted(&c, 500, true, what[_i]);
 }
 END_TEST
 
@@ -441,7 +449,7 @@ static Suite *ringsearch_suite(void)
     tcase_add_loop_test(tc, modes_match_bisection, 0, (int)(sizeof(modes) / sizeof(modes[0])));
     tcase_add_test(tc, runs_of_equal_values);
     tcase_add_test(tc, crowded_buckets_and_ends);
-    tcase_add_loop_test(tc, crowded_group, 0, 2);
+    tcase_add_loop_test(tc, crowded_group, 0, 4);
     tcase_add_test(tc, sparse_and_wrap);
     tcase_add_loop_test(tc, server_count_limit, 0, 2);
     tcase_add_loop_test(tc, size_threshold, 0, 2);

@@ -54,6 +54,8 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
     if (rc != MCR_OK)
         return mcr__pool_fail(err, rc, "%s",
                               rc == MCR_ERR_EMPTY ? "the router holds no snapshot" : "out of memory");
+    if (p->route_head != NULL)
+        mcr__route_pending(p); /* the gets submitted before it go first */
     size_t tsize = 16;
     while (tsize < 2 * n)
         tsize *= 2;

@@ -508,6 +508,8 @@ mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t
  * where the owner depends on the loads). */
 mcr__pool_server *mcr__route_owner(mcr_pool *p, mcr_op op, const void *key, size_t len,
                                    uint32_t owner, int *status);
+/* Route and send the gets waiting in p's routing queue (see submit.c). */
+void mcr__route_pending(mcr_pool *p);
 /* mcr_pool_submit() without the transition: routed by key (pin NULL) or
  * sent to `pin`, a server of the pool; force_meta: in meta whatever the
  * pool's protocol (the reply's TTL). */

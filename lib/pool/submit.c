@@ -104,9 +104,10 @@ static int check_request(mcr_pool *p, const mcr_request *q, mcr_error *err)
  * (MD5 in SIMD lanes: several times cheaper per key than a lookup each),
  * then each through the same health and failover rules as any request.
  * Runs before the pass's writes (the flush event), before a request that
- * is not queued, and before the pool adopts another snapshot, so each get
- * is routed by the snapshot it was submitted under. Calls no callback. */
-static void route_pending(mcr_pool *p)
+ * is not queued (a multi-get too), and before the pool adopts another
+ * snapshot, so each get is routed by the snapshot it was submitted under.
+ * Calls no callback. */
+void mcr__route_pending(mcr_pool *p)
 {
     enum { CHUNK = 64 };
     uint64_t outer = p->pass_ns;
@@ -131,7 +132,7 @@ static void route_pending(mcr_pool *p)
         mcr_snapshot_locate_many(p->snap, keys, lens, m, owner);
         for (size_t i = 0; i < m; i++) {
             mcr__pool_req *r = batch[i];
-            int status = MCR_OK;
+            int status = MCR_OK, rc;
             mcr__pool_server *s = mcr__route_owner(p, r->op, keys[i], lens[i], owner[i], &status);
             r->server = s;
             mcr__server_ref(s);
@@ -141,9 +142,10 @@ static void route_pending(mcr_pool *p)
                          status == MCR_ERR_DOWN ? "down" : "being removed");
                 mcr__hot_remove(p, r); /* no later get joins a failure */
                 mcr__fail_later(p, r, status, m2);
-            } else if (mcr__server_dispatch(s, r) != MCR_OK) {
+            } else if ((rc = mcr__server_dispatch(s, r)) != MCR_OK) {
                 mcr__hot_remove(p, r);
-                mcr__fail_later(p, r, MCR_ERR_NOMEM, "out of memory");
+                mcr__fail_later(p, r, rc,
+                                rc == MCR_ERR_NOMEM ? "out of memory" : "cannot be written");
             }
         }
     }
@@ -172,7 +174,7 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
     int queue = (q->op == MCR_OP_GET || q->op == MCR_OP_GETS) && pin == NULL &&
                 q->server == NULL && !(p->o.bounded_epsilon > 0);
     if (!queue && p->route_head != NULL)
-        route_pending(p);
+        mcr__route_pending(p);
 
     int status = MCR_OK;
     mcr__pool_server *s = NULL;
@@ -222,7 +224,7 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
              * snapshot or a failover since may send it elsewhere) */
             queue = 0;
             if (p->route_head != NULL)
-                route_pending(p);
+                mcr__route_pending(p);
             s = mcr__route_key(p, q->op, q->key, q->key_len, &status);
         }
         if (lead != NULL && status != MCR_OK) {
@@ -279,8 +281,9 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
     r->force_meta = force_meta ? 1 : 0;
     p->pending++;
     if (queue) {
+        r->val = NULL; /* a get: no value, and the caller's pointer is not kept */
         if (p->route_head == NULL) {
-            p->up.route_pending = route_pending;
+            p->up.route_pending = mcr__route_pending;
             event_active(p->flush_ev, EV_TIMEOUT, 0);
         }
         mcr__queue_push(&p->route_head, &p->route_tail, r);
