@@ -377,7 +377,14 @@ START_TEST(interrupted_resumed)
     set_keys("web", "intr");
     follow(&a, &o, "app-a");
     const char *log = path_of("first.log");
-    pid_t pid = bg_start(log, ARGS("migrate", "--etcd", g_ep, "--pool", "web", "--rate", "10",
+    /* slow enough that the kill below, after a second run of the command
+     * (seconds under ASan on a loaded machine), comes during the copy: 3
+     * keys a second over the ~60 moved ones, slower by the time scale (it
+     * was 10: once, under ASan with the machine loaded, the copy ended
+     * before the kill) */
+    char rate[32];
+    snprintf(rate, sizeof rate, "%.3f", 3000.0 / mcr_test_ms(1000));
+    pid_t pid = bg_start(log, ARGS("migrate", "--etcd", g_ep, "--pool", "web", "--rate", rate,
                                    "--grace", "0.2", g_list5));
     wait_record(&o, MCR_MIGRATION_COPYING, 1); /* progress in the record: copying */
     wait_kind(&a, MCR_FLEET_TRANSITION, 1, "copying");
