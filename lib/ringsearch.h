@@ -74,16 +74,26 @@ static inline uint32_t mcr__pack_start(const mcr__search *s, uint32_t b)
 
 /* How many of the m packed entries from e lie below `key` (the hash's low
  * part << 16): the first 32 in a fixed loop the compiler turns into vector
- * compares (the lanes past m masked off, no branch on m), the rest of a
- * bucket that holds more (about 5% of them at the load chosen) one by one. */
+ * compares (the lanes past m masked off, no branch on m); the rest of a
+ * bucket that holds more (about 5% of them at the load chosen, or a
+ * crafted ring's crowd of thousands) by bisection, since a bucket's
+ * entries are sorted (equal high bits, ascending low ones). */
 static inline uint32_t mcr__pack_rank(const uint32_t *e, uint32_t m, uint32_t key)
 {
     uint32_t c = 0;
     for (uint32_t k = 0; k < MCR__PACK_PAD; k++)
         c += (uint32_t)(k < m) & (uint32_t)(e[k] < key);
-    if (MCR__UNLIKELY(m > MCR__PACK_PAD))
-        for (uint32_t k = MCR__PACK_PAD; k < m; k++)
-            c += (uint32_t)(e[k] < key);
+    if (MCR__UNLIKELY(m > MCR__PACK_PAD)) {
+        uint32_t lo = MCR__PACK_PAD, hi = m;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (e[mid] < key)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        c += lo - MCR__PACK_PAD;
+    }
     return c;
 }
 

@@ -47,6 +47,13 @@ static int c_watch_idle(env *e, void *arg)
     return mcr_pool_pending(e->pool) == 0;
 }
 
+/* Submit a get of `key` with r as its record. */
+static int submit_get(env *e, rec *r, const char *key)
+{
+    mcr_request q = rq(MCR_OP_GET, key);
+    return submit(e, r, &q);
+}
+
 /* max_in_flight bounds what is sent per connection; the rest waits in the
  * pool, and a waiting request's timeout starts only when it is sent. */
 START_TEST(test_max_in_flight)
@@ -365,9 +372,7 @@ START_TEST(test_coalesce_across_change)
     key_on(&e, e.id[1], "cc:", kb, sizeof(kb));
     EXPECT_REPLY(do1(&e, &a, rq(MCR_OP_GET, kb)), MCR_OK, MCR_REPLY_MISS); /* connected */
     env_sigstop(&e, 1);
-    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = kb,
-                                                     .key_len = strlen(kb)}),
-                     MCR_OK);
+    ck_assert_int_eq(submit_get(&e, &a, kb), MCR_OK);
     run_ms(&e, 50);
     if (_i == 0) {
         apply_change(&e, 1, 1);
@@ -377,9 +382,7 @@ START_TEST(test_coalesce_across_change)
         ck_assert_int_eq(mcr_router_apply(e.router, ch, NULL), MCR_OK);
         mcr_changes_free(ch);
     }
-    ck_assert_int_eq(submit(&e, &b, &(mcr_request){.op = MCR_OP_GET, .key = kb,
-                                                     .key_len = strlen(kb)}),
-                     MCR_OK);
+    ck_assert_int_eq(submit_get(&e, &b, kb), MCR_OK);
     run_ms(&e, 300);
     ck_assert_msg(a.calls == 0, "the get in flight to the stopped server was called back "
                   "after %lld ms: %d (%s), %s, from %s", a.t1 - a.t0, a.status, a.message,
@@ -607,9 +610,7 @@ START_TEST(test_pass_routing)
     make_value(v1, sizeof(v1), k, strlen(k), 1, 0);
     make_value(v2, sizeof(v2), k, strlen(k), 2, 0);
     EXPECT_REPLY(do1(&e, &a, rq_store(MCR_OP_SET, k, v1, 1)), MCR_OK, MCR_REPLY_STORED);
-    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = k,
-                                                     .key_len = strlen(k)}),
-                     MCR_OK);
+    ck_assert_int_eq(submit_get(&e, &a, k), MCR_OK);
     mcr_request st = rq_store(MCR_OP_SET, k, v2, 2);
     ck_assert_int_eq(submit(&e, &b, &st), MCR_OK);
     WAIT_IDLE(&e, 10000);
@@ -633,15 +634,11 @@ START_TEST(test_pass_routing)
     }
     ck_assert(found);
     const char *old_owner = owner_id(&e, kb);
-    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = kb,
-                                                     .key_len = strlen(kb)}),
-                     MCR_OK);
+    ck_assert_int_eq(submit_get(&e, &a, kb), MCR_OK);
     ck_assert_int_eq(mcr_router_publish(e.router, s3, NULL), MCR_OK);
     mcr_snapshot_unref(s3);
     /* this submission adopts epoch 2 */
-    ck_assert_int_eq(submit(&e, &b, &(mcr_request){.op = MCR_OP_GET, .key = kb,
-                                                     .key_len = strlen(kb)}),
-                     MCR_OK);
+    ck_assert_int_eq(submit_get(&e, &b, kb), MCR_OK);
     WAIT_IDLE(&e, 10000);
     EXPECT_REPLY(&a, MCR_OK, MCR_REPLY_MISS);
     EXPECT_REPLY(&b, MCR_OK, MCR_REPLY_MISS);
@@ -689,12 +686,8 @@ START_TEST(test_pass_routing)
     mcr_server_stats before, after;
     const char *ko = owner_id(&e, keys[0]);
     ck_assert_int_eq(stats_of(e.pool, ko, &before), 0);
-    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = keys[0],
-                                                     .key_len = strlen(keys[0])}),
-                     MCR_OK);
-    ck_assert_int_eq(submit(&e, &c, &(mcr_request){.op = MCR_OP_GET, .key = keys[0],
-                                                     .key_len = strlen(keys[0])}),
-                     MCR_OK);
+    ck_assert_int_eq(submit_get(&e, &a, keys[0]), MCR_OK);
+    ck_assert_int_eq(submit_get(&e, &c, keys[0]), MCR_OK);
     WAIT_IDLE(&e, 10000);
     EXPECT_REPLY(&a, MCR_OK, MCR_REPLY_HIT);
     EXPECT_REPLY(&c, MCR_OK, MCR_REPLY_HIT);
@@ -708,14 +701,10 @@ START_TEST(test_pass_routing)
     ck_assert_int_ge(si, 0);
     env_sigstop(&e, si);
     ck_assert_int_eq(stats_of(e.pool, ko, &before), 0);
-    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = keys[0],
-                                                     .key_len = strlen(keys[0])}),
-                     MCR_OK);
+    ck_assert_int_eq(submit_get(&e, &a, keys[0]), MCR_OK);
     run_ms(&e, 30); /* routed and written; no answer from a stopped server */
     ck_assert_int_eq(a.calls, 0);
-    ck_assert_int_eq(submit(&e, &c, &(mcr_request){.op = MCR_OP_GET, .key = keys[0],
-                                                     .key_len = strlen(keys[0])}),
-                     MCR_OK);
+    ck_assert_int_eq(submit_get(&e, &c, keys[0]), MCR_OK);
     run_ms(&e, 30);
     ck_assert_int_eq(c.calls, 0);
     kill(e.mc[si].pid, SIGCONT);
@@ -730,9 +719,7 @@ START_TEST(test_pass_routing)
      * the queue: the queue goes out first, both are answered (the order of
      * two reads does not show in their results) */
     ck_assert_int_eq(stats_of(e.pool, ko, &before), 0);
-    ck_assert_int_eq(submit(&e, &a, &(mcr_request){.op = MCR_OP_GET, .key = keys[0],
-                                                     .key_len = strlen(keys[0])}),
-                     MCR_OK);
+    ck_assert_int_eq(submit_get(&e, &a, keys[0]), MCR_OK);
     mtrack *mt = mt_new(&e.t, 1);
     mt_add(mt, keys[0], strlen(keys[0]));
     ck_assert_int_eq(submit_multi(&e, e.pool, mt, MCR_OP_GET), MCR_OK);
