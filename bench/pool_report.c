@@ -140,6 +140,9 @@ static double ratio_p99(int ph, int a, int b) /* b's p99 over a's: > 1 when a is
     return y->med.p99_us / x->med.p99_us;
 }
 
+/* How the CPU goals' ratios are taken (ratio_cpu), in their GOAL lines. */
+#define PAIRED ", median of the repetitions' ratios"
+
 /* a's client CPU per request over b's: the median of the ratios of the
  * repetitions. Repetition i runs every system back to back (in an order
  * that rotates), so the two passes of a pair share the host's state of the
@@ -197,20 +200,20 @@ static void goals_of(int m, int m_nut, const char *suffix, bool info)
         {"multiget_p99_vs_nutcracker", "nutcracker's p99 over mcroute's: >1 = lower", 1.0, CMP_GT,
          ratio_p99(PH_MGET, m_nut, SYS_NUT), NULL},
         /* issue 16 part 3: client CPU per key against the floor and libmemcached */
-        {"multiget_cpu_vs_floor", "client CPU per key over the floor's, median of the repetitions' ratios", deep ? 1.25 : 1.10,
+        {"multiget_cpu_vs_floor", "client CPU per key over the floor's" PAIRED, deep ? 1.25 : 1.10,
          CMP_LE, ratio_cpu(PH_MGET, m, SYS_FLOOR),
          opt.mget_depth == 1 || deep ? NULL : "no goal at --mget-depth 2 or 3"},
-        {"multiget_cpu_vs_libmemcached", "client CPU per key over libmemcached's, median of the repetitions' ratios", 0.40, CMP_LE,
-         ratio_cpu(PH_MGET, m, SYS_LMC), shallow},
+        {"multiget_cpu_vs_libmemcached", "client CPU per key over libmemcached's" PAIRED, 0.40,
+         CMP_LE, ratio_cpu(PH_MGET, m, SYS_LMC), shallow},
         {"multiget_2x_vs_libmemcached", "keys/s over libmemcached's", 2.0, CMP_GE,
          ratio_tput(PH_MGET, m, SYS_LMC), shallow},
-        {"get_pipelined_cpu_vs_floor", "client CPU per get over the floor's, median of the repetitions' ratios", 1.25, CMP_LE,
+        {"get_pipelined_cpu_vs_floor", "client CPU per get over the floor's" PAIRED, 1.25, CMP_LE,
          ratio_cpu(PH_GET, m, SYS_FLOOR), NULL},
-        {"set_pipelined_cpu_vs_floor", "client CPU per set over the floor's, median of the repetitions' ratios", 1.25, CMP_LE,
+        {"set_pipelined_cpu_vs_floor", "client CPU per set over the floor's" PAIRED, 1.25, CMP_LE,
          ratio_cpu(PH_SET, m, SYS_FLOOR), NULL},
-        {"get_pipelined_cpu_vs_libmemcached", "client CPU per get over libmemcached's, median of the repetitions' ratios", 1.0,
+        {"get_pipelined_cpu_vs_libmemcached", "client CPU per get over libmemcached's" PAIRED, 1.0,
          CMP_LT, ratio_cpu(PH_GET, m, SYS_LMC), NULL},
-        {"set_pipelined_cpu_vs_libmemcached", "client CPU per set over libmemcached's, median of the repetitions' ratios", 1.0,
+        {"set_pipelined_cpu_vs_libmemcached", "client CPU per set over libmemcached's" PAIRED, 1.0,
          CMP_LT, ratio_cpu(PH_SET, m, SYS_LMC), NULL},
     };
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {

@@ -18,7 +18,7 @@
  * this many points each on average (so 12.5 to 25). More buckets mean a
  * larger index, which stops staying in L2; fewer, more buckets of over 32
  * points (a bucket's count is about Poisson: about 5% of them at 25),
- * which the count goes through one by one. With 25, the weighted 10,000-
+ * whose rest the count bisects. With 25, the weighted 10,000-
  * server ring (1.58 M points) has 2^16 buckets: a 128 KiB index. Measured
  * on that ring (a throwaway program, 21 interleaved rounds of 50,000
  * lookups of MD5 hashes): 2^16 buckets with 16-bit offsets 198-212 ns a

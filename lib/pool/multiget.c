@@ -64,8 +64,8 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
      * meanwhile): the next key of the same server, the dedupe table (first
      * user index by key hash), the valid keys (their lengths, pointers,
      * owners, and a flag per key), the servers touched, the key hashes. The
-     * multi-get's own
-     * record and its chain of duplicates live until its end. */
+     * multi-get's own record and its chain of duplicates live until its
+     * end. */
     size_t scratch = (2 * n + tsize) * sizeof(size_t) + n * sizeof(mcr__pool_server *) +
                      n * sizeof(void *) + 2 * n * sizeof(uint32_t) + n;
     if (scratch > p->mg_scratch_size) {

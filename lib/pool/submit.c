@@ -99,6 +99,16 @@ static int check_request(mcr_pool *p, const mcr_request *q, mcr_error *err)
     return MCR_OK;
 }
 
+/* Fail r, routed to s which cannot take it (`status`: MCR_ERR_DOWN, or
+ * MCR_ERR_CANCELLED for a server being removed), from the loop. */
+static void fail_unserved(mcr_pool *p, mcr__pool_req *r, const mcr__pool_server *s, int status)
+{
+    char m[96];
+    snprintf(m, sizeof(m), "server %s is %s", s->id,
+             status == MCR_ERR_DOWN ? "down" : "being removed");
+    mcr__fail_later(p, r, status, m);
+}
+
 /* The gets waiting in the routing queue, routed and sent in the order they
  * came: their owners found a chunk at a time by mcr_snapshot_locate_many()
  * (MD5 in SIMD lanes: several times cheaper per key than a lookup each),
@@ -137,11 +147,8 @@ void mcr__route_pending(mcr_pool *p)
             r->server = s;
             mcr__server_ref(s);
             if (status != MCR_OK) {
-                char m2[96];
-                snprintf(m2, sizeof(m2), "server %s is %s", s->id,
-                         status == MCR_ERR_DOWN ? "down" : "being removed");
                 mcr__hot_remove(p, r); /* no later get joins a failure */
-                mcr__fail_later(p, r, status, m2);
+                fail_unserved(p, r, s, status);
             } else if ((rc = mcr__server_dispatch(s, r)) != MCR_OK) {
                 mcr__hot_remove(p, r);
                 mcr__fail_later(p, r, rc,
@@ -293,11 +300,8 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
     }
     mcr__server_ref(s);
     if (status != MCR_OK) {
-        char m[96];
-        snprintf(m, sizeof(m), "server %s is %s", s->id,
-                 status == MCR_ERR_DOWN ? "down" : "being removed");
         r->val = NULL;
-        mcr__fail_later(p, r, status, m);
+        fail_unserved(p, r, s, status);
         return MCR_OK;
     }
     rc = mcr__server_dispatch(s, r);
