@@ -559,6 +559,9 @@ typedef struct mcr_server_stats {
     size_t in_flight;         /* requests sent, not answered */
     uint64_t latency_count;   /* replies measured */
     double p50_us, p90_us, p99_us, p999_us, max_us; /* send to reply */
+    uint64_t warm_undone;     /* values added here from a previous owner, then
+                                 removed again: the previous owner's value
+                                 changed while it was copied (see Transitions) */
 } mcr_server_stats;
 
 /* mcr_pool_server_count: servers the pool knows (current and draining,

@@ -1019,12 +1019,15 @@ START_TEST(test_write)
     expect_wire(&w, "mg p:a v f t O1 T60\r\n");
     W(MCR_OP_CAS, MCR_PROTO_META);
     w.value = "xyz", w.value_len = 3, w.flags = 7, w.exptime = 30, w.cas = 99, w.opaque = 2;
-    expect_wire(&w, "ms p:a 3 F7 T30 MS O2 C99\r\nxyz\r\n");
+    expect_wire(&w, "ms p:a 3 F7 T30 c MS O2 C99\r\nxyz\r\n");
     W(MCR_OP_ADD, MCR_PROTO_META);
     w.value = "", w.value_len = 0, w.opaque = 3;
-    expect_wire(&w, "ms p:a 0 F0 T0 ME O3\r\n\r\n");
+    expect_wire(&w, "ms p:a 0 F0 T0 c ME O3\r\n\r\n");
     W(MCR_OP_DELETE, MCR_PROTO_META)->opaque = 4;
     expect_wire(&w, "md p:a O4\r\n");
+    W(MCR_OP_DELETE, MCR_PROTO_META)->opaque = 4;
+    w.cas = 77; /* a delete by CAS */
+    expect_wire(&w, "md p:a C77 O4\r\n");
     W(MCR_OP_DECR, MCR_PROTO_META)->delta = 2;
     w.opaque = 6;
     expect_wire(&w, "ma p:a D2 MD v O6\r\n");

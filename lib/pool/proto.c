@@ -738,7 +738,7 @@ static char *format_meta(char *d, const mcr__wire *w)
         d = mcr__put_u64(d, w->flags);
         d = PUT_LIT(d, " T");
         d = put_i64(d, w->exptime);
-        d = PUT_LIT(d, " M");
+        d = PUT_LIT(d, " c M");
         *d++ = mode[w->op];
         d = PUT_LIT(d, " O");
         d = mcr__put_u64(d, w->opaque);
@@ -754,6 +754,10 @@ static char *format_meta(char *d, const mcr__wire *w)
     case MCR_OP_DELETE:
         d = PUT_LIT(d, "md ");
         d = put_key(d, w, 0);
+        if (w->cas != 0) { /* deleted only while the item's CAS is still w->cas */
+            d = PUT_LIT(d, " C");
+            d = mcr__put_u64(d, w->cas);
+        }
         d = PUT_LIT(d, " O");
         d = mcr__put_u64(d, w->opaque);
         return PUT_LIT(d, "\r\n");

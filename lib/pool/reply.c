@@ -64,6 +64,7 @@ static const struct status_rule {
     { MCR_OP_SET, MCR__L_NOT_FOUND, MCR__L_NF, MCR_REPLY_MISS },
     { MCR_OP_DELETE, MCR__L_DELETED, MCR__L_HD, MCR_REPLY_DELETED },
     { MCR_OP_DELETE, MCR__L_NOT_FOUND, MCR__L_NF, MCR_REPLY_MISS },
+    { MCR_OP_DELETE, MCR__L_EXISTS, MCR__L_EX, MCR_REPLY_EXISTS }, /* md C<cas>: changed */
     { MCR_OP_TOUCH, MCR__L_TOUCHED, MCR__L_HD, MCR_REPLY_TOUCHED },
     { MCR_OP_TOUCH, MCR__L_NOT_FOUND, MCR__L_EN, MCR_REPLY_MISS },
     { MCR_OP_INCR, MCR__L_NOT_FOUND, MCR__L_NF, MCR_REPLY_MISS },
@@ -343,6 +344,8 @@ int mcr__parse_reply(mcr__pool_conn *c, mcr__pool_req *r, mcr__inbuf *in, char *
         case MCR_OP_DELETE:
         case MCR_OP_TOUCH:
             ok = status_reply(r->op, meta, L.kind, &reply);
+            if (ok && meta && reply == MCR_REPLY_STORED && L.has_cas)
+                r->cas = L.cas; /* ms ... c: the stored item's CAS */
             break;
         case MCR_OP_INCR:
         case MCR_OP_DECR:

@@ -285,7 +285,9 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
     r->val_len = mcr__is_store_op(q->op) ? q->value_len : 0;
     r->server = s;
     r->epoch = p->epoch;
-    r->force_meta = force_meta ? 1 : 0;
+    /* a delete by CAS exists in meta only (md C<cas>): memcached takes
+     * meta commands on any connection */
+    r->force_meta = force_meta || (q->op == MCR_OP_DELETE && q->cas != 0) ? 1 : 0;
     p->pending++;
     if (queue) {
         r->val = NULL; /* a get: no value, and the caller's pointer is not kept */

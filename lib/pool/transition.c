@@ -90,13 +90,33 @@ static mcr__pool_server *server_named(mcr_pool *p, const char *id)
 
 /* ------------------------------------------------------------ writes */
 
+/* How a write of a moved key reaches its two owners. */
+typedef enum write_plan {
+    PLAN_BOTH,        /* a set: the same command to both at once */
+    PLAN_FROM_FIRST,  /* the owner in `from` answers before the owner in `to`
+                         is sent its part */
+    PLAN_ENSURE       /* switched, an op whose outcome depends on the value:
+                         the value copied to the current owner first
+                         (txcopy.c), the op there, then its old copy
+                         deleted */
+} write_plan;
+
+/* Copies of the value to fetch again, at most, when the previous owner's
+ * value changes while it is copied (another process writing the key). */
+#define ENSURE_TRIES 3
+
 typedef struct tx_write {
     mcr_pool *p;
     mcr_pool_cb cb;
     void *arg;
     int outstanding;
     kept_result main, other;
-    mcr_op op;
+    mcr_request q;           /* the caller's request, key and value copied */
+    char other_id[256];      /* the key's other owner */
+    char main_id[256];       /* its current owner when submitted */
+    int switched;            /* the phase when submitted */
+    write_plan plan;
+    int tries;
     char *key;
     size_t key_len;
 } tx_write;
@@ -105,7 +125,7 @@ static void write_end(tx_write *w)
 {
     mcr_result res;
     memset(&res, 0, sizeof(res));
-    res.op = w->op;
+    res.op = w->q.op;
     res.key = w->key;
     res.key_len = w->key_len;
     res.ttl = MCR_TTL_UNKNOWN;
@@ -118,12 +138,12 @@ static void write_end(tx_write *w)
     res.server = w->main.server[0] ? w->main.server : NULL;
     res.message = w->main.status != MCR_OK ? w->main.message : NULL;
     char msg[900];
-    if (w->op == MCR_OP_DELETE && res.status == MCR_OK && res.reply == MCR_REPLY_MISS &&
+    if (w->q.op == MCR_OP_DELETE && res.status == MCR_OK && res.reply == MCR_REPLY_MISS &&
         w->other.status == MCR_OK && w->other.reply == MCR_REPLY_DELETED)
         res.reply = MCR_REPLY_DELETED; /* it was only on the other owner */
     if (res.status == MCR_OK && w->other.status != MCR_OK) {
         snprintf(msg, sizeof(msg), "%s reached %s but not the key's other owner %s: %s",
-                 mcr_op_name(w->op), w->main.server, w->other.server, w->other.message);
+                 mcr_op_name(w->q.op), w->main.server, w->other.server, w->other.message);
         res.status = w->other.status;
         res.message = msg;
     }
@@ -131,95 +151,153 @@ static void write_end(tx_write *w)
     free(w);
 }
 
-static void write_main_cb(const mcr_result *res, void *arg)
+static void part_done(tx_write *w)
 {
-    tx_write *w = arg;
-    keep(&w->main, res);
     if (--w->outstanding == 0)
         write_end(w);
 }
 
-static void write_other_cb(const mcr_result *res, void *arg)
+/* A part that could not be submitted: reported as its result. */
+static void part_failed(tx_write *w, kept_result *k, const char *server, int rc,
+                        const char *message)
+{
+    k->status = rc;
+    snprintf(k->server, sizeof(k->server), "%s", server);
+    snprintf(k->message, sizeof(k->message), "%s", message);
+    part_done(w);
+}
+
+static void other_cb(const mcr_result *res, void *arg)
 {
     tx_write *w = arg;
     keep(&w->other, res);
     mcr__pool_server *o = res->status == MCR_OK ? server_named(w->p, res->server) : NULL;
     if (o != NULL)
         o->dual_writes++;
-    if (--w->outstanding == 0)
-        write_end(w);
+    part_done(w);
+}
+
+/* The other owner's part: the same command (set, delete, touch), or a
+ * delete of its copy. */
+static void send_other(tx_write *w)
+{
+    mcr_request o = w->q;
+    if (o.op != MCR_OP_SET && o.op != MCR_OP_DELETE && o.op != MCR_OP_TOUCH) {
+        memset(&o, 0, sizeof(o));
+        o.op = MCR_OP_DELETE;
+        o.key = w->q.key;
+        o.key_len = w->q.key_len;
+    }
+    o.server = NULL;
+    mcr__pool_server *s = w->p->freeing ? NULL : server_named(w->p, w->other_id);
+    mcr_error e2;
+    int rc = s == NULL ? MCR_ERR_CANCELLED : mcr__submit(w->p, &o, s, 0, other_cb, w, &e2);
+    if (rc != MCR_OK)
+        part_failed(w, &w->other, w->other_id, rc,
+                    s == NULL ? "the server left the pool" : e2.message);
+}
+
+static void main_cb(const mcr_result *res, void *arg);
+
+/* The current owner's part: the caller's request, routed by key. */
+static void send_main(tx_write *w)
+{
+    mcr_error e2;
+    int rc = w->p->freeing ? MCR_ERR_CANCELLED
+                           : mcr__submit(w->p, &w->q, NULL, 0, main_cb, w, &e2);
+    if (rc != MCR_OK)
+        part_failed(w, &w->main, w->main_id, rc,
+                    w->p->freeing ? "the pool is being freed" : e2.message);
+}
+
+static void main_cb(const mcr_result *res, void *arg)
+{
+    tx_write *w = arg;
+    keep(&w->main, res);
+    part_done(w);
+    /* copying, or an op that needed the value: the other part follows */
+    if (w->plan == PLAN_ENSURE || (w->plan == PLAN_FROM_FIRST && !w->switched))
+        send_other(w);
+}
+
+/* Switched, delete or touch: the previous owner answered; now the current. */
+static void first_other_cb(const mcr_result *res, void *arg)
+{
+    tx_write *w = arg;
+    other_cb(res, arg); /* outstanding 2 -> 1 */
+    send_main(w);
+}
+
+static void ensure_cb(mcr__txcopy_outcome outcome, void *arg)
+{
+    tx_write *w = arg;
+    if (outcome == MCR__TXC_UNDONE && ++w->tries < ENSURE_TRIES && !w->p->freeing &&
+        mcr__txcopy_start(w->p, w->key, w->key_len, w->other_id, w->main_id, NULL, 0, ensure_cb,
+                          w) == MCR_OK)
+        return;
+    /* the current owner holds the value if the previous one had it (or
+     * the copy could not be made: the op then works on what is there) */
+    send_main(w);
 }
 
 static int submit_write(mcr_pool *p, const mcr_request *q, mcr__pool_server *other,
-                        mcr_pool_cb cb, void *arg, mcr_error *err)
+                        mcr__pool_server *cur, mcr_pool_cb cb, void *arg, mcr_error *err)
 {
-    tx_write *w = calloc(1, sizeof(*w) + q->key_len);
+    size_t vlen = mcr__is_store_op(q->op) ? q->value_len : 0;
+    tx_write *w = calloc(1, sizeof(*w) + q->key_len + vlen);
     if (w == NULL)
         return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
     w->p = p;
     w->cb = cb;
     w->arg = arg;
-    w->op = q->op;
+    w->q = *q;
     w->key = (char *)(w + 1);
     memcpy(w->key, q->key, q->key_len);
     w->key_len = q->key_len;
+    w->q.key = w->key;
+    if (vlen > 0) {
+        memcpy(w->key + q->key_len, q->value, vlen);
+        w->q.value = w->key + q->key_len;
+    }
+    snprintf(w->other_id, sizeof(w->other_id), "%s", other->id);
+    snprintf(w->main_id, sizeof(w->main_id), "%s", cur->id);
+    w->switched = p->tx_phase == MCR_PHASE_SWITCHED;
     w->outstanding = 2;
-    int rc = mcr__submit(p, q, NULL, 0, write_main_cb, w, err);
+    write_plan plan = q->op == MCR_OP_SET ? PLAN_BOTH
+                      : !w->switched || q->op == MCR_OP_DELETE || q->op == MCR_OP_TOUCH
+                          ? PLAN_FROM_FIRST
+                          : PLAN_ENSURE;
+    w->plan = plan;
+    int rc;
+    if (plan == PLAN_ENSURE) {
+        rc = mcr__txcopy_start(p, w->key, w->key_len, w->other_id, w->main_id, NULL, 0,
+                               ensure_cb, w);
+        if (rc != MCR_OK) {
+            free(w);
+            return mcr__pool_fail(err, rc, rc == MCR_ERR_NOMEM ? "out of memory"
+                                                               : "the key's owner left the pool");
+        }
+        return MCR_OK;
+    }
+    if (plan == PLAN_FROM_FIRST && w->switched) {
+        /* the previous owner first: its part is the same delete or touch */
+        mcr_request o = w->q;
+        o.server = NULL;
+        rc = mcr__submit(p, &o, other, 0, first_other_cb, w, err);
+    } else {
+        rc = mcr__submit(p, &w->q, NULL, 0, main_cb, w, err);
+    }
     if (rc != MCR_OK) {
         free(w);
         return rc;
     }
-    /* the other owner: the same command, or a delete of its copy */
-    mcr_request o = *q;
-    o.server = NULL;
-    if (q->op != MCR_OP_SET && q->op != MCR_OP_DELETE && q->op != MCR_OP_TOUCH) {
-        memset(&o, 0, sizeof(o));
-        o.op = MCR_OP_DELETE;
-        o.key = q->key;
-        o.key_len = q->key_len;
-    }
-    mcr_error e2;
-    rc = mcr__submit(p, &o, other, 0, write_other_cb, w, &e2);
-    if (rc != MCR_OK) {
-        /* the main request is on its way: report this one with it */
-        w->other.status = rc;
-        snprintf(w->other.server, sizeof(w->other.server), "%s", other->id);
-        snprintf(w->other.message, sizeof(w->other.message), "%s", e2.message);
-        w->outstanding--;
-    }
+    if (plan == PLAN_BOTH)
+        send_other(w);
     return MCR_OK;
 }
 
 /* ------------------------------------------------------------ reads */
 
-
-static void warm_cb(const mcr_result *res, void *arg)
-{
-    mcr_pool *p = arg;
-    mcr__pool_server *s = server_named(p, res->server);
-    if (s == NULL)
-        return;
-    if (res->status != MCR_OK)
-        s->warm_failures++;
-    else if (res->reply == MCR_REPLY_STORED)
-        s->warm_writes++;
-    else
-        s->warm_skipped++;
-}
-
-/* The exptime that gives an item `ttl` seconds more (memcached reads
- * values over 30 days as absolute Unix times); 0 for -1 (never); -1 when
- * it expires now and is not worth writing. */
-static int64_t warm_exptime(int64_t ttl)
-{
-    if (ttl == -1)
-        return 0;
-    if (ttl <= 0)
-        return -1;
-    if (ttl > 30 * 24 * 3600)
-        return (int64_t)time(NULL) + ttl;
-    return ttl;
-}
 
 typedef struct tx_read {
     mcr_pool *p;
@@ -286,23 +364,19 @@ static void fallback_cb(const mcr_result *res, void *arg)
         r2.key_len = t->key_len;
         r2.index = t->index;
         r2.via_previous = 1;
-        int64_t ex = warm_exptime(res->ttl);
-        if ((p->tx.flags & MCR_TRANSITION_WARM) && ex >= 0 && !p->freeing) {
-            mcr_request q;
-            memset(&q, 0, sizeof(q));
-            q.op = MCR_OP_ADD;
-            q.key = t->key;
-            q.key_len = t->key_len;
-            q.value = res->value;
-            q.value_len = res->value_len;
-            q.flags = res->flags;
-            q.exptime = ex;
-            if (mcr__submit(p, &q, NULL, 0, warm_cb, p, NULL) != MCR_OK) {
-                mcr__pool_server *c = server_named(p, t->first.server);
+        if ((p->tx.flags & MCR_TRANSITION_WARM) && !p->freeing) {
+            /* added to the current owner, verified by the previous
+             * owner's CAS: a write acknowledged meanwhile wins */
+            mcr__pool_server *c = server_named(p, t->first.server);
+            if (o == NULL || c == NULL ||
+                mcr__txcopy_start(p, t->key, t->key_len, o->id, c->id, res, mcr__now_ns(), NULL,
+                                  NULL) != MCR_OK) {
                 if (c != NULL)
                     c->warm_failures++;
             }
         }
+        if (t->op != MCR_OP_GETS)
+            r2.cas = 0; /* read with gets for the copy's check only */
         deliver_read(t, &r2);
     } else {
         /* a miss there too, or it failed: the current owner's miss */
@@ -339,7 +413,7 @@ static int start_fallback(tx_read *t, const mcr_result *res)
     keep(&t->first, res);
     mcr_request q;
     memset(&q, 0, sizeof(q));
-    q.op = t->op;
+    q.op = MCR_OP_GETS; /* its CAS: a warm copy is verified by it */
     q.key = t->key;
     q.key_len = t->key_len;
     if (mcr__submit(p, &q, o, 1, fallback_cb, t, NULL) != MCR_OK)
@@ -379,11 +453,12 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
     if (p->freeing || q->server != NULL || (unsigned)q->op >= MCR_OP_COUNT ||
         mcr__is_server_op(q->op) || q->key == NULL || mcr__pool_refresh(p) != MCR_OK)
         return mcr__submit(p, q, NULL, 0, cb, arg, err);
-    mcr__pool_server *o = moved_other(p, q->key, q->key_len, NULL);
+    mcr__pool_server *cur = NULL;
+    mcr__pool_server *o = moved_other(p, q->key, q->key_len, &cur);
     if (o == NULL || q->op == MCR_OP_GAT || q->op == MCR_OP_GATS)
         return mcr__submit(p, q, NULL, 0, cb, arg, err);
     if (!mcr__is_read_op(q->op))
-        return submit_write(p, q, o, cb, arg, err);
+        return submit_write(p, q, o, cur, cb, arg, err);
     if (p->tx_phase != MCR_PHASE_SWITCHED)
         return mcr__submit(p, q, NULL, 0, cb, arg, err);
     tx_read *t = read_new(p, q->op, q->key, q->key_len);
