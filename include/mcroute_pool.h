@@ -145,6 +145,30 @@
  *                         the next request after retry_timeout_ms tries the
  *                         server again. The ring is never changed.
  *
+ * Queued requests. A request that finds every connection of its server at
+ * max_in_flight waits in the pool, in a queue per server (oldest first),
+ * and is sent when a connection has room; one that has waited
+ * queue_timeout_ms without being sent fails with MCR_ERR_TIMEOUT and a
+ * message naming the server and the wait ("... waited N ms in the queue
+ * without being sent ..."). So a server that accepts connections and never
+ * answers holds no request for more than queue_timeout_ms plus
+ * request_timeout_ms, however many rounds of connections time out ahead of
+ * it. The same holds for the keys of a multi-get (their request to that
+ * server is queued as one) and for gets sharing a queued get's reply (hot
+ * keys): they end with it. A request is queued as well while its server's
+ * connections are being made, if max_in_flight requests are written to
+ * them already; a request written to a connection not made yet is not
+ * queued but in flight: connect_timeout_ms bounds the connect (the
+ * connection then fails, its requests with MCR_ERR_TIMEOUT) and
+ * request_timeout_ms, from the write, its reply, whichever ends first.
+ * A queue timeout is not a failure of the server: it counts in `errors`
+ * (the request ended with an error), not in `timeouts`, never towards
+ * server_failure_limit, so it never downs or ejects a server. The requests
+ * in flight that held the queue are what failed, and their timeouts are
+ * counted, one per connection; and a server that answers, only slower
+ * than the application submits, is busy, not down: ejecting it for the
+ * backlog would move that backlog onto the others.
+ *
  * Keys and values. A key is 1 to 250 bytes together with the pool's key
  * prefix, without space or control byte (0x00..0x20, 0x7f); anything else is
  * refused before a byte is sent (MCR_ERR_KEY), so a key cannot inject a
@@ -237,7 +261,8 @@ typedef struct mcr_pool_options {
                                       Copied. At most 128 bytes, key rules. */
     mcr_protocol protocol;         /* default MCR_PROTO_TEXT */
     unsigned max_in_flight;        /* per connection; default 1024: further
-                                      requests wait in the pool (and their
+                                      requests wait in the pool, at most
+                                      queue_timeout_ms (their request
                                       timeout starts when they are sent) */
     int no_coalesce;               /* 1: turn hot-key sharing off */
     double bounded_epsilon;        /* 0 (default): get and gets go to the
@@ -256,6 +281,15 @@ typedef struct mcr_pool_options {
                                       only where it was written too (the
                                       servers of mcr_snapshot_replicas(),
                                       same order) and misses otherwise. */
+    unsigned queue_timeout_ms;     /* how long a request may wait in the pool
+                                      without being sent (every connection
+                                      of its server at max_in_flight): then
+                                      it fails with MCR_ERR_TIMEOUT, a
+                                      message saying it waited in the queue,
+                                      never sent; not a failure of the
+                                      server (see Failures). Default 4 x
+                                      request_timeout_ms, capped at
+                                      MCR_POOL_TIMEOUT_MAX_MS. */
 } mcr_pool_options;
 
 /* mcr_pool_options_init: zero-fill *opts (all defaults). NULL is a no-op. */

@@ -51,6 +51,13 @@ void mcr_pool_options_init(mcr_pool_options *o)
 }
 
 #define DAY_MS MCR_POOL_TIMEOUT_MAX_MS
+/* queue_timeout_ms left 0: this many request timeouts. A request behind
+ * full connections waits for those ahead of it to be answered: a few
+ * request timeouts let a busy server work through a burst, and bound the
+ * wait behind one that has stopped answering, which would otherwise last a
+ * request timeout for each round of connections timing out ahead of it,
+ * until the failure limit downs the server. */
+#define QUEUE_TIMEOUTS 4u
 
 int mcr__pool_options_normalize(const mcr_pool_options *in, mcr_pool_options *o, mcr_error *err)
 {
@@ -70,6 +77,13 @@ int mcr__pool_options_normalize(const mcr_pool_options *in, mcr_pool_options *o,
     if (o->connect_timeout_ms > DAY_MS || o->request_timeout_ms > DAY_MS)
         return mcr__pool_fail(err, MCR_ERR_RANGE, "a timeout over one day (%u ms, %u ms)",
                               o->connect_timeout_ms, o->request_timeout_ms);
+    if (o->queue_timeout_ms == 0)
+        o->queue_timeout_ms = o->request_timeout_ms > DAY_MS / QUEUE_TIMEOUTS
+                                  ? DAY_MS
+                                  : o->request_timeout_ms * QUEUE_TIMEOUTS;
+    if (o->queue_timeout_ms > DAY_MS)
+        return mcr__pool_fail(err, MCR_ERR_RANGE, "queue_timeout_ms %u is over one day",
+                              o->queue_timeout_ms);
     if ((unsigned)o->policy > MCR_POLICY_FAILOVER)
         return mcr__pool_fail(err, MCR_ERR_RANGE, "unknown failure policy %d", (int)o->policy);
     if (o->protocol != MCR_PROTO_TEXT && o->protocol != MCR_PROTO_META)

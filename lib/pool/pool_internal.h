@@ -105,6 +105,8 @@ struct mcr__pool_req {
     mcr_op op;
     uint64_t epoch;
     uint64_t sent_ns;
+    uint64_t queued_ns;        /* when it began to wait in its server's queue
+                                  (server.c: the queue timeout) */
     uint32_t opaque;
     uint32_t nkeys, cursor;    /* keys; keys [0, cursor) are reported */
     uint32_t flags_in;
@@ -172,6 +174,10 @@ struct mcr__pool_server {
                                    (not the server's fault: not counted) */
     mcr__pool_conn **conns;          /* options.connections slots */
     mcr__pool_req *wait_head, *wait_tail;
+    struct event *queue_ev;     /* queue_timeout_ms of wait_head, the oldest: one
+                                   timer for the queue, none per request */
+    int queue_armed;            /* queue_ev is pending (then wait_head's deadline
+                                   is at or after its time) */
     size_t inflight;
     size_t refs;                /* requests pointing here (any queue) */
     size_t idx;                 /* its index in the pool's snapshot, or

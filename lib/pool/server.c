@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* server.c: the pool's servers: health, failures counted, fail-fast and ejection with probes, the wait queue and dispatch to connections. */
+/* server.c: the pool's servers: health, failures counted, fail-fast and ejection with probes, the wait queue (and its timeout) and dispatch to connections. */
 #include "pool_internal.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 
 /* ------------------------------------------------------------ servers */
@@ -34,6 +35,8 @@ void mcr__server_destroy(mcr__pool_server *s)
     p->servers[i]->list_pos = i;
     if (s->retry_ev != NULL)
         event_free(s->retry_ev);
+    if (s->queue_ev != NULL)
+        event_free(s->queue_ev);
     free(s->conns);
     free(s->id);
     free(s);
@@ -198,6 +201,75 @@ static void retry_timer_cb(evutil_socket_t fd, short what, void *arg)
     mcr__server_dispatch(s, r);
 }
 
+/* ------------------------------------------------------------ the wait queue */
+
+/* A request waits in s's queue when every connection of s is at
+ * max_in_flight (or none can be opened now). The queue is FIFO, so its
+ * head is the oldest request: one timer, armed for the head's deadline
+ * (queued_ns + queue_timeout_ms), bounds them all, and a request costs no
+ * timer of its own. The timer is left armed when the queue empties before
+ * it fires (a call saved per pump); it then finds nothing to do.
+ *
+ * A queue timeout is not counted as a failure of the server (not in
+ * `timeouts`, not towards server_failure_limit): what held the queue is
+ * the requests in flight, whose own timeouts are counted already, one per
+ * connection; and a server that answers, but slower than the application
+ * submits, is busy, not down: counting the backlog the client piled up
+ * would eject a live server and move that backlog to the others. The
+ * request's error still counts in `errors`. */
+
+static void queue_arm(mcr__pool_server *s, uint64_t deadline)
+{
+    uint64_t now = mcr__now_ns();
+    uint64_t d = deadline > now ? deadline - now : 0;
+    struct timeval tv = {(time_t)(d / 1000000000u), (suseconds_t)((d % 1000000000u) / 1000)};
+    evtimer_add(s->queue_ev, &tv);
+    s->queue_armed = 1;
+}
+
+static void wait_push(mcr__pool_server *s, mcr__pool_req *r)
+{
+    r->queued_ns = mcr__pool_now(s->pool);
+    mcr__queue_push(&s->wait_head, &s->wait_tail, r);
+    /* Armed: for an earlier request's deadline, which comes first. */
+    if (!s->queue_armed)
+        queue_arm(s, r->queued_ns + (uint64_t)s->pool->o.queue_timeout_ms * 1000000u);
+}
+
+/* Fail the requests at the head of s's queue that have waited
+ * queue_timeout_ms by `now` (from the loop, with MCR_ERR_TIMEOUT). */
+static void queue_expire(mcr__pool_server *s, uint64_t now)
+{
+    mcr_pool *p = s->pool;
+    uint64_t limit = (uint64_t)p->o.queue_timeout_ms * 1000000u;
+    while (s->wait_head != NULL && now >= s->wait_head->queued_ns + limit) {
+        mcr__pool_req *r = s->wait_head;
+        s->wait_head = r->next;
+        if (s->wait_head == NULL)
+            s->wait_tail = NULL;
+        mcr__hot_remove(p, r); /* a get submitted from now on does not join it */
+        /* mcr__fail_later() with the message written in place */
+        r->status = MCR_ERR_TIMEOUT;
+        mcr__set_msg(r->message,
+                     "%s:%d: waited %" PRIu64 " ms in the queue without being sent "
+                     "(queue_timeout_ms %u; its connections at max_in_flight %u)",
+                     s->host, s->port, (now - r->queued_ns) / 1000000u, p->o.queue_timeout_ms,
+                     p->o.max_in_flight);
+        mcr__deferred_push(p, r);
+    }
+}
+
+static void queue_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    mcr__pool_server *s = arg;
+    s->queue_armed = 0; /* it fired: not pending any more */
+    queue_expire(s, mcr__now_ns());
+    if (s->wait_head != NULL)
+        queue_arm(s, s->wait_head->queued_ns + (uint64_t)s->pool->o.queue_timeout_ms * 1000000u);
+}
+
 mcr__pool_server *mcr__server_new(mcr_pool *p, const mcr_server_desc *d)
 {
     if (p->nservers == p->cap) {
@@ -216,9 +288,12 @@ mcr__pool_server *mcr__server_new(mcr_pool *p, const mcr_server_desc *d)
     s->id = strdup(d->id);
     s->conns = calloc(p->o.connections, sizeof(*s->conns));
     s->retry_ev = evtimer_new(p->base, retry_timer_cb, s);
-    if (s->id == NULL || s->conns == NULL || s->retry_ev == NULL) {
+    s->queue_ev = evtimer_new(p->base, queue_timer_cb, s);
+    if (s->id == NULL || s->conns == NULL || s->retry_ev == NULL || s->queue_ev == NULL) {
         if (s->retry_ev != NULL)
             event_free(s->retry_ev);
+        if (s->queue_ev != NULL)
+            event_free(s->queue_ev);
         free(s->conns);
         free(s->id);
         free(s);
@@ -276,11 +351,6 @@ static mcr__pool_conn *pick_conn(mcr__pool_server *s)
     return NULL;
 }
 
-static void wait_push(mcr__pool_server *s, mcr__pool_req *r)
-{
-    mcr__queue_push(&s->wait_head, &s->wait_tail, r);
-}
-
 /* Send r to s now, or queue it there. The value is copied if it must wait.
  * MCR_OK, or MCR_ERR_NOMEM (r untouched, not queued). */
 int mcr__server_dispatch(mcr__pool_server *s, mcr__pool_req *r)
@@ -318,6 +388,9 @@ int mcr__server_dispatch(mcr__pool_server *s, mcr__pool_req *r)
 
 void mcr__server_pump(mcr__pool_server *s)
 {
+    /* Inside a read callback the pass's clock: no clock read per pump. */
+    if (s->wait_head != NULL)
+        queue_expire(s, mcr__pool_now(s->pool));
     while (s->wait_head != NULL) {
         mcr__pool_conn *c = pick_conn(s);
         if (c == NULL)
