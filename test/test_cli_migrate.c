@@ -195,6 +195,9 @@ START_TEST(grow_json_and_table)
     ck_assert_int_eq(json_number(r.out, "expired"), 0);
     ck_assert_int_eq(json_number(r.out, "gone"), 0);
     ck_assert_int_eq(json_number(r.out, "failed"), 0);
+    ck_assert_int_eq(json_number(r.out, "evicted"), 0); /* the new server had room */
+    ck_assert_int_eq(json_number(r.out, "refused"), 0);
+    ck_assert_int_eq(json_number(r.out, "destinations"), 1);
     ck_assert_msg(strstr(r.out, "\"keys_per_s\": ") != NULL && strstr(r.out, "\"seconds\": ") &&
                       strstr(r.out, "\"status\": \"ok\"") != NULL,
                   "%s", r.out);
@@ -310,6 +313,83 @@ START_TEST(destination_down_then_resumed)
 }
 END_TEST
 
+/* A destination whose memory is full (memcached -m 2, about 460 values of
+ * 4,000 bytes): every add answers STORED while it evicts, so the copy looks
+ * whole; exit 1 with the line naming it and the count, in --json too. */
+START_TEST(destination_without_room)
+{
+    static const char *const small[] = {"-m", "2", NULL};
+    enum { N = 3000, VALUE = 4000 };
+    cluster c;
+    memset(&c, 0, sizeof(c));
+    ck_assert_msg(rs_executable(rs_memcached_path()), "need %s (Debian package memcached)",
+                  rs_memcached_path());
+    ck_assert_int_eq(rs_memcached_start(&c.mc[0], "127.0.0.1", 0, NULL, START_MS), 0);
+    ck_assert_int_eq(rs_memcached_start_opts(&c.mc[1], "127.0.0.1", 0, small, NULL, START_MS), 0);
+    c.n = 2;
+    char one[64], two[128], destid[64];
+    list_of(&c, 0, 1, one, sizeof(one));
+    list_of(&c, 0, 2, two, sizeof(two));
+    snprintf(destid, sizeof(destid), "127.0.0.1:%d", c.mc[1].port);
+    /* N values of VALUE bytes on the one server of OLD */
+    static char names[N][16];
+    const char *keys[N];
+    size_t lens[N];
+    for (int i = 0; i < N; i++) {
+        lens[i] = (size_t)snprintf(names[i], sizeof(names[i]), "big%d", i);
+        keys[i] = names[i];
+    }
+    char *value = malloc(VALUE + 1), why[256] = "";
+    memset(value, 'v', VALUE);
+    value[VALUE] = '\0';
+    int fd = rs_connect("127.0.0.1", c.mc[0].port, IO_MS);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_msg(rs_mc_set_many(fd, keys, lens, N, value, IO_MS, why, sizeof(why)) == 0, "%s",
+                  why);
+    close(fd);
+    free(value);
+
+    run r = run_cli_deadline(NULL, 0, ARGS("migrate", one, two), RUN_MS);
+    ck_assert_int_eq(r.status, 1);
+    char want[160];
+    snprintf(want, sizeof(want), "mcroute: migrate: the destinations lack room: %s evicted ",
+             destid);
+    const char *line = strstr(r.err, want);
+    ck_assert_msg(line != NULL, "%s", r.err);
+    long evicted = 0;
+    const char *p = line + strlen(want);
+    for (; (*p >= '0' && *p <= '9') || *p == ','; p++)
+        if (*p != ',')
+            evicted = evicted * 10 + (*p - '0');
+    static const char tail[] = " items during the copy (their memory is full: give them more "
+                               "memory (-m) or fewer keys before switching)\n";
+    ck_assert_msg(strncmp(p, tail, strlen(tail)) == 0, "%s", r.err);
+    /* every key was copied (the table says so), not every key kept */
+    const char *tot = strstr(r.out, "\ntotal ");
+    ck_assert_msg(tot != NULL, "%s", r.out);
+    long scanned, mv, copied;
+    ck_assert_int_eq(sscanf(tot, " total %ld %ld %ld", &scanned, &mv, &copied), 3);
+    ck_assert_int_gt(mv, 1000);
+    ck_assert_int_eq(copied, mv);
+    ck_assert_int_gt(evicted, 0);
+    ck_assert_int_eq(evicted, copied - curr_items(c.mc[1].port));
+    run_free(&r);
+
+    /* again, --json: those evicted are copied again, and evict others */
+    r = run_cli_deadline(NULL, 0, ARGS("migrate", one, two, "--json"), RUN_MS);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_int_gt(json_number(r.out, "evicted"), 0);
+    ck_assert_int_eq(json_number(r.out, "destinations"), 1);
+    ck_assert_int_eq(json_number(r.out, "refused"), 0);
+    ck_assert_int_eq(json_number(r.out, "failed"), 0);
+    ck_assert_msg(strstr(r.out, "\"status\": \"server error\", \"message\": \"migrate: the "
+                                "destinations lack room: ") != NULL,
+                  "%s", r.out);
+    ck_assert_msg(strstr(r.err, want) != NULL, "%s", r.err);
+    run_free(&r);
+}
+END_TEST
+
 /* The progress line: on a terminal, not with --json, erased at the end. */
 START_TEST(progress_line)
 {
@@ -391,6 +471,7 @@ static Suite *suite(void)
         {"removal_snapshot_files", removal_snapshot_files},
         {"metadump_disabled", metadump_disabled},
         {"destination_down_then_resumed", destination_down_then_resumed},
+        {"destination_without_room", destination_without_room},
         {"progress_line", progress_line},
         {"bad_arguments", bad_arguments},
     };
