@@ -23,14 +23,25 @@
  *      `from` places on that server (a key it holds that `from` places
  *      elsewhere, left over from an older placement, is a "stray": counted,
  *      never copied) and that `to` places on another server ("moved");
- *   3. copies each moved key: reads its value and flags from the old owner
- *      (a get pinned to that server, through an mcr_pool over `from`) and
- *      writes them to the new owner with ADD (pinned, through a pool over
- *      `to`), with the item's expiry: never overwriting a value that is
- *      already there.
+ *   3. copies each moved key: reads its value, flags, remaining TTL and
+ *      CAS from the old owner (a meta get pinned to that server, through
+ *      an mcr_pool over `from`), writes them to the new owner with ADD
+ *      (pinned, through a pool over `to`; never overwriting a value that
+ *      is already there), and then reads the old owner's CAS and TTL
+ *      again: when they changed, the copy is deleted from the new owner by
+ *      its own CAS (see "Every acknowledged write" below);
+ *   Before step 2, unless options.switched is set (a run before the
+ *   switch), it checks the new owners: dumps each server of `to` that
+ *   gains keys, and compares every key it holds that `from` places
+ *   elsewhere with its old owner's value (value, flags, TTL); a copy that
+ *   differs, or whose old owner no longer has it, is deleted by its CAS
+ *   (report->removed; step 3 then copies the key afresh). That removes
+ *   what a run interrupted between an add and its check left behind.
  *
  * Outcomes. Every moved key ends in exactly one count: copied (the add
- * stored it); skipped_present (the add found a value: one written since,
+ * stored it and the check found the old owner unchanged); undone (the add
+ * stored it, the old owner changed meanwhile, the copy was deleted again);
+ * skipped_present (the add found a value: one written since,
  * newer than ours, or copied by an earlier run); skipped_expired (its
  * expiry had passed, or was within min_ttl seconds: not copied);
  * skipped_gone (the old owner no longer had it when it was read: evicted
@@ -40,23 +51,47 @@
  * with `memcached -X`, a malformed line) is a failed source: none of its
  * keys are copied, the others still are.
  *
- * Expiry. metadump's exp is an absolute Unix time, -1 for never: -1 is
- * written with exptime 0; a time at or before now (plus min_ttl) is not
- * copied; any other is written as that absolute time (memcached reads an
- * exptime over 30 days as a Unix time), so the copy expires when the
- * original would. This assumes the servers' clocks agree, as memcached's
- * absolute expiry does.
+ * Expiry. The remaining TTL read with the value (so a touch since the dump
+ * counts): -1 (never) is written with exptime 0; a key with at most
+ * min_ttl seconds left (metadump's exp says so already at the dump, the
+ * read's TTL at the copy) is not copied; any other is written as that many
+ * seconds, or as an absolute Unix time beyond 30 days (memcached's rule),
+ * so the copy expires within a second of the original.
+ *
+ * Room. A destination (a server of `to` that gains keys) whose memory
+ * (memcached -m) is full evicts items to store the copies, or refuses them
+ * ("SERVER_ERROR out of memory storing object"): keys copied are then gone
+ * although their adds succeeded. So the run reads each destination's
+ * counters (`stats`: evictions, slab_reassign_evictions_nomem,
+ * store_no_memory) before the first dump and after the last copy, and
+ * fails with MCR_ERR_SERVER when they grew (report->evicted, ->refused,
+ * ->room_message): give the destinations more memory, or fewer keys,
+ * before switching. The counters are the servers', so every eviction on a
+ * destination during the run counts, keys of other clients included. Not
+ * in a dry run, nor when no server loses keys.
  *
  * Restartable. Nothing is remembered between runs and nothing is ever
  * overwritten, so running the same migration again after a crash, a stop
  * or a failure copies what is missing and counts what is there as
- * skipped_present: a second run over a complete copy copies nothing and
- * returns MCR_OK.
+ * skipped_present (after the check has compared it with the old owner): a
+ * second run over a complete copy copies nothing and returns MCR_OK.
  *
- * Writes meanwhile. A key updated at its old owner after it was copied
- * and before clients adopt `to` keeps the older copy at its new owner (add
- * never overwrites it): the copy does not make writes reach both owners;
- * keep that window free of updates to moving keys, or send them to both.
+ * Every acknowledged write. The run is meant to run while clients hold the
+ * transition (from, to) (mcroute_router.h, mcroute_pool.h: Transitions),
+ * whose writes of a moved key reach both owners, and the owner in `from`
+ * first whenever their effect at the new owner depends on what it holds
+ * (a delete, a touch, an incr, an append...; a set reaches both at once).
+ * Then a key's copy can never be older than a write acknowledged to a
+ * client: a write that reached the old owner before the copy's read is in
+ * the value copied; one that reached it between the read and the check
+ * changed its CAS (or TTL, or removed it), and the copy is deleted by its
+ * own CAS, so that a value a client wrote at the new owner since stays;
+ * one that came after the check reaches the new owner after the add and
+ * applies to the copy. After the switch (switched 1) the new owners are
+ * the keys' owners: a run then copies only what they lack (a copy undone
+ * earlier, a key whose incr deleted its copy), with the same read, add and
+ * check, and compares nothing. Clients that write without the transition
+ * (plain memcached clients) are outside this rule.
  *
  * Keys. Keys are copied as they are on the wire. A snapshot with a key
  * prefix (mcr_config_set_key_prefix(): libmemcached's namespace) hashes
@@ -134,6 +169,13 @@ typedef struct mcr_migrate_options {
     unsigned min_ttl;       /* a key with at most this many seconds left is
                                not copied (skipped_expired); default 0: only
                                keys already expired; at most 30 days */
+    int switched;           /* 0: the run copies before the switch: the old
+                               owners hold every key's value, and the run
+                               first checks what the new owners hold
+                               (verified, removed). 1: after the switch,
+                               where the new owners are the keys' owners:
+                               only keys they lack are copied, nothing
+                               there is compared or removed */
 } mcr_migrate_options;
 
 /* mcr_migrate_options_init: zero *o and write the defaults above. NULL is
@@ -152,9 +194,18 @@ typedef struct mcr_migrate_source {
     uint64_t stray;         /* keys it holds that `from` places elsewhere */
     uint64_t moved;         /* keys it owns in `from` that `to` places elsewhere */
     uint64_t copied, skipped_present, skipped_expired, skipped_gone, failed;
+    uint64_t refused;       /* adds of its keys that the new owner refused
+                               for want of memory ("SERVER_ERROR out of
+                               memory storing object"); counted in failed too */
+    uint64_t undone;        /* copies removed again: the source's value
+                               changed (or was touched, or deleted) between
+                               the copy's read and its check (see "Every
+                               acknowledged write" in INTRODUCTION); not in
+                               copied */
 } mcr_migrate_source;
 
-/* The outcome of a run: the sums over the sources, and each source. */
+/* The outcome of a run: the sums over the sources, each source, and the
+ * room at the destinations (see "Room" in INTRODUCTION). */
 typedef struct mcr_migrate_report {
     uint64_t scanned, stray, moved, copied, skipped_present, skipped_expired,
         skipped_gone, failed;
@@ -163,6 +214,32 @@ typedef struct mcr_migrate_report {
     mcr_migrate_source *sources; /* malloc'd, in `from`'s server order;
                                free with mcr_migrate_report_clear() */
     int stopped;            /* 1 when *stop ended the run early */
+    uint64_t evicted;       /* items the destinations evicted during the run:
+                               the growth of their evictions and
+                               slab_reassign_evictions_nomem (`stats`) from
+                               before the first dump to after the last copy;
+                               every eviction on those servers, keys of other
+                               clients included */
+    uint64_t refused;       /* adds of the run refused for want of memory:
+                               the sum of the sources' refused */
+    size_t ndestinations;   /* destinations whose counters were read before
+                               and after (one that could not be read, before
+                               or after, is not counted); 0 in a dry run
+                               and when no server loses keys */
+    char room_message[256]; /* "" when the destinations had room; else the
+                               sentence naming each that evicted items or
+                               refused stores (its own counters: every
+                               client's) and how many, as in the error */
+    uint64_t undone;        /* the sum of the sources' undone */
+    uint64_t verified;      /* the check of the new owners before the copy
+                               (not with `switched`): keys a new owner holds
+                               that `from` places on another server, found
+                               equal to that server's value */
+    uint64_t removed;       /* ... found different, or gone from that
+                               server: removed from the new owner (by their
+                               CAS) as copies left by an earlier run that
+                               was stopped between a copy and its check;
+                               the copy then copies them afresh */
 } mcr_migrate_report;
 
 /* mcr_migrate_run: copy every key that moves from `from` to `to` to its
@@ -179,18 +256,29 @@ typedef struct mcr_migrate_report {
  *
  * Returns MCR_OK when every moved key was copied or skipped for a stated
  * reason (moved == copied + skipped_present + skipped_expired +
- * skipped_gone, failed 0, every source dumped). Otherwise:
+ * skipped_gone, failed 0, every source dumped) and the destinations had
+ * room (nothing evicted or refused: room_message ""). Otherwise:
  *   MCR_ERR_INVALID      NULL from or to;
  *   MCR_ERR_RANGE        an option out of range (the message names it);
  *   MCR_ERR_UNSUPPORTED  the snapshots' key prefixes differ;
  *   MCR_ERR_CANCELLED    *stop was set (report->stopped is 1);
  *   MCR_ERR_NOMEM;
+ *   MCR_ERR_SERVER       the destinations lack room: they evicted items or
+ *                        refused stores during the run (report->evicted,
+ *                        ->refused; report->room_message is not ""); `err`
+ *                        says "migrate: the destinations lack room:
+ *                        10.0.0.5:11211 evicted 1,234 items and refused 56
+ *                        during the copy (their memory is full: give them
+ *                        more memory (-m) or fewer keys before switching)".
+ *                        Keys copied may be gone: do not publish `to` yet.
+ *                        This status wins over a source's failure (each
+ *                        source's status and message still say it);
  * or the first source's failure: MCR_ERR_CONNECT, MCR_ERR_TIMEOUT
  * (unreachable, silent), MCR_ERR_SERVER (it refused the dump: "metadump
- * refused" for memcached -X), MCR_ERR_PROTOCOL (a malformed line, quoted)
- * or the status of the first key that failed; `err` names the server, its
- * id and address, and says how many sources and keys failed. The other
- * sources are copied all the same.
+ * refused" for memcached -X; room_message ""), MCR_ERR_PROTOCOL (a
+ * malformed line, quoted) or the status of the first key that failed;
+ * `err` names the server, its id and address, and says how many sources
+ * and keys failed. The other sources are copied all the same.
  *
  * Threads: it may run on any thread; concurrent runs need distinct
  * reports. The progress callback runs on the calling thread. */

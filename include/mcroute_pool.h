@@ -50,23 +50,46 @@
  *     written meanwhile) to the current owner with its flags and remaining
  *     TTL. If the previous owner fails or misses, the result is the first
  *     miss. gat and gats are reads of the current owner only;
- *   - writes reach both owners at once, in both phases: set, delete and
- *     touch are sent to both; add, replace, append, prepend, cas, incr and
- *     decr go to the current owner and a delete of its copy to the other
- *     (what they do depends on what each holds, so the other copy goes
- *     rather than grow apart). The callback runs once both answered, with
- *     the current owner's result (a delete: DELETED when either held the
- *     key); if the other owner failed (an error, not a miss) the write's
- *     status is that error, with a message naming both servers: an
- *     acknowledged write is on both owners, or the other holds no copy.
- *     So a reader on either side of the switch, in this process or
- *     another one whose router has the same transition, never reads a
- *     value older than an acknowledged write.
+ *   - writes reach both owners, in both phases. A set goes to both at
+ *     once. A delete or a touch goes to the key's owner in `from` first
+ *     and, once it answered, to its owner in `to`. add, replace, append,
+ *     prepend, cas, incr and decr go to the current owner, and a delete of
+ *     the copy to the other (what they do depends on what each holds, so
+ *     the other copy goes rather than grow apart): while copying, the op
+ *     first (the current owner is the one in `from`), then the delete;
+ *     once switched, the key's value is first copied to the current owner
+ *     if the previous one holds it (verified as below), then the op, then
+ *     the previous owner's copy deleted, so an incr of a key not copied
+ *     yet applies to its value, not to nothing. The callback runs once
+ *     both answered, with the current owner's result (a delete: DELETED
+ *     when either held the key); if the other owner failed (an error, not
+ *     a miss) the write's status is that error, with a message naming both
+ *     servers.
+ *   - a value copied to the current owner (a warm read, the copy before
+ *     a switched-phase op) is verified: read at the previous owner with
+ *     its CAS, added (never over a value), then the previous owner's CAS
+ *     and TTL read again; if they changed, a write came meanwhile and the
+ *     copy is deleted again by its own CAS (counted in warm_undone), so a
+ *     value written at the current owner since is kept.
+ * Why this holds: every write whose effect at the new owner depends on
+ * what it holds reaches the owner in `from` first; a copy reads that owner
+ * before its add and checks it after. A write that came before the read is
+ * in the value copied; one between the read and the check is seen by the
+ * check, which removes the copy; one after the check reaches the new owner
+ * after the add and applies to the copy. A set reaches both at once: before
+ * the add it makes the add fail, after it it replaces the copy. So a
+ * reader on either side of the switch, in this process or another one
+ * whose router has the same transition, never reads a value older than an
+ * acknowledged write, nor a value whose delete was acknowledged; the
+ * copier of mcroute_migrate.h keeps the same rule. (Writes to one key from
+ * two processes at once have no order between them, as without a
+ * transition.)
  * The pool keeps connections to the servers only the other snapshot names
  * (mcr_server_stats.transition_only) until the transition ends. Its extra
  * requests count in mcr_pool_pending() and complete before
  * mcr_pool_wait() returns. Counters per server: fallback_reads,
- * fallback_hits, warm_writes, warm_skipped, warm_failures, dual_writes.
+ * fallback_hits, warm_writes, warm_skipped, warm_failures, warm_undone,
+ * dual_writes.
  * A server command or a request with `server` set never goes through the
  * transition.
  *
@@ -405,7 +428,11 @@ typedef struct mcr_request {
     uint32_t flags;        /* client flags stored with the value */
     int64_t exptime;       /* TTL in seconds (or a Unix time, memcached's rule);
                               also gat/gats/touch/flush_all; 0..2^31-1 */
-    uint64_t cas;          /* MCR_OP_CAS */
+    uint64_t cas;          /* MCR_OP_CAS; MCR_OP_DELETE: 0, or delete only
+                              while the item's CAS is still this one
+                              (meta `md C`, sent in meta whatever the
+                              pool's protocol; MCR_REPLY_EXISTS when it
+                              changed) */
     uint64_t delta;        /* incr, decr */
     const char *server;    /* server commands: the server's id (of the current
                               snapshot, or of a transition's other one). Keyed ops:
@@ -423,7 +450,7 @@ typedef enum mcr_reply {
     MCR_REPLY_MISS,        /* get family, touch, incr/decr, delete, cas: no such key */
     MCR_REPLY_STORED,
     MCR_REPLY_NOT_STORED,  /* add of an existing key, replace/append of a missing one */
-    MCR_REPLY_EXISTS,      /* cas: the item changed since */
+    MCR_REPLY_EXISTS,      /* cas, a delete by CAS: the item changed since */
     MCR_REPLY_DELETED,
     MCR_REPLY_TOUCHED,
     MCR_REPLY_NUMBER,      /* incr/decr: `number` holds the new value */
@@ -447,7 +474,8 @@ typedef struct mcr_result {
     const char *value;     /* HIT, VERSION, STATS; else NULL */
     size_t value_len;
     uint32_t flags;
-    uint64_t cas;          /* gets, gats */
+    uint64_t cas;          /* gets, gats; in MCR_PROTO_META also a stored
+                              item's CAS (set, add, ... answered STORED) */
     uint64_t number;       /* incr, decr */
     const char *server;    /* id of the server it was sent to; NULL when it was
                               refused before choosing one (MCR_ERR_EMPTY) */

@@ -376,6 +376,11 @@ START_TEST(test_grow_without_misses)
     }
     ck_assert_uint_eq(sum, r.copied);
     ck_assert(r.seconds > 0);
+    /* the new server had room: nothing evicted nor refused */
+    ck_assert_uint_eq(r.ndestinations, 1);
+    ck_assert_uint_eq(r.evicted, 0);
+    ck_assert_uint_eq(r.refused, 0);
+    ck_assert_str_eq(r.room_message, "");
     mcr_migrate_report_clear(&r);
     ck_assert_ptr_null(r.sources);
     ck_assert_int_eq(misses_through(five, 0, NKEYS), 0);
@@ -505,10 +510,13 @@ START_TEST(test_skips)
     ck_assert_uint_eq(r.moved, (uint64_t)moved);
     ck_assert_uint_eq(r.copied, 0);
     ck_assert_uint_eq(r.skipped_present + r.skipped_gone, 0);
+    ck_assert_uint_eq(r.ndestinations, 0); /* nobody asked */
     mcr_migrate_report_clear(&r);
     ck_assert_int_eq(curr_items(c.mc[4].port), 0);
 
-    /* a newer value at the new owner of 3 moved keys (never overwritten);
+    /* a newer value of 3 moved keys at both owners, as a transition's set
+     * writes it (never overwritten: the check before the switch finds the
+     * two equal);
      * a stray key on server 0 that `four` places on another server */
     char key[32], line[128], reply[256];
     int newer[3], nn = 0, stray = -1;
@@ -519,6 +527,8 @@ START_TEST(test_skips)
         if (nn < 3 && b == 4 && !is_relative_ttl(i)) {
             snprintf(line, sizeof(line), "set %s 7 0 5\r\nnewer", key);
             raw(c.mc[4].port, line, reply, sizeof(reply));
+            ck_assert_str_eq(reply, "STORED\r\n");
+            raw(c.mc[a].port, line, reply, sizeof(reply));
             ck_assert_str_eq(reply, "STORED\r\n");
             newer[nn++] = i;
         }
@@ -690,6 +700,112 @@ START_TEST(test_destination_killed_then_resumed)
 }
 END_TEST
 
+/* ------------------------------------------------------------ room */
+
+/* The keys of the room tests: ROOM_KEYS values of ROOM_VALUE bytes on one
+ * server, about 12 MB; a server with -m 2 holds about 460 of them. */
+#define ROOM_KEYS 3000
+#define ROOM_VALUE 4000
+
+static void set_big_keys(int port)
+{
+    char *value = malloc(ROOM_VALUE + 1);
+    ck_assert_ptr_nonnull(value);
+    memset(value, 'r', ROOM_VALUE);
+    value[ROOM_VALUE] = '\0';
+    static char names[ROOM_KEYS][16];
+    const char *keys[ROOM_KEYS];
+    size_t lens[ROOM_KEYS];
+    for (int i = 0; i < ROOM_KEYS; i++) {
+        lens[i] = (size_t)snprintf(names[i], sizeof(names[i]), "room:%d", i);
+        keys[i] = names[i];
+    }
+    char why[256] = "";
+    int fd = rs_connect("127.0.0.1", port, IO_MS);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_msg(rs_mc_set_many(fd, keys, lens, ROOM_KEYS, value, IO_MS, why, sizeof(why)) == 0,
+                  "%s", why);
+    close(fd);
+    free(value);
+}
+
+/* The number after `word` in text, its commas skipped ("evicted 1,234"). */
+static uint64_t number_after(const char *text, const char *word)
+{
+    const char *p = strstr(text, word);
+    ck_assert_msg(p != NULL, "no \"%s\" in: %s", word, text);
+    uint64_t v = 0;
+    for (p += strlen(word); (*p >= '0' && *p <= '9') || *p == ','; p++)
+        if (*p != ',')
+            v = v * 10 + (uint64_t)(*p - '0');
+    return v;
+}
+
+/* A destination whose memory is full: every add answers STORED while it
+ * evicts (-m 2), or the adds are refused (-m 2 -M): MCR_ERR_SERVER, the
+ * server and the counts named, report->evicted and ->refused as memcached
+ * counted them. */
+START_TEST(test_destination_without_room)
+{
+    static const char *const evicts[] = {"-m", "2", NULL};
+    static const char *const refuses[] = {"-m", "2", "-M", NULL};
+    cluster c;
+    memset(&c, 0, sizeof(c));
+    ck_assert_msg(rs_executable(rs_memcached_path()), "need %s (Debian package memcached)",
+                  rs_memcached_path());
+    /* 0 evicts, 1 the source, 2 refuses */
+    ck_assert_int_eq(rs_memcached_start_opts(&c.mc[0], "127.0.0.1", 0, evicts, NULL, START_MS), 0);
+    ck_assert_int_eq(rs_memcached_start(&c.mc[1], "127.0.0.1", 0, NULL, START_MS), 0);
+    ck_assert_int_eq(rs_memcached_start_opts(&c.mc[2], "127.0.0.1", 0, refuses, NULL, START_MS),
+                     0);
+    c.n = 3;
+    mcr_snapshot *source = snap_of(&c, 1, 1), *to_evicting = snap_of(&c, 0, 2),
+                 *to_refusing = snap_of(&c, 1, 2);
+    set_big_keys(c.mc[1].port);
+    char id[64], want[128];
+
+    /* evicted: every key copied, not every key kept */
+    mcr_migrate_report r;
+    mcr_error err = {0, ""};
+    int rc = mcr_migrate_run(source, to_evicting, NULL, &r, &err);
+    ck_assert_msg(rc == MCR_ERR_SERVER, "%s: %s", mcr_strerror(rc), err.message);
+    ck_assert_uint_gt(r.moved, 1000);
+    ck_assert_uint_eq(r.copied, r.moved);
+    ck_assert_uint_eq(r.failed, 0);
+    ck_assert_uint_eq(r.refused, 0);
+    ck_assert_uint_eq(r.ndestinations, 1);
+    ck_assert_uint_gt(r.evicted, 0);
+    ck_assert_uint_eq(r.evicted, r.copied - (uint64_t)curr_items(c.mc[0].port));
+    snprintf(id, sizeof(id), "127.0.0.1:%d", c.mc[0].port);
+    snprintf(want, sizeof(want), "migrate: the destinations lack room: %s evicted ", id);
+    ck_assert_msg(strncmp(err.message, want, strlen(want)) == 0, "%s", err.message);
+    ck_assert_uint_eq(number_after(err.message, " evicted "), r.evicted);
+    ck_assert_msg(strstr(err.message, " items during the copy (their memory is full: give them "
+                                      "more memory (-m) or fewer keys before switching)") != NULL,
+                  "%s", err.message);
+    ck_assert_str_eq(r.room_message, err.message + strlen("migrate: "));
+    ck_assert_int_eq(r.sources[0].status, MCR_OK); /* no key failed */
+    mcr_migrate_report_clear(&r);
+
+    /* refused: those adds failed, and are counted as refused too */
+    rc = mcr_migrate_run(source, to_refusing, NULL, &r, &err);
+    ck_assert_msg(rc == MCR_ERR_SERVER, "%s: %s", mcr_strerror(rc), err.message);
+    ck_assert_uint_gt(r.refused, 0);
+    ck_assert_uint_eq(r.failed, r.refused);
+    ck_assert_uint_eq(r.sources[0].refused, r.refused);
+    ck_assert_uint_eq(r.copied + r.refused, r.moved);
+    ck_assert_uint_eq((uint64_t)curr_items(c.mc[2].port), r.copied);
+    ck_assert_uint_eq(r.evicted, 0);
+    snprintf(id, sizeof(id), "127.0.0.1:%d", c.mc[2].port);
+    snprintf(want, sizeof(want), "migrate: the destinations lack room: %s refused ", id);
+    ck_assert_msg(strncmp(err.message, want, strlen(want)) == 0, "%s", err.message);
+    ck_assert_uint_eq(number_after(err.message, " refused "), r.refused);
+    ck_assert_msg(strstr(r.sources[0].message, "SERVER_ERROR out of memory") != NULL, "%s",
+                  r.sources[0].message);
+    mcr_migrate_report_clear(&r);
+}
+END_TEST
+
 /* The rate: M keys at R a second take about (M - burst) / R seconds. */
 START_TEST(test_rate_limit)
 {
@@ -755,7 +871,8 @@ END_TEST
 
 /* ------------------------------------------------------------ a scripted server */
 
-/* A listener that answers the first connection with `reply` (then closes). */
+/* A listener that answers every connection with `reply` (then closes it),
+ * until script_stop(): a dump answered BUSY is tried again. */
 typedef struct script {
     int fd, port;
     const char *reply;
@@ -765,27 +882,27 @@ typedef struct script {
 static void *script_main(void *arg)
 {
     script *s = arg;
-    int c = accept(s->fd, NULL, NULL);
-    if (c < 0)
-        return NULL;
-    char buf[256];
-    size_t n = 0;
-    while (n < sizeof(buf) - 1) { /* the request line */
-        ssize_t r = read(c, buf + n, sizeof(buf) - 1 - n);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        if (memchr(buf, '\n', n) != NULL)
-            break;
+    int c;
+    while ((c = accept(s->fd, NULL, NULL)) >= 0) {
+        char buf[256];
+        size_t n = 0;
+        while (n < sizeof(buf) - 1) { /* the request line */
+            ssize_t r = read(c, buf + n, sizeof(buf) - 1 - n);
+            if (r <= 0)
+                break;
+            n += (size_t)r;
+            if (memchr(buf, '\n', n) != NULL)
+                break;
+        }
+        size_t len = strlen(s->reply);
+        for (size_t off = 0; off < len;) {
+            ssize_t w = write(c, s->reply + off, len - off);
+            if (w <= 0)
+                break;
+            off += (size_t)w;
+        }
+        close(c);
     }
-    size_t len = strlen(s->reply);
-    for (size_t off = 0; off < len;) {
-        ssize_t w = write(c, s->reply + off, len - off);
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-    close(c);
     return NULL;
 }
 
@@ -1105,6 +1222,7 @@ static Suite *suite(void)
         {"skips", test_skips},
         {"source_failures", test_source_failures},
         {"destination_killed_then_resumed", test_destination_killed_then_resumed},
+        {"destination_without_room", test_destination_without_room},
         {"rate_limit", test_rate_limit},
         {"stop_flag", test_stop_flag},
         {"malformed_dump", test_malformed_dump},

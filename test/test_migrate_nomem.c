@@ -18,8 +18,9 @@
  * Two servers grow to three: the keys the third one takes are copied from
  * the other two. Each run goes through nm_every_failure() (nomem_wrap.h),
  * once for each allocation of the run (two routers, two pools, the dumps'
- * parsers, the copies: the library's; libevent's are a shared library's and
- * not failed), with that one failing. A run that returns MCR_OK must have
+ * parsers, the copies, the destinations' counters and the diff that finds
+ * them: the library's; libevent's are a shared library's and not failed),
+ * with that one failing. A run that returns MCR_OK must have
  * copied every moved key with its value; a failing one must say
  * MCR_ERR_NOMEM. After each run the third server is flushed, so that the
  * next one copies the same keys again.
@@ -78,6 +79,11 @@ static void mig_check(void *v)
     ck_assert_uint_eq(c->report.moved, (uint64_t)c->nmoved);
     ck_assert_uint_eq(c->report.copied, (uint64_t)c->nmoved);
     ck_assert_uint_eq(c->report.failed, 0);
+    /* the new server's counters read before and after (room.c): room */
+    ck_assert_uint_eq(c->report.ndestinations, 1);
+    ck_assert_uint_eq(c->report.evicted, 0);
+    ck_assert_uint_eq(c->report.refused, 0);
+    ck_assert_str_eq(c->report.room_message, "");
     int fd = rs_connect("127.0.0.1", c->mc[2].port, IO_MS);
     ck_assert_int_ge(fd, 0);
     for (int i = 0; i < NK; i++) {

@@ -36,12 +36,15 @@ const char cli_usage_migrate[] =
     "EXPIRED (skipped), GONE (no longer there when read: skipped), FAILED, and the\n"
     "server's status. With --json: {\"scanned\": N, \"stray\": N, \"moved\": N,\n"
     "\"copied\": N, \"skipped\": {\"present\": N, \"expired\": N, \"gone\": N},\n"
-    "\"failed\": N, \"seconds\": F, \"keys_per_s\": F, \"dry_run\": B, \"status\": S,\n"
-    "\"message\": M, \"sources\": [{\"id\": ID, \"address\": A, \"status\": S,\n"
-    "\"message\": M, and the same counts}, ...]} (STRAY: keys a server holds that\n"
-    "OLD places elsewhere, never copied). A progress line is drawn on standard\n"
-    "error when it is a terminal (not with --json). SIGINT or SIGTERM stops\n"
-    "starting copies, lets those in flight finish and reports.\n"
+    "\"failed\": N, \"refused\": N, \"evicted\": N, \"destinations\": N,\n"
+    "\"seconds\": F, \"keys_per_s\": F, \"dry_run\": B, \"status\": S, \"message\": M,\n"
+    "\"sources\": [{\"id\": ID, \"address\": A, \"status\": S, \"message\": M, and\n"
+    "the counts from scanned to refused}, ...]} (STRAY: keys a server holds that\n"
+    "OLD places elsewhere, never copied; REFUSED: adds a full new owner refused,\n"
+    "failed too; EVICTED: items the DESTINATIONS, the servers that gain keys,\n"
+    "evicted during the run, anyone's, from their stats). A progress line is\n"
+    "drawn on standard error when it is a terminal (not with --json). SIGINT or\n"
+    "SIGTERM stops starting copies, lets those in flight finish and reports.\n"
     "With --etcd (a pool kept in etcd, see mcroute help members), the migration\n"
     "from the pool's servers to NEW is recorded in etcd and every process that\n"
     "follows the pool goes through it: planned, copying (writes of moving keys\n"
@@ -61,13 +64,17 @@ const char cli_usage_migrate[] =
     "at a time per pool: another is refused. Prints a line per step; --json: one\n"
     "object {\"id\", \"result\" (done, aborted, failed), \"phase\", \"steps\",\n"
     "\"copy\", \"backlog\", \"laggards\", \"message\", ...}.\n"
-    "Exit status: 0 when every moved key was copied or skipped for a stated reason;\n"
-    "1 when a server could not be listed (unreachable, metadump disabled with\n"
-    "memcached -X, a malformed line) or a key failed, each reported on stderr; 2\n"
-    "on bad usage. With --etcd also 1 when a step was not adopted in time, the\n"
-    "copy failed, another run holds the pool, or etcd failed; 2 for bad input:\n"
-    "no such pool, a record that does not verify, NEW the pool's servers already,\n"
-    "or another migration in progress.\n";
+    "Exit status: 0 when every moved key was copied or skipped for a stated reason\n"
+    "and the servers that gain keys had room; 1 when a server could not be listed\n"
+    "(unreachable, metadump disabled with memcached -X, a malformed line) or a key\n"
+    "failed, each reported on stderr, or when the destinations lack room: they\n"
+    "evicted or refused items during the copy (\"the destinations lack room:\n"
+    "HOST:PORT evicted N items and refused M during the copy ...\" on stderr: give\n"
+    "them more memory first); 2 on bad usage. With --etcd also 1 when a step was\n"
+    "not adopted in time, the copy failed (the destinations lacking room too: the\n"
+    "migration is not switched), another run holds the pool, or etcd failed; 2\n"
+    "for bad input: no such pool, a record that does not verify, NEW the pool's\n"
+    "servers already, or another migration in progress.\n";
 
 /* Set from the signal handlers: the library's stop flag. */
 static volatile sig_atomic_t g_stop;
@@ -115,11 +122,12 @@ static void json_counts(const mcr_migrate_source *s)
 {
     printf("\"scanned\": %llu, \"stray\": %llu, \"moved\": %llu, \"copied\": %llu, "
            "\"skipped\": {\"present\": %llu, \"expired\": %llu, \"gone\": %llu}, "
-           "\"failed\": %llu",
+           "\"failed\": %llu, \"refused\": %llu, \"undone\": %llu",
            (unsigned long long)s->scanned, (unsigned long long)s->stray,
            (unsigned long long)s->moved, (unsigned long long)s->copied,
            (unsigned long long)s->skipped_present, (unsigned long long)s->skipped_expired,
-           (unsigned long long)s->skipped_gone, (unsigned long long)s->failed);
+           (unsigned long long)s->skipped_gone, (unsigned long long)s->failed,
+           (unsigned long long)s->refused, (unsigned long long)s->undone);
 }
 
 static void print_json(const mcr_migrate_report *r, int rc, const mcr_error *err, bool dry_run)
@@ -134,9 +142,15 @@ static void print_json(const mcr_migrate_report *r, int rc, const mcr_error *err
     total.skipped_expired = r->skipped_expired;
     total.skipped_gone = r->skipped_gone;
     total.failed = r->failed;
+    total.refused = r->refused;
+    total.undone = r->undone;
     const char *msg = rc == MCR_OK ? "" : err->message;
     fputs("{", stdout);
     json_counts(&total);
+    printf(", \"evicted\": %llu, \"destinations\": %zu", (unsigned long long)r->evicted,
+           r->ndestinations);
+    printf(", \"verified\": %llu, \"removed\": %llu", (unsigned long long)r->verified,
+           (unsigned long long)r->removed);
     printf(", \"seconds\": %.3f, \"keys_per_s\": %.1f, \"dry_run\": %s, \"status\": ", r->seconds,
            r->seconds > 0 ? (double)r->copied / r->seconds : 0.0, dry_run ? "true" : "false");
     cli_json_string(stdout, status_word(rc), strlen(status_word(rc)));
@@ -198,9 +212,13 @@ static void print_table(const mcr_migrate_report *r, int rc, bool dry_run)
         printf("dry run: %llu keys move, nothing copied (%.1f s)%s\n",
                (unsigned long long)r->moved, r->seconds, stray);
     else
-        printf("copied %llu of %llu moved keys in %.1f s (%.0f keys/s)%s\n",
+        printf("copied %llu of %llu moved keys in %.1f s (%.0f keys/s)%s\n"
+               "checked first: %llu keys at the new owners kept (equal to the old "
+               "owner's), %llu removed (older); %llu copies undone (written meanwhile)\n",
                (unsigned long long)r->copied, (unsigned long long)r->moved, r->seconds,
-               r->seconds > 0 ? (double)r->copied / r->seconds : 0.0, stray);
+               r->seconds > 0 ? (double)r->copied / r->seconds : 0.0, stray,
+               (unsigned long long)r->verified, (unsigned long long)r->removed,
+               (unsigned long long)r->undone);
 }
 
 int cli_cmd_migrate(int argc, char **argv)
@@ -252,6 +270,9 @@ int cli_cmd_migrate(int argc, char **argv)
         for (size_t i = 0; i < r.nsources; i++)
             if (r.sources[i].status != MCR_OK)
                 fprintf(stderr, "%s: migrate: %s\n", cli_progname, r.sources[i].message);
+        /* lacking room is the run's error, unless a stop or memory came first */
+        if (r.room_message[0] != '\0' && strstr(err.message, r.room_message) == NULL)
+            fprintf(stderr, "%s: migrate: %s\n", cli_progname, r.room_message);
         fprintf(stderr, "%s: %s\n", cli_progname, err.message);
         status = EXIT_FAILED;
     }

@@ -156,11 +156,13 @@ static void print_json(const ctx *c, const char *result, const char *message)
         const mcr_migrate_report *r = &c->rep;
         printf("{\"scanned\": %llu, \"moved\": %llu, \"copied\": %llu, \"skipped\": "
                "{\"present\": %llu, \"expired\": %llu, \"gone\": %llu}, \"failed\": %llu, "
+               "\"refused\": %llu, \"evicted\": %llu, \"destinations\": %zu, "
                "\"seconds\": %.3f, \"keys_per_s\": %.1f}",
                (unsigned long long)r->scanned, (unsigned long long)r->moved,
                (unsigned long long)r->copied, (unsigned long long)r->skipped_present,
                (unsigned long long)r->skipped_expired, (unsigned long long)r->skipped_gone,
-               (unsigned long long)r->failed, r->seconds,
+               (unsigned long long)r->failed, (unsigned long long)r->refused,
+               (unsigned long long)r->evicted, r->ndestinations, r->seconds,
                r->seconds > 0 ? (double)r->copied / r->seconds : 0.0);
     } else {
         fputs("null", stdout);
@@ -377,9 +379,20 @@ static int copy(ctx *c, double rate, unsigned timeout_ms)
         for (size_t i = 0; i < r->nsources; i++)
             if (r->sources[i].status != MCR_OK)
                 fprintf(stderr, "%s: migrate: %s\n", cli_progname, r->sources[i].message);
-        snprintf(c->m.message, sizeof(c->m.message), "copy failed: %.200s", err.message);
+        /* the destinations lacking room is the copy's failure (keys copied
+         * may be gone): not switched either */
+        bool room = r->room_message[0] != '\0' && strstr(err.message, r->room_message) != NULL;
+        snprintf(c->m.message, sizeof(c->m.message), "copy failed: %.240s",
+                 room ? r->room_message : err.message);
         mcr_error e2;
         (void)mcr_fleet_migration_write(&c->o, &c->m, &e2); /* the counts, the reason */
+        if (room)
+            return give_up(c, "%s; the migration stays in phase copying, not switched (run the "
+                              "command again once they have room: the copy never overwrites; "
+                              "or --abort)",
+                           r->room_message);
+        if (r->room_message[0] != '\0')
+            fprintf(stderr, "%s: migrate: %s\n", cli_progname, r->room_message);
         return give_up(c, "%s; %llu of %llu moved keys failed; the migration stays in phase "
                           "copying (run the command again to resume: the copy never overwrites)",
                        err.message, (unsigned long long)r->failed, (unsigned long long)r->moved);
@@ -391,9 +404,43 @@ static int copy(ctx *c, double rate, unsigned timeout_ms)
         (unsigned long long)r->copied, (unsigned long long)skipped,
         (unsigned long long)r->skipped_present, (unsigned long long)r->skipped_expired,
         (unsigned long long)r->skipped_gone, (unsigned long long)r->failed, r->seconds);
+    say(c, "checked first: %llu keys at the new owners kept (equal to the old owner's), "
+           "%llu removed (older); %llu copies undone (written meanwhile)",
+        (unsigned long long)r->verified, (unsigned long long)r->removed,
+        (unsigned long long)r->undone);
     snprintf(msg, sizeof(msg), "copied %llu of %llu moved keys", (unsigned long long)r->copied,
              (unsigned long long)r->moved);
     return write_record(c, MCR_MIGRATION_COPYING, msg);
+}
+
+/* After the switch, once every client reads the new owners first: the
+ * keys they still lack copied from the old owners (a copy removed as
+ * changed during the first copy, a key whose incr or append deleted the
+ * new owner's copy). Without it such a key would be read only through
+ * the fallback, and lost when the migration ends. A failure is reported,
+ * not fatal: until the end of the grace period the fallback serves what
+ * was not copied. */
+static void catch_up(ctx *c, double rate, unsigned timeout_ms)
+{
+    mcr_migrate_options mo;
+    mcr_migrate_report r;
+    mcr_error err;
+    mcr_migrate_options_init(&mo);
+    mo.rate = rate;
+    if (timeout_ms != 0)
+        mo.timeout_ms = timeout_ms;
+    mo.stop = (const volatile int *)&g_stop;
+    mo.switched = 1;
+    int rc = mcr_migrate_run(c->m.from, c->m.to, &mo, &r, &err);
+    if (rc != MCR_OK)
+        fprintf(stderr, "%s: migrate: catch-up after the switch: %s (the fallback reads of "
+                        "the grace period serve what was not copied)\n",
+                cli_progname, err.message);
+    else
+        say(c, "catch-up: moved %llu, copied %llu, present %llu, undone %llu in %.1f s",
+            (unsigned long long)r.moved, (unsigned long long)r.copied,
+            (unsigned long long)r.skipped_present, (unsigned long long)r.undone, r.seconds);
+    mcr_migrate_report_clear(&r);
 }
 
 /* The switch, and the wait for every client at the new epoch. */
@@ -523,6 +570,10 @@ static int run_forward(ctx *c, double rate, unsigned timeout_ms)
             (rc = wait_step(c, MCR_MIGRATION_SWITCHED, mcr_snapshot_epoch(c->m.to))) !=
                 EXIT_SUCCESS)
             return rc;
+        catch_up(c, rate, timeout_ms);
+        if (g_stop)
+            return give_up(c, "interrupted after the switch (run the command again to "
+                              "finish it)");
         if (c->m.rollback)
             return step(c, MCR_MIGRATION_ABORTED, "aborted: rolled back");
         c->m.grace_until = unix_ms() + c->m.grace_ms;

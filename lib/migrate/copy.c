@@ -31,10 +31,15 @@ typedef struct mig_item {
 
 typedef struct engine engine;
 
-/* One copy in flight: a get, then an add. */
+/* One copy in flight: a get with its CAS (R), an add (W), the source's
+ * CAS read again (C), and the copy removed when it changed (see
+ * copy_rule below). */
 typedef struct mig_slot {
     engine *e;
     size_t item;
+    uint64_t cas_src, cas_dst;
+    int64_t ttl;        /* R's remaining TTL: -1 never */
+    double read_at;     /* when R answered, monotonic seconds */
 } mig_slot;
 
 struct engine {
@@ -450,6 +455,105 @@ static const char *item_key(const engine *e, const mig_item *m, char *q, size_t 
     return mcr__quote(q, cap, e->keys + m->off, m->len);
 }
 
+/*
+ * copy_rule: a copy is trusted only when its source did not change
+ * between R and C. Every client write of a moved key whose effect at the
+ * new owner depends on what it holds (a delete, a touch, the delete that
+ * stands for incr, append...) reaches the old owner first and the new one
+ * once the old answered (the pool's transition); a set reaches both at
+ * once. So a write that came before R is in the value read; one between R
+ * and C changes the source's CAS (or TTL, or removes the key), and the
+ * copy is removed by its own CAS (a value written since at the new owner
+ * stays); one after C reaches the new owner after the add and applies to
+ * the copy. A copy that ends removed is counted `undone`: the key is then
+ * where a client's write left it, at the old owner only (read through
+ * the switched phase's fallback, or copied by a run after the switch).
+ */
+
+/* A TTL read again may differ by the seconds between the reads (memcached's
+ * clock ticks once a second): more means the item was touched meanwhile. */
+#define TTL_SLACK_S 2
+
+static void on_undo(const mcr_result *res, void *arg)
+{
+    mig_slot *sl = arg;
+    engine *e = sl->e;
+    const mig_item *m = &e->items[sl->item];
+    char q[80], addr[MCR_HOSTNAME_MAX + 16];
+    if (res->status == MCR_OK) {
+        /* DELETED; EXISTS or MISS: a client's write replaced or removed it first */
+        e->s->undone++;
+        e->rep->undone++;
+    } else {
+        server_address(e->to, m->dest, addr, sizeof(addr));
+        set_source_failure(e, res->status,
+                           "key \"%s\": changed at its source while copied, and its copy "
+                           "could not be removed from server %s (%s): %s",
+                           item_key(e, m, q, sizeof(q)), res->server ? res->server : "?", addr,
+                           res->message ? res->message : mcr_strerror(res->status));
+    }
+    finish(e, sl);
+}
+
+/* Remove the slot's copy from the new owner, by its CAS. */
+static void undo(engine *e, mig_slot *sl)
+{
+    const mig_item *m = &e->items[sl->item];
+    mcr_server_desc d;
+    mcr_snapshot_server(e->to, m->dest, &d);
+    mcr_request rq;
+    memset(&rq, 0, sizeof(rq));
+    rq.op = MCR_OP_DELETE;
+    rq.key = e->keys + m->off;
+    rq.key_len = m->len;
+    rq.cas = sl->cas_dst;
+    rq.server = d.id;
+    mcr_error serr;
+    mcr_result r;
+    if (mcr_pool_submit(e->pto, &rq, on_undo, sl, &serr) != MCR_OK) {
+        memset(&r, 0, sizeof(r));
+        r.status = MCR_ERR_INVALID;
+        r.message = serr.message;
+        r.server = d.id;
+        on_undo(&r, sl);
+    }
+}
+
+static void on_check(const mcr_result *res, void *arg)
+{
+    mig_slot *sl = arg;
+    engine *e = sl->e;
+    int same = res->status == MCR_OK && res->reply == MCR_REPLY_HIT && res->cas == sl->cas_src;
+    if (same && (res->ttl == -1) != (sl->ttl == -1))
+        same = 0;
+    if (same && sl->ttl != -1) {
+        double want = (double)sl->ttl - (now_s() - sl->read_at);
+        same = (double)res->ttl >= want - TTL_SLACK_S && (double)res->ttl <= want + TTL_SLACK_S;
+    }
+    if (!same) {
+        undo(e, sl);
+        return;
+    }
+    e->s->copied++;
+    e->rep->copied++;
+    finish(e, sl);
+}
+
+/* C: the source's CAS read again. */
+static void check(engine *e, mig_slot *sl)
+{
+    const mig_item *m = &e->items[sl->item];
+    mcr_request rq;
+    memset(&rq, 0, sizeof(rq));
+    rq.op = MCR_OP_GETS;
+    rq.key = e->keys + m->off;
+    rq.key_len = m->len;
+    rq.server = e->s->id;
+    mcr_error serr;
+    if (mcr_pool_submit(e->pfrom, &rq, on_check, sl, &serr) != MCR_OK)
+        undo(e, sl);
+}
+
 static void on_add(const mcr_result *res, void *arg)
 {
     mig_slot *sl = arg;
@@ -457,12 +561,17 @@ static void on_add(const mcr_result *res, void *arg)
     const mig_item *m = &e->items[sl->item];
     char q[80], addr[MCR_HOSTNAME_MAX + 16];
     if (res->status == MCR_OK && res->reply == MCR_REPLY_STORED) {
-        e->s->copied++;
-        e->rep->copied++;
+        sl->cas_dst = res->cas;
+        check(e, sl);
+        return;
     } else if (res->status == MCR_OK && res->reply == MCR_REPLY_NOT_STORED) {
         e->s->skipped_present++;
         e->rep->skipped_present++;
     } else {
+        if (mcr__room_refusal(res->status, res->message)) { /* the new owner is full */
+            e->s->refused++;
+            e->rep->refused++;
+        }
         server_address(e->to, m->dest, addr, sizeof(addr));
         set_source_failure(e, res->status != MCR_OK ? res->status : MCR_ERR_PROTOCOL,
                            "key \"%s\": add to server %s (%s): %s", item_key(e, m, q, sizeof(q)),
@@ -492,23 +601,29 @@ static void on_get(const mcr_result *res, void *arg)
         finish(e, sl);
         return;
     }
+    /* the TTL as read now (a touch since the dump counts), in memcached's
+     * exptime: seconds up to 30 days, a Unix time beyond */
     int64_t exptime = 0;
-    if (m->exp != -1) {
-        if (expired(e, m->exp, unix_now())) {
+    sl->cas_src = res->cas;
+    sl->ttl = res->ttl;
+    sl->read_at = now_s();
+    if (res->ttl != -1) {
+        int64_t abs_exp = unix_now() + (res->ttl > 0 ? res->ttl : 0);
+        if (res->ttl <= 0 || expired(e, abs_exp, unix_now())) {
             e->s->skipped_expired++;
             e->rep->skipped_expired++;
             finish(e, sl);
             return;
         }
-        if (m->exp > INT32_MAX) {
+        if (abs_exp > INT32_MAX) {
             set_source_failure(e, MCR_ERR_RANGE,
                                "key \"%s\": its expiry %lld is past what memcached's exptime "
                                "holds (2^31-1)",
-                               item_key(e, m, q, sizeof(q)), (long long)m->exp);
+                               item_key(e, m, q, sizeof(q)), (long long)abs_exp);
             finish(e, sl);
             return;
         }
-        exptime = m->exp;
+        exptime = res->ttl > 30 * 24 * 3600 ? abs_exp : res->ttl;
     }
     mcr_server_desc d;
     mcr_snapshot_server(e->to, m->dest, &d);
@@ -548,7 +663,7 @@ static void start(engine *e, size_t i)
     e->in_flight++;
     mcr_request rq;
     memset(&rq, 0, sizeof(rq));
-    rq.op = MCR_OP_GET;
+    rq.op = MCR_OP_GETS;
     rq.key = e->keys + m->off;
     rq.key_len = m->len;
     rq.server = e->s->id;
@@ -634,6 +749,7 @@ static int copier_open(engine *e, mcr_error *err)
     po.max_value_size = e->o.max_value_size;
     po.policy = MCR_POLICY_FAIL_FAST;
     po.no_coalesce = 1;
+    po.protocol = MCR_PROTO_META; /* a read's TTL and CAS, an add's CAS, md C */
     if (rc == MCR_OK)
         rc = mcr_pool_new(e->base, e->rfrom, &po, &e->pfrom, err);
     if (rc == MCR_OK)
@@ -761,6 +877,38 @@ int mcr_migrate_run(const mcr_snapshot *from, const mcr_snapshot *to,
         rc = find_sources(&e, &idx, err);
     if (rc == MCR_OK && !e.o.dry_run && rep->nsources > 0)
         rc = copier_open(&e, err);
+    /* the destinations' counters before any copy (room.c) */
+    mcr__room *room = NULL;
+    if (rc == MCR_OK && !e.o.dry_run && rep->nsources > 0)
+        rc = mcr__room_open(from, to, e.o.timeout_ms, &room, err);
+    int verify_rc = MCR_OK;
+    mcr_error verr;
+    if (rc == MCR_OK && !e.o.dry_run && !e.o.switched && rep->nsources > 0) {
+        /* before a switch, and before this run copies anything: what the
+         * new owners hold is checked against the old owners (copies an
+         * earlier, interrupted run left unchecked are removed, and then
+         * copied again below) */
+        mcr__verify_ctx vc;
+        memset(&vc, 0, sizeof(vc));
+        vc.from = from;
+        vc.to = to;
+        vc.base = e.base;
+        vc.pfrom = e.pfrom;
+        vc.pto = e.pto;
+        vc.prefix = e.prefix;
+        vc.prefix_len = e.prefix_len;
+        vc.has_prefix = e.has_prefix;
+        vc.timeout_ms = e.o.timeout_ms;
+        vc.concurrency = e.o.concurrency;
+        vc.stop = e.o.stop;
+        int vrc = mcr__verify_new_owners(&vc, &rep->verified, &rep->removed, &verr);
+        if (vrc == MCR_ERR_CANCELLED)
+            e.stopping = 1; /* reported as stopped, below */
+        else if (vrc == MCR_ERR_NOMEM)
+            rc = mcr__error(err, vrc, "%s", verr.message);
+        else
+            verify_rc = vrc; /* the copy goes on; the run fails with it below */
+    }
     for (size_t i = 0; rc == MCR_OK && i < rep->nsources && !e.stopping; i++) {
         e.si = i;
         e.src = idx[i];
@@ -799,11 +947,18 @@ int mcr_migrate_run(const mcr_snapshot *from, const mcr_snapshot *to,
     free(e.items);
     free(e.keys);
     free(idx);
+    /* and after the last one: what they evicted or refused meanwhile */
+    mcr_error room_err;
+    int room_rc = mcr__room_close(room, rep, &room_err);
     rep->seconds = now_s() - e.start;
     e.s = NULL;
     progress(&e, 1, 1);
     if (rc == MCR_OK)
         rc = summarize(&e, err);
+    if (rc == MCR_OK && verify_rc != MCR_OK)
+        rc = mcr__error(err, verify_rc, "%s", verr.message); /* not to be switched to */
+    if (room_rc != MCR_OK && rc != MCR_ERR_CANCELLED && rc != MCR_ERR_NOMEM)
+        rc = mcr__error(err, room_rc, "%s", room_err.message); /* keys copied may be gone */
     if (out == NULL)
         mcr_migrate_report_clear(&local);
     return rc;

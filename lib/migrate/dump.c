@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* dump.c: a server's `lru_crawler metadump hash` read over a blocking socket, line by line until END, every wait bounded. */
+/* dump.c: a server's `lru_crawler metadump hash` read over a blocking socket, line by line until END, every wait bounded; its connection code shared (room.c reads stats with it). */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -33,9 +33,8 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Wait for `events` on fd, at most `ms`, calling tick every DUMP_TICK_MS.
- * 1 when ready, 0 on timeout, <0 a status (tick's, or a poll error). */
-static int wait_fd(int fd, short events, unsigned ms, mcr__dump_tick_fn tick, void *arg,
+/* (migrate_internal.h: the connection code, shared with room.c) */
+int mcr__dump_wait(int fd, short events, unsigned ms, mcr__dump_tick_fn tick, void *arg,
                    mcr_error *err)
 {
     uint64_t deadline = now_ms() + ms;
@@ -58,9 +57,8 @@ static int wait_fd(int fd, short events, unsigned ms, mcr__dump_tick_fn tick, vo
     }
 }
 
-/* A connected socket to one of host's addresses, or <0 (a status, err set). */
-static int dial(const char *host, int port, unsigned timeout_ms, mcr__dump_tick_fn tick,
-                void *arg, mcr_error *err)
+int mcr__dump_dial(const char *host, int port, unsigned timeout_ms, mcr__dump_tick_fn tick,
+                   void *arg, mcr_error *err)
 {
     char ports[16];
     struct addrinfo hints, *res = NULL;
@@ -90,7 +88,7 @@ static int dial(const char *host, int port, unsigned timeout_ms, mcr__dump_tick_
             close(fd);
             continue;
         }
-        int w = wait_fd(fd, POLLOUT, timeout_ms, tick, arg, err);
+        int w = mcr__dump_wait(fd, POLLOUT, timeout_ms, tick, arg, err);
         if (w < 0) {
             rc = w;
             close(fd);
@@ -131,9 +129,8 @@ static int is_error_reply(const char *line, size_t len)
     return 0;
 }
 
-/* Write the whole request, each wait at most timeout_ms. */
-static int send_all(int fd, const char *req, size_t n, unsigned timeout_ms,
-                    mcr__dump_tick_fn tick, void *arg, mcr_error *err)
+int mcr__dump_send(int fd, const char *req, size_t n, unsigned timeout_ms,
+                   mcr__dump_tick_fn tick, void *arg, mcr_error *err)
 {
     size_t off = 0;
     while (off < n) {
@@ -143,9 +140,8 @@ static int send_all(int fd, const char *req, size_t n, unsigned timeout_ms,
             continue;
         }
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return mcr__error(err, MCR_ERR_CONNECT, "sending the metadump request: %s",
-                              strerror(errno));
-        int r = wait_fd(fd, POLLOUT, timeout_ms, tick, arg, err);
+            return mcr__error(err, MCR_ERR_CONNECT, "sending the request: %s", strerror(errno));
+        int r = mcr__dump_wait(fd, POLLOUT, timeout_ms, tick, arg, err);
         if (r < 0)
             return r;
         if (r == 0)
@@ -184,6 +180,8 @@ static int take_lines(char *buf, size_t *len, mcr__dump_line_fn fn,
                                   "metadump refused (\"%s\": memcached runs with -X, dumping "
                                   "disabled)",
                                   q);
+            if (n >= 4 && memcmp(line, "BUSY", 4) == 0) /* another dump runs: wait */
+                return mcr__error(err, MCR_ERR_BUSY, "the server answered \"%s\"", q);
             return mcr__error(err, MCR_ERR_SERVER, "the server answered \"%s\"", q);
         }
         int rc = fn(line, n, arg, err);
@@ -201,14 +199,41 @@ static int take_lines(char *buf, size_t *len, mcr__dump_line_fn fn,
     return 0;
 }
 
+static int dump_once(const char *host, int port, unsigned timeout_ms, mcr__dump_line_fn fn,
+                     mcr__dump_tick_fn tick, void *arg, mcr_error *err);
+
+/* A crawler busy with another dump (one that a stopped or failed run left
+ * behind goes on to its end) answers BUSY before any line: the dump is
+ * tried again every BUSY_RETRY_MS, for at most timeout_ms. */
+#define BUSY_RETRY_MS 50
+
 int mcr__dump_run(const char *host, int port, unsigned timeout_ms, mcr__dump_line_fn fn,
                   mcr__dump_tick_fn tick, void *arg, mcr_error *err)
 {
+    for (unsigned waited = 0;; waited += BUSY_RETRY_MS) {
+        int rc = dump_once(host, port, timeout_ms, fn, tick, arg, err);
+        if (rc != MCR_ERR_BUSY)
+            return rc;
+        if (waited >= timeout_ms) {
+            char busy[sizeof(err->message)];
+            snprintf(busy, sizeof(busy), "%s", err != NULL ? err->message : "BUSY");
+            return mcr__error(err, MCR_ERR_SERVER, "%s for %u ms", busy, waited);
+        }
+        if (tick != NULL && (rc = tick(arg, err)) != MCR_OK)
+            return rc;
+        struct timespec ts = {0, BUSY_RETRY_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int dump_once(const char *host, int port, unsigned timeout_ms, mcr__dump_line_fn fn,
+                     mcr__dump_tick_fn tick, void *arg, mcr_error *err)
+{
     static const char req[] = "lru_crawler metadump hash\r\n";
-    int fd = dial(host, port, timeout_ms, tick, arg, err);
+    int fd = mcr__dump_dial(host, port, timeout_ms, tick, arg, err);
     if (fd < 0)
         return fd;
-    int rc = send_all(fd, req, sizeof(req) - 1, timeout_ms, tick, arg, err);
+    int rc = mcr__dump_send(fd, req, sizeof(req) - 1, timeout_ms, tick, arg, err);
     size_t cap = DUMP_READ_CHUNK + MCR__MD_LINE_MAX + 8, len = 0;
     char *buf = rc == MCR_OK ? malloc(cap) : NULL;
     if (rc == MCR_OK && buf == NULL)
@@ -233,7 +258,7 @@ int mcr__dump_run(const char *host, int port, unsigned timeout_ms, mcr__dump_lin
             rc = mcr__error(err, MCR_ERR_CONNECT, "reading the dump: %s", strerror(errno));
             break;
         }
-        int w = wait_fd(fd, POLLIN, timeout_ms, tick, arg, err);
+        int w = mcr__dump_wait(fd, POLLIN, timeout_ms, tick, arg, err);
         if (w < 0)
             rc = w;
         else if (w == 0)

@@ -14,21 +14,33 @@
  *
  * Reads. Copying: from the current owner only (the new one is being
  * filled). Switched: from the current owner; on a miss, from the owner in
- * `from`, in meta (for the TTL) whatever the pool's protocol; a hit there
- * is the result (via_previous = 1) and, with MCR_TRANSITION_WARM, is
- * added to the current owner with its flags and remaining TTL (add: a
- * value written meanwhile is never overwritten). The fallback failing
- * leaves the first miss as the answer.
+ * `from`, in meta (for the TTL and the CAS) whatever the pool's protocol;
+ * a hit there is the result (via_previous = 1) and, with
+ * MCR_TRANSITION_WARM, is copied to the current owner by txcopy.c (an add
+ * verified by the previous owner's CAS: removed again when a write came
+ * meanwhile). The fallback failing leaves the first miss as the answer.
  *
- * Writes, in both phases, go to both owners at once, and the callback
- * runs once both have answered:
- *   set, delete, touch      the same command to both;
+ * Writes, in both phases, reach both owners, and the callback runs once
+ * both have answered (write_plan):
+ *   set                     the same command to both at once;
+ *   delete, touch           the same command, to the owner in `from`
+ *                           first, to the owner in `to` once it answered;
  *   add, replace, append, prepend, cas, incr, decr
- *                           to the current owner, and a delete to the
- *                           other (their outcome depends on what each
- *                           holds: the other's copy is dropped, never
- *                           left older);
+ *                           the op at the current owner and a delete of
+ *                           the other's copy (their outcome depends on
+ *                           what each holds: the other copy is dropped,
+ *                           never left older). Copying: the op (at the
+ *                           owner in `from`), then the delete. Switched:
+ *                           the value copied to the current owner first
+ *                           (txcopy.c, when the previous owner holds it),
+ *                           then the op, then the delete;
  *   gat, gats               to the current owner only (a read).
+ * The owner in `from` comes first whenever the effect at the other
+ * depends on what that one holds: that is what lets a copy (the warm add,
+ * the copier of libmcroute_migrate) verify itself by reading the owner in
+ * `from` again after its add (txcopy.c says why it is enough). A set to
+ * both at once is safe: at the new owner before a copy's add it makes the
+ * add fail; after it, it replaces the copy.
  * The result is the current owner's; an error of the other (not a miss)
  * fails the whole write with a message naming both, so that an
  * acknowledged write is on both or the other holds nothing of the key.
@@ -205,18 +217,24 @@ static void send_main(tx_write *w)
     mcr_error e2;
     int rc = w->p->freeing ? MCR_ERR_CANCELLED
                            : mcr__submit(w->p, &w->q, NULL, 0, main_cb, w, &e2);
-    if (rc != MCR_OK)
+    if (rc != MCR_OK) {
+        int other_follows = w->outstanding == 2;
         part_failed(w, &w->main, w->main_id, rc,
                     w->p->freeing ? "the pool is being freed" : e2.message);
+        if (other_follows)
+            send_other(w); /* the other owner's part still goes (or fails) */
+    }
 }
 
 static void main_cb(const mcr_result *res, void *arg)
 {
     tx_write *w = arg;
     keep(&w->main, res);
+    /* copying, or an op that needed the value: the other part follows
+     * (w lives on: its part is outstanding) */
+    int follows = w->plan == PLAN_ENSURE || (w->plan == PLAN_FROM_FIRST && !w->switched);
     part_done(w);
-    /* copying, or an op that needed the value: the other part follows */
-    if (w->plan == PLAN_ENSURE || (w->plan == PLAN_FROM_FIRST && !w->switched))
+    if (follows)
         send_other(w);
 }
 
