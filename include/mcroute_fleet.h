@@ -40,11 +40,15 @@
  * an mcr_router, then watches the key from the revision it read and
  * publishes each new epoch (hooks and diffs as for any publish). Every
  * value is checked first: a snapshot text that verifies (checksum, canonical
- * form), of an epoch above the current one; anything else (an edit by hand,
- * a deleted key, an older epoch) keeps the current snapshot and is reported
- * (callback and counters). It runs on a thread of its own with its own
- * libevent loop, so it never blocks the application's event loop; all it
- * does to the application is publish to the router.
+ * form), of an epoch above the current one, but neither 2^63 or more nor
+ * more than 2^32 above it (epochs grow by one a change: a forged epoch,
+ * adopted, would lock the pool out of its later changes), with the
+ * placement parameters of the first snapshot adopted (a pool keeps them
+ * for life); anything else (an edit by hand, a deleted key, an older or a
+ * forged epoch, other parameters) keeps the current snapshot and is
+ * reported (callback and counters). It runs on a thread of its own with its
+ * own libevent loop, so it never blocks the application's event loop; all
+ * it does to the application is publish to the router.
  *
  * Health. A connection pool on the router (mcroute_pool.h) that ejects a
  * failing server does it as a local state of the router
@@ -161,7 +165,12 @@ MCR_EXTERN int mcr_fleet_read(const mcr_fleet_options *o, mcr_snapshot **out,
  * landed (read the pool before trying again). Memory running out while a
  * write is sent or its reply read is handled as a lost reply: the next read
  * tells whether it landed; when that read fails for want of memory too,
- * MCR_ERR_NOMEM with a message starting "outcome unknown". */
+ * MCR_ERR_NOMEM with a message starting "outcome unknown". A pool whose
+ * epoch followers refuse is not built on: MCR_ERR_RANGE, nothing stored,
+ * when its epoch is 2^63 - 1 or more (the next would be 2^63), or more than
+ * 2^32 above the value before it (read from the key's history when the
+ * epoch is above 2^32, while etcd keeps that revision): a forged or
+ * corrupt value, to repair by writing back the last good snapshot. */
 MCR_EXTERN int mcr_fleet_change(const mcr_fleet_options *o, const mcr_changes *changes,
                                 uint64_t *epoch, mcr_error *err);
 
@@ -258,10 +267,10 @@ MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
  * snapshot key: copying, switched and grace set (from, to) as the router's
  * transition (mcr_router_set_transition(), no grace time of its own,
  * MCR_TRANSITION_WARM when "warm"), once per record id and pair of
- * epochs (not at every progress update); done, aborted or a deleted record
+ * snapshots (not at every progress update); done, aborted or a deleted record
  * end it (mcr_router_end_transition()). The switch stores the snapshot
  * `to` and the phase switched in one etcd transaction, and a follower sets
- * a transition before it adopts a snapshot of the same watch event, so the
+ * a transition before it adopts a snapshot of the same revision, so the
  * switch is never a moment without the transition. Each follower writes
  * the migration id and phase it adopted in its clients/ID key
  * (mcr_fleet_client), which is what a migration waits for at each step.
@@ -278,7 +287,22 @@ MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
  * and of the epochs given, to's above from's. A record that fails is
  * MCR_ERR_SYNTAX (a snapshot's own error for a snapshot text), the message
  * naming the key, its revision and the field; followers refuse it
- * (MCR_FLEET_REFUSED) and keep the transition they had. */
+ * (MCR_FLEET_REFUSED) and keep the transition they had.
+ *
+ * Followers check more before they adopt a record, and refuse it the same
+ * way (nothing set or ended, the phase not written to their clients/ID
+ * key): its `to` must have the placement parameters of its `from`
+ * (MCR_ERR_INVALID) and an epoch at most 2^32 above it (MCR_ERR_RANGE); and
+ * it must be about the pool's snapshot, the one the follower holds (or,
+ * when it reads the pool, the one read with the record), by epoch and checksum
+ * (MCR_ERR_STALE): in planned and copying that is `from`, in switched and
+ * grace `to`, or still `from` (a follower handles the switch's record
+ * before its snapshot, see above); done and aborted are not held to it
+ * (they end a transition). A record of the migration a follower adopted
+ * last, with the same id and the same two snapshots (a progress update,
+ * the next phase), passes without that last check: the pool may have
+ * changed since (a server state written during the copy or the grace).
+ * mcr_fleet_migration_read() makes none of these checks. */
 
 /* What a migration has done so far (the copy's counts, mcroute_migrate.h). */
 typedef struct mcr_migration_progress {
@@ -403,8 +427,11 @@ typedef struct mcr_fleet mcr_fleet;
 typedef enum mcr_fleet_event_kind {
     MCR_FLEET_ADOPTED = 0,     /* a new epoch published to the router */
     MCR_FLEET_REFUSED = 1,     /* a value that does not verify, or not
-                                  newer, or the key deleted: kept the
-                                  current snapshot (status, err say why);
+                                  newer, or past the epoch bounds, or with
+                                  other placement parameters, or the key
+                                  deleted; a migration record that does
+                                  not check: kept the current snapshot
+                                  and transition (status, err say why);
                                   with MCR_ERR_NOMEM, the pool is read
                                   again after a backoff */
     MCR_FLEET_DISCONNECTED = 2,/* the watch or a request failed on an
@@ -492,8 +519,10 @@ typedef struct mcr_fleet_follow_options {
  * Errors (nothing started, nothing published): MCR_ERR_INVALID (options),
  * MCR_ERR_CONNECT (etcd unreachable and no usable cache file; the message
  * says why the cache was not used), MCR_ERR_UNKNOWN (no such pool),
- * MCR_ERR_STALE (the router holds a newer epoch than the pool), the
- * errors of mcr_fleet_read(), MCR_ERR_NOMEM. */
+ * MCR_ERR_STALE (the router holds a newer epoch than the pool),
+ * MCR_ERR_RANGE (the pool's epoch is 2^63 or more: forged or corrupt; a
+ * cache file of such an epoch is not usable either), the errors of
+ * mcr_fleet_read(), MCR_ERR_NOMEM. */
 MCR_EXTERN int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options *fo,
                                 mcr_router *router, mcr_fleet **out, mcr_error *err);
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* fleet_internal.h: what the fleet's files share: options checked and copied, the pool's keys, reading a pool's value, the blocking calls' session (store.c), migration records as JSON (migration_record.c); never installed. */
+/* fleet_internal.h: what the fleet's files share: options checked and copied, the pool's keys, reading a pool's value, the bounds of an epoch and the comparison of placement parameters (writers and followers), the blocking calls' session (store.c), migration records as JSON (migration_record.c); never installed. */
 #ifndef MCR_FLEET_INTERNAL_H
 #define MCR_FLEET_INTERNAL_H
 
@@ -54,6 +54,37 @@ int mcr__fleet_get(mcr__etcd *e, const mcr__fleet_conf *c, bool *missing, mcr_sn
 int mcr__fleet_parse(const mcr__fleet_conf *c, const unsigned char *value, size_t len,
                      uint64_t mod_revision, const mcr_snapshot *current, mcr_snapshot **out,
                      mcr_error *err);
+
+/* ---- the bounds of an epoch, and placement parameters (store.c) */
+
+/* Followers refuse an epoch at or above MCR__FLEET_EPOCH_LIMIT (2^63: one
+ * near 2^64 would leave no room for the pool's later changes; a migration
+ * record cannot hold it either) and one more than MCR__FLEET_EPOCH_JUMP
+ * (2^32) above the epoch they hold: epochs grow by one a change, so such a
+ * value was forged or corrupted, and adopting it would lock the pool out
+ * of every change that followers of the old epochs could take. Writers
+ * store neither (store.c, check_room). */
+#define MCR__FLEET_EPOCH_LIMIT (UINT64_C(1) << 63)
+#define MCR__FLEET_EPOCH_JUMP (UINT64_C(1) << 32)
+
+/* Where the canonical text of a snapshot (`len` bytes, not necessarily
+ * NUL-terminated) holds its placement parameters: the header lines from
+ * "mode" to the one before "servers" (mode, hashes, hash tag, key prefix,
+ * table size). true and *at, *n; false when the text has no such lines. */
+bool mcr__fleet_params_at(const char *text, size_t len, const char **at, size_t *n);
+
+/* Whether two spans of mcr__fleet_params_at() differ; when they do, the
+ * first line that differs in each, quoted (mcr__quote) into la and lb, cap
+ * bytes each. Cannot fail. */
+bool mcr__fleet_params_differ(const char *a, size_t na, const char *b, size_t nb, char *la,
+                              char *lb, size_t cap);
+
+/* Compare the placement parameters of a and b: MCR_OK and *same (when
+ * false, la and lb as above); MCR_ERR_NOMEM (the texts could not be made),
+ * MCR_ERR_CORRUPT (a text without its header). Both for `publish` (a pool
+ * keeps its parameters) and for followers (what they adopt keeps them). */
+int mcr__fleet_params_cmp(const mcr_snapshot *a, const mcr_snapshot *b, bool *same, char *la,
+                          char *lb, size_t cap, mcr_error *err);
 
 /* ---- the blocking calls (store.c) */
 

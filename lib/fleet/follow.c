@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* follow.c: a router fed by etcd: the first read, then a thread that watches the pool's snapshot and migration keys, adopts each new epoch and each migration's transition, registers the process under clients/ with a kept-alive lease, and rides out etcd failures. */
+/* follow.c: a router fed by etcd: the first read, then a thread that watches the pool's snapshot and migration keys, checks each new epoch and migration record against what it holds (epoch bounds, placement parameters, the record's snapshots), adopts them, registers the process under clients/ with a kept-alive lease, and rides out etcd failures. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -47,36 +47,86 @@ static int adopt(mcr_fleet *f, mcr_snapshot *snap, uint64_t revision, mcr_error 
     return MCR_OK;
 }
 
-/* A value of the snapshot key at `modrev`: adopt it, or say why not. An
- * equal epoch with the same checksum is what we hold: nothing to do. */
+/* judge(): the value is the snapshot held (same epoch and checksum):
+ * nothing to do, no event. */
+#define SAME_SNAPSHOT 1
+
+/* Whether `snap`, a verified value of the snapshot key at `modrev` whose
+ * canonical text is `text`, may be adopted: MCR_OK; SAME_SNAPSHOT; else
+ * the refusal (err set): an epoch not above the adopted one
+ * (MCR_ERR_STALE), one at or above 2^63 or more than 2^32 above the
+ * adopted one (MCR_ERR_RANGE: forged, it would lock the pool out of the
+ * changes to come), placement parameters other than the pool's
+ * (MCR_ERR_INVALID: every key would move; publish refuses them too). */
+static int judge(mcr_fleet *f, const mcr_snapshot *snap, const char *text, size_t len,
+                 uint64_t modrev, mcr_error *err)
+{
+    if (f->cur == NULL)
+        return MCR_OK;
+    uint64_t have = mcr_snapshot_epoch(f->cur), got = mcr_snapshot_epoch(snap);
+    if (got == have && strcmp(mcr_snapshot_checksum(snap), mcr_snapshot_checksum(f->cur)) == 0)
+        return SAME_SNAPSHOT;
+    if (got <= have)
+        return mcr__error(err, MCR_ERR_STALE,
+                          "etcd key %s (revision %llu): epoch %llu is not above the adopted "
+                          "epoch %llu: kept epoch %llu",
+                          f->c.snapshot_key, (unsigned long long)modrev, (unsigned long long)got,
+                          (unsigned long long)have, (unsigned long long)have);
+    if (got >= MCR__FLEET_EPOCH_LIMIT)
+        return mcr__error(err, MCR_ERR_RANGE,
+                          "etcd key %s (revision %llu): epoch %llu is 2^63 or more (forged or "
+                          "corrupt: no room left for later epochs): kept epoch %llu",
+                          f->c.snapshot_key, (unsigned long long)modrev, (unsigned long long)got,
+                          (unsigned long long)have);
+    if (got - have > MCR__FLEET_EPOCH_JUMP)
+        return mcr__error(err, MCR_ERR_RANGE,
+                          "etcd key %s (revision %llu): epoch %llu is more than 2^32 above the "
+                          "adopted epoch %llu (forged or corrupt): kept epoch %llu",
+                          f->c.snapshot_key, (unsigned long long)modrev, (unsigned long long)got,
+                          (unsigned long long)have, (unsigned long long)have);
+    const char *at = NULL;
+    size_t n = 0;
+    char la[128], lb[128];
+    if (f->params != NULL && mcr__fleet_params_at(text, len, &at, &n) &&
+        mcr__fleet_params_differ(f->params, f->nparams, at, n, la, lb, sizeof(la)))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "etcd key %s (revision %llu): the placement parameters differ from "
+                          "the pool's: the pool has \"%s\", the value \"%s\" (a pool keeps its "
+                          "parameters): kept epoch %llu",
+                          f->c.snapshot_key, (unsigned long long)modrev, la, lb,
+                          (unsigned long long)have);
+    return MCR_OK;
+}
+
+/* Act on judge()'s verdict `rc` (err) on `snap` (a reference, dropped
+ * here; NULL when the value did not parse: rc is why): adopt it, or report
+ * the refusal. */
+static void conclude(mcr_fleet *f, mcr_snapshot *snap, uint64_t modrev, int rc, mcr_error *err)
+{
+    if (rc == SAME_SNAPSHOT) {
+        mcr_snapshot_unref(snap);
+        return;
+    }
+    if (rc == MCR_OK)
+        rc = adopt(f, snap, modrev, err);
+    mcr_snapshot_unref(snap);
+    if (rc != MCR_OK) {
+        mcr__follow_stat_add(f, &f->st.refused, 1);
+        mcr__follow_report(f, MCR_FLEET_REFUSED, rc, err, modrev, NULL);
+        if (rc == MCR_ERR_NOMEM)
+            f->reread = 1; /* not the value's fault: take it in again */
+    }
+}
+
+/* A value of the snapshot key at `modrev`: adopt it, or say why not. */
 static void consider(mcr_fleet *f, const unsigned char *value, size_t len, uint64_t modrev)
 {
     mcr_error err;
     mcr_snapshot *snap = NULL;
     int rc = mcr__fleet_parse(&f->c, value, len, modrev, NULL, &snap, &err);
-    if (rc == MCR_OK && f->cur != NULL) {
-        uint64_t have = mcr_snapshot_epoch(f->cur), got = mcr_snapshot_epoch(snap);
-        if (got == have && strcmp(mcr_snapshot_checksum(snap), mcr_snapshot_checksum(f->cur)) == 0) {
-            mcr_snapshot_unref(snap);
-            return;
-        }
-        if (got <= have)
-            rc = mcr__error(&err, MCR_ERR_STALE,
-                            "etcd key %s (revision %llu): epoch %llu is not above the "
-                            "adopted epoch %llu: kept epoch %llu",
-                            f->c.snapshot_key, (unsigned long long)modrev,
-                            (unsigned long long)got, (unsigned long long)have,
-                            (unsigned long long)have);
-    }
     if (rc == MCR_OK)
-        rc = adopt(f, snap, modrev, &err);
-    mcr_snapshot_unref(snap);
-    if (rc != MCR_OK) {
-        mcr__follow_stat_add(f, &f->st.refused, 1);
-        mcr__follow_report(f, MCR_FLEET_REFUSED, rc, &err, modrev, NULL);
-        if (rc == MCR_ERR_NOMEM)
-            f->reread = 1; /* not the value's fault: take it in again */
-    }
+        rc = judge(f, snap, (const char *)value, len, modrev, &err);
+    conclude(f, snap, modrev, rc, &err);
 }
 
 /* ------------------------------------------------------------ migrations */
@@ -98,13 +148,108 @@ static void end_transition(mcr_fleet *f, uint64_t revision)
     mcr__follow_report(f, MCR_FLEET_TRANSITION_END, MCR_OK, NULL, revision, NULL);
 }
 
+static bool same_snapshot(const mcr_snapshot *a, const mcr_snapshot *b)
+{
+    return a != NULL && b != NULL && mcr_snapshot_epoch(a) == mcr_snapshot_epoch(b) &&
+           strcmp(mcr_snapshot_checksum(a), mcr_snapshot_checksum(b)) == 0;
+}
+
+/* Whether m is the migration adopted last: its id and both snapshots
+ * (epochs and checksums); its phase and progress may differ. */
+static bool same_migration(const mcr_fleet *f, const mcr_migration *m)
+{
+    return strcmp(f->mig_id, m->id) == 0 && f->mig_from_epoch == mcr_snapshot_epoch(m->from) &&
+           f->mig_to_epoch == mcr_snapshot_epoch(m->to) &&
+           strcmp(f->mig_from_sum, mcr_snapshot_checksum(m->from)) == 0 &&
+           strcmp(f->mig_to_sum, mcr_snapshot_checksum(m->to)) == 0;
+}
+
+/* "epoch E (checksum 12345678...)" of s, for messages. */
+static const char *snap_name(char *buf, size_t cap, const mcr_snapshot *s)
+{
+    if (s == NULL)
+        snprintf(buf, cap, "none");
+    else
+        snprintf(buf, cap, "epoch %llu (checksum %.8s...)",
+                 (unsigned long long)mcr_snapshot_epoch(s), mcr_snapshot_checksum(s));
+    return buf;
+}
+
+/* Whether a record that parsed (read at `modrev`) may be adopted by a
+ * follower whose pool's snapshot is `basis` (the one it holds, or the one
+ * read with the record at the same revision): MCR_OK, or the refusal (err
+ * set). Its two snapshots must have the same placement parameters
+ * (MCR_ERR_INVALID) and epochs at most 2^32 apart (MCR_ERR_RANGE, as for a
+ * snapshot). Then what it would set must be the pool's (MCR_ERR_STALE):
+ * in planned and copying, `from` is the pool's snapshot; in switched and
+ * grace, `to` is, or still `from` (in the switch's watch response the
+ * record is handled before the snapshot: see on_line). done and aborted
+ * only end a transition, after which the pool may move on. A record of the
+ * migration adopted last, with the same snapshots (a progress update, the
+ * next phase), was checked then: it is not held to the pool's snapshot
+ * again, which may have moved since (publish_local_states writing a state
+ * during the copy or the grace). */
+static int check_migration(mcr_fleet *f, const mcr_migration *m, const mcr_snapshot *basis,
+                           uint64_t modrev, mcr_error *err)
+{
+    char la[128], lb[128], na[64], nb[64];
+    bool same = false;
+    int rc = mcr__fleet_params_cmp(m->from, m->to, &same, la, lb, sizeof(la), err);
+    if (rc == MCR_ERR_NOMEM)
+        return mcr__error(err, rc, "etcd key %s (revision %llu): out of memory checking the "
+                          "migration record", f->c.migration_key, (unsigned long long)modrev);
+    if (rc != MCR_OK)
+        return rc;
+    if (!same)
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "etcd key %s (revision %llu): \"to\" has other placement parameters "
+                          "than \"from\": \"%s\", not \"%s\": not adopted",
+                          f->c.migration_key, (unsigned long long)modrev, lb, la);
+    uint64_t fe = mcr_snapshot_epoch(m->from), te = mcr_snapshot_epoch(m->to);
+    if (te - fe > MCR__FLEET_EPOCH_JUMP) /* te > fe: checked by the parse */
+        return mcr__error(err, MCR_ERR_RANGE,
+                          "etcd key %s (revision %llu): to_epoch %llu is more than 2^32 above "
+                          "from_epoch %llu: not adopted",
+                          f->c.migration_key, (unsigned long long)modrev,
+                          (unsigned long long)te, (unsigned long long)fe);
+    if (same_migration(f, m))
+        return MCR_OK;
+    switch (m->phase) {
+    case MCR_MIGRATION_PLANNED:
+    case MCR_MIGRATION_COPYING:
+        if (!same_snapshot(m->from, basis))
+            return mcr__error(err, MCR_ERR_STALE,
+                              "etcd key %s (revision %llu): phase %s from %s, not from the "
+                              "pool's snapshot, %s: not adopted",
+                              f->c.migration_key, (unsigned long long)modrev,
+                              mcr_migration_phase_name(m->phase),
+                              snap_name(na, sizeof(na), m->from),
+                              snap_name(nb, sizeof(nb), basis));
+        break;
+    case MCR_MIGRATION_SWITCHED:
+    case MCR_MIGRATION_GRACE:
+        if (!same_snapshot(m->to, basis) && !same_snapshot(m->from, basis))
+            return mcr__error(err, MCR_ERR_STALE,
+                              "etcd key %s (revision %llu): phase %s to %s, but the pool's "
+                              "snapshot is %s, neither \"to\" nor \"from\": not adopted",
+                              f->c.migration_key, (unsigned long long)modrev,
+                              mcr_migration_phase_name(m->phase),
+                              snap_name(na, sizeof(na), m->to),
+                              snap_name(nb, sizeof(nb), basis));
+        break;
+    default: /* done, aborted */
+        break;
+    }
+    return MCR_OK;
+}
+
 /* Adopt a checked migration record (read at `revision`): copying, switched
- * and grace set its transition, once per id and pair of epochs; done and
+ * and grace set its transition, once per id and pair of snapshots; done and
  * aborted end it; planned ends one of another migration. */
 static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revision)
 {
     uint64_t fe = mcr_snapshot_epoch(m->from), te = mcr_snapshot_epoch(m->to);
-    int same = strcmp(f->mig_id, m->id) == 0 && f->mig_from_epoch == fe && f->mig_to_epoch == te;
+    int same = same_migration(f, m);
     switch (m->phase) {
     case MCR_MIGRATION_COPYING:
     case MCR_MIGRATION_SWITCHED:
@@ -142,18 +287,25 @@ static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revis
     f->mig_phase = m->phase;
     f->mig_from_epoch = fe;
     f->mig_to_epoch = te;
+    memcpy(f->mig_from_sum, mcr_snapshot_checksum(m->from), sizeof(f->mig_from_sum));
+    memcpy(f->mig_to_sum, mcr_snapshot_checksum(m->to), sizeof(f->mig_to_sum));
     mcr__follow_sync_stats(f);
 }
 
-/* A value of the migration key at `modrev`: checked, then adopted; a
- * record that does not check is refused and changes nothing. */
+/* A value of the migration key at `modrev`: parsed and checked against
+ * the pool's snapshot `basis` (check_migration), then adopted; a record
+ * that does not check is refused and changes nothing (neither the
+ * transition nor the phase in the client key). */
 static void consider_migration(mcr_fleet *f, const unsigned char *value, size_t len,
-                               uint64_t modrev)
+                               uint64_t modrev, const mcr_snapshot *basis)
 {
     mcr_error err;
     mcr_migration m;
     int rc = mcr__migration_parse(f->c.migration_key, modrev, value, len, &m, &err);
+    if (rc == MCR_OK)
+        rc = check_migration(f, &m, basis, modrev, &err);
     if (rc != MCR_OK) {
+        mcr_migration_clear(&m);
         mcr__follow_stat_add(f, &f->st.refused, 1);
         mcr__follow_report(f, MCR_FLEET_REFUSED, rc, &err, modrev, NULL);
         if (rc == MCR_ERR_NOMEM)
@@ -173,12 +325,14 @@ static void migration_gone(mcr_fleet *f, uint64_t revision)
     f->mig_phase = MCR_MIGRATION_NONE;
     f->mig_id[0] = '\0';
     f->mig_from_epoch = f->mig_to_epoch = 0;
+    f->mig_from_sum[0] = f->mig_to_sum[0] = '\0';
     mcr__follow_sync_stats(f);
 }
 
 /* The migration key as of revision `at` (the snapshot's read): adopted or
- * refused. MCR_OK, or the request's error. */
-static int read_migration(mcr_fleet *f, uint64_t at, mcr_error *err)
+ * refused, checked against `basis`, the pool's snapshot read at `at` (or,
+ * when it is refused, the one held). MCR_OK, or the request's error. */
+static int read_migration(mcr_fleet *f, uint64_t at, const mcr_snapshot *basis, mcr_error *err)
 {
     mcr__etcd_kv kv;
     bool found = false;
@@ -186,7 +340,7 @@ static int read_migration(mcr_fleet *f, uint64_t at, mcr_error *err)
     if (rc != MCR_OK)
         return rc;
     if (found) {
-        consider_migration(f, kv.value, kv.value_len, kv.mod_revision);
+        consider_migration(f, kv.value, kv.value_len, kv.mod_revision, basis);
         mcr__etcd_kv_clear(&kv);
     } else {
         migration_gone(f, at);
@@ -366,7 +520,7 @@ static void watch_event(mcr_fleet *f, json_t *ev, uint64_t hrev, int pass)
         if (deleted)
             migration_gone(f, kv.mod_revision);
         else
-            consider_migration(f, kv.value, kv.value_len, kv.mod_revision);
+            consider_migration(f, kv.value, kv.value_len, kv.mod_revision, f->cur);
     } else if (pass == 1 && key_is(&kv, f->c.snapshot_key)) {
         if (kv.mod_revision > f->revision)
             f->revision = kv.mod_revision;
@@ -382,6 +536,17 @@ static void watch_event(mcr_fleet *f, json_t *ev, uint64_t hrev, int pass)
         }
     }
     mcr__etcd_kv_clear(&kv);
+}
+
+/* The revision of a watch event (its kv's mod_revision; 0 when it has
+ * none: watch_event() refuses it). */
+static uint64_t event_revision(json_t *ev)
+{
+    uint64_t r = 0;
+    json_t *kv = json_object_get(ev, "kv");
+    if (json_is_object(kv) && !mcr__json_u64(kv, "mod_revision", &r))
+        r = 0;
+    return r;
 }
 
 static void on_line(json_t *line, void *arg)
@@ -430,12 +595,23 @@ static void on_line(json_t *line, void *arg)
     }
     json_t *evs = json_object_get(res, "events");
     size_t n = json_is_array(evs) ? json_array_size(evs) : 0;
-    /* Two passes: the migration record's events first, then the
-     * snapshot's, so that a switch (both keys in one transaction, so in one
-     * response) sets the transition before the snapshot is adopted. */
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n; i++)
-            watch_event(f, json_array_get(evs, i), hrev, pass);
+    /* In revision order (etcd's), the events of one revision (one
+     * transaction) in two passes: the migration record's first, then the
+     * snapshot's, so that a switch (both keys in one transaction) sets the
+     * transition before the snapshot is adopted. Not two passes over the
+     * whole response: a response that catches up on several revisions (a
+     * watch resumed) would check a record planned after a change against
+     * the snapshot before that change (check_migration), and refuse it. */
+    for (size_t i = 0; i < n;) {
+        uint64_t r = event_revision(json_array_get(evs, i));
+        size_t j = i + 1;
+        while (j < n && event_revision(json_array_get(evs, j)) == r)
+            j++;
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t k = i; k < j; k++)
+                watch_event(f, json_array_get(evs, k), hrev, pass);
+        i = j;
+    }
     flush_register(f);
     if (hrev > f->revision && n > 0)
         f->revision = hrev;
@@ -514,9 +690,23 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
         uint64_t modrev = 0, rev = 0;
         f->reread = 0;
         int rc = mcr__fleet_get(&f->e, &f->c, NULL, &snap, &modrev, &rev, &err);
+        /* The snapshot judged first: the migration record is checked
+         * against it when it is to be adopted, else against the one held. */
+        int verdict = rc;
+        mcr_error verr;
+        if (rc == MCR_OK) {
+            char *text = NULL;
+            size_t len = 0;
+            verdict = mcr_snapshot_text(snap, &text, &len, &verr);
+            if (verdict == MCR_OK)
+                verdict = judge(f, snap, text, len, modrev, &verr);
+            free(text);
+        }
+        const mcr_snapshot *basis =
+            verdict == MCR_OK || verdict == SAME_SNAPSHOT ? snap : f->cur;
         mcr_error merr;
         /* the migration as of the same revision, adopted first */
-        int mrc = rc == MCR_ERR_CONNECT || rev == 0 ? MCR_OK : read_migration(f, rev, &merr);
+        int mrc = rc == MCR_ERR_CONNECT || rev == 0 ? MCR_OK : read_migration(f, rev, basis, &merr);
         if (rc == MCR_ERR_CONNECT || mrc == MCR_ERR_CONNECT) {
             mcr_snapshot_unref(snap);
             watch_failed(f, MCR_ERR_CONNECT, rc == MCR_ERR_CONNECT ? &err : &merr);
@@ -529,12 +719,7 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
                 f->reread = 1;
         }
         if (rc == MCR_OK) {
-            char *text = NULL;
-            size_t len = 0;
-            if (mcr_snapshot_text(snap, &text, &len, &err) == MCR_OK)
-                consider(f, (const unsigned char *)text, len, modrev);
-            free(text);
-            mcr_snapshot_unref(snap);
+            conclude(f, snap, modrev, verdict, &verr);
         } else {
             /* missing or invalid: keep serving, watch for the next value */
             mcr__follow_stat_add(f, &f->st.refused, 1);
@@ -635,6 +820,7 @@ static void fleet_free(mcr_fleet *f)
     if (f->stop_pipe[1] >= 0)
         close(f->stop_pipe[1]);
     mcr_snapshot_unref(f->cur);
+    free(f->params);
     free(f->client_id);
     free(f->client_key);
     free(f->cache_file);
@@ -664,6 +850,16 @@ static int first_read(mcr_fleet *f, mcr_snapshot **out, int *from_cache, mcr_err
         event_base_dispatch(f->e.base);
         backoff = backoff * 2 > f->retry_max_ms ? f->retry_max_ms : backoff * 2;
     }
+    if (rc == MCR_OK && mcr_snapshot_epoch(*out) >= MCR__FLEET_EPOCH_LIMIT) {
+        rc = mcr__error(err, MCR_ERR_RANGE,
+                        "etcd key %s (revision %llu): epoch %llu is 2^63 or more (forged or "
+                        "corrupt: no room left for later epochs)",
+                        f->c.snapshot_key, (unsigned long long)modrev,
+                        (unsigned long long)mcr_snapshot_epoch(*out));
+        mcr_snapshot_unref(*out);
+        *out = NULL;
+        return rc;
+    }
     if (rc == MCR_OK) {
         f->revision = rev > modrev ? rev : modrev;
         return MCR_OK;
@@ -674,11 +870,37 @@ static int first_read(mcr_fleet *f, mcr_snapshot **out, int *from_cache, mcr_err
     char why[MCR_ERROR_MESSAGE_SIZE];
     snprintf(why, sizeof(why), "%s", err ? err->message : "etcd unreachable");
     int crc = mcr_snapshot_load(f->cache_file, NULL, 0, out, &ce);
+    if (crc == MCR_OK && mcr_snapshot_epoch(*out) >= MCR__FLEET_EPOCH_LIMIT) {
+        crc = mcr__error(&ce, MCR_ERR_RANGE, "%s: epoch %llu is 2^63 or more", f->cache_file,
+                         (unsigned long long)mcr_snapshot_epoch(*out));
+        mcr_snapshot_unref(*out);
+        *out = NULL;
+    }
     if (crc != MCR_OK)
         return mcr__error(err, MCR_ERR_CONNECT, "%s; and the cache file is not usable: %s", why,
                           ce.message);
     *from_cache = 1;
     f->need_read = 1; /* read etcd as soon as it answers */
+    return MCR_OK;
+}
+
+/* The placement parameters of the first snapshot, which every later one
+ * must have (judge()). */
+static int keep_params(mcr_fleet *f, const mcr_snapshot *snap, mcr_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    const char *at = NULL;
+    int rc = mcr_snapshot_text(snap, &text, &len, err);
+    if (rc != MCR_OK)
+        return rc;
+    if (!mcr__fleet_params_at(text, len, &at, &f->nparams)) {
+        free(text);
+        return mcr__error(err, MCR_ERR_CORRUPT, "a snapshot text without its header");
+    }
+    memmove(text, at, f->nparams);
+    char *small = realloc(text, f->nparams + 1); /* the header only */
+    f->params = small != NULL ? small : text;
     return MCR_OK;
 }
 
@@ -815,6 +1037,8 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
     mcr_snapshot *snap = NULL;
     int from_cache = 0;
     rc = first_read(f, &snap, &from_cache, err);
+    if (rc == MCR_OK)
+        rc = keep_params(f, snap, err);
     if (rc == MCR_OK) {
         mcr_snapshot *have = mcr_router_current(router);
         if (have != NULL && mcr_snapshot_epoch(have) == mcr_snapshot_epoch(snap) &&
@@ -833,7 +1057,7 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
          * published (a follower that starts during one reads through its
          * transition from the start). */
         if (rc == MCR_OK && !from_cache)
-            rc = read_migration(f, f->revision, err);
+            rc = read_migration(f, f->revision, snap, err);
         if (rc == MCR_OK && f->cur == NULL) {
             rc = mcr_router_publish(router, snap, err);
             if (rc == MCR_OK) {

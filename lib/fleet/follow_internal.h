@@ -30,6 +30,10 @@ struct mcr_fleet {
 
     /* the follower's state (its thread only, after the start) */
     mcr_snapshot *cur;           /* what it published last (a reference) */
+    char *params;                /* the placement parameters of the first
+                                    snapshot it published (the pool's, for
+                                    life): every later one must have them */
+    size_t nparams;
     uint64_t revision;           /* the last revision seen: watch from + 1 */
     int need_read;               /* read the pool before watching */
     uint64_t lease;              /* 0: not registered */
@@ -51,6 +55,9 @@ struct mcr_fleet {
     mcr_migration_phase mig_phase;
     char mig_id[MCR_MIGRATION_ID_MAX + 1];
     uint64_t mig_from_epoch, mig_to_epoch;
+    char mig_from_sum[MCR_SNAPSHOT_CHECKSUM_LEN + 1]; /* their checksums: a */
+    char mig_to_sum[MCR_SNAPSHOT_CHECKSUM_LEN + 1];   /* record of the same
+                                    snapshots continues what was checked */
     uint64_t mig_serial;
     int reg_dirty;               /* the client key is to be written again */
 

@@ -267,47 +267,80 @@ static int next_by_changes(const mcr_snapshot *cur, const void *arg, mcr_snapsho
     return mcr_snapshot_apply(cur, ch, next, err);
 }
 
-/* The header lines of a snapshot's text that carry its placement
- * parameters: from "mode" to the line before "servers". */
-static int params_text(const mcr_snapshot *s, char **out, mcr_error *err)
+/* ------------------------------------------------------------ placement parameters */
+
+/* Whether line `p` (of the `end - p` bytes left) starts with `word`. */
+static bool line_is(const char *p, const char *end, const char *word)
 {
-    char *t = NULL;
-    int rc = mcr_snapshot_text(s, &t, NULL, err);
-    if (rc != MCR_OK)
-        return rc;
-    char *a = strstr(t, "\nmode "), *b = strstr(t, "\nservers ");
-    if (a == NULL || b == NULL || b < a) {
-        free(t);
-        return mcr__error(err, MCR_ERR_CORRUPT, "a snapshot text without its header");
-    }
-    size_t n = (size_t)(b - a);
-    memmove(t, a + 1, n);
-    t[n] = '\0';
-    *out = t;
-    return MCR_OK;
+    size_t n = strlen(word);
+    return (size_t)(end - p) >= n && memcmp(p, word, n) == 0;
 }
 
+bool mcr__fleet_params_at(const char *text, size_t len, const char **at, size_t *n)
+{
+    const char *p = text, *end = text + len, *a = NULL;
+    while (p < end) {
+        if (a == NULL && line_is(p, end, "mode "))
+            a = p;
+        else if (a != NULL && line_is(p, end, "servers ")) {
+            *at = a;
+            *n = (size_t)(p - a);
+            return true;
+        }
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl == NULL)
+            break;
+        p = nl + 1;
+    }
+    return false;
+}
+
+bool mcr__fleet_params_differ(const char *a, size_t na, const char *b, size_t nb, char *la,
+                              char *lb, size_t cap)
+{
+    if (na == nb && memcmp(a, b, na) == 0)
+        return false;
+    size_t i = 0, m = na < nb ? na : nb;
+    while (i < m && a[i] == b[i])
+        i++;
+    while (i > 0 && a[i - 1] != '\n') /* the line's start, the same in both */
+        i--;
+    const char *ea = memchr(a + i, '\n', na - i), *eb = memchr(b + i, '\n', nb - i);
+    mcr__quote(la, cap, a + i, ea ? (size_t)(ea - (a + i)) : na - i);
+    mcr__quote(lb, cap, b + i, eb ? (size_t)(eb - (b + i)) : nb - i);
+    return true;
+}
+
+int mcr__fleet_params_cmp(const mcr_snapshot *a, const mcr_snapshot *b, bool *same, char *la,
+                          char *lb, size_t cap, mcr_error *err)
+{
+    char *ta = NULL, *tb = NULL;
+    size_t lena = 0, lenb = 0, na = 0, nb = 0;
+    const char *pa = NULL, *pb = NULL;
+    int rc = mcr_snapshot_text(a, &ta, &lena, err);
+    if (rc == MCR_OK)
+        rc = mcr_snapshot_text(b, &tb, &lenb, err);
+    if (rc == MCR_OK && (!mcr__fleet_params_at(ta, lena, &pa, &na) ||
+                         !mcr__fleet_params_at(tb, lenb, &pb, &nb)))
+        rc = mcr__error(err, MCR_ERR_CORRUPT, "a snapshot text without its header");
+    if (rc == MCR_OK)
+        *same = !mcr__fleet_params_differ(pa, na, pb, nb, la, lb, cap);
+    free(ta);
+    free(tb);
+    return rc;
+}
+
+/* A pool keeps its placement parameters: `target`'s must be `pool`'s. */
 static int same_params(const mcr_snapshot *pool, const mcr_snapshot *target, mcr_error *err)
 {
-    char *a = NULL, *b = NULL;
-    int rc = params_text(pool, &a, err);
-    if (rc == MCR_OK)
-        rc = params_text(target, &b, err);
-    if (rc == MCR_OK && strcmp(a, b) != 0) {
-        char *pa = a, *pb = b;
-        while (*pa && *pa == *pb)
-            pa++, pb++;
-        while (pa > a && pa[-1] != '\n')
-            pa--, pb--;
-        char la[128], lb[128];
-        size_t na = strcspn(pa, "\n"), nb = strcspn(pb, "\n");
+    char la[128], lb[128];
+    bool same = false;
+    int rc = mcr__fleet_params_cmp(pool, target, &same, la, lb, sizeof(la), err);
+    if (rc == MCR_OK && !same)
         rc = mcr__error(err, MCR_ERR_INVALID,
                         "the pool's placement parameters differ from the list's: the pool "
                         "has \"%s\", the list \"%s\" (a pool keeps its parameters)",
-                        mcr__quote(la, sizeof(la), pa, na), mcr__quote(lb, sizeof(lb), pb, nb));
-    }
-    free(a);
-    free(b);
+                        la, lb);
     return rc;
 }
 
@@ -415,6 +448,55 @@ static int outcome_unknown(mcr_error *err, int rc, uint64_t epoch, const char *s
     return mcr__fleet_outcome_unknown(err, rc, what);
 }
 
+/* Writers store no epoch that followers refuse (follow.c): none at or
+ * above MCR__FLEET_EPOCH_LIMIT, and none built on a value more than
+ * MCR__FLEET_EPOCH_JUMP above the one before it (a hand-written epoch: the
+ * followers refused it, and they would refuse every epoch built on it). So
+ * a change to such a pool fails, pointing to the repair. The value before
+ * `cur` (the key as of its mod_revision `modrev` - 1) is read only for an
+ * epoch above the jump, which no pool reaches one change at a time, and
+ * tells only while etcd keeps that revision (not compacted). */
+static int check_room(mcr__fleet_session *s, const mcr_snapshot *cur, uint64_t modrev,
+                      mcr_error *err)
+{
+    uint64_t e = mcr_snapshot_epoch(cur);
+    if (e >= MCR__FLEET_EPOCH_LIMIT - 1)
+        return mcr__error(err, MCR_ERR_RANGE,
+                          "pool \"%s\" is at epoch %llu (revision %llu): its next epoch would "
+                          "be 2^63 or more, which followers refuse (a forged or corrupt value?): "
+                          "write back the last good snapshot",
+                          s->c.pool, (unsigned long long)e, (unsigned long long)modrev);
+    if (e <= MCR__FLEET_EPOCH_JUMP || modrev <= 1)
+        return MCR_OK;
+    mcr__etcd_kv kv;
+    bool found = false;
+    int rc;
+    do
+        rc = mcr__etcd_get_at(&s->e, s->c.snapshot_key, modrev - 1, false, &found, &kv, NULL,
+                              err);
+    while (mcr__fleet_session_again(s, rc));
+    if (rc == MCR_ERR_CONNECT || rc == MCR_ERR_NOMEM)
+        return rc;
+    if (rc != MCR_OK || !found)
+        return MCR_OK; /* compacted, or created there: cannot be told */
+    mcr_snapshot *prev = NULL;
+    mcr_error e2;
+    rc = mcr__fleet_parse(&s->c, kv.value, kv.value_len, kv.mod_revision, NULL, &prev, &e2);
+    uint64_t pe = rc == MCR_OK ? mcr_snapshot_epoch(prev) : 0, pm = kv.mod_revision;
+    mcr_snapshot_unref(prev);
+    mcr__etcd_kv_clear(&kv);
+    if (rc == MCR_ERR_NOMEM)
+        return mcr__error(err, rc, "%s", e2.message);
+    if (rc == MCR_OK && pe < e && e - pe > MCR__FLEET_EPOCH_JUMP)
+        return mcr__error(err, MCR_ERR_RANGE,
+                          "pool \"%s\" is at epoch %llu (revision %llu), more than 2^32 above "
+                          "epoch %llu before it (revision %llu), which followers refuse (a forged "
+                          "or corrupt value?): write back the last good snapshot",
+                          s->c.pool, (unsigned long long)e, (unsigned long long)modrev,
+                          (unsigned long long)pe, (unsigned long long)pm);
+    return MCR_OK;
+}
+
 /* Read, compute the next snapshot, compare-and-swap; again on conflict.
  * `create`: the snapshot that creates a missing pool (else a missing pool
  * is MCR_ERR_UNKNOWN).
@@ -474,7 +556,9 @@ static int cas_loop(mcr__fleet_session *s, next_fn fn, const void *arg, const mc
                 return outcome_unknown(err, rc, sent_epoch, sent_sum);
             return rc;
         } else {
-            rc = fn(cur, arg, &next, err);
+            rc = check_room(s, cur, modrev, err);
+            if (rc == MCR_OK)
+                rc = fn(cur, arg, &next, err);
             if (rc != MCR_OK || next == NULL) {
                 if (rc == MCR_OK && epoch != NULL)
                     *epoch = mcr_snapshot_epoch(cur);
