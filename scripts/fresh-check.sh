@@ -3,7 +3,8 @@
 # fresh-check.sh: run the README's two commands in a clean clone on a fresh Debian 12 minbase root (debootstrap, chroot), then unmount and delete the root safely.
 #
 # Usage: scripts/fresh-check.sh [options]
-#   --ref REF        the commit or branch to clone (default: HEAD of this checkout)
+#   --ref REF        the commit or branch to clone (default: HEAD of this checkout);
+#                    a commit no branch holds (git commit-tree) is fetched by its id
 #   --run LIST       which README commands, in order: demo, test or demo,test (default);
 #                    none: only make the root, mount, clone and clean up
 #   --cache DIR      where the pristine root is cached as a tarball, and the roots
@@ -199,6 +200,12 @@ say "mounted: ${mounts[*]#"$root"}"
 # untracked files. The root has no git: the clone is made from here, into it.
 say "cloning $(git -C "$here" rev-parse --short "$commit") ($ref)"
 git clone -q --no-local "$here" "$root/root/mcroute"
+# A commit that no branch or tag holds (one made with git commit-tree, to
+# check changes not committed yet) does not come with the clone: fetched by
+# its id.
+if ! git -C "$root/root/mcroute" cat-file -e "$commit^{commit}" 2>/dev/null; then
+  git -C "$root/root/mcroute" -c uploadpack.allowAnySHA1InWant=true fetch -q "$here" "$commit"
+fi
 git -C "$root/root/mcroute" checkout -q --detach "$commit"
 echo "$commit" >"$root/root/mcroute.commit"
 

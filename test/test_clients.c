@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_clients.c: every --client against the real client (test/ref's programs): random server lists and keys, zero disagreements. */
 #define _GNU_SOURCE /* syscall (pidfd_open) */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,11 +25,18 @@
  * many random configurations goes, and compares every answer with mcroute's
  * ring and snapshot for mcr_config_set_client(CLIENT).
  *
- * Host names resolve through a hosts file of the test's own: the program
- * first re-runs itself under test/ref/netns.sh (private mount and network
- * namespaces, as root), where /etc/hosts is that file and only `lo` exists,
- * so the reference programs' live memcached servers listen on the configs'
- * own loopback addresses and ports and nothing leaves the machine.
+ * Host names resolve through a hosts file of the test's own, and through
+ * nothing else: no mount namespace and no /etc/hosts (a chroot, where
+ * packages are built, may allow neither). The resolver shim of
+ * test/ref/hosts_shim.c answers getaddrinfo, getnameinfo and gethostby*()
+ * from the file named by MCR_TEST_HOSTS only; it is linked into this program
+ * (mcroute's own lookups: spymemcached's labels) and LD_PRELOADed into each
+ * reference program, which runs under test/ref/netns.sh: a private network
+ * namespace (as root) where only `lo` exists, so the live memcached servers
+ * listen on the configs' own loopback addresses and ports and nothing leaves
+ * the machine. A client that resolved a name some other way would find no
+ * address for it (the names are under .test, the namespace reaches no DNS
+ * server) and fail its test.
  *
  *   mc-K.test    127.0.1.(K+1)  names, K < NAMES
  *   127.0.2.L    IP literals, L = 1..LITERALS; even L has a reverse entry,
@@ -68,8 +79,8 @@ static const client_ref refs[] = {
 };
 #define NREFS (sizeof(refs) / sizeof(refs[0]))
 
-static const client_ref *ref;  /* the client under test */
-static const char *self_path;  /* this program, to re-run under netns.sh */
+static const client_ref *ref;   /* the client under test */
+static char hosts_path[1100];   /* the hosts file (MCR_TEST_HOSTS) */
 
 /* ------------------------------------------------------------ configs */
 
@@ -263,10 +274,16 @@ static int mcroute_answers(const config *c, uint32_t *out, char *why, size_t cap
 static char *run_reference(const char *input)
 {
     const char *src = tu_src_dir();
-    char prog[2][1024];
-    const char *argv[8];
-    size_t a = 0;
+    char prog[4][1024], netns[1024];
+    const char *argv[10];
+    size_t a = 0, first;
 
+    /* netns.sh HOSTS PROGRAM ARGS... CLIENT */
+    snprintf(netns, sizeof(netns), "%s/test/ref/netns.sh", src);
+    argv[a++] = "/bin/sh";
+    argv[a++] = netns;
+    argv[a++] = hosts_path;
+    first = a;
     for (int i = 0; i < 4 && ref->argv[i] != NULL; i++) {
         if (ref->argv[i][0] == '@') {
             snprintf(prog[i], sizeof(prog[i]), "%s/test/ref/%s", src, ref->argv[i] + 1);
@@ -277,9 +294,9 @@ static char *run_reference(const char *input)
     }
     argv[a++] = ref->client;
     argv[a] = NULL;
-    ck_assert_msg(access(argv[0], X_OK) == 0,
+    ck_assert_msg(access(argv[first], X_OK) == 0,
                   "%s: %s is missing (scripts/deps.sh installs the reference clients)",
-                  ref->client, argv[0]);
+                  ref->client, argv[first]);
     char outpath[1200];
     snprintf(outpath, sizeof(outpath), "%s.out", input);
     pid_t pid = fork();
@@ -321,15 +338,15 @@ static char *run_reference(const char *input)
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
             ;
         ck_abort_msg("%s: the reference program (%s %s) did not finish in %d ms: killed "
-                     "(its process group)", ref->client, argv[0], argv[1] ? argv[1] : "",
-                     deadline);
+                     "(its process group)", ref->client, argv[first],
+                     argv[first + 1] ? argv[first + 1] : "", deadline);
     }
     ck_assert_msg(pr == 1, "poll on the reference's pidfd: %s", strerror(errno));
     while (waitpid(pid, &st, 0) < 0)
         ck_assert_int_eq(errno, EINTR);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-                  "%s: the reference program (%s %s) failed: status 0x%x", ref->client, argv[0],
-                  argv[1] ? argv[1] : "", (unsigned)st);
+                  "%s: the reference program (%s %s) failed: status 0x%x", ref->client,
+                  argv[first], argv[first + 1] ? argv[first + 1] : "", (unsigned)st);
     size_t len;
     char *out = tu_read_file(outpath, &len);
     ck_assert_ptr_nonnull(out);
@@ -422,7 +439,7 @@ START_TEST(matches_the_client)
 }
 END_TEST
 
-/* ------------------------------------------------------------ the namespace */
+/* ------------------------------------------------------------ the names */
 
 static int write_hosts(const char *path)
 {
@@ -437,45 +454,104 @@ static int write_hosts(const char *path)
     return fclose(f);
 }
 
-/* Outside the namespace: run this program again inside it, and return its
- * exit status. */
-static int rerun_in_namespace(int argc, char **argv)
+/* getaddrinfo(name) as mcroute asks it (lib/javaname.c): the IPv4 address
+ * as text and the canonical name; 0, or the EAI_ code. */
+static int lookup(const char *name, char *addr, size_t cap, char *canon, size_t ccap)
 {
-    if (geteuid() != 0) {
-        fprintf(stderr, "test_clients: must run as root (test/ref/netns.sh makes private mount "
-                        "and network namespaces for the clients' host names)\n");
-        return 1;
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_flags = AI_CANONNAME;
+    int g = getaddrinfo(name, NULL, &hints, &res);
+    if (g != 0)
+        return g;
+    snprintf(canon, ccap, "%s", res->ai_canonname != NULL ? res->ai_canonname : "");
+    if (res->ai_family != AF_INET ||
+        inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr, addr,
+                  (socklen_t)cap) == NULL)
+        snprintf(addr, cap, "(family %d)", res->ai_family);
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* getnameinfo(127.0.2.L, NI_NAMEREQD): 0 and the name, or the EAI_ code. */
+static int reverse(int l, char *name, size_t cap)
+{
+    struct sockaddr_in in;
+    memset(&in, 0, sizeof(in));
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(0x7f000200u | (uint32_t)l);
+    return getnameinfo((struct sockaddr *)&in, sizeof(in), name, (socklen_t)cap, NULL, 0,
+                       NI_NAMEREQD);
+}
+
+/* The shim linked into this program answers mcroute's lookups from the
+ * test's file (test/ref/hosts_shim.c), and only from it: 0, or -1 said on
+ * stderr. */
+static int check_resolver(void)
+{
+    char addr[64], canon[256], want[64], name[256];
+    for (int k = 0; k < NAMES; k += 67) {
+        char host[32];
+        snprintf(host, sizeof(host), "mc-%d.test", k);
+        snprintf(want, sizeof(want), "127.0.1.%d", k + 1);
+        int g = lookup(host, addr, sizeof(addr), canon, sizeof(canon));
+        if (g != 0 || strcmp(addr, want) != 0 || strcmp(canon, host) != 0) {
+            fprintf(stderr, "test_clients: %s resolved to %s (%s, canonical name '%s'), not %s\n",
+                    host, g == 0 ? addr : "nothing", g == 0 ? "ok" : gai_strerror(g),
+                    g == 0 ? canon : "", want);
+            return -1;
+        }
     }
-    char *dir = tu_tmpdir("clients-ns");
-    char hosts[1100], netns[1100];
-    snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
-    snprintf(netns, sizeof(netns), "%s/test/ref/netns.sh", tu_src_dir());
-    if (write_hosts(hosts) != 0) {
-        fprintf(stderr, "test_clients: cannot write %s\n", hosts);
-        return 1;
+    snprintf(name, sizeof(name), "mc-%d.test", NAMES); /* one past the file's names */
+    int g = lookup(name, addr, sizeof(addr), canon, sizeof(canon));
+    if (g != EAI_NONAME) {
+        fprintf(stderr, "test_clients: a name not in the hosts file: %s, not EAI_NONAME\n",
+                g == 0 ? addr : gai_strerror(g));
+        return -1;
     }
-    pid_t pid = fork();
-    if (pid < 0)
-        return 1;
-    if (pid == 0) {
-        char *args[16];
-        int a = 0;
-        args[a++] = (char *)"/bin/sh";
-        args[a++] = netns;
-        args[a++] = hosts;
-        args[a++] = (char *)self_path;
-        for (int i = 1; i < argc && a < 15; i++)
-            args[a++] = argv[i];
-        args[a] = NULL;
-        execv(args[0], args);
-        _exit(127);
+    g = reverse(2, name, sizeof(name));
+    if (g != 0 || strcmp(name, "lit-2.test") != 0) {
+        fprintf(stderr, "test_clients: 127.0.2.2 is named %s, not lit-2.test\n",
+                g == 0 ? name : gai_strerror(g));
+        return -1;
     }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return 1;
-    tu_tmpdir_free(dir);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    g = reverse(1, name, sizeof(name));
+    if (g != EAI_NONAME) {
+        fprintf(stderr, "test_clients: 127.0.2.1 (no name in the file): %s, not EAI_NONAME\n",
+                g == 0 ? name : gai_strerror(g));
+        return -1;
+    }
+    return 0;
+}
+
+/* The shim the reference programs preload: $MCR_TEST_HOSTS_SHIM (ctest
+ * sets it), else the build's, beside this program. */
+static int find_shim(char *out, size_t cap)
+{
+    const char *env = getenv("MCR_TEST_HOSTS_SHIM");
+    if (env != NULL && *env != '\0') {
+        if ((size_t)snprintf(out, cap, "%s", env) >= cap)
+            return -1;
+    } else {
+        char exe[1024];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n <= 0)
+            return -1;
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash != NULL)
+            *slash = '\0';
+        if ((size_t)snprintf(out, cap, "%s/libmcr_test_hosts_shim.so", exe) >= cap)
+            return -1;
+    }
+    if (out[0] != '/' || access(out, R_OK) != 0) {
+        fprintf(stderr, "test_clients: the resolver shim %s: %s (build the target "
+                        "mcr_test_hosts_shim; MCR_TEST_HOSTS_SHIM names another)\n",
+                out, out[0] != '/' ? "not an absolute path" : strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -502,20 +578,32 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    self_path = "/proc/self/exe";
-    char exe[1024];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        self_path = exe;
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_clients: must run as root (test/ref/netns.sh runs the reference "
+                        "programs in a private network namespace)\n");
+        return 1;
     }
-    if (getenv("MCR_TEST_NETNS") == NULL)
-        return rerun_in_namespace(argc, argv);
+    char shim[1024];
+    if (find_shim(shim, sizeof(shim)) != 0)
+        return 1;
+    char *dir = tu_tmpdir("clients-hosts");
+    snprintf(hosts_path, sizeof(hosts_path), "%s/hosts", dir);
+    if (write_hosts(hosts_path) != 0) {
+        fprintf(stderr, "test_clients: cannot write %s: %s\n", hosts_path, strerror(errno));
+        return 1;
+    }
+    /* this program's lookups (the linked shim) and netns.sh's */
+    setenv("MCR_TEST_HOSTS", hosts_path, 1);
+    setenv("MCR_TEST_HOSTS_SHIM", shim, 1);
+    if (check_resolver() != 0)
+        return 1;
     signal(SIGPIPE, SIG_IGN);
     Suite *s = suite_create("clients");
     TCase *tc = tcase_create(ref->client);
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, matches_the_client);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    int rc = tu_run(s);
+    tu_tmpdir_free(dir);
+    return rc;
 }

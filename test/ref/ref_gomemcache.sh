@@ -3,6 +3,10 @@
 # ref_gomemcache.sh: build ref_gomemcache.go against Debian's gomemcache (GOPATH /usr/share/gocode) once, into a cache under ${TMPDIR:-/tmp}, and run it.
 #
 # Usage: ref_gomemcache.sh gomemcache < configs   (protocol: test/ref/README.md)
+# Host names: built with cgo and run with GODEBUG=netdns=cgo, Go resolves
+# through libc's getaddrinfo, which netns.sh's resolver shim answers from the
+# test's hosts file. Go's own resolver reads /etc/hosts (a fixed path) and
+# would find none of the test's names: a build without cgo is refused here.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 src=$here/ref_gomemcache.go
@@ -12,10 +16,10 @@ command -v go >/dev/null 2>&1 || { echo "ref_gomemcache.sh: go not found (apt-ge
 cache=${TMPDIR:-/tmp}/mcr-ref-go-$(id -u)
 mkdir -p "$cache"
 bin=$cache/ref_gomemcache
-if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ] || [ "$lib" -nt "$bin" ]; then
+if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ] || [ "$lib" -nt "$bin" ] || [ "$0" -nt "$bin" ]; then
     tmp=$(mktemp "$cache/build.XXXXXX")
     # Debian's Go packages are a GOPATH tree; no module, no network
-    if ! GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$cache/gocache GOFLAGS= \
+    if ! CGO_ENABLED=1 GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$cache/gocache GOFLAGS= \
         go build -o "$tmp" "$src" >&2; then
         rm -f "$tmp"
         echo "ref_gomemcache.sh: go build failed on $src" >&2
@@ -23,4 +27,10 @@ if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ] || [ "$lib" -nt "$bin" ]; then
     fi
     mv -f "$tmp" "$bin" # atomic: a concurrent run never sees half a binary
 fi
-exec "$bin" "$@"
+# the cgo resolver is there only in a cgo build (go version -m: its settings)
+if ! go version -m "$bin" | grep -q 'CGO_ENABLED=1'; then
+    echo "ref_gomemcache.sh: $bin was built without cgo (Go's own resolver reads" \
+        "/etc/hosts, not the test's names)" >&2
+    exit 2
+fi
+GODEBUG=${GODEBUG:+$GODEBUG,}netdns=cgo exec "$bin" "$@"
