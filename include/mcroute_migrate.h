@@ -30,8 +30,7 @@
  *      is already there), and then reads the old owner's CAS and TTL
  *      again: when they changed, the copy is deleted from the new owner by
  *      its own CAS (see "Every acknowledged write" below);
- *   Before step 2, unless options.switched is set (a run before the
- *   switch), it checks the new owners: dumps each server of `to` that
+ *   Before step 2 it checks the new owners: dumps each server of `to` that
  *   gains keys, and compares every key it holds that `from` places
  *   elsewhere with its old owner's value (value, flags, TTL); a copy that
  *   differs, or whose old owner no longer has it, is deleted by its CAS
@@ -39,8 +38,8 @@
  *   what a run interrupted between an add and its check left behind.
  *
  * Outcomes. Every moved key ends in exactly one count: copied (the add
- * stored it and the check found the old owner unchanged); undone (the add
- * stored it, the old owner changed meanwhile, the copy was deleted again);
+ * stored it and the check found the old owner unchanged); undone (four
+ * copies in a row were overtaken by writes and deleted again);
  * skipped_present (the add found a value: one written since,
  * newer than ours, or copied by an earlier run); skipped_expired (its
  * expiry had passed, or was within min_ttl seconds: not copied);
@@ -77,21 +76,22 @@
  * second run over a complete copy copies nothing and returns MCR_OK.
  *
  * Every acknowledged write. The run is meant to run while clients hold the
- * transition (from, to) (mcroute_router.h, mcroute_pool.h: Transitions),
- * whose writes of a moved key reach both owners, and the owner in `from`
- * first whenever their effect at the new owner depends on what it holds
- * (a delete, a touch, an incr, an append...; a set reaches both at once).
- * Then a key's copy can never be older than a write acknowledged to a
- * client: a write that reached the old owner before the copy's read is in
- * the value copied; one that reached it between the read and the check
- * changed its CAS (or TTL, or removed it), and the copy is deleted by its
- * own CAS, so that a value a client wrote at the new owner since stays;
- * one that came after the check reaches the new owner after the add and
- * applies to the copy. After the switch (switched 1) the new owners are
- * the keys' owners: a run then copies only what they lack (a copy undone
- * earlier, a key whose incr deleted its copy), with the same read, add and
- * check, and compares nothing. Clients that write without the transition
- * (plain memcached clients) are outside this rule.
+ * transition (from, to) in its copying phase (mcroute_router.h,
+ * mcroute_pool.h: Transitions), whose writes of a moved key reach the
+ * owner in `from` first and then the owner in `to`, and before any of
+ * them reads the new owners. Then a copy is never older than a write
+ * acknowledged to a client once the run has returned: a write that reached
+ * the old owner before the copy's read is in the value copied; one between
+ * the read and the check changed its CAS (or TTL, or removed it), and the
+ * copy is deleted by its own CAS (a value a client wrote at the new owner
+ * since stays) and made again, up to 4 times (then the key is counted
+ * undone: it is left to the switched phase's fallback reads); one after
+ * the check reaches the new owner after the add and applies to the copy.
+ * A copy exists unchecked only during its check, while nobody reads the
+ * new owner; one that a stopped run left unchecked is removed by the next
+ * run's check of the new owners. A server without CAS (memcached -C)
+ * cannot be migrated this way: its keys fail. Clients writing without the
+ * transition (plain memcached clients) are outside this rule.
  *
  * Keys. Keys are copied as they are on the wire. A snapshot with a key
  * prefix (mcr_config_set_key_prefix(): libmemcached's namespace) hashes
@@ -169,13 +169,6 @@ typedef struct mcr_migrate_options {
     unsigned min_ttl;       /* a key with at most this many seconds left is
                                not copied (skipped_expired); default 0: only
                                keys already expired; at most 30 days */
-    int switched;           /* 0: the run copies before the switch: the old
-                               owners hold every key's value, and the run
-                               first checks what the new owners hold
-                               (verified, removed). 1: after the switch,
-                               where the new owners are the keys' owners:
-                               only keys they lack are copied, nothing
-                               there is compared or removed */
 } mcr_migrate_options;
 
 /* mcr_migrate_options_init: zero *o and write the defaults above. NULL is
@@ -197,11 +190,11 @@ typedef struct mcr_migrate_source {
     uint64_t refused;       /* adds of its keys that the new owner refused
                                for want of memory ("SERVER_ERROR out of
                                memory storing object"); counted in failed too */
-    uint64_t undone;        /* copies removed again: the source's value
-                               changed (or was touched, or deleted) between
-                               the copy's read and its check (see "Every
-                               acknowledged write" in INTRODUCTION); not in
-                               copied */
+    uint64_t undone;        /* keys whose copy was removed again 4 times:
+                               the source's value changed (or was touched,
+                               or deleted) between each copy's read and its
+                               check (see "Every acknowledged write" in
+                               INTRODUCTION); not in copied */
 } mcr_migrate_source;
 
 /* The outcome of a run: the sums over the sources, each source, and the
@@ -231,8 +224,8 @@ typedef struct mcr_migrate_report {
                                refused stores (its own counters: every
                                client's) and how many, as in the error */
     uint64_t undone;        /* the sum of the sources' undone */
-    uint64_t verified;      /* the check of the new owners before the copy
-                               (not with `switched`): keys a new owner holds
+    uint64_t verified;      /* the check of the new owners before the copy:
+                               keys a new owner holds
                                that `from` places on another server, found
                                equal to that server's value */
     uint64_t removed;       /* ... found different, or gone from that
@@ -260,7 +253,9 @@ typedef struct mcr_migrate_report {
  * room (nothing evicted or refused: room_message ""). Otherwise:
  *   MCR_ERR_INVALID      NULL from or to;
  *   MCR_ERR_RANGE        an option out of range (the message names it);
- *   MCR_ERR_UNSUPPORTED  the snapshots' key prefixes differ;
+ *   MCR_ERR_UNSUPPORTED  the snapshots' key prefixes differ, or a server
+ *                        gives no CAS (memcached -C: copies cannot be
+ *                        verified);
  *   MCR_ERR_CANCELLED    *stop was set (report->stopped is 1);
  *   MCR_ERR_NOMEM;
  *   MCR_ERR_SERVER       the destinations lack room: they evicted items or

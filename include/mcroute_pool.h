@@ -45,51 +45,52 @@
  *   - reads (get, gets, multi-gets): from the current owner; once
  *     switched, a miss there is read at the owner in `from` (in meta,
  *     whatever the pool's protocol, to learn the TTL) and its hit is the
- *     result, with via_previous = 1 and `server` naming that owner; with
- *     MCR_TRANSITION_WARM the value is then added (never over a value
- *     written meanwhile) to the current owner with its flags and remaining
- *     TTL. If the previous owner fails or misses, the result is the first
- *     miss. gat and gats are reads of the current owner only;
+ *     result, with via_previous = 1 and `server` naming that owner. If the
+ *     previous owner fails or misses, the result is the first miss.
+ *     Nothing read at a previous owner is written to the current one
+ *     (MCR_TRANSITION_WARM has no effect): such a copy could be read by
+ *     another process before anything could check it against a delete
+ *     acknowledged meanwhile. The copy before the switch brings the keys
+ *     (mcroute_migrate.h);
  *   - writes reach both owners, in both phases. A set goes to both at
- *     once. A delete or a touch goes to the key's owner in `from` first
- *     and, once it answered, to its owner in `to`. add, replace, append,
- *     prepend, cas, incr and decr go to the current owner, and a delete of
- *     the copy to the other (what they do depends on what each holds, so
- *     the other copy goes rather than grow apart): while copying, the op
- *     first (the current owner is the one in `from`), then the delete;
- *     once switched, the key's value is first copied to the current owner
- *     if the previous one holds it (verified as below), then the op, then
- *     the previous owner's copy deleted, so an incr of a key not copied
- *     yet applies to its value, not to nothing. The callback runs once
- *     both answered, with the current owner's result (a delete: DELETED
- *     when either held the key); if the other owner failed (an error, not
- *     a miss) the write's status is that error, with a message naming both
- *     servers.
- *   - a value copied to the current owner (a warm read, the copy before
- *     a switched-phase op) is verified: read at the previous owner with
- *     its CAS, added (never over a value), then the previous owner's CAS
- *     and TTL read again; if they changed, a write came meanwhile and the
- *     copy is deleted again by its own CAS (counted in warm_undone), so a
- *     value written at the current owner since is kept.
- * Why this holds: every write whose effect at the new owner depends on
- * what it holds reaches the owner in `from` first; a copy reads that owner
- * before its add and checks it after. A write that came before the read is
- * in the value copied; one between the read and the check is seen by the
- * check, which removes the copy; one after the check reaches the new owner
- * after the add and applies to the copy. A set reaches both at once: before
- * the add it makes the add fail, after it it replaces the copy. So a
- * reader on either side of the switch, in this process or another one
- * whose router has the same transition, never reads a value older than an
- * acknowledged write, nor a value whose delete was acknowledged; the
- * copier of mcroute_migrate.h keeps the same rule. (Writes to one key from
- * two processes at once have no order between them, as without a
- * transition.)
+ *     once. Every other write (add, replace, append, prepend, cas, delete,
+ *     touch, incr, decr, and gat and gats, which touch) goes to the
+ *     current owner first, then, by its answer, to the other:
+ *       it applied (stored, deleted, touched, a number, a gat's hit): the
+ *         same to the other (a cas there as a set of the same value, a
+ *         delete by CAS as a plain delete, a gat as a touch: a CAS belongs
+ *         to one server), and if the other ends elsewhere (it held another
+ *         value: another number, an add that finds a value) its copy is
+ *         deleted;
+ *       it missed (no such key; replace, append, prepend not stored):
+ *         while copying, the other's copy (at the owner in `to`) is
+ *         deleted: it can only be older; once switched, the key may not
+ *         have reached the current owner: the command goes to the owner in
+ *         `from`, whose answer is the result (via_previous = 1);
+ *       anything else (an add finding a value, a cas finding another
+ *       CAS): the other is not written.
+ *     The callback runs once both answered; if the other owner failed (an
+ *     error, not a miss) the write's status is that error, with a message
+ *     naming both servers.
+ * Why this holds: the owner in `from` holds every key's latest value
+ * while copying (every write reaches it first), and the owner in `to`
+ * never holds a value the owner in `from` does not, but for the moment
+ * between a write's two parts; the copy of mcroute_migrate.h reads a key
+ * at its old owner, adds it to the new one and reads the old owner again,
+ * removing its copy when a write came between, and nobody reads the new
+ * owner before the switch. Once switched, both owners take every write
+ * alike. So a reader on either side of the switch, in this process or
+ * another one whose router has the same transition (processes adopt the
+ * switch one after the other), never reads a value older than an
+ * acknowledged write, nor a value whose delete was acknowledged. (Writes
+ * to one key from two processes at once have no order between them, and
+ * may leave the two owners with different values.)
  * The pool keeps connections to the servers only the other snapshot names
  * (mcr_server_stats.transition_only) until the transition ends. Its extra
  * requests count in mcr_pool_pending() and complete before
  * mcr_pool_wait() returns. Counters per server: fallback_reads,
- * fallback_hits, warm_writes, warm_skipped, warm_failures, warm_undone,
- * dual_writes.
+ * fallback_hits, dual_writes (warm_writes, warm_skipped and warm_failures
+ * stay 0).
  * A server command or a request with `server` set never goes through the
  * transition.
  *
@@ -610,9 +611,10 @@ typedef struct mcr_server_stats {
     /* A router's transition (see Transitions), counted on the server named: */
     uint64_t fallback_reads;  /* reads sent to it as a moved key's previous owner */
     uint64_t fallback_hits;   /* ... that it answered with a value */
-    uint64_t warm_writes;     /* values read from a previous owner added here */
-    uint64_t warm_skipped;    /* ... not stored: it held the key already */
-    uint64_t warm_failures;   /* ... that failed (an error, or not submitted) */
+    uint64_t warm_writes;     /* always 0: nothing read from a previous owner
+                                 is added to the current one (Transitions) */
+    uint64_t warm_skipped;    /* always 0 */
+    uint64_t warm_failures;   /* always 0 */
     uint64_t dual_writes;     /* writes (or deletes of its copy) it took as a
                                  moved key's other owner */
     int transition_only;      /* 1: only the transition's other snapshot lists it */
@@ -621,9 +623,6 @@ typedef struct mcr_server_stats {
     size_t in_flight;         /* requests sent, not answered */
     uint64_t latency_count;   /* replies measured */
     double p50_us, p90_us, p99_us, p999_us, max_us; /* send to reply */
-    uint64_t warm_undone;     /* values added here from a previous owner, then
-                                 removed again: the previous owner's value
-                                 changed while it was copied (see Transitions) */
 } mcr_server_stats;
 
 /* mcr_pool_server_count: servers the pool knows (current and draining,

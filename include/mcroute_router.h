@@ -471,8 +471,8 @@ MCR_EXTERN int mcr_router_remove_hook(mcr_router *router, mcr_router_hook fn, vo
  *   E >= to.epoch               MCR_PHASE_SWITCHED: keys are read from
  *                               their current owner, and a miss of a key
  *                               whose owner in `from` differs is read there
- *                               (and, with MCR_TRANSITION_WARM, written to
- *                               the current owner); writes reach both.
+ *                               (served from there, never written to the
+ *                               current owner); writes reach both.
  *   E < from.epoch              not in force.
  *
  * So a resize is: mcr_router_set_transition(from, to) while `from` is
@@ -484,8 +484,12 @@ MCR_EXTERN int mcr_router_remove_hook(mcr_router *router, mcr_router_hook fn, vo
  * when it is set or ended, so pools adopt it at their next request. */
 
 /* Flags of mcr_router_set_transition(). */
-#define MCR_TRANSITION_WARM 1u /* a read served by the previous owner is written
-                                  to the current one (add: never over a value) */
+#define MCR_TRANSITION_WARM 1u /* accepted, no effect: a read served by the
+                                  previous owner used to be added to the
+                                  current one; such a copy could be read by
+                                  another process before its check removed it
+                                  after a delete, so nothing read there is
+                                  written (mcroute_pool.h, Transitions) */
 
 typedef enum mcr_transition_phase {
     MCR_PHASE_NONE = 0,

@@ -11,19 +11,23 @@
  * holds in the end, read straight from B:
  *   copier_delete  mcr_migrate_run()'s read of K, a delete of K through a
  *                  pool in the copying phase: B must not hold K;
- *   copier_incr    the same with an incr (10 -> 11): B must hold 11 or
- *                  nothing, and a switched pool must read 11;
- *   copier_touch   the same with a touch: B must not keep the old TTL;
- *   warm_delete    a switched pool's read of K misses at B and is read
- *                  at A (warm), a delete of K through another switched
- *                  pool: B must not hold K;
+ *   copier_incr    the same with an incr (10 -> 11): the copy is undone
+ *                  and made again, B holds 11, a switched pool reads 11;
+ *   copier_touch   the same with a touch: B's copy has the new TTL;
+ *   fallback_delete  a switched pool's read of K misses at B and is read
+ *                  at A, a delete of K through another switched pool
+ *                  meanwhile: B never holds K (nothing read at A is
+ *                  written to B: such a copy could be read before any
+ *                  check removed it);
  *   interrupted    a copy that an interrupted run left unchecked at B
- *                  while A's value changed: the next run removes it;
- *   incr_switched  an incr in the switched phase of a key not yet at B is
- *                  applied to A's value, not lost.
+ *                  while A's value changed: the next run removes it, and
+ *                  copies the key afresh;
+ *   switched_ops   in the switched phase, an incr and an append of a key
+ *                  the copy has not brought to B apply to A's value (the
+ *                  result says so), and one of a key at B applies to both.
  * Without the rules these tests check (the copy verified by the source's
- * CAS, writes reaching the old owner first, the warm add verified, the
- * check of the new owners before a switch), the first five fail.
+ * CAS, writes reaching the old owner first, the check of the new owners
+ * before a copy), the first four fail.
  */
 #include <check.h>
 #include <event2/event.h>
@@ -245,9 +249,11 @@ START_TEST(copier_incr)
     ck_assert_int_eq(r.reply, MCR_REPLY_NUMBER);
     ck_assert_uint_eq(r.number, 11);
     copier_finish(&e, &c);
-    ck_assert_uint_eq(c.rep.undone, 1); /* the copy's own check saw it */
-    if (value_at(e.b.port, val, sizeof(val)) == 1)
-        ck_assert_msg(strcmp(val, "11") == 0, "the new owner holds %s, not 11", val);
+    /* the copy's own check saw the incr: undone, then copied again */
+    ck_assert_uint_eq(c.rep.copied, 1);
+    ck_assert_uint_eq(c.rep.undone, 0);
+    ck_assert_int_eq(value_at(e.b.port, val, sizeof(val)), 1);
+    ck_assert_msg(strcmp(val, "11") == 0, "the new owner holds %s, not 11", val);
     /* after the switch a reader gets 11 (from B, or through the fallback) */
     client rd;
     client_new(&e, &rd, e.to);
@@ -275,14 +281,13 @@ START_TEST(copier_touch)
     outcome r = exec(&w, MCR_OP_TOUCH, NULL, 5000, 0);
     ck_assert_int_eq(r.reply, MCR_REPLY_TOUCHED);
     copier_finish(&e, &c);
-    ck_assert_uint_eq(c.rep.undone, 1); /* the copy's own check saw the TTL move */
-    if (value_at(e.b.port, val, sizeof(val)) == 1) {
-        /* a copy kept must have the TTL the touch gave (5000 s), not 100 */
-        raw(e.b.port, "mg " KEY " t", line, sizeof(line));
-        long ttl = -5;
-        ck_assert_msg(sscanf(line, "HD t%ld", &ttl) == 1, "mg: %s", line);
-        ck_assert_msg(ttl > 4000, "the new owner's copy expires in %ld s, not ~5000", ttl);
-    }
+    ck_assert_uint_eq(c.rep.copied, 1); /* undone (the TTL moved), copied again */
+    ck_assert_int_eq(value_at(e.b.port, val, sizeof(val)), 1);
+    /* the copy has the TTL the touch gave (5000 s), not 100 */
+    raw(e.b.port, "mg " KEY " t", line, sizeof(line));
+    long ttl = -5;
+    ck_assert_msg(sscanf(line, "HD t%ld", &ttl) == 1, "mg: %s", line);
+    ck_assert_msg(ttl > 4000, "the new owner's copy expires in %ld s, not ~5000", ttl);
     mcr_migrate_report_clear(&c.rep);
     client_free(&w);
     env_free(&e);
@@ -299,7 +304,7 @@ static void on_read(const mcr_result *res, void *arg)
     g_read_done = 1;
 }
 
-START_TEST(warm_delete)
+START_TEST(fallback_delete)
 {
     env e;
     env_start(&e);
@@ -323,13 +328,16 @@ START_TEST(warm_delete)
     ck_assert_int_eq(mcr_pool_wait(rd.p), MCR_OK); /* the read, its warm add and check */
     ck_assert(g_read_done);
     ck_assert_msg(value_at(e.b.port, val, sizeof(val)) == 0,
-                  "the new owner holds \"%s\", deleted while it was warmed", val);
+                  "the new owner holds \"%s\", deleted while it was read at A", val);
     mcr_server_stats st;
-    uint64_t undone = 0;
+    uint64_t warm = 0, fallback = 0;
     for (size_t i = 0; i < mcr_pool_server_count(rd.p); i++)
-        if (mcr_pool_server_stats(rd.p, i, &st) == MCR_OK)
-            undone += st.warm_undone;
-    ck_assert_uint_eq(undone, 1);
+        if (mcr_pool_server_stats(rd.p, i, &st) == MCR_OK) {
+            warm += st.warm_writes + st.warm_skipped + st.warm_failures;
+            fallback += st.fallback_hits;
+        }
+    ck_assert_uint_eq(fallback, 1);
+    ck_assert_uint_eq(warm, 0);
     client_free(&rd);
     client_free(&w);
     env_free(&e);
@@ -372,19 +380,17 @@ START_TEST(interrupted)
     ck_assert_uint_eq(rep.copied, 1);
     ck_assert_uint_eq(rep.removed, 0);
     mcr_migrate_report_clear(&rep);
-    raw(e.b.port, "set " KEY " 0 0 2\r\nv4", line, sizeof(line));
-    o.switched = 1;
+    /* run again: the copy is found equal and kept */
     ck_assert_int_eq(mcr_migrate_run(e.from, e.to, &o, &rep, &err), MCR_OK);
-    ck_assert_uint_eq(rep.removed + rep.verified, 0);
+    ck_assert_uint_eq(rep.verified, 1);
+    ck_assert_uint_eq(rep.removed, 0);
     ck_assert_uint_eq(rep.skipped_present, 1);
-    ck_assert_int_eq(value_at(e.b.port, val, sizeof(val)), 1);
-    ck_assert_str_eq(val, "v4");
     mcr_migrate_report_clear(&rep);
     env_free(&e);
 }
 END_TEST
 
-START_TEST(incr_switched)
+START_TEST(switched_ops)
 {
     env e;
     env_start(&e);
@@ -395,16 +401,166 @@ START_TEST(incr_switched)
     outcome r = exec(&w, MCR_OP_INCR, NULL, 0, 5);
     ck_assert_int_eq(r.reply, MCR_REPLY_NUMBER);
     ck_assert_uint_eq(r.number, 15);
-    ck_assert_int_eq(value_at(e.b.port, val, sizeof(val)), 1);
+    ck_assert_int_eq(value_at(e.a.port, val, sizeof(val)), 1);
     ck_assert_str_eq(val, "15");
-    ck_assert_int_eq(value_at(e.a.port, val, sizeof(val)), 0); /* its old copy gone */
-    /* an append too */
+    ck_assert_int_eq(value_at(e.b.port, val, sizeof(val)), 0); /* nothing copied */
     r = exec(&w, MCR_OP_APPEND, "x", 0, 0);
     ck_assert_int_eq(r.reply, MCR_REPLY_STORED);
+    r = exec(&w, MCR_OP_GET, NULL, 0, 0); /* the fallback serves it */
+    ck_assert_int_eq(r.reply, MCR_REPLY_HIT);
+    ck_assert_str_eq(r.value, "15x");
+    /* a key at both: the same op to both, B first */
+    raw(e.b.port, "set " KEY " 0 0 3\r\n15x", line, sizeof(line));
+    r = exec(&w, MCR_OP_APPEND, "y", 0, 0);
+    ck_assert_int_eq(r.reply, MCR_REPLY_STORED);
     ck_assert_int_eq(value_at(e.b.port, val, sizeof(val)), 1);
-    ck_assert_str_eq(val, "15x");
+    ck_assert_str_eq(val, "15xy");
+    ck_assert_int_eq(value_at(e.a.port, val, sizeof(val)), 1);
+    ck_assert_str_eq(val, "15xy");
+    /* B's copy differs from A's (an older copy): A's is deleted, B's answer stands */
+    raw(e.a.port, "set " KEY " 0 0 1\r\n7", line, sizeof(line));
+    raw(e.b.port, "set " KEY " 0 0 1\r\n9", line, sizeof(line));
+    r = exec(&w, MCR_OP_INCR, NULL, 0, 1);
+    ck_assert_uint_eq(r.number, 10);
+    ck_assert_int_eq(value_at(e.a.port, val, sizeof(val)), 0);
     client_free(&w);
     env_free(&e);
+}
+END_TEST
+
+/* Processes in both phases at once (a fleet adopting the switch): an incr
+ * by a switched one is seen by a copying one, and the other way round. */
+START_TEST(mixed_phases)
+{
+    env e;
+    env_start(&e);
+    char line[256], val[64];
+    raw(e.a.port, "set " KEY " 0 0 2\r\n10", line, sizeof(line));
+    raw(e.b.port, "set " KEY " 0 0 2\r\n10", line, sizeof(line)); /* copied */
+    client cp, sw;
+    client_new(&e, &cp, e.from); /* copying */
+    client_new(&e, &sw, e.to);   /* switched */
+    outcome r = exec(&sw, MCR_OP_INCR, NULL, 0, 1);
+    ck_assert_uint_eq(r.number, 11);
+    r = exec(&cp, MCR_OP_GET, NULL, 0, 0);
+    ck_assert_int_eq(r.reply, MCR_REPLY_HIT);
+    ck_assert_str_eq(r.value, "11");
+    r = exec(&cp, MCR_OP_INCR, NULL, 0, 1);
+    ck_assert_uint_eq(r.number, 12);
+    r = exec(&sw, MCR_OP_GET, NULL, 0, 0);
+    ck_assert_int_eq(r.reply, MCR_REPLY_HIT);
+    ck_assert_str_eq(r.value, "12");
+    ck_assert_int_eq(value_at(e.a.port, val, sizeof(val)), 1);
+    ck_assert_str_eq(val, "12");
+    ck_assert_int_eq(value_at(e.b.port, val, sizeof(val)), 1);
+    ck_assert_str_eq(val, "12");
+    client_free(&cp);
+    client_free(&sw);
+    env_free(&e);
+}
+END_TEST
+
+/* A CAS belongs to one server: a cas, a delete by CAS and a gat reach the
+ * other owner as a set, a delete and a touch; a switched touch of a key
+ * only the previous owner holds touches it there. */
+START_TEST(cas_and_touch)
+{
+    env e;
+    env_start(&e);
+    char line[256], val[64];
+    /* the two servers' CAS counters apart (they count stores alike) */
+    for (int i = 0; i < 3; i++)
+        raw(e.b.port, "set other:key 0 0 1\r\nx", line, sizeof(line));
+    client cp, sw;
+    client_new(&e, &cp, e.from);
+    client_new(&e, &sw, e.to);
+    for (int phase = 0; phase < 2; phase++) {
+        client *c = phase ? &sw : &cp;
+        exec(c, MCR_OP_SET, "v1", 0, 0); /* both */
+        mcr_request q;
+        memset(&q, 0, sizeof(q));
+        q.op = MCR_OP_GETS;
+        q.key = KEY;
+        q.key_len = strlen(KEY);
+        mcr_owned_result g;
+        ck_assert_int_eq(mcr_pool_exec(c->p, &q, &g), MCR_OK);
+        uint64_t cas = g.cas;
+        mcr_owned_result_clear(&g);
+        q.op = MCR_OP_CAS;
+        q.value = "v2";
+        q.value_len = 2;
+        q.cas = cas;
+        ck_assert_int_eq(mcr_pool_exec(c->p, &q, &g), MCR_OK);
+        ck_assert_int_eq(g.reply, MCR_REPLY_STORED);
+        mcr_owned_result_clear(&g);
+        ck_assert_int_eq(value_at(e.a.port, val, sizeof(val)), 1);
+        ck_assert_str_eq(val, "v2");
+        ck_assert_int_eq(value_at(e.b.port, val, sizeof(val)), 1);
+        ck_assert_str_eq(val, "v2");
+        /* a gat: the other owner's copy gets the TTL too */
+        outcome r = exec(c, MCR_OP_GAT, NULL, 4000, 0);
+        ck_assert_int_eq(r.reply, MCR_REPLY_HIT);
+        ck_assert_str_eq(r.value, "v2");
+        for (int s = 0; s < 2; s++) {
+            raw(s ? e.b.port : e.a.port, "mg " KEY " t", line, sizeof(line));
+            long ttl = -5;
+            ck_assert_msg(sscanf(line, "HD t%ld", &ttl) == 1 && ttl > 3000, "%s: %s",
+                          s ? "B" : "A", line);
+        }
+        /* a delete by CAS: both copies go */
+        q.op = MCR_OP_GETS;
+        ck_assert_int_eq(mcr_pool_exec(c->p, &q, &g), MCR_OK);
+        cas = g.cas;
+        mcr_owned_result_clear(&g);
+        memset(&q, 0, sizeof(q));
+        q.op = MCR_OP_DELETE;
+        q.key = KEY;
+        q.key_len = strlen(KEY);
+        q.cas = cas;
+        ck_assert_int_eq(mcr_pool_exec(c->p, &q, &g), MCR_OK);
+        ck_assert_int_eq(g.reply, MCR_REPLY_DELETED);
+        mcr_owned_result_clear(&g);
+        ck_assert_int_eq(value_at(e.a.port, val, sizeof(val)), 0);
+        ck_assert_int_eq(value_at(e.b.port, val, sizeof(val)), 0);
+    }
+    /* switched: a touch of a key at the previous owner only */
+    raw(e.a.port, "set " KEY " 0 100 2\r\nv3", line, sizeof(line));
+    outcome r = exec(&sw, MCR_OP_TOUCH, NULL, 5000, 0);
+    ck_assert_int_eq(r.reply, MCR_REPLY_TOUCHED);
+    raw(e.a.port, "mg " KEY " t", line, sizeof(line));
+    long ttl = -5;
+    ck_assert_msg(sscanf(line, "HD t%ld", &ttl) == 1 && ttl > 4000, "%s", line);
+    client_free(&cp);
+    client_free(&sw);
+    env_free(&e);
+}
+END_TEST
+
+/* A source without CAS (memcached -C): nothing is copied unverified. */
+START_TEST(no_cas_source)
+{
+    rs_proc a, b;
+    const char *const c_opt[] = {"-C", NULL};
+    ck_assert_int_eq(rs_memcached_start_opts(&a, "127.0.0.1", 0, c_opt, NULL, START_MS), 0);
+    ck_assert_int_eq(rs_memcached_start(&b, "127.0.0.1", 0, NULL, START_MS), 0);
+    char line[256], val[64];
+    raw(a.port, "set " KEY " 0 0 2\r\nv1", line, sizeof(line));
+    mcr_snapshot *from = snap(a.port, 1), *to = snap(b.port, 2);
+    mcr_migrate_options o;
+    mcr_migrate_options_init(&o);
+    o.timeout_ms = (unsigned)IO_MS;
+    mcr_migrate_report rep;
+    mcr_error err;
+    int rc = mcr_migrate_run(from, to, &o, &rep, &err);
+    ck_assert_int_eq(rc, MCR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "memcached -C") != NULL, "%s", err.message);
+    ck_assert_uint_eq(rep.copied, 0);
+    ck_assert_int_eq(value_at(b.port, val, sizeof(val)), 0);
+    mcr_migrate_report_clear(&rep);
+    mcr_snapshot_unref(from);
+    mcr_snapshot_unref(to);
+    rs_stop(&a);
+    rs_stop(&b);
 }
 END_TEST
 
@@ -417,9 +573,12 @@ static Suite *suite(void)
     tcase_add_test(tc, copier_delete);
     tcase_add_test(tc, copier_incr);
     tcase_add_test(tc, copier_touch);
-    tcase_add_test(tc, warm_delete);
+    tcase_add_test(tc, fallback_delete);
     tcase_add_test(tc, interrupted);
-    tcase_add_test(tc, incr_switched);
+    tcase_add_test(tc, switched_ops);
+    tcase_add_test(tc, mixed_phases);
+    tcase_add_test(tc, cas_and_touch);
+    tcase_add_test(tc, no_cas_source);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -157,12 +157,15 @@ static void print_json(const ctx *c, const char *result, const char *message)
         printf("{\"scanned\": %llu, \"moved\": %llu, \"copied\": %llu, \"skipped\": "
                "{\"present\": %llu, \"expired\": %llu, \"gone\": %llu}, \"failed\": %llu, "
                "\"refused\": %llu, \"evicted\": %llu, \"destinations\": %zu, "
+               "\"undone\": %llu, \"verified\": %llu, \"removed\": %llu, "
                "\"seconds\": %.3f, \"keys_per_s\": %.1f}",
                (unsigned long long)r->scanned, (unsigned long long)r->moved,
                (unsigned long long)r->copied, (unsigned long long)r->skipped_present,
                (unsigned long long)r->skipped_expired, (unsigned long long)r->skipped_gone,
                (unsigned long long)r->failed, (unsigned long long)r->refused,
-               (unsigned long long)r->evicted, r->ndestinations, r->seconds,
+               (unsigned long long)r->evicted, r->ndestinations,
+               (unsigned long long)r->undone, (unsigned long long)r->verified,
+               (unsigned long long)r->removed, r->seconds,
                r->seconds > 0 ? (double)r->copied / r->seconds : 0.0);
     } else {
         fputs("null", stdout);
@@ -413,36 +416,6 @@ static int copy(ctx *c, double rate, unsigned timeout_ms)
     return write_record(c, MCR_MIGRATION_COPYING, msg);
 }
 
-/* After the switch, once every client reads the new owners first: the
- * keys they still lack copied from the old owners (a copy removed as
- * changed during the first copy, a key whose incr or append deleted the
- * new owner's copy). Without it such a key would be read only through
- * the fallback, and lost when the migration ends. A failure is reported,
- * not fatal: until the end of the grace period the fallback serves what
- * was not copied. */
-static void catch_up(ctx *c, double rate, unsigned timeout_ms)
-{
-    mcr_migrate_options mo;
-    mcr_migrate_report r;
-    mcr_error err;
-    mcr_migrate_options_init(&mo);
-    mo.rate = rate;
-    if (timeout_ms != 0)
-        mo.timeout_ms = timeout_ms;
-    mo.stop = (const volatile int *)&g_stop;
-    mo.switched = 1;
-    int rc = mcr_migrate_run(c->m.from, c->m.to, &mo, &r, &err);
-    if (rc != MCR_OK)
-        fprintf(stderr, "%s: migrate: catch-up after the switch: %s (the fallback reads of "
-                        "the grace period serve what was not copied)\n",
-                cli_progname, err.message);
-    else
-        say(c, "catch-up: moved %llu, copied %llu, present %llu, undone %llu in %.1f s",
-            (unsigned long long)r.moved, (unsigned long long)r.copied,
-            (unsigned long long)r.skipped_present, (unsigned long long)r.undone, r.seconds);
-    mcr_migrate_report_clear(&r);
-}
-
 /* The switch, and the wait for every client at the new epoch. */
 static int do_switch(ctx *c)
 {
@@ -570,10 +543,6 @@ static int run_forward(ctx *c, double rate, unsigned timeout_ms)
             (rc = wait_step(c, MCR_MIGRATION_SWITCHED, mcr_snapshot_epoch(c->m.to))) !=
                 EXIT_SUCCESS)
             return rc;
-        catch_up(c, rate, timeout_ms);
-        if (g_stop)
-            return give_up(c, "interrupted after the switch (run the command again to "
-                              "finish it)");
         if (c->m.rollback)
             return step(c, MCR_MIGRATION_ABORTED, "aborted: rolled back");
         c->m.grace_until = unix_ms() + c->m.grace_ms;

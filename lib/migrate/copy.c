@@ -40,6 +40,7 @@ typedef struct mig_slot {
     uint64_t cas_src, cas_dst;
     int64_t ttl;        /* R's remaining TTL: -1 never */
     double read_at;     /* when R answered, monotonic seconds */
+    unsigned tries;     /* copies of the key undone so far */
 } mig_slot;
 
 struct engine {
@@ -473,6 +474,11 @@ static const char *item_key(const engine *e, const mig_item *m, char *q, size_t 
 /* A TTL read again may differ by the seconds between the reads (memcached's
  * clock ticks once a second): more means the item was touched meanwhile. */
 #define TTL_SLACK_S 2
+/* Copies of one key tried before it is left `undone` (its writes kept
+ * overtaking the copy: the switched phase's fallback reads serve it). */
+#define COPY_TRIES 4
+
+static int read_source(engine *e, mig_slot *sl);
 
 static void on_undo(const mcr_result *res, void *arg)
 {
@@ -481,7 +487,15 @@ static void on_undo(const mcr_result *res, void *arg)
     const mig_item *m = &e->items[sl->item];
     char q[80], addr[MCR_HOSTNAME_MAX + 16];
     if (res->status == MCR_OK) {
-        /* DELETED; EXISTS or MISS: a client's write replaced or removed it first */
+        /* DELETED; EXISTS or MISS: a client's write replaced or removed it
+         * first. Before the switch nobody reads the new owner: copy the
+         * key again, from what the old owner holds now. */
+        if (++sl->tries < COPY_TRIES && !e->stopping) {
+            if (read_source(e, sl) == MCR_OK)
+                return;
+            finish(e, sl); /* its failure is counted */
+            return;
+        }
         e->s->undone++;
         e->rep->undone++;
     } else {
@@ -510,9 +524,14 @@ static void undo(engine *e, mig_slot *sl)
     rq.server = d.id;
     mcr_error serr;
     mcr_result r;
-    if (mcr_pool_submit(e->pto, &rq, on_undo, sl, &serr) != MCR_OK) {
+    int rc = sl->cas_dst == 0 ? MCR_ERR_UNSUPPORTED
+                              : mcr_pool_submit(e->pto, &rq, on_undo, sl, &serr);
+    if (rc != MCR_OK) {
+        if (sl->cas_dst == 0)
+            snprintf(serr.message, sizeof(serr.message),
+                     "its copy has no CAS (memcached -C): not removed");
         memset(&r, 0, sizeof(r));
-        r.status = MCR_ERR_INVALID;
+        r.status = rc;
         r.message = serr.message;
         r.server = d.id;
         on_undo(&r, sl);
@@ -604,6 +623,16 @@ static void on_get(const mcr_result *res, void *arg)
     /* the TTL as read now (a touch since the dump counts), in memcached's
      * exptime: seconds up to 30 days, a Unix time beyond */
     int64_t exptime = 0;
+    if (res->cas == 0) {
+        /* memcached -C: no CAS, so a copy cannot be checked against its
+         * source, nor removed without removing a client's write */
+        set_source_failure(e, MCR_ERR_UNSUPPORTED,
+                           "key \"%s\": server %s (%s) gives no CAS (memcached -C): a copy "
+                           "cannot be verified; run it without -C to migrate",
+                           item_key(e, m, q, sizeof(q)), e->s->id, e->s->address);
+        finish(e, sl);
+        return;
+    }
     sl->cas_src = res->cas;
     sl->ttl = res->ttl;
     sl->read_at = now_s();
@@ -615,7 +644,7 @@ static void on_get(const mcr_result *res, void *arg)
             finish(e, sl);
             return;
         }
-        if (abs_exp > INT32_MAX) {
+        if (res->ttl > 30 * 24 * 3600 && abs_exp > INT32_MAX) {
             set_source_failure(e, MCR_ERR_RANGE,
                                "key \"%s\": its expiry %lld is past what memcached's exptime "
                                "holds (2^31-1)",
@@ -657,10 +686,24 @@ static void start(engine *e, size_t i)
         e->rep->skipped_expired++;
         return;
     }
+    (void)q;
     mig_slot *sl = &e->slots[e->free_slots[--e->nfree]];
     sl->e = e;
     sl->item = i;
+    sl->tries = 0;
     e->in_flight++;
+    if (read_source(e, sl) != MCR_OK) {
+        e->free_slots[e->nfree++] = (size_t)(sl - e->slots);
+        e->in_flight--;
+    }
+}
+
+/* R: the slot's key read at the source with its CAS and TTL. MCR_OK, or
+ * the failure recorded (the slot's key failed). */
+static int read_source(engine *e, mig_slot *sl)
+{
+    const mig_item *m = &e->items[sl->item];
+    char q[80];
     mcr_request rq;
     memset(&rq, 0, sizeof(rq));
     rq.op = MCR_OP_GETS;
@@ -669,12 +712,10 @@ static void start(engine *e, size_t i)
     rq.server = e->s->id;
     mcr_error serr;
     int rc = mcr_pool_submit(e->pfrom, &rq, on_get, sl, &serr);
-    if (rc != MCR_OK) {
+    if (rc != MCR_OK)
         set_source_failure(e, rc, "key \"%s\": get from server %s (%s): %s",
                            item_key(e, m, q, sizeof(q)), e->s->id, e->s->address, serr.message);
-        e->free_slots[e->nfree++] = (size_t)(sl - e->slots);
-        e->in_flight--;
-    }
+    return rc;
 }
 
 /* Copies done: leave the loop. */
@@ -883,7 +924,7 @@ int mcr_migrate_run(const mcr_snapshot *from, const mcr_snapshot *to,
         rc = mcr__room_open(from, to, e.o.timeout_ms, &room, err);
     int verify_rc = MCR_OK;
     mcr_error verr;
-    if (rc == MCR_OK && !e.o.dry_run && !e.o.switched && rep->nsources > 0) {
+    if (rc == MCR_OK && !e.o.dry_run && rep->nsources > 0) {
         /* before a switch, and before this run copies anything: what the
          * new owners hold is checked against the old owners (copies an
          * earlier, interrupted run left unchecked are removed, and then

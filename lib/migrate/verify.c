@@ -239,6 +239,12 @@ static void on_dest(const mcr_result *res, void *arg)
         slot_end(sl);
         return;
     }
+    if (res->cas == 0) {
+        fail(v, MCR_ERR_UNSUPPORTED, "%s gives no CAS (memcached -C): its copies cannot be "
+                                     "checked; run it without -C to migrate", v->dst_id);
+        slot_end(sl);
+        return;
+    }
     sl->val = malloc(res->value_len ? res->value_len : 1);
     if (sl->val == NULL) {
         v->oom = 1;

@@ -202,7 +202,7 @@ struct mcr__pool_server {
     uint64_t requests, hits, misses, errors, timeouts, refusals, ejections, coalesced;
     uint64_t writes, bytes_sent, reads, bytes_received;
     uint64_t fallback_reads, fallback_hits, warm_writes, warm_skipped, warm_failures,
-        dual_writes, warm_undone;
+        dual_writes;
     uint64_t lat_count, lat_max;
     uint32_t hist[MCR__HIST_BUCKETS];
 };
@@ -516,24 +516,6 @@ mcr__pool_server *mcr__route_owner(mcr_pool *p, mcr_op op, const void *key, size
                                    uint32_t owner, int *status);
 /* Route and send the gets waiting in p's routing queue (see submit.c). */
 void mcr__route_pending(mcr_pool *p);
-/* A moved key's value copied from its previous owner to its current one,
- * verified by the source's CAS (txcopy.c explains why it is safe). */
-typedef enum mcr__txcopy_outcome {
-    MCR__TXC_STORED,   /* copied, and the source unchanged since it was read */
-    MCR__TXC_PRESENT,  /* the destination held the key: nothing written */
-    MCR__TXC_ABSENT,   /* the source has no (live) value */
-    MCR__TXC_UNDONE,   /* the source changed meanwhile: the copy was removed */
-    MCR__TXC_FAILED    /* an error: nothing known to be copied */
-} mcr__txcopy_outcome;
-typedef void (*mcr__txcopy_cb)(mcr__txcopy_outcome outcome, void *arg);
-/* Copy key from the server of id `src` to the one of id `dst`. `read`:
- * the source's value read already (a meta hit with its CAS and TTL, read
- * at read_ns), or NULL to read it first. cb (may be NULL) gets the
- * outcome once, possibly before this returns when `read` is given.
- * MCR_OK, or an error (nothing started, cb never called). */
-int mcr__txcopy_start(mcr_pool *p, const void *key, size_t len, const char *src, const char *dst,
-                      const mcr_result *read, uint64_t read_ns, mcr__txcopy_cb cb, void *arg);
-
 /* mcr_pool_submit() without the transition: routed by key (pin NULL) or
  * sent to `pin`, a server of the pool; force_meta: in meta whatever the
  * pool's protocol (the reply's TTL). */

@@ -14,39 +14,24 @@
  *
  * Reads. Copying: from the current owner only (the new one is being
  * filled). Switched: from the current owner; on a miss, from the owner in
- * `from`, in meta (for the TTL and the CAS) whatever the pool's protocol;
- * a hit there is the result (via_previous = 1) and, with
- * MCR_TRANSITION_WARM, is copied to the current owner by txcopy.c (an add
- * verified by the previous owner's CAS: removed again when a write came
- * meanwhile). The fallback failing leaves the first miss as the answer.
+ * `from`, in meta (for the TTL) whatever the pool's protocol; a hit there
+ * is the result (via_previous = 1). Nothing read there is written to the
+ * current owner: such a copy, however it is checked afterwards, could be
+ * read by another process between its add and its check after a delete
+ * was acknowledged. The fallback failing leaves the first miss as the
+ * answer.
  *
- * Writes, in both phases, reach both owners, and the callback runs once
- * both have answered (write_plan):
- *   set                     the same command to both at once;
- *   delete, touch           the same command, to the owner in `from`
- *                           first, to the owner in `to` once it answered;
- *   add, replace, append, prepend, cas, incr, decr
- *                           the op at the current owner and a delete of
- *                           the other's copy (their outcome depends on
- *                           what each holds: the other copy is dropped,
- *                           never left older). Copying: the op (at the
- *                           owner in `from`), then the delete. Switched:
- *                           the value copied to the current owner first
- *                           (txcopy.c, when the previous owner holds it),
- *                           then the op, then the delete;
- *   gat, gats               to the current owner only (a read).
- * The owner in `from` comes first whenever the effect at the other
- * depends on what that one holds: that is what lets a copy (the warm add,
- * the copier of libmcroute_migrate) verify itself by reading the owner in
- * `from` again after its add (txcopy.c says why it is enough). A set to
- * both at once is safe: at the new owner before a copy's add it makes the
- * add fail; after it, it replaces the copy.
- * The result is the current owner's; an error of the other (not a miss)
- * fails the whole write with a message naming both, so that an
- * acknowledged write is on both or the other holds nothing of the key.
- * Why both, and not "new owner plus delete at the old" for sets too:
- * clients still copying read the old owner, and a delete there would make
- * every write a miss for them until they switch.
+ * Writes, in both phases, reach both owners (see "writes" below), and the
+ * callback runs once both have answered: a set goes to both at once;
+ * every other write to the current owner first, then, by what it said, to
+ * the other; gat and gats to the current owner only (reads). The result
+ * is the current owner's (the previous owner's when, switched, the key
+ * was not at the current one); an error of the other (not a miss) fails
+ * the whole write with a message naming both, so that an acknowledged
+ * write is on both or the other holds nothing of the key.
+ * Why both, and not "new owner plus delete at the old": clients still
+ * copying (or not yet switched) read the old owner, and a delete there
+ * would make every write a miss for them until they switch.
  */
 
 /* ------------------------------------------------------------ helpers */
@@ -102,164 +87,228 @@ static mcr__pool_server *server_named(mcr_pool *p, const char *id)
 
 /* ------------------------------------------------------------ writes */
 
-/* How a write of a moved key reaches its two owners. */
-typedef enum write_plan {
-    PLAN_BOTH,        /* a set: the same command to both at once */
-    PLAN_FROM_FIRST,  /* the owner in `from` answers before the owner in `to`
-                         is sent its part */
-    PLAN_ENSURE       /* switched, an op whose outcome depends on the value:
-                         the value copied to the current owner first
-                         (txcopy.c), the op there, then its old copy
-                         deleted */
-} write_plan;
+/*
+ * A write other than a set goes to the current owner first (the "main"
+ * part), then to the other owner, by what the first said:
+ *   applied   (stored, deleted, touched, a number): the same command to
+ *             the other owner, which holds the same value or nothing; if
+ *             the other says something else (it held nothing, or another
+ *             number), its copy is deleted: the two never differ;
+ *   missed    (no such key; not stored for replace, append, prepend):
+ *             copying: the other's copy (the new owner's) is deleted: it
+ *             can only be an older copy. Switched: the key may not have
+ *             reached the new owner: the command goes to the previous
+ *             owner, whose answer is the result (its value is what the
+ *             switched phase's fallback reads serve);
+ *   anything else (add finding a value, cas finding another CAS): the
+ *             other owner is left as it is (nothing changed).
+ * While copying the current owner is the one in `from`, so the owner in
+ * `from` is always written first: the copier's check (copy.c) relies on it.
+ */
 
-/* Copies of the value to fetch again, at most, when the previous owner's
- * value changes while it is copied (another process writing the key). */
-#define ENSURE_TRIES 3
+/* What a write's first answer means (see above). */
+typedef enum outcome {
+    OUT_APPLIED,
+    OUT_MISSED,
+    OUT_OTHER,
+    OUT_FAILED
+} outcome;
+
+static outcome outcome_of(mcr_op op, const kept_result *k)
+{
+    if (k->status != MCR_OK)
+        return OUT_FAILED;
+    switch (k->reply) {
+    case MCR_REPLY_STORED:
+    case MCR_REPLY_DELETED:
+    case MCR_REPLY_TOUCHED:
+    case MCR_REPLY_NUMBER:
+    case MCR_REPLY_HIT: /* gat, gats */
+        return OUT_APPLIED;
+    case MCR_REPLY_MISS:
+        return OUT_MISSED;
+    case MCR_REPLY_NOT_STORED:
+        return op == MCR_OP_ADD ? OUT_OTHER : OUT_MISSED;
+    default:
+        return OUT_OTHER;
+    }
+}
 
 typedef struct tx_write {
     mcr_pool *p;
     mcr_pool_cb cb;
     void *arg;
-    int outstanding;
     kept_result main, other;
     mcr_request q;           /* the caller's request, key and value copied */
     char other_id[256];      /* the key's other owner */
-    char main_id[256];       /* its current owner when submitted */
     int switched;            /* the phase when submitted */
-    write_plan plan;
-    int tries;
+    int outstanding;         /* parts in flight: 2 for a set, else 1 */
+    int other_is_result;     /* switched, missed: the previous owner answers */
+    int cleanup;             /* the other part is a delete of its copy */
+    char *value;             /* gat, gats: the value of the answer (malloc'd) */
+    size_t value_len;
     char *key;
     size_t key_len;
 } tx_write;
 
+/* gat, gats: keep the answer's value (the result), if it has one. */
+static void keep_value(tx_write *w, const mcr_result *res)
+{
+    if (res->value == NULL || (w->q.op != MCR_OP_GAT && w->q.op != MCR_OP_GATS))
+        return;
+    free(w->value);
+    w->value = malloc(res->value_len ? res->value_len : 1);
+    if (w->value != NULL) {
+        memcpy(w->value, res->value, res->value_len);
+        w->value_len = res->value_len;
+    } else {
+        w->value_len = 0;
+    }
+}
+
 static void write_end(tx_write *w)
 {
+    const kept_result *k = w->other_is_result ? &w->other : &w->main;
     mcr_result res;
     memset(&res, 0, sizeof(res));
     res.op = w->q.op;
     res.key = w->key;
     res.key_len = w->key_len;
     res.ttl = MCR_TTL_UNKNOWN;
-    res.status = w->main.status;
-    res.reply = w->main.reply;
-    res.flags = w->main.flags;
-    res.cas = w->main.cas;
-    res.number = w->main.number;
+    res.status = k->status;
+    res.reply = k->reply;
+    res.flags = k->flags;
+    res.cas = k->cas;
+    res.number = k->number;
     res.epoch = w->main.epoch;
-    res.server = w->main.server[0] ? w->main.server : NULL;
-    res.message = w->main.status != MCR_OK ? w->main.message : NULL;
+    res.server = k->server[0] ? k->server : NULL;
+    res.message = k->status != MCR_OK ? k->message : NULL;
+    res.via_previous = w->other_is_result;
+    if (res.status == MCR_OK && res.reply == MCR_REPLY_HIT) {
+        if (w->value == NULL) { /* its copy could not be made */
+            res.status = MCR_ERR_NOMEM;
+            res.message = "out of memory";
+        } else {
+            res.value = w->value;
+            res.value_len = w->value_len;
+        }
+    }
+    if ((w->q.op == MCR_OP_DELETE || w->q.op == MCR_OP_TOUCH) && res.status == MCR_OK &&
+        res.reply == MCR_REPLY_MISS && w->other.status == MCR_OK &&
+        (w->other.reply == MCR_REPLY_DELETED || w->other.reply == MCR_REPLY_TOUCHED))
+        res.reply = w->other.reply; /* it was only on the other owner */
     char msg[900];
-    if (w->q.op == MCR_OP_DELETE && res.status == MCR_OK && res.reply == MCR_REPLY_MISS &&
-        w->other.status == MCR_OK && w->other.reply == MCR_REPLY_DELETED)
-        res.reply = MCR_REPLY_DELETED; /* it was only on the other owner */
-    if (res.status == MCR_OK && w->other.status != MCR_OK) {
+    if (!w->other_is_result && res.status == MCR_OK && w->other.status != MCR_OK &&
+        w->other.server[0] != '\0') {
         snprintf(msg, sizeof(msg), "%s reached %s but not the key's other owner %s: %s",
                  mcr_op_name(w->q.op), w->main.server, w->other.server, w->other.message);
         res.status = w->other.status;
         res.message = msg;
     }
     w->cb(&res, w->arg);
+    free(w->value);
     free(w);
 }
 
-static void part_done(tx_write *w)
-{
-    if (--w->outstanding == 0)
-        write_end(w);
-}
-
 /* A part that could not be submitted: reported as its result. */
-static void part_failed(tx_write *w, kept_result *k, const char *server, int rc,
-                        const char *message)
+static void part_failed(kept_result *k, const char *server, int rc, const char *message)
 {
     k->status = rc;
     snprintf(k->server, sizeof(k->server), "%s", server);
     snprintf(k->message, sizeof(k->message), "%s", message);
-    part_done(w);
+}
+
+static void other_cb(const mcr_result *res, void *arg);
+
+/* Send `op` (the caller's command, or a delete of the copy) to the other
+ * owner; on a failure to submit, end the part there. */
+static void send_other(tx_write *w, int as_delete)
+{
+    mcr_request o = w->q;
+    if (as_delete) {
+        memset(&o, 0, sizeof(o));
+        o.op = MCR_OP_DELETE;
+        o.key = w->q.key;
+        o.key_len = w->q.key_len;
+    } else if (!w->other_is_result) {
+        /* what the current owner did, as the other can take it: a CAS
+         * belongs to one server (the cas stored there: the same value set
+         * here; a delete by CAS: a plain delete), and a gat's touch */
+        if (o.op == MCR_OP_CAS)
+            o.op = MCR_OP_SET;
+        else if (o.op == MCR_OP_GAT || o.op == MCR_OP_GATS)
+            o.op = MCR_OP_TOUCH;
+        o.cas = 0;
+    }
+    o.server = NULL;
+    w->cleanup = as_delete;
+    mcr__pool_server *s = w->p->freeing ? NULL : server_named(w->p, w->other_id);
+    mcr_error e2;
+    int rc = s == NULL ? MCR_ERR_CANCELLED : mcr__submit(w->p, &o, s, 0, other_cb, w, &e2);
+    if (rc != MCR_OK) {
+        part_failed(&w->other, w->other_id, rc,
+                    s == NULL ? "the server left the pool" : e2.message);
+        if (--w->outstanding == 0)
+            write_end(w);
+    }
 }
 
 static void other_cb(const mcr_result *res, void *arg)
 {
     tx_write *w = arg;
     keep(&w->other, res);
+    if (w->other_is_result)
+        keep_value(w, res);
     mcr__pool_server *o = res->status == MCR_OK ? server_named(w->p, res->server) : NULL;
     if (o != NULL)
         o->dual_writes++;
-    part_done(w);
-}
-
-/* The other owner's part: the same command (set, delete, touch), or a
- * delete of its copy. */
-static void send_other(tx_write *w)
-{
-    mcr_request o = w->q;
-    if (o.op != MCR_OP_SET && o.op != MCR_OP_DELETE && o.op != MCR_OP_TOUCH) {
-        memset(&o, 0, sizeof(o));
-        o.op = MCR_OP_DELETE;
-        o.key = w->q.key;
-        o.key_len = w->q.key_len;
+    if (w->q.op != MCR_OP_SET && !w->cleanup && !w->other_is_result && res->status == MCR_OK &&
+        (outcome_of(w->q.op, &w->other) == OUT_OTHER ||
+         (w->main.reply == MCR_REPLY_NUMBER && w->other.reply == MCR_REPLY_NUMBER &&
+          w->other.number != w->main.number))) {
+        /* the other held something else than the current owner (a miss
+         * means it holds nothing): drop its copy */
+        send_other(w, 1);
+        return;
     }
-    o.server = NULL;
-    mcr__pool_server *s = w->p->freeing ? NULL : server_named(w->p, w->other_id);
-    mcr_error e2;
-    int rc = s == NULL ? MCR_ERR_CANCELLED : mcr__submit(w->p, &o, s, 0, other_cb, w, &e2);
-    if (rc != MCR_OK)
-        part_failed(w, &w->other, w->other_id, rc,
-                    s == NULL ? "the server left the pool" : e2.message);
-}
-
-static void main_cb(const mcr_result *res, void *arg);
-
-/* The current owner's part: the caller's request, routed by key. */
-static void send_main(tx_write *w)
-{
-    mcr_error e2;
-    int rc = w->p->freeing ? MCR_ERR_CANCELLED
-                           : mcr__submit(w->p, &w->q, NULL, 0, main_cb, w, &e2);
-    if (rc != MCR_OK) {
-        int other_follows = w->outstanding == 2;
-        part_failed(w, &w->main, w->main_id, rc,
-                    w->p->freeing ? "the pool is being freed" : e2.message);
-        if (other_follows)
-            send_other(w); /* the other owner's part still goes (or fails) */
-    }
+    if (--w->outstanding == 0)
+        write_end(w);
 }
 
 static void main_cb(const mcr_result *res, void *arg)
 {
     tx_write *w = arg;
     keep(&w->main, res);
-    /* copying, or an op that needed the value: the other part follows
-     * (w lives on: its part is outstanding) */
-    int follows = w->plan == PLAN_ENSURE || (w->plan == PLAN_FROM_FIRST && !w->switched);
-    part_done(w);
-    if (follows)
-        send_other(w);
-}
-
-/* Switched, delete or touch: the previous owner answered; now the current. */
-static void first_other_cb(const mcr_result *res, void *arg)
-{
-    tx_write *w = arg;
-    other_cb(res, arg); /* outstanding 2 -> 1 */
-    send_main(w);
-}
-
-static void ensure_cb(mcr__txcopy_outcome outcome, void *arg)
-{
-    tx_write *w = arg;
-    if (outcome == MCR__TXC_UNDONE && ++w->tries < ENSURE_TRIES && !w->p->freeing &&
-        mcr__txcopy_start(w->p, w->key, w->key_len, w->other_id, w->main_id, NULL, 0, ensure_cb,
-                          w) == MCR_OK)
+    keep_value(w, res);
+    if (w->q.op == MCR_OP_SET || w->p->freeing) {
+        if (--w->outstanding == 0)
+            write_end(w);
         return;
-    /* the current owner holds the value if the previous one had it (or
-     * the copy could not be made: the op then works on what is there) */
-    send_main(w);
+    }
+    switch (outcome_of(w->q.op, &w->main)) {
+    case OUT_APPLIED:
+        send_other(w, 0);
+        break;
+    case OUT_MISSED:
+        if (w->switched) {
+            w->other_is_result = 1;
+            send_other(w, 0);
+        } else {
+            send_other(w, 1);
+        }
+        break;
+    case OUT_FAILED:
+        send_other(w, 1); /* unknown: the other's copy cannot stay */
+        break;
+    case OUT_OTHER:
+        if (--w->outstanding == 0)
+            write_end(w);
+        break;
+    }
 }
 
 static int submit_write(mcr_pool *p, const mcr_request *q, mcr__pool_server *other,
-                        mcr__pool_server *cur, mcr_pool_cb cb, void *arg, mcr_error *err)
+                        mcr_pool_cb cb, void *arg, mcr_error *err)
 {
     size_t vlen = mcr__is_store_op(q->op) ? q->value_len : 0;
     tx_write *w = calloc(1, sizeof(*w) + q->key_len + vlen);
@@ -278,39 +327,15 @@ static int submit_write(mcr_pool *p, const mcr_request *q, mcr__pool_server *oth
         w->q.value = w->key + q->key_len;
     }
     snprintf(w->other_id, sizeof(w->other_id), "%s", other->id);
-    snprintf(w->main_id, sizeof(w->main_id), "%s", cur->id);
     w->switched = p->tx_phase == MCR_PHASE_SWITCHED;
-    w->outstanding = 2;
-    write_plan plan = q->op == MCR_OP_SET ? PLAN_BOTH
-                      : !w->switched || q->op == MCR_OP_DELETE || q->op == MCR_OP_TOUCH
-                          ? PLAN_FROM_FIRST
-                          : PLAN_ENSURE;
-    w->plan = plan;
-    int rc;
-    if (plan == PLAN_ENSURE) {
-        rc = mcr__txcopy_start(p, w->key, w->key_len, w->other_id, w->main_id, NULL, 0,
-                               ensure_cb, w);
-        if (rc != MCR_OK) {
-            free(w);
-            return mcr__pool_fail(err, rc, rc == MCR_ERR_NOMEM ? "out of memory"
-                                                               : "the key's owner left the pool");
-        }
-        return MCR_OK;
-    }
-    if (plan == PLAN_FROM_FIRST && w->switched) {
-        /* the previous owner first: its part is the same delete or touch */
-        mcr_request o = w->q;
-        o.server = NULL;
-        rc = mcr__submit(p, &o, other, 0, first_other_cb, w, err);
-    } else {
-        rc = mcr__submit(p, &w->q, NULL, 0, main_cb, w, err);
-    }
+    w->outstanding = q->op == MCR_OP_SET ? 2 : 1;
+    int rc = mcr__submit(p, &w->q, NULL, 0, main_cb, w, err);
     if (rc != MCR_OK) {
         free(w);
         return rc;
     }
-    if (plan == PLAN_BOTH)
-        send_other(w);
+    if (q->op == MCR_OP_SET)
+        send_other(w, 0); /* to both at once */
     return MCR_OK;
 }
 
@@ -382,19 +407,6 @@ static void fallback_cb(const mcr_result *res, void *arg)
         r2.key_len = t->key_len;
         r2.index = t->index;
         r2.via_previous = 1;
-        if ((p->tx.flags & MCR_TRANSITION_WARM) && !p->freeing) {
-            /* added to the current owner, verified by the previous
-             * owner's CAS: a write acknowledged meanwhile wins */
-            mcr__pool_server *c = server_named(p, t->first.server);
-            if (o == NULL || c == NULL ||
-                mcr__txcopy_start(p, t->key, t->key_len, o->id, c->id, res, mcr__now_ns(), NULL,
-                                  NULL) != MCR_OK) {
-                if (c != NULL)
-                    c->warm_failures++;
-            }
-        }
-        if (t->op != MCR_OP_GETS)
-            r2.cas = 0; /* read with gets for the copy's check only */
         deliver_read(t, &r2);
     } else {
         /* a miss there too, or it failed: the current owner's miss */
@@ -431,7 +443,7 @@ static int start_fallback(tx_read *t, const mcr_result *res)
     keep(&t->first, res);
     mcr_request q;
     memset(&q, 0, sizeof(q));
-    q.op = MCR_OP_GETS; /* its CAS: a warm copy is verified by it */
+    q.op = t->op;
     q.key = t->key;
     q.key_len = t->key_len;
     if (mcr__submit(p, &q, o, 1, fallback_cb, t, NULL) != MCR_OK)
@@ -471,12 +483,11 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
     if (p->freeing || q->server != NULL || (unsigned)q->op >= MCR_OP_COUNT ||
         mcr__is_server_op(q->op) || q->key == NULL || mcr__pool_refresh(p) != MCR_OK)
         return mcr__submit(p, q, NULL, 0, cb, arg, err);
-    mcr__pool_server *cur = NULL;
-    mcr__pool_server *o = moved_other(p, q->key, q->key_len, &cur);
-    if (o == NULL || q->op == MCR_OP_GAT || q->op == MCR_OP_GATS)
+    mcr__pool_server *o = moved_other(p, q->key, q->key_len, NULL);
+    if (o == NULL)
         return mcr__submit(p, q, NULL, 0, cb, arg, err);
-    if (!mcr__is_read_op(q->op))
-        return submit_write(p, q, o, cur, cb, arg, err);
+    if (!mcr__is_read_op(q->op) || q->op == MCR_OP_GAT || q->op == MCR_OP_GATS)
+        return submit_write(p, q, o, cb, arg, err); /* gat, gats: a touch too */
     if (p->tx_phase != MCR_PHASE_SWITCHED)
         return mcr__submit(p, q, NULL, 0, cb, arg, err);
     tx_read *t = read_new(p, q->op, q->key, q->key_len);
