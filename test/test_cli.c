@@ -534,6 +534,210 @@ START_TEST(write_errors_are_reported)
 }
 END_TEST
 
+/* ------------------------------------------------------------ clients */
+
+/* mcroute clients: one NAME<TAB>MODE<TAB>HASH<TAB>SUMMARY line per client
+ * of the library, in its order; and -m MODE --hash HASH places keys as
+ * --client NAME does (servers of weight 1: the weights' rules are the
+ * client's own). The message of an unknown --client names the command. */
+START_TEST(clients_command)
+{
+    run r = run_cli(NULL, 0, ARGS("clients"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.err, "");
+    char *save = NULL, *copy = strdup(r.out);
+    size_t i = 0;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save), i++) {
+        char name[64], mode[64], hash[64];
+        int at = 0;
+        int got = sscanf(line, "%63[^\t]\t%63[^\t]\t%63[^\t]\t%n", name, mode, hash, &at);
+        ck_assert_msg(got == 3 && at > 0, "line %zu: %s", i, line);
+        ck_assert_ptr_nonnull(mcr_client_name(i));
+        ck_assert_str_eq(name, mcr_client_name(i));
+        ck_assert_str_eq(line + at, mcr_client_summary(i));
+        mcr_mode m;
+        mcr_hash h;
+        ck_assert_msg(mcr_mode_from_name(mode, &m) == MCR_OK, "%s: mode %s", name, mode);
+        ck_assert_msg(mcr_hash_from_name(hash, &h) == MCR_OK, "%s: hash %s", name, hash);
+        /* spymemcached's labels resolve names and look addresses up in
+         * reverse (LIBMEMCACHED): each gets what it leaves alone */
+        const char *list = m == MCR_MODE_SPYMEMCACHED_LIBMEMCACHED
+                               ? "cache-a:11211,cache-b:11212,cache-c:11213,cache-d:11211"
+                               : "10.0.0.1:11211,10.0.0.2:11211,10.0.0.3:11212,10.0.0.4:11211";
+        const char *keys = "user:1\nuser:2\nsession:77\nk\n\nlonger:key:with:parts\n"
+                           "a\nb\nc\nd\ne\nf\ng\nh\n";
+        run a = run_cli(keys, strlen(keys), ARGS("locate", "-s", list, "--client", name));
+        run b = run_cli(keys, strlen(keys), ARGS("locate", "-s", list, "-m", mode, "--hash", hash));
+        ck_assert_msg(a.status == 0 && b.status == 0, "%s: %s %s", name, a.err, b.err);
+        ck_assert_msg(strcmp(a.out, b.out) == 0, "%s: --client and -m %s --hash %s differ", name,
+                      mode, hash);
+        run_free(&a);
+        run_free(&b);
+    }
+    ck_assert_ptr_null(mcr_client_name(i)); /* every client, none twice */
+    ck_assert_uint_gt(i, 10);
+    free(copy);
+    run_free(&r);
+
+    /* the unknown client's message suggests this command */
+    r = run_cli(NULL, 0, ARGS("locate", "-s", "a", "--client", "nope", "k"));
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "mcroute clients") != NULL, "%s", r.err);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("help", "clients"));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strncmp(r.out, "Usage: mcroute clients", 22) == 0, "%s", r.out);
+    run_free(&r);
+    expect_usage_error(ARGS("clients", "extra"), "clients: unexpected argument 'extra'");
+    expect_usage_error(ARGS("clients", "-s", "a"), "option '--servers' is not valid here");
+    expect_usage_error(ARGS("clients", "--hash", "md5"), "option '--hash' is not valid here");
+}
+END_TEST
+
+/* ------------------------------------------------------------ operands */
+
+/* OLD and NEW (diff, migrate) and --previous: what names a file that is
+ * not there says so, rather than being read as a server list. */
+START_TEST(operands_missing_files)
+{
+    char *dir = tu_tmpdir("cli-operands");
+    char snap[256], list[256], here[256];
+    snprintf(snap, sizeof(snap), "%s/a.snap", dir);
+    snprintf(list, sizeof(list), "%s/servers", dir);
+    run r = run_cli(NULL, 0, ARGS("snapshot", "-s", "a,b", "-o", snap));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+
+    expect_usage_error(ARGS("diff", snap, "/nonexistent"),
+                       "diff: cannot open /nonexistent: No such file or directory");
+    expect_usage_error(ARGS("diff", "/nonexistent/old.snap", snap),
+                       "diff: cannot open /nonexistent/old.snap: No such file or directory");
+    /* no '/', but a snapshot's name: never a host */
+    expect_usage_error(ARGS("diff", snap, "missing.snap"),
+                       "diff: cannot open missing.snap: No such file or directory");
+    expect_usage_error(ARGS("diff", dir, snap), "diff: cannot open ");
+    expect_usage_error(ARGS("diff", dir, snap), ": Is a directory");
+    /* neither a file nor a server list: both said */
+    expect_usage_error(ARGS("diff", snap, "a:x"),
+                       "diff: cannot open a:x: No such file or directory; nor is it a server "
+                       "list: server list item 1: \"a:x\": port \"x\"");
+    /* (migrate and --previous, which read their operands alike: test_cli_pool) */
+
+    /* what exists is a file; the rest a server list */
+    FILE *f = fopen(list, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("a\nb\nc\n", f);
+    fclose(f);
+    r = run_cli(NULL, 0, ARGS("diff", snap, list));
+    run l = run_cli(NULL, 0, ARGS("diff", "a,b", "a,b,c"));
+    ck_assert_msg(r.status == 0 && l.status == 0, "%s %s", r.err, l.err);
+    ck_assert_str_eq(r.out, l.out);
+    run_free(&r);
+    run_free(&l);
+    /* "./FILE" is a file even with a name a host could have */
+    int cwd = open(".", O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(cwd, 0);
+    ck_assert_int_eq(chdir(dir), 0);
+    snprintf(here, sizeof(here), "./servers");
+    r = run_cli(NULL, 0, ARGS("diff", "a,b", here));
+    ck_assert_int_eq(fchdir(cwd), 0);
+    close(cwd);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "c:11211") != NULL, "%s", r.out);
+    run_free(&r);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ -b */
+
+/* The flags of -b take 0 or 1 (or true, false): any other value is bad
+ * input naming the behaviour and the value (libmemcached would take 2 as
+ * on, which no one means). */
+START_TEST(behavior_flags_are_0_or_1)
+{
+    const char *lmc = "--SERVER=cache-a --SERVER=cache-b:11212/?3 --SERVER=cache-c";
+    const char *flags[] = {"KETAMA", "KETAMA_WEIGHTED", "SORT_HOSTS", "HASH_WITH_NAMESPACE",
+                           "HASH_WITH_PREFIX_KEY", "MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED",
+                           "sort_hosts"};
+    const char *bad[] = {"2", "-1", "01", "yes", "", " 1", "18446744073709551616"};
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+        for (size_t v = 0; v < sizeof(bad) / sizeof(bad[0]); v++) {
+            char b[128], want[320];
+            snprintf(b, sizeof(b), "%s=%s", flags[i], bad[v]);
+            snprintf(want, sizeof(want), "--behavior %s: %s is a flag: 0 or 1 (or true or false), "
+                                         "not \"%s\"",
+                     b, flags[i], bad[v]);
+            expect_usage_error(ARGS("locate", "-l", lmc, "-b", b, "k"), want);
+        }
+        const char *good[][2] = {{"1", "true"}, {"0", "FALSE"}};
+        for (int g = 0; g < 2; g++) {
+            char b1[128], b2[128];
+            snprintf(b1, sizeof(b1), "%s=%s", flags[i], good[g][0]);
+            snprintf(b2, sizeof(b2), "%s=%s", flags[i], good[g][1]);
+            run x = run_cli(NULL, 0, ARGS("locate", "-l", lmc, "-b", b1, "k1", "k2", "user:3"));
+            run y = run_cli(NULL, 0, ARGS("locate", "-l", lmc, "-b", b2, "k1", "k2", "user:3"));
+            ck_assert_msg(x.status == 0 && y.status == 0, "%s: %s %s", b1, x.err, y.err);
+            ck_assert_str_eq(x.out, y.out);
+            run_free(&x);
+            run_free(&y);
+        }
+    }
+    /* the other behaviours were checked already: their values are names or
+     * libmemcached's numbers in range */
+    expect_usage_error(ARGS("locate", "-l", lmc, "-b", "DISTRIBUTION=7", "k"), "7");
+    expect_usage_error(ARGS("locate", "-l", lmc, "-b", "HASH=11", "k"), "11");
+    expect_usage_error(ARGS("locate", "-l", lmc, "-b", "KETAMA_HASH=sha1", "k"), "sha1");
+    expect_usage_error(ARGS("locate", "-l", lmc, "-b", "DISTRIBUTION=", "k"), "DISTRIBUTION");
+}
+END_TEST
+
+/* ------------------------------------------------------------ terminals */
+
+/* Keys written to a terminal have their control bytes as \xHH (so a key
+ * cannot send the terminal an escape sequence); into a pipe or a file they
+ * stay byte for byte. Messages escape what they quote. */
+START_TEST(terminal_gets_escaped_keys)
+{
+    static const char in[] = "plain\n\x1b]0;owned\x07\n\x1b[2Jclear\n"
+                             "back\\slash\nc1\xc2\x9b" "31m\nlatin\xe9\ncaf\xc3\xa9\n";
+    char *keys = tu_temp_file("cli-tty", in, sizeof(in) - 1);
+    int st;
+    char *tty = run_cli_pty(ARGS("locate", "-s", "only:1"), keys, 1, &st);
+    ck_assert_int_eq(st, 0);
+    ck_assert_msg(strchr(tty, '\x1b') == NULL && strchr(tty, '\x07') == NULL, "%s", tty);
+    const char *want[] = {"plain\tonly:1", "\\x1b]0;owned\\x07\tonly:1",
+                          "\\x1b[2Jclear\tonly:1", "back\\x5cslash\tonly:1",
+                          "c1\\xc2\\x9b31m\tonly:1", "latin\\xe9\tonly:1",
+                          "caf\xc3\xa9\tonly:1"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        ck_assert_msg(strstr(tty, want[i]) != NULL, "no '%s' in: %s", want[i], tty);
+    free(tty);
+    tty = run_cli_pty(ARGS("hash", "--hash", "md5"), keys, 1, &st);
+    ck_assert_int_eq(st, 0);
+    ck_assert_msg(strchr(tty, '\x1b') == NULL, "%s", tty);
+    ck_assert_msg(strstr(tty, "\\x1b[2Jclear\t") != NULL, "%s", tty);
+    free(tty);
+    tty = run_cli_pty(ARGS("stats", "-s", "only:1", "--top", "10"), keys, 1, &st);
+    ck_assert_int_eq(st, 0);
+    ck_assert_msg(strchr(tty, '\x1b') == NULL, "%s", tty);
+    ck_assert_msg(strstr(tty, "\\x1b]0;owned\\x07\t1\t") != NULL, "%s", tty);
+    free(tty);
+    /* a pipe: the bytes as they are */
+    run r = run_cli(in, sizeof(in) - 1, ARGS("locate", "-s", "only:1"));
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "\x1b]0;owned\x07\tonly:1\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "back\\slash\tonly:1\n"));
+    run_free(&r);
+    /* an argument quoted by a message */
+    r = run_cli(NULL, 0, ARGS("\x1b[2Jcmd"));
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_str_eq(r.err, "mcroute: unknown command '\\x1b[2Jcmd' (see mcroute --help)\n");
+    run_free(&r);
+    tu_temp_file_free(keys);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -553,6 +757,10 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, twemproxy_source);
     tcase_add_test(tc, ketama_file_source);
     tcase_add_test(tc, snapshot_diff_replicas);
+    tcase_add_test(tc, clients_command);
+    tcase_add_test(tc, operands_missing_files);
+    tcase_add_test(tc, behavior_flags_are_0_or_1);
+    tcase_add_test(tc, terminal_gets_escaped_keys);
     suite_add_tcase(s, tc);
     return s;
 }

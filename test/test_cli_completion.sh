@@ -62,7 +62,8 @@ touch "$tmp/keys.txt" "$tmp/keyring.snap" "$tmp/servers"
 printf 'alpha:\n  listen: 127.0.0.1:22121\n  servers:\n   - 127.0.0.1:11211:1\nbeta:\n  servers:\n   - 127.0.0.2:11211:1\n' >"$tmp/nc.yml"
 
 # ------------------------------------------------------------ commands
-expect "locate dump hash stats snapshot diff compare set get delete probe simulate members watch migrate help" mcroute ''
+expect "locate dump hash stats snapshot diff compare clients set get delete probe simulate members watch migrate help" mcroute ''
+expect "compare clients" mcroute c
 expect "publish add remove set-weight set-state show status" mcroute members ''
 expect "set-weight set-state show status" mcroute members s
 expect "draining down" mcroute members set-state --etcd u --pool p cache1 d
@@ -78,6 +79,11 @@ expect "memjs,dalli" mcroute compare -s h --clients memjs,d
 expect "--keys --ketama-file" mcroute stats --k
 has --json mcroute stats --
 has --keys mcroute stats --
+has --top mcroute stats --
+expect "--top" mcroute stats --to
+lacks --top mcroute locate --
+expect "--json --help" mcroute clients --
+expect "" mcroute clients ''
 lacks --ttl mcroute stats --
 lacks --replicas mcroute stats --
 has --ttl mcroute set --
@@ -111,6 +117,7 @@ expect "consistent" mcroute locate -l x -b DISTRIBUTION = con
 expect "alpha beta" mcroute locate -t "$tmp/nc.yml" -p ''
 expect "beta" mcroute get --twemproxy="$tmp/nc.yml" --pool b
 expect "" mcroute set -s a --ttl ''
+expect "" mcroute stats -s a --top ''
 
 # ------------------------------------------------------------ file names
 expect "$tmp/keys.txt $tmp/keyring.snap" mcroute stats -s a --keys "$tmp/key"
@@ -133,10 +140,10 @@ expect "$tmp/nc.yml" mcroute migrate a "$tmp/n"
 # ------------------------------------------------------------ against the binary
 # Every option offered for a command is accepted by it, and every other
 # option of mcroute is refused by it as not valid there.
-all_opts=$(for c in locate dump hash stats snapshot diff set get delete probe watch migrate; do
+all_opts=$(for c in locate dump hash stats snapshot diff clients set get delete probe watch migrate; do
     _mcroute_options "$c"
 done | tr ' ' '\n' | sort -u)
-for c in locate dump hash stats snapshot diff set get delete probe watch migrate \
+for c in locate dump hash stats snapshot diff clients set get delete probe watch migrate \
     "members publish" "members add" "members remove" "members set-weight" \
     "members set-state" "members show" "members status"; do
     # shellcheck disable=SC2086 # "members SUB": two words

@@ -3,7 +3,7 @@
 # test_cli_json.py: parse the --json output of an mcroute command with Python's json module and check that it says what the text output says.
 #
 # Usage: test_cli_json.py KIND JSON_FILE TEXT_FILE
-#   KIND: locate | locate-replicas | stats | diff | probe | migrate
+#   KIND: locate | locate-replicas | stats | diff | probe | migrate | clients
 # Exits 0 when the two agree, 1 (with the difference on stderr) when not.
 import json
 import sys
@@ -37,18 +37,38 @@ def number(text, value, what):
 
 
 def check_stats(doc, lines):
-    section, rows, named = None, [], {}
+    section, rows, named, top = None, [], {}, None
     for line in lines:
-        text = line.decode("utf-8")
-        if "\t" not in text:  # a section header ("[::1]:11211" is a server)
-            section = text
+        if b"\t" not in line:  # a section header ("[::1]:11211" is a server)
+            section = line.decode("utf-8")
             named[section] = {}
+            if section == "[top]":
+                top = []
             continue
-        fields = text.split("\t")
+        if section == "[top]":  # KEY<TAB>COUNT<TAB>SHARE<TAB>SERVER, a key of any bytes
+            top.append(line.rsplit(b"\t", 3))
+            continue
+        fields = line.decode("utf-8").split("\t")
         if section == "[servers]":
             rows.append(fields)
         else:
             named[section][fields[0]] = fields[1]
+    named.pop("[top]", None)
+    if top is None:
+        if "top" in doc:
+            fail("'top' in JSON, no [top] in text")
+    else:
+        items = doc["top"]
+        if len(items) != len(top):
+            fail("%d top keys in JSON, %d in text" % (len(items), len(top)))
+        for (key, count, share, server), item in zip(top, items):
+            if sorted(item) not in (sorted(["key", "count", "share", "server"]),
+                                    sorted(["key", "key_hex", "count", "share", "server"])):
+                fail("top key %r: members %s" % (key, sorted(item)))
+            if key_bytes(item) != key or item["server"].encode() != server:
+                fail("top line %r, JSON %r" % ((key, count, share, server), item))
+            number(count.decode(), item["count"], "top %r count" % key)
+            number(share.decode(), item["share"], "top %r share" % key)
     servers = doc["servers"]
     if len(servers) != len(rows):
         fail("%d servers in JSON, %d in text" % (len(servers), len(rows)))
@@ -132,6 +152,18 @@ def check_probe(doc, lines):
             fail("line %r, JSON %r" % (line, item))
 
 
+def check_clients(doc, lines):
+    """mcroute clients: NAME<TAB>MODE<TAB>HASH<TAB>SUMMARY lines, and an array."""
+    if not isinstance(doc, list) or len(doc) != len(lines):
+        fail("%s clients in JSON, %d lines" % (len(doc) if isinstance(doc, list) else "no",
+                                               len(lines)))
+    for item, line in zip(doc, lines):
+        fields = line.decode("utf-8").split("\t")
+        if len(fields) != 4 or sorted(item) != ["hash", "mode", "name", "summary"] or \
+                [item["name"], item["mode"], item["hash"], item["summary"]] != fields:
+            fail("line %r, JSON %r" % (line, item))
+
+
 def check_migrate(doc, lines):
     """The table of mcroute migrate: a header, a row per source, the total
     row, the summary line; the JSON's counts add up."""
@@ -200,6 +232,8 @@ def main():
         check_probe(doc, lines)
     elif kind == "migrate":
         check_migrate(doc, lines)
+    elif kind == "clients":
+        check_clients(doc, lines)
     else:
         fail("unknown kind %r" % kind)
 

@@ -318,6 +318,17 @@ START_TEST(probe_finds_misplaced_keys)
     add(&want, "%s\t%s\t-\n", k4, ID(owner(&c, k4)));
     ck_assert_str_eq(r.out, want.p);
     run_free(&r);
+    /* no KEY: the keys are the lines of standard input, as for get */
+    text keys = {0};
+    add(&keys, "%s\n%s\n%s\n%s", k1, k2, k3, k4);
+    r = run_cli(keys.p, keys.len, ARGS("probe", "-s", c.list));
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.out, want.p);
+    run_free(&r);
+    r = run_cli("", 0, ARGS("probe", "-s", c.list, "--json"));
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.out, "{\"keys\": []}\n");
+    run_free(&r);
 
     /* --json: the same answers, in the same order */
     r = run_cli(NULL, 0, ARGS("probe", "-s", c.list, "--json", k1, k2, k3, k4));
@@ -336,7 +347,12 @@ START_TEST(probe_finds_misplaced_keys)
     ck_assert_str_eq(r.out, wj.p);
     ck_assert_str_eq(r.err, "");
     run_free(&r);
+    r = run_cli(keys.p, keys.len, ARGS("probe", "-s", c.list, "--json"));
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.out, wj.p);
+    run_free(&r);
     text_free(&wj);
+    text_free(&keys);
 
     /* a server that cannot be asked: the key fails, naming it */
     int dead = owner(&c, k4);
@@ -837,7 +853,7 @@ START_TEST(bad_keys_fail_alone)
                      "no tab here\terror\tline 4: no TAB between the key and the value "
                      "(expected KEY<TAB>VALUE)\n"
                      "\terror\tline 5: the key is empty\n"
-                     "ctl\x01:7\terror\tline 7: the key contains a space or a control byte\n"
+                     "ctl\\x01:7\terror\tline 7: the key contains a space or a control byte\n"
                      "\terror\tline 8: no TAB between the key and the value "
                      "(expected KEY<TAB>VALUE)\n"
                      "big:9\terror\tline 9: the value is 1048577 bytes, over the limit of "
@@ -860,7 +876,7 @@ START_TEST(bad_keys_fail_alone)
     r = run_cli(get_in, sizeof(get_in) - 1, ARGS("get", "-s", L));
     ck_assert_msg(r.status == 1, "status %d: %s", r.status, r.err);
     ck_assert_str_eq(r.out, "ok:1\tone\nok:3\tthree\nok:10\tten\n");
-    ck_assert_str_eq(r.err, "bad\x7f\terror\tline 2: the key contains a space or a control byte\n"
+    ck_assert_str_eq(r.err, "bad\\x7f\terror\tline 2: the key contains a space or a control byte\n"
                             "\terror\tline 4: the key is empty\n");
     run_free(&r);
 
@@ -900,6 +916,55 @@ START_TEST(bad_keys_fail_alone)
 }
 END_TEST
 
+/* A key or value that holds control bytes cannot drive the terminal that
+ * shows it: error lines always escape the key (\xHH), standard output
+ * escapes keys and values when it is a terminal, and into a pipe they stay
+ * byte for byte. */
+START_TEST(terminal_escapes)
+{
+    cluster c;
+    cluster_start(&c, 2);
+    const char *L = c.list;
+    static const char in[] = "esc:1\t\x1b[2Jred\x9b\\end\n"
+                             "bad\x1b]0;owned\x07\tv\n"
+                             "csi\xc2\x9b" "2J\tv2\n";
+    run r = run_cli(in, sizeof(in) - 1, ARGS("set", "-s", L));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_str_eq(r.err, "bad\\x1b]0;owned\\x07\terror\tline 2: the key contains a space or "
+                            "a control byte\n");
+    run_free(&r);
+    /* a pipe: byte for byte */
+    r = run_cli(NULL, 0, ARGS("get", "-s", L, "esc:1", "csi\xc2\x9b" "2J"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, "esc:1\t\x1b[2Jred\x9b\\end\ncsi\xc2\x9b" "2J\tv2\n");
+    run_free(&r);
+    /* a bad key given as an argument: its error line is escaped */
+    r = run_cli(NULL, 0, ARGS("get", "-s", L, "k\x1b[31m", "esc:1"));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_str_eq(r.err, "k\\x1b[31m\terror\tthe key contains a space or a control byte\n");
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("delete", "-s", L, "\r\nforged\terror\tline"));
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_str_eq(r.err, "\\x0d\\x0aforged\\x09error\\x09line\terror\tthe key contains a space "
+                            "or a control byte\n");
+    run_free(&r);
+    /* a terminal: escaped, keys and values */
+    int st;
+    char *tty = run_cli_pty(ARGS("get", "-s", L, "esc:1", "csi\xc2\x9b" "2J"), "/dev/null", 1,
+                            &st);
+    ck_assert_int_eq(st, 0);
+    ck_assert_msg(strstr(tty, "esc:1\t\\x1b[2Jred\\x9b\\x5cend") != NULL, "%s", tty);
+    ck_assert_msg(strstr(tty, "csi\\xc2\\x9b2J\tv2") != NULL, "%s", tty);
+    ck_assert_msg(strchr(tty, '\x1b') == NULL, "%s", tty);
+    free(tty);
+    tty = run_cli_pty(ARGS("probe", "-s", L, "csi\xc2\x9b" "2J"), "/dev/null", 1, &st);
+    ck_assert_int_eq(st, 0);
+    ck_assert_msg(strstr(tty, "csi\\xc2\\x9b2J\t127.0.0.1:") != NULL, "%s", tty);
+    free(tty);
+    cluster_stop(&c);
+}
+END_TEST
+
 START_TEST(bad_arguments)
 {
     cluster c;
@@ -923,11 +988,21 @@ START_TEST(bad_arguments)
     expect_usage_error(ARGS("hash", "--hash", "md5", "--failure-policy", "eject", "k"),
                        "option '--failure-policy' is not valid here");
     expect_usage_error(ARGS("set", "-s", L, "extra"), "set: unexpected argument 'extra'");
-    expect_usage_error(ARGS("probe", "-s", L), "probe: expected at least one KEY");
     expect_usage_error(ARGS("get", "k"), "no servers");
     expect_usage_error(ARGS("get", "-s", "127.0.0.1:0", "k"), "port 0");
     expect_usage_error(ARGS("set", "-s", L, "-f", "/etc/hostname"), "only one");
     expect_usage_error(ARGS("get", "-f", "/nonexistent/servers", "k"), "/nonexistent/servers");
+    /* OLD of --previous, and migrate's OLD and NEW, read as diff reads its
+     * operands (test_cli): a path that is not there is a missing file,
+     * said before anything is sent */
+    expect_usage_error(ARGS("get", "-s", L, "--previous", "/nonexistent", "k"),
+                       "get: cannot open /nonexistent: No such file or directory");
+    expect_usage_error(ARGS("probe", "-s", L, "--previous", "gone.snap", "k"),
+                       "probe: cannot open gone.snap: No such file or directory");
+    expect_usage_error(ARGS("migrate", L, "/nonexistent/new.snap"),
+                       "migrate: cannot open /nonexistent/new.snap: No such file or directory");
+    expect_usage_error(ARGS("migrate", "/nonexistent", L),
+                       "migrate: cannot open /nonexistent: No such file or directory");
     expect_usage_error(ARGS("get", "-l", "--SERVER=127.0.0.1:1 --NAMESPACE=ns:", "k"),
                        "--NAMESPACE is not supported");
     expect_usage_error(ARGS("frob", "-s", L), "unknown command 'frob'");
@@ -991,6 +1066,7 @@ static Suite *cli_pool_suite(void)
     tcase_add_test(tc, ttl_expires);
     tcase_add_test(tc, other_sources);
     tcase_add_test(tc, bad_keys_fail_alone);
+    tcase_add_test(tc, terminal_escapes);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, help_and_output_errors);
     suite_add_tcase(s, tc);

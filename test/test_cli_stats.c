@@ -100,6 +100,24 @@ static char *temp_file(const char *text, size_t len)
     return tu_temp_file("cli-stats", text, len);
 }
 
+/* Bytes appended to a malloc'd buffer. */
+typedef struct text_buf {
+    char *p;
+    size_t len, cap;
+} text_buf;
+
+static void buf_add(text_buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->p = realloc(b->p, b->cap);
+        ck_assert_ptr_nonnull(b->p);
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
 /* Balance of x[0..n-1] as mcroute(1) defines it. */
 static void balance(const double *x, const double *expected, int n, double *ptm, double *cv,
                     double *pte)
@@ -493,6 +511,120 @@ START_TEST(stats_edge_cases)
 }
 END_TEST
 
+/* --top N: the N most frequent keys, counted here, with their owners and
+ * shares; from --keys FILE or standard input; the same in JSON. */
+START_TEST(stats_top_keys)
+{
+    /* counts: hot:1 50, hot:2 30, then a tie of 10 between the empty key,
+     * warm:a and warm:b (byte order), a key with a tab 5, 200 keys once */
+    text_buf in = {0};
+    for (int i = 0; i < 200; i++) {
+        if (i < 50)
+            buf_add(&in, "hot:1\n", 6);
+        if (i < 30)
+            buf_add(&in, "hot:2\n", 6);
+        if (i < 10) {
+            buf_add(&in, "warm:b\n\nwarm:a\n", 15);
+        }
+        if (i < 5)
+            buf_add(&in, "tab\tkey\n", 8);
+        char k[32];
+        int n = snprintf(k, sizeof(k), "cold:%d\n", i);
+        buf_add(&in, k, (size_t)n);
+    }
+    const size_t total = 50 + 30 + 30 + 5 + 200;
+    char *keys = temp_file(in.p, in.len);
+    const char *list = "10.0.0.1:11211:2,10.0.0.2:11211,10.0.0.3:11212";
+    mcr_ring *ring = lib_ring(list, "ketama", "md5");
+
+    run r = run_cli(NULL, 0, ARGS("stats", "-s", list, "--keys", keys, "--top", "5"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    const char *want_keys[] = {"hot:1", "hot:2", "", "warm:a", "warm:b"};
+    const size_t want_counts[] = {50, 30, 10, 10, 10};
+    char want[1024];
+    size_t o = (size_t)snprintf(want, sizeof(want), "[top]\n");
+    for (int i = 0; i < 5; i++) {
+        const char *k = want_keys[i];
+        o += (size_t)snprintf(want + o, sizeof(want) - o, "%s\t%zu\t%.12f\t%s\n", k,
+                              want_counts[i], (double)want_counts[i] / (double)total,
+                              mcr_ring_server_name(ring, mcr_ring_locate(ring, k, strlen(k))));
+    }
+    const char *top = strstr(r.out, "\n[top]\n");
+    ck_assert_msg(top != NULL, "%s", r.out);
+    ck_assert_str_eq(top + 1, want); /* the last section */
+    /* the sections before it are those of --keys */
+    run k = run_cli(NULL, 0, ARGS("stats", "-s", list, "--keys", keys));
+    ck_assert_uint_eq((size_t)(top + 1 - r.out), k.outlen);
+    ck_assert(strncmp(r.out, k.out, k.outlen) == 0);
+    run_free(&k);
+
+    /* without --keys, standard input */
+    run s = run_cli(in.p, in.len, ARGS("stats", "-s", list, "--top", "5"));
+    ck_assert_msg(s.status == 0, "%s", s.err);
+    ck_assert_str_eq(s.out, r.out);
+    run_free(&s);
+    run_free(&r);
+
+    /* more than there are: every distinct key once, counts adding up */
+    r = run_cli(NULL, 0, ARGS("stats", "-s", list, "--keys", keys, "--top=1000"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    top = strstr(r.out, "\n[top]\n") + 7;
+    size_t lines = 0, sum = 0;
+    for (const char *p = top; *p; p = strchr(p, '\n') + 1) {
+        /* COUNT follows the third tab from the end (a key may hold tabs) */
+        const char *t = strchr(p, '\n');
+        for (int tabs = 0; t > p && tabs < 3;)
+            tabs += *--t == '\t';
+        sum += strtoul(t + 1, NULL, 10);
+        lines++;
+    }
+    ck_assert_uint_eq(lines, 5 + 1 + 200);
+    ck_assert_uint_eq(sum, total);
+    ck_assert_ptr_nonnull(strstr(top, "\ntab\tkey\t5\t"));
+    run_free(&r);
+
+    /* JSON: the same list */
+    run j = run_cli(NULL, 0, ARGS("stats", "-s", list, "--keys", keys, "--top", "8", "--json"));
+    run t = run_cli(NULL, 0, ARGS("stats", "-s", list, "--keys", keys, "--top", "8"));
+    ck_assert_msg(j.status == 0, "%s", j.err);
+    ck_assert_ptr_nonnull(strstr(j.out, ",\n \"top\": [\n  {\"key\": \"hot:1\", \"count\": 50, "));
+    ck_assert_ptr_nonnull(strstr(j.out, "{\"key\": \"tab\\tkey\", \"count\": 5, "));
+    python_agrees("stats", &j, &t);
+    run_free(&j);
+    run_free(&t);
+    /* no key: an empty list */
+    j = run_cli("", 0, ARGS("stats", "-s", list, "--top", "3", "--json"));
+    ck_assert_msg(j.status == 0, "%s", j.err);
+    ck_assert_ptr_nonnull(strstr(j.out, ",\n \"top\": []}\n"));
+    run_free(&j);
+
+    expect_usage_error(ARGS("stats", "-s", list, "--top", "0"), "--top '0'");
+    expect_usage_error(ARGS("stats", "-s", list, "--top", "-3"), "--top '-3'");
+    expect_usage_error(ARGS("stats", "-s", list, "--top", "ten"), "--top 'ten'");
+    expect_usage_error(ARGS("stats", "-s", list, "--top", "1000001"), "--top '1000001'");
+    expect_usage_error(ARGS("stats", "-s", list, "--top", "1", "--top", "2"), "--top given twice");
+    expect_usage_error(ARGS("locate", "-s", list, "--top", "1", "k"),
+                       "option '--top' is not valid here");
+    mcr_ring_free(ring);
+    tu_temp_file_free(keys);
+    free(in.p);
+}
+END_TEST
+
+/* mcroute clients --json: the lines, as an array. */
+START_TEST(json_clients_match_text)
+{
+    run j = run_cli(NULL, 0, ARGS("clients", "--json"));
+    run t = run_cli(NULL, 0, ARGS("clients"));
+    ck_assert_msg(j.status == 0 && t.status == 0, "%s %s", j.err, t.err);
+    ck_assert_msg(strncmp(j.out, "[\n  {\"name\": \"pymemcache\", \"mode\": ", 35) == 0, "%s",
+                  j.out);
+    python_agrees("clients", &j, &t);
+    run_free(&j);
+    run_free(&t);
+}
+END_TEST
+
 /* ------------------------------------------------------------ JSON */
 
 START_TEST(json_strings_escaped)
@@ -801,6 +933,8 @@ static Suite *cli_stats_suite(void)
     tcase_add_test(tc, stats_table_modes);
     tcase_add_test(tc, stats_keys_match_locate);
     tcase_add_test(tc, stats_edge_cases);
+    tcase_add_test(tc, stats_top_keys);
+    tcase_add_test(tc, json_clients_match_text);
     tcase_add_test(tc, json_strings_escaped);
     tcase_add_test(tc, json_locate_diff_match_text);
     tcase_add_test(tc, help_and_version);

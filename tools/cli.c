@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,12 +25,35 @@
 
 const char *cli_progname = "mcroute";
 
+/* "mcroute: MESSAGE" on one line of stderr. A message quotes what it was
+ * given (an argument, a file's line), so its control bytes are written as
+ * \xHH: an argument with an ESC cannot drive the terminal, nor a newline
+ * forge a second message. */
 static void vmessage(const char *fmt, va_list ap)
 {
+    char small[1024], *text = small;
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    if (n >= (int)sizeof(small)) {
+        char *big = malloc((size_t)n + 1);
+        if (big != NULL) { /* else, out of memory, the message is cut short */
+            vsnprintf(big, (size_t)n + 1, fmt, again);
+            text = big;
+        }
+    }
+    va_end(again);
     cli_progress_clear();
     fprintf(stderr, "%s: ", cli_progname);
-    vfprintf(stderr, fmt, ap);
+    for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            fprintf(stderr, "\\x%02x", *p);
+        else
+            fputc(*p, stderr);
+    }
     fputc('\n', stderr);
+    if (text != small)
+        free(text);
 }
 
 void cli_die(const char *fmt, ...)
@@ -181,7 +205,7 @@ void cli_progress_end(void)
 enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
        OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID,
        OPT_RATE, OPT_DRY_RUN, OPT_GRACE, OPT_WAIT, OPT_ABORT, OPT_NO_WARM, OPT_CLIENT,
-       OPT_CLIENTS, OPT_PREVIOUS = 400 };
+       OPT_CLIENTS, OPT_TOP, OPT_PREVIOUS = 400 };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -198,6 +222,7 @@ static const struct option source_opts[] = {
     {"clients", required_argument, NULL, OPT_CLIENTS},
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
     {"replicas", required_argument, NULL, OPT_REPLICAS},
+    {"top", required_argument, NULL, OPT_TOP},
     {"keys", required_argument, NULL, OPT_KEYS},
     {"output", required_argument, NULL, 'o'},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -252,6 +277,7 @@ static const char *opt_name(int c)
     case 'o': return "--output";
     case OPT_SNAPSHOT: return "--snapshot";
     case OPT_REPLICAS: return "--replicas";
+    case OPT_TOP: return "--top";
     case OPT_KEYS: return "--keys";
     case OPT_HASH: return "--hash";
     case OPT_CLIENT: return "--client";
@@ -286,6 +312,7 @@ static bool option_allowed(int c, unsigned allowed)
     case OPT_CLIENTS: return (allowed & ALLOW_CLIENTS) != 0;
     case 's': case 'f': case OPT_SNAPSHOT: return (allowed & (ALLOW_SOURCE | ALLOW_LIST)) != 0;
     case OPT_REPLICAS: return (allowed & ALLOW_REPLICAS) != 0;
+    case OPT_TOP: return (allowed & ALLOW_TOP) != 0;
     case 'o': return (allowed & ALLOW_OUTPUT) != 0;
     case OPT_KEYS: return (allowed & ALLOW_KEYS) != 0;
     case OPT_TIMEOUT: return (allowed & (ALLOW_POOL | ALLOW_WATCH | ALLOW_MIGRATE)) != 0;
@@ -330,6 +357,18 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
             if (*optarg == '\0' || *end != '\0' || n < 1 || n > 1000)
                 cli_die("--replicas '%s': expected a number from 1 to 1000", optarg);
             src->replicas = n;
+            break;
+        }
+        case OPT_TOP: {
+            char *end;
+            errno = 0;
+            long n = strtol(optarg, &end, 10);
+            if (src->top)
+                cli_die("--top given twice");
+            if (*optarg < '0' || *optarg > '9' || *end != '\0' || errno != 0 || n < 1 ||
+                n > 1000000)
+                cli_die("--top '%s': expected a number of keys from 1 to 1000000", optarg);
+            src->top = n;
             break;
         }
         case 'o':
@@ -504,6 +543,20 @@ void cli_placement_free(cli_placement *pl)
     mcr_snapshot_unref(pl->snap);
 }
 
+/* Whether behaviour `name` (with or without MEMCACHED_BEHAVIOR_, in any
+ * case) is one of libmemcached's flags. */
+static bool lmc_flag(const char *name)
+{
+    static const char *const flags[] = {"KETAMA", "KETAMA_WEIGHTED", "SORT_HOSTS",
+                                        "HASH_WITH_NAMESPACE", "HASH_WITH_PREFIX_KEY"};
+    if (strncasecmp(name, "MEMCACHED_BEHAVIOR_", 19) == 0)
+        name += 19;
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+        if (strcasecmp(name, flags[i]) == 0)
+            return true;
+    return false;
+}
+
 static mcr_config *config_from_lmc(const cli_source *src)
 {
     mcr_error err;
@@ -531,6 +584,17 @@ static mcr_config *config_from_lmc(const cli_source *src)
         }
         memcpy(name, b, nl);
         name[nl] = '\0';
+        /* libmemcached, and mcr_lmc_set_behavior_name() which mirrors it,
+         * take any number for a flag (not 0 is on): on the command line,
+         * KETAMA_WEIGHTED=2 is a mistake (there is no weight to give), so
+         * a flag takes 0, 1, true or false only. */
+        const char *v = eq + 1;
+        if (lmc_flag(name) && strcmp(v, "0") != 0 && strcmp(v, "1") != 0 &&
+            strcasecmp(v, "true") != 0 && strcasecmp(v, "false") != 0) {
+            mcr_lmc_free(lmc);
+            cli_die("--behavior %s: %s is a flag: 0 or 1 (or true or false), not \"%s\"", b,
+                    name, v);
+        }
         if (mcr_lmc_set_behavior_name(lmc, name, eq + 1, &err) != MCR_OK) {
             mcr_lmc_free(lmc);
             cli_die("--behavior %s: %s", b, err.message);
@@ -784,10 +848,26 @@ mcr_snapshot *cli_build_snapshot(const cli_source *src)
     return snap;
 }
 
+/* Whether an operand that is no file was meant as one: it has a '/' or
+ * ends in ".snap" (a server list has neither: a hostname holds no '/', and
+ * no host is named *.snap). */
+static bool looks_like_path(const char *arg)
+{
+    size_t n = strlen(arg);
+    return strchr(arg, '/') != NULL || (n >= 5 && strcmp(arg + n - 5, ".snap") == 0);
+}
+
 mcr_snapshot *cli_operand_snapshot(const char *cmd, const char *arg, const cli_source *opts)
 {
     FILE *f = fopen(arg, "r");
-    if (f != NULL) {
+    int open_errno = errno;
+    bool is_file = f != NULL;
+    struct stat st;
+    if (is_file && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        cli_die("%s: cannot open %s: %s", cmd, arg, strerror(EISDIR));
+    }
+    if (is_file) {
         char head[32] = "";
         size_t n = fread(head, 1, sizeof(head) - 1, f);
         fclose(f);
@@ -797,10 +877,29 @@ mcr_snapshot *cli_operand_snapshot(const char *cmd, const char *arg, const cli_s
                 cli_die("%s: %s is a snapshot file, which sets its own mode and hash", cmd, arg);
             return cli_load_snapshot(arg);
         }
+    } else {
+        /* Not a file: a server list, unless it was meant as a file (a
+         * path, or a file that is there but cannot be read), or does not
+         * parse as a list either; then the file may be what is missing.
+         * (A long server list is too long a file name: only the list's
+         * error is said then, by cli_build_snapshot().) */
+        if (looks_like_path(arg) || open_errno == EACCES)
+            cli_die("%s: cannot open %s: %s", cmd, arg, strerror(open_errno));
+        mcr_error err;
+        mcr_config *list = mcr_config_new();
+        if (list == NULL)
+            cli_fail("out of memory");
+        int rc = mcr_config_add_servers(list, arg, &err);
+        mcr_config_free(list);
+        if (rc == MCR_ERR_NOMEM)
+            cli_fail("out of memory");
+        if (rc != MCR_OK && open_errno == ENOENT)
+            cli_die("%s: cannot open %s: %s; nor is it a server list: %s", cmd, arg,
+                    strerror(open_errno), err.message);
     }
     cli_source one = *opts;
     one.etcd = one.pool = one.etcd_prefix = one.etcd_timeout = NULL; /* an operand is never the pool */
-    if (f != NULL)
+    if (is_file)
         one.server_file = arg;
     else
         one.servers = arg;

@@ -55,7 +55,8 @@ enum {
     ALLOW_PREVIOUS = 8192, /* --previous OLD (pool commands: read through a transition) */
     ALLOW_MIGRATE = 16384, /* --rate --dry-run --timeout (migrate); --grace --wait
                              --abort --no-warm (migrate --etcd) */
-    ALLOW_CLIENTS = 32768  /* --clients (compare) */
+    ALLOW_CLIENTS = 32768, /* --clients (compare) */
+    ALLOW_TOP = 65536      /* --top N (stats) */
 };
 
 /* The options of one command line, collected before anything is built so
@@ -67,6 +68,7 @@ typedef struct cli_source {
     const char *twemproxy, *pool, *ketama_file, *snapshot;
     const char *output, *keys; /* snapshot -o, diff --keys */
     long replicas;             /* locate --replicas, 0 when not given */
+    long top;                  /* stats --top N, 0 when not given */
     const char *timeout;       /* pool commands: --timeout, as given */
     const char *policy;        /* pool commands: --failure-policy, as given */
     const char *ttl;           /* set --ttl, as given */
@@ -113,11 +115,15 @@ mcr_snapshot *cli_load_snapshot(const char *path);
  * that does not verify: the library's message). */
 mcr_snapshot *cli_build_snapshot(const cli_source *src);
 
-/* An operand naming a placement (diff OLD NEW, --previous OLD): a snapshot
- * file (starting "mcroute-snapshot"), else a server file when `arg` can be
- * opened, else a server list; built with the --mode and --hash of `opts`
- * (never its etcd pool). Exits EXIT_USAGE, naming `cmd`, as
- * cli_build_snapshot() does. */
+/* An operand naming a placement (diff OLD NEW, migrate OLD NEW,
+ * --previous OLD): a file that can be opened is a snapshot file (starting
+ * "mcroute-snapshot") or else a server file; what cannot be opened is a
+ * server list, unless it looks like a path (a '/' in it, or a name ending
+ * in ".snap") or exists unreadable; a directory is no file either: then
+ * "CMD: cannot open ARG: REASON".
+ * One that parses as a server list no more than it opens says both. Built
+ * with the --mode and --hash of `opts` (never its etcd pool). Exits
+ * EXIT_USAGE, naming `cmd`, as cli_build_snapshot() does. */
 mcr_snapshot *cli_operand_snapshot(const char *cmd, const char *arg, const cli_source *opts);
 
 /* The config of a SOURCE that is a server list, a server file, libmemcached
@@ -186,6 +192,17 @@ bool cli_json_string(FILE *f, const char *s, size_t len);
  * not valid UTF-8, so that every key can be recovered from the document. */
 void cli_json_key_member(FILE *f, const char *name, const char *key, size_t len);
 
+/* Write `len` bytes of `s` with every byte that could act on a terminal or
+ * make a line ambiguous as \xHH (lower-case hex): the control bytes 0-31
+ * and 127, the C1 controls U+0080-U+009F, bytes that are not valid UTF-8,
+ * and the backslash (\x5c, so the text can be decoded back). What error
+ * lines and messages on standard error use for keys. */
+void cli_put_escaped(FILE *f, const char *s, size_t len);
+
+/* Write a key or a value to standard output: byte for byte into a pipe or
+ * a file, cli_put_escaped() when standard output is a terminal. */
+void cli_put_field(const char *s, size_t len);
+
 /* Whether `s` is valid UTF-8 (no overlong form, surrogate or value above
  * U+10FFFF): what JSON and XML may carry as it is. */
 bool cli_utf8_valid(const char *s);
@@ -217,9 +234,10 @@ int cli_cmd_dump(int argc, char **argv);
 int cli_cmd_hash(int argc, char **argv);
 int cli_cmd_snapshot(int argc, char **argv);
 int cli_cmd_diff(int argc, char **argv);
-/* compare_cmd.c */
-extern const char cli_usage_compare[];
+/* compare_cmd.c: compare, and clients (the clients --client names) */
+extern const char cli_usage_compare[], cli_usage_clients[];
 int cli_cmd_compare(int argc, char **argv);
+int cli_cmd_clients(int argc, char **argv);
 extern const char cli_usage_locate[], cli_usage_dump[], cli_usage_hash[], cli_usage_snapshot[],
     cli_usage_diff[];
 

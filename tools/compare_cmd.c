@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* compare_cmd.c: mcroute compare: where each client of a mixed fleet puts each key, and how often each pair disagrees. */
+/* compare_cmd.c: mixed fleets: mcroute clients (the clients --client reproduces) and mcroute compare (where each client puts each key, and how often each pair disagrees). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +18,80 @@ const char cli_usage_compare[] =
     "With --json: {\"clients\": [...], \"keys\": [{\"key\": K, \"servers\": [S, ...],\n"
     "\"agree\": true}, ...], \"pairs\": [{\"a\": A, \"b\": B, \"disagree\": N, \"keys\": M,\n"
     "\"fraction\": F}, ...]}.\n"
-    "Clients: pymemcache python-memcached pylibmc pylibmc-ketama spymemcached\n"
+    "Clients (mcroute clients says what each reproduces):\n"
+    "         pymemcache python-memcached pylibmc pylibmc-ketama spymemcached\n"
     "         spymemcached-libmemcached spymemcached-arraymod dalli gomemcache\n"
     "         node-memcached memjs nginx nginx-consistent php-memcached\n"
     "         php-memcached-ketama php-memcache\n";
+
+const char cli_usage_clients[] =
+    "Usage: mcroute clients [--json]\n"
+    "List the clients that --client NAME (and compare --clients) places keys as,\n"
+    "one line each: NAME<TAB>MODE<TAB>HASH<TAB>SUMMARY, where MODE and HASH are the\n"
+    "--mode and --hash that the client sets and SUMMARY says what it reproduces\n"
+    "(the client, its version and configuration). In the library's order, which\n"
+    "stays the same from one release to the next; new clients come last.\n"
+    "With --json: [{\"name\": N, \"mode\": M, \"hash\": H, \"summary\": S}, ...].\n";
+
+/* The mode and key hash that client i sets, as mcr_config_set_client()
+ * sets them: read from a ring of one server built with the client. The
+ * server is "localhost", so that the one mode whose labels resolve a name
+ * (spymemcached's, which Java's InetSocketAddress labels) asks only the
+ * hosts file, and the one that looks an address up in reverse
+ * (spymemcached-libmemcached) has none to look up. */
+static void client_placement(size_t i, mcr_mode *mode, mcr_hash *hash)
+{
+    mcr_error err;
+    mcr_ring *ring = NULL;
+    mcr_config *cfg = mcr_config_new();
+    if (cfg == NULL)
+        cli_fail("out of memory");
+    int rc = mcr_config_set_client(cfg, mcr_client_name(i), &err);
+    if (rc == MCR_OK)
+        rc = mcr_config_add_server(cfg, "localhost", MCR_DEFAULT_PORT, 1, &err);
+    if (rc == MCR_OK)
+        rc = mcr_ring_new(cfg, &ring, &err);
+    mcr_config_free(cfg);
+    if (rc != MCR_OK)
+        cli_fail("clients: %s: %s", mcr_client_name(i), err.message);
+    *mode = mcr_ring_mode(ring);
+    *hash = mcr_ring_key_hash(ring);
+    mcr_ring_free(ring);
+}
+
+int cli_cmd_clients(int argc, char **argv)
+{
+    cli_source src;
+    int first = cli_parse_options(argc, argv, &src, cli_usage_clients, ALLOW_JSON | NO_HASH);
+    if (first < argc)
+        cli_die("clients: unexpected argument '%s'", argv[first]);
+    if (src.json)
+        putchar('[');
+    for (size_t i = 0; mcr_client_name(i) != NULL; i++) {
+        const char *name = mcr_client_name(i), *summary = mcr_client_summary(i);
+        mcr_mode mode;
+        mcr_hash hash;
+        client_placement(i, &mode, &hash);
+        const char *m = mcr_mode_name(mode), *h = mcr_hash_name(hash);
+        if (src.json) {
+            fputs(i ? ",\n  {\"name\": " : "\n  {\"name\": ", stdout);
+            cli_json_string(stdout, name, strlen(name));
+            fputs(", \"mode\": ", stdout);
+            cli_json_string(stdout, m, strlen(m));
+            fputs(", \"hash\": ", stdout);
+            cli_json_string(stdout, h, strlen(h));
+            fputs(", \"summary\": ", stdout);
+            cli_json_string(stdout, summary, strlen(summary));
+            putchar('}');
+        } else {
+            printf("%s\t%s\t%s\t%s\n", name, m, h, summary);
+        }
+    }
+    if (src.json)
+        fputs(mcr_client_name(0) != NULL ? "\n]\n" : "]\n", stdout);
+    free(src.behaviors);
+    return cli_finish_output();
+}
 
 /* At most this many clients in one comparison (there are fewer). */
 #define COMPARE_MAX 64
@@ -62,7 +132,7 @@ static void compare_one(const char *key, size_t len, void *arg)
         }
         printf("], \"agree\": %s}", agree ? "true" : "false");
     } else {
-        fwrite(key, 1, len, stdout);
+        cli_put_field(key, len);
         for (size_t i = 0; i < c->n; i++) {
             putchar('\t');
             fputs(mcr_ring_server_name(c->ring[i], c->pick[i]), stdout);

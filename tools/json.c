@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* json.c: the JSON strings of mcroute --json: keys and server names, escaped so that any byte string gives a valid document; and the UTF-8 check of the text that simulate writes into JSON and SVG as it is. */
+/* json.c: how mcroute writes bytes it did not make: JSON strings of --json (any byte string gives a valid document), keys and values escaped for a terminal or a message, and the UTF-8 check of the text that simulate writes into JSON and SVG as it is. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -111,4 +112,50 @@ bool cli_utf8_valid(const char *str)
         i += len;
     }
     return true;
+}
+
+/* Bytes that reach a terminal or a message as \xHH: the C0 controls and
+ * DEL (an ESC would start a terminal sequence, a CR or a newline would
+ * forge a line), the C1 controls U+0080 to U+009F (which some terminals
+ * obey as ESC sequences), bytes that are not valid UTF-8 (a lone 0x9b is a
+ * CSI to an 8-bit terminal), and the backslash itself, so that the escaped
+ * text says exactly which bytes there were. The form is the library's in
+ * its messages (mcr_error: "port \"1\x1b[31m\""). */
+void cli_put_escaped(FILE *f, const char *str, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)str;
+
+    for (size_t i = 0; i < len;) {
+        unsigned char c = s[i];
+        size_t n = 1, bad = 1;
+        if (c >= 0x80)
+            n = utf8_sequence(s + i, len - i, &bad);
+        bool plain = c >= 0x80 ? n > 0 && !(c == 0xc2 && s[i + 1] < 0xa0)
+                               : c >= 0x20 && c != 0x7f && c != '\\';
+        if (plain) {
+            fwrite(s + i, 1, n, f);
+            i += n;
+            continue;
+        }
+        size_t count = n > 0 ? n : bad;
+        for (size_t k = 0; k < count; k++) {
+            putc('\\', f);
+            putc('x', f);
+            putc(hex[s[i + k] >> 4], f);
+            putc(hex[s[i + k] & 15], f);
+        }
+        i += count;
+    }
+}
+
+void cli_put_field(const char *s, size_t len)
+{
+    static int tty = -1; /* whether standard output is a terminal; asked once */
+    if (tty < 0)
+        tty = isatty(STDOUT_FILENO);
+    if (tty)
+        cli_put_escaped(stdout, s, len);
+    else
+        fwrite(s, 1, len, stdout);
 }

@@ -26,12 +26,13 @@ static const char usage_main[] =
     "  set SOURCE [--ttl SECONDS]  store the KEY<TAB>VALUE lines of standard input\n"
     "  get SOURCE [KEY...]         print KEY<TAB>VALUE for each key found\n"
     "  delete SOURCE [KEY...]      delete keys from the servers that own them\n"
-    "  probe SOURCE KEY...         print KEY<TAB>OWNER<TAB>HOLDERS for each key\n"
+    "  probe SOURCE [KEY...]       print KEY<TAB>OWNER<TAB>HOLDERS for each key\n"
     "  simulate SERVERS CHANGE...  compare placement modes on a workload and a change\n"
     "  members SUBCOMMAND ...      publish, change and show a pool kept in etcd\n"
     "  watch --etcd URLS --pool P  follow a pool in etcd: a line per epoch adopted\n"
     "  migrate OLD NEW             copy the keys a change moves to their new owners\n"
     "  compare --clients A,B,... SOURCE  where each client puts each key\n"
+    "  clients [--json]            the clients of --client: NAME, MODE, HASH, summary\n"
     "  help [COMMAND]              show help\n"
     "\n"
     "SOURCE (exactly one):\n"
@@ -65,12 +66,13 @@ static const char usage_main[] =
     "                              spymemcached, spymemcached-libmemcached, dalli,\n"
     "                              hashring, nginx-consistent, php-memcache\n"
     "      --client NAME           with -s/-f: place keys as client NAME does (sets\n"
-    "                              mode and hash; mcr_client(3)): pymemcache,\n"
-    "                              python-memcached, pylibmc, pylibmc-ketama,\n"
-    "                              spymemcached, spymemcached-libmemcached,\n"
-    "                              spymemcached-arraymod, dalli, gomemcache,\n"
-    "                              node-memcached, memjs, nginx, nginx-consistent,\n"
-    "                              php-memcached, php-memcached-ketama, php-memcache\n"
+    "                              mode and hash; mcroute clients, mcr_client(3)):\n"
+    "                              pymemcache, python-memcached, pylibmc,\n"
+    "                              pylibmc-ketama, spymemcached,\n"
+    "                              spymemcached-libmemcached, spymemcached-arraymod,\n"
+    "                              dalli, gomemcache, node-memcached, memjs, nginx,\n"
+    "                              nginx-consistent, php-memcached,\n"
+    "                              php-memcached-ketama, php-memcache\n"
     "      --hash NAME             with -s/-f: key hash (default: the mode's client's,\n"
     "                              as the library's: 'default' for consistent, spy,\n"
     "                              modula; fnv1a_64 for twemproxy-*; md5 otherwise)\n"
@@ -82,11 +84,14 @@ static const char usage_main[] =
     "  -o, --output FILE           snapshot: the file to write\n"
     "      --keys FILE             stats, diff: keys to count, one per line ('-' for\n"
     "                              standard input)\n"
+    "      --top N                 stats: the N most frequent keys (of --keys FILE,\n"
+    "                              else of standard input), one a line:\n"
+    "                              KEY<TAB>COUNT<TAB>SHARE<TAB>SERVER\n"
     "      --rate KEYS_PER_S       migrate: at most this many moved keys a second\n"
     "      --dry-run               migrate: count the keys that move, copy nothing\n"
-    "      --json                  locate, stats, diff, probe, migrate: one JSON\n"
-    "                              document instead of lines (see mcroute help\n"
-    "                              COMMAND)\n"
+    "      --json                  locate, stats, diff, probe, migrate, compare,\n"
+    "                              clients: one JSON document instead of lines (see\n"
+    "                              mcroute help COMMAND)\n"
     "\n"
     "set, get, delete and probe connect to the servers of SOURCE; also:\n"
     "      --timeout MS            connect and request timeout, 1 to 86400000 ms\n"
@@ -102,11 +107,15 @@ static const char usage_main[] =
     "        murmur3 crc16 crc32a cmemcache hashcode hashcode_abs\n"
     "\n"
     "With no KEY, keys are read from standard input, one per line (the line without\n"
-    "its newline; every other byte is kept). Bad input prints a message on stderr,\n"
-    "nothing on stdout, and exits with status 2. In set, get, delete and probe, a\n"
-    "key that fails on the servers, and a bad key or line (which is not sent: the\n"
-    "others are), prints KEY<TAB>error<TAB>REASON on stderr, and the exit status is\n"
-    "then 1.\n"
+    "its newline; every other byte is kept). Keys and values are written byte for\n"
+    "byte into a pipe or a file; on a terminal, and in KEY<TAB>error lines, their\n"
+    "control bytes, bytes that are not UTF-8 and backslashes are written as \\xHH.\n"
+    "OLD, NEW and --previous OLD: a file that exists (snapshot or server file), else\n"
+    "a server list; an operand with a '/' or ending in .snap must be a file.\n"
+    "Bad input prints a message on stderr, nothing on stdout, and exits with\n"
+    "status 2. In set, get, delete and probe, a key that fails on the servers, and\n"
+    "a bad key or line (which is not sent: the others are), prints\n"
+    "KEY<TAB>error<TAB>REASON on stderr, and the exit status is then 1.\n"
     "Long options may be written --option=VALUE or --option VALUE, and abbreviated.\n"
     "\n"
     "Exit status: 0 success; 1 something failed (a key, on the servers or bad,\n"
@@ -129,6 +138,7 @@ static const struct command {
     {"snapshot", cli_cmd_snapshot, cli_usage_snapshot},
     {"diff", cli_cmd_diff, cli_usage_diff},
     {"compare", cli_cmd_compare, cli_usage_compare},
+    {"clients", cli_cmd_clients, cli_usage_clients},
     {"set", cli_cmd_set, cli_usage_set},
     {"get", cli_cmd_get, cli_usage_get},
     {"delete", cli_cmd_delete, cli_usage_delete},
@@ -158,10 +168,15 @@ int main(int argc, char **argv)
         if (argc == 2)
             cli_print_usage_and_exit(usage_main);
         const struct command *c = find_command(argv[2]);
-        if (c == NULL)
-            cli_die("help: unknown command '%s' (commands: locate dump hash stats snapshot diff "
-                    "set get delete probe simulate members watch migrate)",
-                    argv[2]);
+        if (c == NULL) {
+            char names[256];
+            size_t o = 0;
+            for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]) && o < sizeof(names);
+                 i++)
+                o += (size_t)snprintf(names + o, sizeof(names) - o, i ? " %s" : "%s",
+                                      commands[i].name);
+            cli_die("help: unknown command '%s' (commands: %s)", argv[2], names);
+        }
         cli_print_usage_and_exit(c->usage);
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {

@@ -101,7 +101,7 @@ static void locate_one(const char *key, size_t len, void *ctx)
         putchar('}');
         return;
     }
-    fwrite(key, 1, len, stdout);
+    cli_put_field(key, len);
     putchar('\t');
     fputs(server, stdout);
     putchar('\n');
@@ -136,7 +136,7 @@ static void locate_replicas_one(const char *key, size_t len, void *ctx)
         printf("], \"under_replicated\": %s}", under ? "true" : "false");
         return;
     }
-    fwrite(key, 1, len, stdout);
+    cli_put_field(key, len);
     for (size_t i = 0; i < got; i++) {
         putchar('\t');
         fputs(snapshot_address(lc->snap, lc->out[i], buf, sizeof(buf)), stdout);
@@ -308,7 +308,7 @@ int cli_cmd_dump(int argc, char **argv)
 static void hash_one(const char *key, size_t len, void *ctx)
 {
     mcr_hash h = *(const mcr_hash *)ctx;
-    fwrite(key, 1, len, stdout);
+    cli_put_field(key, len);
     printf("\t%u\n", (unsigned)mcr_hash_key(h, key, len));
 }
 

@@ -71,7 +71,7 @@ const char cli_usage_delete[] =
 
 const char cli_usage_probe[] =
     "Usage: mcroute probe SOURCE [--timeout MS] [--failure-policy NAME] [--json]\n"
-    "                     [--previous OLD] KEY...\n"
+    "                     [--previous OLD] [KEY...]\n"
     "Ask every server of SOURCE for every key and print\n"
     "KEY<TAB>OWNER<TAB>HOLDERS, OWNER the id of the server the placement names and\n"
     "HOLDERS the ids of the servers that hold the key, comma-separated in server\n"
@@ -79,6 +79,7 @@ const char cli_usage_probe[] =
     "under another placement. A key that some server could not be asked about\n"
     "prints KEY<TAB>error<TAB>SERVER: REASON on stderr instead, and the exit\n"
     "status is then 1; a bad key prints KEY<TAB>error<TAB>REASON and is not sent.\n"
+    "With no KEY, reads keys from standard input, one per line.\n"
     "With --json: {\"keys\": [{\"key\": K, \"owner\": ID, \"holders\": [ID, ...]}, ...]};\n"
     "a key that failed is {\"key\": K, \"error\": \"SERVER: REASON\"} (and is reported\n"
     "on stderr as well); a key that is not valid UTF-8 also gets \"key_hex\".\n"
@@ -382,12 +383,12 @@ static void loop_once(conn *c)
 }
 
 /* The reason of a failed result for KEY<TAB>error<TAB>REASON: its message
- * (or the name of its status), on one line. */
+ * (or the name of its status), on one line, no control byte in it. */
 static void put_reason(FILE *f, int status, const char *message)
 {
     const char *m = message != NULL && *message != '\0' ? message : mcr_strerror(status);
     for (; *m != '\0'; m++)
-        fputc((unsigned char)*m < 0x20 ? ' ' : *m, f);
+        fputc((unsigned char)*m < 0x20 || *m == 0x7f ? ' ' : *m, f);
 }
 
 /* Whether `message` already begins with "SERVER: " (the pool's messages
@@ -409,10 +410,13 @@ static void put_why(FILE *f, const item *it)
         fputs(it->why, f);
 }
 
+/* KEY<TAB>error<TAB>REASON on stderr, KEY escaped (cli_put_escaped): a bad
+ * key is there because of its control bytes, which must not reach the
+ * terminal that shows the line (nor a newline forge another line). */
 static void report_failure(const item *it, const char *server, int status, const char *message)
 {
     cli_progress_clear();
-    fwrite(it->key, 1, it->klen, stderr);
+    cli_put_escaped(stderr, it->key, it->klen);
     fputs("\terror\t", stderr);
     if (it->why != NULL) { /* bad input: no server was asked */
         put_why(stderr, it);
@@ -728,9 +732,9 @@ static int get_batch_print(const input *in, get_batch *b)
             report_failure(it, NULL, s->fail.status, s->fail.message);
             failed = 1;
         } else if (s->reply == MCR_REPLY_HIT) {
-            fwrite(it->key, 1, it->klen, stdout);
+            cli_put_field(it->key, it->klen);
             putchar('\t');
-            fwrite(s->value, 1, s->vlen, stdout);
+            cli_put_field(s->value, s->vlen);
             putchar('\n');
         }
     }
@@ -905,7 +909,7 @@ static int report_probes(const conn *c, const input *in, probe_cell *cells,
         } else {
             uint32_t owner = mcr_snapshot_locate(c->snap, it->key, it->klen);
             mcr_snapshot_server(c->snap, owner, &d);
-            fwrite(it->key, 1, it->klen, stdout);
+            cli_put_field(it->key, it->klen);
             printf("\t%s\t", d.id);
             int any = 0;
             for (s = 0; s < ns; s++)
@@ -939,11 +943,12 @@ int cli_cmd_probe(int argc, char **argv)
     int first = cli_parse_options(argc, argv, &src, cli_usage_probe,
                                   ALLOW_SOURCE | ALLOW_POOL | ALLOW_PREVIOUS | ALLOW_JSON);
     settings st = parse_settings("probe", &src);
-    if (first >= argc)
-        cli_die("probe: expected at least one KEY");
     /* Coalescing would answer a get aimed at one server with the reply of
-     * the same key's get aimed at another. */
+     * the same key's get aimed at another. With no KEY, the keys are the
+     * lines of standard input, as for get and delete. */
     conn_open(&c, "probe", &src, &st, 1, argc - first, argv + first, 0, &in);
+    if (in.buf != NULL)
+        cli_progress_start("probe", in.n, true);
 
     /* The servers of SOURCE, then those only --previous names. */
     size_t nsnap = mcr_snapshot_server_count(c.snap);
@@ -970,6 +975,7 @@ int cli_cmd_probe(int argc, char **argv)
                 loop_once(&c);
                 failed |= report_probes(&c, &in, cells, (const char *const *)ids, ns,
                                         &reported, &po);
+                cli_progress_update(reported);
             }
             mcr_request req;
             mcr_error err;
@@ -1001,7 +1007,9 @@ int cli_cmd_probe(int argc, char **argv)
             loop_once(&c);
         }
         failed |= report_probes(&c, &in, cells, (const char *const *)ids, ns, &reported, &po);
+        cli_progress_update(reported);
     }
+    cli_progress_end();
     for (size_t i = 0; i < ns; i++)
         free(ids[i]);
     free(ids);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* stats.c: mcroute stats: how evenly a placement spreads the hash space, and a set of keys, over its servers. */
+/* stats.c: mcroute stats: how evenly a placement spreads the hash space, and a set of keys, over its servers; and which keys are hot (--top). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #define HASH_VALUES ((uint64_t)1 << 32)
 
 const char cli_usage_stats[] =
-    "Usage: mcroute stats SOURCE [--keys FILE] [--json]\n"
+    "Usage: mcroute stats SOURCE [--keys FILE] [--top N] [--json]\n"
     "How evenly SOURCE spreads the hash space, and the keys of FILE (one per line,\n"
     "'-' for standard input), over its servers. Sections begin with a line\n"
     "[NAME], the only lines without a TAB. [servers]: one line per server, in\n"
@@ -34,10 +34,15 @@ const char cli_usage_stats[] =
     "share / EXPECTED of a server); with --keys, a line [keys] and total, then\n"
     "peak_to_mean, cv and peak_to_expected of the key counts ('-' when there is\n"
     "no key).\n"
+    "With --top N (keys from --keys FILE, else from standard input): a line [top]\n"
+    "and the N most frequent keys, most frequent first (equal counts in byte\n"
+    "order): KEY<TAB>COUNT<TAB>SHARE<TAB>SERVER, SHARE the key's count / the\n"
+    "number of keys read, SERVER its owner.\n"
     "Fractions have 12 decimals.\n"
     "With --json: {\"servers\": [{\"server\", \"weight\", \"points\", \"ring_share\",\n"
-    "\"expected_share\", \"keys\", \"key_share\"}, ...], \"ring\": {...}, \"keys\": {...}},\n"
-    "the same numbers, null for '-'.\n"
+    "\"expected_share\", \"keys\", \"key_share\"}, ...], \"ring\": {...}, \"keys\": {...},\n"
+    "\"top\": [{\"key\", \"count\", \"share\", \"server\"}, ...]}, the same numbers, null\n"
+    "for '-'.\n"
     "SOURCE: as for locate (see mcroute --help)\n";
 
 /* The balance of one distribution of shares over the servers. */
@@ -169,6 +174,96 @@ static int mode_uses_weights(mcr_mode m)
     return m != MCR_MODE_CONSISTENT && m != MCR_MODE_SPY && m != MCR_MODE_MODULA;
 }
 
+/* --top: every distinct key read and how often, in an open-addressing
+ * table (linear probing, a power-of-two size, at most half full). */
+typedef struct key_count {
+    char *key; /* malloc'd copy (the empty key too); NULL: a free slot */
+    size_t len;
+    size_t count;
+    uint64_t hash;
+} key_count;
+
+typedef struct key_table {
+    key_count *slots;
+    size_t cap, used;
+} key_table;
+
+/* FNV-1a, 64 bits: a table index, nothing that must match another program. */
+static uint64_t key_hash(const char *key, size_t len)
+{
+    uint64_t h = 14695981039346656037ULL;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
+    return h;
+}
+
+static key_count *table_find(key_count *slots, size_t cap, const char *key, size_t len,
+                             uint64_t h)
+{
+    for (size_t i = (size_t)h & (cap - 1);; i = (i + 1) & (cap - 1)) {
+        key_count *e = &slots[i];
+        if (e->key == NULL || (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0))
+            return e;
+    }
+}
+
+static void table_add(key_table *t, const char *key, size_t len)
+{
+    if (2 * (t->used + 1) > t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 1024;
+        key_count *slots = cli_xcalloc(cap, sizeof(*slots));
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->slots[i].key != NULL)
+                *table_find(slots, cap, t->slots[i].key, t->slots[i].len, t->slots[i].hash) =
+                    t->slots[i];
+        free(t->slots);
+        t->slots = slots;
+        t->cap = cap;
+    }
+    uint64_t h = key_hash(key, len);
+    key_count *e = table_find(t->slots, t->cap, key, len, h);
+    if (e->key == NULL) {
+        e->key = cli_xcalloc(len + 1, 1);
+        memcpy(e->key, key, len);
+        e->len = len;
+        e->hash = h;
+        t->used++;
+    }
+    e->count++;
+}
+
+static void table_free(key_table *t)
+{
+    for (size_t i = 0; i < t->cap; i++)
+        free(t->slots[i].key);
+    free(t->slots);
+}
+
+/* Most frequent first; equal counts in the order of their bytes, so that
+ * the list is the same on every run. */
+static int cmp_top(const void *a, const void *b)
+{
+    const key_count *x = *(const key_count *const *)a, *y = *(const key_count *const *)b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    int c = memcmp(x->key, y->key, x->len < y->len ? x->len : y->len);
+    return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The `n` most frequent keys of t (fewer when fewer were read), into *out
+ * (pointers into t; the caller frees the array). Returns how many. */
+static size_t top_keys(const key_table *t, size_t n, key_count ***out)
+{
+    key_count **all = cli_xcalloc(t->used, sizeof(*all));
+    size_t k = 0;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].key != NULL)
+            all[k++] = &t->slots[i];
+    qsort(all, k, sizeof(*all), cmp_top);
+    *out = all;
+    return k < n ? k : n;
+}
+
 typedef struct stats {
     const cli_placement *pl;
     size_t n;
@@ -178,6 +273,9 @@ typedef struct stats {
     size_t *keys;          /* keys owned, per server */
     size_t total_keys;
     double *key_share;
+    key_table *counts;     /* --top: every distinct key, or NULL */
+    key_count **top;       /* --top: the most frequent first */
+    size_t ntop;
 } stats;
 
 static void count_key(const char *key, size_t len, void *ctx)
@@ -185,6 +283,8 @@ static void count_key(const char *key, size_t len, void *ctx)
     stats *st = ctx;
     st->keys[mcr_ring_locate(st->pl->ring, key, len)]++;
     st->total_keys++;
+    if (st->counts != NULL)
+        table_add(st->counts, key, len);
 }
 
 /* A fraction, or '-' (null) when it is not defined. */
@@ -225,6 +325,15 @@ static void print_text(const stats *st, const balance *rb, const balance *kb, in
     fputs("\npeak_to_expected\t", stdout);
     put_fraction(kb->peak_to_expected, have, 0);
     putchar('\n');
+    if (st->counts == NULL)
+        return;
+    puts("[top]");
+    for (size_t i = 0; i < st->ntop; i++) {
+        const key_count *e = st->top[i];
+        cli_put_field(e->key, e->len);
+        printf("\t%zu\t%.12f\t%s\n", e->count, (double)e->count / (double)st->total_keys,
+               cli_server_label(st->pl, mcr_ring_locate(r, e->key, e->len)));
+    }
 }
 
 static void print_json(const stats *st, const balance *rb, const balance *kb, int with_keys)
@@ -259,6 +368,20 @@ static void print_json(const stats *st, const balance *rb, const balance *kb, in
         put_fraction(kb->peak_to_expected, have, 1);
         putchar('}');
     }
+    if (st->counts != NULL) {
+        fputs(",\n \"top\": [", stdout);
+        for (size_t i = 0; i < st->ntop; i++) {
+            const key_count *e = st->top[i];
+            const char *server = cli_server_label(st->pl, mcr_ring_locate(r, e->key, e->len));
+            fputs(i ? ",\n  {" : "\n  {", stdout);
+            cli_json_key_member(stdout, "key", e->key, e->len);
+            printf(", \"count\": %zu, \"share\": %.12f, \"server\": ", e->count,
+                   (double)e->count / (double)st->total_keys);
+            cli_json_string(stdout, server, strlen(server));
+            putchar('}');
+        }
+        fputs(st->ntop ? "\n]" : "]", stdout);
+    }
     fputs("}\n", stdout);
 }
 
@@ -266,11 +389,13 @@ int cli_cmd_stats(int argc, char **argv)
 {
     cli_source src;
     int first = cli_parse_options(argc, argv, &src, cli_usage_stats,
-                                  ALLOW_SOURCE | ALLOW_KEYS | ALLOW_JSON);
+                                  ALLOW_SOURCE | ALLOW_KEYS | ALLOW_JSON | ALLOW_TOP);
     if (first < argc)
         cli_die("stats: unexpected argument '%s' (keys are read with --keys FILE)", argv[first]);
     cli_placement pl = cli_placement_build(&src);
-    FILE *keys = src.keys != NULL ? cli_open_keys("stats", src.keys) : NULL;
+    /* --top without --keys counts the keys of standard input (--keys -). */
+    FILE *keys = src.keys != NULL ? cli_open_keys("stats", src.keys) : src.top ? stdin : NULL;
+    key_table counts = {NULL, 0, 0};
 
     stats st;
     memset(&st, 0, sizeof(st));
@@ -282,6 +407,8 @@ int cli_cmd_stats(int argc, char **argv)
     st.expected = cli_xcalloc(st.n, sizeof(*st.expected));
     st.keys = cli_xcalloc(st.n, sizeof(*st.keys));
     st.key_share = cli_xcalloc(st.n, sizeof(*st.key_share));
+    if (src.top)
+        st.counts = &counts;
 
     int table = table_shares(&src, &pl, st.ring_share, st.points, st.n);
     if (!table)
@@ -301,6 +428,8 @@ int cli_cmd_stats(int argc, char **argv)
         for (size_t i = 0; i < st.n; i++)
             st.key_share[i] =
                 st.total_keys ? (double)st.keys[i] / (double)st.total_keys : 0.0;
+        if (st.counts != NULL)
+            st.ntop = top_keys(st.counts, (size_t)src.top, &st.top);
     }
     balance rb = balance_of(st.ring_share, st.expected, st.n);
     balance kb = balance_of(st.key_share, st.expected, st.n);
@@ -315,6 +444,8 @@ int cli_cmd_stats(int argc, char **argv)
     free(st.expected);
     free(st.keys);
     free(st.key_share);
+    free(st.top);
+    table_free(&counts);
     cli_placement_free(&pl);
     free(src.behaviors);
     return cli_finish_output();
