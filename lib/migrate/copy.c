@@ -456,19 +456,31 @@ static const char *item_key(const engine *e, const mig_item *m, char *q, size_t 
     return mcr__quote(q, cap, e->keys + m->off, m->len);
 }
 
+/* A request of op for item m, pinned to the server of that id. */
+static void item_request(const engine *e, const mig_item *m, mcr_op op, const char *server,
+                         mcr_request *rq)
+{
+    memset(rq, 0, sizeof(*rq));
+    rq->op = op;
+    rq->key = e->keys + m->off;
+    rq->key_len = m->len;
+    rq->server = server;
+}
+
 /*
  * copy_rule: a copy is trusted only when its source did not change
- * between R and C. Every client write of a moved key whose effect at the
- * new owner depends on what it holds (a delete, a touch, the delete that
- * stands for incr, append...) reaches the old owner first and the new one
- * once the old answered (the pool's transition); a set reaches both at
- * once. So a write that came before R is in the value read; one between R
- * and C changes the source's CAS (or TTL, or removes the key), and the
- * copy is removed by its own CAS (a value written since at the new owner
- * stays); one after C reaches the new owner after the add and applies to
- * the copy. A copy that ends removed is counted `undone`: the key is then
- * where a client's write left it, at the old owner only (read through
- * the switched phase's fallback, or copied by a run after the switch).
+ * between R and C. While copying, every client write of a moved key
+ * reaches the old owner first and the new one once the old answered (the
+ * pool's transition: the same command, or a delete of the new owner's
+ * copy); a set reaches both at once. So a write that came before R is in
+ * the value read; one between R and C changes the source's CAS (or TTL,
+ * or removes the key), and the copy is removed by its own CAS (a value
+ * written since at the new owner stays) and made again; one after C
+ * reaches the new owner after the add and applies to the copy. Nobody
+ * reads the new owner before the switch, which comes after the run: a
+ * copy's moment between W and C is seen by no client. A key whose copies
+ * are overtaken COPY_TRIES times is counted `undone`: it stays at the old
+ * owner only (read through the switched phase's fallback).
  */
 
 /* A TTL read again may differ by the seconds between the reads (memcached's
@@ -516,12 +528,8 @@ static void undo(engine *e, mig_slot *sl)
     mcr_server_desc d;
     mcr_snapshot_server(e->to, m->dest, &d);
     mcr_request rq;
-    memset(&rq, 0, sizeof(rq));
-    rq.op = MCR_OP_DELETE;
-    rq.key = e->keys + m->off;
-    rq.key_len = m->len;
+    item_request(e, m, MCR_OP_DELETE, d.id, &rq);
     rq.cas = sl->cas_dst;
-    rq.server = d.id;
     mcr_error serr;
     mcr_result r;
     int rc = sl->cas_dst == 0 ? MCR_ERR_UNSUPPORTED
@@ -563,11 +571,7 @@ static void check(engine *e, mig_slot *sl)
 {
     const mig_item *m = &e->items[sl->item];
     mcr_request rq;
-    memset(&rq, 0, sizeof(rq));
-    rq.op = MCR_OP_GETS;
-    rq.key = e->keys + m->off;
-    rq.key_len = m->len;
-    rq.server = e->s->id;
+    item_request(e, m, MCR_OP_GETS, e->s->id, &rq);
     mcr_error serr;
     if (mcr_pool_submit(e->pfrom, &rq, on_check, sl, &serr) != MCR_OK)
         undo(e, sl);
@@ -657,15 +661,11 @@ static void on_get(const mcr_result *res, void *arg)
     mcr_server_desc d;
     mcr_snapshot_server(e->to, m->dest, &d);
     mcr_request rq;
-    memset(&rq, 0, sizeof(rq));
-    rq.op = MCR_OP_ADD;
-    rq.key = e->keys + m->off;
-    rq.key_len = m->len;
+    item_request(e, m, MCR_OP_ADD, d.id, &rq);
     rq.value = res->value;
     rq.value_len = res->value_len;
     rq.flags = res->flags;
     rq.exptime = exptime;
-    rq.server = d.id;
     mcr_error serr;
     int rc = mcr_pool_submit(e->pto, &rq, on_add, sl, &serr);
     if (rc != MCR_OK) {
@@ -705,11 +705,7 @@ static int read_source(engine *e, mig_slot *sl)
     const mig_item *m = &e->items[sl->item];
     char q[80];
     mcr_request rq;
-    memset(&rq, 0, sizeof(rq));
-    rq.op = MCR_OP_GETS;
-    rq.key = e->keys + m->off;
-    rq.key_len = m->len;
-    rq.server = e->s->id;
+    item_request(e, m, MCR_OP_GETS, e->s->id, &rq);
     mcr_error serr;
     int rc = mcr_pool_submit(e->pfrom, &rq, on_get, sl, &serr);
     if (rc != MCR_OK)
