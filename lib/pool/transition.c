@@ -242,7 +242,20 @@ static void send_other(tx_write *w, int as_delete)
     }
     o.server = NULL;
     w->cleanup = as_delete;
-    mcr__pool_server *s = w->p->freeing ? NULL : server_named(w->p, w->other_id);
+    /* the pool's snapshot adopted first: adopting it inside mcr__submit()
+     * may free a server the transition no longer names */
+    mcr__pool_server *s = w->p->freeing || mcr__pool_refresh(w->p) != MCR_OK
+                              ? NULL
+                              : server_named(w->p, w->other_id);
+    if (s == NULL && !w->p->freeing && !w->other_is_result &&
+        moved_other(w->p, w->key, w->key_len, NULL) == NULL) {
+        /* the transition ended meanwhile (or the key no longer moves): the
+         * other owner is nobody's any more, the current owner's answer
+         * stands alone */
+        if (--w->outstanding == 0)
+            write_end(w);
+        return;
+    }
     mcr_error e2;
     int rc = s == NULL ? MCR_ERR_CANCELLED : mcr__submit(w->p, &o, s, 0, other_cb, w, &e2);
     if (rc != MCR_OK) {
@@ -433,7 +446,10 @@ static int start_fallback(tx_read *t, const mcr_result *res)
     mcr_pool *p = t->p;
     if (p->freeing || res->status != MCR_OK || res->reply != MCR_REPLY_MISS)
         return 0;
-    /* the routing of the moment: a new snapshot may have come meanwhile */
+    /* the routing of the moment: a new snapshot may have come meanwhile
+     * (adopted now, not inside mcr__submit(), which could free `o`) */
+    if (mcr__pool_refresh(p) != MCR_OK)
+        return 0;
     mcr__pool_server *cur = NULL;
     mcr__pool_server *o = p->tx_phase == MCR_PHASE_SWITCHED
                               ? moved_other(p, t->key, t->key_len, &cur)
