@@ -210,27 +210,38 @@ static void copier_finish(env *e, copier *c)
     ck_assert_uint_eq(c->rep.moved, 1);
 }
 
+/* The race of the copier's read of K (set with `set_line` at A) with a
+ * client's `op` of K, acknowledged while that read is held; the copier then
+ * runs to its end. The client's answer. */
+static outcome copier_race(env *e, copier *c, const char *set_line, mcr_op op, int64_t exptime,
+                           uint64_t delta)
+{
+    char line[256];
+    env_start(e);
+    raw(e->a.port, set_line, line, sizeof(line));
+    ck_assert_str_eq(line, "STORED\r\n");
+    copier_start_held(e, c);
+    client w;
+    client_new(e, &w, e->from);
+    outcome r = exec(&w, op, NULL, exptime, delta);
+    copier_finish(e, c);
+    client_free(&w);
+    return r;
+}
+
 START_TEST(copier_delete)
 {
     env e;
-    env_start(&e);
-    char line[256], val[64];
-    raw(e.a.port, "set " KEY " 0 0 2\r\nv1", line, sizeof(line));
-    ck_assert_str_eq(line, "STORED\r\n");
     copier c;
-    copier_start_held(&e, &c);
+    char val[64];
     /* the copier read v1; a client deletes the key, acknowledged */
-    client w;
-    client_new(&e, &w, e.from);
-    outcome r = exec(&w, MCR_OP_DELETE, NULL, 0, 0);
+    outcome r = copier_race(&e, &c, "set " KEY " 0 0 2\r\nv1", MCR_OP_DELETE, 0, 0);
     ck_assert_int_eq(r.reply, MCR_REPLY_DELETED);
-    copier_finish(&e, &c);
     ck_assert_msg(value_at(e.b.port, val, sizeof(val)) == 0,
                   "the new owner holds \"%s\", deleted before the copy ended", val);
     ck_assert_uint_eq(c.rep.copied, 0);
     ck_assert_uint_eq(c.rep.undone + c.rep.skipped_gone, 1);
     mcr_migrate_report_clear(&c.rep);
-    client_free(&w);
     env_free(&e);
 }
 END_TEST
@@ -238,17 +249,11 @@ END_TEST
 START_TEST(copier_incr)
 {
     env e;
-    env_start(&e);
-    char line[256], val[64];
-    raw(e.a.port, "set " KEY " 0 0 2\r\n10", line, sizeof(line));
     copier c;
-    copier_start_held(&e, &c);
-    client w;
-    client_new(&e, &w, e.from);
-    outcome r = exec(&w, MCR_OP_INCR, NULL, 0, 1);
+    char val[64];
+    outcome r = copier_race(&e, &c, "set " KEY " 0 0 2\r\n10", MCR_OP_INCR, 0, 1);
     ck_assert_int_eq(r.reply, MCR_REPLY_NUMBER);
     ck_assert_uint_eq(r.number, 11);
-    copier_finish(&e, &c);
     /* the copy's own check saw the incr: undone, then copied again */
     ck_assert_uint_eq(c.rep.copied, 1);
     ck_assert_uint_eq(c.rep.undone, 0);
@@ -263,7 +268,6 @@ START_TEST(copier_incr)
                   (int)r.value_len, r.value);
     mcr_migrate_report_clear(&c.rep);
     client_free(&rd);
-    client_free(&w);
     env_free(&e);
 }
 END_TEST
@@ -271,16 +275,10 @@ END_TEST
 START_TEST(copier_touch)
 {
     env e;
-    env_start(&e);
-    char line[256], val[64];
-    raw(e.a.port, "set " KEY " 0 100 2\r\nv1", line, sizeof(line));
     copier c;
-    copier_start_held(&e, &c);
-    client w;
-    client_new(&e, &w, e.from);
-    outcome r = exec(&w, MCR_OP_TOUCH, NULL, 5000, 0);
+    char line[256], val[64];
+    outcome r = copier_race(&e, &c, "set " KEY " 0 100 2\r\nv1", MCR_OP_TOUCH, 5000, 0);
     ck_assert_int_eq(r.reply, MCR_REPLY_TOUCHED);
-    copier_finish(&e, &c);
     ck_assert_uint_eq(c.rep.copied, 1); /* undone (the TTL moved), copied again */
     ck_assert_int_eq(value_at(e.b.port, val, sizeof(val)), 1);
     /* the copy has the TTL the touch gave (5000 s), not 100 */
@@ -289,7 +287,6 @@ START_TEST(copier_touch)
     ck_assert_msg(sscanf(line, "HD t%ld", &ttl) == 1, "mg: %s", line);
     ck_assert_msg(ttl > 4000, "the new owner's copy expires in %ld s, not ~5000", ttl);
     mcr_migrate_report_clear(&c.rep);
-    client_free(&w);
     env_free(&e);
 }
 END_TEST

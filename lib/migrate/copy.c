@@ -680,13 +680,11 @@ static void on_get(const mcr_result *res, void *arg)
 static void start(engine *e, size_t i)
 {
     const mig_item *m = &e->items[i];
-    char q[80];
     if (expired(e, m->exp, unix_now())) {
         e->s->skipped_expired++;
         e->rep->skipped_expired++;
         return;
     }
-    (void)q;
     mig_slot *sl = &e->slots[e->free_slots[--e->nfree]];
     sl->e = e;
     sl->item = i;

@@ -3,7 +3,6 @@
 #include "pool_internal.h"
 
 #include <stdlib.h>
-#include <time.h>
 
 /*
  * A key "moves" when its owner in the pool's snapshot (p->snap, local
@@ -36,10 +35,9 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* The server owning key in the other snapshot, and in p->snap; NULL when
- * the key does not move (or no transition applies). */
-static mcr__pool_server *moved_other(mcr_pool *p, const void *key, size_t len,
-                                     mcr__pool_server **cur)
+/* The server owning key in the other snapshot; NULL when the key does not
+ * move (or no transition applies). */
+static mcr__pool_server *moved_other(mcr_pool *p, const void *key, size_t len)
 {
     if (p->tx_phase == MCR_PHASE_NONE || p->tx_other == NULL)
         return NULL;
@@ -49,8 +47,6 @@ static mcr__pool_server *moved_other(mcr_pool *p, const void *key, size_t len,
         return NULL;
     mcr__pool_server *c = p->by_index[mcr_snapshot_locate(p->snap, key, len)];
     mcr__pool_server *o = p->tx_by[mcr_snapshot_locate(p->tx_other, key, len)];
-    if (cur != NULL)
-        *cur = c;
     return c == o ? NULL : o;
 }
 
@@ -248,7 +244,7 @@ static void send_other(tx_write *w, int as_delete)
                               ? NULL
                               : server_named(w->p, w->other_id);
     if (s == NULL && !w->p->freeing && !w->other_is_result &&
-        moved_other(w->p, w->key, w->key_len, NULL) == NULL) {
+        moved_other(w->p, w->key, w->key_len) == NULL) {
         /* the transition ended meanwhile (or the key no longer moves): the
          * other owner is nobody's any more, the current owner's answer
          * stands alone */
@@ -450,10 +446,8 @@ static int start_fallback(tx_read *t, const mcr_result *res)
      * (adopted now, not inside mcr__submit(), which could free `o`) */
     if (mcr__pool_refresh(p) != MCR_OK)
         return 0;
-    mcr__pool_server *cur = NULL;
-    mcr__pool_server *o = p->tx_phase == MCR_PHASE_SWITCHED
-                              ? moved_other(p, t->key, t->key_len, &cur)
-                              : NULL;
+    mcr__pool_server *o =
+        p->tx_phase == MCR_PHASE_SWITCHED ? moved_other(p, t->key, t->key_len) : NULL;
     if (o == NULL)
         return 0;
     keep(&t->first, res);
@@ -499,7 +493,7 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
     if (p->freeing || q->server != NULL || (unsigned)q->op >= MCR_OP_COUNT ||
         mcr__is_server_op(q->op) || q->key == NULL || mcr__pool_refresh(p) != MCR_OK)
         return mcr__submit(p, q, NULL, 0, cb, arg, err);
-    mcr__pool_server *o = moved_other(p, q->key, q->key_len, NULL);
+    mcr__pool_server *o = moved_other(p, q->key, q->key_len);
     if (o == NULL)
         return mcr__submit(p, q, NULL, 0, cb, arg, err);
     if (!mcr__is_read_op(q->op) || q->op == MCR_OP_GAT || q->op == MCR_OP_GATS)
