@@ -207,8 +207,10 @@ typedef enum mcr_migration_phase {
     MCR_MIGRATION_SWITCHED = 3, /* `to` is the pool's snapshot: reads that
                                    miss at a new owner fall back to the old */
     MCR_MIGRATION_GRACE = 4,    /* as SWITCHED, until grace_until */
-    MCR_MIGRATION_DONE = 5,     /* the transition ended */
-    MCR_MIGRATION_ABORTED = 6   /* given up; the transition ended */
+    MCR_MIGRATION_CLOSING = 5,  /* a miss at a new owner is the answer;
+                                   writes still reach both owners */
+    MCR_MIGRATION_DONE = 6,     /* the transition ended */
+    MCR_MIGRATION_ABORTED = 7   /* given up; the transition ended */
 } mcr_migration_phase;
 
 /* The longest migration id: hex digits (lower-case), 1 to this many. */
@@ -249,7 +251,8 @@ MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
  * migrate --etcd runs one): the moving keys are copied to their new owners
  * while every process writes them to both owners, then the new epoch is
  * published while every process reads a miss at a new owner from the old
- * one, and after a grace period the processes stop. It is recorded at
+ * one, and after a grace period the processes stop reading the old
+ * owners, then stop writing them. It is recorded at
  * PREFIX NAME /migration, one JSON object:
  *
  *   {"id": "9f3c0a51d2e47b86", "phase": "copying",
@@ -262,13 +265,19 @@ MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
  *
  * "from" and "to" are canonical snapshot texts (mcr_snapshot_text()),
  * "updated" and "grace_until" Unix times in ms. The phases run
- * planned -> copying -> switched -> grace -> done; aborted ends a migration
- * given up. Followers (mcr_fleet_follow()) watch the record with the
- * snapshot key: copying, switched and grace set (from, to) as the router's
- * transition (mcr_router_set_transition(), no grace time of its own,
- * MCR_TRANSITION_WARM when "warm"), once per record id and pair of
- * snapshots (not at every progress update); done, aborted or a deleted record
- * end it (mcr_router_end_transition()). The switch stores the snapshot
+ * planned -> copying -> switched -> grace -> closing -> done; aborted ends
+ * a migration given up. Followers (mcr_fleet_follow()) watch the record
+ * with the snapshot key: copying, switched and grace set (from, to) as the
+ * router's transition (mcr_router_set_transition(), no grace time of its
+ * own, MCR_TRANSITION_WARM when "warm"), once per record id and pair of
+ * snapshots (not at every progress update); closing sets it again with
+ * MCR_TRANSITION_CLOSING (no more reads at the old owners, writes still
+ * reach them); done, aborted or a deleted record end it
+ * (mcr_router_end_transition()). Closing comes between the grace and the
+ * end because processes adopt a phase one after the other: a process that
+ * ended its transition deletes a key at its new owner only, and one still
+ * in the grace would read the old owner's copy on its miss there; once
+ * every process is closing, none reads an old owner. The switch stores the snapshot
  * `to` and the phase switched in one etcd transaction, and a follower sets
  * a transition before it adopts a snapshot of the same revision, so the
  * switch is never a moment without the transition. Each follower writes
@@ -278,7 +287,7 @@ MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
  * "rollback": true is the way back of a migration aborted after its
  * switch: `from` is the snapshot it switched to, `to` the servers it came
  * from as the next epoch (epochs only rise); its phases are copying,
- * switched and aborted.
+ * switched, closing and aborted.
  *
  * Every read of a record (these calls and every follower) checks it
  * strictly: a JSON object with every field above and no other, each of its
@@ -295,8 +304,8 @@ MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
  * (MCR_ERR_INVALID) and an epoch at most 2^32 above it (MCR_ERR_RANGE); and
  * it must be about the pool's snapshot, the one the follower holds (or,
  * when it reads the pool, the one read with the record), by epoch and checksum
- * (MCR_ERR_STALE): in planned and copying that is `from`, in switched and
- * grace `to`, or still `from` (a follower handles the switch's record
+ * (MCR_ERR_STALE): in planned and copying that is `from`, in switched,
+ * grace and closing `to`, or still `from` (a follower handles the switch's record
  * before its snapshot, see above); done and aborted are not held to it
  * (they end a transition). A record of the migration a follower adopted
  * last, with the same id and the same two snapshots (a progress update,

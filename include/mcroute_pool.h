@@ -51,7 +51,8 @@
  *     (MCR_TRANSITION_WARM has no effect): such a copy could be read by
  *     another process before anything could check it against a delete
  *     acknowledged meanwhile. The copy before the switch brings the keys
- *     (mcroute_migrate.h);
+ *     (mcroute_migrate.h). Closing (MCR_TRANSITION_CLOSING set), a miss at
+ *     the current owner is the result;
  *   - writes reach both owners, in both phases. A set goes to both at
  *     once. Every other write (add, replace, append, prepend, cas, delete,
  *     touch, incr, decr, and gat and gats, which touch) goes to the
@@ -66,7 +67,9 @@
  *         while copying, the other's copy (at the owner in `to`) is
  *         deleted: it can only be older; once switched, the key may not
  *         have reached the current owner: the command goes to the owner in
- *         `from`, whose answer is the result (via_previous = 1);
+ *         `from`, whose answer is the result (via_previous = 1); closing
+ *         (MCR_TRANSITION_CLOSING), the owner in `from`'s copy is deleted:
+ *         the closing processes no longer read it there;
  *       anything else (an add finding a value, a cas finding another
  *       CAS): the other is not written.
  *     The callback runs once both answered; if the other owner failed (an
@@ -84,7 +87,12 @@
  * switch one after the other), never reads a value older than an
  * acknowledged write, nor a value whose delete was acknowledged. (Writes
  * to one key from two processes at once have no order between them, and
- * may leave the two owners with different values.)
+ * may leave the two owners with different values.) The end is the other
+ * moment processes differ: one that ended its transition writes only the
+ * current owner, so one still reading misses at the previous owner could
+ * read there a value that the first deleted; hence the closing step, no
+ * reads at the previous owner while writes still reach it, which a fleet
+ * takes before it ends the transition (mcroute_fleet.h, Migrations).
  * The pool keeps connections to the servers only the other snapshot names
  * (mcr_server_stats.transition_only) until the transition ends. Its extra
  * requests count in mcr_pool_pending() and complete before

@@ -473,12 +473,23 @@ MCR_EXTERN int mcr_router_remove_hook(mcr_router *router, mcr_router_hook fn, vo
  *                               whose owner in `from` differs is read there
  *                               (served from there, never written to the
  *                               current owner); writes reach both.
+ *   E >= to.epoch, flag         MCR_PHASE_CLOSING: as switched, but a miss
+ *   MCR_TRANSITION_CLOSING      is the answer (no read at the old owner);
+ *                               writes still reach both, and one that
+ *                               misses at the current owner deletes the
+ *                               old owner's copy.
  *   E < from.epoch              not in force.
  *
  * So a resize is: mcr_router_set_transition(from, to) while `from` is
  * current, copy the moving keys (mcroute_migrate.h), mcr_router_publish(to)
  * (the switch: no moment without the transition), and after a grace period
- * (grace_ms, or mcr_router_end_transition()) the transition ends. A router
+ * (grace_ms, or mcr_router_end_transition()) the transition ends. Where
+ * other processes follow the same resize at their own pace (a fleet), the
+ * end takes one more step: the transition set again with
+ * MCR_TRANSITION_CLOSING, and ended only once every process has it; a
+ * process that ended its transition writes the new owners only, and one
+ * still reading misses at the old owners would find there a copy that the
+ * first deleted at the new owner (mcroute_fleet.h, phase closing). A router
  * holds at most one transition; it is not part of a snapshot, not
  * published in an epoch and calls no hook; mcr_router_generation() moves
  * when it is set or ended, so pools adopt it at their next request. */
@@ -490,11 +501,14 @@ MCR_EXTERN int mcr_router_remove_hook(mcr_router *router, mcr_router_hook fn, vo
                                   another process before its check removed it
                                   after a delete, so nothing read there is
                                   written (mcroute_pool.h, Transitions) */
+#define MCR_TRANSITION_CLOSING 2u /* once switched, reads no longer fall back
+                                     to the old owner (MCR_PHASE_CLOSING) */
 
 typedef enum mcr_transition_phase {
     MCR_PHASE_NONE = 0,
     MCR_PHASE_COPYING = 1,
-    MCR_PHASE_SWITCHED = 2
+    MCR_PHASE_SWITCHED = 2,
+    MCR_PHASE_CLOSING = 3
 } mcr_transition_phase;
 
 /* A transition as mcr_router_transition() reports it. */
@@ -541,7 +555,7 @@ MCR_EXTERN void mcr_transition_clear(mcr_transition *t);
  * transition. Pure. */
 MCR_EXTERN mcr_transition_phase mcr_transition_phase_at(const mcr_transition *t, uint64_t epoch);
 
-/* mcr_transition_phase_name: "none", "copying", "switched"; "unknown" for
+/* mcr_transition_phase_name: "none", "copying", "switched", "closing"; "unknown" for
  * other values. A static string. */
 MCR_EXTERN const char *mcr_transition_phase_name(mcr_transition_phase phase);
 

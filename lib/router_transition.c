@@ -44,7 +44,7 @@ int mcr_router_set_transition(mcr_router *router, const mcr_snapshot *from,
                           "a transition goes to a higher epoch: from epoch %llu to epoch %llu",
                           (unsigned long long)mcr_snapshot_epoch(from),
                           (unsigned long long)mcr_snapshot_epoch(to));
-    if ((flags & ~MCR_TRANSITION_WARM) != 0)
+    if ((flags & ~(MCR_TRANSITION_WARM | MCR_TRANSITION_CLOSING)) != 0)
         return mcr__error(err, MCR_ERR_INVALID, "unknown transition flags 0x%x", flags);
     if (grace_ms > UINT64_MAX / 2000000u)
         grace_ms = UINT64_MAX / 2000000u;
@@ -119,7 +119,7 @@ mcr_transition_phase mcr_transition_phase_at(const mcr_transition *t, uint64_t e
     if (t == NULL || t->from == NULL || t->to == NULL)
         return MCR_PHASE_NONE;
     if (epoch >= mcr_snapshot_epoch(t->to))
-        return MCR_PHASE_SWITCHED;
+        return (t->flags & MCR_TRANSITION_CLOSING) ? MCR_PHASE_CLOSING : MCR_PHASE_SWITCHED;
     if (epoch >= mcr_snapshot_epoch(t->from))
         return MCR_PHASE_COPYING;
     return MCR_PHASE_NONE;
@@ -134,6 +134,8 @@ const char *mcr_transition_phase_name(mcr_transition_phase phase)
         return "copying";
     case MCR_PHASE_SWITCHED:
         return "switched";
+    case MCR_PHASE_CLOSING:
+        return "closing";
     }
     return "unknown";
 }

@@ -43,9 +43,9 @@
 #define CK_PROCS_MAX 8
 #define CK_NOTES 10
 #define CK_NOTE_LEN 300
-/* mcr_migration_phase values 0..6: counts are kept by the phase the
+/* mcr_migration_phase values 0..7: counts are kept by the phase the
  * counting process had adopted when it sent the request. */
-#define CK_PHASES 7
+#define CK_PHASES 8
 
 /* What a read or a write found, as ck_check() tells it. */
 enum { CK_OK = 0, CK_OLDER = 1, CK_MISSING = 2, CK_UNCHECKED = 3 };

@@ -534,7 +534,7 @@ static void write_cb(const mcr_result *res, void *arg)
         own_set(o, s->present, s->numeric, s->val, s->len);
         o->reset = 0;
     } else if (s->op == MCR_OP_TOUCH && res->reply == MCR_REPLY_MISS &&
-               s->phase >= MCR_MIGRATION_COPYING && s->phase <= MCR_MIGRATION_GRACE) {
+               s->phase >= MCR_MIGRATION_COPYING && s->phase <= MCR_MIGRATION_CLOSING) {
         /* the current owner's answer, while the key may be at the other
          * one only (copied, or written there since): not a loss by itself;
          * the reads tell whether it is still there */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_cli_migrate_fleet.c: mcroute migrate --etcd against a real etcd and real memcached servers, with followers in the test process: a full 4 -> 5 migration without a miss, a run killed during the copy and resumed, a laggard named, aborts from copying and after the switch, a second run refused, members status, bad arguments. */
+/* test_cli_migrate_fleet.c: mcroute migrate --etcd against a real etcd and real memcached servers, with followers in the test process: a full 4 -> 5 migration without a miss, a run killed during the copy and resumed, a laggard named, the end held in closing by a client in the grace, aborts from copying and after the switch, a second run refused, members status, bad arguments. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -316,14 +316,16 @@ START_TEST(full_migration)
                       strstr(r.out, "{\"phase\": \"copying\", \"clients\": 2") &&
                       strstr(r.out, "{\"phase\": \"switched\", \"clients\": 2") &&
                       strstr(r.out, "{\"phase\": \"grace\", \"clients\": 2") &&
+                      strstr(r.out, "{\"phase\": \"closing\", \"clients\": 2") &&
                       strstr(r.out, "{\"phase\": \"done\", \"clients\": 2"),
                   "steps: %s", r.out);
     run_free(&r);
-    /* the followers: the transition set once, ended, at epoch 2 */
+    /* the followers: the transition set at copying and again at closing,
+     * ended, at epoch 2 */
     follower *fs[2] = {&a, &b};
     for (int i = 0; i < 2; i++) {
         wait_kind(fs[i], MCR_FLEET_TRANSITION_END, 1, "done");
-        ck_assert_uint_eq(fe_count(&fs[i]->rec, MCR_FLEET_TRANSITION), 1);
+        ck_assert_uint_eq(fe_count(&fs[i]->rec, MCR_FLEET_TRANSITION), 2);
         ck_assert_uint_eq(mcr_router_epoch(fs[i]->router), 2);
         ck_assert_int_eq(has_transition(fs[i]), 0);
     }
@@ -425,7 +427,7 @@ START_TEST(interrupted_resumed)
     ck_assert_uint_ge(m.progress.moved, moved); /* counted per source as they are listed */
     mcr_migration_clear(&m);
     wait_kind(&a, MCR_FLEET_TRANSITION_END, 1, "done");
-    ck_assert_uint_eq(fe_count(&a.rec, MCR_FLEET_TRANSITION), 1);
+    ck_assert_uint_eq(fe_count(&a.rec, MCR_FLEET_TRANSITION), 2); /* copying, closing */
     ck_assert_uint_eq(misses(&o), 0);
     unfollow(&a);
 }
@@ -535,6 +537,75 @@ START_TEST(laggard_then_abort_switched)
 }
 END_TEST
 
+/* The end waits for everybody to stop reading the old owners: a client
+ * stopped in the grace holds the migration in closing (the others no
+ * longer read the old owners but still write them), never done. Each run
+ * of migrate advances one step while the laggard is stopped at the
+ * record's phase, then fails naming it. */
+START_TEST(closing_waits)
+{
+    mcr_fleet_options o;
+    follower a;
+    start(&o, "web");
+    set_keys("web", "closing");
+    follow(&a, &o, "app-a");
+    pid_t w = bg_start(path_of("watch.log"),
+                       ARGS("watch", "--etcd", g_ep, "--pool", "web", "--client-id", "slowpoke"));
+    wait_client(&o, "slowpoke", MCR_MIGRATION_NONE);
+    const char *const expect[] = {"step switched", "step grace", "step closing"};
+    for (int i = 0; i < 3; i++) {
+        mcr_migration_phase at = (mcr_migration_phase)(MCR_MIGRATION_COPYING + i);
+        const char *log = path_of("run.log");
+        if (i > 0) { /* stopped where the record is, before the run */
+            ck_assert_int_eq(kill(w, SIGCONT), 0);
+            wait_client(&o, "slowpoke", at);
+            ck_assert_int_eq(kill(w, SIGSTOP), 0);
+        }
+        pid_t pid = bg_start(log, ARGS("migrate", "--etcd", g_ep, "--pool", "web", "--rate",
+                                       "100", "--grace", "0.2", "--wait", "1", g_list5));
+        if (i == 0) { /* stopped during the copy (2 s) */
+            wait_client(&o, "slowpoke", at);
+            ck_assert_int_eq(kill(w, SIGSTOP), 0);
+        }
+        int st = bg_wait(pid, mcr_test_ms(60000));
+        char *out = tu_read_file(log, NULL);
+        ck_assert_msg(st == 1 && strstr(out, expect[i]) && strstr(out, "slowpoke ("),
+                      "run %d: status %d: %s", i, st, out);
+        free(out);
+        mcr_migration m;
+        record(&o, &m);
+        ck_assert_int_eq(m.phase, at + 1);
+        mcr_migration_clear(&m);
+    }
+    /* app-a is closing: its transition says so; slowpoke is still in the
+     * grace and nobody has ended */
+    wait_client(&o, "app-a", MCR_MIGRATION_CLOSING);
+    mcr_transition t;
+    ck_assert_int_eq(mcr_router_transition(a.router, &t), MCR_OK);
+    ck_assert_uint_eq(t.flags & MCR_TRANSITION_CLOSING, MCR_TRANSITION_CLOSING);
+    ck_assert_int_eq(mcr_transition_phase_at(&t, mcr_router_epoch(a.router)), MCR_PHASE_CLOSING);
+    mcr_transition_clear(&t);
+    ck_assert_uint_eq(fe_count(&a.rec, MCR_FLEET_TRANSITION_END), 0);
+    mcr_fleet_client c;
+    ck_assert(fe_client(&o, "slowpoke", &c, NULL, 0));
+    ck_assert_int_eq(c.migration_phase, MCR_MIGRATION_GRACE);
+
+    ck_assert_int_eq(kill(w, SIGCONT), 0);
+    run r = run_cli_deadline(NULL, 0, ARGS("migrate", "--etcd", g_ep, "--pool", "web", g_list5),
+                             RUN_MS);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "closing: adopted by 2 clients") &&
+                      strstr(r.out, "done: adopted by 2 clients"),
+                  "the last run: %d\n%s\n%s", r.status, r.out, r.err);
+    run_free(&r);
+    wait_kind(&a, MCR_FLEET_TRANSITION_END, 1, "done");
+    ck_assert_int_eq(has_transition(&a), 0);
+    wait_client(&o, "slowpoke", MCR_MIGRATION_DONE);
+    ck_assert_uint_eq(misses(&o), 0);
+    bg_kill(w);
+    unfollow(&a);
+}
+END_TEST
+
 START_TEST(bad_arguments)
 {
     mcr_fleet_options o;
@@ -606,6 +677,7 @@ static Suite *suite(void)
         {"interrupted_resumed", interrupted_resumed},
         {"abort_copying", abort_copying},
         {"laggard_then_abort_switched", laggard_then_abort_switched},
+        {"closing_waits", closing_waits},
         {"bad_arguments", bad_arguments},
     };
     tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), 180, teardown);

@@ -626,20 +626,22 @@ static void report(ctx *x)
            "%d migrate runs\n",
            x->name, x->fired, x->grow ? "4" : "5", x->grow ? "5" : "4", g_mode.keys, x->moved,
            (unsigned long long)x->copied, (unsigned long long)x->skipped, x->runs);
-    printf("checker %s: writes by phase: none %llu, copying %llu, switched %llu, grace %llu, done "
-           "%llu; older values: reads %llu, writes %llu, fresh follower %llu, owners %llu; "
+    printf("checker %s: writes by phase: none %llu, copying %llu, switched %llu, grace %llu, "
+           "closing %llu, done %llu; older values: reads %llu, writes %llu, fresh follower %llu, owners %llu; "
            "missing keys: reads %llu, writes %llu, fresh follower %llu, owners %llu\n",
            x->name, (unsigned long long)tot.writes_in[MCR_MIGRATION_NONE],
            (unsigned long long)tot.writes_in[MCR_MIGRATION_COPYING],
            (unsigned long long)tot.writes_in[MCR_MIGRATION_SWITCHED],
            (unsigned long long)tot.writes_in[MCR_MIGRATION_GRACE],
+           (unsigned long long)tot.writes_in[MCR_MIGRATION_CLOSING],
            (unsigned long long)tot.writes_in[MCR_MIGRATION_DONE],
            (unsigned long long)tot.older_reads, (unsigned long long)tot.older_writes,
            (unsigned long long)x->final_older, (unsigned long long)x->owner_older,
            (unsigned long long)tot.missing_reads, (unsigned long long)tot.missing_writes,
            (unsigned long long)x->final_missing, (unsigned long long)x->owner_missing);
     printf("checker %s: violations by phase (older/missing): planned %llu/%llu, copying "
-           "%llu/%llu, switched %llu/%llu, grace %llu/%llu, done %llu/%llu; reads via the "
+           "%llu/%llu, switched %llu/%llu, grace %llu/%llu, closing %llu/%llu, done %llu/%llu; "
+           "reads via the "
            "previous owner %llu, read errors %llu (final %llu), unchecked %llu, failed writes "
            "%llu; copies seen at new owners %llu, of them stale %llu; touches answered miss in "
            "a transition %llu\n",
@@ -648,6 +650,7 @@ static void report(ctx *x)
            (unsigned long long)tot.older_in[3], (unsigned long long)tot.missing_in[3],
            (unsigned long long)tot.older_in[4], (unsigned long long)tot.missing_in[4],
            (unsigned long long)tot.older_in[5], (unsigned long long)tot.missing_in[5],
+           (unsigned long long)tot.older_in[6], (unsigned long long)tot.missing_in[6],
            (unsigned long long)tot.via_previous, (unsigned long long)tot.read_errors,
            (unsigned long long)x->final_errors, (unsigned long long)tot.unchecked,
            (unsigned long long)tot.failed,

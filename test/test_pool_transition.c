@@ -111,6 +111,16 @@ static int raw_get(env *e, const char *id, const char *key, char *val, size_t ca
     return r;
 }
 
+/* Delete key at server `id` (an env server), which must hold it. */
+static void raw_delete(env *e, const char *id, const char *key)
+{
+    char line[300], reply[64];
+    snprintf(line, sizeof(line), "delete %s", key);
+    ck_assert_int_eq(rs_mc_command(raw_fd(e, env_index(e, id)), line, reply, sizeof(reply), IO_MS),
+                     0);
+    ck_assert_str_eq(reply, "DELETED");
+}
+
 /* ================================================================== router API */
 
 START_TEST(test_router_api)
@@ -160,6 +170,15 @@ START_TEST(test_router_api)
     ck_assert_str_eq(mcr_transition_phase_name(MCR_PHASE_COPYING), "copying");
     ck_assert_str_eq(mcr_transition_phase_name(MCR_PHASE_SWITCHED), "switched");
     ck_assert_str_eq(mcr_transition_phase_name(MCR_PHASE_NONE), "none");
+    ck_assert_str_eq(mcr_transition_phase_name(MCR_PHASE_CLOSING), "closing");
+    {
+        mcr_transition tc = t;
+        tc.flags = MCR_TRANSITION_CLOSING;
+        ck_assert_int_eq(mcr_transition_phase_at(&tc, 0), MCR_PHASE_NONE);
+        ck_assert_int_eq(mcr_transition_phase_at(&tc, 1), MCR_PHASE_COPYING);
+        ck_assert_int_eq(mcr_transition_phase_at(&tc, 2), MCR_PHASE_CLOSING);
+        ck_assert_int_eq(mcr_transition_phase_at(&tc, 9), MCR_PHASE_CLOSING);
+    }
     ck_assert_str_eq(mcr_transition_phase_name((mcr_transition_phase)7), "unknown");
     mcr_transition_clear(&t);
     mcr_transition_clear(NULL);
@@ -570,6 +589,166 @@ START_TEST(test_no_older_value)
 }
 END_TEST
 
+/* The end of a transition, processes at different steps of it: ra still
+ * switched (reads fall back), rb closing, rc ended. An ended process
+ * deleting at the new owner only lets a switched one read the old copy
+ * (the hazard the closing step is for); a closing one reads no old owner
+ * and keeps the old owners in step with its writes, so a switched one
+ * reads nothing older than what it acknowledged. */
+static mcr_pool *pool_on(env *e, const mcr_snapshot *cur, const mcr_snapshot *a,
+                         const mcr_snapshot *b, unsigned flags, mcr_router **r)
+{
+    mcr_pool *p = NULL;
+    mcr_pool_options o;
+    opts_init(&o);
+    ck_assert_int_eq(mcr_router_new(cur, r, NULL), MCR_OK);
+    if (a != NULL)
+        ck_assert_int_eq(mcr_router_set_transition(*r, a, b, 0, flags, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_pool_new(e->base, *r, &o, &p, NULL), MCR_OK);
+    return p;
+}
+
+START_TEST(test_closing)
+{
+    env e;
+    char key[32], got[256];
+    env_init_k(&e, 5, 4, NULL);
+    mcr_snapshot *a = mcr_router_current(e.router);
+    mcr_snapshot *b = env_snapshot_at(&e, 5, NULL, 2);
+    mcr_router *ra, *rb, *rc;
+    mcr_pool *pa = pool_on(&e, b, a, b, 0, &ra);
+    mcr_pool *pb = pool_on(&e, b, a, b, MCR_TRANSITION_CLOSING, &rb);
+    mcr_pool *pc = pool_on(&e, b, NULL, NULL, 0, &rc);
+    mcr_transition t;
+    ck_assert_int_eq(mcr_router_transition(rb, &t), MCR_OK);
+    ck_assert_int_eq(mcr_transition_phase_at(&t, 2), MCR_PHASE_CLOSING);
+    mcr_transition_clear(&t);
+    /* moved keys, each on both owners ("both"), as after the copy */
+    enum { NK = 40 };
+    char keys[NK][32];
+    int n = 0;
+    for (int k = 0; n < NK; k++) {
+        snprintf(key, sizeof(key), "cl:%d", k);
+        if (strcmp(owner_in(a, key), owner_in(b, key)) == 0)
+            continue;
+        snprintf(keys[n++], sizeof(keys[0]), "%s", key);
+        cap c = run1(&e, pa, req(MCR_OP_SET, key, "both", 0, 0));
+        ck_assert_int_eq(c.reply, MCR_REPLY_STORED);
+    }
+    /* the hazard: an ended process deletes at the new owner only; a
+     * switched one reads the old copy */
+    cap c = run1(&e, pc, req(MCR_OP_DELETE, keys[0], NULL, 0, 0));
+    ck_assert_int_eq(c.reply, MCR_REPLY_DELETED);
+    c = run1(&e, pa, req(MCR_OP_GET, keys[0], NULL, 0, 0));
+    ck_assert_msg(c.reply == MCR_REPLY_HIT && c.via_previous == 1,
+                  "the switched pool read %s at the old owner: %s", keys[0],
+                  mcr_reply_name(c.reply));
+    /* closing: a miss at the new owner is the answer, nothing is read at
+     * the old one */
+    c = run1(&e, pb, req(MCR_OP_GET, keys[0], NULL, 0, 0));
+    ck_assert_int_eq(c.reply, MCR_REPLY_MISS);
+    ck_assert_int_eq(c.via_previous, 0);
+    ck_assert_str_eq(c.server, owner_in(b, keys[0]));
+    uint64_t fb = 0;
+    for (int i = 0; i < 5; i++) {
+        mcr_server_stats st;
+        ck_assert_int_eq(stats_of(pb, e.id[i], &st), 0);
+        fb += st.fallback_reads;
+    }
+    ck_assert_uint_eq(fb, 0);
+    /* a closing multi-get does not fall back either: keys[0] misses, the
+     * others hit at their new owners */
+    mtrack *m = mt_new(&e.t, 8);
+    for (int k = 0; k < 8; k++)
+        mt_add(m, keys[k], strlen(keys[k]));
+    e.t.raw_values = 1;
+    m->check_value = 0;
+    ck_assert_int_eq(submit_multi(&e, pb, m, MCR_OP_GET), MCR_OK);
+    ck_assert(run_until(&e, c_mt_done, m, 20000));
+    mt_check(m);
+    ck_assert_int_eq(m->done_status, MCR_OK);
+    ck_assert_int_eq(m->hits, 7);
+    mt_free(m);
+    for (int i = 0; i < 5; i++) {
+        mcr_server_stats st;
+        ck_assert_int_eq(stats_of(pb, e.id[i], &st), 0);
+        ck_assert_uint_eq(st.fallback_reads, 0);
+    }
+    /* closing writes reach both owners: a delete, a set */
+    c = run1(&e, pb, req(MCR_OP_DELETE, keys[1], NULL, 0, 0));
+    ck_assert_int_eq(c.reply, MCR_REPLY_DELETED);
+    ck_assert_int_eq(raw_get(&e, owner_in(a, keys[1]), keys[1], got, sizeof(got)), 0);
+    ck_assert_int_eq(raw_get(&e, owner_in(b, keys[1]), keys[1], got, sizeof(got)), 0);
+    c = run1(&e, pa, req(MCR_OP_GET, keys[1], NULL, 0, 0));
+    ck_assert_int_eq(c.reply, MCR_REPLY_MISS);
+    c = run1(&e, pb, req(MCR_OP_SET, keys[2], "new", 0, 0));
+    ck_assert_int_eq(c.reply, MCR_REPLY_STORED);
+    ck_assert_int_eq(raw_get(&e, owner_in(a, keys[2]), keys[2], got, sizeof(got)), 1);
+    ck_assert_str_eq(got, "new");
+    ck_assert_int_eq(raw_get(&e, owner_in(b, keys[2]), keys[2], got, sizeof(got)), 1);
+    ck_assert_str_eq(got, "new");
+    /* a closing write that misses at the new owner (the key never got
+     * there) deletes the old owner's copy: a switched reader then misses
+     * as a closing one does */
+    raw_delete(&e, owner_in(b, keys[3]), keys[3]);
+    c = run1(&e, pb, req(MCR_OP_APPEND, keys[3], "+x", 0, 0));
+    ck_assert_int_eq(c.reply, MCR_REPLY_NOT_STORED);
+    ck_assert_int_eq(c.via_previous, 0);
+    ck_assert_int_eq(raw_get(&e, owner_in(a, keys[3]), keys[3], got, sizeof(got)), 0);
+    c = run1(&e, pa, req(MCR_OP_GET, keys[3], NULL, 0, 0));
+    ck_assert_int_eq(c.reply, MCR_REPLY_MISS);
+    /* the same miss switched goes to the old owner (its answer) */
+    raw_delete(&e, owner_in(b, keys[4]), keys[4]);
+    c = run1(&e, pa, req(MCR_OP_APPEND, keys[4], "+x", 0, 0));
+    ck_assert_int_eq(c.reply, MCR_REPLY_STORED);
+    ck_assert_int_eq(c.via_previous, 1);
+
+    /* mixed traffic, switched and closing: nothing older than the last
+     * acknowledged write */
+    tu_rng rng;
+    tu_rng_init(&rng, 2718);
+    mcr_pool *pools[2] = {pa, pb};
+    int last[NK];
+    for (int i = 0; i < NK; i++)
+        last[i] = -1; /* "both" or anything before: not checked */
+    int stale = 0;
+    for (int round = 0; round < 1500; round++) {
+        int i = 5 + (int)tu_below(&rng, NK - 5);
+        mcr_pool *w = pools[tu_below(&rng, 2)];
+        if (tu_below(&rng, 3) == 0) {
+            char val[32];
+            snprintf(val, sizeof(val), "g%d", round);
+            int del = tu_below(&rng, 3) == 0;
+            c = run1(&e, w, req(del ? MCR_OP_DELETE : MCR_OP_SET, keys[i], val, 0, 0));
+            ck_assert_int_eq(c.status, MCR_OK);
+            last[i] = del ? -2 : round;
+        } else {
+            c = run1(&e, w, req(MCR_OP_GET, keys[i], NULL, 0, 0));
+            ck_assert_int_eq(c.status, MCR_OK);
+            char want[32];
+            snprintf(want, sizeof(want), "g%d", last[i]);
+            if (c.reply == MCR_REPLY_HIT &&
+                (last[i] == -2 || (last[i] >= 0 && strcmp(c.value, want) != 0)))
+                stale++;
+            if (c.reply == MCR_REPLY_MISS && last[i] >= 0)
+                stale++;
+        }
+    }
+    ck_assert_msg(stale == 0, "%d reads not the last acknowledged write", stale);
+    WAIT_IDLE(&e, 20000);
+    mcr_pool_free(pa);
+    mcr_pool_free(pb);
+    mcr_pool_free(pc);
+    mcr_router_free(ra);
+    mcr_router_free(rb);
+    mcr_router_free(rc);
+    mcr_snapshot_unref(a);
+    mcr_snapshot_unref(b);
+    tally_ok(&e);
+    env_free(&e);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pool_transition");
@@ -579,6 +758,7 @@ static Suite *suite(void)
     PE_ADD(s, cold_grace_multiget);
     PE_ADD(s, dual_writes);
     PE_ADD(s, no_older_value);
+    PE_ADD(s, closing);
     return s;
 }
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* migrate_fleet.c: mcroute migrate --etcd URLS --pool NAME NEW: a migration recorded in etcd, run step by step (planned, copying, switched, grace, done), each step waiting for every registered client; resumed by running it again; --abort rolls back. */
+/* migrate_fleet.c: mcroute migrate --etcd URLS --pool NAME NEW: a migration recorded in etcd, run step by step (planned, copying, switched, grace, closing, done), each step waiting for every registered client; resumed by running it again; --abort rolls back. */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -519,6 +519,20 @@ static int plan_rollback(ctx *c)
     return write_record(c, MCR_MIGRATION_COPYING, "aborted after the switch: rolling back");
 }
 
+/* The end, after the switch (and the grace, going forward): closing, so
+ * that no client reads an old owner any more, then done (aborted for a
+ * rollback), so that they stop writing there. Ending at once would let a
+ * client that ended delete a key at its new owner only while another,
+ * still reading misses at the old owners, finds the old copy there. */
+static int finish(ctx *c)
+{
+    int rc = step(c, MCR_MIGRATION_CLOSING, "closing");
+    if (rc != EXIT_SUCCESS)
+        return rc;
+    return step(c, c->m.rollback ? MCR_MIGRATION_ABORTED : MCR_MIGRATION_DONE,
+                c->m.rollback ? "aborted: rolled back" : "done");
+}
+
 /* The way forward from the record's phase. */
 static int run_forward(ctx *c, double rate, unsigned timeout_ms)
 {
@@ -544,7 +558,7 @@ static int run_forward(ctx *c, double rate, unsigned timeout_ms)
                 EXIT_SUCCESS)
             return rc;
         if (c->m.rollback)
-            return step(c, MCR_MIGRATION_ABORTED, "aborted: rolled back");
+            return finish(c);
         c->m.grace_until = unix_ms() + c->m.grace_ms;
         if ((rc = step(c, MCR_MIGRATION_GRACE, "grace")) != EXIT_SUCCESS)
             return rc;
@@ -559,7 +573,12 @@ static int run_forward(ctx *c, double rate, unsigned timeout_ms)
         if (g_stop)
             return give_up(c, "interrupted in the grace period (run the command again to "
                               "finish it)");
-        return step(c, MCR_MIGRATION_DONE, "done");
+        return finish(c);
+    case MCR_MIGRATION_CLOSING:
+        if (c->nsteps == 0 && (rc = wait_step(c, MCR_MIGRATION_CLOSING, 0)) != EXIT_SUCCESS)
+            return rc;
+        return step(c, c->m.rollback ? MCR_MIGRATION_ABORTED : MCR_MIGRATION_DONE,
+                    c->m.rollback ? "aborted: rolled back" : "done");
     default:
         return give_up(c, "the migration is %s already", mcr_migration_phase_name(c->m.phase));
     }

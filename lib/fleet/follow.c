@@ -181,8 +181,8 @@ static const char *snap_name(char *buf, size_t cap, const mcr_snapshot *s)
  * set). Its two snapshots must have the same placement parameters
  * (MCR_ERR_INVALID) and epochs at most 2^32 apart (MCR_ERR_RANGE, as for a
  * snapshot). Then what it would set must be the pool's (MCR_ERR_STALE):
- * in planned and copying, `from` is the pool's snapshot; in switched and
- * grace, `to` is, or still `from` (in the switch's watch response the
+ * in planned and copying, `from` is the pool's snapshot; in switched,
+ * grace and closing, `to` is, or still `from` (in the switch's watch response the
  * record is handled before the snapshot: see on_line). done and aborted
  * only end a transition, after which the pool may move on. A record of the
  * migration adopted last, with the same snapshots (a progress update, the
@@ -228,6 +228,7 @@ static int check_migration(mcr_fleet *f, const mcr_migration *m, const mcr_snaps
         break;
     case MCR_MIGRATION_SWITCHED:
     case MCR_MIGRATION_GRACE:
+    case MCR_MIGRATION_CLOSING:
         if (!same_snapshot(m->to, basis) && !same_snapshot(m->from, basis))
             return mcr__error(err, MCR_ERR_STALE,
                               "etcd key %s (revision %llu): phase %s to %s, but the pool's "
@@ -244,8 +245,9 @@ static int check_migration(mcr_fleet *f, const mcr_migration *m, const mcr_snaps
 }
 
 /* Adopt a checked migration record (read at `revision`): copying, switched
- * and grace set its transition, once per id and pair of snapshots; done and
- * aborted end it; planned ends one of another migration. */
+ * and grace set its transition, once per id and pair of snapshots, and
+ * closing once more with MCR_TRANSITION_CLOSING; done and aborted end it;
+ * planned ends one of another migration. */
 static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revision)
 {
     uint64_t fe = mcr_snapshot_epoch(m->from), te = mcr_snapshot_epoch(m->to);
@@ -254,11 +256,14 @@ static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revis
     case MCR_MIGRATION_COPYING:
     case MCR_MIGRATION_SWITCHED:
     case MCR_MIGRATION_GRACE:
-        if (!same || f->mig_serial == 0) {
+    case MCR_MIGRATION_CLOSING: {
+        int closing = m->phase == MCR_MIGRATION_CLOSING;
+        if (!same || f->mig_serial == 0 || closing != (f->mig_phase == MCR_MIGRATION_CLOSING)) {
             mcr_error err;
             mcr_transition t;
-            int rc = mcr_router_set_transition(f->router, m->from, m->to, 0,
-                                               m->warm ? MCR_TRANSITION_WARM : 0, &err);
+            unsigned flags = (m->warm ? MCR_TRANSITION_WARM : 0) |
+                             (closing ? MCR_TRANSITION_CLOSING : 0);
+            int rc = mcr_router_set_transition(f->router, m->from, m->to, 0, flags, &err);
             if (rc != MCR_OK) {
                 /* not adopted: the client key keeps saying what it was */
                 mcr__follow_report(f, MCR_FLEET_TRANSITION, rc, &err, revision, NULL);
@@ -273,6 +278,7 @@ static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revis
             mcr__follow_report(f, MCR_FLEET_TRANSITION, MCR_OK, NULL, revision, NULL);
         }
         break;
+    }
     case MCR_MIGRATION_PLANNED:
         if (!same)
             end_transition(f, revision);

@@ -8,8 +8,8 @@
 
 #include "fleet_internal.h"
 
-static const char *const phase_names[] = {"none",     "planned", "copying", "switched",
-                                          "grace",    "done",    "aborted"};
+static const char *const phase_names[] = {"none",  "planned", "copying", "switched",
+                                          "grace", "closing", "done",    "aborted"};
 #define NPHASES (sizeof(phase_names) / sizeof(phase_names[0]))
 
 const char *mcr_migration_phase_name(mcr_migration_phase phase)
@@ -155,7 +155,7 @@ static int decode(const reader *r, const json_t *j, mcr_migration *m)
     if (!mcr__migration_phase_parse(json_string_value(ph), &m->phase) ||
         m->phase == MCR_MIGRATION_NONE)
         return bad(r,
-                   "field \"phase\": \"%s\" is not planned, copying, switched, grace, done or "
+                   "field \"phase\": \"%s\" is not planned, copying, switched, grace, closing, done or "
                    "aborted",
                    mcr__quote(q, sizeof(q), json_string_value(ph), json_string_length(ph)));
     if ((rc = get_u64(r, j, "", "from_epoch", &from_epoch)) != MCR_OK ||

@@ -14,7 +14,9 @@
  * Reads. Copying: from the current owner only (the new one is being
  * filled). Switched: from the current owner; on a miss, from the owner in
  * `from`, in meta (for the TTL) whatever the pool's protocol; a hit there
- * is the result (via_previous = 1). Nothing read there is written to the
+ * is the result (via_previous = 1). Closing: from the current owner only,
+ * a miss being the answer (the fleet's last step before the transition
+ * ends, router.h). Nothing read there is written to the
  * current owner: such a copy, however it is checked afterwards, could be
  * read by another process between its add and its check after a delete
  * was acknowledged. The fallback failing leaves the first miss as the
@@ -92,7 +94,10 @@ static mcr__pool_server *server_named(mcr_pool *p, const char *id)
  *             number), its copy is deleted: the two never differ;
  *   missed    (no such key; not stored for replace, append, prepend):
  *             copying: the other's copy (the new owner's) is deleted: it
- *             can only be an older copy. Switched: the key may not have
+ *             can only be an older copy. Closing: the other's copy (the
+ *             old owner's) is deleted: the processes still switched
+ *             would read it on their miss at the new owner, and the
+ *             closing ones no longer read it. Switched: the key may not have
  *             reached the new owner: the command goes to the previous
  *             owner, whose answer is the result (its value is what the
  *             switched phase's fallback reads serve);
