@@ -322,7 +322,7 @@ static memcached_st *ref_new(const char *name, const placement *pl, const server
 static mcr_config *mcr_cfg_new(const char *name, const placement *pl, const server *sv, size_t n)
 {
     mcr_config *cfg = mcr_config_new();
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = cfg ? MCR_OK : MCR_ERR_NOMEM;
 
     for (size_t i = 0; i < n && rc == MCR_OK; i++)
@@ -344,7 +344,7 @@ static mcr_config *mcr_cfg_new(const char *name, const placement *pl, const serv
 static mcr_ring *mcr_ring_of(const char *name, const mcr_config *cfg)
 {
     mcr_ring *ring = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = mcr_ring_new(cfg, &ring, &err);
 
     if (rc != MCR_OK) {

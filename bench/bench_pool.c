@@ -583,7 +583,7 @@ static mcr_router *router_of(mcr_config *cfg, const char *what)
 {
     mcr_snapshot *snap = NULL;
     mcr_router *r = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = mcr_snapshot_new(cfg, 1, &snap, &err);
     if (rc == MCR_OK)
         rc = mcr_router_new(snap, &r, &err);
@@ -601,7 +601,7 @@ static mcr_pool *pool_on(mcr_router *r, unsigned connections, mcr_protocol proto
 {
     mcr_pool_options o;
     mcr_pool *p = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     mcr_pool_options_init(&o);
     o.connections = connections;
@@ -625,7 +625,7 @@ static bool check_placements(const mcr_twem *twem)
 {
     mcr_snapshot *snap = mcr_router_current(W.r_direct);
     mcr_ring *tring = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     size_t lmc_diff = 0, twem_diff = 0;
     int rc = mcr_twem_ring(twem, 0, &tring, &err);
 
@@ -690,7 +690,7 @@ static bool setup(void)
     size_t ylen;
     mcr_twem *twem = NULL;
     mcr_config *cfg = NULL, *pcfg = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int fd;
     bool ok = false;
 

@@ -109,7 +109,7 @@ static mcr_snapshot *initial_snapshot(unsigned n)
 {
     mcr_config *cfg = mcr_config_new();
     mcr_snapshot *snap = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     char host[32];
 
     if (cfg == NULL || mcr_config_set_mode(cfg, MCR_MODE_KETAMA) != MCR_OK) {

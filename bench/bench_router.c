@@ -193,7 +193,7 @@ static void host_of(char *out, size_t cap, size_t i)
 static mcr_config *config_of(const char *name, mcr_mode mode, mcr_hash hash, size_t n)
 {
     mcr_config *cfg = mcr_config_new();
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     char host[32];
     int rc = cfg ? mcr_config_set_mode(cfg, mode) : MCR_ERR_NOMEM;
 
@@ -214,7 +214,7 @@ static mcr_config *config_of(const char *name, mcr_mode mode, mcr_hash hash, siz
 static mcr_snapshot *snapshot_of(const char *name, const mcr_config *cfg, uint64_t epoch)
 {
     mcr_snapshot *s = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = mcr_snapshot_new(cfg, epoch, &s, &err);
     if (rc != MCR_OK) {
         fail(name, "mcr_snapshot_new", err.code ? err.message : mcr_strerror(rc));
@@ -228,7 +228,7 @@ static mcr_snapshot *snapshot_of(const char *name, const mcr_config *cfg, uint64
 static bool timed_add(const char *name, mcr_router *r, const mcr_changes *add,
                       const mcr_changes *del, double *ns)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t t0 = bench_now_ns();
     int rc = mcr_router_apply(r, add, &err);
     *ns = (double)(bench_now_ns() - t0);
@@ -432,7 +432,7 @@ static void case_add_1000(const keyset *ks)
     mcr_snapshot *base = NULL, *inc = NULL, *full = NULL;
     mcr_router *ri = NULL, *rf = NULL;
     mcr_changes *add = NULL, *del = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     char host[32];
     double *tm = NULL, *tr = NULL;
     unsigned reps = opt.big_reps;
@@ -558,7 +558,7 @@ static void case_add_100_lmc(const keyset *ks)
     mcr_router *r = NULL;
     mcr_changes *add = NULL, *del = NULL;
     memcached_st *check = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     char host[32];
     double *tm = NULL, *tr = NULL;
     unsigned reps = opt.small_reps;

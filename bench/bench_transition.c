@@ -300,7 +300,7 @@ static void on_reply(const mcr_result *res, void *arg);
 static int send_req(pass_ctx *pc, slot *s, mcr_op op, size_t i, bool old, bool new_)
 {
     mcr_request q;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     memset(&q, 0, sizeof(q));
     q.op = op;
@@ -582,7 +582,7 @@ static mcr_snapshot *snapshot_of(int nservers, uint64_t epoch)
 {
     mcr_config *cfg = mcr_config_new();
     mcr_snapshot *s = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = cfg ? MCR_OK : MCR_ERR_NOMEM;
     for (int i = 0; i < nservers && rc == MCR_OK; i++)
         rc = mcr_config_add_server(cfg, W.mc[i].addr, W.mc[i].port, 1, &err);
@@ -674,7 +674,7 @@ static bool find_moved_keys(size_t n)
 
 static bool setup(void)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc;
 
     snprintf(W.dir, sizeof W.dir, "/tmp/mcr-bench-tx-XXXXXX");

@@ -85,6 +85,7 @@ static int fail(mcr_error *err, int code, const char *msg)
 {
     if (err != NULL) {
         err->code = code;
+        err->sys_errno = 0;
         snprintf(err->message, sizeof(err->message), "memcached_st: %.230s", msg);
     }
     return code;

@@ -191,7 +191,7 @@ int main(int argc, char **argv)
 
     /* The placement: stable-ketama, where adding a server moves keys only
      * to that server. */
-    mcr_error err = {0, "out of memory"};
+    mcr_error err = {.code = 0, .message = "out of memory"};
     mcr_config *cfg = mcr_config_new();
     mcr_snapshot *snap = NULL;
     mcr_router *router = NULL;

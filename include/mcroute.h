@@ -108,9 +108,12 @@ typedef enum mcr_status {
                                 whose text does not rebuild to the same snapshot */
     MCR_ERR_STALE = -20,     /* a snapshot published, loaded or watched whose epoch is not
                                 above the current one */
-    MCR_ERR_BUSY = -21       /* a call that must not block would have to wait (another
+    MCR_ERR_BUSY = -21,      /* a call that must not block would have to wait (another
                                 writer holds the router, or replaced snapshots await
                                 reclamation); nothing was done, call again later */
+    MCR_ERR_SYSTEM = -22     /* the system refused a resource: a pipe, a thread, a
+                                mutex, an event base (mcr_error.sys_errno keeps errno;
+                                a refusal for want of memory is MCR_ERR_NOMEM) */
 } mcr_status;
 
 /* mcr_strerror: a static, human-readable name for a status code ("invalid
@@ -120,11 +123,13 @@ MCR_EXTERN const char *mcr_strerror(int status);
 
 /* Detailed error report. Caller-owned, usually on the stack. `code` is the
  * returned status, `message` a NUL-terminated sentence naming the problem
- * (truncated to fit). */
+ * (truncated to fit), `sys_errno` the errno value of an MCR_ERR_SYSTEM or
+ * MCR_ERR_NOMEM that came from the system (0 for every other report). */
 #define MCR_ERROR_MESSAGE_SIZE 256
 typedef struct mcr_error {
     int code;
     char message[MCR_ERROR_MESSAGE_SIZE];
+    int sys_errno;
 } mcr_error;
 
 /* ==================================================================== */

@@ -414,8 +414,8 @@ typedef struct mcr_fleet_lock mcr_fleet_lock;
  * mcr_fleet_migration_unlock(). A process that dies loses the lock when
  * the lease expires. *out: the lock. Errors: MCR_ERR_BUSY (another holds
  * it: the message quotes its owner), MCR_ERR_INVALID, MCR_ERR_CONNECT,
- * MCR_ERR_PROTOCOL, MCR_ERR_NOMEM (also: the thread could not start; the
- * lease is revoked). */
+ * MCR_ERR_PROTOCOL, MCR_ERR_NOMEM, MCR_ERR_SYSTEM (the keepalive thread or
+ * its pipe not created, err->sys_errno; the lease is revoked). */
 MCR_EXTERN int mcr_fleet_migration_lock(const mcr_fleet_options *o, const char *owner,
                                         unsigned ttl_s, mcr_fleet_lock **out, mcr_error *err);
 
@@ -449,7 +449,8 @@ typedef enum mcr_fleet_event_kind {
     MCR_FLEET_RESYNC = 4,      /* the watch's revision was compacted: the
                                   pool is read again */
     MCR_FLEET_CACHED = 5,      /* started from the cache file (etcd was
-                                  unreachable): epoch is the cached one */
+                                  unreachable): epoch is the cached one,
+                                  err the warning to log */
     MCR_FLEET_REGISTER = 6,    /* the client key could not be written or
                                   its lease kept alive (status, err) */
     MCR_FLEET_CACHE = 7,       /* the cache file could not be written
@@ -467,7 +468,10 @@ typedef enum mcr_fleet_event_kind {
 typedef struct mcr_fleet_event {
     mcr_fleet_event_kind kind;
     int status;            /* MCR_OK, or why (REFUSED, DISCONNECTED, REGISTER) */
-    const mcr_error *err;  /* status != MCR_OK: the details; else NULL */
+    const mcr_error *err;  /* status != MCR_OK: the details; MCR_FLEET_CACHED:
+                              the warning (code MCR_OK, "pool \"NAME\": etcd
+                              unreachable, starting from cached epoch N
+                              (FILE)"); else NULL */
     uint64_t epoch;        /* the router's epoch after the event */
     uint64_t revision;     /* the etcd revision the event is about (0: none) */
     const char *endpoint;  /* the endpoint concerned, or NULL */
@@ -521,17 +525,18 @@ typedef struct mcr_fleet_follow_options {
  * (unless no_register), and start the follower's thread, which watches the
  * pool and publishes each new epoch. When etcd does not answer within
  * wait_ms and fo->cache_file holds a snapshot that loads, the follower
- * starts from it instead (a MCR_FLEET_CACHED event, and a warning in *err
- * with status MCR_OK: "etcd unreachable, starting from cached epoch N")
- * and keeps trying etcd in the background. `router` must outlive the
- * follower; it may hold no snapshot yet. `fo` may be NULL (defaults).
+ * starts from it instead (a MCR_FLEET_CACHED event carrying the warning
+ * "etcd unreachable, starting from cached epoch N"; *err is untouched, as
+ * on every success) and keeps trying etcd in the background. `router` must
+ * outlive the follower; it may hold no snapshot yet. `fo` may be NULL (defaults).
  * Errors (nothing started, nothing published): MCR_ERR_INVALID (options),
  * MCR_ERR_CONNECT (etcd unreachable and no usable cache file; the message
  * says why the cache was not used), MCR_ERR_UNKNOWN (no such pool),
  * MCR_ERR_STALE (the router holds a newer epoch than the pool),
  * MCR_ERR_RANGE (the pool's epoch is 2^63 or more: forged or corrupt; a
  * cache file of such an epoch is not usable either), the errors of
- * mcr_fleet_read(), MCR_ERR_NOMEM. */
+ * mcr_fleet_read(), MCR_ERR_NOMEM, MCR_ERR_SYSTEM (the event loop, a pipe,
+ * the mutex or the thread not created: err->sys_errno). */
 MCR_EXTERN int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options *fo,
                                 mcr_router *router, mcr_fleet **out, mcr_error *err);
 

@@ -258,6 +258,7 @@ typedef struct mcr_migrate_report {
  *                        verified);
  *   MCR_ERR_CANCELLED    *stop was set (report->stopped is 1);
  *   MCR_ERR_NOMEM;
+ *   MCR_ERR_SYSTEM       the run's event base not created (err->sys_errno);
  *   MCR_ERR_SERVER       the destinations lack room: they evicted items or
  *                        refused stores during the run (report->evicted,
  *                        ->refused; report->room_message is not ""); `err`

@@ -179,7 +179,8 @@ typedef struct mcr_router mcr_router;
 /* mcr_router_new: a router whose current snapshot is `initial` (the router
  * takes its own reference), or that holds none yet when `initial` is NULL:
  * then acquire returns NULL and the first publish may have any epoch.
- * Errors (*out unchanged): MCR_ERR_INVALID (NULL out), MCR_ERR_NOMEM. */
+ * Errors (*out unchanged): MCR_ERR_INVALID (NULL out), MCR_ERR_NOMEM,
+ * MCR_ERR_SYSTEM (a mutex or condition variable not created). */
 MCR_EXTERN int mcr_router_new(const mcr_snapshot *initial, mcr_router **out, mcr_error *err);
 
 /* mcr_router_free: wait until the snapshots the router replaced are
@@ -649,8 +650,9 @@ typedef struct mcr_watch_options {
  * MCR_ERR_IO, MCR_ERR_SYNTAX, MCR_ERR_RANGE, MCR_ERR_DUPLICATE,
  * MCR_ERR_EMPTY, MCR_ERR_CORRUPT, ...), of applying it (mcr_snapshot_apply())
  * and of publishing it (MCR_ERR_STALE for a stale snapshot file); the router is
- * then unchanged. MCR_ERR_NOMEM: out of memory, or the thread could not be
- * started (the first load may have been published then). Publishes run the
+ * then unchanged. MCR_ERR_NOMEM: out of memory; MCR_ERR_SYSTEM: the thread,
+ * its mutex or condition could not be created (err->sys_errno; the first
+ * load may have been published then). Publishes run the
  * router's hooks in the thread that publishes: this one for the first load,
  * the watcher's thread afterwards. */
 MCR_EXTERN int mcr_watcher_new(mcr_router *router, const char *path, mcr_watch_format format,

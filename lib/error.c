@@ -38,6 +38,7 @@ const char *mcr_strerror(int status)
     case MCR_ERR_CORRUPT: return "corrupt snapshot file";
     case MCR_ERR_STALE: return "stale snapshot";
     case MCR_ERR_BUSY: return "busy, try again";
+    case MCR_ERR_SYSTEM: return "system error";
     default: return "unknown error";
     }
 }

@@ -69,6 +69,11 @@ void mcr__slotset_free(mcr__slotset *s);
  * `code` so callers can `return mcr__error(err, MCR_ERR_RANGE, ...)`. */
 int mcr__error(mcr_error *err, int code, const char *fmt, ...) MCR__PRINTF(3, 4);
 
+/* A system call or resource failed with errno value `e`: MCR_ERR_SYSTEM
+ * (MCR_ERR_NOMEM when e is ENOMEM), e kept in err->sys_errno, and the
+ * message followed by ": " and strerror(e). Returns the code. */
+int mcr__error_sys(mcr_error *err, int e, const char *fmt, ...) MCR__PRINTF(3, 4);
+
 /* Write `len` bytes of `s` into `out` (size `cap`, NUL-terminated), quoting
  * non-printable bytes as \xNN and cutting long text with "...": for messages
  * that name user input. Returns `out`. */

@@ -210,20 +210,21 @@ int mcr_router_new(const mcr_snapshot *initial, mcr_router **out, mcr_error *err
     r = calloc(1, sizeof *r);
     if (r == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: out of memory");
-    if (pthread_mutex_init(&r->write_mu, NULL) != 0) {
+    int e;
+    if ((e = pthread_mutex_init(&r->write_mu, NULL)) != 0) {
         free(r);
-        return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: cannot create a mutex");
+        return mcr__error_sys(err, e, "mcr_router_new: cannot create a mutex");
     }
-    if (pthread_mutex_init(&r->reclaim_mu, NULL) != 0) {
+    if ((e = pthread_mutex_init(&r->reclaim_mu, NULL)) != 0) {
         pthread_mutex_destroy(&r->write_mu);
         free(r);
-        return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: cannot create a mutex");
+        return mcr__error_sys(err, e, "mcr_router_new: cannot create a mutex");
     }
-    if (pthread_cond_init(&r->reclaim_cv, NULL) != 0) {
+    if ((e = pthread_cond_init(&r->reclaim_cv, NULL)) != 0) {
         pthread_mutex_destroy(&r->reclaim_mu);
         pthread_mutex_destroy(&r->write_mu);
         free(r);
-        return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: cannot create a condition");
+        return mcr__error_sys(err, e, "mcr_router_new: cannot create a condition");
     }
     atomic_init(&r->current, initial ? mcr_snapshot_ref(initial) : NULL);
     atomic_init(&r->base, initial ? mcr_snapshot_ref(initial) : NULL);
@@ -233,14 +234,14 @@ int mcr_router_new(const mcr_snapshot *initial, mcr_router **out, mcr_error *err
     atomic_init(&r->collectable, NULL);
     atomic_init(&r->ndeferred, 0);
     atomic_init(&r->nwaiters, 0);
-    if (pthread_mutex_init(&r->trans_mu, NULL) != 0) {
+    if ((e = pthread_mutex_init(&r->trans_mu, NULL)) != 0) {
         mcr_snapshot_unref(atomic_load_explicit(&r->current, memory_order_relaxed));
         mcr_snapshot_unref(atomic_load_explicit(&r->base, memory_order_relaxed));
         pthread_cond_destroy(&r->reclaim_cv);
         pthread_mutex_destroy(&r->reclaim_mu);
         pthread_mutex_destroy(&r->write_mu);
         free(r);
-        return mcr__error(err, MCR_ERR_NOMEM, "mcr_router_new: cannot create a mutex");
+        return mcr__error_sys(err, e, "mcr_router_new: cannot create a mutex");
     }
     *out = r;
     return MCR_OK;
@@ -857,7 +858,7 @@ static int commit_locked(mcr_router *router, plan *pl, retired **rec, int nowait
      * modula period too long to count) are still published: the hooks get
      * a NULL diff. */
     if (eff != NULL && old_eff != NULL && router->nhooks > 0) {
-        mcr_error derr = {0, ""};
+        mcr_error derr = {0};
         rc = mcr_diff_new(old_eff, eff, &diff, &derr);
         if (rc != MCR_OK && rc != MCR_ERR_UNSUPPORTED) {
             if (err != NULL)
@@ -927,7 +928,7 @@ static int write_op(mcr_router *router, const wreq *rq, int nowait, mcr_error *e
     const mcr_snapshot *base1;
     mcr__overlay *ov0 = NULL;
     const mcr__overlay *ov1;
-    mcr_error perr = {0, ""};
+    mcr_error perr = {0};
     plan pl;
     retired *rec;
     int rc, prc;
@@ -976,7 +977,7 @@ static int write_op(mcr_router *router, const wreq *rq, int nowait, mcr_error *e
     ov1 = atomic_load_explicit(&router->overlay, memory_order_relaxed);
     if (base1 != base0 || !mcr__overlay_equal(ov0, ov1)) {
         plan_release(&pl);
-        perr = (mcr_error){0, ""};
+        perr = (mcr_error){0};
         prc = make_plan(rq, base1, ov1, &pl, &perr);
     }
     if (prc != MCR_OK) {

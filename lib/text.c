@@ -20,9 +20,27 @@ int mcr__error(mcr_error *err, int code, const char *fmt, ...)
     if (err != NULL) {
         va_list ap;
         err->code = code;
+        err->sys_errno = 0;
         va_start(ap, fmt);
         vsnprintf(err->message, sizeof(err->message), fmt, ap);
         va_end(ap);
+    }
+    return code;
+}
+
+int mcr__error_sys(mcr_error *err, int e, const char *fmt, ...)
+{
+    int code = e == ENOMEM ? MCR_ERR_NOMEM : MCR_ERR_SYSTEM;
+    if (err != NULL) {
+        va_list ap;
+        err->code = code;
+        err->sys_errno = e;
+        va_start(ap, fmt);
+        int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < sizeof(err->message))
+            snprintf(err->message + n, sizeof(err->message) - (size_t)n, ": %s",
+                     e != 0 ? strerror(e) : "no errno given");
     }
     return code;
 }

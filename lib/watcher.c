@@ -298,7 +298,7 @@ static void tick(mcr_watcher *w)
 {
     struct stat st;
     file_sig s;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t now = now_ms();
 
     if (stat(w->path, &st) != 0) {
@@ -432,13 +432,14 @@ int mcr_watcher_new(mcr_router *router, const char *path, mcr_watch_format forma
         break;
     }
     if (rc == MCR_OK) {
-        if (pthread_mutex_init(&w->mu, NULL) != 0) {
-            rc = mcr__error(err, MCR_ERR_NOMEM, "mcr_watcher_new: cannot create a mutex");
-        } else if (pthread_condattr_init(&ca) != 0) {
+        int e;
+        if ((e = pthread_mutex_init(&w->mu, NULL)) != 0) {
+            rc = mcr__error_sys(err, e, "mcr_watcher_new: cannot create a mutex");
+        } else if ((e = pthread_condattr_init(&ca)) != 0) {
             pthread_mutex_destroy(&w->mu);
-            rc = mcr__error(err, MCR_ERR_NOMEM, "mcr_watcher_new: cannot create a condition");
+            rc = mcr__error_sys(err, e, "mcr_watcher_new: cannot create a condition");
         } else {
-            int e = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+            e = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
             if (e == 0)
                 e = pthread_cond_init(&w->cv, &ca);
             pthread_condattr_destroy(&ca);
@@ -446,8 +447,7 @@ int mcr_watcher_new(mcr_router *router, const char *path, mcr_watch_format forma
                 pthread_cond_destroy(&w->cv);
             if (e != 0) {
                 pthread_mutex_destroy(&w->mu);
-                rc = mcr__error(err, MCR_ERR_NOMEM, "mcr_watcher_new: cannot start a thread: %s",
-                                strerror(e));
+                rc = mcr__error_sys(err, e, "mcr_watcher_new: cannot start a thread");
             }
         }
     }

@@ -741,7 +741,7 @@ static void teardown_keys(proc *p)
 static int run(proc *p)
 {
     const ck_traffic_cfg *c = p->c;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_fleet_options o;
     char id[32];
     mcr_fleet_options_init(&o);

@@ -72,7 +72,7 @@ mcr_config *fe_config(const char *spec)
 
 uint64_t fe_publish(const mcr_fleet_options *o, const char *spec)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_config *cfg = fe_config(spec);
     uint64_t epoch = 0;
     int rc = mcr_fleet_publish(o, cfg, &epoch, &err);
@@ -86,7 +86,7 @@ uint64_t fe_publish(const mcr_fleet_options *o, const char *spec)
 
 mcr_snapshot *fe_read(const mcr_fleet_options *o, uint64_t *revision)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *snap = NULL;
     int rc = mcr_fleet_read(o, &snap, revision, &err);
 
@@ -124,7 +124,7 @@ int fe_add(const mcr_fleet_options *o, const char *id, const char *host, int por
 
 char *fe_text(const mcr_snapshot *snap)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     char *t = NULL;
     int rc = mcr_snapshot_text(snap, &t, NULL, &err);
 
@@ -144,7 +144,7 @@ const char *fe_snapshot_key(const mcr_fleet_options *o)
 
 mcr_snapshot *fe_apply(const mcr_snapshot *snap, const mcr_changes *changes)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *out = NULL;
     int rc = mcr_snapshot_apply(snap, changes, &out, &err);
 
@@ -155,7 +155,7 @@ mcr_snapshot *fe_apply(const mcr_snapshot *snap, const mcr_changes *changes)
 
 mcr_snapshot *fe_apply_add(const mcr_snapshot *snap, const char *id, int n)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_changes *ch = mcr_changes_new();
     char host[32];
     mcr_snapshot *out;
@@ -336,7 +336,7 @@ int fe_wait_router_epoch(mcr_router *router, uint64_t epoch, int ms)
 int fe_client(const mcr_fleet_options *o, const char *id, mcr_fleet_client *c, char *hostbuf,
               size_t cap)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_fleet_client *a = NULL;
     size_t n = 0;
     int found = 0;

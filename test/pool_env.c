@@ -416,7 +416,7 @@ mcr_snapshot *env_snapshot(env *e, int k, const char *key_prefix)
 
 mcr_snapshot *env_snapshot_at(env *e, int k, const char *key_prefix, uint64_t epoch)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_config *cfg = mcr_config_new();
     mcr_snapshot *s = NULL;
     ck_assert_ptr_nonnull(cfg);
@@ -441,7 +441,7 @@ void opts_init(mcr_pool_options *o)
 
 void env_new_pool(env *e, const mcr_pool_options *o)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_pool_options base;
     if (o == NULL) {
         opts_init(&base);
@@ -574,7 +574,7 @@ void rec_prepare(rec *r, tally *t, const mcr_request *q)
 
 int submit_to(env *e, mcr_pool *p, rec *r, const mcr_request *q)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     rec_prepare(r, &e->t, q);
     g_submitting++;
     int rc = mcr_pool_submit(p, q, rec_cb, ticket_for(&e->t, r), &err);
@@ -832,7 +832,7 @@ int book_routes_to(const snap_book *b, uint64_t ep, const char *key, size_t len,
 
 void apply_change(env *e, int what, int server)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_changes *ch = mcr_changes_new();
     ck_assert_ptr_nonnull(ch);
     if (what == 0) {

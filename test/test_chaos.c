@@ -591,7 +591,7 @@ static int submit_one(void)
     s->t0 = now_us();
     s->stall0 = g->stall_us;
     int rc;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     g->submitting++;
     if (s->kind == K_MULTI) {
         const void *keys[MULTI_MAX];
@@ -701,7 +701,7 @@ static int disrupted(void)
  * server the model thinks active back to ACTIVE. */
 static void membership(int kind, int t)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_changes *ch = mcr_changes_new();
     srv *v = &g->s[t];
     char extra[96] = "";
@@ -812,7 +812,7 @@ static void do_event(int64_t at_ms, int kind, int t)
  * the end of the run has servers to answer beside the one it stops. */
 static void heal(void)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_changes *ch = mcr_changes_new();
     int64_t t0 = now_us();
     ck_assert_ptr_nonnull(ch);
@@ -925,7 +925,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 
 static void setup(run *r, int ci)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     tu_rng krng;
 
     memset(r, 0, sizeof(*r));

@@ -204,7 +204,7 @@ typedef struct follower {
 
 static void follow(follower *x, const mcr_fleet_options *o, const char *id)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_fleet_follow_options fo = {.client_id = id, .on_event = fe_on_event, .arg = &x->rec};
     memset(x, 0, sizeof(*x));
     fe_rec_init(&x->rec);
@@ -238,7 +238,7 @@ static int has_transition(follower *x)
 /* The record now (aborts when there is none). */
 static void record(const mcr_fleet_options *o, mcr_migration *m)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = mcr_fleet_migration_read(o, m, &err);
     ck_assert_msg(rc == MCR_OK, "migration record: %s: %s", mcr_strerror(rc), err.message);
 }
@@ -637,7 +637,7 @@ START_TEST(bad_arguments)
     }
     /* an active migration to another target: refused, naming it */
     mcr_migration m;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_config *cfg = fe_config(g_list5);
     mcr_snapshot *five = NULL;
     ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &five, &err), MCR_OK);

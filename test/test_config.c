@@ -339,13 +339,14 @@ START_TEST(mode_names)
     ck_assert_ptr_null(mcr_mode_name(MCR_MODE_COUNT));
     ck_assert_str_eq(mcr_strerror(MCR_ERR_DUPLICATE), "duplicate server");
     ck_assert_str_eq(mcr_strerror(12345), "unknown error");
-    /* Every code has its own name: MCR_ERR_BUSY is the last. */
-    for (int c = MCR_OK; c >= MCR_ERR_BUSY; c--) {
+    /* Every code has its own name: MCR_ERR_SYSTEM is the last. */
+    for (int c = MCR_OK; c >= MCR_ERR_SYSTEM; c--) {
         ck_assert_str_ne(mcr_strerror(c), "unknown error");
-        for (int d = c - 1; d >= MCR_ERR_BUSY; d--)
+        for (int d = c - 1; d >= MCR_ERR_SYSTEM; d--)
             ck_assert_str_ne(mcr_strerror(c), mcr_strerror(d));
     }
-    ck_assert_str_eq(mcr_strerror(MCR_ERR_BUSY - 1), "unknown error");
+    ck_assert_str_eq(mcr_strerror(MCR_ERR_SYSTEM - 1), "unknown error");
+    ck_assert_str_eq(mcr_strerror(MCR_ERR_SYSTEM), "system error");
     ck_assert_str_eq(mcr_strerror(MCR_ERR_CORRUPT), "corrupt snapshot file");
 }
 END_TEST

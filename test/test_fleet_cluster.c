@@ -40,7 +40,7 @@ typedef struct follower {
 
 static void follow(follower *x, const mcr_fleet_options *o, mcr_fleet_follow_options *fo)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     fe_rec_init(&x->rec);
     fo->on_event = fe_on_event;
     fo->arg = &x->rec;
@@ -85,7 +85,7 @@ static void *writer_thread(void *arg)
         snprintf(id, sizeof(id), "w%d-%d", a->w, i);
         snprintf(host, sizeof(host), "10.30.%d.%d", a->w, i + 1);
         for (;;) {
-            mcr_error err = {0, ""};
+            mcr_error err = {0};
             uint64_t epoch = 0;
             int rc = fe_add(&a->o, id, host, 11211, &epoch, &err);
             tries++;
@@ -99,7 +99,7 @@ static void *writer_thread(void *arg)
                 a->retries++;
                 continue;
             }
-            snprintf(a->msg, sizeof(a->msg), "%s, try %d: %s: %s", id, tries, mcr_strerror(rc),
+            snprintf(a->msg, sizeof(a->msg), "%s, try %d: %s: %.180s", id, tries, mcr_strerror(rc),
                      err.message);
             atomic_store(&a->failed, 1);
             break;
@@ -218,7 +218,7 @@ START_TEST(test_leader_killed)
     int64_t end = mcr_test_now_ms() + mcr_test_ms(20000);
     size_t at_last = 0;
     for (;;) {
-        mcr_error err = {0, ""};
+        mcr_error err = {0};
         mcr_fleet_client *cl = NULL;
         size_t n = 0;
         ck_assert_int_eq(mcr_fleet_clients(&o, &cl, &n, &err), MCR_OK);
@@ -257,7 +257,7 @@ START_TEST(test_member_hangs)
     mcr_fleet_options o, w;
     mcr_fleet_follow_options fo = {.retry_min_ms = 50, .retry_max_ms = 200, .no_register = 1};
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
     char eps12[256];
 

@@ -56,7 +56,7 @@ static int follow_try(follower *x, const mcr_fleet_options *o, mcr_fleet_follow_
 
 static void follow(follower *x, const mcr_fleet_options *o, mcr_fleet_follow_options *fo)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = follow_try(x, o, fo, &err);
 
     ck_assert_msg(rc == MCR_OK, "mcr_fleet_follow(%s): %s (%s)", o->pool, mcr_strerror(rc),
@@ -147,7 +147,7 @@ START_TEST(test_adopt_spaced)
 {
     mcr_fleet_options o;
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
 
     opts(&o, "spaced");
@@ -204,13 +204,13 @@ static void *burst_writer(void *arg)
     burst *b = arg;
     for (int i = 0; i < b->n; i++) {
         char id[16], host[32];
-        mcr_error err = {0, ""};
+        mcr_error err = {0};
         uint64_t e;
         snprintf(id, sizeof(id), "b%d-%d", b->w, i);
         snprintf(host, sizeof(host), "10.3.%d.%d", b->w, i + 1);
         if (fe_add(b->o, id, host, 11211, &e, &err) != MCR_OK && !b->failed) {
             b->failed = 1;
-            snprintf(b->msg, sizeof(b->msg), "%s: %s", id, err.message);
+            snprintf(b->msg, sizeof(b->msg), "%s: %.200s", id, err.message);
         }
     }
     return NULL;
@@ -353,7 +353,7 @@ START_TEST(test_compaction)
     mcr_fleet_options o, w;
     mcr_fleet_follow_options fo = {.retry_min_ms = 50, .retry_max_ms = 200, .no_register = 1};
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
     char eps12[256], rev[32], *out = NULL;
 
@@ -416,7 +416,7 @@ START_TEST(test_start_unreachable)
     mcr_fleet_options o;
     mcr_fleet_follow_options fo = {0};
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     ck_assert_int_eq(rs_reserve_ports("127.0.0.1", 1, ports, fds), 0);
     rs_release_ports(1, fds);
@@ -465,7 +465,7 @@ START_TEST(test_start_from_cache)
     mcr_fleet_follow_options fo = {.retry_min_ms = 50, .retry_max_ms = 200,
                                    .client_id = "cached"};
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
     mcr_snapshot *s = NULL;
 
@@ -494,14 +494,20 @@ START_TEST(test_start_from_cache)
     ck_assert_int_eq(es_stop_member(c, 0), 0);
 
     o.wait_ms = 800;
+    err.code = MCR_ERR_IO;
+    snprintf(err.message, sizeof(err.message), "untouched");
     int rc = follow_try(&x, &o, &fo, &err);
     ck_assert_msg(rc == MCR_OK, "%s (%s)", mcr_strerror(rc), err.message);
-    ck_assert_msg(err.code == MCR_OK && strstr(err.message, "cached epoch 3") &&
-                      strstr(err.message, "etcd unreachable") && strstr(err.message, path),
-                  "warning: \"%s\"", err.message);
+    ck_assert_msg(err.code == MCR_ERR_IO, "err written on success: %s", err.message);
     ck_assert_uint_eq(mcr_router_epoch(x.router), 3);
     ck_assert_msg(fe_wait_count(&x.rec, MCR_FLEET_CACHED, 1, SEE_MS), "no CACHED event");
     pthread_mutex_lock(&x.rec.mu);
+    /* the warning comes with the event; err is untouched on success */
+    const char *w = x.rec.last_msg[MCR_FLEET_CACHED];
+    ck_assert_msg(x.rec.last_status[MCR_FLEET_CACHED] == MCR_OK && strstr(w, "cached epoch 3") &&
+                      strstr(w, "etcd unreachable") && strstr(w, path),
+                  "warning: \"%s\"", w);
+    ck_assert_str_eq(err.message, "untouched");
     ck_assert_msg(x.rec.thread_ok && !pthread_equal(x.rec.thread, pthread_self()),
                   "CACHED reported on the caller's thread, not the follower's");
     pthread_mutex_unlock(&x.rec.mu);
@@ -548,7 +554,7 @@ START_TEST(test_cache_unwritable)
     char path[512], msg[MCR_ERROR_MESSAGE_SIZE];
     mcr_fleet_follow_options fo = {.no_register = 1};
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
 
     snprintf(path, sizeof(path), "%s/no-such-dir/pool.snap", dir);
@@ -595,7 +601,7 @@ START_TEST(test_registration)
     mcr_fleet_follow_options fo = {.client_id = "reg-1", .lease_ttl_s = 2};
     follower x, y, z;
     mcr_fleet_client cl;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     char host[256], pid[32];
     uint64_t epoch = 0;
 
@@ -740,7 +746,7 @@ START_TEST(test_large_pool)
 {
     mcr_fleet_options o;
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
     const int n = 3000;
     char *spec = malloc((size_t)n * 24);
@@ -772,7 +778,7 @@ START_TEST(test_follow_arguments)
 {
     mcr_fleet_options o;
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_fleet *f = NULL;
     mcr_router *r = NULL;
     int rc;

@@ -27,7 +27,7 @@ static void opts(mcr_fleet_options *o, const char *pool)
 /* A plan from o's pool (created with FOUR) to the servers of `spec`. */
 static void plan(const mcr_fleet_options *o, const char *spec, mcr_migration *m)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_config *cfg = fe_config(spec);
     mcr_snapshot *target = NULL;
     ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &target, &err), MCR_OK);
@@ -40,7 +40,7 @@ static void plan(const mcr_fleet_options *o, const char *spec, mcr_migration *m)
 /* Write m with `phase`: must succeed. */
 static void put_phase(const mcr_fleet_options *o, mcr_migration *m, mcr_migration_phase phase)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     m->phase = phase;
     if (phase == MCR_MIGRATION_GRACE && m->grace_until == 0)
         m->grace_until = 1; /* any time: followers do not time the grace */
@@ -57,7 +57,7 @@ typedef struct follower {
 
 static void follow(follower *x, const mcr_fleet_options *o, const char *id)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_fleet_follow_options fo = {.client_id = id, .on_event = fe_on_event, .arg = &x->rec};
     memset(x, 0, sizeof(*x));
     fe_rec_init(&x->rec);
@@ -127,7 +127,7 @@ START_TEST(test_plan_write_read)
 {
     mcr_fleet_options o;
     mcr_migration m, r, other;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     opts(&o, "mig-rw");
     ck_assert_int_eq(mcr_fleet_migration_read(&o, &r, &err), MCR_ERR_EMPTY);
@@ -224,7 +224,7 @@ START_TEST(test_switch)
 {
     mcr_fleet_options o;
     mcr_migration m, r;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
     long long rev0, rev1;
 
@@ -291,7 +291,7 @@ START_TEST(test_reply_lost)
     fe_proxy *px = fe_proxy_start(atoi(strrchr(ep, ':') + 1), "POST /v3/kv/txn");
     mcr_fleet_options o, direct;
     mcr_migration m, r;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     char eps[256];
 
     opts(&direct, "mig-lost");
@@ -333,7 +333,7 @@ START_TEST(test_lock)
 {
     mcr_fleet_options o;
     mcr_fleet_lock *a = NULL, *b = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     opts(&o, "mig-lock");
     ck_assert_int_eq(mcr_fleet_migration_lock(&o, "run one", 2, &a, &err), MCR_OK);
@@ -427,7 +427,7 @@ START_TEST(test_follower_phases)
         put_phase(&o, &m, MCR_MIGRATION_COPYING);
     }
     /* the switch: the snapshot `to` adopted with the transition in place */
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     ck_assert_int_eq(mcr_fleet_migration_switch(&o, &m, &err), MCR_OK);
     ck_assert_msg(fe_wait_adopted(&x.rec, 2, SEE_MS), "epoch 2 not adopted");
     ck_assert_int_eq(__atomic_load_n(&probe.seen, __ATOMIC_SEQ_CST), 1);
@@ -474,7 +474,7 @@ START_TEST(test_switch_one_event)
     mcr_fleet_options o;
     mcr_migration m;
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     opts(&o, "mig-one");
     ck_assert_uint_eq(fe_publish(&o, FOUR), 1);
@@ -534,7 +534,7 @@ START_TEST(test_start_during)
     mcr_migration_clear(&m);
     plan(&o, FIVE, &m);
     mcr_migration old;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     ck_assert_int_eq(mcr_fleet_migration_read(&o, &old, &err), MCR_OK);
     m.mod_revision = old.mod_revision; /* over the finished one */
     mcr_migration_clear(&old);
@@ -570,7 +570,7 @@ START_TEST(test_bad_records)
     mcr_migration m;
     follower x;
     uint64_t from = 0, to = 0;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     const char *key = "/mcroute/pools/mig-bad/migration";
 
     opts(&o, "mig-bad");

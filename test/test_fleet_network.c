@@ -26,7 +26,7 @@ START_TEST(test_unreachable)
     int ports[2], fds[2];
     char eps[128];
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *s = NULL;
     uint64_t epoch = 0;
     const unsigned wait = 1000;
@@ -75,7 +75,7 @@ START_TEST(test_silent_endpoint)
     int port, fd;
     char eps[64];
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *s = NULL;
 
     ck_assert_int_eq(rs_reserve_ports("127.0.0.1", 1, &port, &fd), 0);
@@ -110,7 +110,7 @@ START_TEST(test_reply_lost)
     fe_proxy *px = fe_proxy_start(atoi(strrchr(ep, ':') + 1), "POST /v3/kv/txn");
     char eps[256];
     mcr_fleet_options o, direct;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_changes *ch = mcr_changes_new();
     uint64_t epoch = 0;
     int rc;
@@ -172,7 +172,7 @@ static void intrude(void *arg)
 {
     intruder *in = arg;
     char id[32], host[32];
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     snprintf(id, sizeof(id), "other-%d", in->n);
     snprintf(host, sizeof(host), "10.0.14.%d", 100 + in->n);
     in->n++;
@@ -200,7 +200,7 @@ START_TEST(test_reply_lost_then_overwritten)
     static intruder in;
     char eps[256];
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_changes *ch = mcr_changes_new();
     uint64_t epoch = 0;
     int rc;

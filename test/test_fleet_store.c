@@ -40,7 +40,7 @@ static void assert_stored(const mcr_fleet_options *o, const mcr_snapshot *s)
 START_TEST(test_read_missing)
 {
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *s = NULL;
     mcr_fleet_client sentinel, *cl = &sentinel;
     size_t n = 7;
@@ -70,7 +70,7 @@ END_TEST
 START_TEST(test_publish_create_and_again)
 {
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     const char *list = "10.0.0.1:11211:1,10.0.0.2:11211:2,10.0.0.3:11211:3";
     uint64_t rev0 = 0, rev1 = 0;
 
@@ -110,7 +110,7 @@ END_TEST
 START_TEST(test_publish_other_list)
 {
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_changes *ch = mcr_changes_new();
     uint64_t epoch = 0;
 
@@ -143,7 +143,7 @@ END_TEST
 START_TEST(test_publish_snapshot)
 {
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
 
     opts(&o, "pub-snap");
@@ -190,7 +190,7 @@ END_TEST
 START_TEST(test_publish_params_differ)
 {
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
 
     opts(&o, "params");
@@ -287,7 +287,7 @@ END_TEST
 
 static uint64_t change_ok(const mcr_fleet_options *o, mcr_changes *ch)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
     int rc = mcr_fleet_change(o, ch, &epoch, &err);
 
@@ -299,7 +299,7 @@ static uint64_t change_ok(const mcr_fleet_options *o, mcr_changes *ch)
 START_TEST(test_change_one_epoch_each)
 {
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_changes *ch = mcr_changes_new();
     mcr_server_desc d = {.id = "new", .host = "10.0.4.9", .port = 11211, .weight = 3,
                          .zone = "z1"};
@@ -361,7 +361,7 @@ END_TEST
 START_TEST(test_change_no_longer_applies)
 {
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_changes *ch = mcr_changes_new();
     uint64_t epoch = 77;
     int rc;
@@ -409,12 +409,12 @@ static void writer_run(writer *a)
 {
     for (int i = 0; i < WRITES; i++) {
         char id[32], host[32];
-        mcr_error err = {0, ""};
+        mcr_error err = {0};
         snprintf(id, sizeof(id), "w%d-%d", a->w, i);
         snprintf(host, sizeof(host), "10.1.%d.%d", a->w, i + 1);
         a->rc[i] = fe_add(a->o, id, host, 11211, &a->epochs[i], &err);
         if (a->rc[i] != MCR_OK && a->msg[0] == '\0')
-            snprintf(a->msg, sizeof(a->msg), "%s: %s", id, err.message);
+            snprintf(a->msg, sizeof(a->msg), "%s: %.200s", id, err.message);
     }
 }
 
@@ -539,7 +539,7 @@ END_TEST
 START_TEST(test_clients_listing)
 {
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_fleet_client *cl = NULL;
     size_t n = 0;
     char key[256], val[512];
@@ -592,7 +592,7 @@ END_TEST
 START_TEST(test_too_large)
 {
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
     const int n = 14000;
     char *spec = malloc((size_t)n * 24);
@@ -618,7 +618,7 @@ END_TEST
 
 static void expect_invalid(const mcr_fleet_options *o, const char *want1, const char *want2)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *s = NULL;
     mcr_fleet_client *cl = NULL;
     size_t n = 0;
@@ -646,7 +646,7 @@ static void expect_invalid(const mcr_fleet_options *o, const char *want1, const 
 START_TEST(test_options_validation)
 {
     mcr_fleet_options o;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *s = NULL;
     char longname[MCR_FLEET_NAME_MAX + 2], many[17 * 24];
 
@@ -729,7 +729,7 @@ END_TEST
 START_TEST(test_prefix)
 {
     mcr_fleet_options o, d;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *s = NULL;
 
     opts(&o, "pref");
@@ -749,7 +749,7 @@ END_TEST
 static void expect_refused(const mcr_fleet_options *o, int code, const char *what,
                            const char *why)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *s = NULL;
     uint64_t epoch = 5;
     char keyname[300];
@@ -812,7 +812,7 @@ START_TEST(test_corrupted_value)
     ck_assert_msg(es_put(c, fe_snapshot_key(&o), text) == 0, "%s", es_last_error());
     mcr_snapshot *back = fe_read(&o, NULL);
     ck_assert_str_eq(mcr_snapshot_checksum(back), mcr_snapshot_checksum(good));
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
     ck_assert_int_eq(fe_add(&o, "after", "10.0.12.5", 11211, &epoch, &err), MCR_OK);
     ck_assert_uint_eq(epoch, 2);

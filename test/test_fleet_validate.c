@@ -57,7 +57,7 @@ static int follow_try(follower *x, const mcr_fleet_options *o, const char *id,
 
 static void follow(follower *x, const mcr_fleet_options *o, const char *id)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = follow_try(x, o, id, NULL, &err);
     ck_assert_msg(rc == MCR_OK, "follow %s: %s: %s", o->pool, mcr_strerror(rc), err.message);
     ck_assert_msg(fe_wait_count(&x->rec, MCR_FLEET_CONNECTED, 1, SEE_MS), "%s: no watch", id);
@@ -168,7 +168,7 @@ static void put_snapshot(es_cluster *c, const char *key, const mcr_snapshot *s)
  * none, as the pools of fe_publish). */
 static mcr_snapshot *make(const char *spec, uint64_t epoch, const char *tag)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_config *cfg = fe_config(spec);
     mcr_snapshot *s = NULL;
     if (tag != NULL)
@@ -181,7 +181,7 @@ static mcr_snapshot *make(const char *spec, uint64_t epoch, const char *tag)
 /* A plan from o's pool to the servers of `spec`. */
 static void plan(const mcr_fleet_options *o, const char *spec, mcr_migration *m)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *target = make(spec, 1, NULL);
     int rc = mcr_fleet_migration_plan(o, target, 0, m, &err);
     mcr_snapshot_unref(target);
@@ -192,7 +192,7 @@ static void plan(const mcr_fleet_options *o, const char *spec, mcr_migration *m)
 static uint64_t record_revision(const mcr_fleet_options *o)
 {
     mcr_migration r;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t rev = 0;
     if (mcr_fleet_migration_read(o, &r, &err) == MCR_OK) {
         rev = r.mod_revision;
@@ -204,7 +204,7 @@ static uint64_t record_revision(const mcr_fleet_options *o)
 /* Write m with `phase`: must succeed. */
 static void put_phase(const mcr_fleet_options *o, mcr_migration *m, mcr_migration_phase phase)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     m->phase = phase;
     if (phase == MCR_MIGRATION_GRACE && m->grace_until == 0)
         m->grace_until = 1; /* any time: followers do not time the grace */
@@ -231,7 +231,7 @@ static void put_record(const mcr_fleet_options *o, const char *id, const mcr_sna
 
 static void change(const mcr_fleet_options *o, const char *id, int n, uint64_t want)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
     char host[32];
     snprintf(host, sizeof(host), "10.11.9.%d", n);
@@ -263,7 +263,7 @@ START_TEST(test_snapshot_params)
                  "the value \"hash-tag value={}\"");
     mcr_config *cfg = fe_config(FOUR);
     mcr_snapshot *modula = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     ck_assert_int_eq(mcr_config_set_mode(cfg, MCR_MODE_MODULA), MCR_OK);
     ck_assert_int_eq(mcr_snapshot_new(cfg, 3, &modula, &err), MCR_OK);
     mcr_config_free(cfg);
@@ -290,7 +290,7 @@ START_TEST(test_epoch_bounds)
     follower x, y;
     es_cluster *c = fe_cluster();
     char key[256], msg[128];
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     opts(&o, "val-epochs");
     ck_assert_uint_eq(fe_publish(&o, FOUR), 1);
@@ -356,7 +356,7 @@ START_TEST(test_huge_epoch_repair)
     follower x;
     es_cluster *c = fe_cluster();
     char key[256], rev[32], *out = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t epoch = 0;
 
     opts(&o, "val-repair");
@@ -560,7 +560,7 @@ START_TEST(test_switch_first_heard)
     mcr_fleet_options o;
     mcr_migration m, done;
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t from = 0, to = 0;
 
     opts(&o, "val-first");
@@ -592,7 +592,7 @@ START_TEST(test_rollback_passes)
     mcr_fleet_options o;
     mcr_migration m, back;
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t from = 0, to = 0;
 
     opts(&o, "val-rollback");
@@ -639,7 +639,7 @@ START_TEST(test_pool_moves_during)
     mcr_fleet_options o;
     mcr_migration m;
     follower x;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     opts(&o, "val-moves");
     ck_assert_uint_eq(fe_publish(&o, FOUR), 1);
@@ -694,7 +694,7 @@ START_TEST(test_resync_switched)
     mcr_fleet_follow_options fo = {.retry_min_ms = 50, .retry_max_ms = 200};
     follower x;
     mcr_migration m;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t from = 0, to = 0;
 
     ck_assert_msg(c != NULL, "es_start: %s", es_last_error());
@@ -740,7 +740,7 @@ START_TEST(test_batched_catch_up)
     mcr_fleet_follow_options fo = {.retry_min_ms = 50, .retry_max_ms = 200, .no_register = 1};
     follower x;
     mcr_migration m;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     char eps12[256];
 
     ck_assert_msg(c != NULL, "es_start(3): %s", es_last_error());

@@ -335,7 +335,7 @@ static long long curr_items(int port)
 static void run_ok(const mcr_snapshot *from, const mcr_snapshot *to,
                    const mcr_migrate_options *o, mcr_migrate_report *r)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = mcr_migrate_run(from, to, o, r, &err);
     ck_assert_msg(rc == MCR_OK, "mcr_migrate_run: %s (%s)", mcr_strerror(rc), err.message);
     ck_assert_uint_eq(r->failed, 0);
@@ -598,7 +598,7 @@ START_TEST(test_source_failures)
     rs_stop(&c.mc[2]);
 
     mcr_migrate_report r;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = mcr_migrate_run(four, five, NULL, &r, &err);
     ck_assert_msg(rc == MCR_ERR_SERVER, "%s: %s", mcr_strerror(rc), err.message);
     ck_assert_msg(strstr(err.message, xid) != NULL && strstr(err.message, "metadump") != NULL &&
@@ -674,7 +674,7 @@ START_TEST(test_destination_killed_then_resumed)
     o.progress = kill_dest;
     o.progress_arg = &k;
     mcr_migrate_report r;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = mcr_migrate_run(four, five, &o, &r, &err);
     ck_assert(k.killed);
     ck_assert_msg(rc != MCR_OK, "the run succeeded with its destination killed");
@@ -766,7 +766,7 @@ START_TEST(test_destination_without_room)
 
     /* evicted: every key copied, not every key kept */
     mcr_migrate_report r;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = mcr_migrate_run(source, to_evicting, NULL, &r, &err);
     ck_assert_msg(rc == MCR_ERR_SERVER, "%s: %s", mcr_strerror(rc), err.message);
     ck_assert_uint_gt(r.moved, 1000);
@@ -853,7 +853,7 @@ START_TEST(test_stop_flag)
     o.progress_arg = &sc;
     o.stop = &sc.flag;
     mcr_migrate_report r;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = mcr_migrate_run(one, other, &o, &r, &err);
     ck_assert_msg(rc == MCR_ERR_CANCELLED, "%s: %s", mcr_strerror(rc), err.message);
     ck_assert_int_eq(r.stopped, 1);
@@ -973,7 +973,7 @@ START_TEST(test_malformed_dump)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         mcr_migrate_report r;
-        mcr_error err = {0, ""};
+        mcr_error err = {0};
         char id[64];
         int rc = run_scripted(cases[i].reply, &r, &err, id, sizeof(id));
         ck_assert_msg(rc == cases[i].status, "case %zu: %s: %s", i, mcr_strerror(rc),
@@ -1019,7 +1019,7 @@ START_TEST(test_silent_server)
     mcr_migrate_options_init(&o);
     o.timeout_ms = 300;
     mcr_migrate_report r;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int64_t t = mcr_test_now_ms();
     int rc = mcr_migrate_run(from, to, &o, &r, &err);
     t = mcr_test_now_ms() - t;
@@ -1058,7 +1058,7 @@ START_TEST(test_arguments)
     track(b);
 
     mcr_migrate_report r;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     ck_assert_int_eq(mcr_migrate_run(NULL, b, NULL, &r, &err), MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_migrate_run(a, NULL, NULL, NULL, NULL), MCR_ERR_INVALID);
     ck_assert_uint_eq(r.nsources, 0);

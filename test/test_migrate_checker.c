@@ -175,7 +175,7 @@ static uint8_t owner(const mcr_snapshot *s, uint32_t k)
  * will compute it; each key's owners in both. */
 static void setup(ctx *x)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     g_dir = tu_tmpdir("ckr");
     g_etcd = es_start(ETCD_MEMBERS, "ckr");
     ck_assert_msg(g_etcd != NULL, "es_start: %s", es_last_error());
@@ -542,7 +542,7 @@ static void final_done(const mcr_result *res, void *arg)
  * then directly from its owner. */
 static void final_check(ctx *x)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_router *r = NULL;
     mcr_fleet *f = NULL;
     mcr_fleet_follow_options fo;

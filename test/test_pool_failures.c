@@ -901,7 +901,7 @@ END_TEST
  * what a fleet would publish. */
 static mcr_snapshot *fleet_snapshot(env *e, const int *idx, int n, uint64_t epoch)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_config *cfg = mcr_config_new();
     mcr_snapshot *s = NULL;
     ck_assert_ptr_nonnull(cfg);
@@ -916,7 +916,7 @@ static mcr_snapshot *fleet_snapshot(env *e, const int *idx, int n, uint64_t epoc
 
 static void fleet_publish(env *e, const int *idx, int n, uint64_t epoch)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *s = fleet_snapshot(e, idx, n, epoch);
     ck_assert_msg(mcr_router_publish(e->router, s, &err) == MCR_OK,
                   "the fleet's epoch %llu refused: %s", (unsigned long long)epoch, err.message);

@@ -280,7 +280,7 @@ START_TEST(test_hash_tag)
     enum { NT = 20, PER = 10 };
     char keys[NT * PER][40], v[80], tags[NT][16];
     rec *rs = calloc(NT * PER, sizeof(rec));
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     ck_assert_ptr_nonnull(rs);
     memset(&e, 0, sizeof(e));

@@ -302,7 +302,7 @@ START_TEST(test_traffic)
         mcr_pool_free(e.pool);
         e.pool = NULL;
         batch_init(&rd, rd.gen + 1);
-        mcr_error err = {0, ""};
+        mcr_error err = {0};
         nm_arm(k);
         int rc = mcr_pool_new(e.base, e.router, &o, &e.pool, &err);
         if (rc != MCR_OK) {

@@ -401,7 +401,7 @@ static void lane_cb(const mcr_result *res, void *arg);
 static void lane_submit(lanes *L, int i)
 {
     mcr_request q;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     if (L->round[i] % 2 == 0) {
         size_t vl = make_value(L->val[i], sizeof(L->val[i]), L->key[i], strlen(L->key[i]),
                                L->round[i], 0);
@@ -774,7 +774,7 @@ START_TEST(test_option_range)
     env_base(&e);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         mcr_pool_options o;
-        mcr_error err = {0, ""};
+        mcr_error err = {0};
         mcr_pool *p = (mcr_pool *)&e; /* a sentinel: must stay as it is on an error */
         mcr_pool_options_init(&o);
         o.request_timeout_ms = cases[i].request_ms;

@@ -68,7 +68,7 @@ static int c_cap(env *e, void *arg)
 static cap run1(env *e, mcr_pool *p, mcr_request q)
 {
     cap c;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     memset(&c, 0, sizeof(c));
     int rc = mcr_pool_submit(p, &q, cap_cb, &c, &err);
     ck_assert_msg(rc == MCR_OK, "submit %s: %s", mcr_op_name(q.op), err.message);
@@ -131,7 +131,7 @@ START_TEST(test_router_api)
     /* snapshots need servers' addresses only: no process */
     mcr_config *cfg = mcr_config_new();
     mcr_snapshot *a = NULL, *b = NULL, *b1 = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     ck_assert_int_eq(mcr_config_add_server(cfg, "127.0.0.1", 11211, 1, &err), MCR_OK);
     ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &a, &err), MCR_OK);
     ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &b1, &err), MCR_OK);

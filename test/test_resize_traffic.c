@@ -117,7 +117,7 @@ static void op_set(op *o)
     q.flags = (uint32_t)o->key;
     q.exptime = 3600;
     t->sets++;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int rc = mcr_pool_submit(o->pool, &q, set_cb, o, &err);
     ck_assert_msg(rc == MCR_OK, "set: %s", err.message);
 }
@@ -157,7 +157,7 @@ static void batch(traffic *t)
             q.op = MCR_OP_GET;
             q.key = o->kbuf;
             q.key_len = strlen(o->kbuf);
-            mcr_error err = {0, ""};
+            mcr_error err = {0};
             int rc = mcr_pool_submit(o->pool, &q, get_cb, o, &err);
             ck_assert_msg(rc == MCR_OK, "get: %s", err.message);
         }

@@ -24,7 +24,7 @@ START_TEST(empty_router)
     mcr_router *r = router_of(NULL);
     mcr_route route;
     hook_log h = {0};
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_changes *ch = changes_add("10.0.0.1", 11211, 1);
 
     ck_assert_ptr_null(mcr_router_acquire(r));
@@ -72,7 +72,7 @@ START_TEST(publish_and_apply)
     mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 1);
     mcr_router *r = router_of(s1);
     hook_log h = {0};
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     ck_assert_int_eq(mcr_router_add_hook(r, log_hook, &h), MCR_OK);
 
@@ -168,7 +168,7 @@ START_TEST(acquire_holds_one_snapshot)
 {
     mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
     mcr_router *r = router_of(s1);
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     const mcr_snapshot *held = mcr_router_acquire(r);
     ck_assert_ptr_eq(held, s1);
@@ -238,7 +238,7 @@ START_TEST(hooks_cannot_reenter)
     mcr_snapshot *a = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
     mcr_snapshot *b = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
     reentry re = {0};
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     re.self = router_of(a);
     re.other = router_of(b);
@@ -455,7 +455,7 @@ START_TEST(reclamation_is_bounded)
     mcr_router *outer = router_of(s1);
     mcr_snapshot_unref(s1);
     mcr_changes *last = changes_weight("10.0.0.1:11211", 1000);
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     park pk;
     pthread_t rd, pub;
     park_init(&pk, r);
@@ -534,7 +534,7 @@ START_TEST(try_apply_does_not_wait_for_writers)
     mcr_snapshot_unref(s1);
     mcr_changes *a = changes_weight("10.0.0.1:11211", 7);
     mcr_changes *b = changes_weight("10.0.0.2:11211", 9);
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     park pk;
     pthread_t pub;
     park_init(&pk, r);
@@ -1110,7 +1110,7 @@ START_TEST(stress_publish_while_reading)
     pthread_t th[STRESS_READERS];
     storm_log log = {0};
     tu_rng rng;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     unsigned next_host = 1000;
     unsigned long published = 0, refused_empty = 0, refused_stale = 0;
     uint64_t t0;

@@ -102,7 +102,7 @@ START_TEST(local_state_applied)
 {
     mcr_snapshot *s4 = snap_of(A "," B "," C, MCR_MODE_KETAMA, 4);
     mcr_router *r = router_of(s4);
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     uint64_t g0 = mcr_router_generation(r);
 
     ck_assert_int_gt(keys_on(r, B, 600), 0);
@@ -193,7 +193,7 @@ START_TEST(publish_keeps_local_states)
 {
     mcr_snapshot *s5 = snap_of(A "," B "," C "," D, MCR_MODE_KETAMA, 5);
     mcr_router *r = router_of(s5);
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     state_log h = {.router = r, .id = B};
 
     ck_assert_int_eq(mcr_router_add_hook(r, state_hook, &h), MCR_OK);
@@ -245,7 +245,7 @@ START_TEST(publish_keeps_local_states)
     ck_assert_uint_eq(mcr_router_epoch(r), 8);
 
     /* the same id at another address drops the local state */
-    mcr_error e2 = {0, ""};
+    mcr_error e2 = {0};
     mcr_config *cfg = mcr_config_new();
     ck_assert_ptr_nonnull(cfg);
     ck_assert_int_eq(mcr_config_add_server_named(cfg, "10.0.0.1", 11211, 1, "a", &e2), MCR_OK);
@@ -292,7 +292,7 @@ START_TEST(local_state_refusals)
 {
     mcr_snapshot *s1 = snap_of(A "," B, MCR_MODE_KETAMA, 1);
     mcr_router *r = router_of(s1), *empty = router_of(NULL);
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
 
     ck_assert_int_eq(mcr_router_set_local_state(r, "10.9.9.9:1", MCR_STATE_DOWN, &err),
                      MCR_ERR_UNKNOWN);
@@ -363,7 +363,7 @@ START_TEST(held_local_states)
 {
     mcr_snapshot *s1 = snap_of(A "," B "," C, MCR_MODE_KETAMA, 1);
     mcr_router *r = router_of(s1);
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     int applied = -1;
 
     ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_DOWN, &err), MCR_OK);
@@ -422,7 +422,7 @@ START_TEST(hooks_see_overlay_changes)
 {
     mcr_snapshot *s3 = snap_of(A "," B "," C, MCR_MODE_KETAMA, 3);
     mcr_router *r = router_of(s3);
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     state_log h = {.router = r, .id = B};
 
     ck_assert_int_eq(mcr_router_add_hook(r, state_hook, &h), MCR_OK);
@@ -517,7 +517,7 @@ START_TEST(try_variants_do_not_wait)
     mcr_snapshot *s1 = snap_of(A "," B "," C, MCR_MODE_KETAMA, 1);
     mcr_snapshot *s2 = snap_of(A "," B "," C, MCR_MODE_KETAMA, 2);
     mcr_router *r = router_of(s1);
-    mcr_error err = {0, ""}, err2 = {0, ""};
+    mcr_error err = {0}, err2 = {0};
     gate g = {.router = r, .snap = s2};
     pthread_t t;
 
@@ -565,7 +565,7 @@ START_TEST(watchers_use_the_published_snapshot)
 {
     mcr_snapshot *s1 = snap_of(A "," B, MCR_MODE_KETAMA, 1);
     mcr_router *r = router_of(s1);
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_watcher *w = NULL;
     char *dir = tu_tmpdir("overlay-watch");
     char snap_path[512], list_path[512];

@@ -11,7 +11,7 @@
 
 mcr_snapshot *snap_of(const char *list, mcr_mode mode, uint64_t epoch)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_config *cfg = tu_config(list, mode, MCR_HASH_COUNT);
     mcr_snapshot *s = NULL;
     ck_assert_msg(mcr_snapshot_new(cfg, epoch, &s, &err) == MCR_OK, "%s", err.message);

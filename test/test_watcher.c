@@ -125,7 +125,7 @@ START_TEST(watch_server_file)
     mcr_router *r = router_of(NULL);
     mcr_config *tmpl = mcr_config_new();
     mcr_watcher *w = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_snapshot *s;
     mcr_server_desc d;
     mcr_route route;
@@ -275,7 +275,7 @@ START_TEST(watch_debounce)
     mcr_router *r = router_of(s0);
     hook_log h = {0};
     mcr_watcher *w = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     watch_log c;
 
     scratch_init(&sc, "servers");
@@ -319,7 +319,7 @@ START_TEST(watch_snapshot_file)
     mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 1);
     mcr_router *r = router_of(s1);
     mcr_watcher *w = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     watch_log c;
     char other[600];
 
@@ -485,7 +485,7 @@ START_TEST(watch_with_readers)
     reader rd[2];
     pthread_t th[2];
     mcr_watcher *w = NULL;
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     tu_rng rng;
     char text[256];
 

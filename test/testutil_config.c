@@ -6,7 +6,7 @@
 
 mcr_config *tu_config(const char *spec, mcr_mode mode, mcr_hash hash)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_config *cfg = mcr_config_new();
     int rc;
 
@@ -28,7 +28,7 @@ mcr_config *tu_config(const char *spec, mcr_mode mode, mcr_hash hash)
 
 mcr_ring *tu_ring(const char *spec, mcr_mode mode, mcr_hash hash)
 {
-    mcr_error err = {0, ""};
+    mcr_error err = {0};
     mcr_config *cfg = tu_config(spec, mode, hash);
     mcr_ring *ring = NULL;
     int rc = mcr_ring_new(cfg, &ring, &err);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* etcd_http.c: HTTP to etcd's JSON gateway with libevent's evhttp: endpoint lists, one request at a time with failover, and streaming watches. */
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,9 +90,10 @@ int mcr__etcd_init(mcr__etcd *e, const char *endpoints, unsigned timeout_ms, mcr
             p++;
     }
     e->timeout_ms = timeout_ms ? timeout_ms : 2000;
+    errno = 0;
     e->base = event_base_new();
     if (e->base == NULL)
-        return mcr__error(err, MCR_ERR_NOMEM, "cannot create an event_base for etcd");
+        return mcr__error_sys(err, errno, "cannot create an event_base for etcd");
     return MCR_OK;
 }
 

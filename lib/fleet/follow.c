@@ -842,9 +842,10 @@ static int first_read(mcr_fleet *f, mcr_snapshot **out, int *from_cache, mcr_err
     unsigned backoff = f->retry_min_ms;
     uint64_t modrev = 0, rev = 0;
     int rc;
+    mcr_error ge; /* the last attempt's: err is written only on failure */
     *from_cache = 0;
     for (;;) {
-        rc = mcr__fleet_get(&f->e, &f->c, NULL, out, &modrev, &rev, err);
+        rc = mcr__fleet_get(&f->e, &f->c, NULL, out, &modrev, &rev, &ge);
         if (rc != MCR_ERR_CONNECT)
             break;
         uint64_t now = mcr__fleet_now_ms();
@@ -856,6 +857,8 @@ static int first_read(mcr_fleet *f, mcr_snapshot **out, int *from_cache, mcr_err
         event_base_dispatch(f->e.base);
         backoff = backoff * 2 > f->retry_max_ms ? f->retry_max_ms : backoff * 2;
     }
+    if (rc != MCR_OK && rc != MCR_ERR_CONNECT && err != NULL)
+        *err = ge;
     if (rc == MCR_OK && mcr_snapshot_epoch(*out) >= MCR__FLEET_EPOCH_LIMIT) {
         rc = mcr__error(err, MCR_ERR_RANGE,
                         "etcd key %s (revision %llu): epoch %llu is 2^63 or more (forged or "
@@ -870,11 +873,16 @@ static int first_read(mcr_fleet *f, mcr_snapshot **out, int *from_cache, mcr_err
         f->revision = rev > modrev ? rev : modrev;
         return MCR_OK;
     }
-    if (rc != MCR_ERR_CONNECT || f->cache_file == NULL)
+    if (rc != MCR_ERR_CONNECT)
         return rc;
+    if (f->cache_file == NULL) {
+        if (err != NULL)
+            *err = ge;
+        return rc;
+    }
     mcr_error ce;
     char why[MCR_ERROR_MESSAGE_SIZE];
-    snprintf(why, sizeof(why), "%s", err ? err->message : "etcd unreachable");
+    snprintf(why, sizeof(why), "%s", ge.message);
     int crc = mcr_snapshot_load(f->cache_file, NULL, 0, out, &ce);
     if (crc == MCR_OK && mcr_snapshot_epoch(*out) >= MCR__FLEET_EPOCH_LIMIT) {
         crc = mcr__error(&ce, MCR_ERR_RANGE, "%s: epoch %llu is 2^63 or more", f->cache_file,
@@ -956,8 +964,12 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
     f->stop_pipe[0] = f->stop_pipe[1] = -1;
     f->health_pipe[0] = f->health_pipe[1] = -1;
     f->starting = 1;
-    pthread_mutex_init(&f->lock, NULL);
-    int rc = mcr__fleet_conf_init(&f->c, o, err);
+    int rc = pthread_mutex_init(&f->lock, NULL);
+    if (rc != 0) {
+        free(f);
+        return mcr__error_sys(err, rc, "cannot create the follower's mutex");
+    }
+    rc = mcr__fleet_conf_init(&f->c, o, err);
     if (rc == MCR_OK)
         rc = mcr__etcd_init(&f->e, f->c.endpoints, f->c.request_timeout_ms, err);
     if (rc != MCR_OK) {
@@ -1001,8 +1013,12 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
 
     /* The thread's loop (the stop pipe, the restart and keepalive timers)
      * is made before the first publish, so that nothing fails after it. */
+    errno = 0;
     f->wbase = event_base_new();
-    if (f->wbase != NULL && pipe(f->stop_pipe) == 0) {
+    int sys = f->wbase == NULL ? errno : 0;
+    if (f->wbase != NULL && pipe(f->stop_pipe) != 0)
+        sys = errno;
+    else if (f->wbase != NULL) {
         fcntl(f->stop_pipe[0], F_SETFL, O_NONBLOCK);
         fcntl(f->stop_pipe[0], F_SETFD, FD_CLOEXEC);
         fcntl(f->stop_pipe[1], F_SETFD, FD_CLOEXEC);
@@ -1010,14 +1026,19 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
         f->restart_ev = evtimer_new(f->wbase, restart_cb, f);
         f->keepalive_ev = event_new(f->wbase, -1, EV_PERSIST, keepalive_cb, f);
     }
+    if (sys != 0 || f->wbase == NULL) {
+        fleet_free(f);
+        return mcr__error_sys(err, sys, "cannot set up the follower's event loop");
+    }
     if (f->stop_ev == NULL || f->restart_ev == NULL || f->keepalive_ev == NULL) {
         fleet_free(f);
         return mcr__error(err, MCR_ERR_NOMEM, "cannot set up the follower's event loop");
     }
     if (f->publish_local) {
         if (pipe(f->health_pipe) != 0) {
+            int e = errno;
             fleet_free(f);
-            return mcr__error(err, MCR_ERR_NOMEM, "cannot create a pipe");
+            return mcr__error_sys(err, e, "cannot create a pipe");
         }
         for (int i = 0; i < 2; i++) {
             fcntl(f->health_pipe[i], F_SETFL, O_NONBLOCK);
@@ -1094,22 +1115,19 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
         register_client(f);
     schedule_restart(f, 0);
     uint64_t start_epoch = mcr_snapshot_epoch(f->cur);
-    if (from_cache)
-        mcr__follow_report(f, MCR_FLEET_CACHED, MCR_OK, NULL, 0, NULL); /* held: see mcr__follow_report() */
-    if (pthread_create(&f->thread, NULL, follow_thread, f) != 0) {
+    if (from_cache) {
+        mcr_error w; /* held with the event: see mcr__follow_report() */
+        mcr__error(&w, MCR_OK, "pool \"%s\": etcd unreachable, starting from cached epoch %llu (%s)",
+                   f->c.pool, (unsigned long long)start_epoch, f->cache_file);
+        mcr__follow_report(f, MCR_FLEET_CACHED, MCR_OK, &w, 0, NULL);
+    }
+    int te = pthread_create(&f->thread, NULL, follow_thread, f);
+    if (te != 0) {
         fleet_free(f);
-        return mcr__error(err, MCR_ERR_NOMEM, "cannot start the follower's thread");
+        return mcr__error_sys(err, te, "cannot start the follower's thread");
     }
     /* From here on the thread owns f: only its constant fields are read. */
     f->thread_started = 1;
-    if (from_cache) {
-        mcr__error(err, MCR_OK,
-                   "pool \"%s\": etcd unreachable, starting from cached epoch %llu (%s)",
-                   f->c.pool, (unsigned long long)start_epoch, f->cache_file);
-    } else if (err != NULL) {
-        err->code = MCR_OK;
-        err->message[0] = '\0';
-    }
     *out = f;
     return MCR_OK;
 }

@@ -52,7 +52,7 @@ void mcr__follow_report(mcr_fleet *f, mcr_fleet_event_kind kind, int status, con
         }
         return;
     }
-    mcr_fleet_event ev = {kind, status, status != MCR_OK ? err : NULL,
+    mcr_fleet_event ev = {kind, status, status != MCR_OK || kind == MCR_FLEET_CACHED ? err : NULL,
                           f->cur ? mcr_snapshot_epoch(f->cur) : 0, revision, endpoint};
     f->fn(&ev, f->arg);
 }

@@ -445,12 +445,13 @@ int mcr_fleet_migration_lock(const mcr_fleet_options *o, const char *owner, unsi
         rc = take(&s, l, owner, err);
     mcr__fleet_session_close(&s);
     if (rc == MCR_OK && pipe(l->stop_pipe) != 0)
-        rc = mcr__error(err, MCR_ERR_NOMEM, "cannot create a pipe: %s", strerror(errno));
+        rc = mcr__error_sys(err, errno, "cannot create a pipe");
     if (rc == MCR_OK) {
         fcntl(l->stop_pipe[0], F_SETFD, FD_CLOEXEC);
         fcntl(l->stop_pipe[1], F_SETFD, FD_CLOEXEC);
-        if (pthread_create(&l->thread, NULL, lock_thread, l) != 0)
-            rc = mcr__error(err, MCR_ERR_NOMEM, "cannot start the lock's keepalive thread");
+        int e = pthread_create(&l->thread, NULL, lock_thread, l);
+        if (e != 0)
+            rc = mcr__error_sys(err, e, "cannot start the lock's keepalive thread");
         else
             l->thread_started = 1;
     }

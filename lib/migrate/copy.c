@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* copy.c: the migration engine: which servers lose keys, their dumps read and selected, each moved key copied to its new owner with add semantics, rate-limited, bounded in flight. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -772,8 +773,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 /* The loop, routers and pools of the copies (once per run). */
 static int copier_open(engine *e, mcr_error *err)
 {
+    errno = 0;
     if ((e->base = event_base_new()) == NULL)
-        return mcr__error(err, MCR_ERR_NOMEM, "migrate: cannot create an event_base");
+        return mcr__error_sys(err, errno, "migrate: cannot create an event_base");
     int rc = mcr_router_new(e->from, &e->rfrom, err);
     if (rc == MCR_OK)
         rc = mcr_router_new(e->to, &e->rto, err);
