@@ -398,7 +398,8 @@ static mcr_changes *one_change(const char *host, bool add)
 {
     mcr_changes *ch = mcr_changes_new();
     char id[48];
-    mcr_server_desc d = {NULL, host, MCR_DEFAULT_PORT, 1, NULL, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc d = {.host = host, .port = MCR_DEFAULT_PORT, .weight = 1,
+                         .state = MCR_STATE_ACTIVE};
     int rc;
 
     if (ch == NULL)

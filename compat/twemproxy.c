@@ -160,6 +160,7 @@ int mcr_twem_server_get(const mcr_twem *twem, size_t pool, size_t i, mcr_twem_se
     out->name = s->name;
     out->ketama_name = s->kname;
     out->line = s->pos.line;
+    memset(out->reserved, 0, sizeof(out->reserved));
     return MCR_OK;
 }
 

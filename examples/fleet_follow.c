@@ -199,7 +199,7 @@ int main(int argc, char **argv)
 
     /* 4. Another writer adds the last server; the follower brings it here. */
     mcr_changes *ch = mcr_changes_new();
-    mcr_server_desc d = {NULL, NULL, 0, 1, NULL, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc d = {.host = NULL, .port = 0, .weight = 1, .state = MCR_STATE_ACTIVE};
     char host[256];
     const char *colon = strrchr(a.new_id, ':');
     if (ch == NULL || colon == NULL || (size_t)(colon - a.new_id) >= sizeof(host))

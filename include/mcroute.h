@@ -37,6 +37,21 @@
  *     getters (counts, points, servers) accept NULL and return 0 / NULL /
  *     MCR_ERR_INVALID.
  *   - Nothing is reported through globals; nothing aborts the process.
+ *   - Structs that grow. Every public struct that a caller allocates ends
+ *     with `uint64_t reserved[N]`, from which later releases of the same
+ *     major version take their new fields, so that no struct changes size
+ *     (or the ABI) within it. A struct the caller fills (options, a
+ *     request, a server to add) is filled from all-zero (`= {0}`, a
+ *     designated initialiser, memset, or its _init() function), and a new
+ *     field's zero keeps the behaviour of before; the library refuses a
+ *     reserved area that is not zero (MCR_ERR_INVALID), so that no field
+ *     of a later release is ever read from garbage. A struct the library
+ *     writes into the caller's memory (a server's description, stats, a
+ *     report, a route) is written whole, its reserved area zeroed. Structs
+ *     the library hands to a callback (mcr_result, mcr_fleet_event,
+ *     mcr_watch_event, mcr_migrate_progress) are the library's, valid during
+ *     the call, and may grow at their end: read them through the pointer
+ *     (mcr_owned_result keeps a result).
  *
  * The libmemcached option-string and behaviour emulation lives in
  * <mcroute_libmemcached.h>.
@@ -540,6 +555,7 @@ typedef struct mcr_server_desc {
     const char *zone;
     mcr_server_state state;
     int id_is_default;
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_server_desc;
 
 /* mcr_config_add_server_desc: append the server `d` describes: host, port

@@ -118,6 +118,7 @@ typedef struct mcr_fleet_options {
     /* Compare-and-swap attempts of one change before MCR_ERR_BUSY.
      * 0: MCR_FLEET_RETRIES. */
     unsigned retries;
+    uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */
 } mcr_fleet_options;
 
 /* The longest timeout, wait, lease or backoff the options take: one day
@@ -228,6 +229,7 @@ typedef struct mcr_fleet_client {
     char migration_id[MCR_MIGRATION_ID_MAX + 1];
     mcr_migration_phase migration_phase;
     uint64_t migration_to_epoch;
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_fleet_client;
 
 /* mcr_fleet_clients: the processes registered under the pool (live
@@ -322,6 +324,7 @@ typedef struct mcr_migration_progress {
     uint64_t failed;       /* could not be copied */
     uint64_t backlog;      /* moved keys not copied, skipped or failed yet */
     double keys_per_s;     /* the copy's speed */
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_migration_progress;
 
 /* A migration record, decoded. */
@@ -339,6 +342,7 @@ typedef struct mcr_migration {
     char message[256];     /* what the last writer said ("" for nothing) */
     uint64_t mod_revision; /* the record's etcd mod_revision as read or
                               written; 0: not stored (a new record) */
+    uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */
 } mcr_migration;
 
 /* mcr_migration_phase_name: "none", "planned", "copying", "switched",
@@ -514,6 +518,7 @@ typedef struct mcr_fleet_follow_options {
      * wrote are restored; an operator's change in between is overwritten
      * by the restore. */
     int publish_local_states;
+    uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */
 } mcr_fleet_follow_options;
 
 #define MCR_FLEET_LEASE_TTL_S 10u
@@ -562,6 +567,7 @@ typedef struct mcr_fleet_stats {
     uint64_t transitions_ended; /* and ended */
     mcr_migration_phase migration_phase; /* the phase adopted last (NONE: none) */
     char migration_id[MCR_MIGRATION_ID_MAX + 1]; /* its id, "" when none */
+    uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */
 } mcr_fleet_stats;
 
 /* mcr_fleet_get_stats: a copy of the counters. Thread-safe; never blocks

@@ -169,6 +169,7 @@ typedef struct mcr_migrate_options {
     unsigned min_ttl;       /* a key with at most this many seconds left is
                                not copied (skipped_expired); default 0: only
                                keys already expired; at most 30 days */
+    uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */
 } mcr_migrate_options;
 
 /* mcr_migrate_options_init: zero *o and write the defaults above. NULL is
@@ -195,6 +196,7 @@ typedef struct mcr_migrate_source {
                                or deleted) between each copy's read and its
                                check (see "Every acknowledged write" in
                                INTRODUCTION); not in copied */
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_migrate_source;
 
 /* The outcome of a run: the sums over the sources, each source, and the
@@ -233,6 +235,7 @@ typedef struct mcr_migrate_report {
                                CAS) as copies left by an earlier run that
                                was stopped between a copy and its check;
                                the copy then copies them afresh */
+    uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */
 } mcr_migrate_report;
 
 /* mcr_migrate_run: copy every key that moves from `from` to `to` to its

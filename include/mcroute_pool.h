@@ -322,6 +322,7 @@ typedef struct mcr_pool_options {
                                       server (see Failures). Default 4 x
                                       request_timeout_ms, capped at
                                       MCR_POOL_TIMEOUT_MAX_MS. */
+    uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */
 } mcr_pool_options;
 
 /* mcr_pool_options_init: zero-fill *opts (all defaults). NULL is a no-op. */
@@ -449,6 +450,7 @@ typedef struct mcr_request {
                               to that server of the snapshot instead,
                               whatever its state (to probe where a key
                               really is, or repair it); no failover. */
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_request;
 
 /* What a reply said, when status is MCR_OK. */
@@ -568,6 +570,7 @@ typedef struct mcr_owned_result {
     char server[256];      /* "" when none */
     uint64_t epoch;
     char message[256];
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_owned_result;
 
 /* mcr_pool_exec: submit `req` and run the loop until it completes; copy the
@@ -631,6 +634,7 @@ typedef struct mcr_server_stats {
     size_t in_flight;         /* requests sent, not answered */
     uint64_t latency_count;   /* replies measured */
     double p50_us, p90_us, p99_us, p999_us, max_us; /* send to reply */
+    uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */
 } mcr_server_stats;
 
 /* mcr_pool_server_count: servers the pool knows (current and draining,

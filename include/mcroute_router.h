@@ -228,6 +228,7 @@ typedef struct mcr_route {
     uint32_t index;                     /* server index in that snapshot */
     int port;
     char host[MCR_HOSTNAME_MAX + 1];    /* NUL-terminated, no brackets */
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_route;
 
 /* mcr_router_locate: the server owning `key` (`len` bytes) in the current
@@ -285,6 +286,7 @@ typedef struct mcr_local_state {
     mcr_server_state state; /* the state it is given */
     int applied;            /* 1: in force in the current snapshot; 0: held
                                (it would leave no ACTIVE server) */
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_local_state;
 
 /* mcr_router_local_state: whether server `id` has a local state: MCR_OK,
@@ -519,6 +521,7 @@ typedef struct mcr_transition {
     unsigned flags;        /* MCR_TRANSITION_* */
     uint64_t remaining_ms; /* until the grace period ends; 0: until ended */
     uint64_t serial;       /* different for every transition set on the router */
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_transition;
 
 /* mcr_router_set_transition: make (from, to) the router's transition,
@@ -616,6 +619,7 @@ typedef struct mcr_watch_options {
      * not (NULL: nothing reported). It must not free its own watcher. */
     mcr_watch_fn report;
     void *report_arg;
+    uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */
 } mcr_watch_options;
 
 #define MCR_WATCH_POLL_MS 500u

@@ -535,6 +535,7 @@ MCR_EXTERN double mcr_diff_moved(const mcr_diff *d);
 typedef struct mcr_diff_arc {
     uint32_t first, last;   /* inclusive hash range, first <= last */
     const char *from, *to;  /* server ids, owned by the diff */
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_diff_arc;
 
 /* mcr_diff_arc_count: number of arcs (0 for NULL, for an empty diff, and
@@ -552,6 +553,7 @@ typedef struct mcr_diff_pair {
     double fraction;        /* moved hash values / 2^32, exact, > 0 (see
                                mcr_diff_moved() for slots, jump and
                                rendezvous) */
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_diff_pair;
 
 /* mcr_diff_pair_count: number of (from, to) pairs with something moved

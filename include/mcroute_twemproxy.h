@@ -276,6 +276,7 @@ typedef struct mcr_twem_server {
                                 name, else "host" (port 11211) or
                                 "host:port" */
     size_t line;        /* 1-based line of the server in the file */
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_twem_server;
 
 /* mcr_twem_server_get: server `i` of pool `pool`, in nutcracker's order

@@ -88,6 +88,10 @@ int mcr_changes_add(mcr_changes *ch, const mcr_server_desc *d, mcr_error *err)
 
     if (ch == NULL || d == NULL || d->host == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL changes, description or host");
+    if (!mcr__zeroed(d->reserved, sizeof(d->reserved)))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "mcr_server_desc: the reserved area is not zero (fill the "
+                          "struct from all-zero: mcroute.h)");
     size_t hl = strlen(d->host);
     if ((rc = mcr__check_host(d->host, hl, err)) != MCR_OK)
         return rc;

@@ -506,6 +506,10 @@ int mcr_config_add_server_desc(mcr_config *cfg, const mcr_server_desc *d, mcr_er
 {
     if (cfg == NULL || d == NULL || d->host == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL config, description or host");
+    if (!mcr__zeroed(d->reserved, sizeof(d->reserved)))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "mcr_server_desc: the reserved area is not zero (fill the "
+                          "struct from all-zero: mcroute.h)");
     if (d->state != MCR_STATE_ACTIVE)
         return mcr__error(err, MCR_ERR_INVALID,
                           "a config lists active servers only (state %d given)", (int)d->state);

@@ -357,7 +357,7 @@ static int add_arc(mcr_diff *d, uint32_t first, uint32_t last, const char *from,
         d->arcs = a;
         d->arcs_cap = cap;
     }
-    d->arcs[d->narcs++] = (mcr_diff_arc){first, last, from, to};
+    d->arcs[d->narcs++] = (mcr_diff_arc){.first = first, .last = last, .from = from, .to = to};
     return MCR_OK;
 }
 
@@ -940,6 +940,7 @@ int mcr_diff_arc_get(const mcr_diff *d, size_t i, mcr_diff_arc *out)
     if (d == NULL || out == NULL || i >= d->narcs)
         return MCR_ERR_INVALID;
     *out = d->arcs[i];
+    memset(out->reserved, 0, sizeof(out->reserved));
     return MCR_OK;
 }
 
@@ -953,6 +954,7 @@ int mcr_diff_pair_get(const mcr_diff *d, size_t i, mcr_diff_pair *out)
     if (d == NULL || out == NULL || i >= d->npairs)
         return MCR_ERR_INVALID;
     *out = d->pairs[i];
+    memset(out->reserved, 0, sizeof(out->reserved));
     return MCR_OK;
 }
 

@@ -69,6 +69,10 @@ void mcr__slotset_free(mcr__slotset *s);
  * `code` so callers can `return mcr__error(err, MCR_ERR_RANGE, ...)`. */
 int mcr__error(mcr_error *err, int code, const char *fmt, ...) MCR__PRINTF(3, 4);
 
+/* 1 when the `n` bytes at `p` are all zero: a public struct's reserved
+ * area (mcroute.h, "Structs that grow"). */
+int mcr__zeroed(const void *p, size_t n);
+
 /* A system call or resource failed with errno value `e`: MCR_ERR_SYSTEM
  * (MCR_ERR_NOMEM when e is ENOMEM), e kept in err->sys_errno, and the
  * message followed by ": " and strerror(e). Returns the code. */

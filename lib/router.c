@@ -445,6 +445,7 @@ int mcr_router_locate(mcr_router *router, const void *key, size_t len, mcr_route
             out->port = d.port;
             memcpy(out->host, d.host, n);
             out->host[n] = '\0';
+            memset(out->reserved, 0, sizeof(out->reserved));
         }
     }
     mcr_router_release(router, snap);
@@ -594,6 +595,7 @@ int mcr_router_local_states(mcr_router *router, mcr_local_state **out, size_t *c
             v[i].port = x->port;
             v[i].state = x->state;
             v[i].applied = x->applied;
+            memset(v[i].reserved, 0, sizeof(v[i].reserved));
         }
     }
     MCR__TSAN_RELEASE(&router->tsan_grace_period);

@@ -782,6 +782,7 @@ int mcr_snapshot_server(const mcr_snapshot *s, size_t i, mcr_server_desc *out)
     out->zone = e->zone;
     out->state = e->state;
     out->id_is_default = !e->named;
+    memset(out->reserved, 0, sizeof(out->reserved));
     return MCR_OK;
 }
 

@@ -45,6 +45,15 @@ int mcr__error_sys(mcr_error *err, int e, const char *fmt, ...)
     return code;
 }
 
+int mcr__zeroed(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != 0)
+            return 0;
+    return 1;
+}
+
 const char *mcr__quote(char *out, size_t cap, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";

@@ -389,6 +389,10 @@ int mcr_watcher_new(mcr_router *router, const char *path, mcr_watch_format forma
     if (format != MCR_WATCH_SERVER_FILE && format != MCR_WATCH_SNAPSHOT_FILE)
         return mcr__error(err, MCR_ERR_INVALID, "mcr_watcher_new: unknown format %d",
                           (int)format);
+    if (opts != NULL && !mcr__zeroed(opts->reserved, sizeof(opts->reserved)))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "mcr_watch_options: the reserved area is not zero (fill the "
+                          "struct from all-zero: mcroute.h)");
     w = calloc(1, sizeof *w);
     if (w == NULL || (w->path = dup_n(path, strlen(path))) == NULL) {
         free(w);

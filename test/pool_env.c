@@ -836,8 +836,8 @@ void apply_change(env *e, int what, int server)
     mcr_changes *ch = mcr_changes_new();
     ck_assert_ptr_nonnull(ch);
     if (what == 0) {
-        mcr_server_desc d = {NULL, e->mc[server].addr, e->mc[server].port, 1, NULL,
-                             MCR_STATE_ACTIVE, 0};
+        mcr_server_desc d = {.host = e->mc[server].addr, .port = e->mc[server].port, .weight = 1,
+                             .state = MCR_STATE_ACTIVE, .id_is_default = 0};
         ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_OK);
     } else if (what == 1) {
         ck_assert_int_eq(mcr_changes_remove(ch, e->id[server], &err), MCR_OK);

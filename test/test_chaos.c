@@ -707,7 +707,8 @@ static void membership(int kind, int t)
     char extra[96] = "";
     ck_assert_ptr_nonnull(ch);
     if (kind == EV_ADD) {
-        mcr_server_desc d = {NULL, v->addr, v->port, 1, NULL, MCR_STATE_ACTIVE, 0};
+        mcr_server_desc d = {.host = v->addr, .port = v->port, .weight = 1,
+                             .state = MCR_STATE_ACTIVE};
         ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_OK);
     } else if (kind == EV_REMOVE) {
         ck_assert_int_eq(mcr_changes_remove(ch, v->id, &err), MCR_OK);
@@ -823,7 +824,8 @@ static void heal(void)
             v->stopped = 0;
         }
         if (!v->in_snap) {
-            mcr_server_desc d = {NULL, v->addr, v->port, 1, NULL, MCR_STATE_ACTIVE, 0};
+            mcr_server_desc d = {.host = v->addr, .port = v->port, .weight = 1,
+                                 .state = MCR_STATE_ACTIVE};
             ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_OK);
         } else {
             ck_assert_int_eq(mcr_changes_set_state(ch, v->id, MCR_STATE_ACTIVE, &err), MCR_OK);

@@ -118,6 +118,56 @@ START_TEST(add_server_checks)
 }
 END_TEST
 
+/* Structs that grow (mcroute.h): a reserved area that is not zero is
+ * refused where a caller fills the struct; the library zeroes it where it
+ * fills one. */
+START_TEST(reserved_areas)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    mcr_server_desc d = {.host = "10.0.0.1", .port = 11211, .weight = 1,
+                         .state = MCR_STATE_ACTIVE};
+    d.reserved[3] = 1;
+    ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "mcr_server_desc: the reserved area is not zero"));
+    mcr_changes *ch = mcr_changes_new();
+    ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_ERR_INVALID);
+    ck_assert_uint_eq(mcr_changes_count(ch), 0);
+    d.reserved[3] = 0;
+    ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server(cfg, "10.0.0.2", 11211, 1, &err), MCR_OK);
+    mcr_snapshot *a = NULL, *b = NULL;
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &a, &err), MCR_OK);
+    mcr_server_desc out;
+    memset(&out, 0xa5, sizeof(out));
+    ck_assert_int_eq(mcr_snapshot_server(a, 0, &out), MCR_OK);
+    ck_assert(mcr_test_zeroed(out.reserved, sizeof(out.reserved)));
+    /* a description read from a snapshot goes back in as it is */
+    ck_assert_int_eq(mcr_changes_add(ch, &(mcr_server_desc){.host = "10.0.0.3", .port = 1,
+                                                           .weight = 1,
+                                                           .state = MCR_STATE_ACTIVE},
+                                     &err),
+                     MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_apply(a, ch, &b, &err), MCR_OK);
+    mcr_diff *df = NULL;
+    ck_assert_int_eq(mcr_diff_new(a, b, &df, &err), MCR_OK);
+    ck_assert_uint_gt(mcr_diff_arc_count(df), 0);
+    mcr_diff_arc arc;
+    mcr_diff_pair pair;
+    memset(&arc, 0xa5, sizeof(arc));
+    memset(&pair, 0xa5, sizeof(pair));
+    ck_assert_int_eq(mcr_diff_arc_get(df, 0, &arc), MCR_OK);
+    ck_assert_int_eq(mcr_diff_pair_get(df, 0, &pair), MCR_OK);
+    ck_assert(mcr_test_zeroed(arc.reserved, sizeof(arc.reserved)));
+    ck_assert(mcr_test_zeroed(pair.reserved, sizeof(pair.reserved)));
+    mcr_diff_free(df);
+    mcr_snapshot_unref(a);
+    mcr_snapshot_unref(b);
+    mcr_changes_free(ch);
+    mcr_config_free(cfg);
+}
+END_TEST
+
 static char *write_file(const char *text)
 {
     return tu_temp_file("test-servers", text, strlen(text));
@@ -433,6 +483,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, parse_good_lists);
     tcase_add_test(tc, parse_bad_lists);
     tcase_add_test(tc, add_server_checks);
+    tcase_add_test(tc, reserved_areas);
     tcase_add_test(tc, server_files);
     tcase_add_test(tc, server_lines);
     tcase_add_test(tc, duplicate_set_survives_rollback_and_sort);

@@ -78,8 +78,9 @@ static mcr_config *config_of(const pool *p)
         EXPECT_INT(mcr_config_set_hash_tag(cfg, p->tag), ==, MCR_OK);
     for (size_t i = 0; i < p->n; i++) {
         const spec *s = &p->s[i];
-        mcr_server_desc d = {s->id[0] ? s->id : NULL, s->host, s->port, s->weight,
-                             s->zone[0] ? s->zone : NULL, MCR_STATE_ACTIVE, 0};
+        mcr_server_desc d = {.id = s->id[0] ? s->id : NULL, .host = s->host, .port = s->port,
+                             .weight = s->weight,
+                             .zone = s->zone[0] ? s->zone : NULL, .state = MCR_STATE_ACTIVE};
         int rc = mcr_config_add_server_desc(cfg, &d, &err);
         EXPECT_MSG(rc == MCR_OK, "add %s: %s", s->host, err.message);
     }
@@ -283,7 +284,7 @@ static void check_diff(const mcr_snapshot *a, const mcr_snapshot *b, const mcr_d
     /* Pairs: sorted, positive, adding up to the total exactly. */
     size_t np = mcr_diff_pair_count(d);
     double sum = 0;
-    mcr_diff_pair prev = {NULL, NULL, 0};
+    mcr_diff_pair prev = {.from = NULL, .to = NULL, .fraction = 0};
     for (size_t i = 0; i < np; i++) {
         mcr_diff_pair p;
         EXPECT_INT(mcr_diff_pair_get(d, i, &p), ==, MCR_OK);
@@ -311,7 +312,7 @@ static void check_diff(const mcr_snapshot *a, const mcr_snapshot *b, const mcr_d
     } else {
         /* Arcs: ascending, disjoint, maximal, owners as the lookups say. */
         uint64_t total = 0;
-        mcr_diff_arc arc, last = {0, 0, NULL, NULL};
+        mcr_diff_arc arc, last = {.first = 0, .last = 0, .from = NULL, .to = NULL};
         for (size_t i = 0; i < na; i++) {
             EXPECT_INT(mcr_diff_arc_get(d, i, &arc), ==, MCR_OK);
             EXPECT(arc.first <= arc.last);
@@ -864,8 +865,8 @@ START_TEST(diff_owns_references)
     mcr_snapshot_unref(a);
     mcr_snapshot_unref(b);
 
-    mcr_diff_arc arc, keep = {1, 2, "x", "y"};
-    mcr_diff_pair pr, keep_pr = {"x", "y", 0.5};
+    mcr_diff_arc arc, keep = {.first = 1, .last = 2, .from = "x", .to = "y"};
+    mcr_diff_pair pr, keep_pr = {.from = "x", .to = "y", .fraction = 0.5};
     size_t na = mcr_diff_arc_count(d), np = mcr_diff_pair_count(d);
     EXPECT_UINT(na, >, 0);
     for (size_t i = 0; i < na; i++) {

@@ -203,7 +203,8 @@ START_TEST(test_blocking_calls)
         c.ch[i] = mcr_changes_new();
         ck_assert_ptr_nonnull(c.ch[i]);
     }
-    mcr_server_desc extra = {"extra", "127.0.0.2", 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc extra = {.id = "extra", .host = "127.0.0.2", .port = 11211, .weight = 1,
+                             .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_changes_add(c.ch[0], &extra, &err), MCR_OK);
     ck_assert_int_eq(mcr_changes_remove(c.ch[1], "extra", &err), MCR_OK);
 

@@ -47,6 +47,21 @@ START_TEST(test_read_missing)
     uint64_t epoch = 99;
 
     opts(&o, "no-such-pool");
+    { /* reserved areas that are not zero are refused first (mcroute.h) */
+        mcr_fleet_options bad = o;
+        bad.reserved[2] = 1;
+        ck_assert_int_eq(mcr_fleet_read(&bad, &s, NULL, &err), MCR_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(err.message, "mcr_fleet_options: the reserved area"));
+        mcr_fleet_follow_options fo = {0};
+        mcr_router *r = NULL;
+        mcr_fleet *f = NULL;
+        ck_assert_int_eq(mcr_router_new(NULL, &r, &err), MCR_OK);
+        fo.reserved[7] = 1;
+        ck_assert_int_eq(mcr_fleet_follow(&o, &fo, r, &f, &err), MCR_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(err.message, "mcr_fleet_follow_options: the reserved"));
+        ck_assert_ptr_null(f);
+        mcr_router_free(r);
+    }
     ck_assert_int_eq(mcr_fleet_read(&o, &s, NULL, &err), MCR_ERR_UNKNOWN);
     ck_assert_ptr_null(s);
     ck_assert_msg(strstr(err.message, "\"no-such-pool\"") != NULL &&

@@ -713,8 +713,12 @@ START_TEST(test_resync_switched)
 
     o.wait_ms = 800;
     int rc = follow_try(&x, &o, "vy-1", &fo, &err);
-    ck_assert_msg(rc == MCR_OK && strstr(err.message, "cached epoch 1"), "%s (%s)",
-                  mcr_strerror(rc), err.message);
+    ck_assert_msg(rc == MCR_OK, "%s (%s)", mcr_strerror(rc), err.message);
+    ck_assert_msg(fe_wait_count(&x.rec, MCR_FLEET_CACHED, 1, SEE_MS), "no CACHED event");
+    pthread_mutex_lock(&x.rec.mu);
+    ck_assert_msg(strstr(x.rec.last_msg[MCR_FLEET_CACHED], "cached epoch 1") != NULL,
+                  "CACHED: \"%s\"", x.rec.last_msg[MCR_FLEET_CACHED]);
+    pthread_mutex_unlock(&x.rec.mu);
     ck_assert_msg(es_restart(c, 0) == 0, "restart: %s", es_last_error());
     wait_adopted(&x, 3);
     transition_of(x.router, &from, &to);

@@ -505,6 +505,16 @@ START_TEST(test_skips)
     mcr_migrate_options o;
     mcr_migrate_options_init(&o);
     o.dry_run = 1;
+    { /* a reserved area that is not zero is refused first (mcroute.h) */
+        mcr_migrate_options bad = o;
+        mcr_migrate_report br;
+        mcr_error err = {0};
+        bad.reserved[5] = 1;
+        ck_assert_int_eq(mcr_migrate_run(four, five, &bad, &br, &err), MCR_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(err.message, "mcr_migrate_options: the reserved area"));
+        ck_assert(mcr_test_zeroed(br.reserved, sizeof(br.reserved)));
+        mcr_migrate_report_clear(&br);
+    }
     mcr_migrate_report r;
     run_ok(four, five, &o, &r);
     ck_assert_uint_eq(r.moved, (uint64_t)moved);

@@ -326,7 +326,8 @@ START_TEST(nomem_changes)
     mcr_config_free(cfg);
     c.ch = mcr_changes_new();
     ck_assert_ptr_nonnull(c.ch);
-    mcr_server_desc add = {"new-1", "127.0.0.2", 11300, 2, "z1", MCR_STATE_ACTIVE, 0};
+    mcr_server_desc add = {.id = "new-1", .host = "127.0.0.2", .port = 11300, .weight = 2,
+                           .zone = "z1", .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_changes_add(c.ch, &add, &err), MCR_OK);
     ck_assert_int_eq(mcr_changes_remove(c.ch, "127.0.0.1:11214", &err), MCR_OK);
     ck_assert_int_eq(mcr_changes_set_weight(c.ch, "127.0.0.1:11216", 4, &err), MCR_OK);

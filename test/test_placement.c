@@ -484,8 +484,9 @@ START_TEST(checklist_flapping)
                 mcr_changes_clear(ch);
                 double m1 = moved_keys(s, down, 20000, NULL, NULL, "down");
                 if (removal) {
-                    mcr_server_desc d = {flap.id, flap.host, flap.port, flap.weight, NULL,
-                                         MCR_STATE_ACTIVE, 0};
+                    mcr_server_desc d = {.id = flap.id, .host = flap.host, .port = flap.port,
+                                         .weight = flap.weight,
+                                         .state = MCR_STATE_ACTIVE, .id_is_default = 0};
                     EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
                     if (mc->mode == MCR_MODE_SLOTS)
                         EXPECT_INT(mcr_slots_plan(down, ch, NULL, &err), ==, MCR_OK);

@@ -48,8 +48,10 @@ static mcr_snapshot *evolve(mcr_snapshot *s, mcr_mode mode, int round)
     spec a, b;
     new_spec(&a, w_of(mode, 2), "z1");
     new_spec(&b, 1, NULL);
-    mcr_server_desc da = {a.id, a.host, a.port, a.weight, a.zone, MCR_STATE_ACTIVE, 0};
-    mcr_server_desc db = {NULL, b.host, b.port, b.weight, NULL, MCR_STATE_DOWN, 0};
+    mcr_server_desc da = {.id = a.id, .host = a.host, .port = a.port, .weight = a.weight,
+                          .zone = a.zone, .state = MCR_STATE_ACTIVE};
+    mcr_server_desc db = {.host = b.host, .port = b.port, .weight = b.weight,
+                          .state = MCR_STATE_DOWN};
     EXPECT_INT(mcr_changes_add(ch, &da, &err), ==, MCR_OK);
     EXPECT_INT(mcr_changes_add(ch, &db, &err), ==, MCR_OK);
     EXPECT_INT(mcr_changes_remove(ch, id_at(s, (uint32_t)round), &err), ==, MCR_OK);
@@ -238,7 +240,8 @@ START_TEST(apply_equals_new)
             mcr_changes *ch = mcr_changes_new();
             spec x;
             new_spec(&x, 1 + (uint32_t)round % 3, NULL);
-            mcr_server_desc d = {x.id, x.host, x.port, x.weight, NULL, MCR_STATE_ACTIVE, 0};
+            mcr_server_desc d = {.id = x.id, .host = x.host, .port = x.port, .weight = x.weight,
+                                 .state = MCR_STATE_ACTIVE};
             EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
             p.s[p.n++] = x;
             if (modes[m] != MCR_MODE_JUMP) { /* jump: removals are history */
@@ -558,7 +561,8 @@ START_TEST(jump_removals)
      * share, all of it from the others. */
     spec nx;
     new_spec(&nx, 1, NULL);
-    mcr_server_desc nd = {nx.id, nx.host, nx.port, 1, NULL, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc nd = {.id = nx.id, .host = nx.host, .port = nx.port, .weight = 1,
+                          .state = MCR_STATE_ACTIVE};
     EXPECT_INT(mcr_changes_add(ch, &nd, &err), ==, MCR_OK);
     EXPECT_INT(mcr_changes_set_state(ch, nx.id, MCR_STATE_DOWN, &err), ==, MCR_OK);
     mcr_snapshot *added_down = apply_ok(s0, ch);
@@ -607,8 +611,8 @@ START_TEST(jump_random_batches)
             if (what == 0 || n < 4) {
                 spec x;
                 new_spec(&x, 1 + tu_below(&r, 4), NULL);
-                mcr_server_desc d = {x.id, x.host, x.port, x.weight, NULL,
-                                     tu_below(&r, 4) ? MCR_STATE_ACTIVE : MCR_STATE_DOWN, 0};
+                mcr_server_desc d = {.id = x.id, .host = x.host, .port = x.port, .weight = x.weight,
+                                     .state = tu_below(&r, 4) ? MCR_STATE_ACTIVE : MCR_STATE_DOWN};
                 EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
             } else if (what == 1) {
                 mcr_changes_remove(ch, id, &err);
@@ -669,7 +673,8 @@ START_TEST(rendezvous_random_changes)
             if (tu_below(&r, 6) == 0 || n < 4) {
                 spec x;
                 new_spec(&x, 1 + tu_below(&r, 9), NULL);
-                mcr_server_desc d = {x.id, x.host, x.port, x.weight, NULL, MCR_STATE_ACTIVE, 0};
+                mcr_server_desc d = {.id = x.id, .host = x.host, .port = x.port,
+                                     .weight = x.weight, .state = MCR_STATE_ACTIVE};
                 mcr_changes_add(ch, &d, &err);
             } else if (tu_below(&r, 5) == 0) {
                 mcr_changes_remove(ch, id, &err);
@@ -954,7 +959,7 @@ START_TEST(edges_arguments)
     /* Weight 0 is refused everywhere. */
     EXPECT_INT(mcr_config_add_server(cfg, "a", 11211, 0, &err), ==, MCR_ERR_RANGE);
     mcr_changes *ch = mcr_changes_new();
-    mcr_server_desc d = {NULL, "a", 11211, 0, NULL, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc d = {.host = "a", .port = 11211, .weight = 0, .state = MCR_STATE_ACTIVE};
     EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_ERR_RANGE);
     EXPECT_INT(mcr_changes_set_weight(ch, "a", 0, &err), ==, MCR_ERR_RANGE);
     mcr_changes_free(ch);
@@ -985,7 +990,8 @@ START_TEST(edges_arguments)
     spec x;
     new_spec(&x, 1, NULL);
     ch = mcr_changes_new();
-    d = (mcr_server_desc){x.id, x.host, x.port, 1, NULL, MCR_STATE_ACTIVE, 0};
+    d = (mcr_server_desc){.id = x.id, .host = x.host, .port = x.port, .weight = 1,
+                          .state = MCR_STATE_ACTIVE};
     EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
     mcr_snapshot *t = NULL;
     EXPECT_INT(mcr_snapshot_apply(s, ch, &t, &err), ==, MCR_ERR_RANGE);

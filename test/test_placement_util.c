@@ -95,8 +95,9 @@ mcr_config *config_of(const pool *p)
                 *c = *c == '.' && strcmp(c, ".test") != 0 ? '-' : *c;
             host = named;
         }
-        mcr_server_desc d = {s->id[0] ? s->id : NULL, host, s->port, s->weight,
-                             s->zone[0] ? s->zone : NULL, MCR_STATE_ACTIVE, 0};
+        mcr_server_desc d = {.id = s->id[0] ? s->id : NULL, .host = host, .port = s->port,
+                             .weight = s->weight,
+                             .zone = s->zone[0] ? s->zone : NULL, .state = MCR_STATE_ACTIVE};
         int rc = mcr_config_add_server_desc(cfg, &d, &err);
         EXPECT_MSG(rc == MCR_OK, "add %s: %s", s->host, err.message);
     }
@@ -148,8 +149,9 @@ mcr_snapshot *with_change(const mcr_snapshot *s, const spec *add, const char *re
     mcr_changes *ch = mcr_changes_new();
     ck_assert_ptr_nonnull(ch);
     if (add != NULL) {
-        mcr_server_desc d = {add->id, add->host, add->port, add->weight,
-                             add->zone[0] ? add->zone : NULL, MCR_STATE_ACTIVE, 0};
+        mcr_server_desc d = {.id = add->id, .host = add->host, .port = add->port,
+                             .weight = add->weight,
+                             .zone = add->zone[0] ? add->zone : NULL, .state = MCR_STATE_ACTIVE};
         EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
     }
     if (remove != NULL)
@@ -197,7 +199,7 @@ void check_diff(const mcr_snapshot *a, const mcr_snapshot *b, const mcr_diff *d,
                        unsigned keys, double tol)
 {
     double moved = mcr_diff_moved(d), sum = 0;
-    mcr_diff_pair prev = {NULL, NULL, 0};
+    mcr_diff_pair prev = {.from = NULL, .to = NULL, .fraction = 0};
     EXPECT(moved >= 0 && moved <= 1.0 + 1e-12);
     for (size_t i = 0; i < mcr_diff_pair_count(d); i++) {
         mcr_diff_pair p;

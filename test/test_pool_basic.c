@@ -575,6 +575,30 @@ START_TEST(test_input_rules)
     o.protocol = _i ? MCR_PROTO_META : MCR_PROTO_TEXT;
     env_init(&e, 3, &o);
 
+    /* reserved areas (mcroute.h): refused unless zero */
+    {
+        mcr_pool_options ro = o;
+        mcr_pool *np = NULL;
+        ro.reserved[7] = 1;
+        ck_assert_int_eq(mcr_pool_new(e.base, e.router, &ro, &np, &err), MCR_ERR_INVALID);
+        ck_assert_ptr_null(np);
+        ck_assert_ptr_nonnull(strstr(err.message, "mcr_pool_options: the reserved area"));
+        mcr_request rq;
+        memset(&rq, 0, sizeof(rq));
+        rq.op = MCR_OP_GET;
+        rq.key = "k";
+        rq.key_len = 1;
+        rq.reserved[0] = 1;
+        ck_assert_int_eq(mcr_pool_submit(e.pool, &rq, rec_cb, ticket_for(&e.t, &r), &err),
+                         MCR_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(err.message, "mcr_request: the reserved area"));
+        ck_assert_int_eq(r.calls, 0);
+        mcr_server_stats st;
+        memset(&st, 0xa5, sizeof(st));
+        ck_assert_int_eq(mcr_pool_server_stats(e.pool, 0, &st), MCR_OK);
+        ck_assert(mcr_test_zeroed(st.reserved, sizeof(st.reserved)));
+    }
+
     /* bad keys */
     memset(big, 'a', sizeof(big));
     refuse_key(&e, e.pool, "", 0, &r);

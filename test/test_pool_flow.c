@@ -159,7 +159,8 @@ START_TEST(test_eager)
     ck_assert_int_eq(e.t.submitted, 0);
     /* a server added DOWN gets no connection; made ACTIVE, it does */
     mcr_changes *ch = mcr_changes_new();
-    mcr_server_desc d = {NULL, e.mc[2].addr, e.mc[2].port, 1, NULL, MCR_STATE_DOWN, 0};
+    mcr_server_desc d = {.host = e.mc[2].addr, .port = e.mc[2].port, .weight = 1,
+                         .state = MCR_STATE_DOWN};
     ck_assert_int_eq(mcr_changes_add(ch, &d, NULL), MCR_OK);
     ck_assert_int_eq(mcr_router_apply(e.router, ch, NULL), MCR_OK);
     mcr_changes_free(ch);

@@ -443,7 +443,8 @@ START_TEST(test_unix_socket)
     mcr_snapshot *s = NULL;
     const char *uid = "unix-one";
     ck_assert_int_eq(mcr_config_add_server(cfg, e.mc[0].addr, e.mc[0].port, 1, NULL), MCR_OK);
-    mcr_server_desc d = {uid, "127.0.0.1", dead_port, 1, NULL, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc d = {.id = uid, .host = "127.0.0.1", .port = dead_port, .weight = 1,
+                         .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, NULL), MCR_OK);
     ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, NULL), MCR_OK);
     mcr_config_free(cfg);
@@ -505,8 +506,9 @@ START_TEST(test_unix_socket)
     env_new_pool(&e, NULL);
     ck_assert_int_eq(mcr_pool_set_unix_path(e.pool, "unix-two", path), MCR_OK);
     mcr_changes *ch = mcr_changes_new();
-    mcr_server_desc d2 = {"unix-two", "127.0.0.1", dead_port + 1 > 65535 ? 1 : dead_port + 1,
-                          1, NULL, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc d2 = {.id = "unix-two", .host = "127.0.0.1",
+                          .port = dead_port + 1 > 65535 ? 1 : dead_port + 1,
+                          .weight = 1, .zone = NULL, .state = MCR_STATE_ACTIVE, .id_is_default = 0};
     ck_assert_int_eq(mcr_changes_add(ch, &d2, NULL), MCR_OK);
     ck_assert_int_eq(mcr_router_apply(e.router, ch, NULL), MCR_OK);
     mcr_changes_free(ch);

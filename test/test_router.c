@@ -214,7 +214,7 @@ static void reentrant_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new
 {
     reentry *re = arg;
     mcr_changes *ch;
-    mcr_server_desc d = {NULL, "10.1.1.1", 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc d = {.host = "10.1.1.1", .port = 11211, .weight = 1, .state = MCR_STATE_ACTIVE};
     (void)old_snap, (void)diff;
 
     if (re->calls++ > 0)
@@ -1074,8 +1074,8 @@ static int random_changes(tu_rng *rng, const mcr_snapshot *cur, mcr_changes *ch,
             static const char *zones[] = {"a", "b", "c"};
             unsigned h = (*next_host)++;
             snprintf(host, sizeof host, "10.%u.%u.%u", 1 + h / 65536, h / 256 % 256, h % 256);
-            mcr_server_desc add = {NULL, host, 11211, 1 + tu_below(rng, 4),
-                                   zones[tu_below(rng, 3)], MCR_STATE_ACTIVE, 0};
+            mcr_server_desc add = {.host = host, .port = 11211, .weight = 1 + tu_below(rng, 4),
+                                   .zone = zones[tu_below(rng, 3)], .state = MCR_STATE_ACTIVE};
             ck_assert_int_eq(mcr_changes_add(ch, &add, NULL), MCR_OK);
             return count + 1; /* one structural change per batch keeps ids simple */
         } else if (op == 1 && n > 4 && (d.state != MCR_STATE_ACTIVE || active > 2)) {

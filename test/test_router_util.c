@@ -61,7 +61,7 @@ void log_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
 mcr_changes *changes_add(const char *host, int port, uint32_t weight)
 {
     mcr_changes *ch = mcr_changes_new();
-    mcr_server_desc d = {NULL, host, port, weight, NULL, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc d = {.host = host, .port = port, .weight = weight, .state = MCR_STATE_ACTIVE};
     ck_assert_ptr_nonnull(ch);
     ck_assert_int_eq(mcr_changes_add(ch, &d, NULL), MCR_OK);
     return ch;

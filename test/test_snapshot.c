@@ -55,14 +55,18 @@ START_TEST(basics)
 {
     mcr_config *cfg = mcr_config_new();
     mcr_error err;
-    mcr_server_desc d = {"alpha", "10.0.0.1", 11211, 1, "z1", MCR_STATE_ACTIVE, 0};
+    mcr_server_desc d = {.id = "alpha", .host = "10.0.0.1", .port = 11211, .weight = 1,
+                         .zone = "z1", .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
-    d = (mcr_server_desc){NULL, "10.0.0.2", 11212, 2, NULL, MCR_STATE_ACTIVE, 0};
+    d = (mcr_server_desc){.host = "10.0.0.2", .port = 11212, .weight = 2,
+                          .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
-    d = (mcr_server_desc){NULL, "::1", 11211, 1, "z2", MCR_STATE_ACTIVE, 0};
+    d = (mcr_server_desc){.host = "::1", .port = 11211, .weight = 1, .zone = "z2",
+                          .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
     ck_assert_int_eq(mcr_config_add_server(cfg, "10.0.0.4", 11211, 1, &err), MCR_OK);
-    d = (mcr_server_desc){NULL, "10.0.0.5", 11211, 1, "z1", MCR_STATE_ACTIVE, 0};
+    d = (mcr_server_desc){.host = "10.0.0.5", .port = 11211, .weight = 1, .zone = "z1",
+                          .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
 
     mcr_snapshot *s = snap_of(cfg, 7);
@@ -750,7 +754,8 @@ START_TEST(states)
     assert_same_points(s2, s3);
     ck_assert_uint_eq(mcr_snapshot_epoch(s3), 4);
     /* A server may join down, and become active later. */
-    mcr_server_desc a = {"late", "10.9.9.9", 11211, 2, "zz", MCR_STATE_DOWN, 0};
+    mcr_server_desc a = {.id = "late", .host = "10.9.9.9", .port = 11211, .weight = 2,
+                         .zone = "zz", .state = MCR_STATE_DOWN};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     mcr_snapshot *s4 = apply_ok(s3, ch);
     assert_same_points(s3, s4);
@@ -785,13 +790,15 @@ START_TEST(named_server_moves_no_key)
             char h[32], id[32];
             snprintf(h, sizeof(h), "10.1.0.%d", i);
             snprintf(id, sizeof(id), "cache-%d", i);
-            mcr_server_desc d = {id, h, 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
+            mcr_server_desc d = {.id = id, .host = h, .port = 11211, .weight = 1,
+                                 .state = MCR_STATE_ACTIVE};
             ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
         }
         mcr_snapshot *s0 = snap_of(cfg, 1);
         /* cache-5 moves to another address and port, in one batch. */
         mcr_changes *ch = mcr_changes_new();
-        mcr_server_desc d = {"cache-5", "192.168.7.7", 22122, 1, NULL, MCR_STATE_ACTIVE, 0};
+        mcr_server_desc d = {.id = "cache-5", .host = "192.168.7.7", .port = 22122, .weight = 1,
+                             .state = MCR_STATE_ACTIVE};
         ck_assert_int_eq(mcr_changes_remove(ch, "cache-5", &err), MCR_OK);
         ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_OK);
         mcr_snapshot *s1 = apply_ok(s0, ch);
@@ -854,13 +861,15 @@ START_TEST(errors_publish_nothing)
     ck_assert_int_eq(mcr_changes_remove(ch, id0, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_UNKNOWN);
     /* Duplicates: id, address. */
-    mcr_server_desc a = {id0, "10.3.3.3", 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc a = {.id = id0, .host = "10.3.3.3", .port = 11211, .weight = 1,
+                         .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_DUPLICATE);
-    a = (mcr_server_desc){"fresh", "10.2.2.2", 4000, 1, NULL, MCR_STATE_ACTIVE, 0};
+    a = (mcr_server_desc){.id = "fresh", .host = "10.2.2.2", .port = 4000, .weight = 1,
+                          .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_DUPLICATE);
-    a = (mcr_server_desc){NULL, "10.2.2.2", 4000, 1, NULL, MCR_STATE_ACTIVE, 0};
+    a = (mcr_server_desc){.host = "10.2.2.2", .port = 4000, .weight = 1, .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_DUPLICATE);
     /* Remove then add the same address is fine (checked below). */
@@ -880,8 +889,9 @@ START_TEST(errors_publish_nothing)
     /* stable-ketama's weight bound. */
     ck_assert_int_eq(mcr_changes_set_weight(ch, id0, MCR_STABLE_WEIGHT_MAX + 1, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_RANGE);
-    a = (mcr_server_desc){"heavy", "10.4.4.4", 11211, MCR_STABLE_WEIGHT_MAX + 1, NULL,
-                          MCR_STATE_ACTIVE, 0};
+    a = (mcr_server_desc){.id = "heavy", .host = "10.4.4.4", .port = 11211,
+                          .weight = MCR_STABLE_WEIGHT_MAX + 1,
+                          .state = MCR_STATE_ACTIVE, .id_is_default = 0};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     EXPECT_APPLY(MCR_ERR_RANGE);
     /* NULL arguments. */
@@ -898,7 +908,8 @@ START_TEST(errors_publish_nothing)
     ck_assert_int_eq(mcr_changes_set_weight(ch, "x", 0, &err), MCR_ERR_RANGE);
     ck_assert_int_eq(mcr_changes_set_weight(ch, "x", MCR_WEIGHT_MAX + 1, &err), MCR_ERR_RANGE);
     ck_assert_int_eq(mcr_changes_set_state(ch, "x", (mcr_server_state)7, &err), MCR_ERR_INVALID);
-    a = (mcr_server_desc){NULL, "bad host", 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
+    a = (mcr_server_desc){.host = "bad host", .port = 11211, .weight = 1,
+                          .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_ERR_SYNTAX);
     a.host = "ok";
     a.port = 0;
@@ -928,7 +939,7 @@ START_TEST(errors_publish_nothing)
     /* The old snapshot is intact and a valid batch still works. */
     ck_assert_str_eq(mcr_snapshot_checksum(s), sum);
     ck_assert_int_eq(mcr_changes_remove(ch, "10.2.2.2:4000", &err), MCR_OK);
-    a = (mcr_server_desc){NULL, "10.2.2.2", 4000, 1, NULL, MCR_STATE_ACTIVE, 0};
+    a = (mcr_server_desc){.host = "10.2.2.2", .port = 4000, .weight = 1, .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     mcr_snapshot *ok = apply_ok(s, ch);
     ck_assert_uint_eq(mcr_snapshot_epoch(ok), 6);
@@ -961,10 +972,12 @@ START_TEST(checksum_covers_every_field)
             mcr_config_set_key_prefix(cfg, "ns", 2);
         if (v == 6)
             mcr_config_set_key_prefix(cfg, "", 0);
-        mcr_server_desc a = {v == 7 ? "A" : "a", "10.0.0.1", v == 8 ? 11212 : 11211,
-                             v == 9 ? 2 : 1, v == 10 ? "z2" : "z1", MCR_STATE_ACTIVE, 0};
-        mcr_server_desc b = {NULL, v == 11 ? "10.0.0.9" : "10.0.0.2", 11211, 1,
-                             v == 12 ? "z" : NULL, MCR_STATE_ACTIVE, 0};
+        mcr_server_desc a = {.id = v == 7 ? "A" : "a", .host = "10.0.0.1",
+                             .port = v == 8 ? 11212 : 11211,
+                             .weight = v == 9 ? 2 : 1, .zone = v == 10 ? "z2" : "z1",
+                             .state = MCR_STATE_ACTIVE};
+        mcr_server_desc b = {.host = v == 11 ? "10.0.0.9" : "10.0.0.2", .port = 11211, .weight = 1,
+                             .zone = v == 12 ? "z" : NULL, .state = MCR_STATE_ACTIVE};
         if (v == 13) { /* order */
             ck_assert_int_eq(mcr_config_add_server_desc(cfg, &b, &err), MCR_OK);
             ck_assert_int_eq(mcr_config_add_server_desc(cfg, &a, &err), MCR_OK);
@@ -973,7 +986,8 @@ START_TEST(checksum_covers_every_field)
             ck_assert_int_eq(mcr_config_add_server_desc(cfg, &b, &err), MCR_OK);
         }
         if (v == 14) { /* named with its default id */
-            mcr_server_desc c = {"10.0.0.3:11211", "10.0.0.3", 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
+            mcr_server_desc c = {.id = "10.0.0.3:11211", .host = "10.0.0.3", .port = 11211,
+                                 .weight = 1, .state = MCR_STATE_ACTIVE};
             ck_assert_int_eq(mcr_config_add_server_desc(cfg, &c, &err), MCR_OK);
         } else {
             ck_assert_int_eq(mcr_config_add_server(cfg, "10.0.0.3", 11211, 1, &err), MCR_OK);
@@ -1104,7 +1118,8 @@ START_TEST(shared_caches_freed_concurrently)
         char id[32];
         mcr_changes_clear(ch);
         snprintf(id, sizeof(id), "x%d", i);
-        mcr_server_desc d = {id, "10.8.8.8", 2000 + i, 1, NULL, MCR_STATE_ACTIVE, 0};
+        mcr_server_desc d = {.id = id, .host = "10.8.8.8", .port = 2000 + i, .weight = 1,
+                             .state = MCR_STATE_ACTIVE};
         mcr_changes_add(ch, &d, &err);
         snaps[i] = apply_ok(snaps[i - 1], ch);
     }

@@ -21,8 +21,9 @@ START_TEST(save_load_round_trip)
         mcr_config *cfg = random_config(&r, m, 1 + tu_below(&r, 25), 0, 4);
         mcr_error err;
         /* Odd bytes everywhere the format allows them. */
-        mcr_server_desc odd = {"odd id %41=\xc3\xa9", "h%ost=x", 80, 2, "zone with space",
-                               MCR_STATE_ACTIVE, 0};
+        mcr_server_desc odd = {.id = "odd id %41=\xc3\xa9", .host = "h%ost=x", .port = 80,
+                               .weight = 2, .zone = "zone with space",
+                               .state = MCR_STATE_ACTIVE, .id_is_default = 0};
         ck_assert_int_eq(mcr_config_add_server_desc(cfg, &odd, &err), MCR_OK);
         if (mi % 3 == 0)
             mcr_config_set_key_prefix(cfg, "n s\x01%", 5);
@@ -482,7 +483,8 @@ START_TEST(epoch_monotonic)
     for (int i = 0; i < 50; i++) {
         mcr_changes_clear(ch);
         snprintf(id, sizeof(id), "n%d", i);
-        mcr_server_desc d = {id, "10.7.7.7", 1000 + i, 1, NULL, MCR_STATE_ACTIVE, 0};
+        mcr_server_desc d = {.id = id, .host = "10.7.7.7", .port = 1000 + i, .weight = 1,
+                             .state = MCR_STATE_ACTIVE};
         ck_assert_int_eq(mcr_changes_add(ch, &d, &err), MCR_OK);
         if (i > 0) {
             snprintf(id, sizeof(id), "n%d", i - 1);
@@ -505,14 +507,16 @@ START_TEST(config_desc_and_server_file)
 {
     mcr_config *cfg = mcr_config_new();
     mcr_error err;
-    mcr_server_desc d = {"x", "10.0.0.1", 11211, 1, "", MCR_STATE_ACTIVE, 0};
+    mcr_server_desc d = {.id = "x", .host = "10.0.0.1", .port = 11211, .weight = 1, .zone = "",
+                         .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
     d.host = "10.0.0.2";
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_DUPLICATE);
     ck_assert_ptr_nonnull(strstr(err.message, "\"x\""));
     d.id = "10.0.0.3:11211"; /* the default id of a later server */
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_OK);
-    d = (mcr_server_desc){NULL, "10.0.0.3", 11211, 1, NULL, MCR_STATE_ACTIVE, 0};
+    d = (mcr_server_desc){.host = "10.0.0.3", .port = 11211, .weight = 1,
+                          .state = MCR_STATE_ACTIVE};
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_DUPLICATE);
     d.state = MCR_STATE_DOWN;
     ck_assert_int_eq(mcr_config_add_server_desc(cfg, &d, &err), MCR_ERR_INVALID);

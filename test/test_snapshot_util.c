@@ -35,6 +35,7 @@ mcr_hash hash_for(mcr_mode m)
 void random_desc(tu_rng *r, unsigned i, mcr_server_desc *d, char host[64], char id[64],
                  char zone[64], uint32_t max_weight)
 {
+    memset(d, 0, sizeof(*d));
     unsigned kind = tu_below(r, 8);
     if (kind == 0)
         snprintf(host, 64, "fd00::%x:%x", i, tu_below(r, 65536));
@@ -145,8 +146,9 @@ mcr_snapshot *small_snapshot(uint64_t epoch)
     mcr_config *cfg = mcr_config_new();
     mcr_error err;
     mcr_config_set_mode(cfg, MCR_MODE_STABLE_KETAMA);
-    mcr_server_desc a = {"a", "10.0.0.1", 11211, 1, "z1", MCR_STATE_ACTIVE, 0};
-    mcr_server_desc b = {NULL, "10.0.0.2", 11211, 2, NULL, MCR_STATE_ACTIVE, 0};
+    mcr_server_desc a = {.id = "a", .host = "10.0.0.1", .port = 11211, .weight = 1, .zone = "z1",
+                         .state = MCR_STATE_ACTIVE};
+    mcr_server_desc b = {.host = "10.0.0.2", .port = 11211, .weight = 2, .state = MCR_STATE_ACTIVE};
     mcr_config_add_server_desc(cfg, &a, &err);
     mcr_config_add_server_desc(cfg, &b, &err);
     mcr_snapshot *s = snap_of(cfg, epoch);

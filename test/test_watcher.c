@@ -141,6 +141,15 @@ START_TEST(watch_server_file)
                       "\n"
                       "[::1]:11212\n"
                       "10.0.0.4:11213\n");
+    /* A reserved area that is not zero is refused (mcroute.h). */
+    {
+        mcr_watch_options bad = opt;
+        bad.reserved[0] = 1;
+        ck_assert_int_eq(mcr_watcher_new(r, sc.path, MCR_WATCH_SERVER_FILE, tmpl, &bad, &w, &err),
+                         MCR_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(err.message, "mcr_watch_options: the reserved area"));
+        ck_assert_ptr_null(mcr_router_current(r));
+    }
     /* An empty router: the first snapshot comes from the template. */
     ck_assert_msg(mcr_watcher_new(r, sc.path, MCR_WATCH_SERVER_FILE, tmpl, &opt, &w, &err) ==
                       MCR_OK,

@@ -508,3 +508,12 @@ const char *tu_src_dir(void)
 {
     return tu_env_dir("MCR_TEST_SRC_DIR");
 }
+
+int mcr_test_zeroed(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != 0)
+            return 0;
+    return 1;
+}

@@ -90,6 +90,9 @@ double mcr_test_sec(double sec);
 /* CLOCK_MONOTONIC in milliseconds and nanoseconds, for deadlines and
  * durations: the one clock of the suites. */
 int64_t mcr_test_now_ms(void);
+
+/* 1 when the n bytes at p are all zero (a struct's reserved area). */
+int mcr_test_zeroed(const void *p, size_t n);
 int64_t mcr_test_now_ns(void);
 
 /* ------------------------------------------------------------ files

@@ -299,7 +299,8 @@ mcr_changes *sim_make_changes(const sim_opts *o, const server_list *sl)
         int rc = MCR_OK;
         switch (c->op) {
         case CH_ADD: {
-            mcr_server_desc d = {c->id, c->host, c->port, c->weight, c->zone, MCR_STATE_ACTIVE, 0};
+            mcr_server_desc d = {.id = c->id, .host = c->host, .port = c->port,
+                                 .weight = c->weight, .zone = c->zone, .state = MCR_STATE_ACTIVE};
             rc = mcr_changes_add(ch, &d, &err);
             break;
         }

@@ -944,6 +944,10 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
         memset(&dflt, 0, sizeof(dflt));
         fo = &dflt;
     }
+    if (!mcr__zeroed(fo->reserved, sizeof(fo->reserved)))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "mcr_fleet_follow_options: the reserved area is not zero (fill the "
+                          "struct from all-zero: mcroute.h)");
     if (fo->client_id != NULL && !mcr__fleet_name_ok(fo->client_id))
         return mcr__error(err, MCR_ERR_INVALID,
                           "client id \"%s\": need 1 to %d of A-Z a-z 0-9 . _ - :",

@@ -271,6 +271,11 @@ int mcr__migration_format(const mcr_migration *m, char **out, size_t *len, mcr_e
     if (!mcr__migration_id_ok(m->id))
         return mcr__error(err, MCR_ERR_INVALID, "migration id: need 1 to %d lower-case hex digits",
                           MCR_MIGRATION_ID_MAX);
+    if (!mcr__zeroed(m->reserved, sizeof(m->reserved)) ||
+        !mcr__zeroed(m->progress.reserved, sizeof(m->progress.reserved)))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "mcr_migration: the reserved area is not zero (fill the struct from "
+                          "all-zero, or take it from mcr_fleet_migration_read(): mcroute.h)");
     if (m->phase <= MCR_MIGRATION_NONE || m->phase > MCR_MIGRATION_ABORTED)
         return mcr__error(err, MCR_ERR_INVALID, "migration phase %d: not a phase", (int)m->phase);
     if (m->from == NULL || m->to == NULL)

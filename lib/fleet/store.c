@@ -101,6 +101,10 @@ int mcr__fleet_conf_init(mcr__fleet_conf *c, const mcr_fleet_options *o, mcr_err
     memset(c, 0, sizeof(*c));
     if (o == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "NULL fleet options");
+    if (!mcr__zeroed(o->reserved, sizeof(o->reserved)))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "mcr_fleet_options: the reserved area is not zero (fill the "
+                          "struct from all-zero: mcroute.h)");
     if (o->endpoints == NULL || *o->endpoints == '\0')
         return mcr__error(err, MCR_ERR_INVALID, "fleet options: no etcd endpoints");
     if (o->pool == NULL)

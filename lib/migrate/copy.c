@@ -114,6 +114,10 @@ static int check_options(const mcr_migrate_options *in, mcr_migrate_options *o, 
     if (in == NULL)
         return MCR_OK;
     *o = *in;
+    if (!mcr__zeroed(o->reserved, sizeof(o->reserved)))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "mcr_migrate_options: the reserved area is not zero (fill the "
+                          "struct from all-zero: mcroute.h)");
     if (o->timeout_ms == 0)
         o->timeout_ms = MCR_MIGRATE_TIMEOUT_MS;
     if (o->concurrency == 0)

@@ -65,6 +65,10 @@ int mcr__pool_options_normalize(const mcr_pool_options *in, mcr_pool_options *o,
         *o = *in;
     else
         memset(o, 0, sizeof(*o));
+    if (!mcr__zeroed(o->reserved, sizeof(o->reserved)))
+        return mcr__pool_fail(err, MCR_ERR_INVALID,
+                              "mcr_pool_options: the reserved area is not zero (fill the "
+                              "struct from all-zero: mcroute.h)");
     if (o->connections == 0)
         o->connections = 1;
     if (o->connections > CONN_MAX)

@@ -495,6 +495,10 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
 {
     if (p == NULL || q == NULL || cb == NULL)
         return mcr__pool_fail(err, MCR_ERR_INVALID, "mcr_pool_submit: NULL argument");
+    if (!mcr__zeroed(q->reserved, sizeof(q->reserved)))
+        return mcr__pool_fail(err, MCR_ERR_INVALID,
+                              "mcr_request: the reserved area is not zero (fill the struct from "
+                              "all-zero: mcroute.h)");
     if (p->freeing || q->server != NULL || (unsigned)q->op >= MCR_OP_COUNT ||
         mcr__is_server_op(q->op) || q->key == NULL || mcr__pool_refresh(p) != MCR_OK)
         return mcr__submit(p, q, NULL, 0, cb, arg, err);
