@@ -19,14 +19,24 @@ set(MCR_PKGCONFIG_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 # must not need the static one's dependencies (libyaml, liburcu, libevent
 # development files) to find the package.
 # libmcroute_pool, libmcroute_twemproxy, libmcroute_fleet and
-# libmcroute_migrate likewise, each beside libmcroute in the same two export
-# sets.
-install(TARGETS mcroute mcroute_pool mcroute_twemproxy mcroute_fleet mcroute_migrate
+# libmcroute_migrate likewise, those that are built (MCR_WITH_*,
+# cmake/options.cmake), each beside libmcroute in the same two export sets;
+# and the command when it is built.
+set(mcr_shared mcroute)
+set(mcr_static mcroute_static)
+foreach(part pool twemproxy fleet migrate)
+  if(part IN_LIST MCR_PARTS)
+    list(APPEND mcr_shared mcroute_${part})
+    list(APPEND mcr_static mcroute_${part}_static)
+  endif()
+endforeach()
+install(TARGETS ${mcr_shared}
         EXPORT mcroute-shared-targets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS mcroute_static mcroute_pool_static mcroute_twemproxy_static mcroute_fleet_static
-                mcroute_migrate_static
+install(TARGETS ${mcr_static}
         EXPORT mcroute-static-targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS mcroute_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET mcroute_cli)
+  install(TARGETS mcroute_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 
 # libmcroute_libmemcached.so.MAJOR: only when libmemcached was found, since
 # its header includes <libmemcached/memcached.h>.
@@ -38,24 +48,62 @@ endif()
 # are installed by compat/libketama/CMakeLists.txt.
 
 # ---------------------------------------------------------------- headers
-# Every public header (new ones too), and the generated version header.
+# Every public header (new ones too), and the generated version header;
+# but the header of a library that is not built (MCR_HEADER_PART_<header>:
+# the part it belongs to; any other header is libmcroute's).
+set(MCR_HEADER_PART_mcroute_pool.h pool)
+set(MCR_HEADER_PART_mcroute_twemproxy.h twemproxy)
+set(MCR_HEADER_PART_mcroute_fleet.h fleet)
+set(MCR_HEADER_PART_mcroute_migrate.h migrate)
+set(MCR_HEADER_PART_mcroute_memcached_st.h libmemcached)
 file(GLOB MCR_PUBLIC_HEADERS ${PROJECT_SOURCE_DIR}/include/*.h)
 list(REMOVE_ITEM MCR_PUBLIC_HEADERS ${PROJECT_SOURCE_DIR}/include/mcroute_version.h) # in-source builds
-install(FILES ${MCR_PUBLIC_HEADERS} ${MCR_GENERATED_INCLUDE_DIR}/mcroute_version.h
+set(mcr_headers "")
+foreach(h IN LISTS MCR_PUBLIC_HEADERS)
+  get_filename_component(n ${h} NAME)
+  if(NOT DEFINED MCR_HEADER_PART_${n} OR MCR_HEADER_PART_${n} IN_LIST MCR_PARTS)
+    list(APPEND mcr_headers ${h})
+  endif()
+endforeach()
+install(FILES ${mcr_headers} ${MCR_GENERATED_INCLUDE_DIR}/mcroute_version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 # ---------------------------------------------------------------- man pages
-# mcroute(1), one page per function in section 3 (aliases are ".so man3/x.3"
-# lines, resolved by man from the section directories), mcroute(7): the
-# generated pages, with the version and date (cmake/man.cmake).
+# mcroute(1), one page per function in section 3 (an alias is a link to
+# the page that documents it, cmake/man.cmake), mcroute(7): the generated
+# pages, with the version and date. Not those of what is not built:
+# mcroute(1) without the command, nor a section 3 page whose SYNOPSIS
+# includes (".B #include <...>") the header of a library that is not built
+# (an alias reads as its page, and goes with it).
 foreach(sec IN LISTS MCR_MAN_SECTIONS)
-  install(FILES ${MCR_MAN_PAGES_${sec}} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${sec})
+  set(pages "")
+  foreach(page IN LISTS MCR_MAN_PAGES_${sec})
+    get_filename_component(n ${page} NAME)
+    set(keep ON)
+    if(n STREQUAL "mcroute.1" AND NOT TARGET mcroute_cli)
+      set(keep OFF)
+    elseif(sec EQUAL 3)
+      file(STRINGS ${page} incs REGEX "^\\.B #include <[^>]*>")
+      foreach(i IN LISTS incs)
+        string(REGEX REPLACE "^\\.B #include <([^>]*)>.*" "\\1" i "${i}")
+        if(DEFINED MCR_HEADER_PART_${i} AND NOT MCR_HEADER_PART_${i} IN_LIST MCR_PARTS)
+          set(keep OFF)
+        endif()
+      endforeach()
+    endif()
+    if(keep)
+      list(APPEND pages ${page})
+    endif()
+  endforeach()
+  install(FILES ${pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${sec})
 endforeach()
 
 # ---------------------------------------------------------------- bash completion
-install(FILES ${PROJECT_SOURCE_DIR}/tools/mcroute.bash-completion
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
-        RENAME mcroute)
+if(TARGET mcroute_cli)
+  install(FILES ${PROJECT_SOURCE_DIR}/tools/mcroute.bash-completion
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+          RENAME mcroute)
+endif()
 
 # ---------------------------------------------------------------- pkg-config
 # ${pcfiledir}/<MCR_PC_UP> is the prefix, wherever the tree was installed.
@@ -82,36 +130,79 @@ function(mcr_pc_libs_private out)
   string(JOIN " " flags ${flags})
   set(${out} "${flags}" PARENT_SCOPE)
 endfunction()
+# mcroute.pc always; mcroute-<part>.pc for each library built beside it.
 mcr_pc_libs_private(MCR_PC_LIBS_PRIVATE URCU)
 string(APPEND MCR_PC_LIBS_PRIVATE " -pthread -lm")
-mcr_pc_libs_private(MCR_PC_POOL_LIBS_PRIVATE LIBEVENT)
-mcr_pc_libs_private(MCR_PC_TWEMPROXY_LIBS_PRIVATE YAML)
-mcr_pc_libs_private(MCR_PC_FLEET_LIBS_PRIVATE LIBEVENT_EXTRA LIBEVENT JANSSON)
-string(APPEND MCR_PC_FLEET_LIBS_PRIVATE " -pthread")
-mcr_pc_libs_private(MCR_PC_MIGRATE_LIBS_PRIVATE LIBEVENT)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute.pc.in ${PROJECT_BINARY_DIR}/mcroute.pc @ONLY)
-configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-pool.pc.in ${PROJECT_BINARY_DIR}/mcroute-pool.pc @ONLY)
-configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-twemproxy.pc.in
-               ${PROJECT_BINARY_DIR}/mcroute-twemproxy.pc @ONLY)
-configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-fleet.pc.in ${PROJECT_BINARY_DIR}/mcroute-fleet.pc @ONLY)
-configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-migrate.pc.in ${PROJECT_BINARY_DIR}/mcroute-migrate.pc
-               @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/mcroute.pc ${PROJECT_BINARY_DIR}/mcroute-pool.pc
-              ${PROJECT_BINARY_DIR}/mcroute-twemproxy.pc ${PROJECT_BINARY_DIR}/mcroute-fleet.pc
-              ${PROJECT_BINARY_DIR}/mcroute-migrate.pc
-        DESTINATION ${MCR_PKGCONFIG_DIR})
+set(mcr_pc_files ${PROJECT_BINARY_DIR}/mcroute.pc)
+set(MCR_PC_MODULES_pool LIBEVENT)
+set(MCR_PC_MODULES_twemproxy YAML)
+set(MCR_PC_MODULES_fleet LIBEVENT_EXTRA LIBEVENT JANSSON)
+set(MCR_PC_EXTRA_fleet " -pthread")
+set(MCR_PC_MODULES_migrate LIBEVENT)
+foreach(part pool twemproxy fleet migrate)
+  if(part IN_LIST MCR_PARTS)
+    string(TOUPPER ${part} p)
+    mcr_pc_libs_private(MCR_PC_${p}_LIBS_PRIVATE ${MCR_PC_MODULES_${part}})
+    string(APPEND MCR_PC_${p}_LIBS_PRIVATE "${MCR_PC_EXTRA_${part}}")
+    configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-${part}.pc.in
+                   ${PROJECT_BINARY_DIR}/mcroute-${part}.pc @ONLY)
+    list(APPEND mcr_pc_files ${PROJECT_BINARY_DIR}/mcroute-${part}.pc)
+  else()
+    # Not the file of an earlier configure that had the part.
+    file(REMOVE ${PROJECT_BINARY_DIR}/mcroute-${part}.pc)
+  endif()
+endforeach()
+install(FILES ${mcr_pc_files} DESTINATION ${MCR_PKGCONFIG_DIR})
 if(TARGET mcroute_libmemcached)
   configure_file(${CMAKE_CURRENT_LIST_DIR}/mcroute-libmemcached.pc.in
                  ${PROJECT_BINARY_DIR}/mcroute-libmemcached.pc @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/mcroute-libmemcached.pc DESTINATION ${MCR_PKGCONFIG_DIR})
+else()
+  file(REMOVE ${PROJECT_BINARY_DIR}/mcroute-libmemcached.pc)
 endif()
 
 # ---------------------------------------------------------------- CMake package
-# find_package(mcroute CONFIG): mcroute::mcroute, mcroute::mcroute_pool,
-# mcroute::mcroute_twemproxy, mcroute::mcroute_fleet, mcroute::mcroute_migrate
-# (shared), their _static twins, and
-# mcroute::mcroute_libmemcached when built. Any 0.x satisfies a request for
-# 0.y with y <= x, never 1.x: the rule of the SONAME.
+# find_package(mcroute CONFIG): mcroute::mcroute and, those built,
+# mcroute::mcroute_pool, mcroute::mcroute_twemproxy, mcroute::mcroute_fleet,
+# mcroute::mcroute_migrate (shared), their _static twins, and
+# mcroute::mcroute_libmemcached; components pool, twemproxy, fleet, migrate
+# and libmemcached say which this install has (mcroute-config.cmake.in).
+# Any 0.x satisfies a request for 0.y with y <= x, never 1.x
+# (MCR_PACKAGE_COMPATIBILITY, CMakeLists.txt).
+# MCR_CONFIG_PARTS: the libraries built beside libmcroute. MCR_CONFIG_STATIC_FINDS:
+# the pkg-config modules the static libraries need, found again by the
+# package (as imported targets PkgConfig::mcroute_<x>, the names mcr_library()
+# gives them in the static export set), one call a line.
+set(MCR_CONFIG_PARTS "")
+set(mcr_text "")
+foreach(part pool twemproxy fleet migrate libmemcached)
+  if(part IN_LIST MCR_PARTS)
+    string(APPEND MCR_CONFIG_PARTS " ${part}")
+    list(APPEND mcr_text libmcroute_${part})
+  endif()
+endforeach()
+if(mcr_text)
+  list(JOIN mcr_text ", " mcr_text)
+  set(MCR_CONFIG_PARTS_TEXT "libmcroute, with ${mcr_text}")
+else()
+  set(MCR_CONFIG_PARTS_TEXT "libmcroute alone (placement; every MCR_WITH_* option was OFF)")
+endif()
+set(mcr_static_modules "mcroute_urcu_bp liburcu-bp")
+if("twemproxy" IN_LIST MCR_PARTS)
+  list(APPEND mcr_static_modules "mcroute_yaml yaml-0.1")
+endif()
+if("pool" IN_LIST MCR_PARTS OR "fleet" IN_LIST MCR_PARTS OR "migrate" IN_LIST MCR_PARTS)
+  list(APPEND mcr_static_modules "mcroute_event_core libevent_core")
+endif()
+if("fleet" IN_LIST MCR_PARTS)
+  list(APPEND mcr_static_modules "mcroute_event_extra libevent_extra" "mcroute_jansson jansson")
+endif()
+set(MCR_CONFIG_STATIC_FINDS "")
+foreach(m IN LISTS mcr_static_modules)
+  string(APPEND MCR_CONFIG_STATIC_FINDS "  _mcroute_find_module(_mcroute_missing ${m})\n")
+endforeach()
+string(REGEX REPLACE "\n$" "" MCR_CONFIG_STATIC_FINDS "${MCR_CONFIG_STATIC_FINDS}")
 install(EXPORT mcroute-shared-targets NAMESPACE mcroute::
         DESTINATION ${MCR_CMAKE_PACKAGE_DIR})
 install(EXPORT mcroute-static-targets NAMESPACE mcroute::

@@ -45,12 +45,12 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 #    liburcu's call_rcu thread behind every router, the watcher's, the fleet
 #    follower's, or the mcroute commands they run) and the examples (pools and
 #    routers, each with its threads); a single-threaded suite cannot race, and
-#    runs in the plain and ASan stages. The configure fails when a suite that
-#    starts a thread is not labelled (cmake/thread_suites.cmake). Of the
-#    suites whose threads are in a few tests (MCR_THREAD_CASE_SUITES in
-#    test/CMakeLists.txt: test_ring, test_snapshot, test_placement,
-#    test_compat_ketama) a TSan build runs only the TCase "threads", which the
-#    configure checks holds every test of theirs that reaches a thread.
+#    runs in the plain and ASan stages. Each suite's labels are written where
+#    test/CMakeLists.txt registers it (mcr_add_suite). Of the suites whose
+#    threads are in a few tests (THREADS_CASE there: test_ring,
+#    test_snapshot, test_placement, test_compat_ketama) a TSan build runs
+#    only the TCase "threads", which holds every test of theirs that reaches
+#    a thread.
 build build-tsan mcr_threads_targets -DMCR_TSAN=ON -DMCR_BUILD_BENCH=OFF
 [ -n "$(cd build-tsan && ctest -N -L threads | sed -n 's/^ *Test  *#[0-9]*: *//p')" ] ||
   { echo "test.sh: no suite is labelled threads" >&2; exit 1; }

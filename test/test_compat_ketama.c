@@ -968,7 +968,7 @@ static Suite *ketama_suite(void)
     tcase_add_test(tc, bad_files_roll);
     suite_add_tcase(s, tc);
     /* The test with threads: the only one a TSan build runs
-     * (cmake/thread_suites.cmake). */
+     * (THREADS_CASE in test/CMakeLists.txt). */
     TCase *tt = tcase_create("threads");
     tcase_set_timeout(tt, 600);
     tcase_add_test(tt, threads_own_continua);

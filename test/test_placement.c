@@ -801,7 +801,7 @@ static Suite *placement_suite(void)
     suite_add_tcase(s, tc);
 
     /* The tests with threads (a router's, a watcher's): the only ones a
-     * TSan build runs (cmake/thread_suites.cmake). */
+     * TSan build runs (THREADS_CASE in test/CMakeLists.txt). */
     TCase *tt = tcase_create("threads");
     tcase_set_timeout(tt, 600);
     tcase_add_checked_fixture(tt, reset_hosts, NULL);

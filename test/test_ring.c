@@ -641,7 +641,7 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, ketama_label_as_written);
     suite_add_tcase(s, tc);
     /* The tests with threads: the only ones a TSan build runs
-     * (cmake/thread_suites.cmake). */
+     * (THREADS_CASE in test/CMakeLists.txt). */
     TCase *tt = tcase_create("threads");
     tcase_set_timeout(tt, 600);
     tcase_add_test(tt, concurrent_readers);

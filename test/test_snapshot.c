@@ -1155,7 +1155,7 @@ static Suite *snapshot_suite(void)
     tcase_add_test(tc, checksum_covers_every_field);
     suite_add_tcase(s, tc);
     /* The tests with threads: the only ones a TSan build runs
-     * (cmake/thread_suites.cmake). */
+     * (THREADS_CASE in test/CMakeLists.txt). */
     TCase *tt = tcase_create("threads");
     tcase_set_timeout(tt, 600);
     tcase_add_test(tt, refcount_under_threads);
