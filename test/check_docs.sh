@@ -29,7 +29,7 @@
 #   1. every function declared with MCR_EXTERN in SOURCE_DIR/include/*.h (and
 #      the templates of generated headers, include/*.h.in), and every function
 #      declared with KETAMA_EXTERN in compat/libketama/ketama.h, has
-#      SOURCE_DIR/man/<name>.3 (a full page, or a ".so man3/<page>.3" alias);
+#      SOURCE_DIR/man/<name>.3 (a full page, or an alias of one);
 #   2. every page that is not an alias in section 3 has the sections NAME,
 #      SYNOPSIS, DESCRIPTION, RETURN VALUE, ERRORS, THREAD SAFETY, EXAMPLE and
 #      SEE ALSO, each once, none empty, in that order (other sections may come
@@ -38,8 +38,12 @@
 #      target) renders with `groff -man -ww` without a
 #      warning and with `MANWIDTH=80 man --warnings -l` without a message (and,
 #      in sections 3 and 7, without a line wider than 80 columns), has no
-#      control byte in its source, and every ".so" alias points at an existing
-#      page;
+#      control byte in its source; every alias is a relative symbolic link to
+#      a page of its own section in the same directory that is not an alias
+#      (`ln -s page.3 man/name.3`: readable with `man -l` in the tree and once
+#      installed; a ".so man3/page.3" page is refused, since `man -l` reads
+#      it from the current directory), and with --man-dir is the same link
+#      there (cmake/man.cmake);
 #   4. every cross-reference to an mcroute page (mcr_*(3), ketama_*(3),
 #      mcroute(1), ...) names a page that exists;
 #   5. the program of the EXAMPLE of every page of sections 3 and 7 (its
@@ -96,23 +100,28 @@ fail() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# An alias is a page whose only request is ".so manN/target.N": its first
-# line that is neither a comment nor blank starts with ".so ". Read once for
-# every page (scan_pages, below: one perl for all of them, as the checks
-# run per page and a few processes per page and check cost a minute on a
-# loaded machine); is_alias looks the answer up.
+# An alias is a page of SOURCE_DIR/man that is a symbolic link (to the page
+# that documents it). A page whose first line that is neither a comment nor
+# blank starts with ".so " is an alias of the old kind, which check 3
+# refuses. Both are recorded by name, from the source pages, once for every
+# page (scan_pages, below: one perl for all of them, as the checks run per
+# page and a few processes per page and check cost a minute on a loaded
+# machine); is_alias PAGE looks the answer up for the page of that name,
+# wherever PAGE is (the source, the generated pages).
 declare -A alias_of=()
-scan_pages() { # PAGE...: record which are aliases
+scan_pages() { # PAGE...: record which are aliases (1: a link, 2: a .so page)
     local flag path
     while IFS=$'\t' read -r flag path; do
-        alias_of[$path]=$flag
+        alias_of[${path##*/}]=$flag
     done < <(perl -e '
         for my $f (@ARGV) {
             my $alias = 0;
-            if (open(my $i, "<", $f)) {
+            if (-l $f) {
+                $alias = 1;
+            } elsif (open(my $i, "<", $f)) {
                 while (<$i>) {
                     next if /^\.\\"/ || /^\s*$/;
-                    $alias = /^\.so / ? 1 : 0;
+                    $alias = /^\.so / ? 2 : 0;
                     last;
                 }
             }
@@ -121,7 +130,7 @@ scan_pages() { # PAGE...: record which are aliases
     ' "$@")
 }
 is_alias() {
-    [ "${alias_of[$1]:-0}" = 1 ]
+    [ "${alias_of[${1##*/}]:-0}" != 0 ]
 }
 
 # ------------------------------------------------------------ 0. placeholders
@@ -140,6 +149,7 @@ shopt -s nullglob
 VERSION=$version MANDATE=$mandate OUT=$tmp/man perl -e '
     for my $in (@ARGV) {
         (my $name = $in) =~ s{.*/}{};
+        next if -l $in && !-e $in; # an alias of a missing page: check 3 says so
         open(my $i, "<", $in) or die "check_docs: $in: $!\n";
         open(my $o, ">", "$ENV{OUT}/$name") or die "check_docs: $ENV{OUT}/$name: $!\n";
         while (<$i>) {
@@ -168,6 +178,8 @@ for page in "$srcman"/*.[0-9]; do
     if [ -n "$genman" ]; then
         if [ ! -f "$genman/$name" ]; then
             fail "man/$name: not generated in $genman (re-run cmake)"
+        elif [ -L "$page" ] && [ "$(readlink "$genman/$name")" != "$(readlink "$page")" ]; then
+            fail "$genman/$name: not a link to $(readlink "$page") as man/$name is (stale? re-run cmake)"
         elif ! cmp -s "$tmp/man/$name" "$genman/$name"; then
             fail "$genman/$name: not man/$name with version $version and date $mandate (stale? re-run cmake)"
         fi
@@ -223,7 +235,6 @@ pages=()
 for page in "$srcman"/*.[0-9]; do pages+=("$man/${page##*/}"); done
 shopt -u nullglob
 [ ${#pages[@]} -gt 0 ] || fail "no man page in $man"
-[ ${#pages[@]} -eq 0 ] || scan_pages "${pages[@]}"
 # This shard's pages, for checks 3 and 5: with one shard all of them; with
 # more, shard 1 has the whole-tree checks and none, and the others every
 # (N-1)th page.
@@ -276,9 +287,9 @@ if [ ${#sec3[@]} -gt 0 ]; then
 fi
 
 # ------------------------------------------------------------ 3. rendering
-# Installed pages live in man1/, man3/, man7/ and aliases say ".so man3/x.3";
-# in the tree they sit side by side, so render from a directory whose manN
-# entries all point at man/.
+# Installed pages live in man1/, man3/, man7/; in the tree they sit side by
+# side, so render from a directory whose manN entries all point at man/ (a
+# page that includes another with ".so manN/x.N" finds it there).
 mkdir "$tmp/root"
 for sec in 1 2 3 4 5 6 7 8; do
     ln -s "$(cd "$man" && pwd)" "$tmp/root/man$sec"
@@ -287,25 +298,31 @@ absman=$(cd "$man" && pwd)
 
 for page in "${mine[@]}"; do
     name=${page##*/}
+    if is_alias "$page"; then
+        src_page=$srcman/$name
+        if [ ! -L "$src_page" ]; then
+            so=$(grep -v '^\.\\"' "$src_page" | grep -v '^[[:space:]]*$' | head -1 || true)
+            target=${so#.so }
+            fail "man/$name: a '.so' alias, which man -l cannot read from the tree: make it a link to its page: ln -sf ${target##*/} man/$name"
+            continue
+        fi
+        target=$(readlink "$src_page")
+        if ! [[ $target =~ ^[^/]+\.([0-9])$ ]] || [ "${BASH_REMATCH[1]}" != "${name##*.}" ]; then
+            fail "man/$name: an alias must be a relative link to a page of section ${name##*.} in man/ itself (ln -sf page.${name##*.} man/$name), not to '$target'"
+            continue
+        fi
+        if [ ! -e "$srcman/$target" ]; then
+            fail "man/$name: alias of missing page man/$target"
+        elif [ -L "$srcman/$target" ]; then
+            fail "man/$name: alias of man/$target, itself an alias (link to the page: ln -sf $(readlink "$srcman/$target") man/$name)"
+        fi
+        # What it shows is its target's rendering, checked as that page.
+        continue
+    fi
     # A stray control byte (a "\f" typed as a form feed) renders as garbage
     # without any groff warning.
     if LC_ALL=C grep -nP '[\x00-\x08\x0b-\x1f\x7f]' "$page" >"$tmp/ctl"; then
         fail "man/$name: control bytes in the source (line:text): $(cut -c1-60 "$tmp/ctl" | head -3 | tr '\n\f' ' ^')"
-    fi
-    if is_alias "$page"; then
-        so=$(grep -v '^\.\\"' "$page" | grep -v '^[[:space:]]*$' || true)
-        target=${so#.so }
-        if [ "$(printf '%s\n' "$so" | wc -l)" -ne 1 ] ||
-            ! [[ $target =~ ^man([0-9])/[^/]+\.([0-9])$ ]] ||
-            [ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[2]}" ]; then
-            fail "man/$name: an alias must be the single line '.so manN/page.N', got: $so"
-            continue
-        fi
-        if [ ! -f "$srcman/${target##*/}" ]; then
-            fail "man/$name: alias of missing page man/${target##*/}"
-        fi
-        # What it shows is its target's rendering, checked as that page.
-        continue
     fi
     if ! (cd "$tmp/root" && groff -k -man -Tutf8 -ww -z "$absman/$name") \
         >"$tmp/out" 2>"$tmp/warn"; then
@@ -336,7 +353,11 @@ done
 # ------------------------------------------------------------ 4. references
 # ".BR mcr_x (3)" and "\fBmcr_x\fP(3)": pages of this project only. One
 # perl for all pages, each page's references in sorted order.
-if [ ${#mine[@]} -gt 0 ]; then
+full=()
+for page in "${mine[@]}"; do
+    is_alias "$page" || full+=("$page")
+done
+if [ ${#full[@]} -gt 0 ]; then
     while IFS= read -r line; do fail "$line"; done < <(SRCMAN=$srcman perl -e '
         for my $page (@ARGV) {
             (my $name = $page) =~ s{.*/}{};
@@ -353,7 +374,7 @@ if [ ${#mine[@]} -gt 0 ]; then
                     unless -f "$ENV{SRCMAN}/$ref.$sec";
             }
         }
-    ' "${mine[@]}")
+    ' "${full[@]}")
 fi
 
 # ------------------------------------------------------------ 5. examples
