@@ -42,16 +42,16 @@
  * The readers check what they get: a server index within the snapshot and,
  * per reader, epochs that never go back.
  *
- * Before and after. Built against a router without mcr_router_try_apply()
+ * Before and after. Built against a router without mcr_router_apply() with MCR_ROUTER_NOWAIT
  * (the headers of commit 4479180, whose publishes wait for a grace period),
  * it times mcr_router_apply(), which the pool called then; otherwise it
- * times mcr_router_try_apply(), which the pool calls now, and also
- * mcr_router_apply() (--api apply). A try_apply refused because the
+ * times mcr_router_apply() with MCR_ROUTER_NOWAIT, which the pool calls now, and also
+ * mcr_router_apply() (--api apply). A NOWAIT apply refused because the
  * router is busy (MCR_ERR_TIMEOUT) is counted and, as the pool does, tried
  * again at the next period: its time counts like any other call's.
  */
 
-#ifdef MCR_ROUTER_RETIRED_MAX
+#ifdef MCR_ROUTER_NOWAIT
 #define HAVE_TRY_APPLY 1
 #else
 #define HAVE_TRY_APPLY 0
@@ -67,7 +67,7 @@
 typedef struct settings {
     bool quick;
     unsigned seconds, servers;
-    int use_try; /* 1: mcr_router_try_apply(); 0: mcr_router_apply() */
+    int use_try; /* 1: mcr_router_apply() with MCR_ROUTER_NOWAIT; 0: mcr_router_apply() */
 } settings;
 
 typedef struct reader {
@@ -132,7 +132,7 @@ static mcr_snapshot *initial_snapshot(unsigned n)
 }
 
 /* One change the pool's way: read the current snapshot, look the server
- * up, apply its new state. MCR_OK, MCR_ERR_TIMEOUT (try_apply: busy), or
+ * up, apply its new state. MCR_OK, MCR_ERR_TIMEOUT (NOWAIT: busy), or
  * another error (a bug: the bench stops). */
 static int pool_like_change(mcr_router *r, unsigned server, mcr_server_state want)
 {
@@ -148,9 +148,9 @@ static int pool_like_change(mcr_router *r, unsigned server, mcr_server_state wan
         rc = ch == NULL ? MCR_ERR_NOMEM : mcr_changes_set_state(ch, id, want, NULL);
         if (rc == MCR_OK) {
 #if HAVE_TRY_APPLY
-            rc = opt.use_try ? mcr_router_try_apply(r, ch, NULL) : mcr_router_apply(r, ch, NULL);
+            rc = mcr_router_apply(r, ch, opt.use_try ? MCR_ROUTER_NOWAIT : 0, NULL);
 #else
-            rc = mcr_router_apply(r, ch, NULL);
+            rc = mcr_router_apply(r, ch, NULL); /* a router of before 0.4 */
 #endif
         }
         mcr_changes_free(ch);
@@ -179,9 +179,9 @@ static void usage(FILE *f)
             "  %d publishes a second (eject and re-add of a server in turn, as a pool's\n"
             "  event loop does them) for N seconds (default %d, --quick %d) on a ketama\n"
             "  router of N servers (default %d), while %d threads look keys up through it.\n"
-            "  --api  the call timed: try (mcr_router_try_apply, the pool's; the default)\n"
-            "         or apply (mcr_router_apply). Built against a router that has no\n"
-            "         try_apply, it times mcr_router_apply.\n"
+            "  --api  the call timed: try (mcr_router_apply with MCR_ROUTER_NOWAIT, the\n"
+            "         pool's; the default) or apply (without it). Built against a router\n"
+            "         that has no MCR_ROUTER_NOWAIT, it times mcr_router_apply.\n"
             "Output: RESULT publish_<api> max_us=<x> p99_us=<y> p50_us=<z> ... (the time\n"
             "one change holds the publisher; undisturbed_max_us over the calls without a\n"
             "context switch; blocked: calls that slept), INFO and GOAL lines (goals: max\n"
@@ -302,7 +302,8 @@ int main(int argc, char **argv)
             printf("FAIL publish: %s\n", mcr_strerror(rc));
         }
 #if HAVE_TRY_APPLY
-        size_t pending = mcr_router_retired(r);
+        size_t pending = 0;
+        (void)mcr_router_reclaim(r, MCR_ROUTER_PEEK, &pending);
         if (pending > retired_max)
             retired_max = pending;
 #endif

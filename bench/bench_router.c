@@ -230,9 +230,9 @@ static bool timed_add(const char *name, mcr_router *r, const mcr_changes *add,
 {
     mcr_error err = {0};
     uint64_t t0 = bench_now_ns();
-    int rc = mcr_router_apply(r, add, &err);
+    int rc = mcr_router_apply(r, add, 0, &err);
     *ns = (double)(bench_now_ns() - t0);
-    if (rc != MCR_OK || mcr_router_apply(r, del, &err) != MCR_OK) {
+    if (rc != MCR_OK || mcr_router_apply(r, del, 0, &err) != MCR_OK) {
         fail(name, "mcr_router_apply", err.message);
         return false;
     }
@@ -454,7 +454,7 @@ static void case_add_1000(const keyset *ks)
         goto out;
     }
     /* The check: the incremental result against the rebuilt one. */
-    if (mcr_router_apply(ri, add, &err) != MCR_OK) {
+    if (mcr_router_apply(ri, add, 0, &err) != MCR_OK) {
         fail(name, "mcr_router_apply", err.message);
         goto out;
     }
@@ -462,7 +462,7 @@ static void case_add_1000(const keyset *ks)
     full = snapshot_of(name, cfg_full, 1);
     if (full == NULL || !same_placement(name, inc, full, ks))
         goto out;
-    if (mcr_router_apply(ri, del, &err) != MCR_OK) {
+    if (mcr_router_apply(ri, del, 0, &err) != MCR_OK) {
         fail(name, "mcr_router_apply (remove)", err.message);
         goto out;
     }
@@ -582,13 +582,13 @@ static void case_add_100_lmc(const keyset *ks)
     /* The check, after one add on each side. */
     if (memcached_server_add_with_weight(check, host, MCR_DEFAULT_PORT, 1) !=
                              MEMCACHED_SUCCESS ||
-        mcr_router_apply(r, add, &err) != MCR_OK) {
+        mcr_router_apply(r, add, 0, &err) != MCR_OK) {
         fail(name, "first add", err.code ? err.message : "libmemcached");
         goto out;
     }
     if (!same_as_lmc(name, r, check, ks))
         goto out;
-    if (mcr_router_apply(r, del, &err) != MCR_OK) {
+    if (mcr_router_apply(r, del, 0, &err) != MCR_OK) {
         fail(name, "mcr_router_apply (remove)", err.message);
         goto out;
     }

@@ -244,7 +244,7 @@ int main(int argc, char **argv)
     mcr_changes *ch = mcr_changes_new();
     mcr_server_desc nd = {.host = newhost, .port = newport, .weight = 1};
     if (ch == NULL || mcr_changes_add(ch, &nd, &err) != MCR_OK ||
-        mcr_router_apply(router, ch, &err) != MCR_OK) {
+        mcr_router_apply(router, ch, 0, &err) != MCR_OK) {
         fprintf(stderr, "pool_demo: adding %s: %s\n", argv[2], err.message);
         return 1;
     }

@@ -275,7 +275,7 @@ MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
  * snapshots (not at every progress update); closing sets it again with
  * MCR_TRANSITION_CLOSING (no more reads at the old owners, writes still
  * reach them); done, aborted or a deleted record end it
- * (mcr_router_end_transition()). Closing comes between the grace and the
+ * (mcr_router_clear_transition()). Closing comes between the grace and the
  * end because processes adopt a phase one after the other: a process that
  * ended its transition deletes a key at its new owner only, and one still
  * in the grace would read the old owner's copy on its miss there; once

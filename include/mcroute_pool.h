@@ -152,7 +152,7 @@
  *                         long (up to retry_max_ms) before the next. The
  *                         ring is never changed.
  *   MCR_POLICY_EJECT      The pool sets the server DOWN in the router's local
- *                         overlay (mcr_router_try_set_local_state(): never
+ *                         overlay (mcr_router_set_local_state(), NOWAIT: never
  *                         a new epoch, never blocking the loop), so its
  *                         keys move to the others, for every pool of the
  *                         router, in this process; the published snapshot

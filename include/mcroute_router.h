@@ -36,19 +36,21 @@
  * router replaced stays alive, besides the router's own reclamation below,
  * for as long as some thread that got it from acquire (or
  * mcr_router_locate(), mcr_router_epoch()) and has not read that router
- * since: until that thread's next acquire of the router, its call of
- * mcr_router_thread_flush(), its mcr_router_free() of the router, its
+ * since: until that thread's next acquire of the router, its
+ * mcr_router_reclaim() with MCR_ROUTER_FLUSH_THREAD, its mcr_router_free()
+ * of the router, its
  * reading MCR_ROUTER_THREAD_CACHE other routers since, or its exit,
  * whichever comes first. An idle thread keeps it forever: at most
  * MCR_ROUTER_THREAD_CACHE snapshots per thread that ever read a router. A
  * thread that goes idle for long, or a program that wants memory back at a
- * given moment, calls mcr_router_thread_flush(). (The first acquire in a
+ * given moment, calls mcr_router_reclaim(NULL, MCR_ROUTER_FLUSH_THREAD,
+ * NULL). (The first acquire in a
  * thread also registers a thread-exit destructor, pthread_setspecific().)
  *
  * Writers. mcr_router_publish() replaces the snapshot with one of a higher
  * epoch; mcr_router_apply() builds the next snapshot from the published one
- * and a batch of changes and publishes it; mcr_router_try_apply() does the
- * same but never waits, for an event loop. Writers are serialized by a
+ * and a batch of changes and publishes it; with MCR_ROUTER_NOWAIT it never
+ * waits, for an event loop. Writers are serialized by a
  * mutex, held only for the swap, the diff and the hooks (the snapshots are
  * built before it is taken).
  *
@@ -64,8 +66,8 @@
  * fleet's next one is never refused as stale), and with the checksum of
  * its own content. Without local states in force the effective snapshot
  * is the published one itself. mcr_router_set_local_state() and
- * mcr_router_clear_local_state() (and their try_ variants, for event
- * loops) change the overlay; mcr_router_local_state() and
+ * mcr_router_clear_local_state() (MCR_ROUTER_NOWAIT for event loops)
+ * change the overlay; mcr_router_local_state() and
  * mcr_router_local_states() read it. Every publish and apply builds from
  * the published snapshot, never from the effective one (an override is
  * never baked into an epoch), and re-applies the local states to the new
@@ -87,18 +89,19 @@
  * drops the router's reference once no reader can be using it, after an
  * RCU grace period (typically microseconds to milliseconds, as long as the
  * longest section in progress). The memory this holds is bounded: at most
- * MCR_ROUTER_RETIRED_MAX changes per router await reclamation of what they
- * replaced (mcr_router_retired() counts them): the effective snapshot,
+ * 256 changes per router await reclamation of what they replaced
+ * (mcr_router_reclaim() with MCR_ROUTER_PEEK counts them): the effective
+ * snapshot,
  * and, for a publish while local states are in force, the published one
  * too. At the bound, the blocking writers (publish, apply, set and clear
  * a local state) wait on the caller's thread for one to be reclaimed, and
- * the try_ variants refuse with MCR_ERR_BUSY. mcr_router_reclaim() waits
- * for all of them; mcr_router_free() too. What the try_ variants
- * (mcr_router_try_apply(), mcr_router_try_set_local_state(),
- * mcr_router_try_clear_local_state()) replace is the exception to "freed
- * by the call_rcu thread": after the grace period it waits for the
- * writer's own thread, which frees it on its next try_ call or
- * mcr_router_collect() (a pool does so from its loop). A free from the call_rcu thread takes the lock of the malloc arena
+ * with MCR_ROUTER_NOWAIT they refuse with MCR_ERR_BUSY.
+ * mcr_router_reclaim() waits for all of them; mcr_router_free() too. What
+ * the NOWAIT writes replace is the exception to "freed by the call_rcu
+ * thread": after the grace period it waits for the writer's own thread,
+ * which frees it on its next NOWAIT write or mcr_router_reclaim() with
+ * MCR_ROUTER_NOWAIT (a pool does so from its loop). A free from the
+ * call_rcu thread takes the lock of the malloc arena
  * (glibc) of the thread that allocated the memory, and an event loop that
  * allocates meanwhile would wait for it.
  *
@@ -128,9 +131,10 @@
  *     changed since the outer section began, or this thread has no
  *     cached snapshot of it) is an RCU section, and the snapshots replaced
  *     meanwhile are reclaimed only once every RCU section in progress has
- *     ended, and past MCR_ROUTER_RETIRED_MAX of them publishes wait;
- *   - no mcr_router_publish(), _apply(), _try_apply(), _set_local_state(),
- *     _clear_local_state() (nor their try_ variants), _reclaim(),
+ *     ended, and past 256 of them publishes wait;
+ *   - no mcr_router_publish(), _apply(), _set_local_state(),
+ *     _clear_local_state() (with or without MCR_ROUTER_NOWAIT), _reclaim()
+ *     (but with MCR_ROUTER_NOWAIT or MCR_ROUTER_PEEK),
  *     _add_hook(), _remove_hook(), _free(), mcr_watcher_new() or _free()
  *     inside one: they could wait for the section that waits for them.
  *     The writers and reclaim detect it and return MCR_ERR_INVALID; the
@@ -147,7 +151,7 @@
  * section and unregisters it when the thread exits, and the thread cache
  * drops its references when the thread exits (a pthread key destructor;
  * the main thread's are dropped only if it calls pthread_exit(), or
- * mcr_router_thread_flush()). A process that forks
+ * mcr_router_reclaim() with MCR_ROUTER_FLUSH_THREAD). A process that forks
  * without exec and uses routers in the child must follow liburcu-bp's fork
  * protocol (urcu_bp_before_fork(), urcu_bp_after_fork_parent(),
  * urcu_bp_after_fork_child()), and, as publishes use call_rcu, its
@@ -210,16 +214,6 @@ MCR_EXTERN void mcr_router_release(mcr_router *router, const mcr_snapshot *snap)
  * above): the most recently read ones. */
 #define MCR_ROUTER_THREAD_CACHE 4
 
-/* mcr_router_thread_flush: drop the calling thread's cached references to
- * the snapshots of every router it read (see "Thread caches" above), so
- * that the snapshots replaced since are freed now (when no other reference
- * holds them) rather than at this thread's next acquire or exit. For a
- * thread about to go idle for long, or a test. The next acquire of each
- * router takes a reference again. MCR_OK, or MCR_ERR_INVALID (called inside
- * a read-side section, which may be using one of them: nothing dropped).
- * Affects only the calling thread; never blocks; may free snapshots (on
- * this thread). */
-MCR_EXTERN int mcr_router_thread_flush(void);
 
 /* Where mcr_router_locate() sent a key: copied out, so it stays valid after
  * the snapshot is replaced. */
@@ -310,14 +304,21 @@ MCR_EXTERN void mcr_router_local_states_free(mcr_local_state *states);
 
 /* ---- writers: serialized ---- */
 
-/* How many changes of one router may await reclamation of what they
+/* Flags of the writers (mcr_router_apply(), mcr_router_set_local_state(),
+ * mcr_router_clear_local_state()) and of mcr_router_reclaim(). */
+#define MCR_ROUTER_NOWAIT 1u       /* never block: see each call */
+#define MCR_ROUTER_PEEK 2u         /* mcr_router_reclaim(): only count */
+#define MCR_ROUTER_FLUSH_THREAD 4u /* mcr_router_reclaim(): this thread's cache */
+
+/* At most 256 changes of one router await reclamation of what they
  * replaced (see "Reclamation" above): at 1,000 changes a second, grace
  * periods of up to about 100 ms (a reader preempted inside a section on a
  * loaded machine; call_rcu waits for one per batch) pass unnoticed. The
  * memory it allows is this many snapshots (twice as many for publishes
  * made while local states are in force): 256 KiB each for the default
- * maglev table, a few tens of KiB for a ketama ring of ten servers. */
-#define MCR_ROUTER_RETIRED_MAX 256u
+ * maglev table, a few tens of KiB for a ketama ring of ten servers. A
+ * writer at the bound waits for a reclamation, or with MCR_ROUTER_NOWAIT
+ * returns MCR_ERR_BUSY. */
 
 /* mcr_router_publish: make `snap` the published snapshot (the router takes
  * its own reference) and current with the local states re-applied (see
@@ -326,8 +327,8 @@ MCR_EXTERN void mcr_router_local_states_free(mcr_local_state *states);
  * reclamation (the router's references are dropped after a grace period,
  * in liburcu's call_rcu thread). The epoch of `snap` must be above the
  * current one. Blocks only while another writer holds the router (for its swap,
- * diff and hooks), and, when MCR_ROUTER_RETIRED_MAX replaced snapshots await
- * reclamation, until one is reclaimed. Never waits for a grace period
+ * diff and hooks), and, when 256 replaced snapshots await reclamation,
+ * until one is reclaimed. Never waits for a grace period
  * otherwise. Errors (nothing published, no hook called): MCR_ERR_INVALID
  * (NULL argument; called inside a read-side section, or from a hook of this
  * router in its thread), MCR_ERR_STALE (epoch not above the current
@@ -344,25 +345,23 @@ MCR_EXTERN int mcr_router_publish(mcr_router *router, const mcr_snapshot *snap, 
  * writers never lose an update, and every apply raises the epoch by
  * exactly 1. A change of a server's state applies to the published
  * snapshot: a local state of the server still overrides it. Blocks as
- * mcr_router_publish() does. Errors (nothing published): those of
- * mcr_router_publish(), MCR_ERR_EMPTY (the router holds no snapshot yet),
- * and those of mcr_snapshot_apply(): MCR_ERR_UNKNOWN, MCR_ERR_DUPLICATE,
- * MCR_ERR_EMPTY (no active server would remain), ... */
-MCR_EXTERN int mcr_router_apply(mcr_router *router, const mcr_changes *changes, mcr_error *err);
-
-/* mcr_router_try_apply: mcr_router_apply() that never blocks, for event
- * loops: it takes the writer mutex with a try-lock, and does not wait for
- * reclamation. Its cost is building the snapshot, the diff (when hooks are
- * registered), the hooks (which run in the calling thread) and an enqueue;
- * first, it frees what the try_ calls of the router replaced whose grace
- * period has ended (mcr_router_collect()).
- * Errors: those of mcr_router_apply(), and MCR_ERR_BUSY when it would
- * have to wait (another writer holds the router, or MCR_ROUTER_RETIRED_MAX
- * changes await reclamation): nothing is published, no hook is called;
- * call again later (the changes are not kept), keeping the order of
- * changes that depend on each other. */
-MCR_EXTERN int mcr_router_try_apply(mcr_router *router, const mcr_changes *changes,
-                                    mcr_error *err);
+ * mcr_router_publish() does. `flags` 0, or MCR_ROUTER_NOWAIT, for event
+ * loops: it never blocks (the writer mutex taken with a try-lock, no wait
+ * for reclamation); its cost is building the snapshot, the diff (when
+ * hooks are registered), the hooks (which run in the calling thread) and
+ * an enqueue, and first it frees what the NOWAIT writes of the router
+ * replaced whose grace period has ended (as mcr_router_reclaim() with
+ * MCR_ROUTER_NOWAIT). Errors (nothing published): those of
+ * mcr_router_publish(), MCR_ERR_INVALID also for unknown flags,
+ * MCR_ERR_EMPTY (the router holds no snapshot yet), those of
+ * mcr_snapshot_apply(): MCR_ERR_UNKNOWN, MCR_ERR_DUPLICATE, MCR_ERR_EMPTY
+ * (no active server would remain), ...; and with MCR_ROUTER_NOWAIT,
+ * MCR_ERR_BUSY when it would have to wait (another writer holds the
+ * router, or 256 changes await reclamation): no hook is called; call
+ * again later (the changes are not kept), keeping the order of changes
+ * that depend on each other. */
+MCR_EXTERN int mcr_router_apply(mcr_router *router, const mcr_changes *changes, unsigned flags,
+                                mcr_error *err);
 
 /* mcr_router_set_local_state: give server `id` of the published snapshot
  * the local state `state` (see "Published and effective snapshots"
@@ -380,16 +379,12 @@ MCR_EXTERN int mcr_router_try_apply(mcr_router *router, const mcr_changes *chang
  * thread), MCR_ERR_EMPTY (the router holds no snapshot; or the state takes
  * the server out and would leave no ACTIVE server, counting the local
  * states in force), MCR_ERR_UNKNOWN (the published snapshot has no server
- * `id`), MCR_ERR_NOMEM. */
+ * `id`), MCR_ERR_NOMEM. `flags`: 0, or MCR_ROUTER_NOWAIT (never blocks, as
+ * for mcr_router_apply(): MCR_ERR_BUSY when it would have to wait; call
+ * again later; a pool's ejections use it). */
 MCR_EXTERN int mcr_router_set_local_state(mcr_router *router, const char *id,
-                                          mcr_server_state state, mcr_error *err);
-
-/* mcr_router_try_set_local_state: mcr_router_set_local_state() that never
- * blocks, as mcr_router_try_apply() does (try-lock, no wait for
- * reclamation, collects first): MCR_ERR_BUSY when it would have to wait;
- * call again later. For event loops: a pool's ejections use it. */
-MCR_EXTERN int mcr_router_try_set_local_state(mcr_router *router, const char *id,
-                                              mcr_server_state state, mcr_error *err);
+                                          mcr_server_state state, unsigned flags,
+                                          mcr_error *err);
 
 /* mcr_router_clear_local_state: remove the local state of `id`: the server
  * is back to its state in the published snapshot in the current one (same
@@ -399,44 +394,45 @@ MCR_EXTERN int mcr_router_try_set_local_state(mcr_router *router, const char *id
  * MCR_ERR_INVALID (NULL router or id; inside a read-side section or from
  * a hook of this router), MCR_ERR_EMPTY (the router holds no snapshot),
  * MCR_ERR_UNKNOWN (`id` has no local state: never set, cleared already, or
- * dropped by a publish that no longer lists it), MCR_ERR_NOMEM. */
-MCR_EXTERN int mcr_router_clear_local_state(mcr_router *router, const char *id, mcr_error *err);
+ * dropped by a publish that no longer lists it), MCR_ERR_NOMEM. `flags`
+ * as for mcr_router_set_local_state() (a pool's re-adds use
+ * MCR_ROUTER_NOWAIT). */
+MCR_EXTERN int mcr_router_clear_local_state(mcr_router *router, const char *id, unsigned flags,
+                                            mcr_error *err);
 
-/* mcr_router_try_clear_local_state: mcr_router_clear_local_state() that
- * never blocks (MCR_ERR_BUSY when it would have to wait; call again
- * later). A pool's re-adds use it. */
-MCR_EXTERN int mcr_router_try_clear_local_state(mcr_router *router, const char *id,
-                                                mcr_error *err);
-
-/* mcr_router_retired: how many changes of `router` still await reclamation
- * of what they replaced (0 to MCR_ROUTER_RETIRED_MAX); 0 for a NULL
- * router. A moment's value: it falls as grace periods end and as what the
- * try_ variants replaced is collected. Does not block (it reads an atomic counter). */
-MCR_EXTERN size_t mcr_router_retired(mcr_router *router);
-
-/* mcr_router_collect: free, on the calling thread, what the try_ variants
- * (mcr_router_try_apply(), mcr_router_try_set_local_state(),
- * mcr_router_try_clear_local_state()) replaced and no reader can hold any
- * more (the grace period has ended), and return how many of their changes
- * remain to collect (grace period not over, or collected meanwhile by
- * nobody): 0 means nothing is left to collect. Never blocks, never waits
- * for a grace period, never fails (0 for a NULL router). May be called from
- * any thread at any time, also inside a read-side section and from hooks;
- * an event loop calls it (a timer while the result is above 0) so that the
- * memory its changes replaced goes back to its own allocator arena. The
- * try_ variants, mcr_router_reclaim() and mcr_router_free() also
- * collect. */
-MCR_EXTERN size_t mcr_router_collect(mcr_router *router);
-
-/* mcr_router_reclaim: wait until no snapshot `router` replaced awaits
- * reclamation (a grace period: as long as the longest reader section in
- * progress; while other threads keep publishing, their snapshots too).
- * The router's references are then dropped; thread caches may still hold
- * theirs (see "Thread caches" above). For a caller that wants the memory back now,
- * or a test; publishes need not call it. MCR_OK, or MCR_ERR_INVALID (NULL
- * router; called inside a read-side section, where it would wait for
- * itself). Not to be called from an event loop that must not block. */
-MCR_EXTERN int mcr_router_reclaim(mcr_router *router);
+/* mcr_router_reclaim: reclamation of what the router's changes replaced
+ * (see "Reclamation" above), by `flags`:
+ *   0                  wait until nothing the router replaced awaits
+ *                      reclamation (a grace period: as long as the longest
+ *                      reader section in progress; while other threads keep
+ *                      publishing, their snapshots too); the router's
+ *                      references are then dropped (thread caches may still
+ *                      hold theirs). For a caller that wants the memory back
+ *                      now, or a test; publishes need not call it. Not from
+ *                      an event loop that must not block. *pending: 0.
+ *   MCR_ROUTER_NOWAIT  free, on the calling thread, what the NOWAIT writes
+ *                      replaced and no reader can hold any more (the grace
+ *                      period has ended); never blocks, never waits.
+ *                      *pending: how many of their changes remain to free
+ *                      (0: nothing left). An event loop calls it on a
+ *                      timer while *pending is above 0, so that the memory
+ *                      its changes replaced goes back to its own allocator
+ *                      arena; the NOWAIT writes, the waiting reclaim and
+ *                      mcr_router_free() do it too. Allowed inside a
+ *                      read-side section and from hooks.
+ *   MCR_ROUTER_PEEK    only *pending: how many changes of the router await
+ *                      reclamation, of any kind (0 to 256); frees nothing,
+ *                      never blocks.
+ * MCR_ROUTER_FLUSH_THREAD (with one of the above, or alone with a NULL
+ * router) first drops the calling thread's cached references to the
+ * snapshots of every router it read (see "Thread caches" above), so that
+ * those replaced since are freed now rather than at this thread's next
+ * acquire or exit: for a thread about to go idle for long. `pending` may
+ * be NULL. MCR_OK, or MCR_ERR_INVALID (nothing done): a NULL router but
+ * with MCR_ROUTER_FLUSH_THREAD alone; unknown flags, or NOWAIT with PEEK;
+ * a wait or MCR_ROUTER_FLUSH_THREAD inside a read-side section (the wait
+ * would be for itself; the cache may be in use). */
+MCR_EXTERN int mcr_router_reclaim(mcr_router *router, unsigned flags, size_t *pending);
 
 /* A hook: `old_snap` is the current snapshot replaced, `new_snap` the new
  * current one (published, or the same epoch with a local state changed)
@@ -486,7 +482,7 @@ MCR_EXTERN int mcr_router_remove_hook(mcr_router *router, mcr_router_hook fn, vo
  * So a resize is: mcr_router_set_transition(from, to) while `from` is
  * current, copy the moving keys (mcroute_migrate.h), mcr_router_publish(to)
  * (the switch: no moment without the transition), and after a grace period
- * (grace_ms, or mcr_router_end_transition()) the transition ends. Where
+ * (grace_ms, or mcr_router_clear_transition()) the transition ends. Where
  * other processes follow the same resize at their own pace (a fleet), the
  * end takes one more step: the transition set again with
  * MCR_TRANSITION_CLOSING, and ended only once every process has it; a
@@ -526,7 +522,7 @@ typedef struct mcr_transition {
 
 /* mcr_router_set_transition: make (from, to) the router's transition,
  * replacing any other; it ends by itself `grace_ms` milliseconds after
- * this call (0: only with mcr_router_end_transition(), or a later set).
+ * this call (0: only with mcr_router_clear_transition(), or a later set).
  * The router takes its own references. It does not change the current
  * snapshot: publish `to` when the copy is done. Thread-safe: takes a mutex
  * of its own for a pointer swap (never the writer mutex, never waits for a
@@ -537,12 +533,12 @@ MCR_EXTERN int mcr_router_set_transition(mcr_router *router, const mcr_snapshot 
                                          const mcr_snapshot *to, uint64_t grace_ms,
                                          unsigned flags, mcr_error *err);
 
-/* mcr_router_end_transition: end the router's transition now. Pools stop
+/* mcr_router_clear_transition: end the router's transition now. Pools stop
  * reading through it at their next request; their connections to servers
  * only `from` or `to` named close once idle. MCR_OK, MCR_ERR_EMPTY (none,
  * or its grace period is over), MCR_ERR_INVALID (NULL router).
  * Thread-safe, as mcr_router_set_transition(). */
-MCR_EXTERN int mcr_router_end_transition(mcr_router *router);
+MCR_EXTERN int mcr_router_clear_transition(mcr_router *router);
 
 /* mcr_router_transition: the router's transition into *out, with counted
  * references to its snapshots (release with mcr_transition_clear()).

@@ -57,7 +57,7 @@
  * sections is open; a nested acquire that finds no fresh slot is an RCU
  * section of its own, as every section was before. The cost, stated in
  * mcroute_router.h: a thread keeps the last snapshot it read alive until
- * its next acquire on that router, its exit or mcr_router_thread_flush().
+ * its next acquire on that router, its exit or a reclaim with MCR_ROUTER_FLUSH_THREAD.
  * It keeps no reader in a grace period: the router's reclamation below is
  * unchanged, and counts only the router's references.
  *
@@ -75,7 +75,7 @@
  *
  * call_rcu alone is unbounded: under a publish storm, or while one reader
  * sits in a section, replaced snapshots pile up. Each router counts its own
- * (nretired) and allows MCR_ROUTER_RETIRED_MAX; the count is raised with
+ * (nretired) and allows MCR__ROUTER_RETIRED_MAX; the count is raised with
  * the writer mutex held, so it never goes past the bound. At
  * the bound, the blocking writers wait (on reclaim_cv, signalled by
  * reclaim_cb()) for one to be reclaimed: the old behaviour, but only past
@@ -85,7 +85,7 @@
  * Who frees. The call_rcu thread frees what blocking writers replaced.
  * What the try_ variants replaced it only pushes on a stack, and the
  * writer's own thread frees it (collect(): at its next try_ call, or when a
- * loop calls mcr_router_collect()). glibc gives each thread its malloc
+ * loop calls mcr_router_reclaim() with MCR_ROUTER_NOWAIT). glibc gives each thread its malloc
  * arena, and a free from another thread takes the lock of the arena the
  * memory came from: the call_rcu thread freeing a loop's snapshots held
  * the loop's arena lock while the loop allocated, and when it was
@@ -655,27 +655,33 @@ static void reclaim_cb(struct rcu_head *head)
     (void)pthread_mutex_unlock(&router->reclaim_mu);
 }
 
-size_t mcr_router_retired(mcr_router *router)
+int mcr_router_reclaim(mcr_router *router, unsigned flags, size_t *pending)
 {
-    return router == NULL ? 0 : atomic_load(&router->nretired);
-}
-
-size_t mcr_router_collect(mcr_router *router)
-{
-    if (router == NULL)
-        return 0;
-    collect(router);
-    return atomic_load(&router->ndeferred);
-}
-
-int mcr_router_reclaim(mcr_router *router)
-{
-    if (router == NULL)
+    const unsigned known = MCR_ROUTER_NOWAIT | MCR_ROUTER_PEEK | MCR_ROUTER_FLUSH_THREAD;
+    unsigned mode = flags & (MCR_ROUTER_NOWAIT | MCR_ROUTER_PEEK);
+    if ((flags & ~known) != 0 || mode == (MCR_ROUTER_NOWAIT | MCR_ROUTER_PEEK))
         return MCR_ERR_INVALID;
-    /* The grace periods would wait for this thread's own section. */
-    if (in_section())
+    if (router == NULL && flags != MCR_ROUTER_FLUSH_THREAD)
         return MCR_ERR_INVALID;
-    wait_retired(router, 0);
+    /* The grace periods would wait for this thread's own section, and the
+     * cache's references may be that section's. */
+    if (((flags & MCR_ROUTER_FLUSH_THREAD) || mode == 0) && in_section())
+        return MCR_ERR_INVALID;
+    if (flags & MCR_ROUTER_FLUSH_THREAD)
+        mcr__rcache_flush();
+    size_t left = 0;
+    if (router != NULL) {
+        if (mode == MCR_ROUTER_PEEK) {
+            left = atomic_load(&router->nretired);
+        } else if (mode == MCR_ROUTER_NOWAIT) {
+            collect(router);
+            left = atomic_load(&router->ndeferred);
+        } else {
+            wait_retired(router, 0);
+        }
+    }
+    if (pending != NULL)
+        *pending = left;
     return MCR_OK;
 }
 
@@ -713,18 +719,18 @@ static void unlock(mcr_router *router)
 }
 
 /* Reserve a place for one more retired record: wait for one to be
- * reclaimed when MCR_ROUTER_RETIRED_MAX are pending, or, with `nowait`,
+ * reclaimed when MCR__ROUTER_RETIRED_MAX are pending, or, with `nowait`,
  * refuse. Writer mutex held: no other writer raises the count meanwhile. */
 static int reserve_retired(mcr_router *router, int nowait, const char *what, mcr_error *err)
 {
-    if (atomic_load(&router->nretired) >= MCR_ROUTER_RETIRED_MAX) {
+    if (atomic_load(&router->nretired) >= MCR__ROUTER_RETIRED_MAX) {
         if (nowait)
             return mcr__error(err, MCR_ERR_BUSY,
                               "%s: %u changes await reclamation of what they replaced (a reader "
                               "section is long, or changes come faster than grace periods "
                               "end); try again later",
-                              what, (unsigned)MCR_ROUTER_RETIRED_MAX);
-        wait_retired(router, MCR_ROUTER_RETIRED_MAX - 1);
+                              what, (unsigned)MCR__ROUTER_RETIRED_MAX);
+        wait_retired(router, MCR__ROUTER_RETIRED_MAX - 1);
     }
     atomic_fetch_add(&router->nretired, 1);
     return MCR_OK;
@@ -1017,14 +1023,12 @@ static int apply(mcr_router *router, const mcr_changes *changes, int nowait, con
     return write_op(router, &rq, nowait, err);
 }
 
-int mcr_router_apply(mcr_router *router, const mcr_changes *changes, mcr_error *err)
+int mcr_router_apply(mcr_router *router, const mcr_changes *changes, unsigned flags,
+                     mcr_error *err)
 {
-    return apply(router, changes, 0, "mcr_router_apply", err);
-}
-
-int mcr_router_try_apply(mcr_router *router, const mcr_changes *changes, mcr_error *err)
-{
-    return apply(router, changes, 1, "mcr_router_try_apply", err);
+    if ((flags & ~MCR_ROUTER_NOWAIT) != 0)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_router_apply: unknown flags 0x%x", flags);
+    return apply(router, changes, flags != 0, "mcr_router_apply", err);
 }
 
 /* ---- the local overlay ---- */
@@ -1050,25 +1054,21 @@ static int clear_local(mcr_router *router, const char *id, int nowait, const cha
 }
 
 int mcr_router_set_local_state(mcr_router *router, const char *id, mcr_server_state state,
-                               mcr_error *err)
+                               unsigned flags, mcr_error *err)
 {
-    return set_local(router, id, state, 0, "mcr_router_set_local_state", err);
+    if ((flags & ~MCR_ROUTER_NOWAIT) != 0)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_router_set_local_state: unknown flags 0x%x",
+                          flags);
+    return set_local(router, id, state, flags != 0, "mcr_router_set_local_state", err);
 }
 
-int mcr_router_try_set_local_state(mcr_router *router, const char *id, mcr_server_state state,
-                                   mcr_error *err)
+int mcr_router_clear_local_state(mcr_router *router, const char *id, unsigned flags,
+                                 mcr_error *err)
 {
-    return set_local(router, id, state, 1, "mcr_router_try_set_local_state", err);
-}
-
-int mcr_router_clear_local_state(mcr_router *router, const char *id, mcr_error *err)
-{
-    return clear_local(router, id, 0, "mcr_router_clear_local_state", err);
-}
-
-int mcr_router_try_clear_local_state(mcr_router *router, const char *id, mcr_error *err)
-{
-    return clear_local(router, id, 1, "mcr_router_try_clear_local_state", err);
+    if ((flags & ~MCR_ROUTER_NOWAIT) != 0)
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "mcr_router_clear_local_state: unknown flags 0x%x", flags);
+    return clear_local(router, id, flags != 0, "mcr_router_clear_local_state", err);
 }
 
 /* ---- hooks ---- */

@@ -13,6 +13,10 @@
 #include "mcroute_router.h"
 #include "overlay.h"
 
+/* How many changes of one router may await reclamation of what they
+ * replaced (mcroute_router.h, "Reclamation": 256). */
+#define MCR__ROUTER_RETIRED_MAX 256u
+
 typedef struct hook {
     mcr_router_hook fn;
     void *arg;
@@ -57,7 +61,7 @@ struct mcr_router {
     hook *hooks;
     size_t nhooks, hooks_cap;
     /* Replaced snapshots handed to call_rcu() and not yet reclaimed, at
-     * most MCR_ROUTER_RETIRED_MAX. Raised by writers with write_mu held
+     * most MCR__ROUTER_RETIRED_MAX. Raised by writers with write_mu held
      * (one at a time, so the bound is exact) and without reclaim_mu: a
      * writer that need not wait takes no other lock. Lowered by
      * reclaim_cb() with reclaim_mu held, which then broadcasts reclaim_cv

@@ -63,7 +63,7 @@ int mcr_router_set_transition(mcr_router *router, const mcr_snapshot *from,
     return MCR_OK;
 }
 
-int mcr_router_end_transition(mcr_router *router)
+int mcr_router_clear_transition(mcr_router *router)
 {
     if (router == NULL)
         return MCR_ERR_INVALID;

@@ -15,10 +15,10 @@
  *
  * What it costs: a thread keeps the last snapshot it got from a router
  * alive (its memory) until its next acquire on that router, its exit,
- * mcr_router_thread_flush(), mcr_router_free() of that router in this
+ * mcr_router_reclaim() with MCR_ROUTER_FLUSH_THREAD, mcr_router_free() of that router in this
  * thread, or the eviction of its slot (it reads more than
  * MCR__RCACHE_SLOTS routers in turn). The router's own reclamation
- * (mcr_router_retired(), the bound, mcr_router_reclaim()) is unchanged:
+ * (the count, the bound, mcr_router_reclaim()) is unchanged:
  * it counts the router's references, and a cached one is not the
  * router's.
  *
@@ -142,13 +142,7 @@ void mcr__rcache_forget(const void *router)
     mcr_snapshot_unref(snap);
 }
 
-int mcr_router_thread_flush(void)
+void mcr__rcache_flush(void)
 {
-    mcr__rcache *c = &mcr__rcache_tls;
-
-    /* An open section may be using one of the references. */
-    if (c->depth > 0)
-        return MCR_ERR_INVALID;
-    drop_all(c);
-    return MCR_OK;
+    drop_all(&mcr__rcache_tls);
 }

@@ -65,4 +65,8 @@ mcr__rcache_slot *mcr__rcache_claim(mcr__rcache *c, const void *router);
  * (mcr_router_free(): the router's address may be reused). Depth 0. */
 void mcr__rcache_forget(const void *router);
 
+/* Drop the calling thread's cached references (no section may be open:
+ * mcr_router_reclaim() checks). */
+void mcr__rcache_flush(void);
+
 #endif /* MCR_ROUTERCACHE_H */

@@ -213,7 +213,7 @@ static int load_server_file(mcr_watcher *w, const mcr_config *tmpl, const file_s
             /* Built above, outside the router's writer mutex; the publish
              * holds it only for the swap, the diff and the hooks, and does
              * not wait for a grace period, so a pool ejecting meanwhile
-             * (mcr_router_try_set_local_state()) is not held up. */
+             * (mcr_router_set_local_state() with MCR_ROUTER_NOWAIT) is not held up. */
             rc = mcr_router_publish(w->router, next, err);
             *published = rc == MCR_OK;
         }

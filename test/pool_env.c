@@ -18,6 +18,7 @@
 #include "mcroute_snapshot.h"
 #include "pool_env.h"
 #include "realserver.h"
+#include "router_count.h"
 #include "testutil.h"
 
 /* ================================================================== time */
@@ -510,7 +511,7 @@ int run_until(env *e, cond_fn done, void *arg, unsigned ms)
 int c_nothing_retired(env *e, void *arg)
 {
     (void)e;
-    return mcr_router_retired(arg) == 0;
+    return tu_router_retired(arg) == 0;
 }
 
 int c_idle(env *e, void *arg)
@@ -847,7 +848,7 @@ void apply_change(env *e, int what, int server)
                                                &err),
                          MCR_OK);
     }
-    ck_assert_msg(mcr_router_apply(e->router, ch, &err) == MCR_OK, "%s", err.message);
+    ck_assert_msg(mcr_router_apply(e->router, ch, 0, &err) == MCR_OK, "%s", err.message);
     mcr_changes_free(ch);
 }
 

@@ -736,7 +736,7 @@ static void membership(int kind, int t)
                 others = 1;
             }
     }
-    int rc = mcr_router_apply(g->router, ch, &err);
+    int rc = mcr_router_apply(g->router, ch, 0, &err);
     mcr_changes_free(ch);
     logf_ev("%s %s%s: epoch %" PRIu64 "%s", ev_names[kind], v->id, extra,
             mcr_router_epoch(g->router), rc == MCR_OK ? "" : " REFUSED");
@@ -833,7 +833,7 @@ static void heal(void)
         v->in_snap = 1;
         v->state = MCR_STATE_ACTIVE;
     }
-    int rc = mcr_router_apply(g->router, ch, &err);
+    int rc = mcr_router_apply(g->router, ch, 0, &err);
     mcr_changes_free(ch);
     logf_ev("heal: every server resumed and ACTIVE: epoch %" PRIu64, mcr_router_epoch(g->router));
     if (rc != MCR_OK)

@@ -361,7 +361,7 @@ static int router_run(void *v, mcr_error *err)
     if (rc == MCR_OK)
         rc = mcr_router_publish(c->router, c->second, err);
     if (rc == MCR_OK)
-        rc = mcr_router_apply(c->router, c->ch, err);
+        rc = mcr_router_apply(c->router, c->ch, 0, err);
     return rc;
 }
 

@@ -29,6 +29,7 @@
 #include "mcroute_snapshot.h"
 #include "pool_env.h"
 #include "realserver.h"
+#include "router_count.h"
 #include "testutil.h"
 
 /* ================================================================== failures */
@@ -429,10 +430,10 @@ START_TEST(test_eject)
     ck_assert_int_eq(log.publishes, 2);
     /* the two snapshots the ejection and the re-add replaced were freed by
      * the loop itself (its publishes leave them to it, see
-     * mcr_router_collect()), with no call but the loop's */
+     * tu_router_collect()), with no call but the loop's */
     ck_assert_msg(run_until(&e, c_nothing_retired, e.router, 5000),
                   "%zu replaced snapshots still await the loop's collect",
-                  mcr_router_retired(e.router));
+                  tu_router_retired(e.router));
 
     ck_assert_int_eq(mcr_router_remove_hook(e.router, pub_hook, &log), MCR_OK);
     ck_assert(run_until(&e, c_idle, NULL, 1000));

@@ -162,7 +162,7 @@ START_TEST(test_eager)
     mcr_server_desc d = {.host = e.mc[2].addr, .port = e.mc[2].port, .weight = 1,
                          .state = MCR_STATE_DOWN};
     ck_assert_int_eq(mcr_changes_add(ch, &d, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_router_apply(e.router, ch, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(e.router, ch, 0, NULL), MCR_OK);
     mcr_changes_free(ch);
     ck_assert_int_eq(mcr_pool_refresh(e.pool), MCR_OK);
     run_ms(&e, 200);
@@ -380,7 +380,7 @@ START_TEST(test_coalesce_across_change)
     } else {
         mcr_changes *ch = mcr_changes_new();
         ck_assert_int_eq(mcr_changes_set_state(ch, e.id[1], MCR_STATE_DOWN, NULL), MCR_OK);
-        ck_assert_int_eq(mcr_router_apply(e.router, ch, NULL), MCR_OK);
+        ck_assert_int_eq(mcr_router_apply(e.router, ch, 0, NULL), MCR_OK);
         mcr_changes_free(ch);
     }
     ck_assert_int_eq(submit_get(&e, &b, kb), MCR_OK);

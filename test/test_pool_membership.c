@@ -510,7 +510,7 @@ START_TEST(test_unix_socket)
                           .port = dead_port + 1 > 65535 ? 1 : dead_port + 1,
                           .weight = 1, .zone = NULL, .state = MCR_STATE_ACTIVE, .id_is_default = 0};
     ck_assert_int_eq(mcr_changes_add(ch, &d2, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_router_apply(e.router, ch, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(e.router, ch, 0, NULL), MCR_OK);
     mcr_changes_free(ch);
     q = rq(MCR_OP_STATS, NULL);
     q.server = "unix-two";

@@ -143,7 +143,7 @@ START_TEST(test_router_api)
     mcr_transition t;
     ck_assert_int_eq(mcr_router_transition(r, &t), MCR_ERR_EMPTY);
     ck_assert_ptr_null(t.from);
-    ck_assert_int_eq(mcr_router_end_transition(r), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_router_clear_transition(r), MCR_ERR_EMPTY);
     /* refused: the same epoch, unknown flags, NULL */
     ck_assert_int_eq(mcr_router_set_transition(r, a, b1, 0, 0, &err), MCR_ERR_INVALID);
     ck_assert_msg(strstr(err.message, "higher epoch") != NULL, "%s", err.message);
@@ -199,8 +199,8 @@ START_TEST(test_router_api)
     ck_assert_int_eq(mcr_router_transition(r, &t), MCR_ERR_EMPTY);
     ck_assert_uint_gt(mcr_router_generation(r), g0); /* pools notice the end */
     ck_assert_int_eq(mcr_router_set_transition(r, a, b, 0, 0, &err), MCR_OK);
-    ck_assert_int_eq(mcr_router_end_transition(r), MCR_OK);
-    ck_assert_int_eq(mcr_router_end_transition(r), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_router_clear_transition(r), MCR_OK);
+    ck_assert_int_eq(mcr_router_clear_transition(r), MCR_ERR_EMPTY);
     /* freeing a router with a transition drops its references (valgrind) */
     ck_assert_int_eq(mcr_router_set_transition(r, a, b, 0, 0, &err), MCR_OK);
     mcr_router_free(r);
@@ -265,7 +265,7 @@ START_TEST(test_router_threads)
     for (int i = 0; i < 3000; i++) {
         ck_assert_int_eq(mcr_router_set_transition(r, a, b, 0, 0, NULL), MCR_OK);
         if (i % 2)
-            ck_assert_int_eq(mcr_router_end_transition(r), MCR_OK);
+            ck_assert_int_eq(mcr_router_clear_transition(r), MCR_OK);
     }
     /* the pair left in force until every reader has taken it at least once */
     ck_assert_int_eq(mcr_router_set_transition(r, a, b, 0, 0, NULL), MCR_OK);

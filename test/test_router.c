@@ -13,7 +13,11 @@
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
 #include "snapshot.h" /* refs: what keeps a snapshot alive, read by the thread-cache tests */
+#include "router_count.h"
 #include "testutil.h"
+
+/* The bound of changes awaiting reclamation (mcroute_router.h: 256). */
+#define RETIRED_MAX 256u
 #include "testutil_config.h"
 #include "test_router_util.h"
 
@@ -32,7 +36,7 @@ START_TEST(empty_router)
     ck_assert_int_eq(mcr_router_locate(r, "k", 1, &route), MCR_ERR_EMPTY);
     ck_assert_ptr_null(mcr_router_current(r));
     ck_assert_uint_eq(mcr_router_epoch(r), 0);
-    ck_assert_int_eq(mcr_router_apply(r, ch, &err), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_router_apply(r, ch, 0, &err), MCR_ERR_EMPTY);
     ck_assert_int_eq(err.code, MCR_ERR_EMPTY);
 
     /* The first publish: any epoch; hooks see no old snapshot and no diff. */
@@ -54,13 +58,38 @@ START_TEST(empty_router)
     ck_assert_int_eq(mcr_router_new(NULL, NULL, NULL), MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_router_publish(NULL, NULL, NULL), MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_router_publish(r, NULL, NULL), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_router_apply(r, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_apply(r, NULL, 0, NULL), MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_router_locate(r, NULL, 3, &route), MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_router_locate(r, "k", 1, NULL), MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_router_add_hook(r, NULL, NULL), MCR_ERR_INVALID);
     ck_assert_ptr_null(mcr_router_current(NULL));
     ck_assert_uint_eq(mcr_router_epoch(NULL), 0);
     mcr_router_free(NULL);
+
+    /* Flags: unknown ones, and the reclaim modes that do not combine. */
+    ck_assert_int_eq(mcr_router_apply(r, ch, 8, &err), MCR_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "unknown flags 0x8"));
+    ck_assert_int_eq(mcr_router_set_local_state(r, "x", MCR_STATE_DOWN, 2, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_clear_local_state(r, "x", 16, &err), MCR_ERR_INVALID);
+    size_t pending = 99;
+    ck_assert_int_eq(mcr_router_reclaim(r, 8, &pending), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_reclaim(r, MCR_ROUTER_NOWAIT | MCR_ROUTER_PEEK, &pending),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_reclaim(NULL, 0, &pending), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_reclaim(NULL, MCR_ROUTER_PEEK, &pending), MCR_ERR_INVALID);
+    ck_assert_uint_eq(pending, 99); /* nothing done */
+    ck_assert_int_eq(mcr_router_reclaim(NULL, MCR_ROUTER_FLUSH_THREAD, &pending), MCR_OK);
+    ck_assert_uint_eq(pending, 0);
+    ck_assert_int_eq(mcr_router_reclaim(r, MCR_ROUTER_PEEK | MCR_ROUTER_FLUSH_THREAD, NULL),
+                     MCR_OK);
+    /* inside a section: only the calls that neither wait nor flush */
+    ck_assert_ptr_nonnull(mcr_router_acquire(r));
+    ck_assert_int_eq(mcr_router_reclaim(r, 0, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_reclaim(r, MCR_ROUTER_NOWAIT | MCR_ROUTER_FLUSH_THREAD, NULL),
+                     MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_reclaim(r, MCR_ROUTER_NOWAIT, &pending), MCR_OK);
+    ck_assert_int_eq(mcr_router_reclaim(r, MCR_ROUTER_PEEK, &pending), MCR_OK);
+    mcr_router_release(r, NULL);
 
     mcr_changes_free(ch);
     mcr_router_free(r);
@@ -78,7 +107,7 @@ START_TEST(publish_and_apply)
 
     /* apply: epoch + 1, one hook call with (old, new, diff). */
     mcr_changes *add = changes_add("10.0.0.4", 11211, 1);
-    ck_assert_msg(mcr_router_apply(r, add, &err) == MCR_OK, "%s", err.message);
+    ck_assert_msg(mcr_router_apply(r, add, 0, &err) == MCR_OK, "%s", err.message);
     ck_assert_uint_eq(mcr_router_epoch(r), 2);
     ck_assert_int_eq(h.calls, 1);
     ck_assert_int_eq(h.bad, 0);
@@ -87,7 +116,7 @@ START_TEST(publish_and_apply)
     ck_assert(h.last_moved > 0.0 && h.last_moved < 0.6);
 
     /* The same add again: a duplicate, nothing published. */
-    ck_assert_int_eq(mcr_router_apply(r, add, &err), MCR_ERR_DUPLICATE);
+    ck_assert_int_eq(mcr_router_apply(r, add, 0, &err), MCR_ERR_DUPLICATE);
     ck_assert_uint_eq(mcr_router_epoch(r), 2);
     ck_assert_int_eq(h.calls, 1);
     mcr_changes_free(add);
@@ -95,7 +124,7 @@ START_TEST(publish_and_apply)
     /* Unknown id: refused. */
     mcr_changes *ch = mcr_changes_new();
     ck_assert_int_eq(mcr_changes_remove(ch, "10.9.9.9:11211", NULL), MCR_OK);
-    ck_assert_int_eq(mcr_router_apply(r, ch, &err), MCR_ERR_UNKNOWN);
+    ck_assert_int_eq(mcr_router_apply(r, ch, 0, &err), MCR_ERR_UNKNOWN);
     mcr_changes_free(ch);
 
     /* A batch leaving no active server: refused, nothing published. */
@@ -105,7 +134,7 @@ START_TEST(publish_and_apply)
     ck_assert_int_eq(mcr_changes_set_state(ch, "10.0.0.3:11211", MCR_STATE_DRAINING, NULL),
                      MCR_OK);
     ck_assert_int_eq(mcr_changes_remove(ch, "10.0.0.4:11211", NULL), MCR_OK);
-    ck_assert_int_eq(mcr_router_apply(r, ch, &err), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_router_apply(r, ch, 0, &err), MCR_ERR_EMPTY);
     ck_assert_uint_eq(mcr_router_epoch(r), 2);
     ck_assert_int_eq(h.calls, 1);
     mcr_changes_free(ch);
@@ -152,7 +181,7 @@ START_TEST(publish_and_apply)
     ck_assert_int_eq(mcr_router_remove_hook(r, log_hook, &h), MCR_OK);
     ck_assert_int_eq(mcr_router_remove_hook(r, log_hook, &h), MCR_ERR_UNKNOWN);
     add = changes_add("10.0.0.8", 11211, 2);
-    ck_assert_int_eq(mcr_router_apply(r, add, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(r, add, 0, &err), MCR_OK);
     ck_assert_int_eq(h.calls, 3);
     mcr_changes_free(add);
 
@@ -176,7 +205,7 @@ START_TEST(acquire_holds_one_snapshot)
     mcr_snapshot *s2 = snap_of("10.0.0.3", MCR_MODE_KETAMA, 2);
     ck_assert_int_eq(mcr_router_publish(r, s2, &err), MCR_ERR_INVALID);
     mcr_changes *add = changes_add("10.0.0.4", 11211, 1);
-    ck_assert_int_eq(mcr_router_apply(r, add, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_apply(r, add, 0, &err), MCR_ERR_INVALID);
     /* Nested sections are fine. */
     const mcr_snapshot *inner = mcr_router_acquire(r);
     ck_assert_ptr_eq(inner, held);
@@ -222,14 +251,14 @@ static void reentrant_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new
     re->publish_rc = mcr_router_publish(re->self, (mcr_snapshot *)new_snap, NULL);
     ch = mcr_changes_new();
     mcr_changes_add(ch, &d, NULL);
-    re->apply_rc = mcr_router_apply(re->self, ch, NULL);
+    re->apply_rc = mcr_router_apply(re->self, ch, 0, NULL);
     re->add_hook_rc = mcr_router_add_hook(re->self, noop_hook, NULL);
     re->remove_hook_rc = mcr_router_remove_hook(re->self, reentrant_hook, arg);
     /* Reading the router from its hook is allowed. */
     mcr_route route;
     if (mcr_router_locate(re->self, "k", 1, &route) == MCR_OK)
         re->other_epoch = route.epoch;
-    re->other_rc = mcr_router_apply(re->other, ch, NULL);
+    re->other_rc = mcr_router_apply(re->other, ch, 0, NULL);
     mcr_changes_free(ch);
 }
 
@@ -244,7 +273,7 @@ START_TEST(hooks_cannot_reenter)
     re.other = router_of(b);
     ck_assert_int_eq(mcr_router_add_hook(re.self, reentrant_hook, &re), MCR_OK);
     mcr_changes *add = changes_add("10.0.0.3", 11211, 1);
-    ck_assert_int_eq(mcr_router_apply(re.self, add, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(re.self, add, 0, &err), MCR_OK);
     ck_assert_int_eq(re.calls, 1);
     ck_assert_int_eq(re.publish_rc, MCR_ERR_INVALID);
     ck_assert_int_eq(re.apply_rc, MCR_ERR_INVALID);
@@ -357,7 +386,7 @@ static void *parked_reader(void *arg)
 static void *blocking_publisher(void *arg)
 {
     park *pk = arg;
-    int rc = mcr_router_apply(pk->r, pk->ch, NULL);
+    int rc = mcr_router_apply(pk->r, pk->ch, 0, NULL);
     pthread_mutex_lock(&pk->mu);
     pk->publish_rc = rc;
     pk->published = 1;
@@ -404,18 +433,18 @@ START_TEST(publish_does_not_wait_for_readers)
     int returned = inside && park_wait(&pk, &pk.published);
     int still_inside = !park_get(&pk, &pk.left);
     uint64_t epoch = mcr_router_epoch(r);
-    size_t retired = mcr_router_retired(r);
+    size_t retired = tu_router_retired(r);
     /* The loop's way, also while the reader is inside: the ejection's
      * re-add, epoch + 1. */
-    int try_rc = returned ? mcr_router_try_apply(r, up, NULL) : MCR_ERR_INVALID;
+    int try_rc = returned ? mcr_router_apply(r, up, MCR_ROUTER_NOWAIT, NULL) : MCR_ERR_INVALID;
     uint64_t epoch2 = mcr_router_epoch(r);
-    size_t retired2 = mcr_router_retired(r);
+    size_t retired2 = tu_router_retired(r);
     /* Cleanup before asserting, so that a failure leaves nothing behind. */
     park_set(&pk, &pk.may_leave);
     pthread_join(pub, NULL);
     pthread_join(rd, NULL);
-    int reclaim_rc = mcr_router_reclaim(r);
-    size_t retired_end = mcr_router_retired(r);
+    int reclaim_rc = mcr_router_reclaim(r, 0, NULL);
+    size_t retired_end = tu_router_retired(r);
     uint64_t epoch_end = mcr_router_epoch(r);
     mcr_router_free(r);
     mcr_router_free(outer);
@@ -444,8 +473,8 @@ START_TEST(publish_does_not_wait_for_readers)
 }
 END_TEST
 
-/* Reclamation is bounded: with a reader parked, MCR_ROUTER_RETIRED_MAX
- * publishes go through, the next try_apply refuses (MCR_ERR_BUSY,
+/* Reclamation is bounded: with a reader parked, RETIRED_MAX
+ * publishes go through, the next NOWAIT apply refuses (MCR_ERR_BUSY,
  * nothing published), and a blocking apply completes once the reader
  * leaves. */
 START_TEST(reclamation_is_bounded)
@@ -466,15 +495,15 @@ START_TEST(reclamation_is_bounded)
     int inside = park_wait(&pk, &pk.inside);
     unsigned ok = 0;
     int rc = MCR_OK;
-    for (unsigned i = 0; inside && i < MCR_ROUTER_RETIRED_MAX && rc == MCR_OK; i++) {
+    for (unsigned i = 0; inside && i < RETIRED_MAX && rc == MCR_OK; i++) {
         mcr_changes *ch = changes_weight("10.0.0.1:11211", 2 + i);
-        rc = mcr_router_try_apply(r, ch, NULL);
+        rc = mcr_router_apply(r, ch, MCR_ROUTER_NOWAIT, NULL);
         ok += rc == MCR_OK;
         mcr_changes_free(ch);
     }
-    size_t full = mcr_router_retired(r);
+    size_t full = tu_router_retired(r);
     mcr_changes *more = changes_weight("10.0.0.1:11211", 999);
-    int refused = mcr_router_try_apply(r, more, &err);
+    int refused = mcr_router_apply(r, more, MCR_ROUTER_NOWAIT, &err);
     uint64_t epoch_full = mcr_router_epoch(r);
     mcr_changes_free(more);
     ck_assert_int_eq(pthread_create(&pub, NULL, blocking_publisher, &pk), 0);
@@ -484,31 +513,31 @@ START_TEST(reclamation_is_bounded)
     pthread_join(pub, NULL);
     pthread_join(rd, NULL);
     uint64_t epoch_end = mcr_router_epoch(r);
-    size_t retired_end = mcr_router_retired(r);
-    ck_assert_int_eq(mcr_router_reclaim(r), MCR_OK);
-    size_t reclaimed = mcr_router_retired(r);
+    size_t retired_end = tu_router_retired(r);
+    ck_assert_int_eq(mcr_router_reclaim(r, 0, NULL), MCR_OK);
+    size_t reclaimed = tu_router_retired(r);
     mcr_router_free(r);
     mcr_router_free(outer);
     mcr_changes_free(last);
     park_destroy(&pk);
 
     ck_assert_msg(inside, "the reader never entered its section");
-    ck_assert_uint_eq(ok, MCR_ROUTER_RETIRED_MAX);
-    ck_assert_uint_eq(full, MCR_ROUTER_RETIRED_MAX);
+    ck_assert_uint_eq(ok, RETIRED_MAX);
+    ck_assert_uint_eq(full, RETIRED_MAX);
     ck_assert_int_eq(refused, MCR_ERR_BUSY);
     ck_assert_msg(strstr(err.message, "await reclamation") != NULL, "%s", err.message);
-    ck_assert_uint_eq(epoch_full, 1 + MCR_ROUTER_RETIRED_MAX);
+    ck_assert_uint_eq(epoch_full, 1 + RETIRED_MAX);
     ck_assert(left);
     ck_assert_msg(returned, "the blocking apply never returned after the reader left");
     ck_assert_int_eq(pk.publish_rc, MCR_OK);
-    ck_assert_uint_eq(epoch_end, 2 + MCR_ROUTER_RETIRED_MAX);
-    ck_assert_uint_le(retired_end, MCR_ROUTER_RETIRED_MAX);
+    ck_assert_uint_eq(epoch_end, 2 + RETIRED_MAX);
+    ck_assert_uint_le(retired_end, RETIRED_MAX);
     ck_assert_uint_eq(reclaimed, 0);
     ck_assert_uint_eq(pk.epoch_after, 1);
 }
 END_TEST
 
-/* A writer whose hook is slow holds the writer mutex: try_apply returns
+/* A writer whose hook is slow holds the writer mutex: a NOWAIT apply returns
  * MCR_ERR_BUSY at once instead of waiting behind it, and publishes
  * nothing; once the writer is done, it goes through. */
 typedef struct slow_hook {
@@ -527,7 +556,7 @@ static void slow_hook_fn(const mcr_snapshot *o, const mcr_snapshot *n, const mcr
     park_wait(h->pk, &h->pk->may_leave);
 }
 
-START_TEST(try_apply_does_not_wait_for_writers)
+START_TEST(nowait_apply_does_not_wait_for_writers)
 {
     mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2", MCR_MODE_KETAMA, 1);
     mcr_router *r = router_of(s1);
@@ -544,10 +573,10 @@ START_TEST(try_apply_does_not_wait_for_writers)
 
     ck_assert_int_eq(pthread_create(&pub, NULL, blocking_publisher, &pk), 0);
     int entered = park_wait(&pk, &h.entered);
-    int busy = entered ? mcr_router_try_apply(r, b, &err) : MCR_ERR_INVALID;
+    int busy = entered ? mcr_router_apply(r, b, MCR_ROUTER_NOWAIT, &err) : MCR_ERR_INVALID;
     park_set(&pk, &pk.may_leave);
     pthread_join(pub, NULL);
-    int after = mcr_router_try_apply(r, b, NULL);
+    int after = mcr_router_apply(r, b, MCR_ROUTER_NOWAIT, NULL);
     mcr_snapshot *cur = mcr_router_current(r);
     uint64_t epoch = mcr_snapshot_epoch(cur);
     mcr_server_desc d1 = find_server_in(cur, "10.0.0.1:11211");
@@ -571,17 +600,17 @@ START_TEST(try_apply_does_not_wait_for_writers)
 }
 END_TEST
 
-/* Where replaced snapshots are freed. Those of mcr_router_try_apply() (an
+/* Where replaced snapshots are freed. Those of mcr_router_apply() with MCR_ROUTER_NOWAIT (an
  * event loop's) are not freed in liburcu's call_rcu thread, whose frees
  * would contend with the loop's allocations for its malloc arena, but on
  * the writer's thread: they still count as retired after their callbacks
- * have run, until mcr_router_collect() (or the next try_apply) frees them
+ * have run, until tu_router_collect() (or the next NOWAIT write) frees them
  * at once. Those of mcr_router_apply() are freed by the callback itself.
  * The callbacks of one thread run in the order they were queued, so once
- * the apply's snapshot (queued last) is gone, both try_apply callbacks
+ * the apply's snapshot (queued last) is gone, both NOWAIT applies' callbacks
  * have run. (urcu_bp_barrier() would say so too, but TSan reports its
  * uninstrumented internals.) */
-START_TEST(try_apply_garbage_is_freed_by_the_writer)
+START_TEST(nowait_garbage_is_freed_by_the_writer)
 {
     mcr_snapshot *s1 = snap_of("10.0.0.1,10.0.0.2,10.0.0.3", MCR_MODE_KETAMA, 1);
     mcr_router *r = router_of(s1);
@@ -590,16 +619,16 @@ START_TEST(try_apply_garbage_is_freed_by_the_writer)
     mcr_changes *b = changes_weight("10.0.0.2:11211", 6);
     mcr_changes *c = changes_weight("10.0.0.3:11211", 7);
 
-    int rc1 = mcr_router_try_apply(r, a, NULL);
-    int rc2 = mcr_router_try_apply(r, b, NULL);
-    int rc3 = mcr_router_apply(r, c, NULL);
-    size_t queued = mcr_router_retired(r);
+    int rc1 = mcr_router_apply(r, a, MCR_ROUTER_NOWAIT, NULL);
+    int rc2 = mcr_router_apply(r, b, MCR_ROUTER_NOWAIT, NULL);
+    int rc3 = mcr_router_apply(r, c, 0, NULL);
+    size_t queued = tu_router_retired(r);
     int64_t deadline = mcr_test_now_ms() + mcr_test_ms(10000);
-    while (mcr_router_retired(r) > 2 && mcr_test_now_ms() < deadline)
+    while (tu_router_retired(r) > 2 && mcr_test_now_ms() < deadline)
         sleep_ms(1); /* polls a count; the deadline is the bound */
-    size_t after_callbacks = mcr_router_retired(r);
-    size_t left = mcr_router_collect(r);
-    size_t after_collect = mcr_router_retired(r);
+    size_t after_callbacks = tu_router_retired(r);
+    size_t left = tu_router_collect(r);
+    size_t after_collect = tu_router_retired(r);
     uint64_t epoch = mcr_router_epoch(r);
     mcr_router_free(r);
     mcr_changes_free(a);
@@ -612,13 +641,13 @@ START_TEST(try_apply_garbage_is_freed_by_the_writer)
     ck_assert_uint_le(queued, 3);
     ck_assert_msg(after_callbacks == 2,
                   "%zu replaced snapshots count once the callbacks have run; want the 2 "
-                  "of try_apply, left to the writer (0: the callbacks freed them on "
+                  "of the NOWAIT applies, left to the writer (0: the callbacks freed them on "
                   "liburcu's thread; 3: the apply's was never freed)",
                   after_callbacks);
     ck_assert_uint_eq(left, 0);
     ck_assert_uint_eq(after_collect, 0);
     ck_assert_uint_eq(epoch, 4);
-    ck_assert_uint_eq(mcr_router_collect(NULL), 0);
+    ck_assert_int_eq(mcr_router_reclaim(NULL, MCR_ROUTER_NOWAIT, NULL), MCR_ERR_INVALID);
 }
 END_TEST
 
@@ -664,7 +693,7 @@ static void *idler_main(void *arg)
             epoch = mcr_snapshot_epoch(got);
             mcr_router_release(r, got);
         } else if (cmd == RD_FLUSH) {
-            rc = mcr_router_thread_flush();
+            rc = mcr_router_reclaim(NULL, MCR_ROUTER_FLUSH_THREAD, NULL);
         }
         pthread_mutex_lock(&t->mu);
         if (cmd == RD_ACQUIRE) {
@@ -719,7 +748,7 @@ static void idler_destroy(idler *t)
  * read a router and went idle keeps the snapshot it got alive after the
  * router replaced and reclaimed it (the router's reference is gone, the
  * thread's is not), until its next acquire of that router, its
- * mcr_router_thread_flush(), or its exit. The test keeps a reference of
+ * mcr_router_reclaim() with MCR_ROUTER_FLUSH_THREAD, or its exit. The test keeps a reference of
  * its own to each snapshot, to count the others. */
 START_TEST(idle_thread_keeps_its_snapshot)
 {
@@ -739,8 +768,8 @@ START_TEST(idle_thread_keeps_its_snapshot)
     epoch[0] = t.got_epoch;
     n[0] = refs_of(s[1]);
     rc[0] = mcr_router_publish(r, s[2], NULL);
-    rc[1] = mcr_router_reclaim(r);
-    n[1] = mcr_router_retired(r);
+    rc[1] = mcr_router_reclaim(r, 0, NULL);
+    n[1] = tu_router_retired(r);
     n[2] = refs_of(s[1]); /* the router let go; the idle thread did not */
     /* Its next acquire of the router drops it. */
     ok[1] = idler_do(&t, RD_ACQUIRE, r);
@@ -749,7 +778,7 @@ START_TEST(idle_thread_keeps_its_snapshot)
     n[4] = refs_of(s[2]);
     /* So does a flush. */
     rc[2] = mcr_router_publish(r, s[3], NULL);
-    rc[3] = mcr_router_reclaim(r);
+    rc[3] = mcr_router_reclaim(r, 0, NULL);
     n[5] = refs_of(s[2]);
     ok[2] = idler_do(&t, RD_FLUSH, NULL);
     rc[4] = t.flush_rc;
@@ -759,7 +788,7 @@ START_TEST(idle_thread_keeps_its_snapshot)
     epoch[2] = t.got_epoch;
     n[7] = refs_of(s[3]);
     rc[5] = mcr_router_publish(r, s[4], NULL);
-    rc[6] = mcr_router_reclaim(r);
+    rc[6] = mcr_router_reclaim(r, 0, NULL);
     n[8] = refs_of(s[3]);
     ok[4] = idler_do(&t, RD_EXIT, NULL);
     pthread_join(th, NULL);
@@ -768,10 +797,10 @@ START_TEST(idle_thread_keeps_its_snapshot)
      * dropped), outside it drops. */
     const mcr_snapshot *in = mcr_router_acquire(r);
     n[10] = refs_of(s[4]);
-    rc[7] = mcr_router_thread_flush();
+    rc[7] = mcr_router_reclaim(NULL, MCR_ROUTER_FLUSH_THREAD, NULL);
     n[11] = refs_of(s[4]);
     mcr_router_release(r, in);
-    int flushed = mcr_router_thread_flush();
+    int flushed = mcr_router_reclaim(NULL, MCR_ROUTER_FLUSH_THREAD, NULL);
     n[12] = refs_of(s[4]);
     /* mcr_router_free() drops this thread's reference too. */
     epoch[3] = mcr_router_epoch(r);
@@ -830,7 +859,7 @@ static void *publish_main(void *arg)
     publish_job *j = arg;
     j->rc = mcr_router_publish(j->r, j->snap, NULL);
     if (j->rc == MCR_OK)
-        j->rc = mcr_router_reclaim(j->r);
+        j->rc = mcr_router_reclaim(j->r, 0, NULL);
     return NULL;
 }
 
@@ -872,7 +901,7 @@ START_TEST(locate_index_agrees)
 
     /* The next call after a publish: the new snapshot, and the old one let go. */
     ck_assert_int_eq(mcr_router_publish(r, s2, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_router_reclaim(r), MCR_OK);
+    ck_assert_int_eq(mcr_router_reclaim(r, 0, NULL), MCR_OK);
     ck_assert_uint_eq(refs_of(s1), 2); /* the test's, this thread's cache */
     tu_rng_init(&rng, seed);
     for (int n = 0; n < 2000; n++) {
@@ -993,13 +1022,13 @@ START_TEST(nested_acquire_after_a_change)
     const mcr_snapshot *inner = mcr_router_acquire(r);
     uint64_t e_inner = mcr_snapshot_epoch(inner);
     const mcr_snapshot *inner2 = mcr_router_acquire(r);
-    int refused = mcr_router_reclaim(r);
+    int refused = mcr_router_reclaim(r, 0, NULL);
     mcr_router_release(r, inner2);
     mcr_router_release(r, inner);
     uint64_t e_outer = mcr_snapshot_epoch(outer);
     size_t refs_outer = refs_of(s1); /* the test's and this thread's cache */
     mcr_router_release(r, outer);
-    int reclaimed = mcr_router_reclaim(r);
+    int reclaimed = mcr_router_reclaim(r, 0, NULL);
     const mcr_snapshot *again = mcr_router_acquire(r);
     mcr_router_release(r, again);
     size_t refs_s1 = refs_of(s1);
@@ -1152,7 +1181,7 @@ START_TEST(stress_publish_while_reading)
             rc = mcr_router_publish(st.router, next, &err);
             mcr_snapshot_unref(next);
         } else {
-            rc = mcr_router_apply(st.router, ch, &err);
+            rc = mcr_router_apply(st.router, ch, 0, &err);
         }
         if (invalid) {
             ck_assert_int_eq(rc, MCR_ERR_EMPTY);
@@ -1205,8 +1234,8 @@ static Suite *router_suite(void)
     tcase_add_test(tc, hooks_cannot_reenter);
     tcase_add_test(tc, publish_does_not_wait_for_readers);
     tcase_add_test(tc, reclamation_is_bounded);
-    tcase_add_test(tc, try_apply_does_not_wait_for_writers);
-    tcase_add_test(tc, try_apply_garbage_is_freed_by_the_writer);
+    tcase_add_test(tc, nowait_apply_does_not_wait_for_writers);
+    tcase_add_test(tc, nowait_garbage_is_freed_by_the_writer);
     tcase_add_test(tc, idle_thread_keeps_its_snapshot);
     tcase_add_test(tc, locate_index_agrees);
     tcase_add_test(tc, thread_cache_never_mixes_routers);

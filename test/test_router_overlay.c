@@ -10,6 +10,7 @@
 #include "mcroute.h"
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
+#include "router_count.h"
 #include "testutil.h"
 #include "testutil_config.h"
 #include "test_router_util.h"
@@ -106,7 +107,7 @@ START_TEST(local_state_applied)
     uint64_t g0 = mcr_router_generation(r);
 
     ck_assert_int_gt(keys_on(r, B, 600), 0);
-    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, 0, &err), MCR_OK);
     ck_assert_uint_eq(mcr_router_epoch(r), 4);
     ck_assert_uint_eq(mcr_router_generation(r), g0 + 1);
     ck_assert_int_eq(current_state(r, B), MCR_STATE_DOWN);
@@ -154,21 +155,21 @@ START_TEST(local_state_applied)
     mcr_router_local_states_free(v);
 
     /* the same state again: nothing changes */
-    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, 0, &err), MCR_OK);
     ck_assert_uint_eq(mcr_router_generation(r), g0 + 1);
     /* another state for the same server replaces it */
-    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DRAINING, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DRAINING, 0, &err), MCR_OK);
     ck_assert_uint_eq(mcr_router_generation(r), g0 + 2);
     ck_assert_int_eq(current_state(r, B), MCR_STATE_DRAINING);
 
     /* cleared: the published snapshot itself is current again */
-    ck_assert_int_eq(mcr_router_clear_local_state(r, B, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_clear_local_state(r, B, 0, &err), MCR_OK);
     ck_assert_uint_eq(mcr_router_generation(r), g0 + 3);
     cur = mcr_router_current(r);
     ck_assert_ptr_eq(cur, s4);
     mcr_snapshot_unref(cur);
     ck_assert_int_gt(keys_on(r, B, 600), 0);
-    ck_assert_int_eq(mcr_router_clear_local_state(r, B, &err), MCR_ERR_UNKNOWN);
+    ck_assert_int_eq(mcr_router_clear_local_state(r, B, 0, &err), MCR_ERR_UNKNOWN);
     ck_assert_msg(strstr(err.message, B) != NULL, "%s", err.message);
     ck_assert_int_eq(mcr_router_local_states(r, &v, &n, &err), MCR_OK);
     ck_assert_uint_eq(n, 0);
@@ -177,8 +178,8 @@ START_TEST(local_state_applied)
     ck_assert_uint_eq(mcr_router_generation(NULL), 0);
     ck_assert_ptr_null(mcr_router_published(NULL));
 
-    ck_assert_int_eq(mcr_router_reclaim(r), MCR_OK);
-    ck_assert_uint_eq(mcr_router_retired(r), 0);
+    ck_assert_int_eq(mcr_router_reclaim(r, 0, NULL), MCR_OK);
+    ck_assert_uint_eq(tu_router_retired(r), 0);
     mcr_router_free(r);
     mcr_snapshot_unref(s4);
 }
@@ -197,8 +198,8 @@ START_TEST(publish_keeps_local_states)
     state_log h = {.router = r, .id = B};
 
     ck_assert_int_eq(mcr_router_add_hook(r, state_hook, &h), MCR_OK);
-    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, &err), MCR_OK);
-    ck_assert_int_eq(mcr_router_set_local_state(r, C, MCR_STATE_DRAINING, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, 0, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, C, MCR_STATE_DRAINING, 0, &err), MCR_OK);
     ck_assert_uint_eq(mcr_router_epoch(r), 5);
     uint64_t g = mcr_router_generation(r);
 
@@ -228,7 +229,7 @@ START_TEST(publish_keeps_local_states)
 
     /* apply: from the published snapshot, epoch + 1 */
     mcr_changes *ch = changes_weight(A, 3);
-    ck_assert_msg(mcr_router_apply(r, ch, &err) == MCR_OK, "%s", err.message);
+    ck_assert_msg(mcr_router_apply(r, ch, 0, &err) == MCR_OK, "%s", err.message);
     mcr_changes_free(ch);
     ck_assert_uint_eq(mcr_router_epoch(r), 7);
     ck_assert_int_eq(published_state(r, B), MCR_STATE_ACTIVE);
@@ -236,11 +237,11 @@ START_TEST(publish_keeps_local_states)
     /* a state change published under a local state: the local one wins */
     ch = mcr_changes_new();
     ck_assert_int_eq(mcr_changes_set_state(ch, B, MCR_STATE_DRAINING, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_router_try_apply(r, ch, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(r, ch, MCR_ROUTER_NOWAIT, &err), MCR_OK);
     mcr_changes_free(ch);
     ck_assert_int_eq(published_state(r, B), MCR_STATE_DRAINING);
     ck_assert_int_eq(current_state(r, B), MCR_STATE_DOWN);
-    ck_assert_int_eq(mcr_router_clear_local_state(r, B, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_clear_local_state(r, B, 0, &err), MCR_OK);
     ck_assert_int_eq(current_state(r, B), MCR_STATE_DRAINING);
     ck_assert_uint_eq(mcr_router_epoch(r), 8);
 
@@ -260,7 +261,7 @@ START_TEST(publish_keeps_local_states)
     ck_assert_int_eq(mcr_snapshot_new(cfg, 10, &n10, &e2), MCR_OK);
     mcr_config_free(cfg);
     ck_assert_int_eq(mcr_router_publish(r, n9, &err), MCR_OK);
-    ck_assert_int_eq(mcr_router_set_local_state(r, "b", MCR_STATE_DOWN, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, "b", MCR_STATE_DOWN, 0, &err), MCR_OK);
     ck_assert_int_eq(current_state(r, "b"), MCR_STATE_DOWN);
     ck_assert_int_eq(mcr_router_publish(r, n10, &err), MCR_OK);
     ck_assert_int_eq(mcr_router_local_state(r, "b", NULL, NULL), MCR_ERR_UNKNOWN);
@@ -285,7 +286,7 @@ static void writing_hook(const mcr_snapshot *o, const mcr_snapshot *n, const mcr
                          void *arg)
 {
     (void)o, (void)n, (void)d;
-    hook_rc = mcr_router_set_local_state(arg, A, MCR_STATE_DOWN, NULL);
+    hook_rc = mcr_router_set_local_state(arg, A, MCR_STATE_DOWN, 0, NULL);
 }
 
 START_TEST(local_state_refusals)
@@ -294,20 +295,21 @@ START_TEST(local_state_refusals)
     mcr_router *r = router_of(s1), *empty = router_of(NULL);
     mcr_error err = {0};
 
-    ck_assert_int_eq(mcr_router_set_local_state(r, "10.9.9.9:1", MCR_STATE_DOWN, &err),
+    ck_assert_int_eq(mcr_router_set_local_state(r, "10.9.9.9:1", MCR_STATE_DOWN, 0, &err),
                      MCR_ERR_UNKNOWN);
     ck_assert_msg(strstr(err.message, "10.9.9.9:1") != NULL &&
                       strstr(err.message, "no server") != NULL,
                   "%s", err.message);
-    ck_assert_int_eq(mcr_router_try_set_local_state(r, "nope", MCR_STATE_DOWN, &err),
+    ck_assert_int_eq(mcr_router_set_local_state(r, "nope", MCR_STATE_DOWN, MCR_ROUTER_NOWAIT, &err),
                      MCR_ERR_UNKNOWN);
-    ck_assert_int_eq(mcr_router_set_local_state(r, A, (mcr_server_state)7, &err),
+    ck_assert_int_eq(mcr_router_set_local_state(r, A, (mcr_server_state)7, 0, &err),
                      MCR_ERR_INVALID);
     ck_assert_msg(strstr(err.message, "not a server state") != NULL, "%s", err.message);
-    ck_assert_int_eq(mcr_router_set_local_state(NULL, A, MCR_STATE_DOWN, &err), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_router_set_local_state(r, NULL, MCR_STATE_DOWN, &err), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_router_clear_local_state(r, NULL, &err), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_router_try_clear_local_state(NULL, A, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_set_local_state(NULL, A, MCR_STATE_DOWN, 0, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_set_local_state(r, NULL, MCR_STATE_DOWN, 0, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_clear_local_state(r, NULL, 0, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_clear_local_state(NULL, A, MCR_ROUTER_NOWAIT, &err),
+                     MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_router_local_state(NULL, A, NULL, NULL), MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_router_local_state(r, NULL, NULL, NULL), MCR_ERR_INVALID);
     mcr_local_state *v = NULL;
@@ -315,37 +317,37 @@ START_TEST(local_state_refusals)
     ck_assert_int_eq(mcr_router_local_states(r, NULL, &n, &err), MCR_ERR_INVALID);
     ck_assert_int_eq(mcr_router_local_states(r, &v, NULL, &err), MCR_ERR_INVALID);
     mcr_router_local_states_free(NULL);
-    ck_assert_int_eq(mcr_router_set_local_state(empty, A, MCR_STATE_DOWN, &err), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_router_set_local_state(empty, A, MCR_STATE_DOWN, 0, &err), MCR_ERR_EMPTY);
     ck_assert_msg(strstr(err.message, "no snapshot") != NULL, "%s", err.message);
-    ck_assert_int_eq(mcr_router_clear_local_state(empty, A, &err), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_router_clear_local_state(empty, A, 0, &err), MCR_ERR_EMPTY);
     ck_assert_ptr_null(mcr_router_published(empty));
     ck_assert_uint_eq(mcr_router_generation(empty), 0);
     ck_assert_uint_eq(mcr_router_generation(r), 0);
 
     /* the last ACTIVE server */
-    ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_DOWN, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_DOWN, 0, &err), MCR_OK);
     uint64_t g = mcr_router_generation(r);
-    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, &err), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, 0, &err), MCR_ERR_EMPTY);
     ck_assert_msg(strstr(err.message, "no ACTIVE server") != NULL && strstr(err.message, B),
                   "%s", err.message);
-    ck_assert_int_eq(mcr_router_try_set_local_state(r, B, MCR_STATE_DRAINING, &err),
+    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DRAINING, MCR_ROUTER_NOWAIT, &err),
                      MCR_ERR_EMPTY);
     ck_assert_uint_eq(mcr_router_generation(r), g);
     ck_assert_int_eq(mcr_router_local_state(r, B, NULL, NULL), MCR_ERR_UNKNOWN);
     ck_assert_int_eq(current_state(r, B), MCR_STATE_ACTIVE);
     /* ACTIVE takes nothing out: kept as a local state */
-    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_ACTIVE, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_ACTIVE, 0, &err), MCR_OK);
     ck_assert_uint_eq(mcr_router_generation(r), g); /* no state changed */
     ck_assert_int_eq(mcr_router_local_state(r, B, NULL, NULL), MCR_OK);
 
     /* from a hook of the same router; inside a read-side section */
     ck_assert_int_eq(mcr_router_add_hook(r, writing_hook, r), MCR_OK);
-    ck_assert_int_eq(mcr_router_clear_local_state(r, A, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_clear_local_state(r, A, 0, &err), MCR_OK);
     ck_assert_int_eq(hook_rc, MCR_ERR_INVALID);
     ck_assert_int_eq(current_state(r, A), MCR_STATE_ACTIVE);
     ck_assert_int_eq(mcr_router_remove_hook(r, writing_hook, r), MCR_OK);
     const mcr_snapshot *in = mcr_router_acquire(r);
-    int rc_in = mcr_router_set_local_state(r, A, MCR_STATE_DOWN, &err);
+    int rc_in = mcr_router_set_local_state(r, A, MCR_STATE_DOWN, 0, &err);
     mcr_router_release(r, in);
     ck_assert_int_eq(rc_in, MCR_ERR_INVALID);
     ck_assert_msg(strstr(err.message, "mcr_router_acquire") != NULL, "%s", err.message);
@@ -366,8 +368,8 @@ START_TEST(held_local_states)
     mcr_error err = {0};
     int applied = -1;
 
-    ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_DOWN, &err), MCR_OK);
-    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_DOWN, 0, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, 0, &err), MCR_OK);
     mcr_snapshot *s2 = snap_of(A "," B, MCR_MODE_KETAMA, 2);
     ck_assert_msg(mcr_router_publish(r, s2, &err) == MCR_OK, "%s", err.message);
     ck_assert_int_eq(current_state(r, A), MCR_STATE_DOWN);
@@ -386,7 +388,7 @@ START_TEST(held_local_states)
 
     /* A cleared: B's can apply now, and does */
     uint64_t g = mcr_router_generation(r);
-    ck_assert_int_eq(mcr_router_clear_local_state(r, A, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_clear_local_state(r, A, 0, &err), MCR_OK);
     ck_assert_uint_eq(mcr_router_generation(r), g + 1);
     ck_assert_int_eq(current_state(r, A), MCR_STATE_ACTIVE);
     ck_assert_int_eq(current_state(r, B), MCR_STATE_DOWN);
@@ -400,12 +402,12 @@ START_TEST(held_local_states)
                                                             .state = MCR_STATE_DOWN},
                                      &err),
                      MCR_OK);
-    ck_assert_int_eq(mcr_router_apply(r, ch, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(r, ch, 0, &err), MCR_OK);
     mcr_changes_free(ch);
-    ck_assert_int_eq(mcr_router_set_local_state(r, C, MCR_STATE_ACTIVE, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, C, MCR_STATE_ACTIVE, 0, &err), MCR_OK);
     ck_assert_int_eq(current_state(r, C), MCR_STATE_ACTIVE);
     ck_assert_int_eq(published_state(r, C), MCR_STATE_DOWN);
-    ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_DOWN, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_DOWN, 0, &err), MCR_OK);
     ck_assert_int_eq(current_state(r, A), MCR_STATE_DOWN);
     ck_assert_uint_eq(mcr_router_epoch(r), 3);
 
@@ -426,10 +428,12 @@ START_TEST(hooks_see_overlay_changes)
     state_log h = {.router = r, .id = B};
 
     ck_assert_int_eq(mcr_router_add_hook(r, state_hook, &h), MCR_OK);
-    ck_assert_int_eq(mcr_router_try_set_local_state(r, B, MCR_STATE_DOWN, &err), MCR_OK);
-    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, &err), MCR_OK); /* same */
-    ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_ACTIVE, &err), MCR_OK); /* no-op */
-    ck_assert_int_eq(mcr_router_try_clear_local_state(r, B, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, MCR_ROUTER_NOWAIT, &err),
+                     MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, B, MCR_STATE_DOWN, 0, &err), MCR_OK); /* same */
+    /* no-op */
+    ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_ACTIVE, 0, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_clear_local_state(r, B, MCR_ROUTER_NOWAIT, &err), MCR_OK);
     mcr_snapshot *s4 = snap_of(A "," B "," C, MCR_MODE_KETAMA, 4);
     ck_assert_int_eq(mcr_router_publish(r, s4, &err), MCR_OK);
 
@@ -512,7 +516,7 @@ static void *gate_publisher(void *arg)
     return NULL;
 }
 
-START_TEST(try_variants_do_not_wait)
+START_TEST(nowait_does_not_wait)
 {
     mcr_snapshot *s1 = snap_of(A "," B "," C, MCR_MODE_KETAMA, 1);
     mcr_snapshot *s2 = snap_of(A "," B "," C, MCR_MODE_KETAMA, 2);
@@ -523,17 +527,19 @@ START_TEST(try_variants_do_not_wait)
 
     pthread_mutex_init(&g.mu, NULL);
     pthread_cond_init(&g.cv, NULL);
-    ck_assert_int_eq(mcr_router_set_local_state(r, C, MCR_STATE_DOWN, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, C, MCR_STATE_DOWN, 0, &err), MCR_OK);
     ck_assert_int_eq(mcr_router_add_hook(r, gate_hook, &g), MCR_OK);
     ck_assert_int_eq(pthread_create(&t, NULL, gate_publisher, &g), 0);
     int entered = gate_wait(&g, &g.entered);
-    int busy_set = entered ? mcr_router_try_set_local_state(r, B, MCR_STATE_DOWN, &err)
-                           : MCR_ERR_INVALID;
-    int busy_clear = entered ? mcr_router_try_clear_local_state(r, C, &err2) : MCR_ERR_INVALID;
+    int busy_set = entered
+                       ? mcr_router_set_local_state(r, B, MCR_STATE_DOWN, MCR_ROUTER_NOWAIT, &err)
+                       : MCR_ERR_INVALID;
+    int busy_clear =
+        entered ? mcr_router_clear_local_state(r, C, MCR_ROUTER_NOWAIT, &err2) : MCR_ERR_INVALID;
     gate_set(&g, &g.open);
     pthread_join(t, NULL);
-    int after_set = mcr_router_try_set_local_state(r, B, MCR_STATE_DOWN, NULL);
-    int after_clear = mcr_router_try_clear_local_state(r, C, NULL);
+    int after_set = mcr_router_set_local_state(r, B, MCR_STATE_DOWN, MCR_ROUTER_NOWAIT, NULL);
+    int after_clear = mcr_router_clear_local_state(r, C, MCR_ROUTER_NOWAIT, NULL);
     uint64_t epoch = mcr_router_epoch(r);
     int b = current_state(r, B), c = current_state(r, C);
     mcr_router_free(r);
@@ -546,7 +552,7 @@ START_TEST(try_variants_do_not_wait)
     ck_assert_int_eq(busy_set, MCR_ERR_BUSY);
     ck_assert_msg(strstr(err.message, "another writer") != NULL, "%s", err.message);
     ck_assert_int_eq(busy_clear, MCR_ERR_BUSY);
-    ck_assert_msg(strstr(err2.message, "mcr_router_try_clear_local_state") != NULL, "%s",
+    ck_assert_msg(strstr(err2.message, "mcr_router_clear_local_state") != NULL, "%s",
                   err2.message);
     ck_assert_int_eq(g.publish_rc, MCR_OK);
     ck_assert_int_eq(after_set, MCR_OK);
@@ -570,7 +576,7 @@ START_TEST(watchers_use_the_published_snapshot)
     char *dir = tu_tmpdir("overlay-watch");
     char snap_path[512], list_path[512];
 
-    ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_DOWN, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_local_state(r, A, MCR_STATE_DOWN, 0, &err), MCR_OK);
     snprintf(snap_path, sizeof(snap_path), "%s/fleet.snap", dir);
     ck_assert_int_eq(mcr_snapshot_save(s1, snap_path, &err), MCR_OK);
     ck_assert_msg(mcr_watcher_new(r, snap_path, MCR_WATCH_SNAPSHOT_FILE, NULL, NULL, &w, &err) ==
@@ -668,11 +674,11 @@ START_TEST(readers_under_overlay_changes)
             rc = mcr_router_publish(st.router, s, NULL);
             mcr_snapshot_unref(s);
         } else if (i % 3 == 0) {
-            rc = mcr_router_try_clear_local_state(st.router, id, NULL);
+            rc = mcr_router_clear_local_state(st.router, id, MCR_ROUTER_NOWAIT, NULL);
         } else if (i % 3 == 1) {
-            rc = mcr_router_try_set_local_state(st.router, id, MCR_STATE_DOWN, NULL);
+            rc = mcr_router_set_local_state(st.router, id, MCR_STATE_DOWN, MCR_ROUTER_NOWAIT, NULL);
         } else {
-            rc = mcr_router_set_local_state(st.router, id, MCR_STATE_DRAINING, NULL);
+            rc = mcr_router_set_local_state(st.router, id, MCR_STATE_DRAINING, 0, NULL);
         }
         changes += rc == MCR_OK;
         refused += rc == MCR_ERR_EMPTY || rc == MCR_ERR_UNKNOWN || rc == MCR_ERR_BUSY;
@@ -687,8 +693,8 @@ START_TEST(readers_under_overlay_changes)
     ck_assert_int_gt(changes, 100);
     ck_assert_int_gt(atomic_load(&st.reads), 100);
     ck_assert_uint_eq(mcr_router_epoch(st.router), epoch);
-    ck_assert_int_eq(mcr_router_reclaim(st.router), MCR_OK);
-    ck_assert_uint_eq(mcr_router_retired(st.router), 0);
+    ck_assert_int_eq(mcr_router_reclaim(st.router, 0, NULL), MCR_OK);
+    ck_assert_uint_eq(tu_router_retired(st.router), 0);
     (void)refused;
     mcr_router_free(st.router);
     mcr_snapshot_unref(s1);
@@ -705,7 +711,7 @@ static Suite *overlay_suite(void)
     tcase_add_test(tc, local_state_refusals);
     tcase_add_test(tc, held_local_states);
     tcase_add_test(tc, hooks_see_overlay_changes);
-    tcase_add_test(tc, try_variants_do_not_wait);
+    tcase_add_test(tc, nowait_does_not_wait);
     tcase_add_test(tc, watchers_use_the_published_snapshot);
     tcase_add_test(tc, readers_under_overlay_changes);
     suite_add_tcase(s, tc);

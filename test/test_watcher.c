@@ -189,7 +189,7 @@ START_TEST(watch_server_file)
      * reloads: the file says nothing about states. */
     mcr_changes *ch = mcr_changes_new();
     ck_assert_int_eq(mcr_changes_set_state(ch, "[::1]:11212", MCR_STATE_DRAINING, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_router_apply(r, ch, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_apply(r, ch, 0, &err), MCR_OK);
     mcr_changes_free(ch);
 
     /* A good rewrite: one server gone, one moved (same id), one new, a

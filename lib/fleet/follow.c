@@ -140,7 +140,7 @@ static void end_transition(mcr_fleet *f, uint64_t revision)
         return;
     if (mcr_router_transition(f->router, &t) == MCR_OK) {
         if (t.serial == f->mig_serial)
-            (void)mcr_router_end_transition(f->router);
+            (void)mcr_router_clear_transition(f->router);
         mcr_transition_clear(&t);
     }
     f->mig_serial = 0;

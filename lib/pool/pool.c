@@ -7,8 +7,8 @@
 
 /* ------------------------------------------------------------ deferred work */
 
-/* The snapshots our overlay changes (mcr_router_try_set_local_state(),
- * _try_clear_local_state()) replaced are freed
+/* The snapshots our overlay changes (mcr_router_set_local_state() and
+ * _clear_local_state() with MCR_ROUTER_NOWAIT) replaced are freed
  * on this thread once no reader holds them, not on liburcu's thread, whose
  * frees would contend with this loop's allocations for its malloc arena
  * (see lib/router.c). A grace period lasts milliseconds, urcu-bp polls
@@ -19,7 +19,8 @@ static void collect_cb(evutil_socket_t fd, short what, void *arg)
     mcr_pool *p = arg;
     (void)fd;
     (void)what;
-    if (mcr_router_collect(p->router) > 0)
+    size_t left = 0;
+    if (mcr_router_reclaim(p->router, MCR_ROUTER_NOWAIT, &left) == MCR_OK && left > 0)
         event_add(p->collect_ev, &again);
 }
 
@@ -349,7 +350,7 @@ void mcr_pool_free(mcr_pool *p)
         if (s->overlay_set && !s->retired &&
             mcr_router_local_state(p->router, s->id, &st, NULL) == MCR_OK &&
             st == MCR_STATE_DOWN)
-            (void)mcr_router_clear_local_state(p->router, s->id, NULL);
+            (void)mcr_router_clear_local_state(p->router, s->id, 0, NULL);
         s->overlay_set = 0;
     }
     /* Cancel everything: in flight, waiting, deferred. */
@@ -408,7 +409,7 @@ void mcr_pool_free(mcr_pool *p)
     event_free(p->collect_ev);
     /* What is left (grace periods not over) goes at the next collect by
      * any writer, or with the router. */
-    (void)mcr_router_collect(p->router);
+    (void)mcr_router_reclaim(p->router, MCR_ROUTER_NOWAIT, NULL);
     free(p);
 }
 

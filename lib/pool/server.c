@@ -119,7 +119,7 @@ int mcr__server_overlay(mcr_pool *p, mcr__pool_server *s, int down)
          * is not the pool's to clear. */
         if (mcr_router_local_state(p->router, s->id, &st, NULL) == MCR_OK &&
             st == MCR_STATE_DOWN) {
-            rc = mcr_router_try_clear_local_state(p->router, s->id, NULL);
+            rc = mcr_router_clear_local_state(p->router, s->id, MCR_ROUTER_NOWAIT, NULL);
             if (rc == MCR_ERR_BUSY)
                 return rc;
         }
@@ -144,7 +144,8 @@ int mcr__server_overlay(mcr_pool *p, mcr__pool_server *s, int down)
             /* Also when it is DOWN already (published so, or set by another
              * pool): the local state keeps it out until this pool's probe
              * says otherwise, whatever is published meanwhile. */
-            rc = mcr_router_try_set_local_state(p->router, s->id, MCR_STATE_DOWN, NULL);
+            rc = mcr_router_set_local_state(p->router, s->id, MCR_STATE_DOWN, MCR_ROUTER_NOWAIT,
+                                            NULL);
             if (rc == MCR_OK) {
                 s->overlay_set = 1;
                 s->ejections++;
