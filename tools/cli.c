@@ -330,6 +330,76 @@ static bool option_allowed(int c, unsigned allowed)
     }
 }
 
+/* Where an option that takes a string and may be given once keeps it; NULL
+ * for the other options. */
+static const char **once_field(cli_source *src, int c)
+{
+    switch (c) {
+    case 's': return &src->servers;
+    case 'f': return &src->server_file;
+    case 'l': return &src->libmemcached;
+    case 'm': return &src->mode;
+    case 't': return &src->twemproxy;
+    case 'p': return &src->pool;
+    case 'k': return &src->ketama_file;
+    case 'o': return &src->output;
+    case OPT_SNAPSHOT: return &src->snapshot;
+    case OPT_KEYS: return &src->keys;
+    case OPT_HASH: return &src->hash;
+    case OPT_CLIENT: return &src->client;
+    case OPT_CLIENTS: return &src->clients;
+    case OPT_TIMEOUT: return &src->timeout;
+    case OPT_POLICY: return &src->policy;
+    case OPT_TTL: return &src->ttl;
+    case OPT_PREVIOUS: return &src->previous;
+    case OPT_ETCD: return &src->etcd;
+    case OPT_ETCD_PREFIX: return &src->etcd_prefix;
+    case OPT_ETCD_TIMEOUT: return &src->etcd_timeout;
+    case OPT_COUNT: return &src->count;
+    case OPT_CLIENT_ID: return &src->client_id;
+    case OPT_RATE: return &src->rate;
+    case OPT_GRACE: return &src->grace;
+    case OPT_WAIT: return &src->wait;
+    default: return NULL;
+    }
+}
+
+/* --replicas N: 1 to 1000 (given again, the last counts). */
+static long parse_replicas(const char *arg)
+{
+    char *end;
+    long n = strtol(arg, &end, 10);
+    if (*arg == '\0' || *end != '\0' || n < 1 || n > 1000)
+        cli_die("--replicas '%s': expected a number from 1 to 1000", arg);
+    return n;
+}
+
+/* --top N: 1 to 1000000, digits only. */
+static long parse_top(const char *arg)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(arg, &end, 10);
+    if (*arg < '0' || *arg > '9' || *end != '\0' || errno != 0 || n < 1 || n > 1000000)
+        cli_die("--top '%s': expected a number of keys from 1 to 1000000", arg);
+    return n;
+}
+
+/* What getopt_long() returned for an option it could not take (c): a
+ * missing value, a value given to a flag, an unknown or ambiguous name. */
+static void die_bad_option(int c, char **argv) __attribute__((noreturn));
+static void die_bad_option(int c, char **argv)
+{
+    if (c == ':') /* the option was the last argument */
+        cli_die("%s: option '%s' needs a value", argv[0], argv[optind - 1]);
+    if (optopt == 'h' || optopt == OPT_JSON || optopt == OPT_DRY_RUN || optopt == OPT_ABORT ||
+        optopt == OPT_NO_WARM) /* --json=X, ... */
+        cli_die("%s: option '%s' takes no value", argv[0], opt_name(optopt));
+    if (optopt != 0)
+        cli_die("%s: unknown option '-%c' (see --help)", argv[0], optopt);
+    cli_die("%s: unknown or ambiguous option '%s' (see --help)", argv[0], argv[optind - 1]);
+}
+
 int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage, unsigned allowed)
 {
     int c;
@@ -345,167 +415,27 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
     while ((c = getopt_long(argc, argv, optstring, source_opts, NULL)) != -1) {
         if (!option_allowed(c, allowed))
             cli_die("%s: option '%s' is not valid here (see --help)", argv[0], opt_name(c));
-        switch (c) {
-        case OPT_SNAPSHOT:
-            if (src->snapshot)
-                cli_die("--snapshot given twice");
-            src->snapshot = optarg;
-            break;
-        case OPT_REPLICAS: {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0' || n < 1 || n > 1000)
-                cli_die("--replicas '%s': expected a number from 1 to 1000", optarg);
-            src->replicas = n;
-            break;
+        const char **field = once_field(src, c);
+        if (field != NULL) {
+            if (*field != NULL)
+                cli_die("%s given twice", c == 's' ? "-s" : opt_name(c)); /* as ever */
+            *field = optarg;
+            continue;
         }
-        case OPT_TOP: {
-            char *end;
-            errno = 0;
-            long n = strtol(optarg, &end, 10);
+        switch (c) {
+        case OPT_REPLICAS: src->replicas = parse_replicas(optarg); break;
+        case OPT_TOP:
             if (src->top)
                 cli_die("--top given twice");
-            if (*optarg < '0' || *optarg > '9' || *end != '\0' || errno != 0 || n < 1 ||
-                n > 1000000)
-                cli_die("--top '%s': expected a number of keys from 1 to 1000000", optarg);
-            src->top = n;
-            break;
-        }
-        case 'o':
-            if (src->output)
-                cli_die("--output given twice");
-            src->output = optarg;
-            break;
-        case OPT_KEYS:
-            if (src->keys)
-                cli_die("--keys given twice");
-            src->keys = optarg;
-            break;
-        case OPT_TIMEOUT:
-            if (src->timeout)
-                cli_die("--timeout given twice");
-            src->timeout = optarg;
-            break;
-        case OPT_POLICY:
-            if (src->policy)
-                cli_die("--failure-policy given twice");
-            src->policy = optarg;
-            break;
-        case OPT_TTL:
-            if (src->ttl)
-                cli_die("--ttl given twice");
-            src->ttl = optarg;
+            src->top = parse_top(optarg);
             break;
         case OPT_JSON: src->json = true; break;
         case OPT_DRY_RUN: src->dry_run = true; break;
         case OPT_ABORT: src->abort_migration = true; break;
         case OPT_NO_WARM: src->no_warm = true; break;
-        case OPT_GRACE:
-            if (src->grace)
-                cli_die("--grace given twice");
-            src->grace = optarg;
-            break;
-        case OPT_WAIT:
-            if (src->wait)
-                cli_die("--wait given twice");
-            src->wait = optarg;
-            break;
-        case OPT_RATE:
-            if (src->rate)
-                cli_die("--rate given twice");
-            src->rate = optarg;
-            break;
-        case OPT_PREVIOUS:
-            if (src->previous)
-                cli_die("--previous given twice");
-            src->previous = optarg;
-            break;
-        case OPT_ETCD:
-            if (src->etcd)
-                cli_die("--etcd given twice");
-            src->etcd = optarg;
-            break;
-        case OPT_ETCD_PREFIX:
-            if (src->etcd_prefix)
-                cli_die("--etcd-prefix given twice");
-            src->etcd_prefix = optarg;
-            break;
-        case OPT_ETCD_TIMEOUT:
-            if (src->etcd_timeout)
-                cli_die("--etcd-timeout given twice");
-            src->etcd_timeout = optarg;
-            break;
-        case OPT_COUNT:
-            if (src->count)
-                cli_die("--count given twice");
-            src->count = optarg;
-            break;
-        case OPT_CLIENT_ID:
-            if (src->client_id)
-                cli_die("--client-id given twice");
-            src->client_id = optarg;
-            break;
-        case 's':
-            if (src->servers)
-                cli_die("-s given twice");
-            src->servers = optarg;
-            break;
-        case 'f':
-            if (src->server_file)
-                cli_die("--server-file given twice");
-            src->server_file = optarg;
-            break;
-        case 'l':
-            if (src->libmemcached)
-                cli_die("--libmemcached given twice");
-            src->libmemcached = optarg;
-            break;
-        case 't':
-            if (src->twemproxy)
-                cli_die("--twemproxy given twice");
-            src->twemproxy = optarg;
-            break;
-        case 'p':
-            if (src->pool)
-                cli_die("--pool given twice");
-            src->pool = optarg;
-            break;
-        case 'k':
-            if (src->ketama_file)
-                cli_die("--ketama-file given twice");
-            src->ketama_file = optarg;
-            break;
         case 'b': src->behaviors[src->nbehaviors++] = optarg; break;
-        case 'm':
-            if (src->mode)
-                cli_die("--mode given twice");
-            src->mode = optarg;
-            break;
-        case OPT_HASH:
-            if (src->hash)
-                cli_die("--hash given twice");
-            src->hash = optarg;
-            break;
-        case OPT_CLIENT:
-            if (src->client)
-                cli_die("--client given twice");
-            src->client = optarg;
-            break;
-        case OPT_CLIENTS:
-            if (src->clients)
-                cli_die("--clients given twice");
-            src->clients = optarg;
-            break;
-        case 'h': cli_print_usage_and_exit(usage); break;
-        case ':': /* the option was the last argument */
-            cli_die("%s: option '%s' needs a value", argv[0], argv[optind - 1]);
-        default:
-            if (optopt == 'h' || optopt == OPT_JSON || optopt == OPT_DRY_RUN ||
-                optopt == OPT_ABORT || optopt == OPT_NO_WARM) /* --json=X, ... */
-                cli_die("%s: option '%s' takes no value", argv[0], opt_name(optopt));
-            if (optopt != 0)
-                cli_die("%s: unknown option '-%c' (see --help)", argv[0], optopt);
-            cli_die("%s: unknown or ambiguous option '%s' (see --help)", argv[0], argv[optind - 1]);
+        case 'h': cli_print_usage_and_exit(usage);
+        default: die_bad_option(c, argv);
         }
     }
     return optind;
