@@ -33,7 +33,7 @@
  *   adding a server of weight > 1 under a consistent distribution turns
  *   weighting on; a weight of 0 is stored as 1.
  *
- * Connection behaviours (for mcr_lmc_fill_pool_options) are kept with the
+ * Connection behaviours (for mcr_pool_options_from_lmc()) are kept with the
  * types memcached_st gives them (behavior.cc: int32_t timeouts, uint32_t
  * limits, REMOVE_FAILED_SERVERS and AUTO_EJECT_HOSTS one flag), and the
  * option string's numbers are read with atoi() as the scanner reads them,
@@ -47,7 +47,6 @@
 #include <string.h>
 
 #include "lmc_internal.h"
-#include "mcroute_pool.h"
 /* Reset to the state of a fresh memcached_st (no servers). */
 void mcr__lmc_defaults(mcr_lmc *l)
 {
@@ -492,72 +491,11 @@ int mcr_lmc_get_conn_behavior(const mcr_lmc *lmc, mcr_lmc_conn_behavior behavior
     return MCR_OK;
 }
 
-/* A libmemcached millisecond timeout `v` (behaviour `name`) as a pool
- * timeout: negative (wait forever) gives 0, the pool's default; 0 (fail at
- * once) has no pool equivalent; above a day mcr_pool_new() refuses it. */
-static int lmc_pool_ms(const char *name, int32_t v, unsigned *out, mcr_error *err)
+const char *mcr_lmc_namespace(const mcr_lmc *lmc, size_t *len)
 {
-    if (v == 0)
-        return mcr__error(err, MCR_ERR_RANGE,
-                          "MEMCACHED_BEHAVIOR_%s is 0: libmemcached then fails at once, which a "
-                          "connection pool cannot do (its 0 means the default)",
-                          name);
-    if (v > 0 && (uint32_t)v > MCR_POOL_TIMEOUT_MAX_MS)
-        return mcr__error(err, MCR_ERR_RANGE,
-                          "MEMCACHED_BEHAVIOR_%s %ld ms is above the connection pool's limit of "
-                          "%u ms (one day)",
-                          name, (long)v, MCR_POOL_TIMEOUT_MAX_MS);
-    *out = v > 0 ? (unsigned)v : 0;
-    return MCR_OK;
-}
-
-int mcr_lmc_fill_pool_options(const mcr_lmc *lmc, mcr_pool_options *opts, mcr_error *err)
-{
-    mcr_pool_options o;
-    int rc;
-
-    if (lmc == NULL || opts == NULL)
-        return mcr__error(err, MCR_ERR_INVALID, "NULL mcr_lmc or options");
-    o = *opts;
-    rc = lmc_pool_ms("CONNECT_TIMEOUT", lmc->connect_timeout, &o.connect_timeout_ms, err);
-    if (rc != MCR_OK)
-        return rc;
-    /* Sockets are always non-blocking in libmemcached (connect.cc): every
-     * wait for a reply is a poll() bounded by POLL_TIMEOUT (io.cc), and
-     * SO_RCVTIMEO / SO_SNDTIMEO never expire. */
-    rc = lmc_pool_ms("POLL_TIMEOUT", lmc->poll_timeout, &o.request_timeout_ms, err);
-    if (rc != MCR_OK)
-        return rc;
-    /* Seconds. 0 or negative: retried once the clock has passed
-     * next_retry, at the latest a second later; 1 ms is the closest. */
-    if (lmc->retry_timeout > 0 &&
-        (uint32_t)lmc->retry_timeout > MCR_POOL_TIMEOUT_MAX_MS / 1000)
-        return mcr__error(err, MCR_ERR_RANGE,
-                          "MEMCACHED_BEHAVIOR_RETRY_TIMEOUT %ld s is above the connection pool's "
-                          "limit of %u s (one day)",
-                          (long)lmc->retry_timeout, MCR_POOL_TIMEOUT_MAX_MS / 1000);
-    o.retry_timeout_ms = lmc->retry_timeout > 0 ? (unsigned)lmc->retry_timeout * 1000u : 1u;
-    if (lmc->server_failure_limit == 0 || lmc->server_failure_limit > MCR_POOL_FAILURE_LIMIT_MAX)
-        return mcr__error(err, MCR_ERR_RANGE,
-                          "MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT %lu is outside the connection "
-                          "pool's 1..%u",
-                          (unsigned long)lmc->server_failure_limit, MCR_POOL_FAILURE_LIMIT_MAX);
-    o.server_failure_limit = lmc->server_failure_limit;
-    o.policy = lmc->auto_eject ? MCR_POLICY_EJECT : MCR_POLICY_FAIL_FAST;
-    if (lmc->has_namespace) {
-        char q[QUOTE_MAX];
-        for (size_t i = 0; i < lmc->ns_len; i++)
-            if (((unsigned char)lmc->ns[i] <= 0x20 || (unsigned char)lmc->ns[i] == 0x7f))
-                return mcr__error(err, MCR_ERR_RANGE,
-                                  "the namespace \"%s\" has a space or control byte, which the "
-                                  "connection pool's key prefix cannot carry",
-                                  mcr__quote(q, sizeof(q), lmc->ns, lmc->ns_len));
-        o.key_prefix = lmc->ns; /* at most 127 bytes: within the pool's 128 */
-    } else {
-        o.key_prefix = NULL;
-    }
-    *opts = o;
-    return MCR_OK;
+    if (len != NULL)
+        *len = lmc != NULL && lmc->has_namespace ? lmc->ns_len : 0;
+    return lmc != NULL && lmc->has_namespace ? lmc->ns : NULL;
 }
 
 /* ASCII case-insensitive comparison of NUL-terminated strings. */

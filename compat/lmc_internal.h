@@ -94,7 +94,7 @@ struct mcr_lmc {
     /* Connection behaviours, typed as memcached_st keeps them (behavior.cc
      * casts timeouts to int32_t, limits to uint32_t), so that
      * mcr_lmc_get_conn_behavior() reads what memcached_behavior_get() does
-     * and mcr_lmc_fill_pool_options() starts from the same numbers. */
+     * and mcr_pool_options_from_lmc() starts from the same numbers. */
     int32_t poll_timeout;    /* ms */
     int32_t connect_timeout; /* ms */
     int32_t retry_timeout;   /* s */

@@ -328,6 +328,63 @@ typedef struct mcr_pool_options {
 /* mcr_pool_options_init: zero-fill *opts (all defaults). NULL is a no-op. */
 MCR_EXTERN void mcr_pool_options_init(mcr_pool_options *opts);
 
+/* An option handle of libmemcached's vocabulary (mcroute_libmemcached.h,
+ * in libmcroute). */
+typedef struct mcr_lmc mcr_lmc;
+
+/* mcr_pool_options_from_lmc: set the fields of *opts that an mcr_lmc's
+ * (mcroute_libmemcached.h) libmemcached connection behaviours and
+ * namespace decide, so that a connection pool treats the servers as the
+ * libmemcached handle would. These fields are always written, from the
+ * current values (libmemcached's defaults when never set: 4000, 5000,
+ * 2000, 5, FAIL_FAST, NULL for a new mcr_lmc); the others are left as they
+ * are (start from a zeroed struct, or mcr_pool_options_init()):
+ *
+ *   CONNECT_TIMEOUT (ms)   -> connect_timeout_ms
+ *   POLL_TIMEOUT (ms)      -> request_timeout_ms. libmemcached's sockets
+ *                             are always non-blocking and every wait for a
+ *                             reply is a poll() bounded by POLL_TIMEOUT;
+ *                             RCV_TIMEOUT and SND_TIMEOUT (SO_RCVTIMEO,
+ *                             SO_SNDTIMEO) bound nothing there and are not
+ *                             used.
+ *                             For both: a negative value (libmemcached waits
+ *                             forever) gives 0, the pool's default (1000 ms).
+ *   RETRY_TIMEOUT (s)      -> retry_timeout_ms, times 1000; 0 or negative
+ *                             (retry at the next request, in a later second)
+ *                             gives 1 ms, the shortest a pool knows.
+ *   SERVER_FAILURE_LIMIT   -> server_failure_limit
+ *   REMOVE_FAILED_SERVERS  -> policy: on (it is AUTO_EJECT_HOSTS too) gives
+ *                             MCR_POLICY_EJECT, off MCR_POLICY_FAIL_FAST.
+ *   NAMESPACE              -> key_prefix: a pointer into `lmc`, NULL when
+ *                             there is no namespace. It stays valid until
+ *                             `lmc` is freed or its namespace changes (an
+ *                             option string with RESET); mcr_pool_new()
+ *                             copies it, so create the pool before that.
+ *                             Sent with every key whether or not
+ *                             HASH_WITH_NAMESPACE puts it in the hash, as
+ *                             libmemcached does; placement is
+ *                             mcr_lmc_config()'s business.
+ *
+ * Not used: BINARY_PROTOCOL (the pool speaks the text or meta protocol to
+ * the same servers, which keep the same items whatever protocol stored
+ * them; a key that only the binary protocol can carry, with a space or a
+ * control byte, is refused per request with MCR_ERR_KEY), DEAD_TIMEOUT
+ * (the pool's retry_timeout_ms serves for removed servers too),
+ * SERVER_TIMEOUT_LIMIT, and the options that are not connection behaviours
+ * (--TCP-NODELAY, --NUMBER-OF-REPLICAS, ...). libmemcached never backs
+ * off: set retry_max_ms to retry_timeout_ms for its fixed interval.
+ *
+ * Errors, *opts unchanged, the message naming the behaviour and its value:
+ * MCR_ERR_INVALID (NULL lmc or opts), MCR_ERR_RANGE (what mcr_pool_new()
+ * would refuse or the pool cannot express: CONNECT_TIMEOUT or
+ * POLL_TIMEOUT 0, with which libmemcached fails every connection or
+ * request at once, or above 86400000 ms (one day); RETRY_TIMEOUT above
+ * 86400 s; SERVER_FAILURE_LIMIT 0 (a 2^32 multiple, truncated) or above
+ * 1000; a namespace with a space or control byte, which libmemcached
+ * allows with the binary protocol and the pool's key rules do not). */
+MCR_EXTERN int mcr_pool_options_from_lmc(mcr_pool_options *opts, const mcr_lmc *lmc,
+                                         mcr_error *err);
+
 /* mcr_policy_from_name: "fail-fast", "eject" or "failover" (exactly, case
  * matters) into *out. MCR_OK, MCR_ERR_UNKNOWN (*out unchanged), or
  * MCR_ERR_INVALID (NULL argument). */

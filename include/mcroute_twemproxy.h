@@ -112,7 +112,6 @@
 #include <stdint.h>
 
 #include "mcroute.h"
-#include "mcroute_pool.h" /* mcr_pool_options, filled from the pool directives */
 
 #ifdef __cplusplus
 extern "C" {
@@ -334,8 +333,9 @@ MCR_EXTERN int mcr_twem_server_get(const mcr_twem *twem, size_t pool, size_t i,
  * mcr_pool_new() accepts: server_connections above 64,
  * server_failure_limit above 1000, timeout or server_retry_timeout above
  * 86400000 ms, one day). Thread-safe on a shared `twem`. */
+struct mcr_pool_options; /* mcroute_pool.h: include it to fill one */
 MCR_EXTERN int mcr_twem_fill_pool_options(const mcr_twem *twem, size_t pool,
-                                          mcr_pool_options *opts, mcr_error *err);
+                                          struct mcr_pool_options *opts, mcr_error *err);
 
 #ifdef __cplusplus
 }

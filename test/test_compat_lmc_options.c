@@ -637,7 +637,7 @@ START_TEST(pool_options_match_libmemcached)
             }
             mcr_pool_options got = lmc_sentinel_options(), want = got;
             expected_pool_options(m, &want);
-            ck_assert_msg(mcr_lmc_fill_pool_options(l, &got, &e) == MCR_OK, "%s: %s", opts,
+            ck_assert_msg(mcr_pool_options_from_lmc(&got, l, &e) == MCR_OK, "%s: %s", opts,
                           e.message);
             ck_assert_msg(got.connect_timeout_ms == want.connect_timeout_ms &&
                               got.request_timeout_ms == want.request_timeout_ms &&
@@ -672,7 +672,7 @@ START_TEST(pool_options_match_libmemcached)
     /* A new mcr_lmc: libmemcached's defaults. */
     mcr_lmc *l = mcr_lmc_new();
     mcr_pool_options o = lmc_sentinel_options();
-    ck_assert_int_eq(mcr_lmc_fill_pool_options(l, &o, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_pool_options_from_lmc(&o, l, NULL), MCR_OK);
     ck_assert_uint_eq(o.connect_timeout_ms, 4000);
     ck_assert_uint_eq(o.request_timeout_ms, 5000);
     ck_assert_uint_eq(o.retry_timeout_ms, 2000);
@@ -681,13 +681,13 @@ START_TEST(pool_options_match_libmemcached)
     ck_assert_ptr_null(o.key_prefix);
     /* The prefix points into the mcr_lmc. */
     ck_assert_int_eq(mcr_lmc_parse_options(l, "--NAMESPACE=pfx.a", NULL), MCR_OK);
-    ck_assert_int_eq(mcr_lmc_fill_pool_options(l, &o, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_pool_options_from_lmc(&o, l, NULL), MCR_OK);
     ck_assert_str_eq(o.key_prefix, "pfx.a");
     ck_assert_int_eq(mcr_lmc_set_conn_behavior(l, MCR_LMC_AUTO_EJECT_HOSTS, 1, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_lmc_fill_pool_options(l, &o, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_pool_options_from_lmc(&o, l, NULL), MCR_OK);
     ck_assert_int_eq(o.policy, MCR_POLICY_EJECT);
-    ck_assert_int_eq(mcr_lmc_fill_pool_options(NULL, &o, NULL), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_lmc_fill_pool_options(l, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_options_from_lmc(&o, NULL, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_options_from_lmc(NULL, l, NULL), MCR_ERR_INVALID);
     mcr_lmc_free(l);
 }
 END_TEST
@@ -704,7 +704,7 @@ static void expect_fill_error(const char *opts, int behavior, uint64_t value, co
     if (behavior >= 0)
         ck_assert_int_eq(mcr_lmc_set_conn_behavior(l, (mcr_lmc_conn_behavior)behavior, value, NULL),
                          MCR_OK);
-    int rc = mcr_lmc_fill_pool_options(l, &o, &e);
+    int rc = mcr_pool_options_from_lmc(&o, l, &e);
     ck_assert_msg(rc == MCR_ERR_RANGE, "%s: got %d (%s)", opts, rc, e.message);
     ck_assert_int_eq(e.code, MCR_ERR_RANGE);
     ck_assert_msg(strstr(e.message, needle) != NULL, "%s: message \"%s\" lacks \"%s\"", opts,

@@ -52,9 +52,9 @@ static void check_pool_options(const mcr_lmc *lmc)
     mcr_error err;
     mcr_pool_options_init(&o);
     before = o;
-    int rc = mcr_lmc_fill_pool_options(lmc, &o, &err);
+    int rc = mcr_pool_options_from_lmc(&o, lmc, &err);
     if (rc != MCR_OK) {
-        fuzz_check_error(rc, &err, "mcr_lmc_fill_pool_options");
+        fuzz_check_error(rc, &err, "mcr_pool_options_from_lmc");
         FUZZ_CHECK(memcmp(&o, &before, sizeof(o)) == 0, "options changed by a failed fill");
     }
 }
