@@ -23,7 +23,7 @@
  *    key, or one acquire around a batch of keys) and directly with
  *    mcr_snapshot_locate on the snapshot. The difference is what the router
  *    costs a reader: the check of its thread cache (an RCU read-side section
- *    and a reference only after a change; lib/router.c). Both
+ *    and a reference only after a change; lib/router/router.c). Both
  *    sides must return the same server for every key, in every repetition
  *    (checksums).
  *  - Publishing one more server to 1,000: mcr_router_apply() (incremental

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute_ketama.h"
 
 /* libketama skips a line shorter than this, newline included. */

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute_twemproxy.h"
 
 /* Longest user text quoted in a message. */

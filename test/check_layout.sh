@@ -1,30 +1,40 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# check_layout.sh: the layout rules of the source tree: no two files call into each other, and no source file is past the length limit.
+# check_layout.sh: the layout rule of the source tree: folders are layers, and calls between folders go one way, down the layers.
 #
-# Usage: check_layout.sh [--max-lines N] SOURCE_DIR GROUP...
+# Usage: check_layout.sh SOURCE_DIR GROUP...
 #
 # A GROUP is NAME=OBJ,OBJ,... : the object files of one library or program
-# (CMake's $<TARGET_OBJECTS:...>, joined with commas). Within a group, file A
-# calls into file B when an undefined symbol of A.o is defined by B.o (nm);
-# the check fails on every pair that calls both ways, naming the symbols of
-# each direction. Files of different groups are not compared (a library's
-# users call into it; it does not call back).
+# (CMake's $<TARGET_OBJECTS:...>, joined with commas). An object's folder is
+# the folder of its source file (CMake names it .../DIR/x.c.o): lib/base,
+# lib/hash, ..., compat, tools. Object A calls into object B when an
+# undefined symbol of A is defined by B (nm), within one group (a library's
+# users call into it; it does not call back). Within a folder, files call
+# each other freely. Across folders, a call must go from a folder to one of
+# a lower layer in LAYERS below; one that goes up, or sideways to another
+# folder of the same layer, fails, naming the files and symbols. A folder
+# that is in no layer fails too: give it its place here.
 #
-# Every *.c and *.h under SOURCE_DIR/lib, SOURCE_DIR/compat and
-# SOURCE_DIR/tools must be at most N lines (default 1300: "about 1,200").
+# Source files are not held to a length (a file does one job; split a long
+# one along its seams): the longest are listed for information.
 #
 # Exits 1 after listing every problem, 2 on bad usage or a missing tool.
 set -euo pipefail
 
-max=1300
-if [ "${1:-}" = --max-lines ]; then
-    [[ ${2:-} =~ ^[1-9][0-9]*$ ]] ||
-        { echo "check_layout: --max-lines: a positive number, not '${2:-}'" >&2; exit 2; }
-    max=$2
-    shift 2
-fi
-[ $# -ge 2 ] || { echo "usage: $0 [--max-lines N] SOURCE_DIR NAME=OBJ,OBJ..." >&2; exit 2; }
+# The layers, lowest first; folders on one line are peers (neither calls
+# the other). Each may call those of the lines above it.
+LAYERS=(
+    "lib/base"
+    "lib/hash"
+    "lib/placement"
+    "lib/snapshot"
+    "lib/router"
+    "lib/pool lib/fleet"
+    "lib/migrate compat"
+    "tools compat/libketama"
+)
+
+[ $# -ge 2 ] || { echo "usage: $0 SOURCE_DIR NAME=OBJ,OBJ..." >&2; exit 2; }
 src=$1
 shift
 [ -d "$src/lib" ] || { echo "check_layout: $src/lib: not a directory" >&2; exit 2; }
@@ -36,14 +46,32 @@ fail() {
     problems=$((problems + 1))
 }
 
-# The source file an object was built from: CMake names it DIR/x.c.o.
+# The layer of each folder.
+declare -A rank
+for i in "${!LAYERS[@]}"; do
+    for d in ${LAYERS[$i]}; do
+        rank[$d]=$i
+    done
+done
+# Every folder of sources has a layer.
+while IFS= read -r d; do
+    d=${d#"$src"/}
+    [ -n "${rank[$d]+x}" ] || fail "$d: a folder of sources in no layer (add it to LAYERS in check_layout.sh)"
+done < <(find "$src/lib" "$src/compat" "$src/tools" -name '*.c' -printf '%h\n' | sort -u)
+
+# The source of an object: CMake names it <target>.dir/DIR/x.c.o.
 srcname() {
     local o=${1%.o}
-    o=${o#*.dir/}
-    echo "$o"
+    echo "${o#*.dir/}"
+}
+folder() {
+    local s
+    s=$(srcname "$1")
+    echo "${s%/*}"
 }
 
-npairs=0 nobjs=0
+nobjs=0 nedges=0 nfolders=0
+declare -A seen_edge
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 for group in "$@"; do
@@ -56,9 +84,7 @@ for group in "$@"; do
         [ -f "$o" ] || { echo "check_layout: $name: $o: no such object" >&2; exit 2; }
     done
     nobjs=$((nobjs + ${#objs[@]}))
-    # "D obj sym" for every global definition, "U obj sym" for every
-    # undefined symbol; then the edges a -> b with their symbols, and the
-    # pairs that go both ways.
+    # "a b sym": object a uses symbol sym that object b defines.
     {
         for o in "${objs[@]}"; do
             nm -g --defined-only "$o" | awk -v o="$o" 'NF == 3 { print "D", o, $3 }'
@@ -71,39 +97,35 @@ for group in "$@"; do
             for (i = 1; i <= n; i++) {
                 split(use[i], u, SUBSEP)
                 t = def[u[2]]
-                if (t == "" || t == u[1]) continue
-                k = u[1] SUBSEP t
-                edge[k] = edge[k] (edge[k] == "" ? "" : " ") u[2]
+                if (t != "" && t != u[1])
+                    print u[1], t, u[2]
             }
-            for (k in edge) {
-                split(k, ab, SUBSEP)
-                npairs++
-                r = ab[2] SUBSEP ab[1]
-                if ((r in edge) && ab[1] < ab[2])
-                    print "MUTUAL", ab[1], ab[2], edge[k] "|" edge[r]
-            }
-            print "PAIRS", npairs + 0
         }' >"$tmp"
-    while read -r kind a b syms; do
-        if [ "$kind" = PAIRS ]; then
-            npairs=$((npairs + a))
-            continue
+    while read -r a b sym; do
+        fa=$(folder "$a") fb=$(folder "$b")
+        [ "$fa" = "$fb" ] && continue
+        key="$fa>$fb"
+        if [ -z "${seen_edge[$key]+x}" ]; then
+            seen_edge[$key]=1
+            nedges=$((nedges + 1))
         fi
-        fail "$name: $(srcname "$a") and $(srcname "$b") call into each other:" \
-            "$(srcname "$a") uses ${syms%%|*}; $(srcname "$b") uses ${syms#*|}"
+        ra=${rank[$fa]:-} rb=${rank[$fb]:-}
+        if [ -z "$ra" ] || [ -z "$rb" ]; then
+            fail "$name: $(srcname "$a") calls $(srcname "$b") ($sym): folder in no layer"
+        elif [ "$rb" -ge "$ra" ]; then
+            fail "$name: $(srcname "$a") calls $sym in $(srcname "$b"): $fa may not call" \
+                "$fb ($([ "$rb" -eq "$ra" ] && echo "a peer" || echo "a higher layer"))"
+        fi
     done <"$tmp"
 done
-
-nfiles=0
-while IFS= read -r f; do
-    nfiles=$((nfiles + 1))
-    n=$(wc -l <"$f")
-    [ "$n" -le "$max" ] || fail "${f#"$src"/}: $n lines, past the limit of $max: split it along its seams"
-done < <(find "$src/lib" "$src/compat" "$src/tools" -name '*.[ch]' | sort)
+nfolders=${#rank[@]}
 
 if [ "$problems" -gt 0 ]; then
     echo "check_layout: FAILED: $problems problem(s)" >&2
     exit 1
 fi
-echo "check_layout: OK: $nobjs objects in $# groups, $npairs calling pairs, none both ways;" \
-    "$nfiles source files, none past $max lines"
+echo "check_layout: OK: $nobjs objects in $# groups, $nfolders folders in ${#LAYERS[@]} layers;" \
+    "$nedges calls between folders, all down the layers"
+echo "check_layout: the longest source files (guidance, not a limit):"
+find "$src/lib" "$src/compat" "$src/tools" -name '*.[ch]' -exec wc -l {} + | grep -v ' total$' |
+    sort -rn | head -5 | sed "s|$src/||; s/^ */  /"

@@ -454,7 +454,7 @@ static int write_hosts(const char *path)
     return fclose(f);
 }
 
-/* getaddrinfo(name) as mcroute asks it (lib/javaname.c): the IPv4 address
+/* getaddrinfo(name) as mcroute asks it (lib/placement/javaname.c): the IPv4 address
  * as text and the canonical name; 0, or the EAI_ code. */
 static int lookup(const char *name, char *addr, size_t cap, char *canon, size_t ccap)
 {

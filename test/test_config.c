@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute.h"
 #include "mcroute_ketama.h"
 #include "mcroute_snapshot.h"

@@ -8,7 +8,7 @@
 #include <libhashkit-1.0/hashkit.h>
 #include <openssl/evp.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "testutil.h"
 
 /* Longest random string of the every-length sweeps, and strings per length. */

@@ -21,7 +21,7 @@
  * nomem_wrap.h) runs each operation once without a failure, counting its
  * allocations, then once with each of them failing in turn. */
 
-/* The spymemcached modes look names up as Java does (lib/javaname.c): the
+/* The spymemcached modes look names up as Java does (lib/placement/javaname.c): the
  * resolver can run out of memory too (EAI_MEMORY), which must be an error,
  * never the label of a name that does not resolve (another placement).
  * Both calls are wrapped as allocations of their own (test/CMakeLists.txt). */
@@ -172,7 +172,7 @@ START_TEST(nomem_every_mode)
 END_TEST
 
 /* A continuum of 2^18 points or more (1,700 servers of 160 points) takes
- * the packed search (lib/ringsearch.c): its index and its packed points
+ * the packed search (lib/placement/ringsearch.c): its index and its packed points
  * are the last allocations of a build. */
 START_TEST(nomem_packed_search)
 {

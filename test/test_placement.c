@@ -9,7 +9,7 @@
 
 #include <event2/event.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute.h"
 #include "mcroute_pool.h"
 #include "mcroute_router.h"

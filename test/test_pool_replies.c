@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "fakeserver.h"
-#include "internal.h"
+#include "pool/pool_internal.h"
 #include "mcroute.h"
 #include "mcroute_pool.h"
 #include "mcroute_router.h"

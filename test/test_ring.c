@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute.h"
 #include "testutil.h"
 #include "testutil_config.h"

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute.h"
-#include "ringsearch.h"
+#include "placement/ringsearch.h"
 #include "testutil.h"
 
 /* Packed points start here (ringsearch.c's PACK_MIN_POINTS). */

@@ -12,7 +12,7 @@
 #include "mcroute.h"
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
-#include "snapshot.h" /* refs: what keeps a snapshot alive, read by the thread-cache tests */
+#include "snapshot/snapshot.h" /* refs: what keeps a snapshot alive, read by the thread-cache tests */
 #include "router_count.h"
 #include "testutil.h"
 
@@ -306,7 +306,7 @@ typedef struct park {
     mcr_router *r;
     /* Read first, around the section on r: r's section is then a nested
      * one, and the reader's thread has no cached snapshot of r, so it is a
-     * real RCU section (lib/router.c): what makes grace periods wait.
+     * real RCU section (lib/router/router.c): what makes grace periods wait.
      * NULL: r's section is one of the thread cache, held by a reference. */
     mcr_router *outer;
     pthread_mutex_t mu;
@@ -653,7 +653,7 @@ END_TEST
 
 /* ------------------------------------------------------------ thread caches */
 
-/* The references that keep a snapshot alive (lib/snapshot.h). */
+/* The references that keep a snapshot alive (lib/snapshot/snapshot.h). */
 static size_t refs_of(const mcr_snapshot *s)
 {
     return atomic_load(&s->refs);

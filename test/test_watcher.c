@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_watcher.c: Check suite of the file watcher (lib/watcher.c): server-list and snapshot files reloaded into a router, debounced, bad files refused, with readers running. */
+/* test_watcher.c: Check suite of the file watcher (lib/router/watcher.c): server-list and snapshot files reloaded into a router, debounced, bad files refused, with readers running. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute.h"
 
 /* ---- transport (etcd_http.c) */

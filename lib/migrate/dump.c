@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "migrate/migrate_internal.h"
 
 /*

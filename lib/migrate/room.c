@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "migrate/migrate_internal.h"
 
 /*

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute_pool.h"
 #include "migrate/migrate_internal.h"
 

@@ -148,9 +148,9 @@ void mcr__conn_fail(mcr__pool_conn *c, int status, const char *msg)
     if (!c->busy)
         conn_destroy(c);
     if (counts)
-        p->up.server_failed(s, status);
+        mcr__server_failed(s, status);
     if (!p->freeing && s->wait_head != NULL && s->health == MCR_HEALTH_UP)
-        p->up.server_pump(s);
+        mcr__server_pump(s);
 }
 
 static int reply_waiting(mcr__pool_conn *c)
@@ -243,7 +243,7 @@ void mcr__conn_flush_cb(evutil_socket_t fd, short what, void *arg)
     p->flushing = 1;
     /* the gets of this pass still to be routed go out with the rest */
     if (p->route_head != NULL)
-        p->up.route_pending(p);
+        mcr__route_pending(p);
     while (p->flush_head != NULL) {
         mcr__pool_conn *c = p->flush_head;
         p->flush_head = c->flush_next;
@@ -400,7 +400,7 @@ static void conn_read(evutil_socket_t fd, mcr__pool_conn *c)
      * meanwhile: adopt it now, so servers it removed close as soon as their
      * last request is answered. */
     if (!c->dead && mcr_router_generation(p->router) != p->gen)
-        p->up.refresh(p);
+        mcr__pool_refresh_slow(p);
     c->busy--;
     if (c->dead) {
         if (c->busy == 0)
@@ -409,7 +409,7 @@ static void conn_read(evutil_socket_t fd, mcr__pool_conn *c)
     }
     if (s->retired && c->inflight == 0) {
         mcr__conn_fail(c, MCR_ERR_CANCELLED, "server removed");
-        p->up.server_maybe_free(s);
+        mcr__server_maybe_free(s);
         return;
     }
     if (s->inactive && c->inflight == 0 && s->wait_head == NULL) {
@@ -418,7 +418,7 @@ static void conn_read(evutil_socket_t fd, mcr__pool_conn *c)
         return;
     }
     if (s->wait_head != NULL)
-        p->up.server_pump(s);
+        mcr__server_pump(s);
 }
 
 static void conn_read_cb(evutil_socket_t fd, short what, void *arg)

@@ -11,7 +11,7 @@
  * _clear_local_state() with MCR_ROUTER_NOWAIT) replaced are freed
  * on this thread once no reader holds them, not on liburcu's thread, whose
  * frees would contend with this loop's allocations for its malloc arena
- * (see lib/router.c). A grace period lasts milliseconds, urcu-bp polls
+ * (see lib/router/router.c). A grace period lasts milliseconds, urcu-bp polls
  * its readers every 10 ms: collect at that pace until none is left. */
 static void collect_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -164,7 +164,7 @@ int mcr__pool_refresh_slow(mcr_pool *p)
     /* Gets queued for routing go by the snapshot (and transition) they
      * were submitted under, as if routed then. */
     if (p->route_head != NULL)
-        p->up.route_pending(p);
+        mcr__route_pending(p);
     mcr_snapshot *snap = mcr_router_current(p->router);
     if (snap == NULL)
         return MCR_ERR_EMPTY;
@@ -305,10 +305,6 @@ int mcr_pool_new(struct event_base *base, mcr_router *router, const mcr_pool_opt
     p->base = base;
     p->router = router;
     p->o = o;
-    p->up.refresh = mcr__pool_refresh_slow;
-    p->up.server_failed = mcr__server_failed;
-    p->up.server_pump = mcr__server_pump;
-    p->up.server_maybe_free = mcr__server_maybe_free;
     if (o.key_prefix != NULL) {
         p->prefix_len = strlen(o.key_prefix);
         memcpy(p->prefix, o.key_prefix, p->prefix_len);

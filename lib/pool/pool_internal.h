@@ -26,13 +26,9 @@
  *   proto.c      the wire: request lines written, reply lines read; a leaf
  *                that knows nothing of the pool
  *
- * A lower layer tells a higher one through the upcalls in mcr_pool.up
- * (mcr__pool_up), which mcr_pool_new() fills in: a connection that failed
- * (the server counts it and sends what waits), a read after which the
- * server has room or is retired, a new current snapshot of the router (the
- * pool adopts it), a retired server's last request ended (the server is freed).
- * Each is called only when that event happens: the byte and reply paths
- * (read, parse, deliver, send) are direct calls. */
+ * The files call each other directly (a folder is one layer): a connection
+ * that failed tells its server (server.c), a read adopts a new snapshot
+ * (pool.c), the flush routes the gets queued for routing (submit.c). */
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,7 +40,7 @@
 
 #include <event2/event.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute_pool.h"
 #include "proto.h"
 
@@ -212,20 +208,6 @@ typedef struct mcr__pool_unix {
     char *path;
 } mcr__pool_unix;
 
-/* Upcalls: how a lower layer tells a higher one something without
- * calling into it (see the top of this file). Set by mcr_pool_new(). */
-typedef struct mcr__pool_up {
-    int (*refresh)(mcr_pool *p);                 /* conn: a new current snapshot (pool.c) */
-    void (*server_failed)(mcr__pool_server *s, int status); /* conn: count a failure (server.c) */
-    void (*server_pump)(mcr__pool_server *s);    /* conn: send what waits (server.c) */
-    void (*server_maybe_free)(mcr__pool_server *s); /* request, conn: a retired server's
-                                                     last reference gone (server.c) */
-    void (*route_pending)(mcr_pool *p);          /* conn, pool: route and send the gets
-                                                    queued for routing (submit.c; set
-                                                    there when it first queues one, since
-                                                    pool.c names nothing above it) */
-} mcr__pool_up;
-
 struct mcr_pool {
     struct event_base *base;
     mcr_router *router;
@@ -277,7 +259,6 @@ struct mcr_pool {
     mcr__pool_server **tx_by;
     size_t ntx_by;
     uint64_t tx_deadline_ns;    /* CLOCK_MONOTONIC; 0: until ended */
-    mcr__pool_up up;            /* the higher layers' entry points */
 };
 
 /* ------------------------------------------------------------ small helpers */
@@ -527,5 +508,12 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
 /* mcr_pool_get_multi() without the transition. */
 int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t *lens, size_t n,
                    mcr_pool_cb key_cb, mcr_pool_cb done_cb, void *arg, mcr_error *err);
+
+/* The most reply bytes one connection of the pool held unparsed at once
+ * (its read buffer, measured after each read), since the pool was created:
+ * what a server's replies made it buffer. 0 for NULL. For the tests of the
+ * reply limits. */
+size_t mcr__pool_read_peak(const struct mcr_pool *p);
+
 
 #endif

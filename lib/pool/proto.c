@@ -7,7 +7,7 @@
 
 #include <event2/buffer.h>
 
-#include "decimal.h"
+#include "base/decimal.h"
 
 /* Whether a byte of word x (eight key bytes) may be a space, a control
  * byte or DEL: the subtractions borrow into a byte whose top bit was clear

@@ -296,9 +296,9 @@ void mcr__finish_req(mcr_pool *p, mcr__pool_req *r)
     mcr__hot_remove(p, r);
     if (s != NULL) {
         mcr__server_unref(s);
-        /* only a retired server is freed: no upcall for the others */
+        /* only a retired server is freed */
         if (s->retired)
-            p->up.server_maybe_free(s);
+            mcr__server_maybe_free(s);
     }
     mcr__req_free(p, r);
 }

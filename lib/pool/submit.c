@@ -314,7 +314,6 @@ static int start_request(mcr_pool *p, mcr__pool_req *r, const submit_plan *pl, m
     if (pl->queue) {
         r->val = NULL; /* a get: no value, and the caller's pointer is not kept */
         if (p->route_head == NULL) {
-            p->up.route_pending = mcr__route_pending;
             event_active(p->flush_ev, EV_TIMEOUT, 0);
         }
         mcr__queue_push(&p->route_head, &p->route_tail, r);

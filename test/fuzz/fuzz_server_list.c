@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* fuzz_server_list.c: fuzz target of server lists and server files (lib/config.c): all or nothing, a ring every key locates on, and a round trip through the list and file syntax. */
+/* fuzz_server_list.c: fuzz target of server lists and server files (lib/placement/config.c): all or nothing, a ring every key locates on, and a round trip through the list and file syntax. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

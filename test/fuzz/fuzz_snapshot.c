@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* fuzz_snapshot.c: fuzz target of snapshot files and texts (lib/snapfile.c): the input as it is (loaded from a file and parsed in memory, with one verdict), then with its checksum made right so that the parser behind the checksum is reached; what loads verifies and saves back to the same bytes. */
+/* fuzz_snapshot.c: fuzz target of snapshot files and texts (lib/snapshot/snapfile.c): the input as it is (loaded from a file and parsed in memory, with one verdict), then with its checksum made right so that the parser behind the checksum is reached; what loads verifies and saves back to the same bytes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

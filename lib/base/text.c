@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base_internal.h"
 
 /*
  * Compiled into each shared library (libmcroute, libmcroute_pool,

@@ -11,7 +11,7 @@
 #include <urcu-bp.h>
 
 #include "mcroute_router.h"
-#include "overlay.h"
+#include "snapshot/overlay.h"
 
 /* How many changes of one router may await reclamation of what they
  * replaced (mcroute_router.h, "Reclamation": 256). */

@@ -2,7 +2,7 @@
 /* hash.c: the key hashes of libhashkit 1.1.4, bit for bit, and their names. */
 #include <string.h>
 
-#include "internal.h"
+#include "hash_internal.h"
 
 /*
  * Each hash below reproduces what Debian's libhashkit 1.1.4 (amd64) returns

@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute_router.h"
 
 /* A publish that lost a race with another writer is redone against the new

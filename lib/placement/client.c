@@ -2,7 +2,7 @@
 /* client.c: the table of other clients' placements, each a mode and hashes, and configs set up by a client's name. */
 #include <string.h>
 
-#include "internal.h"
+#include "placement_internal.h"
 
 /*
  * What each name stands for is documented in mcr_client(3) and read in each

@@ -2,7 +2,7 @@
 /* routercache.c: each thread's counted references to the snapshots of the routers it reads: slots, their eviction, and their release at thread exit or on request. */
 
 /*
- * Why a cache (lib/router.c says the rest). liburcu-bp's read side, as we
+ * Why a cache (lib/router/router.c says the rest). liburcu-bp's read side, as we
  * may not inline it (no _LGPL_SOURCE), is two calls into the shared
  * library per section, each finding the thread's reader slot through
  * thread-local storage and checking that the thread is registered: with a

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute_router.h"
 #include "router_internal.h"
 

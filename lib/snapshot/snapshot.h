@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute_snapshot.h"
 
 /* The point values of one server, in label order, shared (reference
@@ -83,7 +83,7 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
 /* mcr_snapshot_apply() with the epoch of the result given: the snapshot
  * built from `old` and the changes `ch` has epoch `epoch` (any value; the
  * caller decides what it means). mcr_snapshot_apply() is this with
- * old->epoch + 1; a router's local overlay (lib/overlay.c) builds its
+ * old->epoch + 1; a router's local overlay (lib/snapshot/overlay.c) builds its
  * effective snapshot with the epoch of the published one. Errors: those
  * of mcr_snapshot_apply() but the epoch's MCR_ERR_RANGE. changes.c. */
 int mcr__snapshot_apply_at(const mcr_snapshot *old, const mcr_changes *ch, uint64_t epoch,

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base_internal.h"
 
 size_t mcr__slot_hash(const void *bytes, size_t len, uint64_t extra)
 {

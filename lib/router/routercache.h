@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* routercache.h: each thread's counted references to the snapshots of the routers it reads (lib/routercache.c), behind lib/router.c's acquire and release. */
+/* routercache.h: each thread's counted references to the snapshots of the routers it reads (lib/router/routercache.c), behind lib/router/router.c's acquire and release. */
 #ifndef MCR_ROUTERCACHE_H
 #define MCR_ROUTERCACHE_H
 

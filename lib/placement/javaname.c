@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "internal.h"
+#include "placement_internal.h"
 
 /*
  * spymemcached labels its points with text that Java derives from the

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "placement_internal.h"
 
 static const char *const mode_names[MCR_MODE_COUNT] = {
     [MCR_MODE_KETAMA] = "ketama",

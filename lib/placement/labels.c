@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "decimal.h"
-#include "internal.h"
+#include "base/decimal.h"
+#include "placement_internal.h"
 
 /* libmemcached: MEMCACHED_POINTS_PER_SERVER (unweighted consistent modes). */
 #define LMC_POINTS_PER_SERVER 100

@@ -2,7 +2,7 @@
 /* clienthash.c: the hashes of other clients that read a key as characters (Java's String.hashCode, pymemcache's murmur3), and SHA-1 for dalli's points. */
 #include <string.h>
 
-#include "internal.h"
+#include "hash_internal.h"
 
 /*
  * Java, JavaScript and Python hash strings, not bytes: a key reaches them as

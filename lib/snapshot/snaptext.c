@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decimal.h"
+#include "base/decimal.h"
 #include "snapshot.h"
 
 /*

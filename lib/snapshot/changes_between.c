@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute_snapshot.h"
 
 /* Zones compare as equal when both are absent or empty. */

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute_snapshot.h"
 
 /* One override: server `id`, at the address it had in the published

@@ -2,7 +2,7 @@
 /* md5.c: a one-shot MD5 (RFC 1321) tuned for short inputs: the "md5" key hash and ketama's points. */
 #include <string.h>
 
-#include "internal.h"
+#include "hash_internal.h"
 
 /*
  * Every caller has its whole input in memory, and almost every input (a key,

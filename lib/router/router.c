@@ -33,7 +33,7 @@
  * bench_router measures. Its slower grace periods do not matter: no
  * publisher waits for one (below).
  *
- * The thread cache (lib/routercache.c). Those two calls per section cost a
+ * The thread cache (lib/router/routercache.c). Those two calls per section cost a
  * lookup with a cheap hash about half of a bare one, so most sections are
  * no RCU section at all: each thread keeps a counted reference to the
  * current snapshot of each router it reads (a few), and
@@ -147,12 +147,12 @@
 
 #include <urcu-bp.h>
 
-#include "internal.h"
+#include "placement/placement_internal.h"
 #include "mcroute_router.h"
-#include "overlay.h"
+#include "snapshot/overlay.h"
 #include "routercache.h"
 #include "router_internal.h"
-#include "snapshot.h" /* the fast path of mcr_router_locate_index() */
+#include "snapshot/snapshot.h" /* the fast path of mcr_router_locate_index() */
 
 /* ---- TSan annotations (see the top of the file) ---- */
 

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "placement_internal.h"
 
 /*
  * Every ring has a bucket index: bucket b = h >> shift, index[b] the first

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* error.c: status names and the version functions. */
 
-#include "internal.h"
+#include "base_internal.h"
 
 unsigned mcr_version(void)
 {
