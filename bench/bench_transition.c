@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* bench_transition.c: what a router's transition costs a pool, timed against plain requests on the same real memcached servers and keys: gets at the new owner, gets served by the previous owner, dual writes. */
+/* bench_transition.c: what a router's migration costs a pool, timed against plain requests on the same real memcached servers and keys: gets at the new owner, gets served by the previous owner, dual writes. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,28 +27,28 @@
  * servers, in one process and one thread, with three pools on one
  * event_base, each on a router whose current snapshot is B:
  *
- *   plain   a router without a transition;
- *   tx      a router holding the transition A -> B, switched (epoch 2),
- *           without MCR_TRANSITION_WARM;
- *   warm    the same transition with MCR_TRANSITION_WARM.
+ *   plain   a router without a migration;
+ *   tx      a router holding the migration A -> B, switched (epoch 2),
+ *           without MCR_MIGRATION_FLAG_WARM;
+ *   warm    the same migration with MCR_MIGRATION_FLAG_WARM.
  *
- * The cases (lib/pool/transition.c says what the pool does):
+ * The cases (lib/pool/migration.c says what the pool does):
  *
  *   get_plain          (a) a get through `plain`: one request, at the
  *                      key's owner in B (the new owner), a hit.
  *   get_switched_hit   (b) a get through `tx`, the value at the new owner:
  *                      one request, a hit; the difference to (a) is the
- *                      transition's check (is the key moved?).
+ *                      migration's check (is the key moved?).
  *   get_fallback       (c) a get through `tx`, the key deleted at the new
  *                      owner (untimed, before the pass): a miss there,
  *                      then a meta get at the owner in A, a hit with
  *                      via_previous: two round trips, one after the other.
- *   get_fallback_warm  (c') as (c) through `warm` (MCR_TRANSITION_WARM):
+ *   get_fallback_warm  (c') as (c) through `warm` (MCR_MIGRATION_FLAG_WARM):
  *                      since the flag has no effect (nothing read at an
  *                      old owner is written to the new one), the same
  *                      work as (c); kept to show that it costs nothing.
  *   get_miss_then_old  the reference for (c): what a client does by hand
- *                      without a transition, through `plain`: a get at the
+ *                      without a migration, through `plain`: a get at the
  *                      new owner (a miss: the key deleted there) and, from
  *                      its callback, a get at the old owner (`server` set).
  *   set_plain          a set through `plain`: the new owner only.
@@ -59,7 +59,7 @@
  *                      done when both answered.
  *
  * So (c)/(a) and (d)/set_plain are what a moved key costs, and (c) over
- * get_miss_then_old and (d) over set_both_plain what the transition's code
+ * get_miss_then_old and (d) over set_both_plain what the migration's code
  * adds to the extra requests themselves.
  *
  * Before each pass every key holds the current value at both its owners;
@@ -470,8 +470,8 @@ static void check_counters(int c, const counters *b, const counters *e, checker 
     uint64_t ww = e->warm_writes - b->warm_writes, ws = e->warm_skipped - b->warm_skipped;
     uint64_t wf = e->warm_failures - b->warm_failures, dw = e->dual_writes - b->dual_writes;
     uint64_t want_fr = (c == C_GET_FALLBACK || c == C_GET_WARM) ? n : 0;
-    /* MCR_TRANSITION_WARM has no effect: nothing read at an old owner is
-     * written to the new one (mcroute_pool.h, Transitions) */
+    /* MCR_MIGRATION_FLAG_WARM has no effect: nothing read at an old owner is
+     * written to the new one (mcroute_pool.h, Migrations) */
     uint64_t want_ww = 0, want_dw = c == C_SET_DUAL ? n : 0;
     if (fr != want_fr || fh != want_fr)
         bench_bad(ck, "fallback_reads +%" PRIu64 ", fallback_hits +%" PRIu64 ", want +%" PRIu64
@@ -712,17 +712,17 @@ static bool setup(void)
     for (int k = 0; k < POOL_COUNT; k++) {
         rc = mcr_router_new(W.b, &W.r[k], &err);
         if (rc == MCR_OK && k != POOL_PLAIN)
-            rc = mcr_router_set_transition(W.r[k], W.a, W.b, 0,
-                                           k == POOL_WARM ? MCR_TRANSITION_WARM : 0, &err);
+            rc = mcr_router_set_migration(W.r[k], W.a, W.b, 0,
+                                           k == POOL_WARM ? MCR_MIGRATION_FLAG_WARM : 0, &err);
         if (rc == MCR_OK) {
-            mcr_transition t;
-            mcr_transition_phase ph = MCR_PHASE_NONE;
-            if (mcr_router_transition(W.r[k], &t) == MCR_OK)
-                ph = mcr_transition_phase_at(&t, mcr_router_epoch(W.r[k]));
-            mcr_transition_clear(&t);
-            if (ph != (k == POOL_PLAIN ? MCR_PHASE_NONE : MCR_PHASE_SWITCHED)) {
+            mcr_router_migration t;
+            mcr_migration_phase ph = MCR_MIGRATION_NONE;
+            if (mcr_router_get_migration(W.r[k], &t) == MCR_OK)
+                ph = mcr_migration_phase_at(&t, mcr_router_epoch(W.r[k]));
+            mcr_router_migration_clear(&t);
+            if (ph != (k == POOL_PLAIN ? MCR_MIGRATION_NONE : MCR_MIGRATION_SWITCHED)) {
                 printf("FAIL setup: router %s: phase %s\n", pool_names[k],
-                       mcr_transition_phase_name(ph));
+                       mcr_migration_phase_name(ph));
                 failures++;
                 return false;
             }
@@ -894,10 +894,10 @@ static void usage(FILE *f)
             "                        [--case NAME] [--verbose] [--keep]\n"
             "  Starts %d memcached servers, finds the keys that adding the last one to the\n"
             "  others moves, and times on those keys, through pools on three routers (no\n"
-            "  transition; the transition switched; switched with MCR_TRANSITION_WARM):\n"
+            "  migration; the migration switched; switched with MCR_MIGRATION_FLAG_WARM):\n"
             "  plain gets, gets that hit at the new owner, gets served by the previous\n"
             "  owner (with and without warming), plain and dual sets, and the same extra\n"
-            "  requests made by hand without a transition; one at a time and pipelined.\n"
+            "  requests made by hand without a migration; one at a time and pipelined.\n"
             "  Every result is checked. Needs memcached ($MCR_MEMCACHED).\n"
             "  --quick      200 moved keys, 3 repetitions: a smoke run\n"
             "  --keys N     moved keys (default 2000)\n"

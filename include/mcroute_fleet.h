@@ -198,22 +198,6 @@ MCR_EXTERN int mcr_fleet_publish(const mcr_fleet_options *o, const mcr_config *c
 MCR_EXTERN int mcr_fleet_publish_snapshot(const mcr_fleet_options *o, const mcr_snapshot *snap,
                                           uint64_t *epoch, mcr_error *err);
 
-/* The phases of a migration (see "Migrations" below), in order; DONE and
- * ABORTED are final. */
-typedef enum mcr_migration_phase {
-    MCR_MIGRATION_NONE = 0,     /* no migration (no record, or none adopted) */
-    MCR_MIGRATION_PLANNED = 1,  /* recorded; nothing changes yet */
-    MCR_MIGRATION_COPYING = 2,  /* the transition is set: writes of moving
-                                   keys reach both owners; keys are copied */
-    MCR_MIGRATION_SWITCHED = 3, /* `to` is the pool's snapshot: reads that
-                                   miss at a new owner fall back to the old */
-    MCR_MIGRATION_GRACE = 4,    /* as SWITCHED, until grace_until */
-    MCR_MIGRATION_CLOSING = 5,  /* a miss at a new owner is the answer;
-                                   writes still reach both owners */
-    MCR_MIGRATION_DONE = 6,     /* the transition ended */
-    MCR_MIGRATION_ABORTED = 7   /* given up; the transition ended */
-} mcr_migration_phase;
-
 /* The longest migration id: hex digits (lower-case), 1 to this many. */
 #define MCR_MIGRATION_ID_MAX 32
 
@@ -270,19 +254,19 @@ MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
  * planned -> copying -> switched -> grace -> closing -> done; aborted ends
  * a migration given up. Followers (mcr_fleet_follow()) watch the record
  * with the snapshot key: copying, switched and grace set (from, to) as the
- * router's transition (mcr_router_set_transition(), no grace time of its
- * own, MCR_TRANSITION_WARM when "warm"), once per record id and pair of
+ * router's migration (mcr_router_set_migration(), no grace time of its
+ * own, MCR_MIGRATION_FLAG_WARM when "warm"), once per record id and pair of
  * snapshots (not at every progress update); closing sets it again with
- * MCR_TRANSITION_CLOSING (no more reads at the old owners, writes still
+ * MCR_MIGRATION_FLAG_CLOSING (no more reads at the old owners, writes still
  * reach them); done, aborted or a deleted record end it
- * (mcr_router_clear_transition()). Closing comes between the grace and the
+ * (mcr_router_clear_migration()). Closing comes between the grace and the
  * end because processes adopt a phase one after the other: a process that
- * ended its transition deletes a key at its new owner only, and one still
+ * ended its migration deletes a key at its new owner only, and one still
  * in the grace would read the old owner's copy on its miss there; once
  * every process is closing, none reads an old owner. The switch stores the snapshot
  * `to` and the phase switched in one etcd transaction, and a follower sets
- * a transition before it adopts a snapshot of the same revision, so the
- * switch is never a moment without the transition. Each follower writes
+ * a migration before it adopts a snapshot of the same revision, so the
+ * switch is never a moment without the migration. Each follower writes
  * the migration id and phase it adopted in its clients/ID key
  * (mcr_fleet_client), which is what a migration waits for at each step.
  *
@@ -298,7 +282,7 @@ MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
  * and of the epochs given, to's above from's. A record that fails is
  * MCR_ERR_SYNTAX (a snapshot's own error for a snapshot text), the message
  * naming the key, its revision and the field; followers refuse it
- * (MCR_FLEET_REFUSED) and keep the transition they had.
+ * (MCR_FLEET_REFUSED) and keep the migration they had.
  *
  * Followers check more before they adopt a record, and refuse it the same
  * way (nothing set or ended, the phase not written to their clients/ID
@@ -309,7 +293,7 @@ MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
  * (MCR_ERR_STALE): in planned and copying that is `from`, in switched,
  * grace and closing `to`, or still `from` (a follower handles the switch's record
  * before its snapshot, see above); done and aborted are not held to it
- * (they end a transition). A record of the migration a follower adopted
+ * (they end a migration). A record of the migration a follower adopted
  * last, with the same id and the same two snapshots (a progress update,
  * the next phase), passes without that last check: the pool may have
  * changed since (a server state written during the copy or the grace).
@@ -333,7 +317,7 @@ typedef struct mcr_migration {
     mcr_migration_phase phase;
     mcr_snapshot *from;    /* counted references: mcr_migration_clear() */
     mcr_snapshot *to;
-    int warm;              /* 1: MCR_TRANSITION_WARM */
+    int warm;              /* 1: MCR_MIGRATION_FLAG_WARM */
     int rollback;          /* 1: the way back of an abort (see above) */
     uint64_t grace_ms;     /* the grace period, ms */
     uint64_t grace_until;  /* Unix ms when the grace ends; 0 before it */
@@ -344,10 +328,6 @@ typedef struct mcr_migration {
                               written; 0: not stored (a new record) */
     uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */
 } mcr_migration;
-
-/* mcr_migration_phase_name: "none", "planned", "copying", "switched",
- * "grace", "done", "aborted"; "unknown" for other values. A static string. */
-MCR_EXTERN const char *mcr_migration_phase_name(mcr_migration_phase phase);
 
 /* mcr_migration_clear: drop the references of *m and zero it. NULL is a
  * no-op. */
@@ -444,7 +424,7 @@ typedef enum mcr_fleet_event_kind {
                                   other placement parameters, or the key
                                   deleted; a migration record that does
                                   not check: kept the current snapshot
-                                  and transition (status, err say why);
+                                  and migration (status, err say why);
                                   with MCR_ERR_NOMEM, the pool is read
                                   again after a backoff */
     MCR_FLEET_DISCONNECTED = 2,/* the watch or a request failed on an
@@ -462,10 +442,10 @@ typedef enum mcr_fleet_event_kind {
     MCR_FLEET_HEALTH = 8,      /* publish_local_states: a local state was
                                   written to etcd (status MCR_OK, epoch the
                                   new one), or could not be (status, err) */
-    MCR_FLEET_TRANSITION = 9,  /* a migration's transition was set on the
-                                  router (mcr_router_set_transition()), or
+    MCR_FLEET_MIGRATION_SET = 9,  /* the migration record's snapshots were set on the
+                                  router (mcr_router_set_migration()), or
                                   could not be (status, err) */
-    MCR_FLEET_TRANSITION_END = 10 /* the router's transition was ended: the
+    MCR_FLEET_MIGRATION_CLEARED = 10 /* the router's migration was ended: the
                                   migration is done, aborted or deleted */
 } mcr_fleet_event_kind;
 
@@ -563,8 +543,8 @@ typedef struct mcr_fleet_stats {
     uint64_t revision;     /* the last etcd revision seen */
     int connected;         /* 1 while a watch is established */
     int registered;        /* 1 while the client key is written and its lease alive */
-    uint64_t transitions;  /* migrations' transitions set on the router */
-    uint64_t transitions_ended; /* and ended */
+    uint64_t migrations_set;  /* migrations' migrations set on the router */
+    uint64_t migrations_cleared; /* and ended */
     mcr_migration_phase migration_phase; /* the phase adopted last (NONE: none) */
     char migration_id[MCR_MIGRATION_ID_MAX + 1]; /* its id, "" when none */
     uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */

@@ -76,8 +76,8 @@
  * second run over a complete copy copies nothing and returns MCR_OK.
  *
  * Every acknowledged write. The run is meant to run while clients hold the
- * transition (from, to) in its copying phase (mcroute_router.h,
- * mcroute_pool.h: Transitions), whose writes of a moved key reach the
+ * migration (from, to) in its copying phase (mcroute_router.h,
+ * mcroute_pool.h: Migrations), whose writes of a moved key reach the
  * owner in `from` first and then the owner in `to`, and before any of
  * them reads the new owners. Then a copy is never older than a write
  * acknowledged to a client once the run has returned: a write that reached
@@ -91,7 +91,7 @@
  * new owner; one that a stopped run left unchecked is removed by the next
  * run's check of the new owners. A server without CAS (memcached -C)
  * cannot be migrated this way: its keys fail. Clients writing without the
- * transition (plain memcached clients) are outside this rule.
+ * migration (plain memcached clients) are outside this rule.
  *
  * Keys. Keys are copied as they are on the wire. A snapshot with a key
  * prefix (mcr_config_set_key_prefix(): libmemcached's namespace) hashes

@@ -37,10 +37,10 @@
  * The router's published snapshot, and so its epoch, is never changed by a
  * pool.
  *
- * Transitions. While the router holds a transition (a resize from
- * snapshot `from` to `to`, mcr_router_set_transition() in
+ * Migrations. While the router holds a migration (a resize from
+ * snapshot `from` to `to`, mcr_router_set_migration() in
  * mcroute_router.h), the pool treats the keys whose owner differs between
- * its current snapshot and the transition's other one (`to` while
+ * its current snapshot and the migration's other one (`to` while
  * copying, `from` once switched) as moved, and only those:
  *   - reads (get, gets, multi-gets): from the current owner; once
  *     switched, a miss there is read at the owner in `from` (in meta,
@@ -48,10 +48,10 @@
  *     result, with via_previous = 1 and `server` naming that owner. If the
  *     previous owner fails or misses, the result is the first miss.
  *     Nothing read at a previous owner is written to the current one
- *     (MCR_TRANSITION_WARM has no effect): such a copy could be read by
+ *     (MCR_MIGRATION_FLAG_WARM has no effect): such a copy could be read by
  *     another process before anything could check it against a delete
  *     acknowledged meanwhile. The copy before the switch brings the keys
- *     (mcroute_migrate.h). Closing (MCR_TRANSITION_CLOSING set), a miss at
+ *     (mcroute_migrate.h). Closing (MCR_MIGRATION_FLAG_CLOSING set), a miss at
  *     the current owner is the result;
  *   - writes reach both owners, in both phases. A set goes to both at
  *     once. Every other write (add, replace, append, prepend, cas, delete,
@@ -68,7 +68,7 @@
  *         deleted: it can only be older; once switched, the key may not
  *         have reached the current owner: the command goes to the owner in
  *         `from`, whose answer is the result (via_previous = 1); closing
- *         (MCR_TRANSITION_CLOSING), the owner in `from`'s copy is deleted:
+ *         (MCR_MIGRATION_FLAG_CLOSING), the owner in `from`'s copy is deleted:
  *         the closing processes no longer read it there;
  *       anything else (an add finding a value, a cas finding another
  *       CAS): the other is not written.
@@ -83,24 +83,24 @@
  * removing its copy when a write came between, and nobody reads the new
  * owner before the switch. Once switched, both owners take every write
  * alike. So a reader on either side of the switch, in this process or
- * another one whose router has the same transition (processes adopt the
+ * another one whose router has the same migration (processes adopt the
  * switch one after the other), never reads a value older than an
  * acknowledged write, nor a value whose delete was acknowledged. (Writes
  * to one key from two processes at once have no order between them, and
  * may leave the two owners with different values.) The end is the other
- * moment processes differ: one that ended its transition writes only the
+ * moment processes differ: one that ended its migration writes only the
  * current owner, so one still reading misses at the previous owner could
  * read there a value that the first deleted; hence the closing step, no
  * reads at the previous owner while writes still reach it, which a fleet
- * takes before it ends the transition (mcroute_fleet.h, Migrations).
+ * takes before it ends the migration (mcroute_fleet.h, Migrations).
  * The pool keeps connections to the servers only the other snapshot names
- * (mcr_server_stats.transition_only) until the transition ends. Its extra
+ * (mcr_server_stats.migration_only) until the migration ends. Its extra
  * requests count in mcr_pool_pending() and complete before
  * mcr_pool_wait() returns. Counters per server: fallback_reads,
  * fallback_hits, dual_writes (warm_writes, warm_skipped and warm_failures
  * stay 0).
  * A server command or a request with `server` set never goes through the
- * transition.
+ * migration.
  *
  * Asynchronous calls. Every request function takes a callback and follows
  * libuv's contract: when the function returns an error (MCR_ERR_INVALID,
@@ -502,7 +502,7 @@ typedef struct mcr_request {
                               changed) */
     uint64_t delta;        /* incr, decr */
     const char *server;    /* server commands: the server's id (of the current
-                              snapshot, or of a transition's other one). Keyed ops:
+                              snapshot, or of a migration's other one). Keyed ops:
                               NULL routes by key; an id sends the request
                               to that server of the snapshot instead,
                               whatever its state (to probe where a key
@@ -550,12 +550,12 @@ typedef struct mcr_result {
     uint64_t epoch;        /* epoch of the snapshot it was routed with (local
                               states, ejections included, keep the epoch) */
     const char *message;   /* status != MCR_OK: a sentence naming the problem */
-    int64_t ttl;           /* a HIT in MCR_PROTO_META (and a transition's reads
+    int64_t ttl;           /* a HIT in MCR_PROTO_META (and a migration's reads
                               from a previous owner): the item's remaining
                               seconds, -1 when it never expires;
                               MCR_TTL_UNKNOWN otherwise (text replies carry none) */
-    int via_previous;      /* 1: served by the key's owner in a transition's
-                              `from` snapshot (see Transitions); `server` names it */
+    int via_previous;      /* 1: served by the key's owner in a migration's
+                              `from` snapshot (see Migrations); `server` names it */
     size_t index;          /* a multi-get's key callback: the key's position in
                               the keys given to mcr_pool_get_multi() (a key given
                               twice is answered twice, once with each); 0 for
@@ -676,16 +676,16 @@ typedef struct mcr_server_stats {
     uint64_t bytes_sent;      /* the bytes they wrote */
     uint64_t reads;           /* read(2) calls that returned replies from it */
     uint64_t bytes_received;  /* the bytes they returned */
-    /* A router's transition (see Transitions), counted on the server named: */
+    /* A router's migration (see Migrations), counted on the server named: */
     uint64_t fallback_reads;  /* reads sent to it as a moved key's previous owner */
     uint64_t fallback_hits;   /* ... that it answered with a value */
     uint64_t warm_writes;     /* always 0: nothing read from a previous owner
-                                 is added to the current one (Transitions) */
+                                 is added to the current one (Migrations) */
     uint64_t warm_skipped;    /* always 0 */
     uint64_t warm_failures;   /* always 0 */
     uint64_t dual_writes;     /* writes (or deletes of its copy) it took as a
                                  moved key's other owner */
-    int transition_only;      /* 1: only the transition's other snapshot lists it */
+    int migration_only;      /* 1: only the migration's other snapshot lists it */
     unsigned consecutive_failures;
     unsigned connections;     /* open now */
     size_t in_flight;         /* requests sent, not answered */

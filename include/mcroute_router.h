@@ -455,109 +455,130 @@ MCR_EXTERN int mcr_router_add_hook(mcr_router *router, mcr_router_hook fn, void 
  * MCR_ERR_UNKNOWN (not registered), MCR_ERR_INVALID (as add_hook). */
 MCR_EXTERN int mcr_router_remove_hook(mcr_router *router, mcr_router_hook fn, void *arg);
 
-/* ---- transitions: a resize in progress ---- */
+/* ---- migrations: a resize in progress ---- */
 
-/* A transition pairs two snapshots of a resize, `from` (the placement
- * before) and `to` (after, a higher epoch), so that pools of the router
+/* A migration is a resize, from snapshot `from` (the placement before) to
+ * `to` (after, a higher epoch): one noun at every layer. A router holds the
+ * migration in force, its pools read and write through it
+ * (mcroute_pool.h), mcr_migrate_run() copies its moving keys
+ * (mcroute_migrate.h), and a fleet records it in etcd and walks every
+ * process through its phases (mcroute_fleet.h); mcroute(7), MIGRATIONS,
+ * tells the whole story once. A router's migration pairs the two
+ * snapshots so that pools of the router
  * lose no cached key while the fleet moves from one to the other: during
  * the copy, and while processes run different epochs (mcroute_pool.h,
- * "Transitions", says what a pool does). Which half applies follows the
+ * "Migrations", says what a pool does). Which half applies follows the
  * router's current epoch E, read by each pool at every change:
  *
- *   from.epoch <= E < to.epoch  MCR_PHASE_COPYING: keys are read from their
- *                               owner in the current snapshot; writes of a
+ *   from.epoch <= E < to.epoch  MCR_MIGRATION_COPYING: keys are read from
+ *                               their owner in the current snapshot; writes of a
  *                               key whose owner in `to` differs reach both.
- *   E >= to.epoch               MCR_PHASE_SWITCHED: keys are read from
+ *   E >= to.epoch               MCR_MIGRATION_SWITCHED: keys are read from
  *                               their current owner, and a miss of a key
  *                               whose owner in `from` differs is read there
  *                               (served from there, never written to the
  *                               current owner); writes reach both.
- *   E >= to.epoch, flag         MCR_PHASE_CLOSING: as switched, but a miss
- *   MCR_TRANSITION_CLOSING      is the answer (no read at the old owner);
- *                               writes still reach both, and one that
- *                               misses at the current owner deletes the
- *                               old owner's copy.
+ *   E >= to.epoch, flag         MCR_MIGRATION_CLOSING: as switched, but a
+ *   MCR_MIGRATION_FLAG_CLOSING  miss is the answer (no read at the old
+ *                               owner); writes still reach both, and one
+ *                               that misses at the current owner deletes
+ *                               the old owner's copy.
  *   E < from.epoch              not in force.
  *
- * So a resize is: mcr_router_set_transition(from, to) while `from` is
+ * So a resize is: mcr_router_set_migration(from, to) while `from` is
  * current, copy the moving keys (mcroute_migrate.h), mcr_router_publish(to)
- * (the switch: no moment without the transition), and after a grace period
- * (grace_ms, or mcr_router_clear_transition()) the transition ends. Where
+ * (the switch: no moment without the migration), and after a grace period
+ * (grace_ms, or mcr_router_clear_migration()) the migration ends. Where
  * other processes follow the same resize at their own pace (a fleet), the
- * end takes one more step: the transition set again with
- * MCR_TRANSITION_CLOSING, and ended only once every process has it; a
- * process that ended its transition writes the new owners only, and one
+ * end takes one more step: the migration set again with
+ * MCR_MIGRATION_FLAG_CLOSING, and ended only once every process has it; a
+ * process that ended its migration writes the new owners only, and one
  * still reading misses at the old owners would find there a copy that the
  * first deleted at the new owner (mcroute_fleet.h, phase closing). A router
- * holds at most one transition; it is not part of a snapshot, not
+ * holds at most one migration; it is not part of a snapshot, not
  * published in an epoch and calls no hook; mcr_router_generation() moves
  * when it is set or ended, so pools adopt it at their next request. */
 
-/* Flags of mcr_router_set_transition(). */
-#define MCR_TRANSITION_WARM 1u /* accepted, no effect: a read served by the
-                                  previous owner used to be added to the
-                                  current one; such a copy could be read by
-                                  another process before its check removed it
-                                  after a delete, so nothing read there is
-                                  written (mcroute_pool.h, Transitions) */
-#define MCR_TRANSITION_CLOSING 2u /* once switched, reads no longer fall back
-                                     to the old owner (MCR_PHASE_CLOSING) */
+/* Flags of mcr_router_set_migration(). */
+#define MCR_MIGRATION_FLAG_WARM 1u    /* accepted, no effect: a read served by
+                                         the previous owner used to be added to
+                                         the current one; such a copy could be
+                                         read by another process before its
+                                         check removed it after a delete, so
+                                         nothing read there is written
+                                         (mcroute_pool.h, Migrations) */
+#define MCR_MIGRATION_FLAG_CLOSING 2u /* once switched, reads no longer fall
+                                         back to the old owner
+                                         (MCR_MIGRATION_CLOSING) */
 
-typedef enum mcr_transition_phase {
-    MCR_PHASE_NONE = 0,
-    MCR_PHASE_COPYING = 1,
-    MCR_PHASE_SWITCHED = 2,
-    MCR_PHASE_CLOSING = 3
-} mcr_transition_phase;
+/* The phases of a migration, in order; DONE and ABORTED are final. A
+ * router's migration is in COPYING, SWITCHED or CLOSING (its current epoch
+ * and flags say which: mcr_migration_phase_at()); a fleet's record goes
+ * through all of them (mcroute_fleet.h, "Migrations"). */
+typedef enum mcr_migration_phase {
+    MCR_MIGRATION_NONE = 0,     /* no migration */
+    MCR_MIGRATION_PLANNED = 1,  /* recorded; nothing changes yet */
+    MCR_MIGRATION_COPYING = 2,  /* writes of moving keys reach both owners;
+                                   keys are read from their current owner
+                                   while they are copied to the new one */
+    MCR_MIGRATION_SWITCHED = 3, /* `to` is current: reads that miss at a new
+                                   owner fall back to the old one */
+    MCR_MIGRATION_GRACE = 4,    /* as SWITCHED, until the grace ends */
+    MCR_MIGRATION_CLOSING = 5,  /* a miss at a new owner is the answer;
+                                   writes still reach both owners */
+    MCR_MIGRATION_DONE = 6,     /* the migration ended */
+    MCR_MIGRATION_ABORTED = 7   /* given up; the migration ended */
+} mcr_migration_phase;
 
-/* A transition as mcr_router_transition() reports it. */
-typedef struct mcr_transition {
-    mcr_snapshot *from;    /* counted references: mcr_transition_clear() */
+/* A migration as mcr_router_get_migration() reports it. */
+typedef struct mcr_router_migration {
+    mcr_snapshot *from;    /* counted references: mcr_router_migration_clear() */
     mcr_snapshot *to;
-    unsigned flags;        /* MCR_TRANSITION_* */
+    unsigned flags;        /* MCR_MIGRATION_FLAG_* */
     uint64_t remaining_ms; /* until the grace period ends; 0: until ended */
-    uint64_t serial;       /* different for every transition set on the router */
+    uint64_t serial;       /* different for every migration set on the router */
     uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
-} mcr_transition;
+} mcr_router_migration;
 
-/* mcr_router_set_transition: make (from, to) the router's transition,
+/* mcr_router_set_migration: make (from, to) the router's migration,
  * replacing any other; it ends by itself `grace_ms` milliseconds after
- * this call (0: only with mcr_router_clear_transition(), or a later set).
+ * this call (0: only with mcr_router_clear_migration(), or a later set).
  * The router takes its own references. It does not change the current
  * snapshot: publish `to` when the copy is done. Thread-safe: takes a mutex
  * of its own for a pointer swap (never the writer mutex, never waits for a
  * grace period); allowed in a hook. Errors (nothing changed):
  * MCR_ERR_INVALID (NULL argument; to's epoch not above from's; unknown
  * flags). It allocates nothing. */
-MCR_EXTERN int mcr_router_set_transition(mcr_router *router, const mcr_snapshot *from,
+MCR_EXTERN int mcr_router_set_migration(mcr_router *router, const mcr_snapshot *from,
                                          const mcr_snapshot *to, uint64_t grace_ms,
                                          unsigned flags, mcr_error *err);
 
-/* mcr_router_clear_transition: end the router's transition now. Pools stop
+/* mcr_router_clear_migration: end the router's migration now. Pools stop
  * reading through it at their next request; their connections to servers
  * only `from` or `to` named close once idle. MCR_OK, MCR_ERR_EMPTY (none,
  * or its grace period is over), MCR_ERR_INVALID (NULL router).
- * Thread-safe, as mcr_router_set_transition(). */
-MCR_EXTERN int mcr_router_clear_transition(mcr_router *router);
+ * Thread-safe, as mcr_router_set_migration(). */
+MCR_EXTERN int mcr_router_clear_migration(mcr_router *router);
 
-/* mcr_router_transition: the router's transition into *out, with counted
- * references to its snapshots (release with mcr_transition_clear()).
+/* mcr_router_get_migration: the router's migration into *out, with counted
+ * references to its snapshots (release with mcr_router_migration_clear()).
  * MCR_OK; MCR_ERR_EMPTY (none: never set, ended, or its grace period
  * over; *out zeroed); MCR_ERR_INVALID (NULL argument). Thread-safe. */
-MCR_EXTERN int mcr_router_transition(mcr_router *router, mcr_transition *out);
+MCR_EXTERN int mcr_router_get_migration(mcr_router *router, mcr_router_migration *out);
 
-/* mcr_transition_clear: drop the references of *t and zero it. NULL is a
+/* mcr_router_migration_clear: drop the references of *t and zero it. NULL is a
  * no-op. */
-MCR_EXTERN void mcr_transition_clear(mcr_transition *t);
+MCR_EXTERN void mcr_router_migration_clear(mcr_router_migration *t);
 
-/* mcr_transition_phase_at: the phase of `t` for a router whose current
- * epoch is `epoch` (the table above); MCR_PHASE_NONE for NULL or an empty
- * transition. Pure. */
-MCR_EXTERN mcr_transition_phase mcr_transition_phase_at(const mcr_transition *t, uint64_t epoch);
+/* mcr_migration_phase_at: the phase of `t` for a router whose current
+ * epoch is `epoch` (the table above); MCR_MIGRATION_NONE for NULL or an empty
+ * migration. Pure. */
+MCR_EXTERN mcr_migration_phase mcr_migration_phase_at(const mcr_router_migration *t, uint64_t epoch);
 
-/* mcr_transition_phase_name: "none", "copying", "switched", "closing"; "unknown" for
- * other values. A static string. */
-MCR_EXTERN const char *mcr_transition_phase_name(mcr_transition_phase phase);
+/* mcr_migration_phase_name: "none", "planned", "copying", "switched",
+ * "grace", "closing", "done", "aborted"; "unknown" for other values. A
+ * static string. */
+MCR_EXTERN const char *mcr_migration_phase_name(mcr_migration_phase phase);
 
 /* ==================================================================== */
 /*  Watcher                                                              */

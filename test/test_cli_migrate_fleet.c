@@ -228,10 +228,10 @@ static void wait_kind(follower *x, mcr_fleet_event_kind kind, size_t n, const ch
 
 static int has_transition(follower *x)
 {
-    mcr_transition t;
-    if (mcr_router_transition(x->router, &t) != MCR_OK)
+    mcr_router_migration t;
+    if (mcr_router_get_migration(x->router, &t) != MCR_OK)
         return 0;
-    mcr_transition_clear(&t);
+    mcr_router_migration_clear(&t);
     return 1;
 }
 
@@ -324,8 +324,8 @@ START_TEST(full_migration)
      * ended, at epoch 2 */
     follower *fs[2] = {&a, &b};
     for (int i = 0; i < 2; i++) {
-        wait_kind(fs[i], MCR_FLEET_TRANSITION_END, 1, "done");
-        ck_assert_uint_eq(fe_count(&fs[i]->rec, MCR_FLEET_TRANSITION), 2);
+        wait_kind(fs[i], MCR_FLEET_MIGRATION_CLEARED, 1, "done");
+        ck_assert_uint_eq(fe_count(&fs[i]->rec, MCR_FLEET_MIGRATION_SET), 2);
         ck_assert_uint_eq(mcr_router_epoch(fs[i]->router), 2);
         ck_assert_int_eq(has_transition(fs[i]), 0);
     }
@@ -389,7 +389,7 @@ START_TEST(interrupted_resumed)
     pid_t pid = bg_start(log, ARGS("migrate", "--etcd", g_ep, "--pool", "web", "--rate", rate,
                                    "--grace", "0.2", g_list5));
     wait_record(&o, MCR_MIGRATION_COPYING, 1); /* progress in the record: copying */
-    wait_kind(&a, MCR_FLEET_TRANSITION, 1, "copying");
+    wait_kind(&a, MCR_FLEET_MIGRATION_SET, 1, "copying");
 
     /* a second run meanwhile: refused, naming the lock's holder */
     run r = run_cli_deadline(NULL, 0, ARGS("migrate", "--etcd", g_ep, "--pool", "web", g_list5),
@@ -426,8 +426,8 @@ START_TEST(interrupted_resumed)
     ck_assert_int_eq(m.phase, MCR_MIGRATION_DONE);
     ck_assert_uint_ge(m.progress.moved, moved); /* counted per source as they are listed */
     mcr_migration_clear(&m);
-    wait_kind(&a, MCR_FLEET_TRANSITION_END, 1, "done");
-    ck_assert_uint_eq(fe_count(&a.rec, MCR_FLEET_TRANSITION), 2); /* copying, closing */
+    wait_kind(&a, MCR_FLEET_MIGRATION_CLEARED, 1, "done");
+    ck_assert_uint_eq(fe_count(&a.rec, MCR_FLEET_MIGRATION_SET), 2); /* copying, closing */
     ck_assert_uint_eq(misses(&o), 0);
     unfollow(&a);
 }
@@ -446,7 +446,7 @@ START_TEST(abort_copying)
                                                   "--rate", "25", g_list5));
     wait_record(&o, MCR_MIGRATION_COPYING, 1);
     bg_kill(pid);
-    wait_kind(&a, MCR_FLEET_TRANSITION, 1, "copying");
+    wait_kind(&a, MCR_FLEET_MIGRATION_SET, 1, "copying");
     run r = run_cli_deadline(NULL, 0,
                              ARGS("migrate", "--etcd", g_ep, "--pool", "web", "--abort"),
                              RUN_MS);
@@ -459,7 +459,7 @@ START_TEST(abort_copying)
     ck_assert_int_eq(m.phase, MCR_MIGRATION_ABORTED);
     ck_assert_int_eq(m.rollback, 0);
     mcr_migration_clear(&m);
-    wait_kind(&a, MCR_FLEET_TRANSITION_END, 1, "aborted");
+    wait_kind(&a, MCR_FLEET_MIGRATION_CLEARED, 1, "aborted");
     ck_assert_int_eq(has_transition(&a), 0);
     ck_assert_uint_eq(fe_epoch(&o), 1);
     ck_assert_uint_eq(mcr_router_epoch(a.router), 1);
@@ -526,8 +526,8 @@ START_TEST(laggard_then_abort_switched)
     ck_assert_uint_eq(mcr_snapshot_epoch(s), 3);
     ck_assert_uint_eq(mcr_snapshot_server_count(s), 4);
     mcr_snapshot_unref(s);
-    wait_kind(&a, MCR_FLEET_TRANSITION, 2, "the way back");
-    wait_kind(&a, MCR_FLEET_TRANSITION_END, 1, "aborted");
+    wait_kind(&a, MCR_FLEET_MIGRATION_SET, 2, "the way back");
+    wait_kind(&a, MCR_FLEET_MIGRATION_CLEARED, 1, "aborted");
     ck_assert_int_eq(has_transition(&a), 0);
     ck_assert_uint_eq(mcr_router_epoch(a.router), 3);
     wait_client(&o, "slowpoke", MCR_MIGRATION_ABORTED);
@@ -580,12 +580,12 @@ START_TEST(closing_waits)
     /* app-a is closing: its transition says so; slowpoke is still in the
      * grace and nobody has ended */
     wait_client(&o, "app-a", MCR_MIGRATION_CLOSING);
-    mcr_transition t;
-    ck_assert_int_eq(mcr_router_transition(a.router, &t), MCR_OK);
-    ck_assert_uint_eq(t.flags & MCR_TRANSITION_CLOSING, MCR_TRANSITION_CLOSING);
-    ck_assert_int_eq(mcr_transition_phase_at(&t, mcr_router_epoch(a.router)), MCR_PHASE_CLOSING);
-    mcr_transition_clear(&t);
-    ck_assert_uint_eq(fe_count(&a.rec, MCR_FLEET_TRANSITION_END), 0);
+    mcr_router_migration t;
+    ck_assert_int_eq(mcr_router_get_migration(a.router, &t), MCR_OK);
+    ck_assert_uint_eq(t.flags & MCR_MIGRATION_FLAG_CLOSING, MCR_MIGRATION_FLAG_CLOSING);
+    ck_assert_int_eq(mcr_migration_phase_at(&t, mcr_router_epoch(a.router)), MCR_MIGRATION_CLOSING);
+    mcr_router_migration_clear(&t);
+    ck_assert_uint_eq(fe_count(&a.rec, MCR_FLEET_MIGRATION_CLEARED), 0);
     mcr_fleet_client c;
     ck_assert(fe_client(&o, "slowpoke", &c, NULL, 0));
     ck_assert_int_eq(c.migration_phase, MCR_MIGRATION_GRACE);
@@ -597,7 +597,7 @@ START_TEST(closing_waits)
                       strstr(r.out, "done: adopted by 2 clients"),
                   "the last run: %d\n%s\n%s", r.status, r.out, r.err);
     run_free(&r);
-    wait_kind(&a, MCR_FLEET_TRANSITION_END, 1, "done");
+    wait_kind(&a, MCR_FLEET_MIGRATION_CLEARED, 1, "done");
     ck_assert_int_eq(has_transition(&a), 0);
     wait_client(&o, "slowpoke", MCR_MIGRATION_DONE);
     ck_assert_uint_eq(misses(&o), 0);

@@ -110,14 +110,14 @@ static void wait_client(const mcr_fleet_options *o, const char *id, const char *
 /* The router's transition: its epochs, or 0, 0 when it has none. */
 static void transition_of(mcr_router *r, uint64_t *from, uint64_t *to, unsigned *flags)
 {
-    mcr_transition t;
+    mcr_router_migration t;
     *from = *to = 0;
-    if (mcr_router_transition(r, &t) == MCR_OK) {
+    if (mcr_router_get_migration(r, &t) == MCR_OK) {
         *from = mcr_snapshot_epoch(t.from);
         *to = mcr_snapshot_epoch(t.to);
         if (flags != NULL)
             *flags = t.flags;
-        mcr_transition_clear(&t);
+        mcr_router_migration_clear(&t);
     }
 }
 
@@ -410,14 +410,14 @@ START_TEST(test_follower_phases)
 
     /* copying: the transition, warm */
     put_phase(&o, &m, MCR_MIGRATION_COPYING);
-    wait_kind(&x, MCR_FLEET_TRANSITION, 1, "copying");
+    wait_kind(&x, MCR_FLEET_MIGRATION_SET, 1, "copying");
     transition_of(x.router, &from, &to, &flags);
     ck_assert_uint_eq(from, 1);
     ck_assert_uint_eq(to, 2);
-    ck_assert_uint_eq(flags, MCR_TRANSITION_WARM);
+    ck_assert_uint_eq(flags, MCR_MIGRATION_FLAG_WARM);
     wait_client(&o, "mf-1", m.id, MCR_MIGRATION_COPYING, 1);
     mcr_fleet_get_stats(x.f, &st);
-    ck_assert_uint_eq(st.transitions, 1);
+    ck_assert_uint_eq(st.migrations_set, 1);
     ck_assert_int_eq(st.migration_phase, MCR_MIGRATION_COPYING);
     ck_assert_str_eq(st.migration_id, m.id);
 
@@ -434,29 +434,29 @@ START_TEST(test_follower_phases)
     ck_assert_msg(__atomic_load_n(&probe.with, __ATOMIC_SEQ_CST) == 1,
                   "epoch 2 was published before its transition was set");
     wait_client(&o, "mf-1", m.id, MCR_MIGRATION_SWITCHED, 2);
-    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_TRANSITION), 1);
-    mcr_transition t;
-    ck_assert_int_eq(mcr_router_transition(x.router, &t), MCR_OK);
-    ck_assert_int_eq(mcr_transition_phase_at(&t, mcr_router_epoch(x.router)),
-                     MCR_PHASE_SWITCHED);
-    mcr_transition_clear(&t);
+    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_MIGRATION_SET), 1);
+    mcr_router_migration t;
+    ck_assert_int_eq(mcr_router_get_migration(x.router, &t), MCR_OK);
+    ck_assert_int_eq(mcr_migration_phase_at(&t, mcr_router_epoch(x.router)),
+                     MCR_MIGRATION_SWITCHED);
+    mcr_router_migration_clear(&t);
 
     put_phase(&o, &m, MCR_MIGRATION_GRACE);
     wait_client(&o, "mf-1", m.id, MCR_MIGRATION_GRACE, 2);
     transition_of(x.router, &from, &to, NULL);
     ck_assert_uint_eq(to, 2);
-    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_TRANSITION), 1);
-    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_TRANSITION_END), 0);
+    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_MIGRATION_SET), 1);
+    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_MIGRATION_CLEARED), 0);
 
     /* done: ended */
     put_phase(&o, &m, MCR_MIGRATION_DONE);
-    wait_kind(&x, MCR_FLEET_TRANSITION_END, 1, "done");
+    wait_kind(&x, MCR_FLEET_MIGRATION_CLEARED, 1, "done");
     transition_of(x.router, &from, &to, NULL);
     ck_assert_uint_eq(to, 0);
     wait_client(&o, "mf-1", m.id, MCR_MIGRATION_DONE, 2);
     mcr_fleet_get_stats(x.f, &st);
-    ck_assert_uint_eq(st.transitions, 1);
-    ck_assert_uint_eq(st.transitions_ended, 1);
+    ck_assert_uint_eq(st.migrations_set, 1);
+    ck_assert_uint_eq(st.migrations_cleared, 1);
     ck_assert_uint_eq(st.refused, 0);
     ck_assert_uint_eq(st.epoch, 2);
     mcr_router_remove_hook(x.router, probe_hook, &probe);
@@ -489,7 +489,7 @@ START_TEST(test_switch_one_event)
     ck_assert_int_eq(__atomic_load_n(&probe.seen, __ATOMIC_SEQ_CST), 1);
     ck_assert_msg(__atomic_load_n(&probe.with, __ATOMIC_SEQ_CST) == 1,
                   "epoch 2 was published before its transition was set");
-    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_TRANSITION), 1);
+    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_MIGRATION_SET), 1);
     wait_client(&o, "mo-1", m.id, MCR_MIGRATION_SWITCHED, 2);
     mcr_router_remove_hook(x.router, probe_hook, &probe);
     unfollow(&x);
@@ -521,11 +521,11 @@ START_TEST(test_start_during)
     /* registered with its phase before mcr_fleet_follow returned */
     mcr_fleet_stats st;
     mcr_fleet_get_stats(x.f, &st);
-    ck_assert_uint_eq(st.transitions, 1);
-    wait_kind(&x, MCR_FLEET_TRANSITION, 1, "held start event");
+    ck_assert_uint_eq(st.migrations_set, 1);
+    wait_kind(&x, MCR_FLEET_MIGRATION_SET, 1, "held start event");
 
     put_phase(&o, &m, MCR_MIGRATION_ABORTED);
-    wait_kind(&x, MCR_FLEET_TRANSITION_END, 1, "aborted");
+    wait_kind(&x, MCR_FLEET_MIGRATION_CLEARED, 1, "aborted");
     transition_of(x.router, &from, &to, NULL);
     ck_assert_uint_eq(to, 0);
     wait_client(&o, "ms-1", m.id, MCR_MIGRATION_ABORTED, 1);
@@ -539,7 +539,7 @@ START_TEST(test_start_during)
     m.mod_revision = old.mod_revision; /* over the finished one */
     mcr_migration_clear(&old);
     put_phase(&o, &m, MCR_MIGRATION_COPYING);
-    wait_kind(&x, MCR_FLEET_TRANSITION, 2, "a second migration");
+    wait_kind(&x, MCR_FLEET_MIGRATION_SET, 2, "a second migration");
     ck_assert_int_eq(mcr_fleet_migration_switch(&o, &m, &err), MCR_OK);
     follow(&y, &o, "ms-2");
     ck_assert_uint_eq(mcr_router_epoch(y.router), 2);
@@ -552,8 +552,8 @@ START_TEST(test_start_during)
     ck_assert_msg(es_ctl(fe_cluster(), NULL, "del", "/mcroute/pools/mig-start/migration", NULL) ==
                       0,
                   "etcdctl del");
-    wait_kind(&y, MCR_FLEET_TRANSITION_END, 1, "deleted (y)");
-    wait_kind(&x, MCR_FLEET_TRANSITION_END, 2, "deleted (x)");
+    wait_kind(&y, MCR_FLEET_MIGRATION_CLEARED, 1, "deleted (y)");
+    wait_kind(&x, MCR_FLEET_MIGRATION_CLEARED, 2, "deleted (x)");
     transition_of(y.router, &from, &to, NULL);
     ck_assert_uint_eq(to, 0);
     wait_client(&o, "ms-2", "", MCR_MIGRATION_NONE, 2);
@@ -622,11 +622,11 @@ START_TEST(test_bad_records)
         mcr_migration r;
         ck_assert_int_ne(mcr_fleet_migration_read(&o, &r, &err), MCR_OK);
     }
-    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_TRANSITION_END), 0);
+    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_MIGRATION_CLEARED), 0);
     mcr_fleet_stats st;
     mcr_fleet_get_stats(x.f, &st);
     ck_assert_uint_eq(st.refused, n);
-    ck_assert_uint_eq(st.transitions, 1);
+    ck_assert_uint_eq(st.migrations_set, 1);
     ck_assert_int_eq(st.migration_phase, MCR_MIGRATION_COPYING);
     free(good);
     unfollow(&x);

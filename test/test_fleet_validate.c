@@ -141,12 +141,12 @@ static void wait_client(const mcr_fleet_options *o, const char *id, const char *
 /* The router's transition: its epochs, or 0, 0. */
 static void transition_of(mcr_router *r, uint64_t *from, uint64_t *to)
 {
-    mcr_transition t;
+    mcr_router_migration t;
     *from = *to = 0;
-    if (mcr_router_transition(r, &t) == MCR_OK) {
+    if (mcr_router_get_migration(r, &t) == MCR_OK) {
         *from = mcr_snapshot_epoch(t.from);
         *to = mcr_snapshot_epoch(t.to);
-        mcr_transition_clear(&t);
+        mcr_router_migration_clear(&t);
     }
 }
 
@@ -462,7 +462,7 @@ START_TEST(test_record_from_stale)
     wait_refused(&x, 3, MCR_ERR_STALE, "phase copying from epoch 2");
     transition_of(x.router, &from, &to);
     ck_assert_uint_eq(to, 0);
-    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_TRANSITION), 0);
+    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_MIGRATION_SET), 0);
     ck_assert_int_eq(stats(&x).migration_phase, MCR_MIGRATION_NONE);
     wait_client(&o, "vf-1", "", MCR_MIGRATION_NONE, 2);
 
@@ -470,7 +470,7 @@ START_TEST(test_record_from_stale)
     plan(&o, FIVE, &ok);
     ok.mod_revision = record_revision(&o);
     put_phase(&o, &ok, MCR_MIGRATION_COPYING);
-    wait_kind(&x, MCR_FLEET_TRANSITION, 1, "copying from epoch 2");
+    wait_kind(&x, MCR_FLEET_MIGRATION_SET, 1, "copying from epoch 2");
     transition_of(x.router, &from, &to);
     ck_assert_uint_eq(from, 2);
     ck_assert_uint_eq(to, 3);
@@ -508,7 +508,7 @@ START_TEST(test_record_switched_stale)
                   "%s", msg);
     put_phase(&o, &m, MCR_MIGRATION_GRACE);
     wait_refused(&x, 2, MCR_ERR_STALE, "phase grace to epoch 2");
-    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_TRANSITION), 0);
+    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_MIGRATION_SET), 0);
     wait_client(&o, "vs-1", "", MCR_MIGRATION_NONE, 2);
     put_phase(&o, &m, MCR_MIGRATION_DONE);
     wait_client(&o, "vs-1", m.id, MCR_MIGRATION_DONE, 2);
@@ -539,7 +539,7 @@ START_TEST(test_record_snapshots)
     put_record(&o, "c2", cur, far, MCR_MIGRATION_COPYING);
     wait_refused(&x, 3, MCR_ERR_RANGE,
                  "to_epoch 4294967298 is more than 2^32 above from_epoch 1");
-    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_TRANSITION), 0);
+    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_MIGRATION_SET), 0);
     ck_assert_int_eq(stats(&x).migration_phase, MCR_MIGRATION_NONE);
     wait_client(&o, "vn-1", "", MCR_MIGRATION_NONE, 1);
     mcr_snapshot_unref(cur);
@@ -601,7 +601,7 @@ START_TEST(test_rollback_passes)
     plan(&o, FIVE, &m);
     put_phase(&o, &m, MCR_MIGRATION_PLANNED);
     put_phase(&o, &m, MCR_MIGRATION_COPYING);
-    wait_kind(&x, MCR_FLEET_TRANSITION, 1, "copying");
+    wait_kind(&x, MCR_FLEET_MIGRATION_SET, 1, "copying");
     ck_assert_int_eq(mcr_fleet_migration_switch(&o, &m, &err), MCR_OK);
     wait_adopted(&x, 2);
     wait_client(&o, "vb-1", m.id, MCR_MIGRATION_SWITCHED, 2);
@@ -612,7 +612,7 @@ START_TEST(test_rollback_passes)
     back.rollback = 1;
     back.mod_revision = m.mod_revision;
     put_phase(&o, &back, MCR_MIGRATION_COPYING);
-    wait_kind(&x, MCR_FLEET_TRANSITION, 2, "rollback copying");
+    wait_kind(&x, MCR_FLEET_MIGRATION_SET, 2, "rollback copying");
     transition_of(x.router, &from, &to);
     ck_assert_uint_eq(from, 2);
     ck_assert_uint_eq(to, 3);
@@ -620,7 +620,7 @@ START_TEST(test_rollback_passes)
     wait_adopted(&x, 3);
     wait_client(&o, "vb-1", m.id, MCR_MIGRATION_SWITCHED, 3);
     put_phase(&o, &back, MCR_MIGRATION_ABORTED);
-    wait_kind(&x, MCR_FLEET_TRANSITION_END, 1, "aborted");
+    wait_kind(&x, MCR_FLEET_MIGRATION_CLEARED, 1, "aborted");
     wait_client(&o, "vb-1", m.id, MCR_MIGRATION_ABORTED, 3);
     ck_assert_uint_eq(stats(&x).refused, 0);
     mcr_migration_clear(&m);
@@ -656,7 +656,7 @@ START_TEST(test_pool_moves_during)
     ck_assert_int_eq(mcr_fleet_migration_switch(&o, &m, &err), MCR_ERR_STALE);
     put_phase(&o, &m, MCR_MIGRATION_ABORTED);
     wait_client(&o, "vm-1", m.id, MCR_MIGRATION_ABORTED, 2);
-    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_TRANSITION_END), 1);
+    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_MIGRATION_CLEARED), 1);
     ck_assert_uint_eq(stats(&x).refused, 0);
     uint64_t rev = m.mod_revision;
     mcr_migration_clear(&m);
@@ -665,7 +665,7 @@ START_TEST(test_pool_moves_during)
     plan(&o, FIVE, &m); /* 2 -> 3 */
     m.mod_revision = rev;
     put_phase(&o, &m, MCR_MIGRATION_COPYING);
-    wait_kind(&x, MCR_FLEET_TRANSITION, 2, "second copying");
+    wait_kind(&x, MCR_FLEET_MIGRATION_SET, 2, "second copying");
     ck_assert_int_eq(mcr_fleet_migration_switch(&o, &m, &err), MCR_OK);
     wait_adopted(&x, 3);
     change(&o, "m4", 4, 4);
@@ -674,7 +674,7 @@ START_TEST(test_pool_moves_during)
     wait_client(&o, "vm-1", m.id, MCR_MIGRATION_GRACE, 4);
     put_phase(&o, &m, MCR_MIGRATION_DONE);
     wait_client(&o, "vm-1", m.id, MCR_MIGRATION_DONE, 4);
-    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_TRANSITION_END), 2);
+    ck_assert_uint_eq(fe_count(&x.rec, MCR_FLEET_MIGRATION_CLEARED), 2);
     ck_assert_uint_eq(stats(&x).refused, 0);
     mcr_migration_clear(&m);
     unfollow(&x);

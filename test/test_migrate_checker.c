@@ -552,8 +552,8 @@ static void final_check(ctx *x)
     int rc = mcr_fleet_follow(&x->o, &fo, r, &f, &err);
     ck_assert_msg(rc == MCR_OK, "follow: %s", err.message);
     ck_assert_uint_eq(mcr_router_epoch(r), mcr_snapshot_epoch(x->to));
-    mcr_transition tr;
-    ck_assert_msg(mcr_router_transition(r, &tr) != MCR_OK, "a transition after the migration");
+    mcr_router_migration tr;
+    ck_assert_msg(mcr_router_get_migration(r, &tr) != MCR_OK, "a transition after the migration");
     struct event_base *base = event_base_new();
     mcr_pool *pool = NULL;
     mcr_pool_options po;

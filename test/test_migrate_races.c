@@ -125,7 +125,7 @@ typedef struct client {
 static void client_new(env *e, client *c, const mcr_snapshot *cur)
 {
     ck_assert_int_eq(mcr_router_new(cur, &c->r, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_router_set_transition(c->r, e->from, e->to, 0, MCR_TRANSITION_WARM, NULL),
+    ck_assert_int_eq(mcr_router_set_migration(c->r, e->from, e->to, 0, MCR_MIGRATION_FLAG_WARM, NULL),
                      MCR_OK);
     mcr_pool_options o;
     mcr_pool_options_init(&o);

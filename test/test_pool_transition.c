@@ -140,69 +140,70 @@ START_TEST(test_router_api)
     mcr_config_free(cfg);
     mcr_router *r = NULL;
     ck_assert_int_eq(mcr_router_new(a, &r, NULL), MCR_OK);
-    mcr_transition t;
-    ck_assert_int_eq(mcr_router_transition(r, &t), MCR_ERR_EMPTY);
+    mcr_router_migration t;
+    ck_assert_int_eq(mcr_router_get_migration(r, &t), MCR_ERR_EMPTY);
     ck_assert_ptr_null(t.from);
-    ck_assert_int_eq(mcr_router_clear_transition(r), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_router_clear_migration(r), MCR_ERR_EMPTY);
     /* refused: the same epoch, unknown flags, NULL */
-    ck_assert_int_eq(mcr_router_set_transition(r, a, b1, 0, 0, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_set_migration(r, a, b1, 0, 0, &err), MCR_ERR_INVALID);
     ck_assert_msg(strstr(err.message, "higher epoch") != NULL, "%s", err.message);
-    ck_assert_int_eq(mcr_router_set_transition(r, a, b, 0, 0x80, &err), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_router_set_transition(r, NULL, b, 0, 0, &err), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_router_set_transition(NULL, a, b, 0, 0, &err), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_router_transition(r, NULL), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_set_migration(r, a, b, 0, 0x80, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_set_migration(r, NULL, b, 0, 0, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_set_migration(NULL, a, b, 0, 0, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_router_get_migration(r, NULL), MCR_ERR_INVALID);
 
     uint64_t g0 = mcr_router_generation(r);
-    ck_assert_int_eq(mcr_router_set_transition(r, a, b, 0, MCR_TRANSITION_WARM, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_migration(r, a, b, 0, MCR_MIGRATION_FLAG_WARM, &err), MCR_OK);
     ck_assert_uint_gt(mcr_router_generation(r), g0);
     ck_assert_uint_eq(mcr_router_epoch(r), 1); /* the current snapshot is unchanged */
-    ck_assert_int_eq(mcr_router_transition(r, &t), MCR_OK);
+    ck_assert_int_eq(mcr_router_get_migration(r, &t), MCR_OK);
     ck_assert_ptr_eq(t.from, a);
     ck_assert_ptr_eq(t.to, b);
-    ck_assert_uint_eq(t.flags, MCR_TRANSITION_WARM);
+    ck_assert_uint_eq(t.flags, MCR_MIGRATION_FLAG_WARM);
     ck_assert_uint_eq(t.remaining_ms, 0);
     uint64_t serial = t.serial;
-    ck_assert_int_eq(mcr_transition_phase_at(&t, 0), MCR_PHASE_NONE);
-    ck_assert_int_eq(mcr_transition_phase_at(&t, 1), MCR_PHASE_COPYING);
-    ck_assert_int_eq(mcr_transition_phase_at(&t, 2), MCR_PHASE_SWITCHED);
-    ck_assert_int_eq(mcr_transition_phase_at(&t, 9), MCR_PHASE_SWITCHED);
-    ck_assert_int_eq(mcr_transition_phase_at(NULL, 1), MCR_PHASE_NONE);
-    ck_assert_str_eq(mcr_transition_phase_name(MCR_PHASE_COPYING), "copying");
-    ck_assert_str_eq(mcr_transition_phase_name(MCR_PHASE_SWITCHED), "switched");
-    ck_assert_str_eq(mcr_transition_phase_name(MCR_PHASE_NONE), "none");
-    ck_assert_str_eq(mcr_transition_phase_name(MCR_PHASE_CLOSING), "closing");
+    ck_assert_int_eq(mcr_migration_phase_at(&t, 0), MCR_MIGRATION_NONE);
+    ck_assert_int_eq(mcr_migration_phase_at(&t, 1), MCR_MIGRATION_COPYING);
+    ck_assert_int_eq(mcr_migration_phase_at(&t, 2), MCR_MIGRATION_SWITCHED);
+    ck_assert_int_eq(mcr_migration_phase_at(&t, 9), MCR_MIGRATION_SWITCHED);
+    ck_assert_int_eq(mcr_migration_phase_at(NULL, 1), MCR_MIGRATION_NONE);
+    ck_assert_str_eq(mcr_migration_phase_name(MCR_MIGRATION_COPYING), "copying");
+    ck_assert_str_eq(mcr_migration_phase_name(MCR_MIGRATION_SWITCHED), "switched");
+    ck_assert_str_eq(mcr_migration_phase_name(MCR_MIGRATION_NONE), "none");
+    ck_assert_str_eq(mcr_migration_phase_name(MCR_MIGRATION_CLOSING), "closing");
     {
-        mcr_transition tc = t;
-        tc.flags = MCR_TRANSITION_CLOSING;
-        ck_assert_int_eq(mcr_transition_phase_at(&tc, 0), MCR_PHASE_NONE);
-        ck_assert_int_eq(mcr_transition_phase_at(&tc, 1), MCR_PHASE_COPYING);
-        ck_assert_int_eq(mcr_transition_phase_at(&tc, 2), MCR_PHASE_CLOSING);
-        ck_assert_int_eq(mcr_transition_phase_at(&tc, 9), MCR_PHASE_CLOSING);
+        mcr_router_migration tc = t;
+        tc.flags = MCR_MIGRATION_FLAG_CLOSING;
+        ck_assert_int_eq(mcr_migration_phase_at(&tc, 0), MCR_MIGRATION_NONE);
+        ck_assert_int_eq(mcr_migration_phase_at(&tc, 1), MCR_MIGRATION_COPYING);
+        ck_assert_int_eq(mcr_migration_phase_at(&tc, 2), MCR_MIGRATION_CLOSING);
+        ck_assert_int_eq(mcr_migration_phase_at(&tc, 9), MCR_MIGRATION_CLOSING);
     }
-    ck_assert_str_eq(mcr_transition_phase_name((mcr_transition_phase)7), "unknown");
-    mcr_transition_clear(&t);
-    mcr_transition_clear(NULL);
+    ck_assert_str_eq(mcr_migration_phase_name(MCR_MIGRATION_ABORTED), "aborted");
+    ck_assert_str_eq(mcr_migration_phase_name((mcr_migration_phase)8), "unknown");
+    mcr_router_migration_clear(&t);
+    mcr_router_migration_clear(NULL);
 
     /* a grace period ends it by itself; another set replaces it */
-    ck_assert_int_eq(mcr_router_set_transition(r, a, b, (uint64_t)TMS(200), 0, &err), MCR_OK);
-    ck_assert_int_eq(mcr_router_transition(r, &t), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_migration(r, a, b, (uint64_t)TMS(200), 0, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_get_migration(r, &t), MCR_OK);
     ck_assert_uint_ne(t.serial, serial);
     ck_assert_uint_gt(t.remaining_ms, 0);
     ck_assert_uint_le(t.remaining_ms, (uint64_t)TMS(200));
-    mcr_transition_clear(&t);
+    mcr_router_migration_clear(&t);
     long long until = mcr_test_now_ms() + TMS(20000);
     g0 = mcr_router_generation(r);
-    while (mcr_router_transition(r, &t) == MCR_OK && mcr_test_now_ms() < until) {
-        mcr_transition_clear(&t);
+    while (mcr_router_get_migration(r, &t) == MCR_OK && mcr_test_now_ms() < until) {
+        mcr_router_migration_clear(&t);
         sleep_ms(10);
     }
-    ck_assert_int_eq(mcr_router_transition(r, &t), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_router_get_migration(r, &t), MCR_ERR_EMPTY);
     ck_assert_uint_gt(mcr_router_generation(r), g0); /* pools notice the end */
-    ck_assert_int_eq(mcr_router_set_transition(r, a, b, 0, 0, &err), MCR_OK);
-    ck_assert_int_eq(mcr_router_clear_transition(r), MCR_OK);
-    ck_assert_int_eq(mcr_router_clear_transition(r), MCR_ERR_EMPTY);
+    ck_assert_int_eq(mcr_router_set_migration(r, a, b, 0, 0, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_clear_migration(r), MCR_OK);
+    ck_assert_int_eq(mcr_router_clear_migration(r), MCR_ERR_EMPTY);
     /* freeing a router with a transition drops its references (valgrind) */
-    ck_assert_int_eq(mcr_router_set_transition(r, a, b, 0, 0, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_migration(r, a, b, 0, 0, &err), MCR_OK);
     mcr_router_free(r);
     mcr_snapshot_unref(a);
     mcr_snapshot_unref(b);
@@ -226,13 +227,13 @@ static void *reader_main(void *arg)
 {
     tx_reader *t = arg;
     while (!atomic_load(t->stop)) {
-        mcr_transition tr;
-        if (mcr_router_transition(t->r, &tr) == MCR_OK) {
+        mcr_router_migration tr;
+        if (mcr_router_get_migration(t->r, &tr) == MCR_OK) {
             atomic_fetch_add(&t->seen, 1);
             if (tr.from != t->a || tr.to != t->b ||
-                mcr_transition_phase_at(&tr, mcr_router_epoch(t->r)) != MCR_PHASE_COPYING)
+                mcr_migration_phase_at(&tr, mcr_router_epoch(t->r)) != MCR_MIGRATION_COPYING)
                 t->bad++;
-            mcr_transition_clear(&tr);
+            mcr_router_migration_clear(&tr);
         }
     }
     return NULL;
@@ -263,12 +264,12 @@ START_TEST(test_router_threads)
         ck_assert_int_eq(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
     }
     for (int i = 0; i < 3000; i++) {
-        ck_assert_int_eq(mcr_router_set_transition(r, a, b, 0, 0, NULL), MCR_OK);
+        ck_assert_int_eq(mcr_router_set_migration(r, a, b, 0, 0, NULL), MCR_OK);
         if (i % 2)
-            ck_assert_int_eq(mcr_router_clear_transition(r), MCR_OK);
+            ck_assert_int_eq(mcr_router_clear_migration(r), MCR_OK);
     }
     /* the pair left in force until every reader has taken it at least once */
-    ck_assert_int_eq(mcr_router_set_transition(r, a, b, 0, 0, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_migration(r, a, b, 0, 0, NULL), MCR_OK);
     long long until = mcr_test_now_ms() + TMS(20000);
     for (int i = 0; i < 3; i++)
         while (atomic_load(&rd[i].seen) == 0 && mcr_test_now_ms() < until)
@@ -311,7 +312,7 @@ START_TEST(test_fallback_reads)
         cap c = run1(&e, e.pool, req(MCR_OP_SET, key, val, (uint32_t)k, k % 2 ? 3000 : 0));
         ck_assert_int_eq(c.reply, MCR_REPLY_STORED);
     }
-    ck_assert_int_eq(mcr_router_set_transition(e.router, a, b, 0, MCR_TRANSITION_WARM, NULL),
+    ck_assert_int_eq(mcr_router_set_migration(e.router, a, b, 0, MCR_MIGRATION_FLAG_WARM, NULL),
                      MCR_OK);
     ck_assert_int_eq(mcr_router_publish(e.router, b, NULL), MCR_OK);
     int moved = 0;
@@ -327,7 +328,7 @@ START_TEST(test_fallback_reads)
             ck_assert_str_eq(c.value, val);
             ck_assert_uint_eq(c.flags, (uint32_t)k);
             /* nothing read at the old owner is written to the new one
-             * (even with MCR_TRANSITION_WARM): the second pass reads
+             * (even with MCR_MIGRATION_FLAG_WARM): the second pass reads
              * there again */
             ck_assert_int_eq(c.via_previous, mv);
             ck_assert_str_eq(c.server, mv ? owner_in(a, key) : owner_in(b, key));
@@ -378,7 +379,7 @@ START_TEST(test_fallback_reads)
 }
 END_TEST
 
-/* Without MCR_TRANSITION_WARM nothing is written: the second read is a
+/* Without MCR_MIGRATION_FLAG_WARM nothing is written: the second read is a
  * fallback again. After the grace period the fallback ends: a moved key
  * never copied is a miss. A multi-get falls back key by key. */
 START_TEST(test_cold_grace_multiget)
@@ -400,7 +401,7 @@ START_TEST(test_cold_grace_multiget)
         }
     }
     ck_assert_ptr_nonnull(moved_key);
-    ck_assert_int_eq(mcr_router_set_transition(e.router, a, b, 0, 0, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_migration(e.router, a, b, 0, 0, NULL), MCR_OK);
     ck_assert_int_eq(mcr_router_publish(e.router, b, NULL), MCR_OK);
     for (int pass = 0; pass < 2; pass++) {
         cap c = run1(&e, e.pool, req(MCR_OP_GET, moved_key, NULL, 0, 0));
@@ -428,14 +429,14 @@ START_TEST(test_cold_grace_multiget)
     mt_free(m);
 
     /* the grace period: ended, a moved key not copied misses */
-    ck_assert_int_eq(mcr_router_set_transition(e.router, a, b, (uint64_t)TMS(300), 0, NULL),
+    ck_assert_int_eq(mcr_router_set_migration(e.router, a, b, (uint64_t)TMS(300), 0, NULL),
                      MCR_OK);
     cap c = run1(&e, e.pool, req(MCR_OP_GET, moved_key, NULL, 0, 0));
     ck_assert_int_eq(c.reply, MCR_REPLY_HIT);
     long long until = mcr_test_now_ms() + TMS(20000);
-    mcr_transition t;
-    while (mcr_router_transition(e.router, &t) == MCR_OK && mcr_test_now_ms() < until) {
-        mcr_transition_clear(&t);
+    mcr_router_migration t;
+    while (mcr_router_get_migration(e.router, &t) == MCR_OK && mcr_test_now_ms() < until) {
+        mcr_router_migration_clear(&t);
         run_ms(&e, 10);
     }
     c = run1(&e, e.pool, req(MCR_OP_GET, moved_key, NULL, 0, 0));
@@ -459,7 +460,7 @@ START_TEST(test_dual_writes)
     env_init_k(&e, 5, 4, NULL);
     mcr_snapshot *a = mcr_router_current(e.router);
     mcr_snapshot *b = env_snapshot_at(&e, 5, NULL, 2);
-    ck_assert_int_eq(mcr_router_set_transition(e.router, a, b, 0, 0, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_migration(e.router, a, b, 0, 0, NULL), MCR_OK);
     /* a key that moves */
     int k = 0;
     do
@@ -531,14 +532,14 @@ START_TEST(test_no_older_value)
     mcr_snapshot *a = mcr_router_current(e.router);
     mcr_snapshot *b = env_snapshot_at(&e, 5, NULL, 2);
     /* e.router: copying; rb: switched */
-    ck_assert_int_eq(mcr_router_set_transition(e.router, a, b, 0, MCR_TRANSITION_WARM, NULL),
+    ck_assert_int_eq(mcr_router_set_migration(e.router, a, b, 0, MCR_MIGRATION_FLAG_WARM, NULL),
                      MCR_OK);
     mcr_router *rb = NULL;
     mcr_pool *pb = NULL;
     mcr_pool_options o;
     opts_init(&o);
     ck_assert_int_eq(mcr_router_new(a, &rb, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_router_set_transition(rb, a, b, 0, MCR_TRANSITION_WARM, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_migration(rb, a, b, 0, MCR_MIGRATION_FLAG_WARM, NULL), MCR_OK);
     ck_assert_int_eq(mcr_router_publish(rb, b, NULL), MCR_OK);
     ck_assert_int_eq(mcr_pool_new(e.base, rb, &o, &pb, NULL), MCR_OK);
     mcr_pool *pools[2] = {e.pool, pb};
@@ -603,7 +604,7 @@ static mcr_pool *pool_on(env *e, const mcr_snapshot *cur, const mcr_snapshot *a,
     opts_init(&o);
     ck_assert_int_eq(mcr_router_new(cur, r, NULL), MCR_OK);
     if (a != NULL)
-        ck_assert_int_eq(mcr_router_set_transition(*r, a, b, 0, flags, NULL), MCR_OK);
+        ck_assert_int_eq(mcr_router_set_migration(*r, a, b, 0, flags, NULL), MCR_OK);
     ck_assert_int_eq(mcr_pool_new(e->base, *r, &o, &p, NULL), MCR_OK);
     return p;
 }
@@ -617,12 +618,12 @@ START_TEST(test_closing)
     mcr_snapshot *b = env_snapshot_at(&e, 5, NULL, 2);
     mcr_router *ra, *rb, *rc;
     mcr_pool *pa = pool_on(&e, b, a, b, 0, &ra);
-    mcr_pool *pb = pool_on(&e, b, a, b, MCR_TRANSITION_CLOSING, &rb);
+    mcr_pool *pb = pool_on(&e, b, a, b, MCR_MIGRATION_FLAG_CLOSING, &rb);
     mcr_pool *pc = pool_on(&e, b, NULL, NULL, 0, &rc);
-    mcr_transition t;
-    ck_assert_int_eq(mcr_router_transition(rb, &t), MCR_OK);
-    ck_assert_int_eq(mcr_transition_phase_at(&t, 2), MCR_PHASE_CLOSING);
-    mcr_transition_clear(&t);
+    mcr_router_migration t;
+    ck_assert_int_eq(mcr_router_get_migration(rb, &t), MCR_OK);
+    ck_assert_int_eq(mcr_migration_phase_at(&t, 2), MCR_MIGRATION_CLOSING);
+    mcr_router_migration_clear(&t);
     /* moved keys, each on both owners ("both"), as after the copy */
     enum { NK = 40 };
     char keys[NK][32];

@@ -243,7 +243,7 @@ START_TEST(test_resize_under_traffic)
     /* the resize: copying everywhere, the copy under traffic */
     counters_reset(t);
     for (int i = 0; i < NPOOLS; i++)
-        ck_assert_int_eq(mcr_router_set_transition(routers[i], a, b, 0, MCR_TRANSITION_WARM, NULL),
+        ck_assert_int_eq(mcr_router_set_migration(routers[i], a, b, 0, MCR_MIGRATION_FLAG_WARM, NULL),
                          MCR_OK);
     copier cp;
     memset(&cp, 0, sizeof(cp));
@@ -271,7 +271,7 @@ START_TEST(test_resize_under_traffic)
     long stale_during = t->stale;
     /* the end of the transition: reads only at the new owners */
     for (int i = 0; i < NPOOLS; i++)
-        ck_assert_int_eq(mcr_router_clear_transition(routers[i]), MCR_OK);
+        ck_assert_int_eq(mcr_router_clear_migration(routers[i]), MCR_OK);
     counters_reset(t);
     for (int i = 0; i < PHASE_BATCHES; i++)
         batch(t);

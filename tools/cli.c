@@ -204,7 +204,7 @@ void cli_progress_end(void)
 
 enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
        OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID,
-       OPT_RATE, OPT_DRY_RUN, OPT_GRACE, OPT_WAIT, OPT_ABORT, OPT_NO_WARM, OPT_CLIENT,
+       OPT_RATE, OPT_DRY_RUN, OPT_GRACE, OPT_WAIT, OPT_ABORT, OPT_CLIENT,
        OPT_CLIENTS, OPT_TOP, OPT_PREVIOUS = 400 };
 
 static const struct option source_opts[] = {
@@ -239,7 +239,6 @@ static const struct option source_opts[] = {
     {"grace", required_argument, NULL, OPT_GRACE},
     {"wait", required_argument, NULL, OPT_WAIT},
     {"abort", no_argument, NULL, OPT_ABORT},
-    {"no-warm", no_argument, NULL, OPT_NO_WARM},
     {"previous", required_argument, NULL, OPT_PREVIOUS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -297,7 +296,6 @@ static const char *opt_name(int c)
     case OPT_GRACE: return "--grace";
     case OPT_WAIT: return "--wait";
     case OPT_ABORT: return "--abort";
-    case OPT_NO_WARM: return "--no-warm";
     case 'h': return "--help";
     default: return "?";
     }
@@ -317,7 +315,6 @@ static bool option_allowed(int c, unsigned allowed)
     case OPT_KEYS: return (allowed & ALLOW_KEYS) != 0;
     case OPT_TIMEOUT: return (allowed & (ALLOW_POOL | ALLOW_WATCH | ALLOW_MIGRATE)) != 0;
     case OPT_RATE: case OPT_DRY_RUN: case OPT_GRACE: case OPT_WAIT: case OPT_ABORT:
-    case OPT_NO_WARM:
         return (allowed & ALLOW_MIGRATE) != 0;
     case OPT_POLICY: return (allowed & ALLOW_POOL) != 0;
     case OPT_TTL: return (allowed & ALLOW_TTL) != 0;
@@ -392,8 +389,8 @@ static void die_bad_option(int c, char **argv)
 {
     if (c == ':') /* the option was the last argument */
         cli_die("%s: option '%s' needs a value", argv[0], argv[optind - 1]);
-    if (optopt == 'h' || optopt == OPT_JSON || optopt == OPT_DRY_RUN || optopt == OPT_ABORT ||
-        optopt == OPT_NO_WARM) /* --json=X, ... */
+    if (optopt == 'h' || optopt == OPT_JSON || optopt == OPT_DRY_RUN ||
+        optopt == OPT_ABORT) /* --json=X, ... */
         cli_die("%s: option '%s' takes no value", argv[0], opt_name(optopt));
     if (optopt != 0)
         cli_die("%s: unknown option '-%c' (see --help)", argv[0], optopt);
@@ -432,7 +429,6 @@ int cli_parse_options(int argc, char **argv, cli_source *src, const char *usage,
         case OPT_JSON: src->json = true; break;
         case OPT_DRY_RUN: src->dry_run = true; break;
         case OPT_ABORT: src->abort_migration = true; break;
-        case OPT_NO_WARM: src->no_warm = true; break;
         case 'b': src->behaviors[src->nbehaviors++] = optarg; break;
         case 'h': cli_print_usage_and_exit(usage);
         default: die_bad_option(c, argv);

@@ -52,9 +52,9 @@ enum {
     PERMUTE = 1024,     /* options may follow the arguments (no -m, unlike MIXED_ARGS) */
     NO_HASH = 2048,     /* not even --hash (members, watch) */
     ALLOW_LIST = 4096,  /* -s -f -m --snapshot of a SOURCE only (members publish) */
-    ALLOW_PREVIOUS = 8192, /* --previous OLD (pool commands: read through a transition) */
+    ALLOW_PREVIOUS = 8192, /* --previous OLD (pool commands: read through a migration) */
     ALLOW_MIGRATE = 16384, /* --rate --dry-run --timeout (migrate); --grace --wait
-                             --abort --no-warm (migrate --etcd) */
+                             --abort (migrate --etcd) */
     ALLOW_CLIENTS = 32768, /* --clients (compare) */
     ALLOW_TOP = 65536      /* --top N (stats) */
 };
@@ -82,7 +82,6 @@ typedef struct cli_source {
     const char *grace;         /* migrate --etcd --grace SECONDS, as given */
     const char *wait;          /* migrate --etcd --wait SECONDS, as given */
     bool abort_migration;      /* migrate --etcd --abort */
-    bool no_warm;              /* migrate --etcd --no-warm */
     bool json;                 /* --json: one JSON document on stdout */
     const char *previous;      /* --previous OLD: a server list, server file or snapshot file */
     const char **behaviors;

@@ -18,7 +18,7 @@ const char cli_usage_migrate[] =
     "Usage: mcroute migrate OLD NEW [--rate KEYS_PER_S] [--dry-run] [--json]\n"
     "                       [--timeout MS] [--mode MODE] [--hash NAME]\n"
     "       mcroute migrate --etcd URLS --pool NAME NEW [--grace SECONDS]\n"
-    "                       [--wait SECONDS] [--rate KEYS_PER_S] [--no-warm] [--json]\n"
+    "                       [--wait SECONDS] [--rate KEYS_PER_S] [--json]\n"
     "       mcroute migrate --etcd URLS --pool NAME --abort [--wait SECONDS] [--json]\n"
     "Copy every key that changing the placement from OLD to NEW moves to its new\n"
     "owner, before NEW takes traffic. OLD and NEW are each a server list, a server\n"
@@ -57,10 +57,9 @@ const char cli_usage_migrate[] =
     "  --wait SECONDS     how long a step waits for the clients (default 30);\n"
     "                     then the laggards are named and the run stops, exit 1,\n"
     "                     the migration left where it is\n"
-    "  --no-warm          a read served by an old owner is not written to the new\n"
     "  --abort            give up the pool's migration: before the switch the\n"
-    "                     transition ends; after it the old servers are published\n"
-    "                     as the next epoch with a transition back\n"
+    "                     migration ends; after it the old servers are published\n"
+    "                     as the next epoch with a migration back\n"
     "A run that stopped or died is resumed by running it again (same NEW). One run\n"
     "at a time per pool: another is refused. Prints a line per step; --json: one\n"
     "object {\"id\", \"result\" (done, aborted, failed), \"phase\", \"steps\",\n"
@@ -231,8 +230,8 @@ int cli_cmd_migrate(int argc, char **argv)
     if (src.etcd != NULL || src.pool != NULL || src.etcd_prefix != NULL ||
         src.etcd_timeout != NULL)
         return cli_migrate_fleet(&src, argc - first, argv + first); /* migrate_fleet.c */
-    if (src.grace != NULL || src.wait != NULL || src.abort_migration || src.no_warm)
-        cli_die("migrate: --grace, --wait, --abort and --no-warm apply only with --etcd");
+    if (src.grace != NULL || src.wait != NULL || src.abort_migration)
+        cli_die("migrate: --grace, --wait and --abort apply only with --etcd");
     if (argc - first != 2)
         cli_die("migrate: expected OLD and NEW (a server list, a server file or a snapshot file)");
     mcr_migrate_options o;

@@ -683,7 +683,7 @@ int cli_migrate_fleet(const cli_source *src, int nargs, char **args)
             cli_die_status(rc == MCR_ERR_EMPTY ? MCR_ERR_INVALID : rc, "migrate: %s",
                            err.message);
         c.m.mod_revision = over;
-        c.m.warm = !src->no_warm;
+        c.m.warm = 1; /* as before; the record's "warm" has no effect any more */
         c.m.grace_ms = grace;
         say(&c, "migration %s: epoch %llu -> %llu", c.m.id,
             (unsigned long long)mcr_snapshot_epoch(c.m.from),

@@ -54,7 +54,7 @@ const char cli_usage_get[] =
     "A key that could not be fetched prints KEY<TAB>error<TAB>REASON on stderr,\n"
     "and the exit status is then 1; so does a bad key (empty, over 250 bytes, with\n"
     "a space or control byte), which is not sent (the other keys are).\n"
-    "--previous OLD: read through a transition from OLD (a server list, a server file\n"
+    "--previous OLD: read through a migration from OLD (a server list, a server file\n"
     "or a snapshot file) to SOURCE: a key SOURCE moved and its new owner misses is\n"
     "read from its owner in OLD (nothing is written back).\n"
     "SOURCE: as for locate (see mcroute --help)\n";
@@ -265,7 +265,7 @@ static settings parse_settings(const char *cmd, const cli_source *src)
 typedef struct conn {
     mcr_snapshot *snap; /* the placement of SOURCE, as given (a later epoch
                            than prev's with --previous) */
-    mcr_snapshot *prev; /* --previous OLD: the transition's `from`, or NULL */
+    mcr_snapshot *prev; /* --previous OLD: the migration's `from`, or NULL */
     mcr_router *router;
     struct event_base *base;
     mcr_pool *pool;
@@ -331,7 +331,7 @@ static void conn_open(conn *c, const char *cmd, cli_source *src, const settings 
     read_input(argc, argv, with_values, in);
     int rc = mcr_router_new(c->snap, &c->router, &err);
     if (rc == MCR_OK && c->prev != NULL)
-        rc = mcr_router_set_transition(c->router, c->prev, c->snap, 0, 0, &err);
+        rc = mcr_router_set_migration(c->router, c->prev, c->snap, 0, 0, &err);
     if (rc == MCR_OK && (c->base = event_base_new()) == NULL) {
         rc = MCR_ERR_NOMEM;
         snprintf(err.message, sizeof(err.message), "cannot create an event loop");

@@ -131,21 +131,21 @@ static void consider(mcr_fleet *f, const unsigned char *value, size_t len, uint6
 
 /* ------------------------------------------------------------ migrations */
 
-/* End the transition we set, unless the router holds another one now
+/* End the migration we set, unless the router holds another one now
  * (the application's own). */
-static void end_transition(mcr_fleet *f, uint64_t revision)
+static void end_migration(mcr_fleet *f, uint64_t revision)
 {
-    mcr_transition t;
+    mcr_router_migration t;
     if (f->mig_serial == 0)
         return;
-    if (mcr_router_transition(f->router, &t) == MCR_OK) {
+    if (mcr_router_get_migration(f->router, &t) == MCR_OK) {
         if (t.serial == f->mig_serial)
-            (void)mcr_router_clear_transition(f->router);
-        mcr_transition_clear(&t);
+            (void)mcr_router_clear_migration(f->router);
+        mcr_router_migration_clear(&t);
     }
     f->mig_serial = 0;
-    mcr__follow_stat_add(f, &f->st.transitions_ended, 1);
-    mcr__follow_report(f, MCR_FLEET_TRANSITION_END, MCR_OK, NULL, revision, NULL);
+    mcr__follow_stat_add(f, &f->st.migrations_cleared, 1);
+    mcr__follow_report(f, MCR_FLEET_MIGRATION_CLEARED, MCR_OK, NULL, revision, NULL);
 }
 
 static bool same_snapshot(const mcr_snapshot *a, const mcr_snapshot *b)
@@ -184,7 +184,7 @@ static const char *snap_name(char *buf, size_t cap, const mcr_snapshot *s)
  * in planned and copying, `from` is the pool's snapshot; in switched,
  * grace and closing, `to` is, or still `from` (in the switch's watch response the
  * record is handled before the snapshot: see on_line). done and aborted
- * only end a transition, after which the pool may move on. A record of the
+ * only end a migration, after which the pool may move on. A record of the
  * migration adopted last, with the same snapshots (a progress update, the
  * next phase), was checked then: it is not held to the pool's snapshot
  * again, which may have moved since (publish_local_states writing a state
@@ -245,8 +245,8 @@ static int check_migration(mcr_fleet *f, const mcr_migration *m, const mcr_snaps
 }
 
 /* Adopt a checked migration record (read at `revision`): copying, switched
- * and grace set its transition, once per id and pair of snapshots, and
- * closing once more with MCR_TRANSITION_CLOSING; done and aborted end it;
+ * and grace set its migration, once per id and pair of snapshots, and
+ * closing once more with MCR_MIGRATION_FLAG_CLOSING; done and aborted end it;
  * planned ends one of another migration. */
 static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revision)
 {
@@ -260,31 +260,31 @@ static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revis
         int closing = m->phase == MCR_MIGRATION_CLOSING;
         if (!same || f->mig_serial == 0 || closing != (f->mig_phase == MCR_MIGRATION_CLOSING)) {
             mcr_error err;
-            mcr_transition t;
-            unsigned flags = (m->warm ? MCR_TRANSITION_WARM : 0) |
-                             (closing ? MCR_TRANSITION_CLOSING : 0);
-            int rc = mcr_router_set_transition(f->router, m->from, m->to, 0, flags, &err);
+            mcr_router_migration t;
+            unsigned flags = (m->warm ? MCR_MIGRATION_FLAG_WARM : 0) |
+                             (closing ? MCR_MIGRATION_FLAG_CLOSING : 0);
+            int rc = mcr_router_set_migration(f->router, m->from, m->to, 0, flags, &err);
             if (rc != MCR_OK) {
                 /* not adopted: the client key keeps saying what it was */
-                mcr__follow_report(f, MCR_FLEET_TRANSITION, rc, &err, revision, NULL);
+                mcr__follow_report(f, MCR_FLEET_MIGRATION_SET, rc, &err, revision, NULL);
                 return;
             }
             f->mig_serial = 1;
-            if (mcr_router_transition(f->router, &t) == MCR_OK) {
+            if (mcr_router_get_migration(f->router, &t) == MCR_OK) {
                 f->mig_serial = t.serial;
-                mcr_transition_clear(&t);
+                mcr_router_migration_clear(&t);
             }
-            mcr__follow_stat_add(f, &f->st.transitions, 1);
-            mcr__follow_report(f, MCR_FLEET_TRANSITION, MCR_OK, NULL, revision, NULL);
+            mcr__follow_stat_add(f, &f->st.migrations_set, 1);
+            mcr__follow_report(f, MCR_FLEET_MIGRATION_SET, MCR_OK, NULL, revision, NULL);
         }
         break;
     }
     case MCR_MIGRATION_PLANNED:
         if (!same)
-            end_transition(f, revision);
+            end_migration(f, revision);
         break;
     default: /* done, aborted */
-        end_transition(f, revision);
+        end_migration(f, revision);
         break;
     }
     if (!same || f->mig_phase != m->phase)
@@ -301,7 +301,7 @@ static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revis
 /* A value of the migration key at `modrev`: parsed and checked against
  * the pool's snapshot `basis` (check_migration), then adopted; a record
  * that does not check is refused and changes nothing (neither the
- * transition nor the phase in the client key). */
+ * migration nor the phase in the client key). */
 static void consider_migration(mcr_fleet *f, const unsigned char *value, size_t len,
                                uint64_t modrev, const mcr_snapshot *basis)
 {
@@ -325,7 +325,7 @@ static void consider_migration(mcr_fleet *f, const unsigned char *value, size_t 
 /* The migration key deleted (or missing at a read): no migration. */
 static void migration_gone(mcr_fleet *f, uint64_t revision)
 {
-    end_transition(f, revision);
+    end_migration(f, revision);
     if (f->mig_phase != MCR_MIGRATION_NONE)
         f->reg_dirty = 1;
     f->mig_phase = MCR_MIGRATION_NONE;
@@ -604,7 +604,7 @@ static void on_line(json_t *line, void *arg)
     /* In revision order (etcd's), the events of one revision (one
      * transaction) in two passes: the migration record's first, then the
      * snapshot's, so that a switch (both keys in one transaction) sets the
-     * transition before the snapshot is adopted. Not two passes over the
+     * migration before the snapshot is adopted. Not two passes over the
      * whole response: a response that catches up on several revisions (a
      * watch resumed) would check a record planned after a change against
      * the snapshot before that change (check_migration), and refuse it. */
@@ -1086,7 +1086,7 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
         }
         /* A migration under way is adopted before the snapshot is
          * published (a follower that starts during one reads through its
-         * transition from the start). */
+         * migration from the start). */
         if (rc == MCR_OK && !from_cache)
             rc = read_migration(f, f->revision, snap, err);
         if (rc == MCR_OK && f->cur == NULL) {
@@ -1095,7 +1095,7 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
                 f->cur = mcr_snapshot_ref(snap);
                 f->st.adopted = 1;
             } else {
-                end_transition(f, 0); /* nothing started: nothing left set */
+                end_migration(f, 0); /* nothing started: nothing left set */
             }
         }
         mcr_snapshot_unref(have);

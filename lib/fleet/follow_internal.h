@@ -51,7 +51,7 @@ struct mcr_fleet {
     struct event *stop_ev, *restart_ev, *keepalive_ev;
 
     /* The migration adopted (the record at c.migration_key): its id, phase
-     * and epochs; mig_serial the router's transition we set (0: none). */
+     * and epochs; mig_serial the router's migration we set (0: none). */
     mcr_migration_phase mig_phase;
     char mig_id[MCR_MIGRATION_ID_MAX + 1];
     uint64_t mig_from_epoch, mig_to_epoch;

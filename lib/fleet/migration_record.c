@@ -8,19 +8,11 @@
 
 #include "fleet_internal.h"
 
-static const char *const phase_names[] = {"none",  "planned", "copying", "switched",
-                                          "grace", "closing", "done",    "aborted"};
-#define NPHASES (sizeof(phase_names) / sizeof(phase_names[0]))
-
-const char *mcr_migration_phase_name(mcr_migration_phase phase)
-{
-    return (unsigned)phase < NPHASES ? phase_names[phase] : "unknown";
-}
-
+/* A phase by its name (mcr_migration_phase_name(), libmcroute's). */
 bool mcr__migration_phase_parse(const char *name, mcr_migration_phase *out)
 {
-    for (size_t i = 0; name != NULL && i < NPHASES; i++)
-        if (strcmp(name, phase_names[i]) == 0) {
+    for (int i = MCR_MIGRATION_NONE; name != NULL && i <= MCR_MIGRATION_ABORTED; i++)
+        if (strcmp(name, mcr_migration_phase_name((mcr_migration_phase)i)) == 0) {
             *out = (mcr_migration_phase)i;
             return true;
         }

@@ -476,7 +476,7 @@ static void item_request(const engine *e, const mig_item *m, mcr_op op, const ch
  * copy_rule: a copy is trusted only when its source did not change
  * between R and C. While copying, every client write of a moved key
  * reaches the old owner first and the new one once the old answered (the
- * pool's transition: the same command, or a delete of the new owner's
+ * pool's migration: the same command, or a delete of the new owner's
  * copy); a set reaches both at once. So a write that came before R is in
  * the value read; one between R and C changes the source's CAS (or TTL,
  * or removes the key), and the copy is removed by its own CAS (a value

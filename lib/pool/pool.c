@@ -102,24 +102,24 @@ static mcr__pool_server *same_server(mcr_pool *p, mcr__pool_server **by, size_t 
     return NULL;
 }
 
-/* Adopt the router's transition for snap (n servers in by): p->tx and the
+/* Adopt the router's migration for snap (n servers in by): p->tx and the
  * servers of the other snapshot, marked so that they are not retired.
- * MCR_OK or MCR_ERR_NOMEM (the old transition kept). */
-static int adopt_transition(mcr_pool *p, mcr_snapshot *snap, mcr__pool_server **by, size_t n)
+ * MCR_OK or MCR_ERR_NOMEM (the old migration kept). */
+static int adopt_migration(mcr_pool *p, mcr_snapshot *snap, mcr__pool_server **by, size_t n)
 {
-    mcr_transition t;
+    mcr_router_migration t;
     mcr__pool_server **txb = NULL;
     size_t m = 0;
-    mcr_transition_phase ph = MCR_PHASE_NONE;
+    mcr_migration_phase ph = MCR_MIGRATION_NONE;
     const mcr_snapshot *other = NULL;
-    if (mcr_router_transition(p->router, &t) == MCR_OK)
-        ph = mcr_transition_phase_at(&t, mcr_snapshot_epoch(snap));
-    if (ph != MCR_PHASE_NONE) {
-        other = ph == MCR_PHASE_COPYING ? t.to : t.from;
+    if (mcr_router_get_migration(p->router, &t) == MCR_OK)
+        ph = mcr_migration_phase_at(&t, mcr_snapshot_epoch(snap));
+    if (ph != MCR_MIGRATION_NONE) {
+        other = ph == MCR_MIGRATION_COPYING ? t.to : t.from;
         m = mcr_snapshot_server_count(other);
         txb = calloc(m ? m : 1, sizeof(*txb));
         if (txb == NULL) {
-            mcr_transition_clear(&t);
+            mcr_router_migration_clear(&t);
             return MCR_ERR_NOMEM;
         }
         for (size_t i = 0; i < m; i++) {
@@ -130,23 +130,23 @@ static int adopt_transition(mcr_pool *p, mcr_snapshot *snap, mcr__pool_server **
                 s = same_server(p, txb, i, &d);
             if (s == NULL && (s = mcr__server_new(p, &d)) == NULL) {
                 free(txb);
-                mcr_transition_clear(&t);
+                mcr_router_migration_clear(&t);
                 return MCR_ERR_NOMEM;
             }
             s->mg_marked = 1;
             txb[i] = s;
         }
     }
-    mcr_transition_clear(&p->tx);
+    mcr_router_migration_clear(&p->tx);
     free(p->tx_by);
     p->tx = t;
-    if (ph == MCR_PHASE_NONE)
-        mcr_transition_clear(&p->tx);
+    if (ph == MCR_MIGRATION_NONE)
+        mcr_router_migration_clear(&p->tx);
     p->tx_phase = ph;
     p->tx_other = other;
     p->tx_by = txb;
     p->ntx_by = m;
-    p->tx_deadline_ns = ph != MCR_PHASE_NONE && t.remaining_ms
+    p->tx_deadline_ns = ph != MCR_MIGRATION_NONE && t.remaining_ms
                             ? mcr__now_ns() + t.remaining_ms * 1000000u
                             : 0;
     return MCR_OK;
@@ -161,7 +161,7 @@ int mcr__pool_refresh_slow(mcr_pool *p)
     if (p->snap != NULL && g == p->gen &&
         (p->tx_deadline_ns == 0 || mcr__now_ns() < p->tx_deadline_ns))
         return MCR_OK;
-    /* Gets queued for routing go by the snapshot (and transition) they
+    /* Gets queued for routing go by the snapshot (and migration) they
      * were submitted under, as if routed then. */
     if (p->route_head != NULL)
         mcr__route_pending(p);
@@ -193,7 +193,7 @@ int mcr__pool_refresh_slow(mcr_pool *p)
             }
         }
         if (s == NULL)
-            s = same_server(p, NULL, 0, &d); /* kept for a transition until now */
+            s = same_server(p, NULL, 0, &d); /* kept for a migration until now */
         if (s == NULL) {
             s = mcr__server_new(p, &d);
             if (s == NULL) {
@@ -206,7 +206,7 @@ int mcr__pool_refresh_slow(mcr_pool *p)
         s->mg_marked = 1;
         by[i] = s;
     }
-    if (adopt_transition(p, snap, by, n) != MCR_OK) {
+    if (adopt_migration(p, snap, by, n) != MCR_OK) {
         for (size_t i = 0; i < p->nservers; i++)
             p->servers[i]->mg_marked = 0;
         free(by);
@@ -398,7 +398,7 @@ void mcr_pool_free(mcr_pool *p)
     free(p->unix_paths);
     if (p->snap != NULL)
         mcr_snapshot_unref(p->snap);
-    mcr_transition_clear(&p->tx);
+    mcr_router_migration_clear(&p->tx);
     free(p->tx_by);
     event_free(p->done_ev);
     event_free(p->flush_ev);

@@ -6,8 +6,8 @@
 /* The pool in layers. Each file calls only into the files below it:
  *
  *   sync.c       the shorthands (get, set, delete) and mcr_pool_exec()
- *   transition.c mcr_pool_submit() and mcr_pool_get_multi(): a router's
- *                transition (reads falling back to the previous owner,
+ *   migration.c mcr_pool_submit() and mcr_pool_get_multi(): a router's
+ *                migration (reads falling back to the previous owner,
  *                writes reaching both owners), else straight down
  *   multiget.c   multi-gets: keys deduplicated, split by server
  *   submit.c     one request: checks, routing, hot-key joining
@@ -97,7 +97,7 @@ struct mcr__pool_req {
     unsigned group_done : 1;   /* text get: its line's END came (or its error) */
     unsigned small : 1;        /* a small block: back to the pool's reuse list */
     unsigned force_meta : 1;   /* sent in meta whatever the pool's protocol
-                                  (a transition's fallback read, for the TTL) */
+                                  (a migration's fallback read, for the TTL) */
     mcr_op op;
     uint64_t epoch;
     uint64_t sent_ns;
@@ -249,12 +249,12 @@ struct mcr_pool {
     size_t read_peak;           /* most bytes a read buffer held: mcr__pool_read_peak() */
     uint64_t pass_ns;           /* the clock when the read callback running now began
                                    (0: none runs): mcr__pool_now() */
-    /* The router's transition as adopted with snap (pool.c): references
+    /* The router's migration as adopted with snap (pool.c): references
      * in tx, its phase at snap's epoch, the other snapshot (tx.to while
      * copying, tx.from once switched) and its servers by index (servers of
      * snap where id and address match, others kept only for it). */
-    mcr_transition tx;
-    mcr_transition_phase tx_phase;
+    mcr_router_migration tx;
+    mcr_migration_phase tx_phase;
     const mcr_snapshot *tx_other;
     mcr__pool_server **tx_by;
     size_t ntx_by;
@@ -472,7 +472,7 @@ void mcr__server_pump(mcr__pool_server *s);
 
 /* Adopt the router's current snapshot if it is new (its generation moved):
  * MCR_OK, MCR_ERR_EMPTY or MCR_ERR_NOMEM. mcr__pool_refresh() is the check
- * every request makes, inline: nothing to adopt and no transition deadline
+ * every request makes, inline: nothing to adopt and no migration deadline
  * to watch is one load and a compare; anything else is the full function. */
 int mcr__pool_refresh_slow(mcr_pool *p);
 static inline int mcr__pool_refresh(mcr_pool *p)
@@ -497,7 +497,7 @@ mcr__pool_server *mcr__route_owner(mcr_pool *p, mcr_op op, const void *key, size
                                    uint32_t owner, int *status);
 /* Route and send the gets waiting in p's routing queue (see submit.c). */
 void mcr__route_pending(mcr_pool *p);
-/* mcr_pool_submit() without the transition: routed by key (pin NULL) or
+/* mcr_pool_submit() without the migration: routed by key (pin NULL) or
  * sent to `pin`, a server of the pool; force_meta: in meta whatever the
  * pool's protocol (the reply's TTL). */
 int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int force_meta,
@@ -505,7 +505,7 @@ int mcr__submit(mcr_pool *p, const mcr_request *q, mcr__pool_server *pin, int fo
 
 /* ---- multiget.c */
 
-/* mcr_pool_get_multi() without the transition. */
+/* mcr_pool_get_multi() without the migration. */
 int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t *lens, size_t n,
                    mcr_pool_cb key_cb, mcr_pool_cb done_cb, void *arg, mcr_error *err);
 

@@ -87,7 +87,7 @@ int mcr_pool_server_stats(const mcr_pool *p, size_t i, mcr_server_stats *out)
     out->warm_skipped = s->warm_skipped;
     out->warm_failures = s->warm_failures;
     out->dual_writes = s->dual_writes;
-    out->transition_only = s->idx == SIZE_MAX && !s->retired;
+    out->migration_only = s->idx == SIZE_MAX && !s->retired;
     out->consecutive_failures = s->consecutive;
     for (unsigned k = 0; k < p->o.connections; k++)
         out->connections += s->conns[k] != NULL && s->conns[k]->state == MCR__CONN_READY;

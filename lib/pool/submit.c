@@ -58,7 +58,7 @@ mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t
     return mcr__route_owner(p, op, key, len, i, status);
 }
 
-/* A server of the current snapshot, else of the transition's other one. */
+/* A server of the current snapshot, else of the migration's other one. */
 static mcr__pool_server *server_by_id(mcr_pool *p, const char *id)
 {
     long i = mcr_snapshot_find(p->snap, id);
@@ -178,7 +178,7 @@ typedef struct submit_plan {
     uint32_t kh, h;      /* shareable: mcr__key_hash() of its key, its table hash */
 } submit_plan;
 
-/* Where q goes: to `pin` (a transition's request to a server it chose), to
+/* Where q goes: to `pin` (a migration's request to a server it chose), to
  * the server q names, routed by its key now, or queued. MCR_OK, or
  * MCR_ERR_UNKNOWN for a server id not in the snapshot; a server that cannot
  * take q is no error here (pl->status). */

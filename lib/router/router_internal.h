@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* router_internal.h: the router's struct and its retired records, shared by router.c (readers, writers, reclamation, hooks) and router_transition.c; never installed. */
+/* router_internal.h: the router's struct and its retired records, shared by router.c (readers, writers, reclamation, hooks) and router_migration.c; never installed. */
 #ifndef MCR_ROUTER_INTERNAL_H
 #define MCR_ROUTER_INTERNAL_H
 
@@ -81,7 +81,7 @@ struct mcr_router {
     /* Only its address matters: the TSan synchronization object of the
      * grace period (see the top of the file). */
     char tsan_grace_period;
-    /* The transition (mcr_router_set_transition()): two references, or
+    /* The migration (mcr_router_set_migration()): two references, or
      * NULL; guarded by trans_mu alone (a swap, never a hook or a wait). */
     pthread_mutex_t trans_mu;
     mcr_snapshot *t_from, *t_to;

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* transition.c: mcr_pool_submit() and mcr_pool_get_multi() through a router's transition: reads of a moved key falling back to its previous owner (and warming the new one), writes reaching both owners. */
+/* migration.c: mcr_pool_submit() and mcr_pool_get_multi() through a router's migration: reads of a moved key falling back to its previous owner (and warming the new one), writes reaching both owners. */
 #include "pool_internal.h"
 
 #include <stdlib.h>
 
 /*
  * A key "moves" when its owner in the pool's snapshot (p->snap, local
- * states applied) and its owner in the transition's other snapshot
+ * states applied) and its owner in the migration's other snapshot
  * (p->tx_other: `to` while copying, `from` once switched) are different
  * servers. Only moved keys take the paths below; everything else goes
  * straight to submit.c and multiget.c.
@@ -15,7 +15,7 @@
  * filled). Switched: from the current owner; on a miss, from the owner in
  * `from`, in meta (for the TTL) whatever the pool's protocol; a hit there
  * is the result (via_previous = 1). Closing: from the current owner only,
- * a miss being the answer (the fleet's last step before the transition
+ * a miss being the answer (the fleet's last step before the migration
  * ends, router.h). Nothing read there is written to the
  * current owner: such a copy, however it is checked afterwards, could be
  * read by another process between its add and its check after a delete
@@ -38,10 +38,10 @@
 /* ------------------------------------------------------------ helpers */
 
 /* The server owning key in the other snapshot; NULL when the key does not
- * move (or no transition applies). */
+ * move (or no migration applies). */
 static mcr__pool_server *moved_other(mcr_pool *p, const void *key, size_t len)
 {
-    if (p->tx_phase == MCR_PHASE_NONE || p->tx_other == NULL)
+    if (p->tx_phase == MCR_MIGRATION_NONE || p->tx_other == NULL)
         return NULL;
     if (p->tx_deadline_ns != 0 && mcr__now_ns() >= p->tx_deadline_ns)
         return NULL;
@@ -244,13 +244,13 @@ static void send_other(tx_write *w, int as_delete)
     o.server = NULL;
     w->cleanup = as_delete;
     /* the pool's snapshot adopted first: adopting it inside mcr__submit()
-     * may free a server the transition no longer names */
+     * may free a server the migration no longer names */
     mcr__pool_server *s = w->p->freeing || mcr__pool_refresh(w->p) != MCR_OK
                               ? NULL
                               : server_named(w->p, w->other_id);
     if (s == NULL && !w->p->freeing && !w->other_is_result &&
         moved_other(w->p, w->key, w->key_len) == NULL) {
-        /* the transition ended meanwhile (or the key no longer moves): the
+        /* the migration ended meanwhile (or the key no longer moves): the
          * other owner is nobody's any more, the current owner's answer
          * stands alone */
         if (--w->outstanding == 0)
@@ -341,7 +341,7 @@ static int submit_write(mcr_pool *p, const mcr_request *q, mcr__pool_server *oth
         w->q.value = w->key + q->key_len;
     }
     snprintf(w->other_id, sizeof(w->other_id), "%s", other->id);
-    w->switched = p->tx_phase == MCR_PHASE_SWITCHED;
+    w->switched = p->tx_phase == MCR_MIGRATION_SWITCHED;
     w->outstanding = q->op == MCR_OP_SET ? 2 : 1;
     int rc = mcr__submit(p, &w->q, NULL, 0, main_cb, w, err);
     if (rc != MCR_OK) {
@@ -452,7 +452,7 @@ static int start_fallback(tx_read *t, const mcr_result *res)
     if (mcr__pool_refresh(p) != MCR_OK)
         return 0;
     mcr__pool_server *o =
-        p->tx_phase == MCR_PHASE_SWITCHED ? moved_other(p, t->key, t->key_len) : NULL;
+        p->tx_phase == MCR_MIGRATION_SWITCHED ? moved_other(p, t->key, t->key_len) : NULL;
     if (o == NULL)
         return 0;
     keep(&t->first, res);
@@ -507,7 +507,7 @@ int mcr_pool_submit(mcr_pool *p, const mcr_request *q, mcr_pool_cb cb, void *arg
         return mcr__submit(p, q, NULL, 0, cb, arg, err);
     if (!mcr__is_read_op(q->op) || q->op == MCR_OP_GAT || q->op == MCR_OP_GATS)
         return submit_write(p, q, o, cb, arg, err); /* gat, gats: a touch too */
-    if (p->tx_phase != MCR_PHASE_SWITCHED)
+    if (p->tx_phase != MCR_MIGRATION_SWITCHED)
         return mcr__submit(p, q, NULL, 0, cb, arg, err);
     tx_read *t = read_new(p, q->op, q->key, q->key_len);
     if (t == NULL)
@@ -550,7 +550,7 @@ int mcr_pool_get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const si
                        mcr_error *err)
 {
     if (p == NULL || p->freeing || key_cb == NULL || done_cb == NULL ||
-        mcr__pool_refresh(p) != MCR_OK || p->tx_phase != MCR_PHASE_SWITCHED)
+        mcr__pool_refresh(p) != MCR_OK || p->tx_phase != MCR_MIGRATION_SWITCHED)
         return mcr__get_multi(p, op, keys, lens, n, key_cb, done_cb, arg, err);
     tx_mget *m = calloc(1, sizeof(*m));
     if (m == NULL)

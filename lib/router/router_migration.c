@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* router_transition.c: a router's transition (the snapshots a resize moves keys between, its deadline), set, ended and read under its own mutex. */
+/* router_migration.c: a router's migration (the snapshots a resize moves keys between, its deadline), set, ended and read under its own mutex. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 #include "mcroute_router.h"
 #include "router_internal.h"
 
-/* ---- transitions ---- */
+/* ---- migrations ---- */
 
 static uint64_t mono_ns(void)
 {
@@ -18,7 +18,7 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Drop an expired transition; trans_mu held. 1 when one is in force. */
+/* Drop an expired migration; trans_mu held. 1 when one is in force. */
 static int transition_live(mcr_router *router, uint64_t now)
 {
     if (router->t_to == NULL)
@@ -33,19 +33,19 @@ static int transition_live(mcr_router *router, uint64_t now)
     return 1;
 }
 
-int mcr_router_set_transition(mcr_router *router, const mcr_snapshot *from,
+int mcr_router_set_migration(mcr_router *router, const mcr_snapshot *from,
                               const mcr_snapshot *to, uint64_t grace_ms, unsigned flags,
                               mcr_error *err)
 {
     if (router == NULL || from == NULL || to == NULL)
-        return mcr__error(err, MCR_ERR_INVALID, "mcr_router_set_transition: NULL argument");
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_router_set_migration: NULL argument");
     if (mcr_snapshot_epoch(to) <= mcr_snapshot_epoch(from))
         return mcr__error(err, MCR_ERR_INVALID,
-                          "a transition goes to a higher epoch: from epoch %llu to epoch %llu",
+                          "a migration goes to a higher epoch: from epoch %llu to epoch %llu",
                           (unsigned long long)mcr_snapshot_epoch(from),
                           (unsigned long long)mcr_snapshot_epoch(to));
-    if ((flags & ~(MCR_TRANSITION_WARM | MCR_TRANSITION_CLOSING)) != 0)
-        return mcr__error(err, MCR_ERR_INVALID, "unknown transition flags 0x%x", flags);
+    if ((flags & ~(MCR_MIGRATION_FLAG_WARM | MCR_MIGRATION_FLAG_CLOSING)) != 0)
+        return mcr__error(err, MCR_ERR_INVALID, "unknown migration flags 0x%x", flags);
     if (grace_ms > UINT64_MAX / 2000000u)
         grace_ms = UINT64_MAX / 2000000u;
     uint64_t now = mono_ns();
@@ -63,7 +63,7 @@ int mcr_router_set_transition(mcr_router *router, const mcr_snapshot *from,
     return MCR_OK;
 }
 
-int mcr_router_clear_transition(mcr_router *router)
+int mcr_router_clear_migration(mcr_router *router)
 {
     if (router == NULL)
         return MCR_ERR_INVALID;
@@ -81,7 +81,7 @@ int mcr_router_clear_transition(mcr_router *router)
     return MCR_OK;
 }
 
-int mcr_router_transition(mcr_router *router, mcr_transition *out)
+int mcr_router_get_migration(mcr_router *router, mcr_router_migration *out)
 {
     if (out != NULL)
         memset(out, 0, sizeof(*out));
@@ -105,7 +105,7 @@ int mcr_router_transition(mcr_router *router, mcr_transition *out)
     return MCR_OK;
 }
 
-void mcr_transition_clear(mcr_transition *t)
+void mcr_router_migration_clear(mcr_router_migration *t)
 {
     if (t == NULL)
         return;
@@ -114,28 +114,22 @@ void mcr_transition_clear(mcr_transition *t)
     memset(t, 0, sizeof(*t));
 }
 
-mcr_transition_phase mcr_transition_phase_at(const mcr_transition *t, uint64_t epoch)
+mcr_migration_phase mcr_migration_phase_at(const mcr_router_migration *t, uint64_t epoch)
 {
     if (t == NULL || t->from == NULL || t->to == NULL)
-        return MCR_PHASE_NONE;
+        return MCR_MIGRATION_NONE;
     if (epoch >= mcr_snapshot_epoch(t->to))
-        return (t->flags & MCR_TRANSITION_CLOSING) ? MCR_PHASE_CLOSING : MCR_PHASE_SWITCHED;
+        return (t->flags & MCR_MIGRATION_FLAG_CLOSING) ? MCR_MIGRATION_CLOSING : MCR_MIGRATION_SWITCHED;
     if (epoch >= mcr_snapshot_epoch(t->from))
-        return MCR_PHASE_COPYING;
-    return MCR_PHASE_NONE;
+        return MCR_MIGRATION_COPYING;
+    return MCR_MIGRATION_NONE;
 }
 
-const char *mcr_transition_phase_name(mcr_transition_phase phase)
+static const char *const phase_names[] = {"none",  "planned", "copying", "switched",
+                                          "grace", "closing", "done",    "aborted"};
+
+const char *mcr_migration_phase_name(mcr_migration_phase phase)
 {
-    switch (phase) {
-    case MCR_PHASE_NONE:
-        return "none";
-    case MCR_PHASE_COPYING:
-        return "copying";
-    case MCR_PHASE_SWITCHED:
-        return "switched";
-    case MCR_PHASE_CLOSING:
-        return "closing";
-    }
-    return "unknown";
+    return (unsigned)phase < sizeof(phase_names) / sizeof(phase_names[0]) ? phase_names[phase]
+                                                                          : "unknown";
 }
