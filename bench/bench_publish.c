@@ -142,8 +142,8 @@ static int pool_like_change(mcr_router *r, unsigned server, mcr_server_state wan
     int rc = MCR_ERR_UNKNOWN;
 
     snprintf(id, sizeof id, "10.0.%u.%u:11211", server / 250, server % 250 + 1);
-    long i = mcr_snapshot_find(cur, id);
-    if (i >= 0 && mcr_snapshot_server(cur, (size_t)i, &d) == MCR_OK) {
+    uint32_t i = mcr_snapshot_find(cur, id);
+    if (i != MCR_NO_SERVER && mcr_snapshot_server(cur, (size_t)i, &d) == MCR_OK) {
         mcr_changes *ch = mcr_changes_new();
         rc = ch == NULL ? MCR_ERR_NOMEM : mcr_changes_set_state(ch, id, want, NULL);
         if (rc == MCR_OK) {

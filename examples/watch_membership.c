@@ -165,7 +165,7 @@ static void on_publish(const mcr_snapshot *old_snap, const mcr_snapshot *new_sna
             mcr_server_desc s;
             uint32_t at = mcr_snapshot_locate(new_snap, d->keys[i], d->lens[i]);
             if (mcr_snapshot_server(new_snap, at, &s) == MCR_OK &&
-                mcr_snapshot_find(old_snap, s.id) < 0)
+                mcr_snapshot_find(old_snap, s.id) == MCR_NO_SERVER)
                 to_added++;
         }
         size_t used = 0;

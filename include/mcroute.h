@@ -140,6 +140,21 @@ MCR_EXTERN const char *mcr_strerror(int status);
  * returned status, `message` a NUL-terminated sentence naming the problem
  * (truncated to fit), `sys_errno` the errno value of an MCR_ERR_SYSTEM or
  * MCR_ERR_NOMEM that came from the system (0 for every other report). */
+/* The "none" of each index type: what a lookup answers when there is no
+ * answer. MCR_NO_SERVER for the uint32_t index of a server in a snapshot
+ * or ring (mcr_snapshot_find(), mcr_ring_find(), mcr_snapshot_ring_server(),
+ * mcr_snapshot_table_entry(), mcr_snapshot_key_slot(),
+ * mcr_router_locate_index(), which also index slots and table entries);
+ * MCR_NO_POINT for the size_t index of a continuum point
+ * (mcr_ring_find_point()); MCR_HASH_NONE (MCR_HASH_COUNT) for an mcr_hash
+ * (mcr_mode_default_hash() of an unknown mode). */
+#define MCR_NO_SERVER UINT32_MAX
+#define MCR_NO_POINT SIZE_MAX
+
+/* memcached's longest key, in bytes: the one key limit of every layer (a
+ * pool's requests with their key prefix, a migration's copies). */
+#define MCR_KEY_MAX 250u
+
 #define MCR_ERROR_MESSAGE_SIZE 256
 typedef struct mcr_error {
     int code;
@@ -192,6 +207,9 @@ typedef enum mcr_hash {
     MCR_HASH_COUNT
 } mcr_hash;
 
+/* Not a hash: the "none" of mcr_hash (see MCR_NO_SERVER). */
+#define MCR_HASH_NONE MCR_HASH_COUNT
+
 /* mcr_hash_key: the 32-bit hash `h` of `len` bytes at `data` (`data` may be
  * NULL when `len` is 0). Any byte values, any length. Returns 0 for an
  * unknown `h`. Cannot fail otherwise. Thread-safe. */
@@ -222,7 +240,7 @@ MCR_EXTERN void mcr_md5(const void *data, size_t len, unsigned char out[16]);
  * What a caller must know of them is here: the default key hash of each is
  * mcr_mode_default_hash(); in the table and score modes ("jump",
  * "rendezvous", "maglev", "slots") a ring has no continuum, so
- * mcr_ring_point_count() is 0 and mcr_ring_find_point() SIZE_MAX; the
+ * mcr_ring_point_count() is 0 and mcr_ring_find_point() MCR_NO_POINT; the
  * weight limits and refusals are given per mode below (a weight is
  * 1..MCR_WEIGHT_MAX in every mode). */
 typedef enum mcr_mode {
@@ -295,7 +313,7 @@ typedef enum mcr_mode {
      * bits); equal scores go to the larger "host:port". The key hash is not
      * used for placement (mcr_ring_hash() still gives it). No weights: a weight
      * other than 1 is refused (MCR_ERR_RANGE) when a ring or snapshot is
-     * built. mcr_ring_find() answers UINT32_MAX: a hash alone places no
+     * built. mcr_ring_find() answers MCR_NO_SERVER: a hash alone places no
      * key. */
     MCR_MODE_PYMEMCACHE = 14,
     /* "buckets": Cache::Memcached's buckets, as python-memcached and
@@ -388,7 +406,7 @@ MCR_EXTERN const char *mcr_mode_name(mcr_mode m);
  *   slots                       md5, which the mode does not use (keys are
  *                               placed by their CRC-16/XMODEM).
  *
- * MCR_HASH_COUNT (not a hash: mcr_config_set_hash refuses it) for an
+ * MCR_HASH_NONE (not a hash: mcr_config_set_hash refuses it) for an
  * unknown mode. Cannot fail otherwise. Thread-safe. */
 MCR_EXTERN mcr_hash mcr_mode_default_hash(mcr_mode m);
 
@@ -663,7 +681,7 @@ MCR_EXTERN uint32_t mcr_ring_find(const mcr_ring *ring, uint32_t hash);
 /* mcr_ring_find_point: the index (0 .. mcr_ring_point_count() - 1, as
  * mcr_ring_point() numbers them) of the point owning hash value `hash`, by the
  * rule of mcr_ring_find(): what libketama's ketama_get_server() returns.
- * SIZE_MAX for the modes without points (modula, jump, rendezvous, maglev,
+ * MCR_NO_POINT for the modes without points (modula, jump, rendezvous, maglev,
  * slots). `ring` must not be NULL (a lookup: nothing is checked).
  * Thread-safe, cannot fail. */
 MCR_EXTERN size_t mcr_ring_find_point(const mcr_ring *ring, uint32_t hash);

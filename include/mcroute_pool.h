@@ -260,8 +260,7 @@ struct event_base;
 #define MCR_POOL_VALUE_MAX (1u << 30)     /* max_value_size: 1 GiB */
 #define MCR_POOL_PREFIX_MAX 128u          /* key_prefix bytes */
 #define MCR_POOL_EPSILON_MAX 1000.0       /* bounded_epsilon */
-/* memcached's longest key, the pool's key prefix included. */
-#define MCR_KEY_MAX 250u
+/* MCR_KEY_MAX (mcroute.h): the longest key, the pool's key prefix included. */
 
 typedef enum mcr_policy {
     MCR_POLICY_FAIL_FAST = 0,

@@ -238,7 +238,7 @@ MCR_EXTERN int mcr_router_locate(mcr_router *router, const void *key, size_t len
  * *epoch: one acquire, lookup and release in one call, without the host
  * copy of mcr_router_locate(), for an application that keeps its own
  * connections by index for each epoch (and finds the epoch changed when it
- * must remap them). UINT32_MAX when the router holds no snapshot yet
+ * must remap them). MCR_NO_SERVER when the router holds no snapshot yet
  * (*epoch untouched). `router` must not be NULL (not checked); `key` may be
  * NULL only with `len` 0. Cannot fail otherwise; lock-free and never
  * blocks; the thread cache's rules and cost are acquire's. */

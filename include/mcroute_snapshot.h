@@ -166,12 +166,13 @@ MCR_EXTERN size_t mcr_snapshot_active_count(const mcr_snapshot *snap);
 MCR_EXTERN int mcr_snapshot_server(const mcr_snapshot *snap, size_t i, mcr_server_desc *out);
 
 /* mcr_snapshot_find: index of the server whose id is `id` (compared byte
- * for byte), or -1 when there is none or an argument is NULL. O(1). */
-MCR_EXTERN long mcr_snapshot_find(const mcr_snapshot *snap, const char *id);
+ * for byte), or MCR_NO_SERVER when there is none or an argument is NULL.
+ * O(1). */
+MCR_EXTERN uint32_t mcr_snapshot_find(const mcr_snapshot *snap, const char *id);
 
 /* mcr_snapshot_ring_server: the snapshot index of ring server `ring_index`
  * (a server number from mcr_ring_find(), mcr_ring_point(), ...), or
- * UINT32_MAX when it is out of range or `snap` is NULL. O(1). */
+ * MCR_NO_SERVER when it is out of range or `snap` is NULL. O(1). */
 MCR_EXTERN uint32_t mcr_snapshot_ring_server(const mcr_snapshot *snap, uint32_t ring_index);
 
 /* mcr_snapshot_zone_count: number of distinct zones among the listed
@@ -249,13 +250,13 @@ MCR_EXTERN size_t mcr_snapshot_table_size(const mcr_snapshot *snap);
  * table entry i (always ACTIVE); "slots": the owner of slot i in the slot
  * map, in any state (a slot of a DOWN server keeps its owner; lookups use
  * the fallback meanwhile, see mcr_mode(3)); "jump": the server of
- * bucket i, in any state. UINT32_MAX for NULL, an `i` out of range, or the
+ * bucket i, in any state. MCR_NO_SERVER for NULL, an `i` out of range, or the
  * other modes. O(1). Thread-safe. */
 MCR_EXTERN uint32_t mcr_snapshot_table_entry(const mcr_snapshot *snap, size_t i);
 
 /* mcr_snapshot_key_slot: in "slots" mode, the slot of `key` (`len` bytes):
  * CRC-16/XMODEM of the key (after the hash tag and key prefix rules) mod
- * the slot count. UINT32_MAX for a NULL `snap`, a NULL key with len > 0,
+ * the slot count. MCR_NO_SERVER for a NULL `snap`, a NULL key with len > 0,
  * and the other modes. Thread-safe. */
 MCR_EXTERN uint32_t mcr_snapshot_key_slot(const mcr_snapshot *snap, const void *key, size_t len);
 

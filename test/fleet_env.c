@@ -171,13 +171,13 @@ mcr_snapshot *fe_apply_add(const mcr_snapshot *snap, const char *id, int n)
 
 int fe_has(const mcr_snapshot *snap, const char *id, mcr_server_state *state, uint32_t *weight)
 {
-    long i = mcr_snapshot_find(snap, id);
+    uint32_t i = mcr_snapshot_find(snap, id);
     mcr_server_desc d;
 
-    if (i < 0)
+    if (i == MCR_NO_SERVER)
         return 0;
     if (mcr_snapshot_server(snap, (size_t)i, &d) != MCR_OK)
-        ck_abort_msg("mcr_snapshot_server(%ld) failed", i);
+        ck_abort_msg("mcr_snapshot_server(%u) failed", (unsigned)i);
     if (state != NULL)
         *state = d.state;
     if (weight != NULL)

@@ -662,8 +662,8 @@ int state_of(mcr_router *router, const char *id)
     mcr_snapshot *s = mcr_router_current(router);
     mcr_server_desc d;
     int st = -1;
-    long i = mcr_snapshot_find(s, id);
-    if (i >= 0 && mcr_snapshot_server(s, (size_t)i, &d) == MCR_OK)
+    uint32_t i = mcr_snapshot_find(s, id);
+    if (i != MCR_NO_SERVER && mcr_snapshot_server(s, (size_t)i, &d) == MCR_OK)
         st = (int)d.state;
     mcr_snapshot_unref(s);
     return st;
@@ -674,8 +674,8 @@ int published_state_of(mcr_router *router, const char *id)
     mcr_snapshot *s = mcr_router_published(router);
     mcr_server_desc d;
     int st = -1;
-    long i = mcr_snapshot_find(s, id);
-    if (i >= 0 && mcr_snapshot_server(s, (size_t)i, &d) == MCR_OK)
+    uint32_t i = mcr_snapshot_find(s, id);
+    if (i != MCR_NO_SERVER && mcr_snapshot_server(s, (size_t)i, &d) == MCR_OK)
         st = (int)d.state;
     mcr_snapshot_unref(s);
     return st;

@@ -290,8 +290,8 @@ static void check_diff(const mcr_snapshot *a, const mcr_snapshot *b, const mcr_d
         EXPECT_INT(mcr_diff_pair_get(d, i, &p), ==, MCR_OK);
         EXPECT(p.fraction > 0 && p.fraction <= 1);
         EXPECT_STR(p.from, !=, p.to);
-        EXPECT(mcr_snapshot_find(a, p.from) >= 0);
-        EXPECT(mcr_snapshot_find(b, p.to) >= 0);
+        EXPECT(mcr_snapshot_find(a, p.from) != MCR_NO_SERVER);
+        EXPECT(mcr_snapshot_find(b, p.to) != MCR_NO_SERVER);
         if (i > 0) {
             EXPECT(prev.fraction >= p.fraction);
             if (prev.fraction == p.fraction) {

@@ -48,7 +48,7 @@ static void get_on(env *e, int s)
 {
     char key[32];
     mcr_snapshot *snap = mcr_router_published(e->router);
-    long want = mcr_snapshot_find(snap, e->ids[s]);
+    uint32_t want = mcr_snapshot_find(snap, e->ids[s]);
     ck_assert_int_ge(want, 0);
     for (int i = 0;; i++) {
         int n = snprintf(key, sizeof(key), "k%d", i);
@@ -81,7 +81,7 @@ static int run_until(env *e, int (*pred)(env *))
 static mcr_server_state state_in(const mcr_snapshot *s, const char *id)
 {
     mcr_server_desc d;
-    long i = mcr_snapshot_find(s, id);
+    uint32_t i = mcr_snapshot_find(s, id);
     ck_assert_int_ge(i, 0);
     ck_assert_int_eq(mcr_snapshot_server(s, (size_t)i, &d), MCR_OK);
     return d.state;

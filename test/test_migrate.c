@@ -468,7 +468,7 @@ static void delete_some(const mcr_migrate_progress *p, void *arg)
         return;
     snprintf(sc->last, sizeof(sc->last), "%s", p->server);
     rs_proc *src = proc_of(sc->c, p->server);
-    long s = mcr_snapshot_find(sc->from, p->server);
+    uint32_t s = mcr_snapshot_find(sc->from, p->server);
     char key[32], line[64], reply[64];
     int done = 0;
     /* from the end: test_skips writes newer values for the first ones */

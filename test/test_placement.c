@@ -62,13 +62,13 @@ START_TEST(vectors_crc16_slots)
         EXPECT_MSG(mcr_snapshot_key_slot(s, k, strlen(k)) == want, "%s: slot %u, want %u", k,
                    mcr_snapshot_key_slot(s, k, strlen(k)), want);
     }
-    EXPECT_UINT(mcr_snapshot_key_slot(NULL, "a", 1), ==, UINT32_MAX);
+    EXPECT_UINT(mcr_snapshot_key_slot(NULL, "a", 1), ==, MCR_NO_SERVER);
     mcr_snapshot_unref(s);
     plain_pool(&p, MCR_MODE_STABLE_KETAMA, 3, 1);
     s = snap_of(&p);
-    EXPECT_UINT(mcr_snapshot_key_slot(s, "a", 1), ==, UINT32_MAX);
+    EXPECT_UINT(mcr_snapshot_key_slot(s, "a", 1), ==, MCR_NO_SERVER);
     EXPECT_UINT(mcr_snapshot_table_size(s), ==, 0);
-    EXPECT_UINT(mcr_snapshot_table_entry(s, 0), ==, UINT32_MAX);
+    EXPECT_UINT(mcr_snapshot_table_entry(s, 0), ==, MCR_NO_SERVER);
     mcr_snapshot_unref(s);
 }
 END_TEST
@@ -123,7 +123,7 @@ START_TEST(vectors_jump)
     }
     for (uint32_t b = 0; b < 37; b++)
         EXPECT_UINT(mcr_snapshot_table_entry(s, b), ==, b);
-    EXPECT_UINT(mcr_snapshot_table_entry(s, 37), ==, UINT32_MAX);
+    EXPECT_UINT(mcr_snapshot_table_entry(s, 37), ==, MCR_NO_SERVER);
     mcr_snapshot_unref(s);
 }
 END_TEST

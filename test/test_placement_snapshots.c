@@ -303,7 +303,7 @@ START_TEST(slots_moves_and_plan)
     spec e;
     new_spec(&e, 1, NULL);
     mcr_snapshot *s1 = with_change(s0, &e, NULL, 0);
-    long ei = mcr_snapshot_find(s1, e.id);
+    uint32_t ei = mcr_snapshot_find(s1, e.id);
     EXPECT(ei == 4);
     for (uint32_t sl = 0; sl < 16384; sl++)
         EXPECT_UINT(mcr_snapshot_table_entry(s1, sl), ==, sl / 4096);

@@ -285,8 +285,8 @@ static void pub_hook(const mcr_snapshot *old_snap, const mcr_snapshot *new_snap,
     (void)diff;
     l->publishes++;
     l->last_epoch = mcr_snapshot_epoch(new_snap);
-    long i = mcr_snapshot_find(old_snap, l->id), j = mcr_snapshot_find(new_snap, l->id);
-    if (i < 0 || j < 0 || mcr_snapshot_server(old_snap, (size_t)i, &a) != MCR_OK ||
+    uint32_t i = mcr_snapshot_find(old_snap, l->id), j = mcr_snapshot_find(new_snap, l->id);
+    if (i == MCR_NO_SERVER || j == MCR_NO_SERVER || mcr_snapshot_server(old_snap, (size_t)i, &a) != MCR_OK ||
         mcr_snapshot_server(new_snap, (size_t)j, &b) != MCR_OK)
         return;
     if (a.state != MCR_STATE_DOWN && b.state == MCR_STATE_DOWN && l->down < 8)

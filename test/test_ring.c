@@ -308,7 +308,7 @@ START_TEST(modula_and_single_server)
                           mcr_hash_key(MCR_HASH_CRC, k, strlen(k)) % 5);
     }
     ck_assert_int_eq(mcr_ring_point(ring, 0, NULL, NULL), MCR_ERR_INVALID);
-    ck_assert_uint_eq(mcr_ring_find_point(ring, 123), SIZE_MAX);
+    ck_assert_uint_eq(mcr_ring_find_point(ring, 123), MCR_NO_POINT);
     mcr_ring_free(ring);
     mcr_config_free(cfg);
 

@@ -400,8 +400,8 @@ static void *blocking_publisher(void *arg)
 static mcr_server_desc find_server_in(const mcr_snapshot *s, const char *id)
 {
     mcr_server_desc d;
-    long at = mcr_snapshot_find(s, id);
-    if (at < 0 || mcr_snapshot_server(s, (size_t)at, &d) != MCR_OK)
+    uint32_t at = mcr_snapshot_find(s, id);
+    if (at == MCR_NO_SERVER || mcr_snapshot_server(s, (size_t)at, &d) != MCR_OK)
         memset(&d, 0, sizeof d);
     return d;
 }
@@ -878,7 +878,7 @@ START_TEST(locate_index_agrees)
     unsigned char key[251];
     unsigned differ = 0;
 
-    ck_assert_uint_eq(mcr_router_locate_index(r, "k", 1, &e), UINT32_MAX);
+    ck_assert_uint_eq(mcr_router_locate_index(r, "k", 1, &e), MCR_NO_SERVER);
     ck_assert_uint_eq(e, 99); /* untouched */
     ck_assert_int_eq(mcr_router_publish(r, s1, NULL), MCR_OK);
     ck_assert_uint_eq(mcr_router_locate_index(r, NULL, 0, &e), mcr_snapshot_locate(s1, "", 0));

@@ -21,8 +21,8 @@
 static int state_in(const mcr_snapshot *s, const char *id)
 {
     mcr_server_desc d;
-    long i = mcr_snapshot_find(s, id);
-    if (i < 0 || mcr_snapshot_server(s, (size_t)i, &d) != MCR_OK)
+    uint32_t i = mcr_snapshot_find(s, id);
+    if (i == MCR_NO_SERVER || mcr_snapshot_server(s, (size_t)i, &d) != MCR_OK)
         return -1;
     return (int)d.state;
 }

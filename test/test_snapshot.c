@@ -85,10 +85,10 @@ START_TEST(basics)
     ck_assert_int_eq(mcr_snapshot_server(s, 2, &d), MCR_OK);
     ck_assert_str_eq(d.id, "[::1]:11211");
     ck_assert_int_eq(mcr_snapshot_server(s, 5, &d), MCR_ERR_INVALID);
-    ck_assert_int_eq(mcr_snapshot_find(s, "alpha"), 0);
-    ck_assert_int_eq(mcr_snapshot_find(s, "[::1]:11211"), 2);
-    ck_assert_int_eq(mcr_snapshot_find(s, "10.0.0.1:11211"), -1);
-    ck_assert_int_eq(mcr_snapshot_find(s, NULL), -1);
+    ck_assert_uint_eq(mcr_snapshot_find(s, "alpha"), 0);
+    ck_assert_uint_eq(mcr_snapshot_find(s, "[::1]:11211"), 2);
+    ck_assert_uint_eq(mcr_snapshot_find(s, "10.0.0.1:11211"), MCR_NO_SERVER);
+    ck_assert_uint_eq(mcr_snapshot_find(s, NULL), MCR_NO_SERVER);
     ck_assert_uint_eq(mcr_snapshot_zone_count(s), 2);
     ck_assert_uint_eq(mcr_snapshot_server_zone(s, 0), 1);
     ck_assert_uint_eq(mcr_snapshot_server_zone(s, 1), 0);
@@ -96,7 +96,7 @@ START_TEST(basics)
     ck_assert_uint_eq(mcr_snapshot_server_zone(s, 4), 1);
     ck_assert_uint_eq(mcr_snapshot_server_zone(s, 99), 0);
     ck_assert_uint_eq(mcr_snapshot_ring_server(s, 4), 4);
-    ck_assert_uint_eq(mcr_snapshot_ring_server(s, 5), UINT32_MAX);
+    ck_assert_uint_eq(mcr_snapshot_ring_server(s, 5), MCR_NO_SERVER);
 
     /* Same continuum as the ring of the same config. */
     mcr_ring *ring;
@@ -759,7 +759,7 @@ START_TEST(states)
     ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
     mcr_snapshot *s4 = apply_ok(s3, ch);
     assert_same_points(s3, s4);
-    ck_assert_int_eq(mcr_snapshot_find(s4, "late"), 10);
+    ck_assert_uint_eq(mcr_snapshot_find(s4, "late"), 10);
     ck_assert_uint_eq(mcr_snapshot_server_zone(s4, 10), mcr_snapshot_zone_count(s4));
     mcr_changes_clear(ch);
     ck_assert_int_eq(mcr_changes_set_state(ch, "late", MCR_STATE_ACTIVE, &err), MCR_OK);

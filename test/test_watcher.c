@@ -111,8 +111,8 @@ static const mcr_watch_options fast = {.poll_ms = 10, .settle_ms = 60};
 static mcr_server_desc find_server(const mcr_snapshot *s, const char *id)
 {
     mcr_server_desc d;
-    long at = mcr_snapshot_find(s, id);
-    ck_assert_msg(at >= 0, "no server %s", id);
+    uint32_t at = mcr_snapshot_find(s, id);
+    ck_assert_msg(at != MCR_NO_SERVER, "no server %s", id);
     ck_assert_int_eq(mcr_snapshot_server(s, (size_t)at, &d), MCR_OK);
     return d;
 }
@@ -205,7 +205,7 @@ START_TEST(watch_server_file)
     s = mcr_router_current(r);
     ck_assert_uint_eq(mcr_snapshot_epoch(s), 3);
     ck_assert_uint_eq(mcr_snapshot_server_count(s), 4);
-    ck_assert_int_lt(mcr_snapshot_find(s, "10.0.0.4:11213"), 0);
+    ck_assert_uint_eq(mcr_snapshot_find(s, "10.0.0.4:11213"), MCR_NO_SERVER);
     ck_assert_str_eq(find_server(s, "cache-b").host, "10.0.0.3");
     ck_assert_uint_eq(find_server(s, "10.0.0.1:11211").weight, 3);
     ck_assert_int_eq(find_server(s, "[::1]:11212").state, MCR_STATE_DRAINING);

@@ -958,7 +958,7 @@ int cli_cmd_probe(int argc, char **argv)
     for (size_t i = 0; i < nsnap + nprev; i++) {
         mcr_server_desc d;
         mcr_snapshot_server(i < nsnap ? c.snap : c.prev, i < nsnap ? i : i - nsnap, &d);
-        if (i >= nsnap && mcr_snapshot_find(c.snap, d.id) >= 0)
+        if (i >= nsnap && mcr_snapshot_find(c.snap, d.id) != MCR_NO_SERVER)
             continue;
         ids[ns] = strdup(d.id);
         if (ids[ns++] == NULL)

@@ -551,7 +551,7 @@ void sim_run_mode(const sim_opts *o, const workload *w, const server_list *befor
                  mcr_snapshot_server_count(after_base));
     locate_all(before, w, own_before);
     locate_all(after, w, own_after);
-    long *map = cli_xcalloc(nb, sizeof(*map));
+    uint32_t *map = cli_xcalloc(nb, sizeof(*map));
     for (size_t i = 0; i < nb; i++) {
         mcr_server_desc d;
         mcr_snapshot_server(before, i, &d);
@@ -568,18 +568,18 @@ void sim_run_mode(const sim_opts *o, const workload *w, const server_list *befor
     for (size_t j = 0; j < na; j++)
         rises[j] = ea[j] > 0; /* a server new to the list rises from 0 */
     for (size_t i = 0; i < nb; i++) {
-        double later = map[i] >= 0 ? ea[map[i]] : 0;
+        double later = map[i] != MCR_NO_SERVER ? ea[map[i]] : 0;
         falls[i] = eb[i] > later;
         if (falls[i])
             ideal += eb[i] - later;
-        if (map[i] >= 0)
+        if (map[i] != MCR_NO_SERVER)
             rises[map[i]] = later > eb[i];
     }
     r->ideal = ideal;
 
     double mk = 0, mb = 0, mr = 0, stray = 0;
     for (size_t i = 0; i < w->n; i++)
-        if (map[own_before[i]] != (long)own_after[i]) {
+        if (map[own_before[i]] != own_after[i]) {
             mk += 1;
             mb += w->size[i];
             mr += w->qps[i];

@@ -230,8 +230,8 @@ static int kept_as_is(const mcr_snapshot *from, size_t i, const mcr_snapshot *to
     mcr_server_desc a, b;
     if (mcr_snapshot_server(from, i, &a) != MCR_OK)
         return 0;
-    long j = mcr_snapshot_find(to, a.id);
-    if (j < 0 || mcr_snapshot_server(to, (size_t)j, &b) != MCR_OK)
+    uint32_t j = mcr_snapshot_find(to, a.id);
+    if (j == MCR_NO_SERVER || mcr_snapshot_server(to, (size_t)j, &b) != MCR_OK)
         return 0;
     return b.state == MCR_STATE_ACTIVE && b.port == a.port && strcmp(a.host, b.host) == 0;
 }
@@ -264,8 +264,8 @@ static int find_sources(engine *e, uint32_t **idx, mcr_error *err)
             mcr_diff_pair pr;
             if (mcr_diff_pair_get(d, p, &pr) != MCR_OK)
                 continue;
-            long i = mcr_snapshot_find(e->from, pr.from);
-            if (i >= 0)
+            uint32_t i = mcr_snapshot_find(e->from, pr.from);
+            if (i != MCR_NO_SERVER)
                 lose[i] = 1;
         }
         mcr_diff_free(d);

@@ -50,7 +50,7 @@ static int hexval(char c)
     return -1;
 }
 
-/* URL-decode n bytes of s into out (MCR__MD_KEY_MAX bytes at most). */
+/* URL-decode n bytes of s into out (MCR_KEY_MAX bytes at most). */
 static int decode_key(const char *s, size_t n, mcr__md_item *out, char *why, size_t cap)
 {
     size_t k = 0;
@@ -66,7 +66,7 @@ static int decode_key(const char *s, size_t n, mcr__md_item *out, char *why, siz
         } else if (c <= 0x20 || c == 0x7f) {
             return why_is(why, cap, "%s", "a space or control byte in the encoded key");
         }
-        if (k == MCR__MD_KEY_MAX)
+        if (k == MCR_KEY_MAX)
             return why_is(why, cap, "%s", "the key is longer than 250 bytes once decoded");
         out->key[k++] = (char)c;
     }

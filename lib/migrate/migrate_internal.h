@@ -11,8 +11,6 @@
 
 /* ---- one metadump line (metadump.c, a leaf) ---- */
 
-/* memcached's longest key. */
-#define MCR__MD_KEY_MAX 250
 /* The longest metadump line accepted (without its newline): a key of 250
  * bytes, each encoded as %XX, and the other fields take under 1 KiB; more
  * is not memcached's output. */
@@ -23,7 +21,7 @@
  * (memcached's crawler.c, crawler_metadump_eval; exp and la are Unix
  * times, exp -1 for an item that never expires). */
 typedef struct mcr__md_item {
-    char key[MCR__MD_KEY_MAX + 1]; /* decoded, NUL-terminated (may hold NULs) */
+    char key[MCR_KEY_MAX + 1]; /* decoded, NUL-terminated (may hold NULs) */
     size_t key_len;
     int64_t exp;       /* -1: never; else a Unix time, > 0 */
     uint64_t la;       /* last access, Unix time */

@@ -142,8 +142,8 @@ static int read_dest(const mcr__room *r, size_t j, counters *out)
 static int active_before(const mcr_snapshot *from, const mcr_server_desc *b)
 {
     mcr_server_desc a;
-    long i = mcr_snapshot_find(from, b->id);
-    return i >= 0 && mcr_snapshot_server(from, (size_t)i, &a) == MCR_OK &&
+    uint32_t i = mcr_snapshot_find(from, b->id);
+    return i != MCR_NO_SERVER && mcr_snapshot_server(from, (size_t)i, &a) == MCR_OK &&
            a.state == MCR_STATE_ACTIVE && a.port == b->port && strcmp(a.host, b->host) == 0;
 }
 
@@ -174,8 +174,9 @@ int mcr__room_open(const mcr_snapshot *from, const mcr_snapshot *to, unsigned ti
     if (rc == MCR_OK) {
         for (size_t p = 0; p < mcr_diff_pair_count(diff); p++) {
             mcr_diff_pair pr;
-            long j = mcr_diff_pair_get(diff, p, &pr) == MCR_OK ? mcr_snapshot_find(to, pr.to) : -1;
-            if (j >= 0)
+            uint32_t j = mcr_diff_pair_get(diff, p, &pr) == MCR_OK ? mcr_snapshot_find(to, pr.to)
+                                                                   : MCR_NO_SERVER;
+            if (j != MCR_NO_SERVER)
                 d[j].wanted = 1;
         }
         mcr_diff_free(diff);

@@ -317,15 +317,16 @@ int mcr__verify_new_owners(const mcr__verify_ctx *c, uint64_t *verified, uint64_
         mcr_server_desc d, f;
         if (mcr_snapshot_server(c->to, j, &d) != MCR_OK || d.state != MCR_STATE_ACTIVE)
             continue;
-        long i = mcr_snapshot_find(c->from, d.id);
-        gain[j] = drc0 != MCR_OK || i < 0 ||
+        uint32_t i = mcr_snapshot_find(c->from, d.id);
+        gain[j] = drc0 != MCR_OK || i == MCR_NO_SERVER ||
                   mcr_snapshot_server(c->from, (size_t)i, &f) != MCR_OK ||
                   f.state != MCR_STATE_ACTIVE || f.port != d.port || strcmp(f.host, d.host) != 0;
     }
     for (size_t k = 0; drc0 == MCR_OK && k < mcr_diff_pair_count(diff); k++) {
         mcr_diff_pair pr;
-        long j = mcr_diff_pair_get(diff, k, &pr) == MCR_OK ? mcr_snapshot_find(c->to, pr.to) : -1;
-        if (j >= 0)
+        uint32_t j = mcr_diff_pair_get(diff, k, &pr) == MCR_OK ? mcr_snapshot_find(c->to, pr.to)
+                                                               : MCR_NO_SERVER;
+        if (j != MCR_NO_SERVER)
             gain[j] = 1;
     }
     mcr_diff_free(diff);

@@ -45,7 +45,7 @@ static mcr__pool_server *moved_other(mcr_pool *p, const void *key, size_t len)
         return NULL;
     if (p->tx_deadline_ns != 0 && mcr__now_ns() >= p->tx_deadline_ns)
         return NULL;
-    if (!mcr__proto_key_ok(key, len, MCR__KEY_MAX - p->prefix_len))
+    if (!mcr__proto_key_ok(key, len, MCR_KEY_MAX - p->prefix_len))
         return NULL;
     mcr__pool_server *c = p->by_index[mcr_snapshot_locate(p->snap, key, len)];
     mcr__pool_server *o = p->tx_by[mcr_snapshot_locate(p->tx_other, key, len)];

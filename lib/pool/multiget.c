@@ -109,7 +109,7 @@ int mcr__get_multi(mcr_pool *p, mcr_op op, const void *const *keys, const size_t
     size_t nvalid = 0;
     for (size_t i = 0; i < n; i++) {
         valid[i] = keys[i] != NULL &&
-                   mcr__proto_key_ok(keys[i], lens[i], MCR__KEY_MAX - p->prefix_len);
+                   mcr__proto_key_ok(keys[i], lens[i], MCR_KEY_MAX - p->prefix_len);
         if (valid[i] && batch) {
             vkeys[nvalid] = keys[i];
             vlens[nvalid++] = lens[i];

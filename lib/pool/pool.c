@@ -185,8 +185,8 @@ int mcr__pool_refresh_slow(mcr_pool *p)
         mcr_snapshot_server(snap, i, &d);
         mcr__pool_server *s = NULL;
         if (p->snap != NULL) {
-            long oi = mcr_snapshot_find(p->snap, d.id);
-            if (oi >= 0 && (size_t)oi < p->nby) {
+            uint32_t oi = mcr_snapshot_find(p->snap, d.id);
+            if (oi != MCR_NO_SERVER && (size_t)oi < p->nby) {
                 mcr__pool_server *o = p->by_index[oi];
                 if (o != NULL && !o->retired && o->port == d.port && strcmp(o->host, d.host) == 0)
                     s = o;

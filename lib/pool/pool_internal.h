@@ -45,7 +45,6 @@
 #include "proto.h"
 
 /* memcached's key limit, prefix included (KEY_MAX_LENGTH in memcached). */
-#define MCR__KEY_MAX MCR_KEY_MAX
 #define MCR__HIST_SUB 16
 #define MCR__HIST_BUCKETS (64 * MCR__HIST_SUB)
 #define MCR__MSG_SIZE 160

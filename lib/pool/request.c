@@ -6,11 +6,11 @@
 
 /* ------------------------------------------------------------ requests */
 
-/* Small blocks: a request with one key of up to MCR__KEY_MAX bytes and its
+/* Small blocks: a request with one key of up to MCR_KEY_MAX bytes and its
  * user index. A pool keeps up to REUSE_MAX of them for its next requests:
  * malloc's per-thread cache holds only a few blocks of a size, and a loop
  * pass that ends a hundred requests overflows it. */
-#define SMALL_KEYBYTES MCR__KEY_MAX
+#define SMALL_KEYBYTES MCR_KEY_MAX
 #define SMALL_SIZE                                                                                 \
     (sizeof(mcr__pool_req) + sizeof(char *) + 2 * sizeof(size_t) + sizeof(uint32_t) +         \
      SMALL_KEYBYTES)

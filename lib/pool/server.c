@@ -131,10 +131,10 @@ int mcr__server_overlay(mcr_pool *p, mcr__pool_server *s, int down)
     mcr_snapshot *pub = mcr_router_published(p->router);
     if (pub == NULL)
         return MCR_ERR_EMPTY;
-    long i = mcr_snapshot_find(pub, s->id);
+    uint32_t i = mcr_snapshot_find(pub, s->id);
     mcr_server_desc d;
     rc = MCR_ERR_UNKNOWN;
-    if (i >= 0 && mcr_snapshot_server(pub, (size_t)i, &d) == MCR_OK && d.port == s->port &&
+    if (i != MCR_NO_SERVER && mcr_snapshot_server(pub, (size_t)i, &d) == MCR_OK && d.port == s->port &&
         strcmp(d.host, s->host) == 0) {
         if (d.state == MCR_STATE_DRAINING ||
             (mcr_router_local_state(p->router, s->id, &st, NULL) == MCR_OK &&

@@ -61,13 +61,13 @@ mcr__pool_server *mcr__route_key(mcr_pool *p, mcr_op op, const void *key, size_t
 /* A server of the current snapshot, else of the migration's other one. */
 static mcr__pool_server *server_by_id(mcr_pool *p, const char *id)
 {
-    long i = mcr_snapshot_find(p->snap, id);
-    if (i >= 0 && (size_t)i < p->nby)
+    uint32_t i = mcr_snapshot_find(p->snap, id);
+    if (i != MCR_NO_SERVER && (size_t)i < p->nby)
         return p->by_index[i];
     if (p->tx_other == NULL)
         return NULL;
     i = mcr_snapshot_find(p->tx_other, id);
-    return i < 0 || (size_t)i >= p->ntx_by ? NULL : p->tx_by[i];
+    return i == MCR_NO_SERVER || (size_t)i >= p->ntx_by ? NULL : p->tx_by[i];
 }
 
 static int check_request(mcr_pool *p, const mcr_request *q, mcr_error *err)
@@ -81,19 +81,19 @@ static int check_request(mcr_pool *p, const mcr_request *q, mcr_error *err)
         if (q->server == NULL)
             return mcr__pool_fail(err, MCR_ERR_INVALID, "%s needs a server id", mcr_op_name(q->op));
         if (q->op == MCR_OP_STATS && q->key_len > 0 &&
-            (q->key == NULL || !mcr__proto_key_ok(q->key, q->key_len, MCR__KEY_MAX)))
+            (q->key == NULL || !mcr__proto_key_ok(q->key, q->key_len, MCR_KEY_MAX)))
             return mcr__pool_fail(err, MCR_ERR_KEY,
                                   "stats group must be 1..250 bytes without space or control byte");
         return MCR_OK;
     }
     if (q->key == NULL && q->key_len > 0)
         return mcr__pool_fail(err, MCR_ERR_INVALID, "NULL key");
-    if (!mcr__proto_key_ok(q->key, q->key_len, MCR__KEY_MAX - p->prefix_len)) {
+    if (!mcr__proto_key_ok(q->key, q->key_len, MCR_KEY_MAX - p->prefix_len)) {
         char qb[80];
         return mcr__pool_fail(err, MCR_ERR_KEY,
                               "key \"%s\" is not 1..%zu bytes without space or control byte",
                               mcr__quote(qb, sizeof(qb), q->key ? q->key : "", q->key_len),
-                              (size_t)MCR__KEY_MAX - p->prefix_len);
+                              (size_t)MCR_KEY_MAX - p->prefix_len);
     }
     if (mcr__is_store_op(q->op)) {
         if (q->value == NULL && q->value_len > 0)

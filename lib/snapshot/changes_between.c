@@ -63,10 +63,10 @@ int mcr_changes_between(const mcr_snapshot *base, const mcr_snapshot *file, unsi
     qsort(addrs, nb, sizeof *addrs, cmp_addr);
 
     for (size_t i = 0; i < nf; i++) {
-        long at;
+        uint32_t at;
         mcr_snapshot_server(file, i, &f);
         at = mcr_snapshot_find(base, f.id);
-        if (at >= 0) {
+        if (at != MCR_NO_SERVER) {
             kept[at] = 1;
             mcr_snapshot_server(base, (size_t)at, &d);
             what[i] = strcmp(d.host, f.host) == 0 && d.port == f.port && zone_eq(d.zone, f.zone)
@@ -94,12 +94,12 @@ int mcr_changes_between(const mcr_snapshot *base, const mcr_snapshot *file, unsi
         }
     for (size_t i = 0; i < nf && rc == MCR_OK; i++)
         if (what[i] == READD) {
-            long at;
+            uint32_t at;
             mcr_snapshot_server(file, i, &f);
             if (!states)
                 f.state = MCR_STATE_ACTIVE;
             at = mcr_snapshot_find(base, f.id);
-            if (at >= 0) { /* moved: it keeps its state (unless told) */
+            if (at != MCR_NO_SERVER) { /* moved: it keeps its state (unless told) */
                 mcr_snapshot_server(base, (size_t)at, &d);
                 if (!states)
                     f.state = d.state;

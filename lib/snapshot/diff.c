@@ -17,7 +17,7 @@
  * beyond this the diff is refused rather than take seconds. */
 #define MIXED_WORK_MAX ((uint64_t)1 << 26)
 /* Marks "no server" in the old -> new index map. */
-#define NONE UINT32_MAX
+#define NONE MCR_NO_SERVER
 /* "slots": the CRC-16 values a key can have. */
 #define CRC_SPACE 65536.0
 /* The model diffs ("jump", "rendezvous") list every (from, to) pair with a
@@ -164,8 +164,8 @@ static int owner_keys(side *s, const mcr_snapshot *snap, const mcr_snapshot *new
             s->owner[r] = i;
             continue;
         }
-        long k = mcr_snapshot_find(new_snap, d.id);
-        s->owner[r] = k >= 0 ? (uint32_t)k : (uint32_t)(new_count + i);
+        uint32_t k = mcr_snapshot_find(new_snap, d.id);
+        s->owner[r] = k != MCR_NO_SERVER ? (uint32_t)k : (uint32_t)(new_count + i);
     }
     return MCR_OK;
 }
@@ -833,9 +833,10 @@ static int index_map(mcr_diff *d, const mcr_snapshot *old, const mcr_snapshot *n
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu servers", n);
     for (size_t i = 0; i < n; i++) {
         mcr_server_desc s;
-        long k = mcr_snapshot_server(old, i, &s) == MCR_OK ? mcr_snapshot_find(new_snap, s.id)
-                                                           : -1;
-        d->old_to_new[i] = k >= 0 ? (uint32_t)k : NONE;
+        uint32_t k = mcr_snapshot_server(old, i, &s) == MCR_OK
+                         ? mcr_snapshot_find(new_snap, s.id)
+                         : MCR_NO_SERVER;
+        d->old_to_new[i] = k;
     }
     return MCR_OK;
 }

@@ -102,13 +102,13 @@ int mcr__overlay_set(mcr__overlay *ov, const mcr_snapshot *base, const char *id,
                      mcr_server_state st, mcr_error *err)
 {
     char q[80];
-    long bi = mcr_snapshot_find(base, id);
+    uint32_t bi = mcr_snapshot_find(base, id);
     long k;
 
     if (!mcr__state_valid(st))
         return mcr__error(err, MCR_ERR_INVALID, "local state of \"%s\": %d is not a server state",
                           mcr__quote(q, sizeof(q), id, strlen(id)), (int)st);
-    if (bi < 0)
+    if (bi == MCR_NO_SERVER)
         return mcr__error(err, MCR_ERR_UNKNOWN,
                           "local state of \"%s\": the published snapshot (epoch %llu) has no "
                           "server with this id",
@@ -161,8 +161,8 @@ void mcr__overlay_resolve(mcr__overlay *ov, const mcr_snapshot *base)
     if (ov == NULL)
         return;
     for (size_t i = 0; i < ov->n; i++) {
-        long bi = mcr_snapshot_find(base, ov->v[i].id);
-        if (bi < 0 || !same_address(&base->servers[bi], &ov->v[i])) {
+        uint32_t bi = mcr_snapshot_find(base, ov->v[i].id);
+        if (bi == MCR_NO_SERVER || !same_address(&base->servers[bi], &ov->v[i])) {
             override_free(&ov->v[i]);
             continue;
         }
@@ -209,8 +209,8 @@ bool mcr__overlay_same_effect(const mcr__overlay *a, const mcr__overlay *b,
     for (int side = 0; side < 2; side++) {
         const mcr__overlay *ov = both[side];
         for (size_t i = 0; ov != NULL && i < ov->n; i++) {
-            long bi = mcr_snapshot_find(base, ov->v[i].id);
-            if (bi < 0)
+            uint32_t bi = mcr_snapshot_find(base, ov->v[i].id);
+            if (bi == MCR_NO_SERVER)
                 return false; /* not resolved against base: cannot say */
             if (state_under(a, base, (size_t)bi) != state_under(b, base, (size_t)bi))
                 return false;
@@ -227,8 +227,8 @@ int mcr__overlay_effective(const mcr__overlay *ov, const mcr_snapshot *base, mcr
 
     for (size_t i = 0; ov != NULL && i < ov->n && rc == MCR_OK; i++) {
         const mcr__override *o = &ov->v[i];
-        long bi = mcr_snapshot_find(base, o->id);
-        if (!o->applied || bi < 0 || base->servers[bi].state == o->state)
+        uint32_t bi = mcr_snapshot_find(base, o->id);
+        if (!o->applied || bi == MCR_NO_SERVER || base->servers[bi].state == o->state)
             continue;
         if (ch == NULL && (ch = mcr_changes_new()) == NULL)
             return mcr__error(err, MCR_ERR_NOMEM, "out of memory applying the local overlay");

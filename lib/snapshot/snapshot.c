@@ -786,17 +786,17 @@ int mcr_snapshot_server(const mcr_snapshot *s, size_t i, mcr_server_desc *out)
     return MCR_OK;
 }
 
-long mcr_snapshot_find(const mcr_snapshot *s, const char *id)
+uint32_t mcr_snapshot_find(const mcr_snapshot *s, const char *id)
 {
     if (s == NULL || id == NULL)
-        return -1;
+        return MCR_NO_SERVER;
     size_t mask = s->idmap_mask;
     for (size_t j = (size_t)mcr__str_hash(id, strlen(id), MCR__FNV_OFFSET) & mask;; j = (j + 1) & mask) {
         uint32_t x = s->idmap[j];
         if (x == 0)
-            return -1;
+            return MCR_NO_SERVER;
         if (strcmp(s->servers[x - 1].id, id) == 0)
-            return (long)x - 1;
+            return x - 1;
     }
 }
 

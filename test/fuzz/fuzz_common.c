@@ -220,8 +220,8 @@ void fuzz_check_snapshot(const mcr_snapshot *snap, const uint8_t *data, size_t s
         mcr_server_desc d;
         FUZZ_CHECK(mcr_snapshot_server(snap, i, &d) == MCR_OK, "server %zu of %zu", i, ns);
         FUZZ_CHECK(d.id != NULL && d.id[0] != '\0', "server %zu without an id", i);
-        FUZZ_CHECK(mcr_snapshot_find(snap, d.id) == (long)i, "id \"%s\" found at %ld, not %zu",
-                   d.id, mcr_snapshot_find(snap, d.id), i);
+        FUZZ_CHECK(mcr_snapshot_find(snap, d.id) == (uint32_t)i, "id \"%s\" found at %u, not %zu",
+                   d.id, (unsigned)mcr_snapshot_find(snap, d.id), i);
         FUZZ_CHECK(d.zone == NULL || d.zone[0] != '\0', "server %zu: empty zone not NULL", i);
         FUZZ_CHECK(mcr_snapshot_server_zone(snap, i) <= nz, "server %zu zone %u of %zu", i,
                    (unsigned)mcr_snapshot_server_zone(snap, i), nz);
