@@ -24,13 +24,11 @@
  * mode. The keys are the ones B moves (their owner in A differs from their
  * owner in B: about a fifth of the candidates, all to the fifth server),
  * found before anything is timed. Every case runs on these same keys and
- * servers, in one process and one thread, with three pools on one
+ * servers, in one process and one thread, with two pools on one
  * event_base, each on a router whose current snapshot is B:
  *
  *   plain   a router without a migration;
- *   tx      a router holding the migration A -> B, switched (epoch 2),
- *           without MCR_MIGRATION_FLAG_WARM;
- *   warm    the same migration with MCR_MIGRATION_FLAG_WARM.
+ *   tx      a router holding the migration A -> B, switched (epoch 2).
  *
  * The cases (lib/pool/migration.c says what the pool does):
  *
@@ -43,10 +41,6 @@
  *                      owner (untimed, before the pass): a miss there,
  *                      then a meta get at the owner in A, a hit with
  *                      via_previous: two round trips, one after the other.
- *   get_fallback_warm  (c') as (c) through `warm` (MCR_MIGRATION_FLAG_WARM):
- *                      since the flag has no effect (nothing read at an
- *                      old owner is written to the new one), the same
- *                      work as (c); kept to show that it costs nothing.
  *   get_miss_then_old  the reference for (c): what a client does by hand
  *                      without a migration, through `plain`: a get at the
  *                      new owner (a miss: the key deleted there) and, from
@@ -65,15 +59,13 @@
  * Before each pass every key holds the current value at both its owners;
  * the untimed steps around a pass restore that (get_fallback and
  * get_miss_then_old put the value back at the new owner, set_plain writes
- * the old owner; the warm pass's adds must have done it themselves).
- * Every result is checked: the
- * reply, the value (it spells the key and a generation: every set pass
- * writes a new one), the flags (the key's index), the server that
- * answered and via_previous; after each pass the pool's counters must say
- * what the case did (fallback reads and hits, warm writes, dual writes:
- * one per key, or none), and after a pass that wrote both owners or
- * warmed the new one they are read back. A wrong byte, a missing fallback or a write that reached one
- * owner fails the run.
+ * the old owner). Every result is checked: the reply, the value (it
+ * spells the key and a generation: every set pass writes a new one), the
+ * flags (the key's index), the server that answered and via_previous;
+ * after each pass the pool's counters must say what the case did
+ * (fallback reads and hits, dual writes: one per key, or none), and after
+ * a pass that wrote both owners they are read back. A wrong byte, a
+ * missing fallback or a write that reached one owner fails the run.
  *
  * Each case is timed at two depths: one request at a time ("serial": the
  * latency of one operation, where the fallback's second round trip shows
@@ -115,16 +107,16 @@ static int failures;
 
 /* ------------------------------------------------------------ cases */
 
-enum { POOL_PLAIN, POOL_TX, POOL_WARM, POOL_COUNT };
-static const char *const pool_names[POOL_COUNT] = {"plain", "tx", "warm"};
+enum { POOL_PLAIN, POOL_TX, POOL_COUNT };
+static const char *const pool_names[POOL_COUNT] = {"plain", "tx"};
 
-enum { C_GET_PLAIN, C_GET_SWITCHED, C_GET_FALLBACK, C_GET_WARM, C_GET_BY_HAND, C_SET_PLAIN,
-       C_SET_DUAL, C_SET_BY_HAND, C_COUNT };
+enum { C_GET_PLAIN, C_GET_SWITCHED, C_GET_FALLBACK, C_GET_BY_HAND, C_SET_PLAIN, C_SET_DUAL,
+       C_SET_BY_HAND, C_COUNT };
 static const char *const case_names[C_COUNT] = {
-    "get_plain", "get_switched_hit", "get_fallback", "get_fallback_warm", "get_miss_then_old",
+    "get_plain", "get_switched_hit", "get_fallback",  "get_miss_then_old",
     "set_plain", "set_dual",         "set_both_plain"};
-static const int case_pool[C_COUNT] = {POOL_PLAIN, POOL_TX,    POOL_TX, POOL_WARM,
-                                       POOL_PLAIN, POOL_PLAIN, POOL_TX, POOL_PLAIN};
+static const int case_pool[C_COUNT] = {POOL_PLAIN, POOL_TX, POOL_TX,   POOL_PLAIN,
+                                       POOL_PLAIN, POOL_TX, POOL_PLAIN};
 
 enum { D_SERIAL, D_PIPELINED, D_COUNT };
 static const char *const depth_names[D_COUNT] = {"serial", "pipelined"};
@@ -246,8 +238,7 @@ static void next_generation(void)
 
 /* The counters of a pool, summed over its servers. */
 typedef struct counters {
-    uint64_t requests, fallback_reads, fallback_hits, warm_writes, warm_skipped, warm_failures,
-        dual_writes, errors;
+    uint64_t requests, fallback_reads, fallback_hits, dual_writes, errors;
 } counters;
 
 static counters counters_of(const mcr_pool *p)
@@ -262,9 +253,6 @@ static counters counters_of(const mcr_pool *p)
         c.requests += st.requests;
         c.fallback_reads += st.fallback_reads;
         c.fallback_hits += st.fallback_hits;
-        c.warm_writes += st.warm_writes;
-        c.warm_skipped += st.warm_skipped;
-        c.warm_failures += st.warm_failures;
         c.dual_writes += st.dual_writes;
         c.errors += st.errors;
     }
@@ -467,20 +455,12 @@ static void check_counters(int c, const counters *b, const counters *e, checker 
 {
     uint64_t n = W.n;
     uint64_t fr = e->fallback_reads - b->fallback_reads, fh = e->fallback_hits - b->fallback_hits;
-    uint64_t ww = e->warm_writes - b->warm_writes, ws = e->warm_skipped - b->warm_skipped;
-    uint64_t wf = e->warm_failures - b->warm_failures, dw = e->dual_writes - b->dual_writes;
-    uint64_t want_fr = (c == C_GET_FALLBACK || c == C_GET_WARM) ? n : 0;
-    /* MCR_MIGRATION_FLAG_WARM has no effect: nothing read at an old owner is
-     * written to the new one (mcroute_pool.h, Migrations) */
-    uint64_t want_ww = 0, want_dw = c == C_SET_DUAL ? n : 0;
+    uint64_t dw = e->dual_writes - b->dual_writes;
+    uint64_t want_fr = c == C_GET_FALLBACK ? n : 0, want_dw = c == C_SET_DUAL ? n : 0;
     if (fr != want_fr || fh != want_fr)
         bench_bad(ck, "fallback_reads +%" PRIu64 ", fallback_hits +%" PRIu64 ", want +%" PRIu64
                 " each",
             fr, fh, want_fr);
-    if (ww != want_ww || ws != 0 || wf != 0)
-        bench_bad(ck, "warm_writes +%" PRIu64 " (skipped +%" PRIu64 ", failed +%" PRIu64
-                "), want +%" PRIu64 " (+0, +0)",
-            ww, ws, wf, want_ww);
     if (dw != want_dw)
         bench_bad(ck, "dual_writes +%" PRIu64 ", want +%" PRIu64, dw, want_dw);
     if (e->errors != b->errors)
@@ -521,7 +501,7 @@ static bool pass(int c, int d, bool timed)
              timed ? "" : " (warm-up)");
 
     /* before: the state the case reads */
-    if ((c == C_GET_FALLBACK || c == C_GET_WARM || c == C_GET_BY_HAND) &&
+    if ((c == C_GET_FALLBACK || c == C_GET_BY_HAND) &&
         !step("deleting the keys at their new owner", POOL_PLAIN, K_PIN_DEL_NEW, DELETED_NEW))
         return false;
     if (c >= C_SET_PLAIN)
@@ -535,7 +515,6 @@ static bool pass(int c, int d, bool timed)
         ns = run_pass(W.p[pool], K_GET, HIT_NEW, depth, &ck);
         break;
     case C_GET_FALLBACK:
-    case C_GET_WARM:
         ns = run_pass(W.p[pool], K_GET, HIT_OLD_VIA, depth, &ck);
         break;
     case C_GET_BY_HAND:
@@ -559,7 +538,6 @@ static bool pass(int c, int d, bool timed)
     switch (c) {
     case C_GET_FALLBACK:
     case C_GET_BY_HAND:
-    case C_GET_WARM:
         return step("restoring the keys at their new owner", POOL_PLAIN, K_PIN_SET_NEW,
                     STORED_NEW);
     case C_SET_PLAIN:
@@ -712,8 +690,7 @@ static bool setup(void)
     for (int k = 0; k < POOL_COUNT; k++) {
         rc = mcr_router_new(W.b, &W.r[k], &err);
         if (rc == MCR_OK && k != POOL_PLAIN)
-            rc = mcr_router_set_migration(W.r[k], W.a, W.b, 0,
-                                           k == POOL_WARM ? MCR_MIGRATION_FLAG_WARM : 0, &err);
+            rc = mcr_router_set_migration(W.r[k], W.a, W.b, 0, 0, &err);
         if (rc == MCR_OK) {
             mcr_router_migration t;
             mcr_migration_phase ph = MCR_MIGRATION_NONE;
@@ -823,7 +800,6 @@ static void ratios(void)
     } R[] = {
         {"switched_hit_vs_plain_get", C_GET_SWITCHED, C_GET_PLAIN},
         {"fallback_vs_plain_get", C_GET_FALLBACK, C_GET_PLAIN},
-        {"fallback_warm_vs_plain_get", C_GET_WARM, C_GET_PLAIN},
         {"dual_set_vs_plain_set", C_SET_DUAL, C_SET_PLAIN},
         {"miss_then_old_by_hand_vs_plain_get", C_GET_BY_HAND, C_GET_PLAIN},
         {"both_sets_by_hand_vs_plain_set", C_SET_BY_HAND, C_SET_PLAIN},
@@ -876,11 +852,9 @@ static void pool_info(void)
                 continue;
             printf("INFO pool %s server=%s requests=%" PRIu64 " hits=%" PRIu64
                    " misses=%" PRIu64 " fallback_reads=%" PRIu64 " fallback_hits=%" PRIu64
-                   " warm_writes=%" PRIu64 " dual_writes=%" PRIu64 " errors=%" PRIu64
-                   " p50_us=%.1f p99_us=%.1f\n",
+                   " dual_writes=%" PRIu64 " errors=%" PRIu64 " p50_us=%.1f p99_us=%.1f\n",
                    pool_names[k], st.id, st.requests, st.hits, st.misses, st.fallback_reads,
-                   st.fallback_hits, st.warm_writes, st.dual_writes, st.errors, st.p50_us,
-                   st.p99_us);
+                   st.fallback_hits, st.dual_writes, st.errors, st.p50_us, st.p99_us);
         }
     }
 }
@@ -893,11 +867,10 @@ static void usage(FILE *f)
             "usage: bench_transition [--quick] [--keys N] [--depth N] [--reps N] [--meta]\n"
             "                        [--case NAME] [--verbose] [--keep]\n"
             "  Starts %d memcached servers, finds the keys that adding the last one to the\n"
-            "  others moves, and times on those keys, through pools on three routers (no\n"
-            "  migration; the migration switched; switched with MCR_MIGRATION_FLAG_WARM):\n"
-            "  plain gets, gets that hit at the new owner, gets served by the previous\n"
-            "  owner (with and without warming), plain and dual sets, and the same extra\n"
-            "  requests made by hand without a migration; one at a time and pipelined.\n"
+            "  others moves, and times on those keys, through pools on two routers (no\n"
+            "  migration; the migration switched): plain gets, gets that hit at the new\n"
+            "  owner, gets served by the previous owner, plain and dual sets, and the same\n"
+            "  extra requests made by hand without a migration; one at a time and pipelined.\n"
             "  Every result is checked. Needs memcached ($MCR_MEMCACHED).\n"
             "  --quick      200 moved keys, 3 repetitions: a smoke run\n"
             "  --keys N     moved keys (default 2000)\n"
@@ -905,8 +878,8 @@ static void usage(FILE *f)
             "  --reps N     timed repetitions per case (default 11, odd is best)\n"
             "  --meta       the pools speak the meta protocol (default text)\n"
             "  --case NAME  only this case (for profiles): get_plain, get_switched_hit,\n"
-            "               get_fallback, get_fallback_warm, get_miss_then_old,\n"
-            "               set_plain, set_dual, set_both_plain\n"
+            "               get_fallback, get_miss_then_old, set_plain, set_dual,\n"
+            "               set_both_plain\n"
             "  --verbose    every repetition, and the pools' counters at the end\n"
             "  --keep       keep the temporary directory (memcached logs)\n"
             "Output: RESULT <case> serial|pipelined ops_per_s=.. p50_us=.. p99_us=..\n"

@@ -37,6 +37,11 @@
  *     getters (counts, points, servers) accept NULL and return 0 / NULL /
  *     MCR_ERR_INVALID.
  *   - Nothing is reported through globals; nothing aborts the process.
+ *   - Names: `_free(x)` releases an object the library allocated (a
+ *     handle, an array it returned); `_unref(x)` drops a counted reference;
+ *     `_clear(&s)` releases what a caller-owned struct holds and zeroes it;
+ *     `_reset(h)` empties a handle and keeps it. All accept NULL. Verbs
+ *     come in pairs: set/clear, add/remove, new/free.
  *   - Structs that grow. Every public struct that a caller allocates ends
  *     with `uint64_t reserved[N]`, from which later releases of the same
  *     major version take their new fields, so that no struct changes size

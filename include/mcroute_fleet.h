@@ -255,7 +255,7 @@ MCR_EXTERN void mcr_fleet_clients_free(mcr_fleet_client *clients, size_t count);
  * a migration given up. Followers (mcr_fleet_follow()) watch the record
  * with the snapshot key: copying, switched and grace set (from, to) as the
  * router's migration (mcr_router_set_migration(), no grace time of its
- * own, MCR_MIGRATION_FLAG_WARM when "warm"), once per record id and pair of
+ * own; the record's "warm" is read and ignored), once per record id and pair of
  * snapshots (not at every progress update); closing sets it again with
  * MCR_MIGRATION_FLAG_CLOSING (no more reads at the old owners, writes still
  * reach them); done, aborted or a deleted record end it
@@ -317,7 +317,9 @@ typedef struct mcr_migration {
     mcr_migration_phase phase;
     mcr_snapshot *from;    /* counted references: mcr_migration_clear() */
     mcr_snapshot *to;
-    int warm;              /* 1: MCR_MIGRATION_FLAG_WARM */
+    int warm;              /* kept for followers of 0.3, which require it;
+                              no effect (nothing read at an old owner is
+                              written to a new one) */
     int rollback;          /* 1: the way back of an abort (see above) */
     uint64_t grace_ms;     /* the grace period, ms */
     uint64_t grace_until;  /* Unix ms when the grace ends; 0 before it */

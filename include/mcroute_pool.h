@@ -47,9 +47,9 @@
  *     whatever the pool's protocol, to learn the TTL) and its hit is the
  *     result, with via_previous = 1 and `server` naming that owner. If the
  *     previous owner fails or misses, the result is the first miss.
- *     Nothing read at a previous owner is written to the current one
- *     (MCR_MIGRATION_FLAG_WARM has no effect): such a copy could be read by
- *     another process before anything could check it against a delete
+ *     Nothing read at a previous owner is written to the current one:
+ *     such a copy could be read by another process before anything could
+ *     check it against a delete
  *     acknowledged meanwhile. The copy before the switch brings the keys
  *     (mcroute_migrate.h). Closing (MCR_MIGRATION_FLAG_CLOSING set), a miss at
  *     the current owner is the result;
@@ -97,8 +97,7 @@
  * (mcr_server_stats.migration_only) until the migration ends. Its extra
  * requests count in mcr_pool_pending() and complete before
  * mcr_pool_wait() returns. Counters per server: fallback_reads,
- * fallback_hits, dual_writes (warm_writes, warm_skipped and warm_failures
- * stay 0).
+ * fallback_hits, dual_writes.
  * A server command or a request with `server` set never goes through the
  * migration.
  *
@@ -678,13 +677,9 @@ typedef struct mcr_server_stats {
     /* A router's migration (see Migrations), counted on the server named: */
     uint64_t fallback_reads;  /* reads sent to it as a moved key's previous owner */
     uint64_t fallback_hits;   /* ... that it answered with a value */
-    uint64_t warm_writes;     /* always 0: nothing read from a previous owner
-                                 is added to the current one (Migrations) */
-    uint64_t warm_skipped;    /* always 0 */
-    uint64_t warm_failures;   /* always 0 */
     uint64_t dual_writes;     /* writes (or deletes of its copy) it took as a
                                  moved key's other owner */
-    int migration_only;      /* 1: only the migration's other snapshot lists it */
+    int migration_only;       /* 1: only the migration's other snapshot lists it */
     unsigned consecutive_failures;
     unsigned connections;     /* open now */
     size_t in_flight;         /* requests sent, not answered */

@@ -499,14 +499,9 @@ MCR_EXTERN int mcr_router_remove_hook(mcr_router *router, mcr_router_hook fn, vo
  * published in an epoch and calls no hook; mcr_router_generation() moves
  * when it is set or ended, so pools adopt it at their next request. */
 
-/* Flags of mcr_router_set_migration(). */
-#define MCR_MIGRATION_FLAG_WARM 1u    /* accepted, no effect: a read served by
-                                         the previous owner used to be added to
-                                         the current one; such a copy could be
-                                         read by another process before its
-                                         check removed it after a delete, so
-                                         nothing read there is written
-                                         (mcroute_pool.h, Migrations) */
+/* Flags of mcr_router_set_migration(). (1u was MCR_TRANSITION_WARM, which
+ * did nothing since 0.3 and is gone: a read served by a previous owner is
+ * never added to the current one, mcroute_pool.h, Migrations.) */
 #define MCR_MIGRATION_FLAG_CLOSING 2u /* once switched, reads no longer fall
                                          back to the old owner
                                          (MCR_MIGRATION_CLOSING) */

@@ -279,9 +279,9 @@ MCR_EXTERN void mcr_changes_free(mcr_changes *ch);
 /* mcr_changes_count: number of changes recorded (0 for NULL). */
 MCR_EXTERN size_t mcr_changes_count(const mcr_changes *ch);
 
-/* mcr_changes_clear: forget every recorded change, keeping the memory.
+/* mcr_changes_reset: forget every recorded change, keeping the memory.
  * NULL is a no-op. */
-MCR_EXTERN void mcr_changes_clear(mcr_changes *ch);
+MCR_EXTERN void mcr_changes_reset(mcr_changes *ch);
 
 /* mcr_changes_add: record "add the server `server` describes" (copied):
  * host, port and weight as mcr_config_add_server(), id and zone as

@@ -307,7 +307,7 @@ static uint64_t change_ok(const mcr_fleet_options *o, mcr_changes *ch)
     int rc = mcr_fleet_change(o, ch, &epoch, &err);
 
     ck_assert_msg(rc == MCR_OK, "mcr_fleet_change: %s (%s)", mcr_strerror(rc), err.message);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     return epoch;
 }
 
@@ -390,7 +390,7 @@ START_TEST(test_change_no_longer_applies)
     ck_assert_msg(rc == MCR_ERR_UNKNOWN, "%s (%s)", mcr_strerror(rc), err.message);
     ck_assert_msg(strstr(err.message, "gone-meanwhile") != NULL, "%s", err.message);
     ck_assert_uint_eq(epoch, 77);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
 
     rc = fe_add(&o, "10.0.5.1:11211", "10.0.5.1", 11211, &epoch, &err);
     ck_assert_msg(rc == MCR_ERR_DUPLICATE, "%s (%s)", mcr_strerror(rc), err.message);

@@ -481,7 +481,7 @@ START_TEST(checklist_flapping)
                                MCR_OK);
                 }
                 mcr_snapshot *down = apply_ok(s, ch);
-                mcr_changes_clear(ch);
+                mcr_changes_reset(ch);
                 double m1 = moved_keys(s, down, 20000, NULL, NULL, "down");
                 if (removal) {
                     mcr_server_desc d = {.id = flap.id, .host = flap.host, .port = flap.port,

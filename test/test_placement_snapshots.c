@@ -317,7 +317,7 @@ START_TEST(slots_moves_and_plan)
     EXPECT_UINT(moved, ==, 3276);
     EXPECT_UINT(mcr_changes_count(ch), ==, 4);
     mcr_snapshot *s2 = apply_ok(s1, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     uint32_t count[8] = {0};
     for (uint32_t sl = 0; sl < 16384; sl++) {
         uint32_t o = mcr_snapshot_table_entry(s2, sl);
@@ -349,7 +349,7 @@ START_TEST(slots_moves_and_plan)
     EXPECT_INT(mcr_slots_plan(s2, ch, &moved, &err), ==, MCR_OK);
     EXPECT_UINT(moved, ==, 3277);
     mcr_snapshot *s3 = apply_ok(s2, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     EXPECT_UINT(mcr_snapshot_server_count(s3), ==, 4);
     moved_keys(s2, s3, 20000, NULL, id_at(s2, 1), "remove");
     d = diff_of(s2, s3);
@@ -364,7 +364,7 @@ START_TEST(slots_moves_and_plan)
     moved_desc.host = "192.168.1.1";
     EXPECT_INT(mcr_changes_add(ch, &moved_desc, &err), ==, MCR_OK);
     mcr_snapshot *s4 = apply_ok(s3, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     d = diff_of(s3, s4);
     EXPECT(mcr_diff_moved(d) == 0);
     mcr_diff_free(d);
@@ -374,7 +374,7 @@ START_TEST(slots_moves_and_plan)
     const char *down = id_at(s4, 2);
     EXPECT_INT(mcr_changes_set_state(ch, down, MCR_STATE_DOWN, &err), ==, MCR_OK);
     mcr_snapshot *s5 = apply_ok(s4, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     for (uint32_t sl = 0; sl < 16384; sl++)
         EXPECT_UINT(mcr_snapshot_table_entry(s5, sl), ==, mcr_snapshot_table_entry(s4, sl));
     d = diff_of(s4, s5);
@@ -389,7 +389,7 @@ START_TEST(slots_moves_and_plan)
     mcr_diff_free(d);
     EXPECT_INT(mcr_changes_set_state(ch, down, MCR_STATE_ACTIVE, &err), ==, MCR_OK);
     mcr_snapshot *s6 = apply_ok(s5, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     EXPECT_STR(mcr_snapshot_checksum(s6) + 0, !=, mcr_snapshot_checksum(s4)); /* epochs differ */
     d = diff_of(s4, s6);
     EXPECT(mcr_diff_moved(d) == 0);
@@ -401,7 +401,7 @@ START_TEST(slots_moves_and_plan)
     EXPECT_INT(mcr_changes_set_weight(ch, id_at(s6, 0), 2, &err), ==, MCR_OK);
     EXPECT_INT(mcr_slots_plan(s6, ch, &moved, &err), ==, MCR_OK);
     mcr_snapshot *s7 = apply_ok(s6, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     memset(count, 0, sizeof(count));
     for (uint32_t sl = 0; sl < 16384; sl++)
         count[mcr_snapshot_table_entry(s7, sl)]++;
@@ -418,12 +418,12 @@ START_TEST(slots_moves_and_plan)
     EXPECT_UINT(mcr_changes_count(ch), ==, 0);
     EXPECT_INT(mcr_changes_move_slots(ch, 0, 16384, id_at(s7, 0), &err), ==, MCR_OK);
     EXPECT_INT(mcr_snapshot_apply(s7, ch, &bad, &err), ==, MCR_ERR_RANGE);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     EXPECT_INT(mcr_changes_move_slots(ch, 0, 10, "nobody", &err), ==, MCR_OK);
     EXPECT_INT(mcr_snapshot_apply(s7, ch, &bad, &err), ==, MCR_ERR_UNKNOWN);
     EXPECT_INT(mcr_slots_plan(s7, ch, &moved, &err), ==, MCR_ERR_UNKNOWN);
     EXPECT_UINT(mcr_changes_count(ch), ==, 1); /* nothing appended */
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     EXPECT_INT(mcr_changes_move_slots(ch, 0, 10, id_at(s7, 2), &err), ==, MCR_OK);
     mcr_snapshot *s8 = apply_ok(s7, ch); /* to a draining server: allowed */
     EXPECT_UINT(mcr_snapshot_table_entry(s8, 5), ==, 2);
@@ -436,7 +436,7 @@ START_TEST(slots_moves_and_plan)
     mcr_snapshot *other;
     plain_pool(&p, MCR_MODE_JUMP, 3, 1);
     other = snap_of(&p);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     EXPECT_INT(mcr_changes_move_slots(ch, 0, 1, id_at(other, 0), &err), ==, MCR_OK);
     bad = NULL;
     EXPECT_INT(mcr_snapshot_apply(other, ch, &bad, &err), ==, MCR_ERR_INVALID);
@@ -463,7 +463,7 @@ START_TEST(jump_removals)
     /* The last bucket: the ideal, 1/10, all from it. */
     EXPECT_INT(mcr_changes_remove(ch, p.s[9].id, &err), ==, MCR_OK);
     mcr_snapshot *last = apply_ok(s0, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     mcr_diff *d = diff_of(s0, last);
     EXPECT_MSG(fabs(mcr_diff_moved(d) - 0.1) < 1e-12, "moved %.17g", mcr_diff_moved(d));
     check_diff(s0, last, d, 20000, 0.01);
@@ -474,7 +474,7 @@ START_TEST(jump_removals)
      * of the last bucket spread: 1/10 + (1/10)(8/9) by the model. */
     EXPECT_INT(mcr_changes_remove(ch, p.s[3].id, &err), ==, MCR_OK);
     mcr_snapshot *mid = apply_ok(s0, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     EXPECT_UINT(mcr_snapshot_table_size(mid), ==, 9);
     EXPECT_UINT(mcr_snapshot_table_entry(mid, 3), ==, mcr_snapshot_find(mid, p.s[9].id));
     d = diff_of(s0, mid);
@@ -486,7 +486,7 @@ START_TEST(jump_removals)
     /* DOWN: a hole, only its keys move (1/10), back when ACTIVE. */
     EXPECT_INT(mcr_changes_set_state(ch, p.s[3].id, MCR_STATE_DOWN, &err), ==, MCR_OK);
     mcr_snapshot *down = apply_ok(s0, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     d = diff_of(s0, down);
     EXPECT_MSG(fabs(mcr_diff_moved(d) - 0.1) < 1e-12, "moved %.17g", mcr_diff_moved(d));
     EXPECT_UINT(mcr_diff_pair_count(d), ==, 9);
@@ -496,7 +496,7 @@ START_TEST(jump_removals)
     /* Two holes, and a hole against a removal: still the model's. */
     EXPECT_INT(mcr_changes_set_state(ch, p.s[5].id, MCR_STATE_DRAINING, &err), ==, MCR_OK);
     mcr_snapshot *down2 = apply_ok(down, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     d = diff_of(down, down2);
     check_diff(down, down2, d, 20000, 0.01);
     mcr_diff_free(d);
@@ -515,7 +515,7 @@ START_TEST(jump_removals)
     x.host = "172.16.0.3";
     EXPECT_INT(mcr_changes_add(ch, &x, &err), ==, MCR_OK);
     mcr_snapshot *readd = apply_ok(s0, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     d = diff_of(s0, readd);
     EXPECT(mcr_diff_moved(d) == 0);
     mcr_diff_free(d);
@@ -524,21 +524,21 @@ START_TEST(jump_removals)
     /* Weights: up appends, down frees the highest buckets at the end. */
     EXPECT_INT(mcr_changes_set_weight(ch, p.s[2].id, 4, &err), ==, MCR_OK);
     mcr_snapshot *up = apply_ok(s0, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     EXPECT_UINT(mcr_snapshot_table_size(up), ==, 13);
     for (uint32_t b = 10; b < 13; b++)
         EXPECT_UINT(mcr_snapshot_table_entry(up, b), ==, 2);
     moved_keys(s0, up, 20000, p.s[2].id, NULL, "weight up");
     EXPECT_INT(mcr_changes_set_weight(ch, p.s[2].id, 1, &err), ==, MCR_OK);
     mcr_snapshot *back = apply_ok(up, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     d = diff_of(s0, back);
     EXPECT(mcr_diff_moved(d) == 0); /* its last buckets were the last ones */
     mcr_diff_free(d);
     EXPECT_INT(mcr_changes_set_weight(ch, p.s[2].id, 1, &err), ==, MCR_OK);
     EXPECT_INT(mcr_changes_set_weight(ch, p.s[2].id, 5, &err), ==, MCR_OK);
     mcr_snapshot *net = apply_ok(up, ch); /* a net change of +1 appends one */
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     EXPECT_UINT(mcr_snapshot_table_size(net), ==, 14);
     mcr_snapshot_unref(net);
 
@@ -547,7 +547,7 @@ START_TEST(jump_removals)
     EXPECT_INT(mcr_changes_set_weight(ch, p.s[2].id, MCR_STABLE_WEIGHT_MAX + 1, &err), ==,
                MCR_OK);
     EXPECT_INT(mcr_snapshot_apply(s0, ch, &bad, &err), ==, MCR_ERR_RANGE);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     p.s[0].weight = MCR_STABLE_WEIGHT_MAX + 1;
     mcr_config *cfg = config_of(&p);
     EXPECT_INT(mcr_snapshot_new(cfg, 1, &bad, &err), ==, MCR_ERR_RANGE);
@@ -566,7 +566,7 @@ START_TEST(jump_removals)
     EXPECT_INT(mcr_changes_add(ch, &nd, &err), ==, MCR_OK);
     EXPECT_INT(mcr_changes_set_state(ch, nx.id, MCR_STATE_DOWN, &err), ==, MCR_OK);
     mcr_snapshot *added_down = apply_ok(s0, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     EXPECT_UINT(mcr_snapshot_table_size(added_down), ==, 11);
     d = diff_of(s0, added_down);
     EXPECT_MSG(mcr_diff_moved(d) == 0, "moved %.17g", mcr_diff_moved(d));
@@ -578,7 +578,7 @@ START_TEST(jump_removals)
     }
     EXPECT_INT(mcr_changes_set_state(ch, nx.id, MCR_STATE_ACTIVE, &err), ==, MCR_OK);
     mcr_snapshot *brought_up = apply_ok(added_down, ch);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     d = diff_of(added_down, brought_up);
     EXPECT_MSG(fabs(mcr_diff_moved(d) - 1.0 / 11) < 1e-12, "moved %.17g", mcr_diff_moved(d));
     check_diff(added_down, brought_up, d, 20000, 0.01);
@@ -997,7 +997,7 @@ START_TEST(edges_arguments)
     EXPECT_INT(mcr_snapshot_apply(s, ch, &t, &err), ==, MCR_ERR_RANGE);
     EXPECT(t == NULL);
     d.state = MCR_STATE_DOWN; /* not active: not in the table */
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
     t = apply_ok(s, ch);
     EXPECT_UINT(mcr_snapshot_table_size(t), ==, 211);

@@ -153,13 +153,14 @@ START_TEST(test_router_api)
     ck_assert_int_eq(mcr_router_get_migration(r, NULL), MCR_ERR_INVALID);
 
     uint64_t g0 = mcr_router_generation(r);
-    ck_assert_int_eq(mcr_router_set_migration(r, a, b, 0, MCR_MIGRATION_FLAG_WARM, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_migration(r, a, b, 0, 1u, &err), MCR_ERR_INVALID); /* was WARM */
+    ck_assert_int_eq(mcr_router_set_migration(r, a, b, 0, 0, &err), MCR_OK);
     ck_assert_uint_gt(mcr_router_generation(r), g0);
     ck_assert_uint_eq(mcr_router_epoch(r), 1); /* the current snapshot is unchanged */
     ck_assert_int_eq(mcr_router_get_migration(r, &t), MCR_OK);
     ck_assert_ptr_eq(t.from, a);
     ck_assert_ptr_eq(t.to, b);
-    ck_assert_uint_eq(t.flags, MCR_MIGRATION_FLAG_WARM);
+    ck_assert_uint_eq(t.flags, 0);
     ck_assert_uint_eq(t.remaining_ms, 0);
     uint64_t serial = t.serial;
     ck_assert_int_eq(mcr_migration_phase_at(&t, 0), MCR_MIGRATION_NONE);
@@ -312,7 +313,7 @@ START_TEST(test_fallback_reads)
         cap c = run1(&e, e.pool, req(MCR_OP_SET, key, val, (uint32_t)k, k % 2 ? 3000 : 0));
         ck_assert_int_eq(c.reply, MCR_REPLY_STORED);
     }
-    ck_assert_int_eq(mcr_router_set_migration(e.router, a, b, 0, MCR_MIGRATION_FLAG_WARM, NULL),
+    ck_assert_int_eq(mcr_router_set_migration(e.router, a, b, 0, 0, NULL),
                      MCR_OK);
     ck_assert_int_eq(mcr_router_publish(e.router, b, NULL), MCR_OK);
     int moved = 0;
@@ -327,9 +328,8 @@ START_TEST(test_fallback_reads)
                           mcr_reply_name(c.reply));
             ck_assert_str_eq(c.value, val);
             ck_assert_uint_eq(c.flags, (uint32_t)k);
-            /* nothing read at the old owner is written to the new one
-             * (even with MCR_MIGRATION_FLAG_WARM): the second pass reads
-             * there again */
+            /* nothing read at the old owner is written to the new one:
+             * the second pass reads there again */
             ck_assert_int_eq(c.via_previous, mv);
             ck_assert_str_eq(c.server, mv ? owner_in(a, key) : owner_in(b, key));
             if (mv) {
@@ -352,16 +352,13 @@ START_TEST(test_fallback_reads)
     om.protocol = MCR_PROTO_META;
     ck_assert_int_eq(mcr_router_new(b, &rb, NULL), MCR_OK);
     ck_assert_int_eq(mcr_pool_new(e.base, rb, &om, &pb, NULL), MCR_OK);
-    uint64_t fb_hits = 0, warm = 0;
+    uint64_t fb_hits = 0;
     for (int i = 0; i < 5; i++) {
         mcr_server_stats st;
         ck_assert_int_eq(stats_of(e.pool, e.id[i], &st), 0);
         fb_hits += st.fallback_hits;
-        warm += st.warm_writes;
-        ck_assert_uint_eq(st.warm_failures, 0);
     }
     ck_assert_uint_eq(fb_hits, 2 * (uint64_t)moved);
-    ck_assert_uint_eq(warm, 0);
     /* the new owners hold none of the moved keys */
     for (int k = 0; k < TX_KEYS; k += 7) {
         snprintf(key, sizeof(key), "tx:%d", k);
@@ -379,7 +376,7 @@ START_TEST(test_fallback_reads)
 }
 END_TEST
 
-/* Without MCR_MIGRATION_FLAG_WARM nothing is written: the second read is a
+/* Nothing read at the old owner is written: the second read is a
  * fallback again. After the grace period the fallback ends: a moved key
  * never copied is a miss. A multi-get falls back key by key. */
 START_TEST(test_cold_grace_multiget)
@@ -532,14 +529,14 @@ START_TEST(test_no_older_value)
     mcr_snapshot *a = mcr_router_current(e.router);
     mcr_snapshot *b = env_snapshot_at(&e, 5, NULL, 2);
     /* e.router: copying; rb: switched */
-    ck_assert_int_eq(mcr_router_set_migration(e.router, a, b, 0, MCR_MIGRATION_FLAG_WARM, NULL),
+    ck_assert_int_eq(mcr_router_set_migration(e.router, a, b, 0, 0, NULL),
                      MCR_OK);
     mcr_router *rb = NULL;
     mcr_pool *pb = NULL;
     mcr_pool_options o;
     opts_init(&o);
     ck_assert_int_eq(mcr_router_new(a, &rb, NULL), MCR_OK);
-    ck_assert_int_eq(mcr_router_set_migration(rb, a, b, 0, MCR_MIGRATION_FLAG_WARM, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_migration(rb, a, b, 0, 0, NULL), MCR_OK);
     ck_assert_int_eq(mcr_router_publish(rb, b, NULL), MCR_OK);
     ck_assert_int_eq(mcr_pool_new(e.base, rb, &o, &pb, NULL), MCR_OK);
     mcr_pool *pools[2] = {e.pool, pb};

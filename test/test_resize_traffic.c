@@ -243,7 +243,7 @@ START_TEST(test_resize_under_traffic)
     /* the resize: copying everywhere, the copy under traffic */
     counters_reset(t);
     for (int i = 0; i < NPOOLS; i++)
-        ck_assert_int_eq(mcr_router_set_migration(routers[i], a, b, 0, MCR_MIGRATION_FLAG_WARM, NULL),
+        ck_assert_int_eq(mcr_router_set_migration(routers[i], a, b, 0, 0, NULL),
                          MCR_OK);
     copier cp;
     memset(&cp, 0, sizeof(cp));

@@ -544,7 +544,7 @@ START_TEST(add_and_remove_move_only_that_server)
             ratio_sum += f * (n + 1);
 
             /* Remove it again: the same keys move back, nothing else. */
-            mcr_changes_clear(ch);
+            mcr_changes_reset(ch);
             ck_assert_int_eq(mcr_changes_remove(ch, who, &err), MCR_OK);
             mcr_snapshot *s2 = apply_ok(s1, ch);
             moved(s1, s2, who, &others);
@@ -556,7 +556,7 @@ START_TEST(add_and_remove_move_only_that_server)
             /* Remove a random original server: only its keys move. */
             mcr_server_desc victim;
             mcr_snapshot_server(s0, tu_below(&r, n), &victim);
-            mcr_changes_clear(ch);
+            mcr_changes_reset(ch);
             ck_assert_int_eq(mcr_changes_remove(ch, victim.id, &err), MCR_OK);
             mcr_snapshot *s3 = apply_ok(s0, ch);
             moved(s0, s3, victim.id, &others);
@@ -738,7 +738,7 @@ START_TEST(states)
             ck_abort_msg("key %d on a draining server", k);
     for (uint32_t i = 0; i < 9; i++)
         FAST_UINT_EQ(mcr_snapshot_ring_server(s1, i), i < 3 ? i : i + 1);
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     ck_assert_int_eq(mcr_changes_set_state(ch, id, MCR_STATE_ACTIVE, &err), MCR_OK);
     mcr_snapshot *s2 = apply_ok(s1, ch);
     assert_same_points(s0, s2);
@@ -749,7 +749,7 @@ START_TEST(states)
     mcr_snapshot_unref(sc);
     mcr_config_free(c2);
     /* An empty batch: a copy with the next epoch. */
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     mcr_snapshot *s3 = apply_ok(s2, ch);
     assert_same_points(s2, s3);
     ck_assert_uint_eq(mcr_snapshot_epoch(s3), 4);
@@ -761,7 +761,7 @@ START_TEST(states)
     assert_same_points(s3, s4);
     ck_assert_uint_eq(mcr_snapshot_find(s4, "late"), 10);
     ck_assert_uint_eq(mcr_snapshot_server_zone(s4, 10), mcr_snapshot_zone_count(s4));
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     ck_assert_int_eq(mcr_changes_set_state(ch, "late", MCR_STATE_ACTIVE, &err), MCR_OK);
     mcr_snapshot *s5 = apply_ok(s4, ch);
     ck_assert_uint_eq(mcr_ring_point_count(mcr_snapshot_ring(s5)),
@@ -846,7 +846,7 @@ START_TEST(errors_publish_nothing)
         ck_assert_int_eq(mcr_snapshot_apply(s, ch, &out, &err), want);  \
         ck_assert_int_eq(err.code, want);                               \
         ck_assert_ptr_eq(out, sentinel);                                \
-        mcr_changes_clear(ch);                                          \
+        mcr_changes_reset(ch);                                          \
     } while (0)
 
     /* Unknown ids, also after a valid change in the same batch. */
@@ -926,7 +926,7 @@ START_TEST(errors_publish_nothing)
     ck_assert_int_eq(mcr_changes_add(ch, NULL, &err), MCR_ERR_INVALID);
     ck_assert_uint_eq(mcr_changes_count(ch), 0);
     ck_assert_uint_eq(mcr_changes_count(NULL), 0);
-    mcr_changes_clear(NULL);
+    mcr_changes_reset(NULL);
     mcr_changes_free(NULL);
 
     /* Epoch overflow. */
@@ -1116,7 +1116,7 @@ START_TEST(shared_caches_freed_concurrently)
     mcr_changes *ch = mcr_changes_new();
     for (int i = 1; i < N; i++) {
         char id[32];
-        mcr_changes_clear(ch);
+        mcr_changes_reset(ch);
         snprintf(id, sizeof(id), "x%d", i);
         mcr_server_desc d = {.id = id, .host = "10.8.8.8", .port = 2000 + i, .weight = 1,
                              .state = MCR_STATE_ACTIVE};

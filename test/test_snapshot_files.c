@@ -481,7 +481,7 @@ START_TEST(epoch_monotonic)
     mcr_error err;
     char id[32];
     for (int i = 0; i < 50; i++) {
-        mcr_changes_clear(ch);
+        mcr_changes_reset(ch);
         snprintf(id, sizeof(id), "n%d", i);
         mcr_server_desc d = {.id = id, .host = "10.7.7.7", .port = 1000 + i, .weight = 1,
                              .state = MCR_STATE_ACTIVE};

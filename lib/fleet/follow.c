@@ -261,8 +261,7 @@ static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revis
         if (!same || f->mig_serial == 0 || closing != (f->mig_phase == MCR_MIGRATION_CLOSING)) {
             mcr_error err;
             mcr_router_migration t;
-            unsigned flags = (m->warm ? MCR_MIGRATION_FLAG_WARM : 0) |
-                             (closing ? MCR_MIGRATION_FLAG_CLOSING : 0);
+            unsigned flags = closing ? MCR_MIGRATION_FLAG_CLOSING : 0;
             int rc = mcr_router_set_migration(f->router, m->from, m->to, 0, flags, &err);
             if (rc != MCR_OK) {
                 /* not adopted: the client key keeps saying what it was */

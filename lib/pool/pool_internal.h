@@ -196,7 +196,7 @@ struct mcr__pool_server {
     /* counters */
     uint64_t requests, hits, misses, errors, timeouts, refusals, ejections, coalesced;
     uint64_t writes, bytes_sent, reads, bytes_received;
-    uint64_t fallback_reads, fallback_hits, warm_writes, warm_skipped, warm_failures,
+    uint64_t fallback_reads, fallback_hits,
         dual_writes;
     uint64_t lat_count, lat_max;
     uint32_t hist[MCR__HIST_BUCKETS];

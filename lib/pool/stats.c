@@ -83,9 +83,6 @@ int mcr_pool_server_stats(const mcr_pool *p, size_t i, mcr_server_stats *out)
     out->bytes_received = s->bytes_received;
     out->fallback_reads = s->fallback_reads;
     out->fallback_hits = s->fallback_hits;
-    out->warm_writes = s->warm_writes;
-    out->warm_skipped = s->warm_skipped;
-    out->warm_failures = s->warm_failures;
     out->dual_writes = s->dual_writes;
     out->migration_only = s->idx == SIZE_MAX && !s->retired;
     out->consecutive_failures = s->consecutive;

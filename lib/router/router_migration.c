@@ -44,7 +44,7 @@ int mcr_router_set_migration(mcr_router *router, const mcr_snapshot *from,
                           "a migration goes to a higher epoch: from epoch %llu to epoch %llu",
                           (unsigned long long)mcr_snapshot_epoch(from),
                           (unsigned long long)mcr_snapshot_epoch(to));
-    if ((flags & ~(MCR_MIGRATION_FLAG_WARM | MCR_MIGRATION_FLAG_CLOSING)) != 0)
+    if ((flags & ~MCR_MIGRATION_FLAG_CLOSING) != 0)
         return mcr__error(err, MCR_ERR_INVALID, "unknown migration flags 0x%x", flags);
     if (grace_ms > UINT64_MAX / 2000000u)
         grace_ms = UINT64_MAX / 2000000u;

@@ -42,7 +42,7 @@ static void change_free(change *c)
     free(c->zone);
 }
 
-void mcr_changes_clear(mcr_changes *ch)
+void mcr_changes_reset(mcr_changes *ch)
 {
     if (ch == NULL)
         return;
@@ -55,7 +55,7 @@ void mcr_changes_free(mcr_changes *ch)
 {
     if (ch == NULL)
         return;
-    mcr_changes_clear(ch);
+    mcr_changes_reset(ch);
     free(ch->v);
     free(ch);
 }
