@@ -932,17 +932,10 @@ int mcr_fleet_follow(const mcr_fleet_options *o, const mcr_fleet_follow_options 
     return rc;
 }
 
-static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_options *fo,
-                        mcr_router *router, mcr_fleet **out, mcr_error *err)
+/* The follower's options, checked before anything is made. */
+static int check_follow_options(const mcr_fleet_follow_options *fo, mcr_error *err)
 {
-    mcr_fleet_follow_options dflt;
     char q[160];
-    if (router == NULL || out == NULL)
-        return mcr__error(err, MCR_ERR_INVALID, "NULL router or output");
-    if (fo == NULL) {
-        memset(&dflt, 0, sizeof(dflt));
-        fo = &dflt;
-    }
     if (!mcr__zeroed(fo->reserved, sizeof(fo->reserved)))
         return mcr__error(err, MCR_ERR_INVALID,
                           "mcr_fleet_follow_options: the reserved area is not zero (fill the "
@@ -960,7 +953,14 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
                           MCR_FLEET_LIMIT_S);
     if (fo->retry_min_ms != 0 && fo->retry_max_ms != 0 && fo->retry_min_ms > fo->retry_max_ms)
         return mcr__error(err, MCR_ERR_INVALID, "retry_min_ms above retry_max_ms");
+    return MCR_OK;
+}
 
+/* A follower with its settings, etcd client and identity (host, client
+ * id and key), nothing running: *out, or an error with nothing left. */
+static int fleet_new(const mcr_fleet_options *o, const mcr_fleet_follow_options *fo,
+                     mcr_router *router, mcr_fleet **out, mcr_error *err)
+{
     mcr_fleet *f = calloc(1, sizeof(*f));
     if (f == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
@@ -1013,9 +1013,15 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory");
     }
     snprintf(f->client_key, kl, "%s%s", f->c.clients_prefix, f->client_id);
+    *out = f;
+    return MCR_OK;
+}
 
-    /* The thread's loop (the stop pipe, the restart and keepalive timers)
-     * is made before the first publish, so that nothing fails after it. */
+/* The thread's loop (the stop pipe, the restart and keepalive timers, and
+ * with publish_local_states the router's local states watched), made
+ * before the first publish so that nothing fails after it. */
+static int loop_new(mcr_fleet *f, mcr_error *err)
+{
     errno = 0;
     f->wbase = event_base_new();
     int sys = f->wbase == NULL ? errno : 0;
@@ -1029,87 +1035,86 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
         f->restart_ev = evtimer_new(f->wbase, restart_cb, f);
         f->keepalive_ev = event_new(f->wbase, -1, EV_PERSIST, keepalive_cb, f);
     }
-    if (sys != 0 || f->wbase == NULL) {
-        fleet_free(f);
+    if (sys != 0 || f->wbase == NULL)
         return mcr__error_sys(err, sys, "cannot set up the follower's event loop");
-    }
-    if (f->stop_ev == NULL || f->restart_ev == NULL || f->keepalive_ev == NULL) {
-        fleet_free(f);
+    if (f->stop_ev == NULL || f->restart_ev == NULL || f->keepalive_ev == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "cannot set up the follower's event loop");
+    if (!f->publish_local)
+        return MCR_OK;
+    if (pipe(f->health_pipe) != 0)
+        return mcr__error_sys(err, errno, "cannot create a pipe");
+    for (int i = 0; i < 2; i++) {
+        fcntl(f->health_pipe[i], F_SETFL, O_NONBLOCK);
+        fcntl(f->health_pipe[i], F_SETFD, FD_CLOEXEC);
     }
-    if (f->publish_local) {
-        if (pipe(f->health_pipe) != 0) {
-            int e = errno;
-            fleet_free(f);
-            return mcr__error_sys(err, e, "cannot create a pipe");
-        }
-        for (int i = 0; i < 2; i++) {
-            fcntl(f->health_pipe[i], F_SETFL, O_NONBLOCK);
-            fcntl(f->health_pipe[i], F_SETFD, FD_CLOEXEC);
-        }
-        f->health_ev = event_new(f->wbase, f->health_pipe[0], EV_READ | EV_PERSIST, mcr__follow_health_cb, f);
-        /* The hook wakes the thread when the current snapshot changes; a
-         * local state cleared over a published state equal to it (DOWN in
-         * the fleet because we wrote it) changes nothing and calls no hook,
-         * so the states are also looked at every HEALTH_POLL_MS. */
-        f->health_poll_ev = event_new(f->wbase, -1, EV_PERSIST, mcr__follow_health_poll_cb, f);
-        struct timeval hp = {0, HEALTH_POLL_MS * 1000};
-        if (f->health_ev == NULL || event_add(f->health_ev, NULL) != 0 ||
-            f->health_poll_ev == NULL || event_add(f->health_poll_ev, &hp) != 0 ||
-            mcr_router_add_hook(router, mcr__follow_health_hook, f) != MCR_OK) {
-            fleet_free(f);
-            return mcr__error(err, MCR_ERR_NOMEM, "cannot watch the router's local states");
-        }
-        f->hook_added = 1;
-        mcr__follow_health_hook(NULL, NULL, NULL, f); /* local states set before the start */
-    }
-    /* The first snapshot, published before anything runs. */
+    f->health_ev = event_new(f->wbase, f->health_pipe[0], EV_READ | EV_PERSIST, mcr__follow_health_cb, f);
+    /* The hook wakes the thread when the current snapshot changes; a
+     * local state cleared over a published state equal to it (DOWN in
+     * the fleet because we wrote it) changes nothing and calls no hook,
+     * so the states are also looked at every HEALTH_POLL_MS. */
+    f->health_poll_ev = event_new(f->wbase, -1, EV_PERSIST, mcr__follow_health_poll_cb, f);
+    struct timeval hp = {0, HEALTH_POLL_MS * 1000};
+    if (f->health_ev == NULL || event_add(f->health_ev, NULL) != 0 ||
+        f->health_poll_ev == NULL || event_add(f->health_poll_ev, &hp) != 0 ||
+        mcr_router_add_hook(f->router, mcr__follow_health_hook, f) != MCR_OK)
+        return mcr__error(err, MCR_ERR_NOMEM, "cannot watch the router's local states");
+    f->hook_added = 1;
+    mcr__follow_health_hook(NULL, NULL, NULL, f); /* local states set before the start */
+    return MCR_OK;
+}
+
+/* The first snapshot (from etcd, or the cache file: *from_cache), its
+ * migration adopted before it is published, published unless the router
+ * holds it already. */
+static int publish_first(mcr_fleet *f, int *from_cache, mcr_error *err)
+{
     mcr_snapshot *snap = NULL;
-    int from_cache = 0;
-    rc = first_read(f, &snap, &from_cache, err);
+    int rc = first_read(f, &snap, from_cache, err);
     if (rc == MCR_OK)
         rc = keep_params(f, snap, err);
-    if (rc == MCR_OK) {
-        mcr_snapshot *have = mcr_router_current(router);
-        if (have != NULL && mcr_snapshot_epoch(have) == mcr_snapshot_epoch(snap) &&
-            strcmp(mcr_snapshot_checksum(have), mcr_snapshot_checksum(snap)) == 0) {
-            f->cur = mcr_snapshot_ref(snap);
-        } else if (have != NULL && mcr_snapshot_epoch(have) >= mcr_snapshot_epoch(snap)) {
-            rc = mcr__error(err, MCR_ERR_STALE,
-                            "pool \"%s\": the router holds epoch %llu, not below the pool's "
-                            "epoch %llu",
-                            f->c.pool, (unsigned long long)mcr_snapshot_epoch(have),
-                            (unsigned long long)mcr_snapshot_epoch(snap));
-        } else {
-            rc = MCR_OK;
-        }
-        /* A migration under way is adopted before the snapshot is
-         * published (a follower that starts during one reads through its
-         * migration from the start). */
-        if (rc == MCR_OK && !from_cache)
-            rc = read_migration(f, f->revision, snap, err);
-        if (rc == MCR_OK && f->cur == NULL) {
-            rc = mcr_router_publish(router, snap, err);
-            if (rc == MCR_OK) {
-                f->cur = mcr_snapshot_ref(snap);
-                f->st.adopted = 1;
-            } else {
-                end_migration(f, 0); /* nothing started: nothing left set */
-            }
-        }
-        mcr_snapshot_unref(have);
-    }
-    mcr_snapshot_unref(snap);
     if (rc != MCR_OK) {
-        fleet_free(f);
+        mcr_snapshot_unref(snap);
         return rc;
     }
+    mcr_snapshot *have = mcr_router_current(f->router);
+    if (have != NULL && mcr_snapshot_epoch(have) == mcr_snapshot_epoch(snap) &&
+        strcmp(mcr_snapshot_checksum(have), mcr_snapshot_checksum(snap)) == 0) {
+        f->cur = mcr_snapshot_ref(snap);
+    } else if (have != NULL && mcr_snapshot_epoch(have) >= mcr_snapshot_epoch(snap)) {
+        rc = mcr__error(err, MCR_ERR_STALE,
+                        "pool \"%s\": the router holds epoch %llu, not below the pool's "
+                        "epoch %llu",
+                        f->c.pool, (unsigned long long)mcr_snapshot_epoch(have),
+                        (unsigned long long)mcr_snapshot_epoch(snap));
+    }
+    /* A migration under way is adopted before the snapshot is published
+     * (a follower that starts during one reads through its migration from
+     * the start). */
+    if (rc == MCR_OK && !*from_cache)
+        rc = read_migration(f, f->revision, snap, err);
+    if (rc == MCR_OK && f->cur == NULL) {
+        rc = mcr_router_publish(f->router, snap, err);
+        if (rc == MCR_OK) {
+            f->cur = mcr_snapshot_ref(snap);
+            f->st.adopted = 1;
+        } else {
+            end_migration(f, 0); /* nothing started: nothing left set */
+        }
+    }
+    mcr_snapshot_unref(have);
+    mcr_snapshot_unref(snap);
+    return rc;
+}
+
+/* Save the cache, arm the timers, register, and start the thread, which
+ * then owns f. */
+static int start_thread(mcr_fleet *f, int from_cache, mcr_error *err)
+{
     if (!from_cache && f->cache_file != NULL) {
         mcr_error ce;
         if (mcr_snapshot_save(f->cur, f->cache_file, &ce) != MCR_OK)
             mcr__follow_report(f, MCR_FLEET_CACHE, ce.code, &ce, f->revision, NULL);
     }
-
     event_add(f->stop_ev, NULL);
     unsigned ka = f->ttl_s * 1000u / 3u;
     struct timeval katv = {(time_t)(ka / 1000), (suseconds_t)(ka % 1000) * 1000};
@@ -1117,20 +1122,46 @@ static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_optio
     if (!from_cache)
         register_client(f);
     schedule_restart(f, 0);
-    uint64_t start_epoch = mcr_snapshot_epoch(f->cur);
     if (from_cache) {
         mcr_error w; /* held with the event: see mcr__follow_report() */
         mcr__error(&w, MCR_OK, "pool \"%s\": etcd unreachable, starting from cached epoch %llu (%s)",
-                   f->c.pool, (unsigned long long)start_epoch, f->cache_file);
+                   f->c.pool, (unsigned long long)mcr_snapshot_epoch(f->cur), f->cache_file);
         mcr__follow_report(f, MCR_FLEET_CACHED, MCR_OK, &w, 0, NULL);
     }
     int te = pthread_create(&f->thread, NULL, follow_thread, f);
-    if (te != 0) {
-        fleet_free(f);
+    if (te != 0)
         return mcr__error_sys(err, te, "cannot start the follower's thread");
-    }
     /* From here on the thread owns f: only its constant fields are read. */
     f->thread_started = 1;
+    return MCR_OK;
+}
+
+static int follow_start(const mcr_fleet_options *o, const mcr_fleet_follow_options *fo,
+                        mcr_router *router, mcr_fleet **out, mcr_error *err)
+{
+    mcr_fleet_follow_options dflt;
+    if (router == NULL || out == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "NULL router or output");
+    if (fo == NULL) {
+        memset(&dflt, 0, sizeof(dflt));
+        fo = &dflt;
+    }
+    mcr_fleet *f = NULL;
+    int from_cache = 0;
+    int rc = check_follow_options(fo, err);
+    if (rc == MCR_OK)
+        rc = fleet_new(o, fo, router, &f, err);
+    if (rc != MCR_OK)
+        return rc;
+    rc = loop_new(f, err);
+    if (rc == MCR_OK)
+        rc = publish_first(f, &from_cache, err);
+    if (rc == MCR_OK)
+        rc = start_thread(f, from_cache, err);
+    if (rc != MCR_OK) {
+        fleet_free(f);
+        return rc;
+    }
     *out = f;
     return MCR_OK;
 }
