@@ -52,11 +52,13 @@
 #   5. the version file: find_package(mcroute X.Y) finds this MAJOR.MINOR for
 #      every X.Y of the same major version up to it (0.1 finds 0.4), and
 #      refuses the next minor and the next major;
-#   6. README's CMake consumer: the fenced ```cmake block between the lines
-#      <!-- consumer-cmake begin --> and <!-- consumer-cmake end --> of
-#      README.md, taken as it is as the CMakeLists.txt of a project beside
-#      test/install_consumer/app.c, configured and built against the
-#      install, and run; no such block is a failure;
+#   6. README's first program and its CMake consumer: the ```c block
+#      between <!-- first-program begin --> and <!-- first-program end -->
+#      as example.c, built with pkg-config as the README says, and with the
+#      ```cmake block between <!-- consumer-cmake begin --> and
+#      <!-- consumer-cmake end --> as it is as its CMakeLists.txt; each run
+#      as the README's "$ ./example ARGS" line, printing what the README
+#      shows; no such block is a failure;
 #   7. placement only: the sources configured with every MCR_WITH_* OFF and
 #      -DMCR_BUILD_TESTS=OFF -DMCR_BUILD_BENCH=OFF, pkg-config seeing no
 #      module but liburcu-bp (no libevent, jansson, libyaml, libmemcached,
@@ -713,20 +715,23 @@ if [ "$libmemcached" = 1 ]; then
     done
 fi
 
-# (6) README.md's CMake consumer: the ```cmake block between the lines
-# <!-- consumer-cmake begin --> and <!-- consumer-cmake end -->, as it is,
-# the CMakeLists.txt of a project beside test/install_consumer/app.c (which
-# includes <mcroute.h> and places keys), configured and built against the
-# install, and run. No block, or not exactly one fenced block between the
-# markers, is a failure: the README's instructions would go unchecked.
+# (6) README.md's first program and its CMake consumer: the ```c block
+# between <!-- first-program begin --> and <!-- first-program end -->, as
+# example.c, built with the README's pkg-config line and, with the ```cmake
+# block between <!-- consumer-cmake begin --> and <!-- consumer-cmake end -->
+# as it is as its CMakeLists.txt, configured and built against the install;
+# each program run as the README's "$ ./example ARGS" line runs it, its
+# output the lines the README shows after it. No block, or not exactly one
+# fenced block between the markers, is a failure: the README's
+# instructions would go unchecked.
 # readme_block FILE: the block's lines; exit status 3 no markers, 4 not one
 # begin and one end, 5 no ```cmake fence between them, 6 more than one, 7
 # a fence not closed, 8 an empty block.
-readme_block() {
-    awk '
-        /<!-- consumer-cmake begin -->/ { nb++; inb = 1; next }
-        /<!-- consumer-cmake end -->/ { ne++; inb = 0; next }
-        inb && !fence && /^[ \t]*```cmake[ \t]*$/ { fence = 1; nf++; next }
+readme_block() { # FILE [MARKER LANG]: consumer-cmake cmake by default
+    awk -v mk="${2:-consumer-cmake}" -v lang="${3:-cmake}" '
+        $0 ~ "<!-- " mk " begin -->" { nb++; inb = 1; next }
+        $0 ~ "<!-- " mk " end -->" { ne++; inb = 0; next }
+        inb && !fence && $0 ~ "^[ \t]*```" lang "[ \t]*$" { fence = 1; nf++; next }
         inb && fence && /^[ \t]*```[ \t]*$/ { fence = 0; closed++; next }
         inb && fence { print; n++ }
         END {
@@ -745,9 +750,52 @@ if [ ! -f "$readme" ]; then
 else
     readme_block "$readme" >"$tmp/readme/CMakeLists.txt" || rst=$?
 fi
+# readme_run FILE: the arguments of the README's "$ ./example ARGS" line
+# into $tmp/readme/args (one a line) and the lines it prints after it into
+# $tmp/readme/want; status 1 when there is no such line.
+readme_run() {
+    awk -v args="$tmp/readme/args" -v want="$tmp/readme/want" '
+        inrun && (/^```/ || /^\$ /) { inrun = 0 }
+        inrun { print > want; next }
+        /^\$ \.\/example( |$)/ && !done {
+            n = split($0, w, " ")
+            for (i = 3; i <= n; i++) print w[i] > args
+            inrun = 1; done = 1; printf "" > want
+        }
+        END { exit done ? 0 : 1 }' "$1"
+}
+# readme_check NAME BINARY: the program run as the README runs it.
+readme_check() {
+    local -a a=()
+    mapfile -t a <"$tmp/readme/args"
+    if ! LD_LIBRARY_PATH=$p/$libdir "$2" "${a[@]}" >"$tmp/out" 2>"$tmp/err"; then
+        fail "$1: exited with an error: $(cat "$tmp/err")"
+    elif ! diff -u "$tmp/readme/want" "$tmp/out" >"$tmp/diff"; then
+        fail "$1: output differs from what README.md shows:"
+        cat "$tmp/diff" >&2
+    else
+        ok "$1: prints what README.md shows (${#a[@]} keys)"
+    fi
+}
+cst=0
+[ "$rst" -ne 0 ] || readme_block "$readme" first-program c >"$tmp/readme/example.c" || cst=$?
+[ "$rst" -ne 0 ] || [ "$cst" -ne 0 ] || readme_run "$readme" ||
+    { fail "$readme: no \"\$ ./example ARGS\" line with the output of the first program"; cst=9; }
+case $cst in
+0) ;;
+3 | 4 | 5 | 6 | 7 | 8) fail "$readme: the first program (a \`\`\`c fence between <!-- first-program" \
+        "begin --> and <!-- first-program end -->) cannot be read (awk status $cst)"; rst=10 ;;
+esac
 case $rst in
 0)
-    cp "$cs/app.c" "$tmp/readme/app.c"
+    # the README's own line: cc example.c $(pkg-config --cflags --libs mcroute)
+    # shellcheck disable=SC2046 # pkg-config prints words
+    if "$cc" "${cflags[@]}" "$tmp/readme/example.c" $(only_mcroute "$pkgconf" --cflags --libs mcroute) \
+        -Wl,-rpath,"$p/$libdir" -o "$tmp/readme/example_pc" 2>"$tmp/err"; then
+        readme_check "README.md's first program (pkg-config)" "$tmp/readme/example_pc"
+    else
+        fail "README.md's first program does not build with pkg-config: $(cat "$tmp/err")"
+    fi
     cmake_args=(-S "$tmp/readme" -B "$tmp/readme/b" -G "$generator" -DCMAKE_PREFIX_PATH="$p"
         -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
     [ -n "$make" ] && cmake_args+=(-DCMAKE_MAKE_PROGRAM="$make")
@@ -755,19 +803,20 @@ case $rst in
         fail "README.md's consumer-cmake block does not configure against the install:"
         sed 's/^/    /' "$tmp/readme/CMakeLists.txt" "$tmp/readme.log" >&2
     elif ! "$cmake" --build "$tmp/readme/b" >"$tmp/readme-build.log" 2>&1; then
-        fail "README.md's consumer-cmake block does not build app.c:"
+        fail "README.md's consumer-cmake block does not build example.c:"
         sed 's/^/    /' "$tmp/readme/CMakeLists.txt" "$tmp/readme-build.log" >&2
-    elif [ ! -x "$tmp/readme/b/app" ]; then
-        fail "README.md's consumer-cmake block builds no program app (add_executable(app app.c))"
+    elif [ ! -x "$tmp/readme/b/example" ]; then
+        fail "README.md's consumer-cmake block builds no program example" \
+            "(add_executable(example example.c))"
     else
-        run_against "$tmp/want.keys" "$by" "README.md's CMake consumer (app)" \
-            "$tmp/readme/b/app" "$servers" "${keys[@]}"
+        readme_check "README.md's first program (find_package)" "$tmp/readme/b/example"
     fi
     ;;
+10) ;;
 2) fail "$readme: no such file, so no consumer-cmake block to build" ;;
 3) fail "$readme has no CMake consumer block: the lines <!-- consumer-cmake begin --> and" \
         "<!-- consumer-cmake end --> around a \`\`\`cmake fence (find_package(mcroute ... CONFIG" \
-        "REQUIRED), add_executable(app app.c), target_link_libraries(app ... mcroute::...))" ;;
+        "REQUIRED), add_executable(example example.c), target_link_libraries(example ... mcroute::...))" ;;
 4) fail "$readme: not exactly one <!-- consumer-cmake begin --> and one <!-- consumer-cmake end --> line" ;;
 5) fail "$readme: no \`\`\`cmake fence between <!-- consumer-cmake begin --> and <!-- consumer-cmake end -->" ;;
 6) fail "$readme: more than one \`\`\`cmake fence between the consumer-cmake markers" ;;
@@ -919,8 +968,8 @@ placement_only() {
             fail "placement only: README.md's consumer-cmake block does not build against it:"
             sed 's/^/    /' "$m/readme.log" >&2
         else
-            run_against "$tmp/want.keys" "$by" "placement only: README.md's CMake consumer (app)" \
-                "$m/readme/app" "$servers" "${keys[@]}"
+            readme_check "placement only: README.md's first program (find_package)" \
+                "$m/readme/example"
         fi
     elif [ "$rst" = 0 ]; then
         ok "placement only: README.md's consumer-cmake block links ${others//$'\n'/ } (not libmcroute alone): not built here"
