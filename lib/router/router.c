@@ -490,14 +490,16 @@ uint32_t mcr_router_locate_index(mcr_router *router, const void *key, size_t len
     return locate_index_slow(router, key, len, epoch);
 }
 
-mcr_snapshot *mcr_router_current(mcr_router *router)
+/* A counted reference to the snapshot in `slot` (current or published),
+ * taken inside an RCU section. */
+static mcr_snapshot *ref_of(mcr_router *router, _Atomic(mcr_snapshot *) *slot)
 {
     mcr_snapshot *snap;
 
     if (router == NULL)
         return NULL;
     urcu_bp_read_lock();
-    snap = atomic_load_explicit(&router->current, memory_order_acquire);
+    snap = atomic_load_explicit(slot, memory_order_acquire);
     /* Inside the section the snapshot cannot be freed, so its count is
      * above zero and may be raised. */
     if (snap != NULL)
@@ -505,6 +507,11 @@ mcr_snapshot *mcr_router_current(mcr_router *router)
     MCR__TSAN_RELEASE(&router->tsan_grace_period);
     urcu_bp_read_unlock();
     return snap;
+}
+
+mcr_snapshot *mcr_router_current(mcr_router *router)
+{
+    return router == NULL ? NULL : ref_of(router, &router->current);
 }
 
 uint64_t mcr_router_epoch(mcr_router *router)
@@ -522,17 +529,7 @@ uint64_t mcr_router_epoch(mcr_router *router)
 
 mcr_snapshot *mcr_router_published(mcr_router *router)
 {
-    mcr_snapshot *snap;
-
-    if (router == NULL)
-        return NULL;
-    urcu_bp_read_lock();
-    snap = atomic_load_explicit(&router->base, memory_order_acquire);
-    if (snap != NULL)
-        mcr_snapshot_ref(snap);
-    MCR__TSAN_RELEASE(&router->tsan_grace_period);
-    urcu_bp_read_unlock();
-    return snap;
+    return router == NULL ? NULL : ref_of(router, &router->base);
 }
 
 uint64_t mcr_router_generation(mcr_router *router)
