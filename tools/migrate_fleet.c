@@ -519,6 +519,13 @@ static int plan_rollback(ctx *c)
     return write_record(c, MCR_MIGRATION_COPYING, "aborted after the switch: rolling back");
 }
 
+/* The last step: done, or aborted for a rollback. */
+static int the_end(ctx *c)
+{
+    return step(c, c->m.rollback ? MCR_MIGRATION_ABORTED : MCR_MIGRATION_DONE,
+                c->m.rollback ? "aborted: rolled back" : "done");
+}
+
 /* The end, after the switch (and the grace, going forward): closing, so
  * that no client reads an old owner any more, then done (aborted for a
  * rollback), so that they stop writing there. Ending at once would let a
@@ -527,10 +534,7 @@ static int plan_rollback(ctx *c)
 static int finish(ctx *c)
 {
     int rc = step(c, MCR_MIGRATION_CLOSING, "closing");
-    if (rc != EXIT_SUCCESS)
-        return rc;
-    return step(c, c->m.rollback ? MCR_MIGRATION_ABORTED : MCR_MIGRATION_DONE,
-                c->m.rollback ? "aborted: rolled back" : "done");
+    return rc != EXIT_SUCCESS ? rc : the_end(c);
 }
 
 /* The way forward from the record's phase. */
@@ -577,8 +581,7 @@ static int run_forward(ctx *c, double rate, unsigned timeout_ms)
     case MCR_MIGRATION_CLOSING:
         if (c->nsteps == 0 && (rc = wait_step(c, MCR_MIGRATION_CLOSING, 0)) != EXIT_SUCCESS)
             return rc;
-        return step(c, c->m.rollback ? MCR_MIGRATION_ABORTED : MCR_MIGRATION_DONE,
-                    c->m.rollback ? "aborted: rolled back" : "done");
+        return the_end(c);
     default:
         return give_up(c, "the migration is %s already", mcr_migration_phase_name(c->m.phase));
     }
