@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_config.c: Check suite of the config: server list and file parsing, bad input, sorting, names. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,12 @@
 #include "placement/placement_internal.h"
 #include "mcroute.h"
 #include "mcroute_ketama.h"
+#include "mcroute_fleet.h"
+#include "mcroute_migrate.h"
+#include "mcroute_pool.h"
+#include "mcroute_router.h"
 #include "mcroute_snapshot.h"
+#include "mcroute_twemproxy.h"
 #include "testutil.h"
 
 /* Expect `list` to fail with `code` and a message containing `needle`, and
@@ -121,6 +127,52 @@ END_TEST
 /* Structs that grow (mcroute.h): a reserved area that is not zero is
  * refused where a caller fills the struct; the library zeroes it where it
  * fills one. */
+/* Structs that grow (mcroute.h): each ends with its reserved area, and
+ * none changes size (the amd64 sizes of 0.4: a new field must come out of
+ * the reserved area; changing a size here is an ABI break). */
+#define END(t) (offsetof(t, reserved) + sizeof(((t *)0)->reserved))
+START_TEST(struct_sizes)
+{
+    static const struct {
+        const char *name;
+        size_t size, amd64;
+        size_t end; /* where the reserved area ends */
+    } t[] = {
+        {"mcr_server_desc", sizeof(mcr_server_desc), 72, END(mcr_server_desc)},
+        {"mcr_route", sizeof(mcr_route), 304, END(mcr_route)},
+        {"mcr_local_state", sizeof(mcr_local_state), 64, END(mcr_local_state)},
+        {"mcr_router_migration", sizeof(mcr_router_migration), 72, END(mcr_router_migration)},
+        {"mcr_watch_options", sizeof(mcr_watch_options), 88, END(mcr_watch_options)},
+        {"mcr_diff_arc", sizeof(mcr_diff_arc), 56, END(mcr_diff_arc)},
+        {"mcr_diff_pair", sizeof(mcr_diff_pair), 56, END(mcr_diff_pair)},
+        {"mcr_pool_options", sizeof(mcr_pool_options), 144, END(mcr_pool_options)},
+        {"mcr_request", sizeof(mcr_request), 112, END(mcr_request)},
+        {"mcr_owned_result", sizeof(mcr_owned_result), 600, END(mcr_owned_result)},
+        {"mcr_server_stats", sizeof(mcr_server_stats), 776, END(mcr_server_stats)},
+        {"mcr_fleet_options", sizeof(mcr_fleet_options), 104, END(mcr_fleet_options)},
+        {"mcr_fleet_follow_options", sizeof(mcr_fleet_follow_options), 120,
+         END(mcr_fleet_follow_options)},
+        {"mcr_fleet_client", sizeof(mcr_fleet_client), 144, END(mcr_fleet_client)},
+        {"mcr_fleet_stats", sizeof(mcr_fleet_stats), 192, END(mcr_fleet_stats)},
+        {"mcr_migration", sizeof(mcr_migration), 504, END(mcr_migration)},
+        {"mcr_migration_progress", sizeof(mcr_migration_progress), 88,
+         END(mcr_migration_progress)},
+        {"mcr_migrate_options", sizeof(mcr_migrate_options), 128, END(mcr_migrate_options)},
+        {"mcr_migrate_source", sizeof(mcr_migrate_source), 904, END(mcr_migrate_source)},
+        {"mcr_migrate_report", sizeof(mcr_migrate_report), 464, END(mcr_migrate_report)},
+        {"mcr_twem_server", sizeof(mcr_twem_server), 72, END(mcr_twem_server)},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        ck_assert_msg(t[i].end == t[i].size, "%s: the reserved area is not at its end",
+                      t[i].name);
+#if defined(__x86_64__) && defined(__LP64__)
+        ck_assert_msg(t[i].size == t[i].amd64, "%s: %zu bytes, not %zu (an ABI break)",
+                      t[i].name, t[i].size, t[i].amd64);
+#endif
+    }
+}
+END_TEST
+
 START_TEST(reserved_areas)
 {
     mcr_error err;
@@ -484,6 +536,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, parse_bad_lists);
     tcase_add_test(tc, add_server_checks);
     tcase_add_test(tc, reserved_areas);
+    tcase_add_test(tc, struct_sizes);
     tcase_add_test(tc, server_files);
     tcase_add_test(tc, server_lines);
     tcase_add_test(tc, duplicate_set_survives_rollback_and_sort);
