@@ -770,6 +770,88 @@ START_TEST(diff_across_native_modes)
 }
 END_TEST
 
+/* ------------------------------------------------------------ walks */
+
+/* The first output of SplitMix64 seeded with x (Steele, Lea and Flood's
+ * constants), for the slots' probe sequence as mcr_mode(3) gives it. */
+static uint64_t splitmix_first(uint64_t x)
+{
+    uint64_t z = x + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Candidate k (k >= 1) of each mode's documented walk for a key, as
+ * snapshot server indexes (every server active, so that ring and snapshot
+ * number them alike); UINT32_MAX past the mode's own sequence. */
+static uint32_t walk_candidate(const mcr_snapshot *s, const char *key, size_t kl, uint32_t k)
+{
+    const mcr_ring *r = mcr_snapshot_ring(s);
+    uint32_t n = (uint32_t)mcr_snapshot_server_count(s), h = mcr_ring_hash(r, key, kl);
+    switch (mcr_ring_mode(r)) {
+    case MCR_MODE_SLOTS: { /* the owners of the slot's probes */
+        uint32_t slot = mcr_snapshot_key_slot(s, key, kl), S = (uint32_t)mcr_snapshot_table_size(s);
+        if (k >= 4 * n)
+            return UINT32_MAX;
+        return mcr_snapshot_table_entry(s, (size_t)(splitmix_first((uint64_t)slot << 32 | k) % S));
+    }
+    case MCR_MODE_MAGLEV: { /* the entries after the key's */
+        size_t M = mcr_snapshot_table_size(s);
+        return mcr_snapshot_table_entry(s, (h % M + k) % M);
+    }
+    case MCR_MODE_MODULA: /* the servers after the primary's */
+        return (h % n + k) % n;
+    default: { /* the points after the key's, clockwise */
+        size_t np = mcr_ring_point_count(r), i = mcr_ring_find_point(r, h);
+        uint32_t srv;
+        if (k >= np)
+            return UINT32_MAX;
+        ck_assert_int_eq(mcr_ring_point(r, (i + k) % np, NULL, &srv), MCR_OK);
+        return srv;
+    }
+    }
+}
+
+/* mcr_snapshot_replicas follows each mode's documented walk (mcr_mode(3)):
+ * the first distinct servers of the candidates, the primary first. */
+START_TEST(replicas_follow_walks)
+{
+    static const mcr_mode modes[] = {MCR_MODE_SLOTS, MCR_MODE_MAGLEV, MCR_MODE_MODULA,
+                                     MCR_MODE_KETAMA, MCR_MODE_DALLI};
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        pool p;
+        plain_pool(&p, modes[m], 12, 1);
+        if (modes[m] == MCR_MODE_MAGLEV)
+            p.table = 1201;
+        mcr_snapshot *s = snap_of(&p);
+        for (unsigned i = 0; i < 3000; i++) {
+            char key[32];
+            size_t kl = key_n(key, i);
+            uint32_t got[4], want[4], nw = 0;
+            size_t ng = mcr_snapshot_replicas(s, key, kl, 4, got, NULL);
+            want[nw++] = mcr_snapshot_locate(s, key, kl);
+            for (uint32_t k = 1; nw < 4; k++) {
+                uint32_t c = walk_candidate(s, key, kl, k), seen = 0;
+                if (c == UINT32_MAX)
+                    break;
+                for (uint32_t j = 0; j < nw; j++)
+                    seen |= want[j] == c;
+                if (!seen)
+                    want[nw++] = c;
+            }
+            EXPECT_MSG(ng == nw, "%s %s: %zu replicas, walk gives %u", mcr_mode_name(modes[m]),
+                       key, ng, (unsigned)nw);
+            for (uint32_t j = 0; j < nw && j < ng; j++)
+                EXPECT_MSG(got[j] == want[j], "%s %s: replica %u is %u, walk gives %u",
+                           mcr_mode_name(modes[m]), key, (unsigned)j, (unsigned)got[j],
+                           (unsigned)want[j]);
+        }
+        mcr_snapshot_unref(s);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ bounded loads */
 
 START_TEST(bounded_simulation)
@@ -1031,6 +1113,7 @@ static Suite *placement_snapshots_suite(void)
     tcase_add_test(tn, rendezvous_random_changes);
     tcase_add_test(tn, diff_across_native_modes);
     tcase_add_test(tn, bounded_simulation);
+    tcase_add_test(tn, replicas_follow_walks);
     suite_add_tcase(s, tn);
 
     TCase *te = tcase_create("edges");

@@ -114,31 +114,19 @@ int mcr__check_host(const char *host, size_t len, mcr_error *err);
 
 /* ---- modes ---- */
 
-/* How a mode turns a key hash into a server. */
-typedef enum mcr__kind {
-    MCR__KIND_POINTS,     /* a continuum: the continuum modes and "bounded" */
-    MCR__KIND_MODULA,     /* "modula" */
-    MCR__KIND_WMODULA,    /* "twemproxy-modula" */
-    MCR__KIND_JUMP,       /* "jump": buckets, some of them holes */
-    MCR__KIND_TABLE,      /* "maglev", "slots": table[hash % size] */
-    MCR__KIND_RENDEZVOUS, /* "rendezvous": the best score */
-    MCR__KIND_PYMEMCACHE  /* "pymemcache": the best score of the key itself */
-} mcr__kind;
+/* How the key space falls to a ring's servers: how a diff reads it. */
+typedef enum mcr__shape {
+    MCR__SHAPE_CONTINUUM, /* arcs between points (mcr__ring_points) */
+    MCR__SHAPE_RESIDUES,  /* hash % period: mcr__ring_table's entries, or
+                             server b owns mcr__ring_residues(r, b) in turn */
+    MCR__SHAPE_SLOTS,     /* "slots": CRC-16 of the key % the table */
+    MCR__SHAPE_JUMP,      /* "jump": buckets of jump hashing, some holes */
+    MCR__SHAPE_SCORES     /* the best score of every server's */
+} mcr__shape;
 
-static inline mcr__kind mcr__mode_kind(mcr_mode m)
-{
-    switch (m) {
-    case MCR_MODE_MODULA: return MCR__KIND_MODULA;
-    case MCR_MODE_TWEMPROXY_MODULA:
-    case MCR_MODE_BUCKETS: return MCR__KIND_WMODULA;
-    case MCR_MODE_PYMEMCACHE: return MCR__KIND_PYMEMCACHE;
-    case MCR_MODE_JUMP: return MCR__KIND_JUMP;
-    case MCR_MODE_MAGLEV:
-    case MCR_MODE_SLOTS: return MCR__KIND_TABLE;
-    case MCR_MODE_RENDEZVOUS: return MCR__KIND_RENDEZVOUS;
-    default: return MCR__KIND_POINTS;
-    }
-}
+/* 1 when mode m places keys on a continuum of points (the continuum modes
+ * and "bounded"); a valid mode. */
+int mcr__mode_has_points(mcr_mode m);
 
 /* The modes whose snapshots carry a map of their own (history, not a
  * function of the servers): "jump" (bucket -> server) and "slots" (slot ->
@@ -361,6 +349,7 @@ typedef struct mcr__walk {
     double *times;
     uint32_t *order;
     uint32_t last;     /* rendezvous: the previous candidate */
+    bool sweep;        /* after its own sequence, every other server once */
     double local[64];
 } mcr__walk;
 
@@ -371,6 +360,12 @@ void mcr__walk_init(mcr__walk *w, const mcr_ring *r, const void *key, size_t len
 /* The next candidate, or UINT32_MAX once the walk is over. */
 uint32_t mcr__walk_next(mcr__walk *w);
 void mcr__walk_release(mcr__walk *w);
+
+/* How r's key space falls to servers, and in MCR__SHAPE_RESIDUES without
+ * a table how many residues in turn server b owns (its weight in
+ * "twemproxy-modula", else 1). */
+mcr__shape mcr__ring_shape(const mcr_ring *r);
+uint32_t mcr__ring_residues(const mcr_ring *r, uint32_t b);
 
 /* 1 when r's continuum follows the successor rule with ties to the first
  * point (every continuum mode but spymemcached, dalli and php-memcache). */

@@ -257,14 +257,12 @@ static int continuum_steps(side *s, mcr_error *err)
 
 /* The residue modes as blocks of residues (see side): "modula" is one
  * residue per server, "twemproxy-modula" `weight` residues per server,
- * "maglev" the runs of equal entries of its table. */
+ * "maglev" and php-memcache's buckets the runs of equal entries of their
+ * tables. */
 static int modula_blocks(side *s, mcr_error *err)
 {
-    mcr_mode mode = mcr_ring_mode(s->ring);
     size_t m;
-    const uint32_t *t = mode == MCR_MODE_MAGLEV || mode == MCR_MODE_PHP_MEMCACHE
-                            ? mcr__ring_table(s->ring, &m)
-                            : NULL;
+    const uint32_t *t = mcr__ring_table(s->ring, &m);
     size_t cap = t != NULL ? m : s->nring;
 
     s->block_end = malloc(cap * sizeof(*s->block_end));
@@ -281,7 +279,7 @@ static int modula_blocks(side *s, mcr_error *err)
         }
     } else {
         for (uint32_t b = 0; b < s->nring; b++) {
-            sum += mcr__mode_kind(mode) == MCR__KIND_WMODULA ? mcr_ring_server_weight(s->ring, b) : 1;
+            sum += mcr__ring_residues(s->ring, b);
             s->block_end[k] = sum;
             s->block_srv[k++] = b;
         }
@@ -302,36 +300,26 @@ static int side_init(side *s, const mcr_snapshot *snap, const mcr_snapshot *new_
     int rc = owner_keys(s, snap, new_snap, is_old, err);
     if (rc != MCR_OK)
         return rc;
-    switch (mcr__mode_kind(mcr_ring_mode(s->ring))) {
-    case MCR__KIND_MODULA:
-    case MCR__KIND_WMODULA:
+    switch (mcr__ring_shape(s->ring)) {
+    case MCR__SHAPE_RESIDUES:
         s->kind = SIDE_RESIDUES;
         return modula_blocks(s, err);
-    case MCR__KIND_TABLE:
-        if (mcr_ring_mode(s->ring) == MCR_MODE_MAGLEV) {
-            s->kind = SIDE_RESIDUES;
-            return modula_blocks(s, err);
-        }
+    case MCR__SHAPE_SLOTS:
         s->kind = SIDE_SLOTS;
         s->table = mcr__ring_table(s->ring, &s->ntable);
         return MCR_OK;
-    case MCR__KIND_JUMP:
+    case MCR__SHAPE_JUMP:
         s->kind = SIDE_JUMP;
         s->table = mcr__ring_table(s->ring, &s->ntable);
         /* lookups jump over the buckets up to the last that is not a hole */
         while (s->ntable > 1 && s->table[s->ntable - 1] == MCR__HOLE)
             s->ntable--;
         return MCR_OK;
-    case MCR__KIND_RENDEZVOUS:
-    case MCR__KIND_PYMEMCACHE: /* the same race, with pymemcache's scores */
+    case MCR__SHAPE_SCORES: /* rendezvous, pymemcache: a race of scores */
         s->kind = SIDE_RENDEZVOUS;
         return MCR_OK;
+    case MCR__SHAPE_CONTINUUM:
     default:
-        if (mcr_ring_mode(s->ring) == MCR_MODE_PHP_MEMCACHE && mcr_ring_server_count(s->ring) > 1) {
-            /* 1024 buckets: residues of the key hash (one server: no hash) */
-            s->kind = SIDE_RESIDUES;
-            return modula_blocks(s, err);
-        }
         s->kind = SIDE_CONTINUUM;
         return continuum_steps(s, err);
     }

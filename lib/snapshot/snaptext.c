@@ -143,7 +143,7 @@ static size_t line_cap(const mcr_snapshot *s, const mcr__entry *e)
 static size_t server_line(const mcr_snapshot *s, const mcr__entry *e, char *buf)
 {
     char *o = buf;
-    uint64_t points = mcr__mode_kind(s->params.mode) == MCR__KIND_POINTS
+    uint64_t points = mcr__mode_has_points(s->params.mode)
                           ? (uint64_t)e->labels * s->per_label
                           : e->owned;
 
