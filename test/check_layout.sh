@@ -28,6 +28,7 @@ LAYERS=(
     "lib/hash"
     "lib/placement"
     "lib/snapshot"
+    "lib/state"
     "lib/router"
     "lib/pool lib/fleet"
     "lib/migrate compat"

@@ -234,6 +234,8 @@ int mcr_router_new(const mcr_snapshot *initial, mcr_router **out, mcr_error *err
     atomic_init(&r->collectable, NULL);
     atomic_init(&r->ndeferred, 0);
     atomic_init(&r->nwaiters, 0);
+    atomic_init(&r->state_gen, NULL);
+    atomic_init(&r->state_seen, 0);
     if ((e = pthread_mutex_init(&r->trans_mu, NULL)) != 0) {
         mcr_snapshot_unref(atomic_load_explicit(&r->current, memory_order_relaxed));
         mcr_snapshot_unref(atomic_load_explicit(&r->base, memory_order_relaxed));
@@ -311,6 +313,7 @@ void mcr_router_free(mcr_router *router)
 {
     if (router == NULL)
         return;
+    mcr__router_state_free(router);
     /* This thread's cached reference (other threads drop theirs later: a
      * new router at this address matches one only if that very snapshot is
      * its current one, which is then the right answer). */
@@ -335,6 +338,11 @@ void mcr_router_free(mcr_router *router)
 }
 
 /* ---- readers ---- */
+
+int mcr__router_in_section(void)
+{
+    return mcr__rcache_tls.depth != 0 || mcr__rcache_tls.nrcu != 0;
+}
 
 /* Acquire when slot[0] is not the router's fresh snapshot (see the top of
  * the file): another slot, a refresh (depth 0 only), or an RCU section.
@@ -385,6 +393,7 @@ const mcr_snapshot *mcr_router_acquire(mcr_router *router)
 {
     mcr__rcache *c = &mcr__rcache_tls;
 
+    mcr__router_state_check(router);
     const mcr_snapshot *cur = atomic_load_explicit(&router->current, memory_order_acquire);
     unsigned d = c->depth;
 
@@ -476,6 +485,7 @@ uint32_t mcr_router_locate_index(mcr_router *router, const void *key, size_t len
                                  uint64_t *epoch)
 {
     mcr__rcache *c = &mcr__rcache_tls;
+    mcr__router_state_check(router);
     const mcr_snapshot *cur = atomic_load_explicit(&router->current, memory_order_acquire);
 
     if (MCR__LIKELY(c->slot[0].router == router && c->slot[0].snap == cur && cur != NULL)) {
@@ -511,7 +521,10 @@ static mcr_snapshot *ref_of(mcr_router *router, _Atomic(mcr_snapshot *) *slot)
 
 mcr_snapshot *mcr_router_current(mcr_router *router)
 {
-    return router == NULL ? NULL : ref_of(router, &router->current);
+    if (router == NULL)
+        return NULL;
+    mcr__router_state_check(router);
+    return ref_of(router, &router->current);
 }
 
 uint64_t mcr_router_epoch(mcr_router *router)
@@ -529,12 +542,18 @@ uint64_t mcr_router_epoch(mcr_router *router)
 
 mcr_snapshot *mcr_router_published(mcr_router *router)
 {
-    return router == NULL ? NULL : ref_of(router, &router->base);
+    if (router == NULL)
+        return NULL;
+    mcr__router_state_check(router);
+    return ref_of(router, &router->base);
 }
 
 uint64_t mcr_router_generation(mcr_router *router)
 {
-    return router == NULL ? 0 : atomic_load_explicit(&router->generation, memory_order_acquire);
+    if (router == NULL)
+        return 0;
+    mcr__router_state_check(router);
+    return atomic_load_explicit(&router->generation, memory_order_acquire);
 }
 
 int mcr_router_local_state(mcr_router *router, const char *id, mcr_server_state *state,

@@ -48,6 +48,13 @@ struct mcr_router {
      * (release), read by anyone inside a read-side section (acquire). The
      * router owns one reference to it. */
     _Atomic(mcr_snapshot *) current;
+    /* A router fed from a state (router_state.c): the generation in its
+     * PATH.shm (NULL: not fed from a state; never unmapped while the
+     * router lives), and the generation last looked at. Next to `current`:
+     * every read loads the pointer. */
+    _Atomic(_Atomic uint64_t *) state_gen;
+    _Atomic uint64_t state_seen;
+    struct mcr__router_state *state;
     /* The published snapshot (what publish and apply were given), and the
      * local overlay, resolved against it (NULL: no override). The same
      * rules as `current`; one reference to `base` of its own (also when it
@@ -89,5 +96,27 @@ struct mcr_router {
     uint64_t t_deadline_ns; /* CLOCK_MONOTONIC; 0: until ended */
     uint64_t t_serial;
 };
+
+/* ---- router_state.c: a router fed from a state (mcroute_state.h) ---- */
+
+/* Look at the state again: adopt its new generation, claim a slot after a
+ * fork. Called by every read when the generation moved. */
+void mcr__router_state_refresh(mcr_router *r);
+/* Release the state's slot and mappings (mcr_router_free()). */
+void mcr__router_state_free(mcr_router *r);
+/* 1 when this thread is inside a read-side section (router.c): no
+ * publish then. */
+int mcr__router_in_section(void);
+
+/* What every read of a router does first: one load of the state's
+ * generation when fed from one. */
+static inline void mcr__router_state_check(mcr_router *r)
+{
+    _Atomic uint64_t *g = atomic_load_explicit(&r->state_gen, memory_order_relaxed);
+    if (__builtin_expect(g != NULL, 0) &&
+        atomic_load_explicit(g, memory_order_acquire) !=
+            atomic_load_explicit(&r->state_seen, memory_order_relaxed))
+        mcr__router_state_refresh(r);
+}
 
 #endif /* MCR_ROUTER_INTERNAL_H */

@@ -87,6 +87,7 @@ int mcr_router_get_migration(mcr_router *router, mcr_router_migration *out)
         memset(out, 0, sizeof(*out));
     if (router == NULL || out == NULL)
         return MCR_ERR_INVALID;
+    mcr__router_state_check(router);
     uint64_t now = mono_ns();
     pthread_mutex_lock(&router->trans_mu);
     if (!transition_live(router, now)) {

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* state_internal.h: a host's shared state (mcroute_state.h): the state
+ * file's text (statetext.c), the shared memory beside it and its slots
+ * (stateshm.c), the writer (statewriter.c); above snapshot/, below router/
+ * (whose router_state.c follows a state). Never installed. */
+#ifndef MCR_STATE_INTERNAL_H
+#define MCR_STATE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "snapshot/snapshot.h"
+#include "mcroute_state.h"
+
+/* The largest state file read (three snapshots of 100,000 servers fit). */
+#define MCR__STATE_FILE_MAX (256u << 20)
+
+/* ---- the text (statetext.c) ---- */
+
+/* The text of `c` at generation `gen`, written at `written_ms`: a new
+ * malloc'ed buffer *out of *len bytes. MCR_OK, MCR_ERR_INVALID (content
+ * that breaks the format's rules, the message says which), MCR_ERR_NOMEM. */
+int mcr__state_text(const mcr_state_content *c, uint64_t gen, uint64_t written_ms, char **out,
+                    size_t *len, mcr_error *err);
+
+/* 1 when s is 1..max bytes of the pool-name alphabet. */
+bool mcr__state_name_ok(const char *s, size_t max);
+
+/* ---- the shared memory (stateshm.c) ---- */
+
+/* PATH.shm, version 1: a header, then `nslots` slots of `slot_size` bytes.
+ * Every field another process may read at the same time is atomic. */
+#define MCR__SHM_MAGIC "MCRSHM01"
+#define MCR__SHM_VERSION 1u
+#define MCR__SHM_HEADER_SIZE 256u
+#define MCR__SHM_SLOT_SIZE 256u
+
+typedef struct mcr__shm_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_size;
+    uint32_t slot_size;
+    uint32_t nslots;
+    /* 1 once a writer has replaced this file by another (a new layout):
+     * followers open PATH.shm again. Raised before `generation` moves. */
+    _Atomic uint32_t replaced;
+    uint32_t pad0;
+    char pad1[32];
+    /* Its own cache line: followers load it on every call; it changes
+     * only when a state is written. */
+    _Atomic uint64_t generation;
+    char pad2[56];
+    _Atomic uint32_t writer_pid;
+    char pad3[124];
+} mcr__shm_header;
+
+/* One process's slot. `owner` 0 is a free slot; a process claims one by a
+ * compare-and-swap of its owner word over 0 (or over that of a process
+ * that died) and frees it by one back to 0. The owner word holds the pid
+ * and the low 32 bits of the process's start time, so that a pid reused by
+ * another process does not pass for the dead one. Only its process writes
+ * the rest, between two increments of `seq` (odd while it writes: a
+ * seqlock, read by mcr__shm_read_slot()). Strings are packed into atomic
+ * words. */
+#define MCR__SHM_OWNER(pid, start) ((uint64_t)(pid) << 32 | (uint32_t)(start))
+#define MCR__SHM_PID(owner) ((uint32_t)((owner) >> 32))
+#define MCR__SHM_START(owner) ((uint32_t)(owner))
+typedef struct mcr__shm_slot {
+    _Atomic uint64_t owner;
+    _Atomic uint32_t seq;
+    uint32_t pad0;
+    _Atomic uint64_t generation;
+    _Atomic uint64_t epoch;
+    _Atomic uint64_t to_epoch;
+    _Atomic uint64_t adopted_ns;
+    _Atomic uint64_t refused;
+    _Atomic uint32_t phase;
+    _Atomic int32_t last_refusal;
+    _Atomic uint64_t checksum[4];     /* 32 bytes, NUL-padded */
+    _Atomic uint64_t migration_id[4]; /* 32 bytes, NUL-padded */
+    char pad[128];
+} mcr__shm_slot;
+
+/* A mapping of PATH.shm. */
+typedef struct mcr__shm {
+    mcr__shm_header *h;
+    mcr__shm_slot *slots;
+    size_t size;
+    int fd;
+} mcr__shm;
+
+/* The path of PATH.shm into buf (cap bytes): MCR_OK or MCR_ERR_INVALID
+ * (too long). */
+int mcr__shm_path(const char *path, char *buf, size_t cap, mcr_error *err);
+
+/* Map an existing PATH.shm (`shm_path`), read-write or read-only, and
+ * check its header. MCR_OK; MCR_ERR_SYSTEM (open or map failed, errno
+ * kept); MCR_ERR_CORRUPT (not a state's shared memory, or another version,
+ * or too short for its slots). */
+int mcr__shm_open(const char *shm_path, bool writable, mcr__shm *out, mcr_error *err);
+void mcr__shm_close(mcr__shm *m);
+
+/* What a process adopted, for its slot. */
+typedef struct mcr__adoption {
+    uint64_t generation, epoch, to_epoch, adopted_ns;
+    const char *checksum;     /* may be NULL: "" */
+    mcr_migration_phase phase;
+    const char *migration_id; /* may be NULL: "" */
+} mcr__adoption;
+
+/* Claim a free slot for this process (pid, start time): its index, or -1
+ * when every slot is taken by a live process. A slot of a process that
+ * died is taken over when no slot is free. */
+int mcr__shm_claim(mcr__shm *m, uint64_t owner);
+/* Free slot i if `owner` holds it. */
+void mcr__shm_release(mcr__shm *m, int i, uint64_t owner);
+/* Free slot i if its process died: 1 when it did. */
+int mcr__shm_reap(mcr__shm *m, uint32_t i);
+/* Record an adoption, or a refusal (status), in slot i. */
+void mcr__shm_adopted(mcr__shm *m, int i, const mcr__adoption *a);
+void mcr__shm_refused(mcr__shm *m, int i, int status);
+/* A consistent copy of slot i into *out: 1, or 0 for a free slot. */
+int mcr__shm_read_slot(const mcr__shm *m, uint32_t i, mcr_state_process *out);
+
+/* Process pid's start time (field 22 of /proc/PID/stat), 0 unknown; and
+ * whether the process of an owner word is alive (a start time of 0, or
+ * one that cannot be read, trusts the pid alone). */
+uint64_t mcr__proc_start_time(uint32_t pid);
+bool mcr__proc_alive(uint64_t owner);
+
+#endif /* MCR_STATE_INTERNAL_H */

@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* statewriter.c: the writer of a state (the agent): PATH.shm created or kept and locked, each state written whole and renamed into place before the generation moves, and the processes read from their slots. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "state_internal.h"
+
+struct mcr_state_writer {
+    char *path;
+    char *shm_path;
+    mcr__shm shm;
+    unsigned mode;
+    int set_gid;
+    unsigned gid;
+};
+
+static uint64_t realtime_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Mode and group of a file the writer made. */
+static int set_owner(const mcr_state_writer *w, int fd, unsigned mode, const char *what,
+                     mcr_error *err)
+{
+    if (w->set_gid && fchown(fd, (uid_t)-1, (gid_t)w->gid) != 0)
+        return mcr__error_sys(err, errno, "state %s: cannot give it group %u: %s", what,
+                              w->gid, strerror(errno));
+    if (fchmod(fd, mode) != 0)
+        return mcr__error_sys(err, errno, "state %s: cannot set its mode %o: %s", what, mode,
+                              strerror(errno));
+    return MCR_OK;
+}
+
+/* A new PATH.shm of `nslots` slots made beside it, locked, and renamed
+ * into place; the generation starts at `gen`. */
+static int create_shm(mcr_state_writer *w, uint32_t nslots, uint64_t gen, mcr_error *err)
+{
+    char tmp[4096];
+    size_t size = MCR__SHM_HEADER_SIZE + (size_t)nslots * MCR__SHM_SLOT_SIZE;
+    snprintf(tmp, sizeof(tmp), "%s.new.%ld", w->shm_path, (long)getpid());
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return mcr__error_sys(err, errno, "state %s: cannot create it: %s", tmp, strerror(errno));
+    int rc = MCR_OK;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 || ftruncate(fd, (off_t)size) != 0)
+        rc = mcr__error_sys(err, errno, "state %s: cannot size or lock it: %s", tmp,
+                            strerror(errno));
+    if (rc == MCR_OK)
+        rc = set_owner(w, fd, w->mode, tmp, err);
+    void *p = rc == MCR_OK ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
+    if (rc == MCR_OK && p == MAP_FAILED)
+        rc = mcr__error_sys(err, errno, "state %s: cannot map it: %s", tmp, strerror(errno));
+    if (rc != MCR_OK) {
+        close(fd);
+        unlink(tmp);
+        return rc;
+    }
+    mcr__shm_header *h = p;
+    memcpy(h->magic, MCR__SHM_MAGIC, 8);
+    h->version = MCR__SHM_VERSION;
+    h->header_size = MCR__SHM_HEADER_SIZE;
+    h->slot_size = MCR__SHM_SLOT_SIZE;
+    h->nslots = nslots;
+    atomic_store(&h->generation, gen);
+    atomic_store(&h->writer_pid, (uint32_t)getpid());
+    if (rename(tmp, w->shm_path) != 0) {
+        rc = mcr__error_sys(err, errno, "state %s: cannot rename %s over it: %s", w->shm_path,
+                            tmp, strerror(errno));
+        munmap(p, size);
+        close(fd);
+        unlink(tmp);
+        return rc;
+    }
+    w->shm.h = h;
+    w->shm.slots = (mcr__shm_slot *)(void *)((char *)p + MCR__SHM_HEADER_SIZE);
+    w->shm.size = size;
+    w->shm.fd = fd;
+    return MCR_OK;
+}
+
+/* Keep an existing PATH.shm when it is a state's of this layout (locked
+ * first: one writer at a time); else replace it, telling its followers. */
+static int open_shm(mcr_state_writer *w, uint32_t nslots, mcr_error *err)
+{
+    mcr__shm old;
+    mcr_error e2 = {0};
+    int rc = mcr__shm_open(w->shm_path, true, &old, &e2);
+    if (rc == MCR_OK) {
+        if (flock(old.fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            mcr__shm_close(&old);
+            if (e == EWOULDBLOCK)
+                return mcr__error(err, MCR_ERR_BUSY,
+                                  "state %s: another writer holds it (another agent runs for "
+                                  "this state)",
+                                  w->shm_path);
+            return mcr__error_sys(err, e, "state %s: cannot lock it: %s", w->shm_path,
+                                  strerror(e));
+        }
+        w->shm = old;
+        atomic_store(&w->shm.h->writer_pid, (uint32_t)getpid());
+        return MCR_OK;
+    }
+    if (rc == MCR_ERR_SYSTEM && e2.sys_errno != ENOENT) {
+        if (err != NULL)
+            *err = e2;
+        return rc;
+    }
+    /* Missing, or not of this layout: a new one. A mapping of an older
+     * one of ours hears that it was replaced. */
+    uint64_t gen = 0;
+    int fd = open(w->shm_path, O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        struct stat st;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            close(fd);
+            return mcr__error(err, MCR_ERR_BUSY, "state %s: another writer holds it",
+                              w->shm_path);
+        }
+        if (fstat(fd, &st) == 0 && (size_t)st.st_size >= MCR__SHM_HEADER_SIZE) {
+            mcr__shm_header *h = mmap(NULL, MCR__SHM_HEADER_SIZE, PROT_READ | PROT_WRITE,
+                                      MAP_SHARED, fd, 0);
+            if (h != MAP_FAILED) {
+                if (memcmp(h->magic, "MCRSHM", 6) == 0) {
+                    gen = atomic_load(&h->generation);
+                    atomic_store(&h->replaced, 1);
+                    atomic_fetch_add(&h->generation, 1);
+                }
+                munmap(h, MCR__SHM_HEADER_SIZE);
+            }
+        }
+        rc = create_shm(w, nslots, gen, err);
+        close(fd);
+        return rc;
+    }
+    return create_shm(w, nslots, gen, err);
+}
+
+int mcr_state_writer_open(const char *path, const mcr_state_writer_options *o,
+                          mcr_state_writer **out, mcr_error *err)
+{
+    mcr_state_writer_options def = {0};
+    if (o == NULL)
+        o = &def;
+    if (path == NULL || out == NULL || *path == '\0')
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_state_writer_open: NULL or empty argument");
+    if (!mcr__zeroed(o->reserved, sizeof(o->reserved)))
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_state_writer_options: reserved is not zero");
+    if (o->slots > MCR_STATE_SLOTS_MAX)
+        return mcr__error(err, MCR_ERR_INVALID, "state: slots %u above %u", o->slots,
+                          MCR_STATE_SLOTS_MAX);
+    if (o->mode > 07777)
+        return mcr__error(err, MCR_ERR_INVALID, "state: mode %o is not a file mode", o->mode);
+    mcr_state_writer *w = calloc(1, sizeof(*w));
+    char shm_path[4096];
+    int rc = w == NULL ? mcr__error(err, MCR_ERR_NOMEM, "out of memory for a state writer")
+                       : mcr__shm_path(path, shm_path, sizeof(shm_path), err);
+    if (rc == MCR_OK) {
+        w->shm.fd = -1;
+        w->mode = o->mode ? o->mode : MCR_STATE_MODE;
+        w->set_gid = o->set_gid;
+        w->gid = o->gid;
+        w->path = strdup(path);
+        w->shm_path = strdup(shm_path);
+        if (w->path == NULL || w->shm_path == NULL)
+            rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory for a state writer");
+    }
+    if (rc == MCR_OK)
+        rc = open_shm(w, o->slots ? o->slots : MCR_STATE_SLOTS, err);
+    if (rc != MCR_OK) {
+        mcr_state_writer_free(w);
+        return rc;
+    }
+    *out = w;
+    return MCR_OK;
+}
+
+void mcr_state_writer_free(mcr_state_writer *w)
+{
+    if (w == NULL)
+        return;
+    if (w->shm.h != NULL)
+        atomic_store(&w->shm.h->writer_pid, 0);
+    mcr__shm_close(&w->shm); /* closing the descriptor releases the lock */
+    free(w->path);
+    free(w->shm_path);
+    free(w);
+}
+
+uint64_t mcr_state_writer_generation(const mcr_state_writer *w)
+{
+    return w == NULL || w->shm.h == NULL ? 0 : atomic_load(&w->shm.h->generation);
+}
+
+/* All of `len` bytes to fd. */
+static int write_all(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int mcr_state_write(mcr_state_writer *w, const mcr_state_content *c, uint64_t *generation,
+                    mcr_error *err)
+{
+    char *text = NULL, tmp[4096];
+    size_t len = 0;
+    if (w == NULL || c == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_state_write: NULL argument");
+    uint64_t gen = atomic_load(&w->shm.h->generation) + 1;
+    int rc = mcr__state_text(c, gen, realtime_ms(), &text, &len, err);
+    if (rc != MCR_OK)
+        return rc;
+    snprintf(tmp, sizeof(tmp), "%s.new.%ld", w->path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        rc = mcr__error(err, MCR_ERR_IO, "state %s: cannot create %s: %s", w->path, tmp,
+                        strerror(errno));
+    if (rc == MCR_OK && (write_all(fd, text, len) != 0 || fdatasync(fd) != 0))
+        rc = mcr__error(err, MCR_ERR_IO, "state %s: cannot write %s: %s", w->path, tmp,
+                        strerror(errno));
+    if (rc == MCR_OK && set_owner(w, fd, (w->mode & 0555u) | 0200u, tmp, err) != MCR_OK)
+        rc = MCR_ERR_IO;
+    if (fd >= 0 && close(fd) != 0 && rc == MCR_OK)
+        rc = mcr__error(err, MCR_ERR_IO, "state %s: cannot write %s: %s", w->path, tmp,
+                        strerror(errno));
+    if (rc == MCR_OK && rename(tmp, w->path) != 0)
+        rc = mcr__error(err, MCR_ERR_IO, "state %s: cannot rename %s over it: %s", w->path,
+                        tmp, strerror(errno));
+    free(text);
+    if (rc != MCR_OK) {
+        unlink(tmp);
+        return rc;
+    }
+    /* the file is in place before anyone is told */
+    atomic_store_explicit(&w->shm.h->generation, gen, memory_order_release);
+    if (generation != NULL)
+        *generation = gen;
+    return MCR_OK;
+}
+
+int mcr_state_processes(mcr_state_writer *w, mcr_state_process **out, size_t *count,
+                        mcr_error *err)
+{
+    if (w == NULL || out == NULL || count == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_state_processes: NULL argument");
+    uint32_t n = w->shm.h->nslots;
+    size_t live = 0, cap = 0;
+    mcr_state_process *v = NULL;
+    *out = NULL;
+    *count = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (atomic_load_explicit(&w->shm.slots[i].owner, memory_order_relaxed) == 0 ||
+            mcr__shm_reap(&w->shm, i))
+            continue;
+        if (live == cap) {
+            cap = cap ? cap * 2 : 64;
+            mcr_state_process *t = realloc(v, cap * sizeof(*v));
+            if (t == NULL) {
+                free(v);
+                return mcr__error(err, MCR_ERR_NOMEM, "out of memory listing processes");
+            }
+            v = t;
+        }
+        live += (size_t)mcr__shm_read_slot(&w->shm, i, &v[live]);
+    }
+    if (live == 0) {
+        free(v);
+        return MCR_OK;
+    }
+    *out = v;
+    *count = live;
+    return MCR_OK;
+}
+
+void mcr_state_processes_free(mcr_state_process *p)
+{
+    free(p);
+}
