@@ -549,7 +549,13 @@ typedef struct mcr_fleet_stats {
     uint64_t migrations_cleared; /* and ended */
     mcr_migration_phase migration_phase; /* the phase adopted last (NONE: none) */
     char migration_id[MCR_MIGRATION_ID_MAX + 1]; /* its id, "" when none */
-    uint64_t reserved[8]; /* zero; room for later fields (mcroute.h) */
+    uint64_t migration_from_epoch; /* its snapshots' epochs (0: none) */
+    uint64_t migration_to_epoch;
+    /* its copy, as the record said last (mcr_migration_progress) */
+    uint64_t migration_copied;
+    uint64_t migration_backlog;
+    double migration_keys_per_s;
+    uint64_t reserved[3]; /* zero; room for later fields (mcroute.h) */
 } mcr_fleet_stats;
 
 /* mcr_fleet_get_stats: a copy of the counters. Thread-safe; never blocks
@@ -559,6 +565,32 @@ MCR_EXTERN void mcr_fleet_get_stats(mcr_fleet *f, mcr_fleet_stats *out);
 /* mcr_fleet_client_id: the client id the follower registers under (valid
  * until mcr_fleet_free()). */
 MCR_EXTERN const char *mcr_fleet_client_id(const mcr_fleet *f);
+
+/* What a follower registers under clients/ID in place of what it adopted
+ * itself: for an agent that speaks for the processes behind it (a host's
+ * shared state, mcroute_state.h), the adoption of its slowest process. */
+typedef struct mcr_fleet_adoption {
+    uint64_t epoch;
+    char checksum[MCR_SNAPSHOT_CHECKSUM_LEN + 1];
+    mcr_migration_phase phase;            /* MCR_MIGRATION_NONE: none */
+    char migration_id[MCR_MIGRATION_ID_MAX + 1];
+    uint64_t migration_to_epoch;
+    /* Said after the host in the registration (mcr_fleet_client.host),
+     * where `mcroute migrate --etcd` shows it for a client that holds a
+     * step back: say who is behind. At most 511 bytes (cut there), or
+     * NULL. */
+    const char *note;
+    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
+} mcr_fleet_adoption;
+
+/* mcr_fleet_set_adoption: register `a` from now on instead of the
+ * follower's own adoption (NULL: the follower's own again). The client
+ * key is written again on the follower's thread soon after the call (and
+ * after every adoption of the follower, with `a` still). Thread-safe; not
+ * from the follower's callback. Errors: MCR_ERR_INVALID (NULL follower,
+ * reserved not zero, an unknown phase, a checksum or id that is not
+ * NUL-terminated), MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_fleet_set_adoption(mcr_fleet *f, const mcr_fleet_adoption *a, mcr_error *err);
 
 #ifdef __cplusplus
 }

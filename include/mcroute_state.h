@@ -164,11 +164,14 @@ typedef struct mcr_state_content {
     const char *pool;              /* the pool's name; required */
     const mcr_snapshot *snapshot;  /* the current snapshot; required */
     /* The migration, as the fleet's record says (mcroute_fleet.h):
-     * MCR_MIGRATION_NONE, or its phase, id, and snapshots (both required,
-     * to's epoch above from's). */
+     * MCR_MIGRATION_NONE, or its phase and id; in phases COPYING to
+     * CLOSING its snapshots (required), in PLANNED, DONE and ABORTED its
+     * snapshots or, when they are NULL, their epochs from_epoch and
+     * to_epoch. to's epoch is above from's. */
     mcr_migration_phase phase;
     const char *migration_id;
     const mcr_snapshot *from, *to;
+    uint64_t from_epoch, to_epoch;
     uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_state_content;
 

@@ -28,6 +28,7 @@ PKGS=(
   etcd-client      # etcdctl: the fleet tests write corrupt values, compact, read members
   valgrind         # scripts/test.sh, stage 4
   python3          # test_simulate, test_cli_stats (JSON), the http_cache example tests
+  python3-prometheus-client # test_agent: a scrape of /metrics parsed by Prometheus's own parser
   perl-base        # test/check_docs.sh
   groff-base       # test/check_docs.sh: man pages render cleanly
   man-db           # test/check_docs.sh: `man -l`

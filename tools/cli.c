@@ -19,6 +19,7 @@
 #include "mcroute_libmemcached.h"
 #include "mcroute_migrate.h"
 #include "mcroute_snapshot.h"
+#include "mcroute_state.h"
 #include "mcroute_twemproxy.h"
 
 #include "cli.h"
@@ -205,7 +206,8 @@ void cli_progress_end(void)
 enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
        OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID,
        OPT_RATE, OPT_DRY_RUN, OPT_GRACE, OPT_WAIT, OPT_ABORT, OPT_CLIENT,
-       OPT_CLIENTS, OPT_TOP, OPT_PREVIOUS = 400 };
+       OPT_CLIENTS, OPT_TOP, OPT_STATE, OPT_METRICS, OPT_ID, OPT_GROUP, OPT_SLOTS,
+       OPT_FILE_MODE, OPT_PREVIOUS = 400 };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -221,6 +223,12 @@ static const struct option source_opts[] = {
     {"client", required_argument, NULL, OPT_CLIENT},
     {"clients", required_argument, NULL, OPT_CLIENTS},
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+    {"state", required_argument, NULL, OPT_STATE},
+    {"metrics", required_argument, NULL, OPT_METRICS},
+    {"id", required_argument, NULL, OPT_ID},
+    {"group", required_argument, NULL, OPT_GROUP},
+    {"slots", required_argument, NULL, OPT_SLOTS},
+    {"file-mode", required_argument, NULL, OPT_FILE_MODE},
     {"replicas", required_argument, NULL, OPT_REPLICAS},
     {"top", required_argument, NULL, OPT_TOP},
     {"keys", required_argument, NULL, OPT_KEYS},
@@ -275,6 +283,12 @@ static const char *opt_name(int c)
     case 'k': return "--ketama-file";
     case 'o': return "--output";
     case OPT_SNAPSHOT: return "--snapshot";
+    case OPT_STATE: return "--state";
+    case OPT_METRICS: return "--metrics";
+    case OPT_ID: return "--id";
+    case OPT_GROUP: return "--group";
+    case OPT_SLOTS: return "--slots";
+    case OPT_FILE_MODE: return "--file-mode";
     case OPT_REPLICAS: return "--replicas";
     case OPT_TOP: return "--top";
     case OPT_KEYS: return "--keys";
@@ -323,6 +337,9 @@ static bool option_allowed(int c, unsigned allowed)
         return (allowed & (ALLOW_SOURCE | ALLOW_ETCD | ALLOW_LIST)) != 0;
     case OPT_COUNT: case OPT_CLIENT_ID: return (allowed & ALLOW_WATCH) != 0;
     case OPT_PREVIOUS: return (allowed & ALLOW_PREVIOUS) != 0;
+    case OPT_STATE: return (allowed & (ALLOW_SOURCE | ALLOW_WATCH | ALLOW_AGENT)) != 0;
+    case OPT_METRICS: case OPT_ID: case OPT_GROUP: case OPT_SLOTS: case OPT_FILE_MODE:
+        return (allowed & ALLOW_AGENT) != 0;
     default: return (allowed & ALLOW_SOURCE) != 0;
     }
 }
@@ -341,6 +358,12 @@ static const char **once_field(cli_source *src, int c)
     case 'k': return &src->ketama_file;
     case 'o': return &src->output;
     case OPT_SNAPSHOT: return &src->snapshot;
+    case OPT_STATE: return &src->state;
+    case OPT_METRICS: return &src->metrics;
+    case OPT_ID: return &src->id;
+    case OPT_GROUP: return &src->group;
+    case OPT_SLOTS: return &src->slots;
+    case OPT_FILE_MODE: return &src->file_mode;
     case OPT_KEYS: return &src->keys;
     case OPT_HASH: return &src->hash;
     case OPT_CLIENT: return &src->client;
@@ -611,21 +634,23 @@ static mcr_config *config_from_list(const char *list, const char *file, const cl
 }
 
 /* What check_source() found. */
-enum { SOURCE_CONFIG, SOURCE_SNAPSHOT, SOURCE_ETCD };
+enum { SOURCE_CONFIG, SOURCE_SNAPSHOT, SOURCE_ETCD, SOURCE_STATE };
 
 /* Check the combination of source options; returns its kind. */
 static int check_source(const cli_source *src)
 {
     int nsrc = (src->servers != NULL) + (src->server_file != NULL) +
                (src->libmemcached != NULL) + (src->twemproxy != NULL) +
-               (src->ketama_file != NULL) + (src->snapshot != NULL) + (src->etcd != NULL);
+               (src->ketama_file != NULL) + (src->snapshot != NULL) + (src->etcd != NULL) +
+               (src->state != NULL);
 
     if (nsrc == 0)
         cli_die("no servers: give -s LIST, --server-file FILE, --libmemcached OPTIONS, "
-            "--twemproxy FILE, --ketama-file FILE, --snapshot FILE or --etcd URLS --pool NAME");
+            "--twemproxy FILE, --ketama-file FILE, --snapshot FILE, --state PATH or --etcd "
+            "URLS --pool NAME");
     if (nsrc > 1)
         cli_die("give only one of -s, --server-file, --libmemcached, --twemproxy, "
-            "--ketama-file, --snapshot and --etcd");
+            "--ketama-file, --snapshot, --state and --etcd");
     if ((src->etcd_prefix != NULL || src->etcd_timeout != NULL) && src->etcd == NULL)
         cli_die("--etcd-prefix and --etcd-timeout apply only to --etcd");
     if (src->etcd != NULL) {
@@ -636,6 +661,13 @@ static int check_source(const cli_source *src)
             cli_die("--mode, --hash, --client and --behavior do not apply to --etcd: the "
                     "pool sets the placement");
         return SOURCE_ETCD;
+    }
+    if (src->state != NULL) {
+        if (src->mode != NULL || src->hash != NULL || src->client != NULL ||
+            src->nbehaviors > 0 || src->pool != NULL)
+            cli_die("--mode, --hash, --client, --behavior and --pool do not apply to --state: "
+                    "the state sets the placement");
+        return SOURCE_STATE;
     }
     if (src->pool != NULL && src->twemproxy == NULL)
         cli_die("--pool applies only to --twemproxy and --etcd");
@@ -707,6 +739,19 @@ void cli_fleet_options(const char *cmd, const cli_source *src, mcr_fleet_options
     }
 }
 
+/* The snapshot of a host's shared state (mcroute_state.h). */
+static mcr_snapshot *snapshot_from_state(const char *path)
+{
+    mcr_state_info info;
+    mcr_error err;
+    int rc = mcr_state_read(path, &info, &err);
+    if (rc != MCR_OK)
+        cli_die_status(rc, "--state: %s", err.message);
+    mcr_snapshot *snap = mcr_snapshot_ref(info.snapshot);
+    mcr_state_info_clear(&info);
+    return snap;
+}
+
 /* The pool's current snapshot, read from etcd. */
 static mcr_snapshot *snapshot_from_etcd(const cli_source *src)
 {
@@ -746,7 +791,8 @@ mcr_config *cli_build_config(const cli_source *src)
 {
     char **names;
     if (check_source(src) != SOURCE_CONFIG)
-        cli_die("%s is not a server list here", src->etcd ? "--etcd" : "--snapshot");
+        cli_die("%s is not a server list here",
+                src->etcd ? "--etcd" : src->state ? "--state" : "--snapshot");
     mcr_config *cfg = build_config(src, &names);
     free_names(names, mcr_config_server_count(cfg));
     return cfg;
@@ -762,6 +808,7 @@ mcr_snapshot *cli_build_snapshot(const cli_source *src)
     switch (check_source(src)) {
     case SOURCE_SNAPSHOT: return cli_load_snapshot(src->snapshot);
     case SOURCE_ETCD: return snapshot_from_etcd(src);
+    case SOURCE_STATE: return snapshot_from_state(src->state);
     default: break;
     }
     mcr_config *cfg = build_config(src, &names);
@@ -840,7 +887,9 @@ cli_placement cli_placement_build(const cli_source *src)
 
     int kind = check_source(src);
     if (kind != SOURCE_CONFIG) {
-        pl.snap = kind == SOURCE_ETCD ? snapshot_from_etcd(src) : cli_load_snapshot(src->snapshot);
+        pl.snap = kind == SOURCE_ETCD    ? snapshot_from_etcd(src)
+                  : kind == SOURCE_STATE ? snapshot_from_state(src->state)
+                                         : cli_load_snapshot(src->snapshot);
         pl.ring = mcr_snapshot_ring(pl.snap);
         return pl;
     }

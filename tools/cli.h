@@ -56,7 +56,8 @@ enum {
     ALLOW_MIGRATE = 16384, /* --rate --dry-run --timeout (migrate); --grace --wait
                              --abort (migrate --etcd) */
     ALLOW_CLIENTS = 32768, /* --clients (compare) */
-    ALLOW_TOP = 65536      /* --top N (stats) */
+    ALLOW_TOP = 65536,     /* --top N (stats) */
+    ALLOW_AGENT = 131072   /* --state --metrics --id --group --slots --file-mode (agent) */
 };
 
 /* The options of one command line, collected before anything is built so
@@ -66,6 +67,12 @@ typedef struct cli_source {
     const char *client;        /* --client NAME (with -s, -f) */
     const char *clients;       /* compare --clients A,B,... */
     const char *twemproxy, *pool, *ketama_file, *snapshot;
+    const char *state;         /* --state PATH: a host's shared state (mcroute_state.h) */
+    const char *metrics;       /* agent --metrics ADDR:PORT */
+    const char *id;            /* agent --id ID */
+    const char *group;         /* agent --group GROUP */
+    const char *slots;         /* agent --slots N, as given */
+    const char *file_mode;     /* agent --file-mode MODE, as given */
     const char *output, *keys; /* snapshot -o, diff --keys */
     long replicas;             /* locate --replicas, 0 when not given */
     long top;                  /* stats --top N, 0 when not given */
@@ -263,6 +270,11 @@ extern const char cli_usage_members[];
 /* watch (tools/watch.c): follow a pool in etcd, a line per adopted epoch. */
 int cli_cmd_watch(int argc, char **argv);
 extern const char cli_usage_watch[];
+
+/* agent (tools/agent.c): one per host: follow a pool in etcd into a shared
+ * state that the host's processes follow. */
+int cli_cmd_agent(int argc, char **argv);
+extern const char cli_usage_agent[];
 
 /* migrate (tools/migrate_cmd.c): copy the keys a placement change moves. */
 int cli_cmd_migrate(int argc, char **argv);

@@ -29,7 +29,10 @@ static const char usage_main[] =
     "  probe SOURCE [KEY...]       print KEY<TAB>OWNER<TAB>HOLDERS for each key\n"
     "  simulate SERVERS CHANGE...  compare placement modes on a workload and a change\n"
     "  members SUBCOMMAND ...      publish, change and show a pool kept in etcd\n"
-    "  watch --etcd URLS --pool P  follow a pool in etcd: a line per epoch adopted\n"
+    "  watch --etcd URLS --pool P  follow a pool in etcd (or --state PATH): a line per\n"
+    "                              epoch adopted\n"
+    "  agent --etcd URLS --pool P --state PATH  one per host: follow the pool into a\n"
+    "                              shared state that the host's processes follow\n"
     "  migrate OLD NEW             copy the keys a change moves to their new owners\n"
     "  compare --clients A,B,... SOURCE  where each client puts each key\n"
     "  clients [--json]            the clients of --client: NAME, MODE, HASH, summary\n"
@@ -51,6 +54,7 @@ static const char usage_main[] =
     "                              with --etcd: the pool's name\n"
     "  -k, --ketama-file FILE      a libketama server file: 'address<TAB>memory' lines\n"
     "      --snapshot FILE         a snapshot file (see mcroute snapshot)\n"
+    "      --state PATH            a host's shared state, as mcroute agent writes it\n"
     "      --etcd URLS             a pool kept in etcd (see mcroute help members):\n"
     "                              its current snapshot; URLS are etcd client URLs\n"
     "                              http://HOST:PORT, comma-separated; with --pool\n"
@@ -146,6 +150,7 @@ static const struct command {
     {"simulate", cli_simulate, cli_usage_simulate},
     {"members", cli_cmd_members, cli_usage_members},
     {"watch", cli_cmd_watch, cli_usage_watch},
+    {"agent", cli_cmd_agent, cli_usage_agent},
     {"migrate", cli_cmd_migrate, cli_usage_migrate},
 };
 

@@ -16,7 +16,7 @@ const char cli_usage_locate[] =
     "configured. With no KEY, reads keys from standard input, one per line.\n"
     "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME] [--client NAME]\n"
     "        | -l 'OPTION STRING' [-b NAME=VALUE]...\n"
-    "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE\n"
+    "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE | --state PATH\n"
     "        | --etcd URLS --pool NAME [--etcd-prefix P] [--etcd-timeout SECONDS]\n"
     "        (see mcroute --help)\n"
     "With --replicas N: KEY<TAB>PRIMARY<TAB>REPLICA..., '<TAB>under-replicated' last\n"
@@ -31,7 +31,7 @@ const char cli_usage_dump[] =
     "VALUE in decimal. Modula placement has no continuum and is refused.\n"
     "SOURCE: -s LIST | -f FILE [--mode MODE] [--hash NAME] [--client NAME]\n"
     "        | -l 'OPTION STRING' [-b NAME=VALUE]...\n"
-    "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE\n"
+    "        | -t FILE [-p POOL] | -k FILE | --snapshot FILE | --state PATH\n"
     "        | --etcd URLS --pool NAME [--etcd-prefix P] [--etcd-timeout SECONDS]\n"
     "        (see mcroute --help)\n";
 

@@ -15,6 +15,7 @@
 #include "mcroute_fleet.h"
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
+#include "mcroute_state.h"
 
 #include "cli.h"
 
@@ -22,6 +23,7 @@ const char cli_usage_watch[] =
     "Usage: mcroute watch --etcd URLS --pool NAME [--count N] [--timeout SECONDS]\n"
     "                     [--client-id ID] [--etcd-prefix PREFIX]\n"
     "                     [--etcd-timeout SECONDS]\n"
+    "       mcroute watch --state PATH [--count N] [--timeout SECONDS]\n"
     "Follow the pool as its clients do, and print EPOCH<TAB>CHECKSUM<TAB>SERVERS\n"
     "(SERVERS: how many servers it lists, in every state) for its current snapshot,\n"
     "then for every newer one adopted, a line each, written at once.\n"
@@ -32,7 +34,13 @@ const char cli_usage_watch[] =
     "It ends after N lines (--count N; exit 0), after SECONDS (--timeout; exit 0,\n"
     "or 1 when --count was given and fewer than N lines came), or on SIGINT or\n"
     "SIGTERM (exit 0). --etcd-timeout bounds the first read (default 10 seconds):\n"
-    "etcd unreachable then, no such pool, or a value that does not verify exit 2.\n";
+    "etcd unreachable then, no such pool, or a value that does not verify exit 2.\n"
+    "With --state, follow a host's shared state (mcroute agent) as its processes\n"
+    "do, but without a slot (the agent does not wait for the watch); a state that\n"
+    "does not verify is refused and said on stderr; no state yet exits 2.\n";
+
+/* How often a watch of a state looks at its generation, ms. */
+#define STATE_POLL_MS 10
 
 /* What the router's hook (the follower's thread, and the main thread for
  * the first snapshot) and the main thread share. */
@@ -134,6 +142,93 @@ static unsigned long parse_count(const char *v)
     return n;
 }
 
+/* Wait for --count lines, the timeout (from `start`), a signal or lost
+ * output; with a state's router, look at the state every STATE_POLL_MS
+ * and say each refusal. Returns 1 when the timeout ended it. */
+static int wait_lines(mcr_router *state_router, int64_t start, unsigned timeout_ms)
+{
+    uint64_t refused = 0;
+    for (;;) {
+        if (state_router != NULL) {
+            (void)mcr_router_generation(state_router); /* adopts: the hook prints */
+            mcr_state_status st;
+            if (mcr_router_state_status(state_router, &st) == MCR_OK && st.refused > refused) {
+                refused = st.refused;
+                fprintf(stderr, "%s: watch: refused: %s (kept epoch %llu)\n", cli_progname,
+                        st.last_refusal.message,
+                        (unsigned long long)mcr_router_epoch(state_router));
+                fflush(stderr);
+            }
+        }
+        pthread_mutex_lock(&w.lock);
+        int done = w.lost || (w.want > 0 && w.printed >= w.want);
+        pthread_mutex_unlock(&w.lock);
+        if (done || g_signal)
+            return 0;
+        int wait = state_router != NULL ? STATE_POLL_MS : -1;
+        if (timeout_ms > 0) {
+            int64_t left = start + (int64_t)timeout_ms - now_ms();
+            if (left <= 0)
+                return 1;
+            if (wait < 0 || left < wait)
+                wait = (int)left;
+        }
+        struct pollfd p = {w.wake[0], POLLIN, 0};
+        if (poll(&p, 1, wait) > 0) {
+            char buf[64];
+            (void)!read(w.wake[0], buf, sizeof(buf));
+        }
+    }
+}
+
+static void on_stop_signal(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The end of a watch: its exit status. */
+static int watch_end(const cli_source *src, int timed_out)
+{
+    close(w.wake[0]);
+    close(w.wake[1]);
+    if (w.lost)
+        return cli_finish_output();
+    if (timed_out && w.want > 0 && w.printed < w.want) {
+        fprintf(stderr, "%s: watch: --timeout %s: %lu of %lu lines\n", cli_progname,
+                src->timeout, w.printed, w.want);
+        return EXIT_FAILED;
+    }
+    return cli_finish_output();
+}
+
+/* watch --state PATH: a router fed from the state, without a slot. */
+static int watch_state(const cli_source *src, unsigned timeout_ms)
+{
+    mcr_error err;
+    if (src->etcd || src->pool || src->etcd_prefix || src->etcd_timeout || src->client_id)
+        cli_die("watch: --state takes none of --etcd, --pool, --etcd-prefix, --etcd-timeout "
+                "and --client-id");
+    mcr_router *router = NULL;
+    int rc = mcr_router_new_from_state(src->state, MCR_STATE_OBSERVE, &router, &err);
+    if (rc != MCR_OK)
+        cli_die_status(rc, "watch: %s", err.message);
+    if (mcr_router_add_hook(router, adopted, NULL) != MCR_OK)
+        cli_fail("watch: cannot add the router hook");
+    on_stop_signal();
+    int64_t start = now_ms();
+    mcr_snapshot *cur = mcr_router_current(router);
+    adopted(NULL, cur, NULL, NULL);
+    mcr_snapshot_unref(cur);
+    int timed_out = wait_lines(router, start, timeout_ms);
+    mcr_router_free(router);
+    return watch_end(src, timed_out);
+}
+
 int cli_cmd_watch(int argc, char **argv)
 {
     cli_source src;
@@ -143,12 +238,17 @@ int cli_cmd_watch(int argc, char **argv)
                                   ALLOW_ETCD | ALLOW_WATCH | PERMUTE | NO_HASH);
     if (first < argc)
         cli_die("watch: unexpected argument '%s'", argv[first]);
-    cli_fleet_options("watch", &src, &o);
     w.want = src.count ? parse_count(src.count) : 0;
     unsigned timeout_ms = src.timeout ? cli_parse_seconds("watch", "--timeout", src.timeout) : 0;
-
     if (pipe(w.wake) != 0)
         cli_fail("watch: pipe: %s", strerror(errno));
+    if (src.state != NULL) {
+        int st = watch_state(&src, timeout_ms);
+        free(src.behaviors);
+        return st;
+    }
+    cli_fleet_options("watch", &src, &o);
+
     mcr_router *router = NULL;
     if (mcr_router_new(NULL, &router, &err) != MCR_OK)
         cli_fail("watch: %s", err.message);
@@ -158,12 +258,7 @@ int cli_cmd_watch(int argc, char **argv)
 
     /* SIGINT and SIGTERM wake the main thread; the follower's thread,
      * started with them blocked, never sees them. */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    on_stop_signal();
     sigset_t stop, old;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
@@ -182,41 +277,9 @@ int cli_cmd_watch(int argc, char **argv)
         mcr_router_free(router);
         cli_die_status(rc, "watch: %s", err.message);
     }
-
-    /* Wait for --count lines, the timeout, a signal or lost output. */
-    int timed_out = 0;
-    for (;;) {
-        pthread_mutex_lock(&w.lock);
-        int done = w.lost || (w.want > 0 && w.printed >= w.want);
-        pthread_mutex_unlock(&w.lock);
-        if (done || g_signal)
-            break;
-        int wait = -1;
-        if (timeout_ms > 0) {
-            int64_t left = start + (int64_t)timeout_ms - now_ms();
-            if (left <= 0) {
-                timed_out = 1;
-                break;
-            }
-            wait = (int)left;
-        }
-        struct pollfd p = {w.wake[0], POLLIN, 0};
-        if (poll(&p, 1, wait) > 0) {
-            char buf[64];
-            (void)!read(w.wake[0], buf, sizeof(buf));
-        }
-    }
+    int timed_out = wait_lines(NULL, start, timeout_ms);
     mcr_fleet_free(f); /* stops the thread (no line after this), unregisters */
     mcr_router_free(router);
-    close(w.wake[0]);
-    close(w.wake[1]);
     free(src.behaviors);
-    if (w.lost)
-        return cli_finish_output();
-    if (timed_out && w.want > 0 && w.printed < w.want) {
-        fprintf(stderr, "%s: watch: --timeout %s: %lu of %lu lines\n", cli_progname,
-                src.timeout, w.printed, w.want);
-        return EXIT_FAILED;
-    }
-    return cli_finish_output();
+    return watch_end(&src, timed_out);
 }

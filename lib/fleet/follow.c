@@ -290,6 +290,7 @@ static void adopt_migration(mcr_fleet *f, const mcr_migration *m, uint64_t revis
         f->reg_dirty = 1;
     memcpy(f->mig_id, m->id, sizeof(f->mig_id));
     f->mig_phase = m->phase;
+    f->mig_progress = m->progress;
     f->mig_from_epoch = fe;
     f->mig_to_epoch = te;
     memcpy(f->mig_from_sum, mcr_snapshot_checksum(m->from), sizeof(f->mig_from_sum));
@@ -357,15 +358,34 @@ static int read_migration(mcr_fleet *f, uint64_t at, const mcr_snapshot *basis, 
 
 static int client_value(mcr_fleet *f, char **out)
 {
-    json_t *j = json_pack("{s:I,s:s,s:s,s:I}", "epoch",
-                          (json_int_t)(f->cur ? mcr_snapshot_epoch(f->cur) : 0), "checksum",
-                          f->cur ? mcr_snapshot_checksum(f->cur) : "", "host", f->host_info,
-                          "revision", (json_int_t)f->revision);
-    if (j != NULL && f->mig_phase != MCR_MIGRATION_NONE &&
+    /* the follower's own adoption, or the one set for it */
+    uint64_t epoch = f->cur ? mcr_snapshot_epoch(f->cur) : 0, to_epoch = f->mig_to_epoch;
+    uint64_t revision = f->revision;
+    char sum[MCR_SNAPSHOT_CHECKSUM_LEN + 1], id[MCR_MIGRATION_ID_MAX + 1], host[800];
+    mcr_migration_phase phase = f->mig_phase;
+    snprintf(sum, sizeof(sum), "%s", f->cur ? mcr_snapshot_checksum(f->cur) : "");
+    snprintf(id, sizeof(id), "%s", f->mig_id);
+    snprintf(host, sizeof(host), "%s", f->host_info);
+    pthread_mutex_lock(&f->lock);
+    if (f->adoption_set) {
+        const mcr_fleet_adoption *a = &f->adoption;
+        epoch = a->epoch;
+        to_epoch = a->migration_to_epoch;
+        phase = a->phase;
+        revision = f->adoption_revision;
+        snprintf(sum, sizeof(sum), "%s", a->checksum);
+        snprintf(id, sizeof(id), "%s", a->migration_id);
+        if (f->adoption_note[0] != '\0')
+            snprintf(host, sizeof(host), "%s; %s", f->host_info, f->adoption_note);
+    }
+    pthread_mutex_unlock(&f->lock);
+    json_t *j = json_pack("{s:I,s:s,s:s,s:I}", "epoch", (json_int_t)epoch, "checksum", sum,
+                          "host", host, "revision", (json_int_t)revision);
+    if (j != NULL && phase != MCR_MIGRATION_NONE &&
         json_object_set_new(j, "migration",
-                            json_pack("{s:s,s:s,s:I}", "id", f->mig_id, "phase",
-                                      mcr_migration_phase_name(f->mig_phase), "to_epoch",
-                                      (json_int_t)f->mig_to_epoch)) != 0) {
+                            json_pack("{s:s,s:s,s:I}", "id", id, "phase",
+                                      mcr_migration_phase_name(phase), "to_epoch",
+                                      (json_int_t)to_epoch)) != 0) {
         json_decref(j); /* never a registration that hides the migration adopted */
         j = NULL;
     }
@@ -384,13 +404,24 @@ static void register_client(mcr_fleet *f)
         return;
     f->reg_dirty = 0;
     int rc = MCR_OK;
-    if (f->lease == 0)
+    if (f->lease == 0) { /* a new lease: the value must be written again */
+        free(f->reg_last);
+        f->reg_last = NULL;
         rc = mcr__etcd_lease_grant(&f->e, f->ttl_s, &f->lease, &err);
+    }
     if (rc == MCR_OK)
         rc = client_value(f, &v);
+    if (rc == MCR_OK && f->reg_last != NULL && strcmp(v, f->reg_last) == 0) {
+        free(v); /* written already, under this lease */
+        mcr__follow_sync_stats(f);
+        return;
+    }
     if (rc == MCR_OK)
         rc = mcr__etcd_put(&f->e, f->client_key, v, strlen(v), f->lease, &err);
-    free(v);
+    free(f->reg_last);
+    f->reg_last = rc == MCR_OK ? v : NULL;
+    if (rc != MCR_OK)
+        free(v);
     if (rc == MCR_ERR_PROTOCOL) /* e.g. the lease expired meanwhile */
         f->lease = 0;
     if (rc != MCR_OK) {
@@ -763,14 +794,33 @@ static void restart_cb(evutil_socket_t fd, short what, void *arg)
     mcr__follow_sync_stats(f);
 }
 
+/* The stop pipe: 'x' stops the loop, 'a' (mcr_fleet_set_adoption())
+ * writes the client key again. */
 static void stop_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
     mcr_fleet *f = arg;
-    char b[8];
-    while (read(fd, b, sizeof(b)) > 0)
-        ;
-    event_base_loopbreak(f->wbase);
+    char b[64];
+    ssize_t n;
+    int stop = 0, adopt = 0;
+    while ((n = read(fd, b, sizeof(b))) > 0)
+        for (ssize_t i = 0; i < n; i++) {
+            if (b[i] == 'a')
+                adopt = 1;
+            else
+                stop = 1;
+        }
+    if (stop) {
+        event_base_loopbreak(f->wbase);
+        return;
+    }
+    if (adopt) {
+        pthread_mutex_lock(&f->lock);
+        f->adoption_wake = 0;
+        pthread_mutex_unlock(&f->lock);
+        f->reg_dirty = 1;
+        flush_register(f);
+    }
 }
 
 static void *follow_thread(void *arg)
@@ -828,6 +878,7 @@ static void fleet_free(mcr_fleet *f)
     free(f->params);
     free(f->client_id);
     free(f->client_key);
+    free(f->reg_last);
     free(f->cache_file);
     pthread_mutex_destroy(&f->lock);
     free(f);
@@ -1213,6 +1264,41 @@ void mcr_fleet_get_stats(mcr_fleet *f, mcr_fleet_stats *out)
     pthread_mutex_lock(&f->lock);
     *out = f->st;
     pthread_mutex_unlock(&f->lock);
+}
+
+int mcr_fleet_set_adoption(mcr_fleet *f, const mcr_fleet_adoption *a, mcr_error *err)
+{
+    if (f == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_fleet_set_adoption: NULL follower");
+    if (a != NULL) {
+        if (!mcr__zeroed(a->reserved, sizeof(a->reserved)))
+            return mcr__error(err, MCR_ERR_INVALID, "mcr_fleet_adoption: reserved is not zero");
+        if ((unsigned)a->phase > MCR_MIGRATION_ABORTED)
+            return mcr__error(err, MCR_ERR_INVALID, "mcr_fleet_adoption: phase %d is unknown",
+                              (int)a->phase);
+        if (memchr(a->checksum, '\0', sizeof(a->checksum)) == NULL ||
+            memchr(a->migration_id, '\0', sizeof(a->migration_id)) == NULL)
+            return mcr__error(err, MCR_ERR_INVALID,
+                              "mcr_fleet_adoption: checksum or migration_id not terminated");
+    }
+    pthread_mutex_lock(&f->lock);
+    f->adoption_set = a != NULL;
+    if (a != NULL) {
+        f->adoption = *a;
+        f->adoption.note = NULL;
+        f->adoption_revision = f->st.revision;
+        snprintf(f->adoption_note, sizeof(f->adoption_note), "%s", a->note ? a->note : "");
+    }
+    int wake = !f->adoption_wake;
+    f->adoption_wake = 1;
+    pthread_mutex_unlock(&f->lock);
+    if (wake) { /* one byte at most in the pipe: never full */
+        ssize_t w;
+        do
+            w = write(f->stop_pipe[1], "a", 1);
+        while (w < 0 && errno == EINTR);
+    }
+    return MCR_OK;
 }
 
 const char *mcr_fleet_client_id(const mcr_fleet *f)

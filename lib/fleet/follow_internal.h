@@ -15,7 +15,7 @@ struct mcr_fleet {
     mcr_router *router;
     pthread_t thread;
     int thread_started;
-    int stop_pipe[2];
+    int stop_pipe[2];            /* 'x': stop; 'a': register again */
 
     /* follow options, copied */
     char *client_id;
@@ -59,7 +59,10 @@ struct mcr_fleet {
     char mig_to_sum[MCR_SNAPSHOT_CHECKSUM_LEN + 1];   /* record of the same
                                     snapshots continues what was checked */
     uint64_t mig_serial;
+    mcr_migration_progress mig_progress; /* the record's, as read last */
     int reg_dirty;               /* the client key is to be written again */
+    char *reg_last;              /* the value written last (its lease alive):
+                                    the same value is not written again */
 
     /* publish_local_states: the router's hook wakes the thread through
      * health_pipe; `written` are the states it stored in etcd */
@@ -75,8 +78,18 @@ struct mcr_fleet {
     uint64_t health_next_ms;     /* after a failed write: not before this */
     unsigned health_backoff_ms;
 
-    pthread_mutex_t lock;        /* st */
+    pthread_mutex_t lock;        /* st, adoption */
     mcr_fleet_stats st;
+    /* mcr_fleet_set_adoption(): registered instead of the follower's own
+     * when `adoption_set`; a byte 'a' on the stop pipe wakes the thread to
+     * write it. */
+    int adoption_set;
+    int adoption_wake;           /* an 'a' is in the pipe (at most one) */
+    uint64_t adoption_revision;  /* f->revision when it was set: registered
+                                    with it, so that the follower's own
+                                    adoptions leave the value as it is */
+    mcr_fleet_adoption adoption;
+    char adoption_note[512];
 
     /* Events of the start (CACHED, CACHE, REGISTER), which happen on the
      * caller's thread in mcr_fleet_follow(): held until the follower's

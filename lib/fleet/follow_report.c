@@ -22,6 +22,11 @@ void mcr__follow_sync_stats(mcr_fleet *f)
     f->st.connected = f->watch != NULL && f->st.connected;
     f->st.migration_phase = f->mig_phase;
     memcpy(f->st.migration_id, f->mig_id, sizeof(f->st.migration_id));
+    f->st.migration_from_epoch = f->mig_phase != MCR_MIGRATION_NONE ? f->mig_from_epoch : 0;
+    f->st.migration_to_epoch = f->mig_phase != MCR_MIGRATION_NONE ? f->mig_to_epoch : 0;
+    f->st.migration_copied = f->mig_progress.copied;
+    f->st.migration_backlog = f->mig_progress.backlog;
+    f->st.migration_keys_per_s = f->mig_progress.keys_per_s;
     pthread_mutex_unlock(&f->lock);
 }
 

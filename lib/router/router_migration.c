@@ -125,12 +125,3 @@ mcr_migration_phase mcr_migration_phase_at(const mcr_router_migration *t, uint64
         return MCR_MIGRATION_COPYING;
     return MCR_MIGRATION_NONE;
 }
-
-static const char *const phase_names[] = {"none",  "planned", "copying", "switched",
-                                          "grace", "closing", "done",    "aborted"};
-
-const char *mcr_migration_phase_name(mcr_migration_phase phase)
-{
-    return (unsigned)phase < sizeof(phase_names) / sizeof(phase_names[0]) ? phase_names[phase]
-                                                                          : "unknown";
-}

@@ -44,7 +44,8 @@ typedef struct mcr__shm_header {
     /* 1 once a writer has replaced this file by another (a new layout):
      * followers open PATH.shm again. Raised before `generation` moves. */
     _Atomic uint32_t replaced;
-    uint32_t pad0;
+    /* 1 + the highest slot ever claimed: readers of the slots stop there */
+    _Atomic uint32_t high_water;
     char pad1[32];
     /* Its own cache line: followers load it on every call; it changes
      * only when a state is written. */

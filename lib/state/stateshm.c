@@ -172,10 +172,14 @@ static void write_end(mcr__shm_slot *s)
     atomic_store_explicit(&s->seq, q + 1, memory_order_release);
 }
 
-static bool take(mcr__shm_slot *s, uint64_t expect, uint64_t owner)
+static bool take(mcr__shm *m, uint32_t i, uint64_t expect, uint64_t owner)
 {
+    mcr__shm_slot *s = &m->slots[i];
     if (!atomic_compare_exchange_strong(&s->owner, &expect, owner))
         return false;
+    uint32_t hw = atomic_load(&m->h->high_water);
+    while (hw < i + 1 && !atomic_compare_exchange_weak(&m->h->high_water, &hw, i + 1))
+        ;
     write_begin(s);
     clear_fields(s);
     write_end(s);
@@ -187,12 +191,12 @@ int mcr__shm_claim(mcr__shm *m, uint64_t owner)
     uint32_t n = m->h->nslots;
     for (uint32_t i = 0; i < n; i++)
         if (atomic_load_explicit(&m->slots[i].owner, memory_order_relaxed) == 0 &&
-            take(&m->slots[i], 0, owner))
+            take(m, i, 0, owner))
             return (int)i;
     /* every slot taken: one of a process that died (no writer reaps them) */
     for (uint32_t i = 0; i < n; i++) {
         uint64_t o = atomic_load_explicit(&m->slots[i].owner, memory_order_relaxed);
-        if (o != 0 && o != owner && !mcr__proc_alive(o) && take(&m->slots[i], o, owner))
+        if (o != 0 && o != owner && !mcr__proc_alive(o) && take(m, i, o, owner))
             return (int)i;
     }
     return -1;

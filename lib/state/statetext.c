@@ -93,6 +93,13 @@ static int put_snapshot(buf *b, const char *label, const mcr_snapshot *s, mcr_er
     return MCR_OK;
 }
 
+/* The migration's epochs: its snapshots', or the ones given without them. */
+static void content_epochs(const mcr_state_content *c, uint64_t *from, uint64_t *to)
+{
+    *from = c->from != NULL ? mcr_snapshot_epoch(c->from) : c->from_epoch;
+    *to = c->to != NULL ? mcr_snapshot_epoch(c->to) : c->to_epoch;
+}
+
 static int check_content(const mcr_state_content *c, mcr_error *err)
 {
     if (c->snapshot == NULL)
@@ -112,14 +119,15 @@ static int check_content(const mcr_state_content *c, mcr_error *err)
         return mcr__error(err, MCR_ERR_INVALID,
                           "state: migration id must be 1 to %d bytes of A-Z a-z 0-9 . _ - :",
                           MCR_STATE_ID_MAX);
-    if (c->from == NULL || c->to == NULL)
+    if ((c->from == NULL || c->to == NULL) && (phase_routes(c->phase) || c->from != c->to))
         return mcr__error(err, MCR_ERR_INVALID, "state: migration %s without its snapshots",
                           c->migration_id);
-    if (mcr_snapshot_epoch(c->to) <= mcr_snapshot_epoch(c->from))
+    uint64_t fe, te;
+    content_epochs(c, &fe, &te);
+    if (te <= fe)
         return mcr__error(err, MCR_ERR_INVALID,
                           "state: migration %s: to's epoch %llu is not above from's %llu",
-                          c->migration_id, (unsigned long long)mcr_snapshot_epoch(c->to),
-                          (unsigned long long)mcr_snapshot_epoch(c->from));
+                          c->migration_id, (unsigned long long)te, (unsigned long long)fe);
     return MCR_OK;
 }
 
@@ -136,10 +144,12 @@ int mcr__state_text(const mcr_state_content *c, uint64_t gen, uint64_t written_m
          c->pool, (unsigned long long)written_ms);
     if (c->phase == MCR_MIGRATION_NONE)
         putf(&b, "migration none\n");
-    else
+    else {
+        uint64_t fe, te;
+        content_epochs(c, &fe, &te);
         putf(&b, "migration %s %s %llu %llu\n", c->migration_id,
-             mcr_migration_phase_name(c->phase), (unsigned long long)mcr_snapshot_epoch(c->from),
-             (unsigned long long)mcr_snapshot_epoch(c->to));
+             mcr_migration_phase_name(c->phase), (unsigned long long)fe, (unsigned long long)te);
+    }
     rc = put_snapshot(&b, "snapshot", c->snapshot, err);
     if (rc == MCR_OK && phase_routes(c->phase))
         rc = put_snapshot(&b, "from", c->from, err);

@@ -262,7 +262,9 @@ int mcr_state_processes(mcr_state_writer *w, mcr_state_process **out, size_t *co
 {
     if (w == NULL || out == NULL || count == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "mcr_state_processes: NULL argument");
-    uint32_t n = w->shm.h->nslots;
+    uint32_t n = atomic_load(&w->shm.h->high_water);
+    if (n > w->shm.h->nslots)
+        n = w->shm.h->nslots;
     size_t live = 0, cap = 0;
     mcr_state_process *v = NULL;
     *out = NULL;

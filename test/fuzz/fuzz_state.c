@@ -33,14 +33,13 @@ static int check(const char *text, size_t len, const uint8_t *data, size_t size)
                (void *)info.to);
     FUZZ_CHECK(info.phase == MCR_MIGRATION_NONE || info.to_epoch > info.from_epoch,
                "migration epochs out of order");
-    /* written again: the same bytes (the format has one spelling); a
-     * migration line without snapshots (planned, done, aborted) has only
-     * their epochs, which the writer takes from the snapshots */
-    if (info.phase == MCR_MIGRATION_NONE || routes) {
+    /* written again: the same bytes (the format has one spelling) */
+    {
         mcr_state_content c = {.pool = info.pool, .snapshot = info.snapshot,
                                .phase = info.phase,
                                .migration_id = info.phase ? info.migration_id : NULL,
-                               .from = info.from, .to = info.to};
+                               .from = info.from, .to = info.to,
+                               .from_epoch = info.from_epoch, .to_epoch = info.to_epoch};
         char *again = NULL;
         size_t alen = 0;
         int wrc = mcr__state_text(&c, info.generation, info.written_ms, &again, &alen, &err);
