@@ -699,6 +699,30 @@ MCR_EXTERN size_t mcr_pool_server_count(const mcr_pool *pool);
  * under 4%); all 0 before the first reply. */
 MCR_EXTERN int mcr_pool_server_stats(const mcr_pool *pool, size_t i, mcr_server_stats *out);
 
+/* mcr_pool_metrics: the counters of every server of the pool, and its
+ * latency histogram, in the Prometheus text exposition format (0.0.4), as
+ * a new NUL-terminated buffer *text (malloc'ed, the caller frees it) of
+ * *len bytes (`len` may be NULL). Every sample carries the labels
+ * server="ID" and address="HOST:PORT", and the pairs of `labels`: NULL,
+ * or a NULL-terminated array of names and values (name, value, name,
+ * value, ..., NULL), names of [a-zA-Z_][a-zA-Z0-9_]* other than server,
+ * address, le and __*, values escaped here. The metrics:
+ * mcroute_server_requests_total, _hits_total, _misses_total,
+ * _errors_total, _timeouts_total, _connect_failures_total,
+ * _ejections_total, _fallback_reads_total, _fallback_hits_total,
+ * _sent_bytes_total, _received_bytes_total (counters, as
+ * mcr_pool_server_stats() counts them), mcroute_server_in_flight and
+ * mcroute_server_up (gauges), and the histogram
+ * mcroute_server_request_duration_seconds, from send to reply, with
+ * buckets from 50 us to 5 s (each count exact: a bound takes the
+ * histogram's buckets that lie wholly below it, so a bucket's count may
+ * leave out latencies up to 1/16 below its bound, never add any above).
+ * Not thread-safe (the pool's thread). Errors: MCR_ERR_INVALID (NULL
+ * argument, a label name refused, a name without its value),
+ * MCR_ERR_NOMEM. */
+MCR_EXTERN int mcr_pool_metrics(const mcr_pool *pool, const char *const *labels, char **text,
+                                size_t *len, mcr_error *err);
+
 #ifdef __cplusplus
 }
 #endif

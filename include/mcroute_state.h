@@ -46,7 +46,7 @@
  *                            the migration's snapshots
  *   checksum HEX            MD5 of every byte before this line, 32 hex
  *
- * ID is the migration's id (1..MCR_STATE_ID_MAX bytes of the pool-name
+ * ID is the migration's id (1..MCR_HOST_STATE_ID_MAX bytes of the pool-name
  * alphabet), PHASE its phase's name (mcr_migration_phase_name(), not
  * "none"), FROM_EPOCH and TO_EPOCH the epochs of its snapshots, TO above
  * FROM. Numbers are decimal without leading zeros. Nothing follows the
@@ -54,7 +54,7 @@
  * with `to` and `from` of the same placement parameters.
  *
  * Errors follow mcroute.h. Specific here: MCR_ERR_CORRUPT (a checksum that
- * does not match), MCR_ERR_SYNTAX (a state file not in the format above,
+ * does not match; a PATH.shm that is not a state's), MCR_ERR_SYNTAX (a state file not in the format above,
  * the message naming the line), MCR_ERR_IO (a file that cannot be read or
  * written), MCR_ERR_SYSTEM (shared memory that cannot be created, opened,
  * locked or mapped: err->sys_errno), MCR_ERR_BUSY (another writer holds
@@ -75,8 +75,8 @@ extern "C" {
 #endif
 
 /* The longest pool name and migration id a state holds (bytes). */
-#define MCR_STATE_POOL_MAX 128
-#define MCR_STATE_ID_MAX 32
+#define MCR_HOST_STATE_POOL_MAX 128
+#define MCR_HOST_STATE_ID_MAX 32
 
 /* ==================================================================== */
 /*  The state file                                                       */
@@ -86,14 +86,14 @@ extern "C" {
  * (which take references to its snapshots: mcr_state_info_clear()). */
 typedef struct mcr_state_info {
     uint64_t generation;
-    char pool[MCR_STATE_POOL_MAX + 1];
+    char pool[MCR_HOST_STATE_POOL_MAX + 1];
     uint64_t written_ms;
     mcr_snapshot *snapshot;   /* the pool's current snapshot */
     /* The pool's migration: MCR_MIGRATION_NONE, or its phase, id and
      * epochs; `from` and `to` are set in phases COPYING to CLOSING (the
      * phases in which processes route through a migration), else NULL. */
     mcr_migration_phase phase;
-    char migration_id[MCR_STATE_ID_MAX + 1];
+    char migration_id[MCR_HOST_STATE_ID_MAX + 1];
     uint64_t from_epoch, to_epoch;
     mcr_snapshot *from, *to;
     uint64_t reserved[4]; /* zeroed; room for later fields (mcroute.h) */
@@ -108,9 +108,10 @@ typedef struct mcr_state_info {
 MCR_EXTERN int mcr_state_parse(const char *text, size_t len, const char *name,
                                mcr_state_info *out, mcr_error *err);
 
-/* mcr_state_read: mcr_state_parse() of the file at `path`. MCR_ERR_IO
- * when it cannot be read (err->message says why: a missing file names the
- * agent). Thread-safe. */
+/* mcr_state_read: mcr_state_parse() of the file at `path` (*out zeroed
+ * on every error). MCR_ERR_IO when it cannot be read, or is larger than
+ * 256 MiB (err->message says why: a missing file names the agent).
+ * Thread-safe. */
 MCR_EXTERN int mcr_state_read(const char *path, mcr_state_info *out, mcr_error *err);
 
 /* mcr_state_info_clear: drop the references of *info and zero it. NULL is a
@@ -127,13 +128,14 @@ typedef struct mcr_state_writer mcr_state_writer;
 typedef struct mcr_state_writer_options {
     /* Slots, the most processes that follow the state at once (a process
      * that finds none routes all the same, but is not counted: its status
-     * says so). 0: MCR_STATE_SLOTS. 1 to MCR_STATE_SLOTS_MAX. Used when
+     * says so). 0: MCR_HOST_STATE_SLOTS. 1 to MCR_HOST_STATE_SLOTS_MAX. Used when
      * PATH.shm is created; an existing one keeps its own. */
     unsigned slots;
     /* Permission bits of both files (PATH.shm gets them with the write bits
-     * of `mode`, PATH without any write bit but the owner's). 0:
-     * MCR_STATE_MODE. Followers must be able to write PATH.shm: run them
-     * under a user of the files' group, or use 0666. */
+     * of `mode`, PATH without any write bit but the owner's), set at every
+     * open and write (also on a PATH.shm that is kept). 0:
+     * MCR_HOST_STATE_MODE. Followers must be able to write PATH.shm: run
+     * them under a user of the files' group, or use 0666. */
     unsigned mode;
     /* 1: give both files the group `gid` (the writer must be a member of
      * it, or root); 0: they keep the writer's group. */
@@ -142,9 +144,9 @@ typedef struct mcr_state_writer_options {
     uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
 } mcr_state_writer_options;
 
-#define MCR_STATE_SLOTS 4096u
-#define MCR_STATE_SLOTS_MAX 65536u
-#define MCR_STATE_MODE 0660u
+#define MCR_HOST_STATE_SLOTS 4096u
+#define MCR_HOST_STATE_SLOTS_MAX 65536u
+#define MCR_HOST_STATE_MODE 0660u
 
 /* mcr_state_writer_open: become the writer of the state at `path`: open
  * (or create) PATH.shm, hold an exclusive lock on it while the writer
@@ -180,9 +182,10 @@ typedef struct mcr_state_content {
  * PATH.shm raised. Returns the new generation in *generation (may be
  * NULL). On any error PATH and the generation are as they were. Errors:
  * MCR_ERR_INVALID (arguments, a name out of its alphabet, a migration
- * without its snapshots or with epochs in the wrong order), MCR_ERR_IO (the
- * file not written: the message says why), MCR_ERR_NOMEM. Not thread-safe
- * on one writer. */
+ * without its snapshots, with epochs in the wrong order or snapshots of
+ * other placement parameters), MCR_ERR_IO (the file not written, or its
+ * mode or group not set: the message says why), MCR_ERR_NOMEM. Not
+ * thread-safe on one writer. */
 MCR_EXTERN int mcr_state_write(mcr_state_writer *w, const mcr_state_content *c,
                                uint64_t *generation, mcr_error *err);
 
@@ -194,7 +197,7 @@ typedef struct mcr_state_process {
     uint64_t epoch;           /* that state's snapshot epoch */
     char checksum[MCR_SNAPSHOT_CHECKSUM_LEN + 1];
     mcr_migration_phase phase; /* and its migration */
-    char migration_id[MCR_STATE_ID_MAX + 1];
+    char migration_id[MCR_HOST_STATE_ID_MAX + 1];
     uint64_t to_epoch;
     uint64_t adopted_ns;      /* when, CLOCK_REALTIME */
     uint64_t refused;         /* states it refused (did not verify) */
@@ -205,9 +208,13 @@ typedef struct mcr_state_process {
 /* mcr_state_processes: the live processes that follow the state, by slot,
  * as a new array *out of *count entries (mcr_state_processes_free();
  * NULL and 0 when there are none). Slots of processes that have died are
- * freed on the way (a process also frees its slot when it exits or frees
- * its router). Errors: MCR_ERR_INVALID, MCR_ERR_NOMEM. Not thread-safe
- * on one writer. */
+ * freed on the way: a process frees its slot when it frees its router,
+ * and the slot of one that exited (or exec'd) without doing so is freed
+ * here, or taken over by a process that finds no free slot. A process is
+ * alive while its pid is, with the start time it had (kill(2) and
+ * /proc/PID/stat): the writer and the processes must share a PID
+ * namespace. Errors: MCR_ERR_INVALID, MCR_ERR_NOMEM. Not thread-safe on
+ * one writer. */
 MCR_EXTERN int mcr_state_processes(mcr_state_writer *w, mcr_state_process **out, size_t *count,
                                    mcr_error *err);
 
@@ -229,35 +236,43 @@ MCR_EXTERN void mcr_state_writer_free(mcr_state_writer *w);
 /* ==================================================================== */
 
 /* Flags of mcr_router_new_from_state(). */
-#define MCR_STATE_OBSERVE 1u /* follow without a slot (PATH.shm opened read
+#define MCR_HOST_STATE_OBSERVE 1u /* follow without a slot (PATH.shm opened read
                                 only): a tool that looks, and that the
                                 agent must not wait for */
 
 /* mcr_router_new_from_state: a router that follows the state at `path`.
  * It starts with the state's snapshot (and migration, if one is in force)
- * and claims a slot in PATH.shm. Then every call that reads the router
- * (mcr_router_acquire(), mcr_router_locate_index(), mcr_router_current(),
- * mcr_router_generation(), ...; so every pool request on it) first
- * compares the generation in PATH.shm with the one it adopted: one load.
- * When they differ, that call reads PATH, checks it and publishes its
- * snapshot and migration (mcr_router_set_migration(), with
- * MCR_MIGRATION_FLAG_CLOSING in phase closing; ended when the state has no
- * migration in force), then records what it adopted in its slot. Only one
- * thread loads at a time; the others go on with the previous snapshot. A
- * state that does not verify is refused: the router keeps what it has, the
- * refusal is counted in the slot and in mcr_router_state_status(), and the
- * next generation is tried. A process forked after the router was made
- * follows on its own: its first call claims a slot of its own. A process
- * that makes no call adopts nothing: it is behind until its next call
- * (which adopts before it routes anything).
+ * and claims a slot in PATH.shm. Then the calls that read the router's
+ * snapshot or migration (mcr_router_acquire(), mcr_router_locate(),
+ * mcr_router_locate_index(), mcr_router_current(), mcr_router_published(),
+ * mcr_router_epoch(), mcr_router_generation(), mcr_router_get_migration();
+ * so every pool request on it) first compare the generation in PATH.shm
+ * with the one they saw: one load. When they differ, that call (unless
+ * it is made inside a read-side section, between mcr_router_acquire() and
+ * mcr_router_release(), where a publish is not allowed: then a later call
+ * does it) reads PATH, checks it and sets its migration
+ * (mcr_router_set_migration(), with MCR_MIGRATION_FLAG_CLOSING in phase
+ * closing) before it publishes its snapshot, ends the migration it set
+ * when the state has none in force, and records what it adopted in its
+ * slot. Only one thread loads at a time; a call made meanwhile on another
+ * thread goes on with the previous snapshot. A state that does not verify,
+ * or whose epoch is not above the one the router holds, is refused: the
+ * router keeps what it has (snapshot and migration), the refusal is
+ * counted in the slot and in mcr_router_state_status(), and the next
+ * generation is tried. A process forked after the router was made follows
+ * on its own: its first call claims a slot of its own. A process that
+ * makes no call adopts nothing: it is behind until its next call, and
+ * holds the agent's registration (so a resize) back meanwhile; an idle
+ * worker calls mcr_router_generation() now and then, or frees its router.
  *
  * The router is an ordinary one otherwise (pools, hooks, local states);
- * publishing to it by hand is allowed, and the state's next generation
- * replaces what was published. Errors (nothing made): MCR_ERR_INVALID,
- * MCR_ERR_IO and the errors of mcr_state_read() (no usable state yet),
- * MCR_ERR_SYSTEM (PATH.shm missing, not writable without
- * MCR_STATE_OBSERVE, or not mappable: the message names the file and the
- * agent), MCR_ERR_NOMEM. */
+ * a snapshot published by hand stays until the state's epoch goes past
+ * it (the states before that are refused as stale). Errors (nothing
+ * made): MCR_ERR_INVALID, MCR_ERR_IO and the errors of mcr_state_read()
+ * (no usable state yet), MCR_ERR_SYSTEM (PATH.shm missing, not writable
+ * without MCR_HOST_STATE_OBSERVE, or not mappable: the message names the
+ * file and the agent), MCR_ERR_CORRUPT (PATH.shm is not a state's shared
+ * memory), MCR_ERR_NOMEM. */
 MCR_EXTERN int mcr_router_new_from_state(const char *path, unsigned flags, mcr_router **out,
                                          mcr_error *err);
 

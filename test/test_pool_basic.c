@@ -33,6 +33,70 @@
 
 /* ================================================================== round trip */
 
+/* The sample of metric `name` (with its `{...}` labels) for server id, or
+ * -1 when missing; `le` NULL for a sample without one. */
+static double sample(const char *text, const char *name, const char *id, const char *le)
+{
+    char head[400];
+    int n = snprintf(head, sizeof(head), "%s{server=\"%s\"", name, id);
+    for (const char *p = strstr(text, head); p != NULL; p = strstr(p + 1, head)) {
+        if (p != text && p[-1] != '\n')
+            continue;
+        const char *end = strchr(p, '}'), *lep = strstr(p, ",le=\"");
+        if (end == NULL)
+            return -1;
+        if (le != NULL && (lep == NULL || lep > end || strncmp(lep + 5, le, strlen(le)) != 0 ||
+                           lep[5 + strlen(le)] != '"'))
+            continue;
+        if (le == NULL && lep != NULL && lep < end)
+            continue;
+        (void)n;
+        return strtod(end + 1, NULL);
+    }
+    return -1;
+}
+
+/* mcr_pool_metrics() says what mcr_pool_server_stats() says, with the
+ * labels given (escaped), and histograms that add up. */
+static void check_metrics(env *e)
+{
+    const char *labels[] = {"pool", "web \"a\\b\"", NULL};
+    char *text = NULL;
+    size_t len = 0;
+    mcr_error err;
+    ck_assert_int_eq(mcr_pool_metrics(e->pool, labels, &text, &len, &err), MCR_OK);
+    ck_assert_uint_eq(strlen(text), len);
+    ck_assert_ptr_nonnull(strstr(text, ",pool=\"web \\\"a\\\\b\\\"\"}"));
+    for (size_t i = 0; i < mcr_pool_server_count(e->pool); i++) {
+        mcr_server_stats st;
+        ck_assert_int_eq(mcr_pool_server_stats(e->pool, i, &st), MCR_OK);
+        ck_assert(sample(text, "mcroute_server_requests_total", st.id, NULL) == (double)st.requests);
+        ck_assert(sample(text, "mcroute_server_hits_total", st.id, NULL) == (double)st.hits);
+        ck_assert(sample(text, "mcroute_server_misses_total", st.id, NULL) == (double)st.misses);
+        ck_assert(sample(text, "mcroute_server_up", st.id, NULL) == 1);
+        double count = sample(text, "mcroute_server_request_duration_seconds_count", st.id, NULL);
+        ck_assert(count == (double)st.latency_count && count > 0);
+        ck_assert(sample(text, "mcroute_server_request_duration_seconds_bucket", st.id, "+Inf") ==
+                  count);
+        double prev = 0;
+        static const char *const les[] = {"5e-05", "0.0001", "0.00025", "0.0005", "0.001",
+                                          "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
+                                          "0.25", "0.5", "1", "2.5", "5"};
+        for (size_t b = 0; b < sizeof(les) / sizeof(les[0]); b++) {
+            double v = sample(text, "mcroute_server_request_duration_seconds_bucket", st.id, les[b]);
+            ck_assert_msg(v >= prev && v <= count, "bucket le=%s: %g after %g of %g", les[b], v,
+                          prev, count);
+            prev = v;
+        }
+        ck_assert(prev > 0); /* loopback replies come well within 5 s */
+    }
+    free(text);
+    const char *bad[] = {"le", "x", NULL};
+    ck_assert_int_eq(mcr_pool_metrics(e->pool, bad, &text, NULL, &err), MCR_ERR_INVALID);
+    const char *bad2[] = {"9x", "x", NULL};
+    ck_assert_int_eq(mcr_pool_metrics(e->pool, bad2, &text, NULL, &err), MCR_ERR_INVALID);
+}
+
 #define RT_KEYS 3000
 
 /* Thousands of sets then gets, all submitted before the loop runs (so they
@@ -115,6 +179,7 @@ START_TEST(test_round_trip)
         ck_assert_int_gt(held, RT_KEYS / 10); /* the keys are spread */
     }
     free(hit);
+    check_metrics(&e);
     tally_ok(&e);
     env_free(&e);
     recs_free(sets, RT_KEYS);

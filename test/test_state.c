@@ -313,7 +313,7 @@ START_TEST(router_follows)
     mcr_router_free(r);
     ck_assert_uint_eq(processes(w, (uint32_t)getpid(), NULL), 0);
     /* an observer takes no slot */
-    ck_assert_int_eq(mcr_router_new_from_state(sc.path, MCR_STATE_OBSERVE, &r, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_new_from_state(sc.path, MCR_HOST_STATE_OBSERVE, &r, &err), MCR_OK);
     ck_assert_int_eq(mcr_router_state_status(r, &st), MCR_OK);
     ck_assert_int_eq(st.slot, -1);
     ck_assert_uint_eq(processes(w, (uint32_t)getpid(), NULL), 0);
@@ -381,12 +381,31 @@ START_TEST(router_refuses_bad_states)
     /* the agent writes again: adopted */
     put(w, s2, MCR_MIGRATION_NONE, NULL, NULL);
     ck_assert_uint_eq(epoch_of(r), 2);
-    /* an older epoch is refused as stale */
-    put(w, s1, MCR_MIGRATION_NONE, NULL, NULL);
+    /* an older epoch is refused as stale, its migration not set either */
+    mcr_snapshot *s0 = snap_n(2, 0 + 1), *s3 = snap_n(5, 3);
+    put(w, s1, MCR_MIGRATION_COPYING, s1, s3);
     ck_assert_uint_eq(epoch_of(r), 2);
     mcr_state_status st;
     ck_assert_int_eq(mcr_router_state_status(r, &st), MCR_OK);
     ck_assert_int_eq(st.last_refusal.code, MCR_ERR_STALE);
+    ck_assert_ptr_nonnull(strstr(st.last_refusal.message, "not adopted"));
+    mcr_router_migration t;
+    ck_assert_int_eq(mcr_router_get_migration(r, &t), MCR_ERR_EMPTY);
+    /* the writer refuses a migration between placements */
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_eq(mcr_config_set_mode(cfg, MCR_MODE_MODULA), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_servers(cfg, "10.9.0.1,10.9.0.2", NULL), MCR_OK);
+    mcr_snapshot *m4 = NULL;
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 4, &m4, NULL), MCR_OK);
+    mcr_config_free(cfg);
+    mcr_state_content c = {.pool = "web", .snapshot = s2, .phase = MCR_MIGRATION_COPYING,
+                           .migration_id = "m", .from = s3, .to = m4};
+    mcr_error werr = {0};
+    ck_assert_int_eq(mcr_state_write(w, &c, NULL, &werr), MCR_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(werr.message, "placement parameters"));
+    mcr_snapshot_unref(m4);
+    mcr_snapshot_unref(s0);
+    mcr_snapshot_unref(s3);
 
     free(good);
     mcr_router_free(r);

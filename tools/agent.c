@@ -284,9 +284,9 @@ static void writer_options(const cli_source *src, mcr_state_writer_options *wo)
         errno = 0;
         unsigned long n = strtoul(src->slots, &end, 10);
         if (*src->slots < '0' || *src->slots > '9' || *end != '\0' || errno != 0 || n < 1 ||
-            n > MCR_STATE_SLOTS_MAX)
+            n > MCR_HOST_STATE_SLOTS_MAX)
             cli_die("agent: --slots '%s': expected a number from 1 to %u", src->slots,
-                    MCR_STATE_SLOTS_MAX);
+                    MCR_HOST_STATE_SLOTS_MAX);
         wo->slots = (unsigned)n;
     }
     if (src->file_mode != NULL) {
@@ -315,9 +315,9 @@ static void check_options(const cli_source *src)
         cli_die("agent: --state PATH is required (where the host's processes read the pool)");
     if (src->etcd == NULL || src->pool == NULL)
         cli_die("agent: --etcd URLS and --pool NAME are required (the pool to follow)");
-    if (strlen(src->pool) > MCR_STATE_POOL_MAX)
+    if (strlen(src->pool) > MCR_HOST_STATE_POOL_MAX)
         cli_die("agent: --pool: a state holds pool names of at most %d bytes",
-                MCR_STATE_POOL_MAX);
+                MCR_HOST_STATE_POOL_MAX);
 }
 
 /* ------------------------------------------------------------ main */

@@ -19,7 +19,7 @@ typedef struct agent_written {
     uint64_t epoch;
     char checksum[MCR_SNAPSHOT_CHECKSUM_LEN + 1];
     mcr_migration_phase phase;
-    char migration_id[MCR_STATE_ID_MAX + 1];
+    char migration_id[MCR_HOST_STATE_ID_MAX + 1];
     uint64_t from_epoch, to_epoch;
     int64_t at_ms; /* CLOCK_REALTIME */
 } agent_written;

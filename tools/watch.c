@@ -214,7 +214,7 @@ static int watch_state(const cli_source *src, unsigned timeout_ms)
         cli_die("watch: --state takes none of --etcd, --pool, --etcd-prefix, --etcd-timeout "
                 "and --client-id");
     mcr_router *router = NULL;
-    int rc = mcr_router_new_from_state(src->state, MCR_STATE_OBSERVE, &router, &err);
+    int rc = mcr_router_new_from_state(src->state, MCR_HOST_STATE_OBSERVE, &router, &err);
     if (rc != MCR_OK)
         cli_die_status(rc, "watch: %s", err.message);
     if (mcr_router_add_hook(router, adopted, NULL) != MCR_OK)

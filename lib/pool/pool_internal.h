@@ -199,6 +199,7 @@ struct mcr__pool_server {
     uint64_t fallback_reads, fallback_hits,
         dual_writes;
     uint64_t lat_count, lat_max;
+    uint64_t lat_sum;            /* µs, of the replies measured */
     uint32_t hist[MCR__HIST_BUCKETS];
 };
 
@@ -392,6 +393,8 @@ static inline void mcr__queue_push(mcr__pool_req **head, mcr__pool_req **tail, m
 
 /* Count one latency of ns nanoseconds in s's histogram. */
 void mcr__hist_add(mcr__pool_server *s, uint64_t ns);
+/* The upper edge, µs, of histogram bucket idx (latencies below it). */
+uint64_t mcr__hist_upper(size_t idx);
 
 /* ---- options.c */
 

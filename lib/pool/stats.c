@@ -14,8 +14,18 @@ void mcr__hist_add(mcr__pool_server *s, uint64_t ns)
     }
     s->hist[idx]++;
     s->lat_count++;
+    s->lat_sum += us;
     if (us > s->lat_max)
         s->lat_max = us;
+}
+
+uint64_t mcr__hist_upper(size_t idx)
+{
+    if (idx < MCR__HIST_SUB)
+        return (uint64_t)idx + 1;
+    int msb = (int)(idx / MCR__HIST_SUB) + 3;
+    uint64_t sub = idx % MCR__HIST_SUB;
+    return ((MCR__HIST_SUB | sub) << (msb - 4)) + (1ull << (msb - 4));
 }
 
 static double hist_value(size_t idx)

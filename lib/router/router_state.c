@@ -33,12 +33,12 @@ typedef struct mcr__router_state {
     uint64_t generation;
     mcr__adoption adopted;
     char checksum[MCR_SNAPSHOT_CHECKSUM_LEN + 1];
-    char migration_id[MCR_STATE_ID_MAX + 1];
+    char migration_id[MCR_HOST_STATE_ID_MAX + 1];
     /* The migration this follower set on the router (serial 0: none). */
     uint64_t mig_serial;
     unsigned mig_flags;
     uint64_t mig_from, mig_to;
-    char mig_id[MCR_STATE_ID_MAX + 1];
+    char mig_id[MCR_HOST_STATE_ID_MAX + 1];
     uint64_t refused;
     mcr_error last_refusal;
     struct mcr__router_state *next; /* every state router, for fork */
@@ -98,7 +98,7 @@ static bool same_snapshot(const mcr_snapshot *a, const mcr_snapshot *b)
 static void claim_slot(mcr__router_state *st)
 {
     st->slot = -1;
-    if (st->flags & MCR_STATE_OBSERVE)
+    if (st->flags & MCR_HOST_STATE_OBSERVE)
         return;
     st->owner = MCR__SHM_OWNER(st->pid, mcr__proc_start_time((uint32_t)st->pid));
     st->slot = mcr__shm_claim(&st->shm, st->owner);
@@ -147,17 +147,28 @@ static int adopt_migration(mcr__router_state *st, const mcr_state_info *info, mc
     return MCR_OK;
 }
 
-/* Publish `info` to the router (migration, snapshot) and note it. */
+/* Publish `info` to the router (migration, snapshot) and note it. A
+ * state whose snapshot the router would refuse (an epoch not above the
+ * one published, a publish by hand having gone further) changes nothing. */
 static int adopt(mcr__router_state *st, const mcr_state_info *info, mcr_error *err)
 {
     mcr_router *r = st->router;
+    mcr_snapshot *pub = mcr_router_published(r);
+    bool same = same_snapshot(pub, info->snapshot);
+    uint64_t have = pub != NULL ? mcr_snapshot_epoch(pub) : 0;
+    mcr_snapshot_unref(pub);
+    if (!same && pub != NULL && mcr_snapshot_epoch(info->snapshot) <= have)
+        return mcr__error(err, MCR_ERR_STALE,
+                          "state %s: generation %llu has epoch %llu, the router holds epoch "
+                          "%llu: not adopted",
+                          st->path, (unsigned long long)info->generation,
+                          (unsigned long long)mcr_snapshot_epoch(info->snapshot),
+                          (unsigned long long)have);
     int rc = MCR_OK;
     if (info->from != NULL)
         rc = adopt_migration(st, info, err);
-    mcr_snapshot *pub = rc == MCR_OK ? mcr_router_published(r) : NULL;
-    if (rc == MCR_OK && !same_snapshot(pub, info->snapshot))
+    if (rc == MCR_OK && !same)
         rc = mcr_router_publish(r, info->snapshot, err);
-    mcr_snapshot_unref(pub);
     if (rc == MCR_OK && info->from == NULL)
         rc = adopt_migration(st, info, err);
     if (rc != MCR_OK)
@@ -203,7 +214,7 @@ static void reopen(mcr__router_state *st)
 {
     mcr__shm fresh;
     mcr_error e = {0};
-    if (mcr__shm_open(st->shm_path, !(st->flags & MCR_STATE_OBSERVE), &fresh, &e) != MCR_OK)
+    if (mcr__shm_open(st->shm_path, !(st->flags & MCR_HOST_STATE_OBSERVE), &fresh, &e) != MCR_OK)
         return; /* not there yet: the next change tries again */
     old_map *o = malloc(sizeof(*o));
     if (o == NULL) {
@@ -289,7 +300,7 @@ int mcr_router_new_from_state(const char *path, unsigned flags, mcr_router **out
     char shm_path[4096];
     if (path == NULL || out == NULL || *path == '\0')
         return mcr__error(err, MCR_ERR_INVALID, "mcr_router_new_from_state: NULL or empty argument");
-    if (flags & ~MCR_STATE_OBSERVE)
+    if (flags & ~MCR_HOST_STATE_OBSERVE)
         return mcr__error(err, MCR_ERR_INVALID, "mcr_router_new_from_state: unknown flags 0x%x",
                           flags);
     int rc = mcr__shm_path(path, shm_path, sizeof(shm_path), err);
@@ -312,7 +323,7 @@ int mcr_router_new_from_state(const char *path, unsigned flags, mcr_router **out
     if (st->path == NULL || st->shm_path == NULL)
         rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory following state %s", path);
     if (rc == MCR_OK)
-        rc = mcr__shm_open(shm_path, !(flags & MCR_STATE_OBSERVE), &st->shm, err);
+        rc = mcr__shm_open(shm_path, !(flags & MCR_HOST_STATE_OBSERVE), &st->shm, err);
     uint64_t g = rc == MCR_OK ? atomic_load(&st->shm.h->generation) : 0;
     mcr_state_info info = {0};
     if (rc == MCR_OK)

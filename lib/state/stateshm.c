@@ -61,7 +61,7 @@ int mcr__shm_open(const char *shm_path, bool writable, mcr__shm *out, mcr_error 
     size_t need = (size_t)h->header_size + (size_t)h->nslots * h->slot_size;
     if (memcmp(h->magic, MCR__SHM_MAGIC, 8) != 0 || h->version != MCR__SHM_VERSION ||
         h->header_size != MCR__SHM_HEADER_SIZE || h->slot_size != MCR__SHM_SLOT_SIZE ||
-        h->nslots == 0 || h->nslots > MCR_STATE_SLOTS_MAX || need > (size_t)st.st_size) {
+        h->nslots == 0 || h->nslots > MCR_HOST_STATE_SLOTS_MAX || need > (size_t)st.st_size) {
         munmap(p, (size_t)st.st_size);
         close(fd);
         return mcr__error(err, MCR_ERR_CORRUPT,

@@ -104,10 +104,10 @@ static int check_content(const mcr_state_content *c, mcr_error *err)
 {
     if (c->snapshot == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "state: no snapshot");
-    if (!mcr__state_name_ok(c->pool, MCR_STATE_POOL_MAX))
+    if (!mcr__state_name_ok(c->pool, MCR_HOST_STATE_POOL_MAX))
         return mcr__error(err, MCR_ERR_INVALID,
                           "state: pool name must be 1 to %d bytes of A-Z a-z 0-9 . _ - :",
-                          MCR_STATE_POOL_MAX);
+                          MCR_HOST_STATE_POOL_MAX);
     if (!mcr__zeroed(c->reserved, sizeof(c->reserved)))
         return mcr__error(err, MCR_ERR_INVALID, "mcr_state_content: reserved is not zero");
     if (c->phase == MCR_MIGRATION_NONE)
@@ -115,10 +115,10 @@ static int check_content(const mcr_state_content *c, mcr_error *err)
     if ((unsigned)c->phase > MCR_MIGRATION_ABORTED)
         return mcr__error(err, MCR_ERR_INVALID, "state: migration phase %d is unknown",
                           (int)c->phase);
-    if (!mcr__state_name_ok(c->migration_id, MCR_STATE_ID_MAX))
+    if (!mcr__state_name_ok(c->migration_id, MCR_HOST_STATE_ID_MAX))
         return mcr__error(err, MCR_ERR_INVALID,
                           "state: migration id must be 1 to %d bytes of A-Z a-z 0-9 . _ - :",
-                          MCR_STATE_ID_MAX);
+                          MCR_HOST_STATE_ID_MAX);
     if ((c->from == NULL || c->to == NULL) && (phase_routes(c->phase) || c->from != c->to))
         return mcr__error(err, MCR_ERR_INVALID, "state: migration %s without its snapshots",
                           c->migration_id);
@@ -128,6 +128,10 @@ static int check_content(const mcr_state_content *c, mcr_error *err)
         return mcr__error(err, MCR_ERR_INVALID,
                           "state: migration %s: to's epoch %llu is not above from's %llu",
                           c->migration_id, (unsigned long long)te, (unsigned long long)fe);
+    if (c->from != NULL && !params_same(c->from, c->to))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "state: migration %s: from and to have different placement parameters",
+                          c->migration_id);
     return MCR_OK;
 }
 
@@ -293,7 +297,7 @@ static int parse_migration(reader *r, mcr_state_info *out, mcr_error *err)
                           "%s: line %u: expected \"migration none\" or \"migration ID PHASE "
                           "FROM_EPOCH TO_EPOCH\"",
                           r->name, r->line);
-    rc = copy_name(r, "migration id", f[0], fl[0], out->migration_id, MCR_STATE_ID_MAX, err);
+    rc = copy_name(r, "migration id", f[0], fl[0], out->migration_id, MCR_HOST_STATE_ID_MAX, err);
     if (rc != MCR_OK)
         return rc;
     for (int p = MCR_MIGRATION_PLANNED; p <= MCR_MIGRATION_ABORTED; p++) {
@@ -382,7 +386,7 @@ static int parse_body(reader *r, mcr_state_info *out, mcr_error *err)
     if (rc == MCR_OK)
         rc = keyed(r, "pool", &v, &n, err);
     if (rc == MCR_OK)
-        rc = copy_name(r, "pool", v, n, out->pool, MCR_STATE_POOL_MAX, err);
+        rc = copy_name(r, "pool", v, n, out->pool, MCR_HOST_STATE_POOL_MAX, err);
     if (rc == MCR_OK)
         rc = keyed_u64(r, "written", 0, UINT64_MAX, &out->written_ms, err);
     if (rc == MCR_OK)
@@ -438,9 +442,10 @@ void mcr_state_info_clear(mcr_state_info *info)
 
 int mcr_state_read(const char *path, mcr_state_info *out, mcr_error *err)
 {
+    if (out != NULL)
+        memset(out, 0, sizeof(*out));
     if (path == NULL || out == NULL)
         return mcr__error(err, MCR_ERR_INVALID, "mcr_state_read: NULL argument");
-    memset(out, 0, sizeof(*out));
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         int e = errno;
@@ -457,8 +462,8 @@ int mcr_state_read(const char *path, mcr_state_info *out, mcr_error *err)
     while (text != NULL) {
         if (len == cap) {
             if (cap >= MCR__STATE_FILE_MAX) {
-                rc = mcr__error(err, MCR_ERR_TOO_BIG, "state %s: larger than %u bytes", path,
-                                (unsigned)MCR__STATE_FILE_MAX);
+                rc = mcr__error(err, MCR_ERR_IO, "state %s: larger than %u bytes (not a state)",
+                                path, (unsigned)MCR__STATE_FILE_MAX);
                 break;
             }
             char *t = realloc(text, cap * 2);

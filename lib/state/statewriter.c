@@ -29,17 +29,23 @@ static uint64_t realtime_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Mode and group of a file the writer made. */
-static int set_owner(const mcr_state_writer *w, int fd, unsigned mode, const char *what,
+/* Mode and group of a file of the writer's: MCR_OK, or `code` (with the
+ * errno kept in err->sys_errno). */
+static int set_owner(const mcr_state_writer *w, int fd, unsigned mode, const char *what, int code,
                      mcr_error *err)
 {
+    int e = 0;
     if (w->set_gid && fchown(fd, (uid_t)-1, (gid_t)w->gid) != 0)
-        return mcr__error_sys(err, errno, "state %s: cannot give it group %u: %s", what,
-                              w->gid, strerror(errno));
-    if (fchmod(fd, mode) != 0)
-        return mcr__error_sys(err, errno, "state %s: cannot set its mode %o: %s", what, mode,
-                              strerror(errno));
-    return MCR_OK;
+        e = errno;
+    else if (fchmod(fd, mode) != 0)
+        e = errno;
+    if (e == 0)
+        return MCR_OK;
+    mcr__error_sys(err, e, "state %s: cannot set its %s: %s", what,
+                   w->set_gid ? "group or mode" : "mode", strerror(e));
+    if (err != NULL)
+        err->code = code;
+    return code;
 }
 
 /* A new PATH.shm of `nslots` slots made beside it, locked, and renamed
@@ -57,7 +63,7 @@ static int create_shm(mcr_state_writer *w, uint32_t nslots, uint64_t gen, mcr_er
         rc = mcr__error_sys(err, errno, "state %s: cannot size or lock it: %s", tmp,
                             strerror(errno));
     if (rc == MCR_OK)
-        rc = set_owner(w, fd, w->mode, tmp, err);
+        rc = set_owner(w, fd, w->mode, tmp, MCR_ERR_SYSTEM, err);
     void *p = rc == MCR_OK ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
     if (rc == MCR_OK && p == MAP_FAILED)
         rc = mcr__error_sys(err, errno, "state %s: cannot map it: %s", tmp, strerror(errno));
@@ -110,7 +116,8 @@ static int open_shm(mcr_state_writer *w, uint32_t nslots, mcr_error *err)
         }
         w->shm = old;
         atomic_store(&w->shm.h->writer_pid, (uint32_t)getpid());
-        return MCR_OK;
+        /* the mode and group asked now, as for a new one */
+        return set_owner(w, w->shm.fd, w->mode, w->shm_path, MCR_ERR_SYSTEM, err);
     }
     if (rc == MCR_ERR_SYSTEM && e2.sys_errno != ENOENT) {
         if (err != NULL)
@@ -157,9 +164,9 @@ int mcr_state_writer_open(const char *path, const mcr_state_writer_options *o,
         return mcr__error(err, MCR_ERR_INVALID, "mcr_state_writer_open: NULL or empty argument");
     if (!mcr__zeroed(o->reserved, sizeof(o->reserved)))
         return mcr__error(err, MCR_ERR_INVALID, "mcr_state_writer_options: reserved is not zero");
-    if (o->slots > MCR_STATE_SLOTS_MAX)
+    if (o->slots > MCR_HOST_STATE_SLOTS_MAX)
         return mcr__error(err, MCR_ERR_INVALID, "state: slots %u above %u", o->slots,
-                          MCR_STATE_SLOTS_MAX);
+                          MCR_HOST_STATE_SLOTS_MAX);
     if (o->mode > 07777)
         return mcr__error(err, MCR_ERR_INVALID, "state: mode %o is not a file mode", o->mode);
     mcr_state_writer *w = calloc(1, sizeof(*w));
@@ -168,7 +175,7 @@ int mcr_state_writer_open(const char *path, const mcr_state_writer_options *o,
                        : mcr__shm_path(path, shm_path, sizeof(shm_path), err);
     if (rc == MCR_OK) {
         w->shm.fd = -1;
-        w->mode = o->mode ? o->mode : MCR_STATE_MODE;
+        w->mode = o->mode ? o->mode : MCR_HOST_STATE_MODE;
         w->set_gid = o->set_gid;
         w->gid = o->gid;
         w->path = strdup(path);
@@ -177,7 +184,7 @@ int mcr_state_writer_open(const char *path, const mcr_state_writer_options *o,
             rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory for a state writer");
     }
     if (rc == MCR_OK)
-        rc = open_shm(w, o->slots ? o->slots : MCR_STATE_SLOTS, err);
+        rc = open_shm(w, o->slots ? o->slots : MCR_HOST_STATE_SLOTS, err);
     if (rc != MCR_OK) {
         mcr_state_writer_free(w);
         return rc;
@@ -237,8 +244,8 @@ int mcr_state_write(mcr_state_writer *w, const mcr_state_content *c, uint64_t *g
     if (rc == MCR_OK && (write_all(fd, text, len) != 0 || fdatasync(fd) != 0))
         rc = mcr__error(err, MCR_ERR_IO, "state %s: cannot write %s: %s", w->path, tmp,
                         strerror(errno));
-    if (rc == MCR_OK && set_owner(w, fd, (w->mode & 0555u) | 0200u, tmp, err) != MCR_OK)
-        rc = MCR_ERR_IO;
+    if (rc == MCR_OK)
+        rc = set_owner(w, fd, (w->mode & 0555u) | 0200u, tmp, MCR_ERR_IO, err);
     if (fd >= 0 && close(fd) != 0 && rc == MCR_OK)
         rc = mcr__error(err, MCR_ERR_IO, "state %s: cannot write %s: %s", w->path, tmp,
                         strerror(errno));
