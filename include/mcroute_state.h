@@ -222,6 +222,40 @@ MCR_EXTERN int mcr_state_processes(mcr_state_writer *w, mcr_state_process **out,
  * is a no-op. */
 MCR_EXTERN void mcr_state_processes_free(mcr_state_process *p);
 
+/* Latency bounds of the counters' histogram (the buckets of
+ * mcr_pool_metrics()). */
+#define MCR_HOST_STATE_BUCKETS 16
+
+/* One server's counters added up over the processes that follow the
+ * state: what their pools published, with those of processes gone. */
+typedef struct mcr_state_server_counters {
+    char id[256];             /* the server's id; "#HEX" (the id's hash) for
+                                 one no state written by this writer named */
+    uint64_t requests, hits, misses, errors, timeouts, connect_failures, ejections;
+    uint64_t fallback_reads, fallback_hits;
+    uint64_t latency_count;   /* replies measured */
+    double latency_sum_s;     /* their time from send to reply, seconds */
+    uint64_t buckets[MCR_HOST_STATE_BUCKETS]; /* replies within each bound */
+    double bounds_s[MCR_HOST_STATE_BUCKETS];  /* the bounds, seconds */
+    uint64_t reserved[4];     /* zeroed; room for later fields (mcroute.h) */
+} mcr_state_server_counters;
+
+/* mcr_state_counters: the counters of every server, added up over the
+ * processes that follow the state, as a new array *out of *count entries
+ * (mcr_state_counters_free()). Each process publishes its own into its
+ * slot (mcr_router_state_publish(); a pool on a router fed from the state
+ * does twice a second); when a process leaves (frees its router, exits or
+ * dies) its counts are kept with the state, so every total only grows
+ * while PATH.shm lives (a read made while a process leaves may see its
+ * counts twice or not at all, once). Errors: MCR_ERR_INVALID,
+ * MCR_ERR_NOMEM. Not thread-safe on one writer. */
+MCR_EXTERN int mcr_state_counters(mcr_state_writer *w, mcr_state_server_counters **out,
+                                  size_t *count, mcr_error *err);
+
+/* mcr_state_counters_free: free an array of mcr_state_counters(). NULL is
+ * a no-op. */
+MCR_EXTERN void mcr_state_counters_free(mcr_state_server_counters *c);
+
 /* mcr_state_writer_generation: the generation last written (by this
  * writer or the one before it; 0: none). */
 MCR_EXTERN uint64_t mcr_state_writer_generation(const mcr_state_writer *w);
@@ -275,6 +309,28 @@ MCR_EXTERN void mcr_state_writer_free(mcr_state_writer *w);
  * memory), MCR_ERR_NOMEM. */
 MCR_EXTERN int mcr_router_new_from_state(const char *path, unsigned flags, mcr_router **out,
                                          mcr_error *err);
+
+/* mcr_router_state_publish: publish the counters of `n` servers of this
+ * process into its slot of the state, where mcr_state_counters() adds
+ * them up (the agent's /metrics). Each entry replaces what was published
+ * for that id before (counters only grow: publish totals, not
+ * increments); the slot holds 64 servers, the others are dropped.
+ * `writer` identifies the one publisher of the process (a pool passes
+ * itself: mcr_pool_new() on such a router publishes twice a second and at
+ * mcr_pool_free()); another writer is MCR_ERR_BUSY until the first
+ * unpublishes. bounds_s of every entry must be the state's
+ * (MCR_HOST_STATE_BUCKETS values: 50, 100, 250, 500 us, 1, 2.5, 5, 10, 25,
+ * 50, 100, 250, 500 ms, 1, 2.5, 5 s). Errors: MCR_ERR_INVALID (NULL, a
+ * router that follows no state, other bounds), MCR_ERR_EMPTY (the process
+ * has no slot), MCR_ERR_BUSY. Thread-safe (takes the state's mutex). */
+MCR_EXTERN int mcr_router_state_publish(mcr_router *router, const void *writer,
+                                        const mcr_state_server_counters *servers, size_t n);
+
+/* mcr_router_state_unpublish: `writer` publishes no more: its counts are
+ * kept with the state as those of a process that left, and the slot may
+ * take another writer. MCR_OK, MCR_ERR_INVALID, MCR_ERR_EMPTY,
+ * MCR_ERR_BUSY (another writer's). Thread-safe. */
+MCR_EXTERN int mcr_router_state_unpublish(mcr_router *router, const void *writer);
 
 /* Where a router fed from a state stands. */
 typedef struct mcr_state_status {

@@ -13,9 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "clirun.h"
 #include "etcdserver.h"
 #include "fleet_env.h"
+#include "mcroute_pool.h"
 #include "mcroute_state.h"
 #include "realserver.h"
 #include "state/state_internal.h"
@@ -357,43 +360,99 @@ START_TEST(migrate_waits_for_processes)
 }
 END_TEST
 
+/* A follower with a real pool: NGETS gets through a pool on a router fed
+ * from the state, then the pool freed (its counts published) and the
+ * process waits for the quit pipe. */
+#define NGETS 50
+static pid_t pool_follower_start(void)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid != 0)
+        return g_followers[g_nfollowers++] = pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    close(g_quit[1]);
+    mcr_router *r = NULL;
+    struct event_base *base = event_base_new();
+    mcr_pool *pool = NULL;
+    if (base == NULL || mcr_router_new_from_state(g_state, 0, &r, NULL) != MCR_OK ||
+        mcr_pool_new(base, r, NULL, &pool, NULL) != MCR_OK)
+        _exit(3);
+    for (int i = 0; i < NGETS; i++) {
+        char key[32];
+        mcr_request q = {.op = MCR_OP_GET, .key = key};
+        q.key_len = (size_t)snprintf(key, sizeof(key), "k%d", i);
+        mcr_owned_result res;
+        if (mcr_pool_exec(pool, &q, &res) != MCR_OK || res.reply != MCR_REPLY_MISS)
+            _exit(4);
+        mcr_owned_result_clear(&res);
+    }
+    mcr_pool_free(pool);
+    struct pollfd p = {g_quit[0], POLLIN, 0};
+    (void)poll(&p, 1, -1);
+    mcr_router_free(r);
+    event_base_free(base);
+    _exit(0);
+}
+
 /* /metrics, parsed by python3-prometheus-client's text parser, agrees
- * with the processes. */
+ * with the processes, and gives the host's totals per server of what the
+ * processes' pools published. */
 START_TEST(metrics_scrape)
 {
     mcr_fleet_options o;
-    start(&o, "web", "10.1.0.1:11211,10.1.0.2:11211");
+    rs_proc mc;
+    char list[64], server[64];
+    ck_assert_msg(rs_memcached_start(&mc, "127.0.0.1", 0, NULL, mcr_test_ms(10000)) == 0,
+                  "memcached");
+    snprintf(list, sizeof(list), "127.0.0.1:%d", mc.port);
+    snprintf(server, sizeof(server), "127.0.0.1:%d", mc.port);
+    start(&o, "web", list);
     agent_start("web");
     followers_start(12);
-    wait_adopted(12, 1);
+    pool_follower_start();
+    wait_adopted(13, 1);
     nanosleep(&(struct timespec){0, 300 * 1000000}, NULL); /* a slow tick of the agent */
     const char *script =
-        "import sys, urllib.request\n"
+        "import sys, urllib.request, time\n"
         "from prometheus_client.parser import text_string_to_metric_families\n"
-        "text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()\n"
-        "v = {}\n"
-        "for fam in text_string_to_metric_families(text):\n"
-        "    for s in fam.samples:\n"
-        "        v[(s.name, tuple(sorted(s.labels.items())))] = s.value\n"
         "p = (('pool', 'web'),)\n"
+        "srv = (('pool', 'web'), ('server', sys.argv[2]))\n"
+        "for attempt in range(100):\n"
+        "    text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()\n"
+        "    v = {}\n"
+        "    for fam in text_string_to_metric_families(text):\n"
+        "        for s in fam.samples:\n"
+        "            v[(s.name, tuple(sorted(s.labels.items())))] = s.value\n"
+        "    if v.get(('mcroute_host_server_requests_total', srv), 0) >= int(sys.argv[3]):\n"
+        "        break\n"
+        "    time.sleep(0.1)\n"
         "print(int(v[('mcroute_epoch', p)]), int(v[('mcroute_processes_total', p)]),\n"
         "      int(v[('mcroute_processes', (('epoch', '1'), ('phase', 'none'), ('pool', 'web')))]),\n"
         "      int(v[('mcroute_processes_behind', p)]),\n"
-        "      int(v[('mcroute_state_generation', p)]), len(v))\n";
-    char *const argv[] = {TU_PYTHON3, "-c", (char *)script, g_url, NULL};
+        "      int(v[('mcroute_state_generation', p)]), len(v),\n"
+        "      int(v[('mcroute_host_server_requests_total', srv)]),\n"
+        "      int(v[('mcroute_host_server_misses_total', srv)]),\n"
+        "      int(v[('mcroute_host_server_request_duration_seconds_count', srv)]))\n";
+    char ngets[16];
+    snprintf(ngets, sizeof(ngets), "%d", NGETS);
+    char *const argv[] = {TU_PYTHON3, "-c", (char *)script, g_url, server, ngets, NULL};
     char *out = NULL;
-    int rc = rs_run_log(argv, mcr_test_ms(20000), path_of("scrape.log"), &out);
+    int rc = rs_run_log(argv, mcr_test_ms(30000), path_of("scrape.log"), &out);
     ck_assert_msg(rc == 0, "the scrape: %d: %s", rc, out ? out : "");
-    unsigned long long epoch, total, at1, behind, gen, nmetrics;
-    ck_assert_int_eq(sscanf(out, "%llu %llu %llu %llu %llu %llu", &epoch, &total, &at1, &behind,
-                            &gen, &nmetrics),
-                     6);
+    unsigned long long epoch, total, at1, behind, gen, nmetrics, req, miss, lat;
+    ck_assert_msg(sscanf(out, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &epoch, &total,
+                         &at1, &behind, &gen, &nmetrics, &req, &miss, &lat) == 9,
+                  "%s", out);
     ck_assert_uint_eq(epoch, 1);
-    ck_assert_uint_eq(total, 12);
-    ck_assert_uint_eq(at1, 12);
+    ck_assert_uint_eq(total, 13);
+    ck_assert_uint_eq(at1, 13);
     ck_assert_uint_eq(behind, 0);
     ck_assert_uint_eq(gen, 1);
     ck_assert_uint_ge(nmetrics, 15);
+    ck_assert_uint_eq(req, NGETS);
+    ck_assert_uint_eq(miss, NGETS);
+    ck_assert_uint_eq(lat, NGETS);
     free(out);
 }
 END_TEST

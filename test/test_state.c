@@ -668,6 +668,111 @@ START_TEST(writer_lock_and_restart)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------ counters */
+
+static void counters_of(mcr_state_server_counters *c, const char *id, uint64_t requests)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->id, sizeof(c->id), "%s", id);
+    c->requests = requests;
+    c->hits = requests / 2;
+    c->latency_count = requests;
+    c->latency_sum_s = (double)requests * 0.0002;
+    static const double bounds[MCR_HOST_STATE_BUCKETS] = {
+        50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
+        25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5, 5};
+    for (int b = 0; b < MCR_HOST_STATE_BUCKETS; b++) {
+        c->bounds_s[b] = bounds[b];
+        c->buckets[b] = b >= 2 ? requests : 0;
+    }
+}
+
+static uint64_t total_requests(mcr_state_writer *w, const char *id, uint64_t *le250us)
+{
+    mcr_state_server_counters *c = NULL;
+    size_t n = 0;
+    mcr_error err = {0};
+    ck_assert_msg(mcr_state_counters(w, &c, &n, &err) == MCR_OK, "%s", err.message);
+    uint64_t r = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(c[i].id, id) == 0) {
+            r = c[i].requests;
+            if (le250us != NULL)
+                *le250us = c[i].buckets[2];
+            ck_assert(c[i].bounds_s[2] > 249e-6 && c[i].bounds_s[2] < 251e-6);
+        }
+    mcr_state_counters_free(c);
+    return r;
+}
+
+/* Processes publish their counters; the writer adds them up, by server
+ * id; a process that leaves (frees its router, or dies) keeps its counts
+ * in the totals; one writer per process. */
+START_TEST(counters_add_up)
+{
+    scratch sc;
+    scratch_init(&sc);
+    mcr_error err = {0};
+    mcr_state_writer *w = writer_open(&sc, 8);
+    mcr_snapshot *s1 = snap_n(3, 1);
+    put(w, s1, MCR_MIGRATION_NONE, NULL, NULL);
+    mcr_router *r = NULL;
+    ck_assert_int_eq(mcr_router_new_from_state(sc.path, 0, &r, &err), MCR_OK);
+    mcr_state_server_counters c[2];
+    int me, other;
+    counters_of(&c[0], "10.0.0.1:11211", 100);
+    counters_of(&c[1], "10.0.0.2:11211", 7);
+    ck_assert_int_eq(mcr_router_state_publish(r, &me, c, 2), MCR_OK);
+    ck_assert_int_eq(mcr_router_state_publish(r, &other, c, 2), MCR_ERR_BUSY);
+    uint64_t le = 0;
+    ck_assert_uint_eq(total_requests(w, "10.0.0.1:11211", &le), 100);
+    ck_assert_uint_eq(le, 100);
+    /* a later publish replaces: totals, not increments */
+    counters_of(&c[0], "10.0.0.1:11211", 150);
+    ck_assert_int_eq(mcr_router_state_publish(r, &me, c, 1), MCR_OK);
+    ck_assert_uint_eq(total_requests(w, "10.0.0.1:11211", NULL), 150);
+    /* other bounds are refused */
+    c[0].bounds_s[3] = 0.001;
+    ck_assert_int_eq(mcr_router_state_publish(r, &me, c, 1), MCR_ERR_INVALID);
+    counters_of(&c[0], "10.0.0.1:11211", 150);
+
+    /* a child publishes and dies without freeing: its counts stay */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        mcr_state_server_counters cc;
+        counters_of(&cc, "10.0.0.1:11211", 1000);
+        (void)mcr_router_epoch(r); /* claims its slot */
+        _exit(mcr_router_state_publish(r, &me, &cc, 1) == MCR_OK ? 0 : 1);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    ck_assert_uint_eq(total_requests(w, "10.0.0.1:11211", NULL), 1150);
+    ck_assert_uint_eq(processes(w, (uint32_t)pid, NULL), 1); /* reaped: folded */
+    ck_assert_uint_eq(total_requests(w, "10.0.0.1:11211", NULL), 1150);
+    /* unpublish keeps them; another writer may take over */
+    ck_assert_int_eq(mcr_router_state_unpublish(r, &other), MCR_ERR_BUSY);
+    ck_assert_int_eq(mcr_router_state_unpublish(r, &me), MCR_OK);
+    ck_assert_uint_eq(total_requests(w, "10.0.0.1:11211", NULL), 1150);
+    counters_of(&c[0], "10.0.0.1:11211", 5);
+    ck_assert_int_eq(mcr_router_state_publish(r, &other, c, 1), MCR_OK);
+    ck_assert_uint_eq(total_requests(w, "10.0.0.1:11211", NULL), 1155);
+    /* freeing the router keeps them too */
+    mcr_router_free(r);
+    ck_assert_uint_eq(total_requests(w, "10.0.0.1:11211", NULL), 1155);
+    ck_assert_uint_eq(total_requests(w, "10.0.0.2:11211", NULL), 7);
+    /* a plain router publishes nothing */
+    ck_assert_int_eq(mcr_router_new(s1, &r, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_state_publish(r, &me, c, 1), MCR_ERR_INVALID);
+    mcr_router_free(r);
+    mcr_snapshot_unref(s1);
+    mcr_state_writer_free(w);
+    scratch_free(&sc);
+}
+END_TEST
+
 /* ------------------------------------------------------------ threads */
 
 typedef struct reader_arg {
@@ -751,6 +856,7 @@ static Suite *state_suite(void)
         {"fork_follows", fork_follows},
         {"slots_run_out", slots_run_out},
         {"writer_lock_and_restart", writer_lock_and_restart},
+        {"counters_add_up", counters_add_up},
         {"threads", threads_follow},
     };
     tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), 120, NULL);

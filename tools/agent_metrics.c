@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* agent_metrics.c: mcroute agent's metrics: the pool, the state and the processes that follow it in the Prometheus text format, served at /metrics by libevent's evhttp (already the fleet's HTTP client library). */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,90 @@ static void outf(out *o, const char *fmt, ...)
 static void head(out *o, const char *name, const char *type, const char *help)
 {
     outf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value escaped as the format wants: \\, \" and \n. */
+static void put_value(out *o, const char *v)
+{
+    for (; *v != '\0'; v++) {
+        if (*v == '\\' || *v == '"')
+            outf(o, "\\%c", *v);
+        else if (*v == '\n')
+            outf(o, "\\n");
+        else
+            outf(o, "%c", *v);
+    }
+}
+
+static void server_labels(out *o, const agent *a, const mcr_state_server_counters *c,
+                          const char *le)
+{
+    outf(o, "{pool=\"%s\",server=\"", a->pool);
+    put_value(o, c->id);
+    outf(o, "\"");
+    if (le != NULL)
+        outf(o, ",le=\"%s\"", le);
+    outf(o, "}");
+}
+
+/* The host's totals per server: what the processes' pools published into
+ * the state, those of processes gone included. */
+static void host_servers(out *o, const agent *a)
+{
+    mcr_state_server_counters *c = NULL;
+    size_t n = 0;
+    mcr_error err;
+    if (mcr_state_counters(a->writer, &c, &n, &err) != MCR_OK) {
+        o->nomem = 1;
+        return;
+    }
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } ctr[] = {
+#define F(f) offsetof(mcr_state_server_counters, f)
+        {"requests", "Requests the host's processes sent to the server.", F(requests)},
+        {"hits", "Gets answered with a value.", F(hits)},
+        {"misses", "Gets answered without a value.", F(misses)},
+        {"errors", "Requests that ended with an error.", F(errors)},
+        {"timeouts", "Timeout failures.", F(timeouts)},
+        {"connect_failures", "Connections refused, reset or closed.", F(connect_failures)},
+        {"ejections", "Times a process's pool ejected the server.", F(ejections)},
+        {"fallback_reads", "Reads sent as a moved key's previous owner.", F(fallback_reads)},
+        {"fallback_hits", "Fallback reads answered with a value.", F(fallback_hits)},
+#undef F
+    };
+    for (size_t k = 0; k < sizeof(ctr) / sizeof(ctr[0]); k++) {
+        outf(o, "# HELP mcroute_host_server_%s_total %s\n# TYPE mcroute_host_server_%s_total "
+                "counter\n",
+             ctr[k].name, ctr[k].help, ctr[k].name);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v;
+            memcpy(&v, (const char *)&c[i] + ctr[k].off, sizeof(v));
+            outf(o, "mcroute_host_server_%s_total", ctr[k].name);
+            server_labels(o, a, &c[i], NULL);
+            outf(o, " %llu\n", (unsigned long long)v);
+        }
+    }
+    const char *h = "mcroute_host_server_request_duration_seconds";
+    head(o, h, "histogram", "Time from send to reply of the host's processes' requests.");
+    for (size_t i = 0; i < n; i++) {
+        for (int b = 0; b < MCR_HOST_STATE_BUCKETS; b++) {
+            char le[32];
+            snprintf(le, sizeof(le), "%g", c[i].bounds_s[b]);
+            outf(o, "%s_bucket", h);
+            server_labels(o, a, &c[i], le);
+            outf(o, " %llu\n", (unsigned long long)c[i].buckets[b]);
+        }
+        outf(o, "%s_bucket", h);
+        server_labels(o, a, &c[i], "+Inf");
+        outf(o, " %llu\n%s_sum", (unsigned long long)c[i].latency_count, h);
+        server_labels(o, a, &c[i], NULL);
+        outf(o, " %.6f\n%s_count", c[i].latency_sum_s, h);
+        server_labels(o, a, &c[i], NULL);
+        outf(o, " %llu\n", (unsigned long long)c[i].latency_count);
+    }
+    mcr_state_counters_free(c);
 }
 
 /* Pool names and migration ids are of [A-Za-z0-9._:-]: no escaping. */
@@ -140,6 +225,7 @@ char *agent_metrics_text(const agent *a)
          (unsigned long long)st.refused);
     head(&o, "mcroute_etcd_connected", "gauge", "1 while the agent's watch is established.");
     outf(&o, "mcroute_etcd_connected{pool=\"%s\"} %d\n", pool, st.connected);
+    host_servers(&o, a);
     if (o.nomem) {
         free(o.p);
         return NULL;

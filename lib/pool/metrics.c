@@ -6,13 +6,28 @@
 #include <string.h>
 
 #include "pool_internal.h"
+#include "mcroute_state.h"
 
-/* The histogram's bounds, seconds (µs below), as Prometheus's defaults
- * are spaced, from 50 µs (a request on loopback) to 5 s. */
-static const uint64_t bounds_us[] = {50,    100,    250,    500,    1000,    2500,   5000,
-                                     10000, 25000,  50000,  100000, 250000,  500000, 1000000,
-                                     2500000, 5000000};
-#define NBOUNDS (sizeof(bounds_us) / sizeof(bounds_us[0]))
+/* The histogram's bounds, µs, as Prometheus's defaults are spaced, from
+ * 50 µs (a request on loopback) to 5 s: a host's state adds the counts up
+ * at the same bounds (mcroute_state.h lists them). */
+static const uint64_t bounds_us[MCR_HOST_STATE_BUCKETS] = {
+    50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+    1000000, 2500000, 5000000};
+#define NBOUNDS MCR_HOST_STATE_BUCKETS
+
+/* The replies of s within each bound: the histogram's cells wholly below
+ * it. */
+static void cumulative(const mcr__pool_server *s, uint64_t out[NBOUNDS])
+{
+    uint64_t cum = 0;
+    size_t idx = 0;
+    for (size_t b = 0; b < NBOUNDS; b++) {
+        while (idx < MCR__HIST_BUCKETS && mcr__hist_upper(idx) <= bounds_us[b])
+            cum += s->hist[idx++];
+        out[b] = cum;
+    }
+}
 
 typedef struct out {
     char *p;
@@ -125,12 +140,10 @@ static const counter counters[] = {
 static void put_histogram(out *o, const mcr__pool_server *s, const char *const *labels)
 {
     const char *name = "mcroute_server_request_duration_seconds";
-    uint64_t cum = 0;
-    size_t idx = 0;
+    uint64_t within[NBOUNDS];
+    cumulative(s, within);
     for (size_t b = 0; b < NBOUNDS; b++) {
-        /* the buckets whose latencies are all below the bound */
-        while (idx < MCR__HIST_BUCKETS && mcr__hist_upper(idx) <= bounds_us[b])
-            cum += s->hist[idx++];
+        uint64_t cum = within[b];
         char le[32];
         snprintf(le, sizeof(le), "%g", (double)bounds_us[b] / 1e6);
         outf(o, "%s_bucket", name);
@@ -202,4 +215,31 @@ int mcr_pool_metrics(const mcr_pool *p, const char *const *labels, char **text, 
     if (len != NULL)
         *len = o.len;
     return MCR_OK;
+}
+
+void mcr__pool_publish_counters(mcr_pool *p)
+{
+    mcr_state_server_counters *c = calloc(p->nservers ? p->nservers : 1, sizeof(*c));
+    if (c == NULL)
+        return; /* the next tick tries again */
+    for (size_t i = 0; i < p->nservers; i++) {
+        const mcr__pool_server *s = p->servers[i];
+        snprintf(c[i].id, sizeof(c[i].id), "%s", s->id);
+        c[i].requests = s->requests;
+        c[i].hits = s->hits;
+        c[i].misses = s->misses;
+        c[i].errors = s->errors;
+        c[i].timeouts = s->timeouts;
+        c[i].connect_failures = s->refusals;
+        c[i].ejections = s->ejections;
+        c[i].fallback_reads = s->fallback_reads;
+        c[i].fallback_hits = s->fallback_hits;
+        c[i].latency_count = s->lat_count;
+        c[i].latency_sum_s = (double)s->lat_sum / 1e6;
+        cumulative(s, c[i].buckets);
+        for (size_t b = 0; b < NBOUNDS; b++)
+            c[i].bounds_s[b] = (double)bounds_us[b] / 1e6;
+    }
+    (void)mcr_router_state_publish(p->router, p, c, p->nservers);
+    free(c);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* pool.c: the pool's lifecycle: new and free, adopting the router's snapshots, the loop's deferred work, unix paths, waiting. */
 #include "pool_internal.h"
+#include "mcroute_state.h"
 
 #include <stdlib.h>
 #include <sys/un.h>
@@ -290,6 +291,12 @@ int mcr_pool_refresh(mcr_pool *p)
 
 /* ------------------------------------------------------------ pool */
 
+static void publish_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    mcr__pool_publish_counters(arg);
+}
+
 int mcr_pool_new(struct event_base *base, mcr_router *router, const mcr_pool_options *opts,
                  mcr_pool **out, mcr_error *err)
 {
@@ -323,6 +330,15 @@ int mcr_pool_new(struct event_base *base, mcr_router *router, const mcr_pool_opt
         free(p);
         return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
     }
+    mcr_state_status fed;
+    if (mcr_router_state_status(router, &fed) == MCR_OK) { /* a router fed from a state */
+        p->publish_ev = event_new(base, -1, EV_PERSIST, publish_cb, p);
+        struct timeval tv = {MCR__PUBLISH_MS / 1000, (MCR__PUBLISH_MS % 1000) * 1000};
+        if (p->publish_ev == NULL || event_add(p->publish_ev, &tv) != 0) {
+            mcr_pool_free(p);
+            return mcr__pool_fail(err, MCR_ERR_NOMEM, "out of memory");
+        }
+    }
     rc = mcr__pool_refresh(p);
     if (rc == MCR_ERR_NOMEM) {
         mcr_pool_free(p);
@@ -337,6 +353,11 @@ void mcr_pool_free(mcr_pool *p)
     if (p == NULL)
         return;
     p->freeing = 1;
+    if (p->publish_ev != NULL) { /* the last counts, kept with the state */
+        event_free(p->publish_ev);
+        mcr__pool_publish_counters(p);
+        (void)mcr_router_state_unpublish(p->router, p);
+    }
     /* Our ejections go with us: a server no pool probes any more is not
      * kept out of the ring. Blocking (the writer mutex, or the reclamation
      * bound): not the loop's hot path. Only a local DOWN still ours. */

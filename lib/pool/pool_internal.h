@@ -226,6 +226,8 @@ struct mcr_pool {
     struct event *done_ev;
     struct event *flush_ev;     /* writes what this loop pass queued */
     struct event *collect_ev;   /* frees what our overlay changes replaced */
+    struct event *publish_ev;   /* a router fed from a state: the counters into
+                                   the process's slot (metrics.c), or NULL */
     mcr__pool_conn *flush_head;
     int flushing;               /* inside the flush event: a connection queued
                                    now is written by the same pass (conn.c) */
@@ -483,6 +485,12 @@ static inline int mcr__pool_refresh(mcr_pool *p)
         return MCR_OK;
     return mcr__pool_refresh_slow(p);
 }
+/* On a router fed from a state: publish the servers' counters into the
+ * process's slot (when this pool is its writer). metrics.c. */
+void mcr__pool_publish_counters(mcr_pool *p);
+/* How often, ms. */
+#define MCR__PUBLISH_MS 500
+
 /* 1 when called from inside a callback run by p's event loop. */
 int mcr__pool_inside_loop(mcr_pool *p);
 

@@ -373,3 +373,72 @@ int mcr_router_state_status(mcr_router *router, mcr_state_status *out)
     pthread_mutex_unlock(&st->mu);
     return MCR_OK;
 }
+
+/* ------------------------------------------------------------ counters */
+
+/* This process's counter block for `writer` (taking it when free), or
+ * NULL with the reason in *rc. st->mu held. */
+static mcr__shm_counters *block_for(mcr__router_state *st, uint64_t writer, int *rc)
+{
+    if (st->slot < 0 || st->pid != getpid()) {
+        *rc = MCR_ERR_EMPTY;
+        return NULL;
+    }
+    mcr__shm_slot *s = &st->shm.slots[st->slot];
+    uint64_t w = 0;
+    if (!atomic_compare_exchange_strong(&s->counters_writer, &w, writer) && w != writer) {
+        *rc = MCR_ERR_BUSY;
+        return NULL;
+    }
+    return mcr__shm_block(&st->shm, (uint32_t)st->slot);
+}
+
+int mcr_router_state_publish(mcr_router *router, const void *writer,
+                             const mcr_state_server_counters *servers, size_t n)
+{
+    if (router == NULL || router->state == NULL || writer == NULL || (servers == NULL && n > 0))
+        return MCR_ERR_INVALID;
+    for (size_t i = 0; i < n; i++)
+        for (int b = 0; b < MCR_HOST_STATE_BUCKETS; b++)
+            if ((uint64_t)(servers[i].bounds_s[b] * 1e6 + 0.5) != mcr__latency_bounds_us[b])
+                return MCR_ERR_INVALID;
+    mcr__router_state *st = router->state;
+    int rc = MCR_OK;
+    pthread_mutex_lock(&st->mu);
+    mcr__shm_counters *block = block_for(st, (uint64_t)(uintptr_t)writer, &rc);
+    for (size_t i = 0; block != NULL && i < n; i++) {
+        const mcr_state_server_counters *c = &servers[i];
+        uint64_t v[MCR__CTR_N];
+        v[MCR__CTR_REQUESTS] = c->requests;
+        v[MCR__CTR_HITS] = c->hits;
+        v[MCR__CTR_MISSES] = c->misses;
+        v[MCR__CTR_ERRORS] = c->errors;
+        v[MCR__CTR_TIMEOUTS] = c->timeouts;
+        v[MCR__CTR_REFUSALS] = c->connect_failures;
+        v[MCR__CTR_EJECTIONS] = c->ejections;
+        v[MCR__CTR_FALLBACK_READS] = c->fallback_reads;
+        v[MCR__CTR_FALLBACK_HITS] = c->fallback_hits;
+        v[MCR__CTR_LAT_COUNT] = c->latency_count;
+        v[MCR__CTR_LAT_SUM_US] = (uint64_t)(c->latency_sum_s * 1e6 + 0.5);
+        mcr__shm_publish(block, c->id, v, c->buckets);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int mcr_router_state_unpublish(mcr_router *router, const void *writer)
+{
+    if (router == NULL || router->state == NULL || writer == NULL)
+        return MCR_ERR_INVALID;
+    mcr__router_state *st = router->state;
+    int rc = MCR_OK;
+    pthread_mutex_lock(&st->mu);
+    mcr__shm_counters *b = block_for(st, (uint64_t)(uintptr_t)writer, &rc);
+    if (b != NULL) {
+        mcr__shm_fold(&st->shm, b);
+        mcr__shm_zero_block(b);
+        atomic_store(&st->shm.slots[st->slot].counters_writer, 0);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}

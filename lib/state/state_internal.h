@@ -79,13 +79,44 @@ typedef struct mcr__shm_slot {
     _Atomic int32_t last_refusal;
     _Atomic uint64_t checksum[4];     /* 32 bytes, NUL-padded */
     _Atomic uint64_t migration_id[4]; /* 32 bytes, NUL-padded */
-    char pad[128];
+    _Atomic uint64_t counters_writer; /* the one pool of the process that
+                                         publishes into its counter block
+                                         (0: none yet) */
+    char pad[120];
 } mcr__shm_slot;
+
+/* The counters of one server as a process's pool publishes them (its
+ * slot's counter block, written by that pool alone), or as processes that
+ * left added them up (the departed block, added to atomically). */
+enum {
+    MCR__CTR_REQUESTS, MCR__CTR_HITS, MCR__CTR_MISSES, MCR__CTR_ERRORS, MCR__CTR_TIMEOUTS,
+    MCR__CTR_REFUSALS, MCR__CTR_EJECTIONS, MCR__CTR_FALLBACK_READS, MCR__CTR_FALLBACK_HITS,
+    MCR__CTR_LAT_COUNT, MCR__CTR_LAT_SUM_US, MCR__CTR_N
+};
+#define MCR__LATENCY_BOUNDS MCR_HOST_STATE_BUCKETS
+/* The latency histogram's bounds, µs: the pool's Prometheus buckets. */
+extern const uint64_t mcr__latency_bounds_us[MCR__LATENCY_BOUNDS];
+
+typedef struct mcr__shm_counters {
+    _Atomic uint64_t id_hash;  /* mcr__id_hash() of the server's id; 0: free */
+    _Atomic uint64_t v[MCR__CTR_N];
+    _Atomic uint64_t le[MCR__LATENCY_BOUNDS]; /* replies within each bound */
+    char pad[32];
+} mcr__shm_counters;
+/* Servers a counter block holds (a pool's servers beyond are not
+ * published). */
+#define MCR__SHM_BLOCK_SERVERS 64u
+#define MCR__SHM_BLOCK_SIZE (MCR__SHM_BLOCK_SERVERS * sizeof(mcr__shm_counters))
+
+/* A server id's key in the counter blocks: FNV-1a 64, never 0. */
+uint64_t mcr__id_hash(const char *id);
 
 /* A mapping of PATH.shm. */
 typedef struct mcr__shm {
     mcr__shm_header *h;
     mcr__shm_slot *slots;
+    mcr__shm_counters *departed; /* MCR__SHM_BLOCK_SERVERS, shared */
+    mcr__shm_counters *blocks;   /* MCR__SHM_BLOCK_SERVERS per slot */
     size_t size;
     int fd;
 } mcr__shm;
@@ -122,6 +153,34 @@ void mcr__shm_adopted(mcr__shm *m, int i, const mcr__adoption *a);
 void mcr__shm_refused(mcr__shm *m, int i, int status);
 /* A consistent copy of slot i into *out: 1, or 0 for a free slot. */
 int mcr__shm_read_slot(const mcr__shm *m, uint32_t i, mcr_state_process *out);
+
+/* The size of a PATH.shm of n slots, and where its parts are. */
+size_t mcr__shm_size(uint32_t nslots);
+void mcr__shm_locate(mcr__shm *m);
+/* Slot i's counter block. */
+static inline mcr__shm_counters *mcr__shm_block(const mcr__shm *m, uint32_t i)
+{
+    return m->blocks + (size_t)i * MCR__SHM_BLOCK_SERVERS;
+}
+/* Add block b's counts into the departed block (its process left); and
+ * clear a block. */
+void mcr__shm_fold(mcr__shm *m, const mcr__shm_counters *b);
+void mcr__shm_zero_block(mcr__shm_counters *b);
+/* A pool's counters of server `id` into its process's block (the block's
+ * one writer). A block of MCR__SHM_BLOCK_SERVERS servers drops the
+ * others. */
+void mcr__shm_publish(mcr__shm_counters *block, const char *id, const uint64_t v[MCR__CTR_N],
+                      const uint64_t le[MCR__LATENCY_BOUNDS]);
+/* The totals per server of every live process's block and the departed
+ * block: a new array of *count (malloc'ed). MCR_OK or MCR_ERR_NOMEM. A
+ * fold in progress may count a process's block twice or not at all for
+ * that one read. */
+typedef struct mcr__server_total {
+    uint64_t id_hash;
+    uint64_t v[MCR__CTR_N];
+    uint64_t le[MCR__LATENCY_BOUNDS];
+} mcr__server_total;
+int mcr__shm_sum(const mcr__shm *m, mcr__server_total **out, size_t *count);
 
 /* Process pid's start time (field 22 of /proc/PID/stat), 0 unknown; and
  * whether the process of an owner word is alive (a start time of 0, or

@@ -58,7 +58,7 @@ int mcr__shm_open(const char *shm_path, bool writable, mcr__shm *out, mcr_error 
         return mcr__error_sys(err, e, "state %s: cannot map it: %s", shm_path, strerror(e));
     }
     mcr__shm_header *h = p;
-    size_t need = (size_t)h->header_size + (size_t)h->nslots * h->slot_size;
+    size_t need = h->nslots <= MCR_HOST_STATE_SLOTS_MAX ? mcr__shm_size(h->nslots) : SIZE_MAX;
     if (memcmp(h->magic, MCR__SHM_MAGIC, 8) != 0 || h->version != MCR__SHM_VERSION ||
         h->header_size != MCR__SHM_HEADER_SIZE || h->slot_size != MCR__SHM_SLOT_SIZE ||
         h->nslots == 0 || h->nslots > MCR_HOST_STATE_SLOTS_MAX || need > (size_t)st.st_size) {
@@ -69,10 +69,26 @@ int mcr__shm_open(const char *shm_path, bool writable, mcr__shm *out, mcr_error 
                           shm_path, MCR__SHM_VERSION);
     }
     out->h = h;
-    out->slots = (mcr__shm_slot *)(void *)((char *)p + MCR__SHM_HEADER_SIZE);
     out->size = (size_t)st.st_size;
     out->fd = fd;
+    mcr__shm_locate(out);
     return MCR_OK;
+}
+
+size_t mcr__shm_size(uint32_t nslots)
+{
+    return MCR__SHM_HEADER_SIZE + (size_t)nslots * MCR__SHM_SLOT_SIZE + MCR__SHM_BLOCK_SIZE +
+           (size_t)nslots * MCR__SHM_BLOCK_SIZE;
+}
+
+void mcr__shm_locate(mcr__shm *m)
+{
+    char *base = (char *)m->h;
+    size_t n = m->h->nslots;
+    m->slots = (mcr__shm_slot *)(void *)(base + MCR__SHM_HEADER_SIZE);
+    m->departed = (mcr__shm_counters *)(void *)(base + MCR__SHM_HEADER_SIZE +
+                                                n * MCR__SHM_SLOT_SIZE);
+    m->blocks = m->departed + MCR__SHM_BLOCK_SERVERS;
 }
 
 void mcr__shm_close(mcr__shm *m)
@@ -172,10 +188,44 @@ static void write_end(mcr__shm_slot *s)
     atomic_store_explicit(&s->seq, q + 1, memory_order_release);
 }
 
+/* An owner word no process has (pid 0): a slot on its way from a process
+ * that left to the next, while its counters are folded into the departed
+ * block; readers see it free, claimers pass it by. */
+#define FOLDING MCR__SHM_OWNER(0, 1)
+
+void mcr__shm_zero_block(mcr__shm_counters *b)
+{
+    for (uint32_t k = 0; k < MCR__SHM_BLOCK_SERVERS; k++) {
+        atomic_store_explicit(&b[k].id_hash, 0, memory_order_relaxed);
+        for (int c = 0; c < MCR__CTR_N; c++)
+            atomic_store_explicit(&b[k].v[c], 0, memory_order_relaxed);
+        for (int c = 0; c < MCR__LATENCY_BOUNDS; c++)
+            atomic_store_explicit(&b[k].le[c], 0, memory_order_relaxed);
+    }
+}
+
+/* Take slot i from `expect` (a process that left, or this one leaving)
+ * and fold its counters into the departed block: only the winner of the
+ * exchange does, so none is counted twice. The owner is FOLDING then. */
+static bool retire(mcr__shm *m, uint32_t i, uint64_t expect)
+{
+    mcr__shm_slot *s = &m->slots[i];
+    if (!atomic_compare_exchange_strong(&s->owner, &expect, FOLDING))
+        return false;
+    mcr__shm_fold(m, mcr__shm_block(m, i));
+    mcr__shm_zero_block(mcr__shm_block(m, i));
+    atomic_store_explicit(&s->counters_writer, 0, memory_order_relaxed);
+    return true;
+}
+
 static bool take(mcr__shm *m, uint32_t i, uint64_t expect, uint64_t owner)
 {
     mcr__shm_slot *s = &m->slots[i];
-    if (!atomic_compare_exchange_strong(&s->owner, &expect, owner))
+    if (expect != 0 && !retire(m, i, expect))
+        return false;
+    if (expect != 0)
+        atomic_store(&s->owner, owner);
+    else if (!atomic_compare_exchange_strong(&s->owner, &expect, owner))
         return false;
     uint32_t hw = atomic_load(&m->h->high_water);
     while (hw < i + 1 && !atomic_compare_exchange_weak(&m->h->high_water, &hw, i + 1))
@@ -196,7 +246,7 @@ int mcr__shm_claim(mcr__shm *m, uint64_t owner)
     /* every slot taken: one of a process that died (no writer reaps them) */
     for (uint32_t i = 0; i < n; i++) {
         uint64_t o = atomic_load_explicit(&m->slots[i].owner, memory_order_relaxed);
-        if (o != 0 && o != owner && !mcr__proc_alive(o) && take(m, i, o, owner))
+        if (o != 0 && o != owner && o != FOLDING && !mcr__proc_alive(o) && take(m, i, o, owner))
             return (int)i;
     }
     return -1;
@@ -206,16 +256,17 @@ void mcr__shm_release(mcr__shm *m, int i, uint64_t owner)
 {
     if (m->h == NULL || i < 0 || (uint32_t)i >= m->h->nslots)
         return;
-    uint64_t expect = owner;
-    atomic_compare_exchange_strong(&m->slots[i].owner, &expect, 0);
+    if (retire(m, (uint32_t)i, owner))
+        atomic_store(&m->slots[i].owner, 0);
 }
 
 int mcr__shm_reap(mcr__shm *m, uint32_t i)
 {
     uint64_t o = atomic_load_explicit(&m->slots[i].owner, memory_order_relaxed);
-    if (o == 0 || mcr__proc_alive(o))
+    if (o == 0 || o == FOLDING || mcr__proc_alive(o) || !retire(m, i, o))
         return 0;
-    return atomic_compare_exchange_strong(&m->slots[i].owner, &o, 0);
+    atomic_store(&m->slots[i].owner, 0);
+    return 1;
 }
 
 void mcr__shm_adopted(mcr__shm *m, int i, const mcr__adoption *a)
@@ -253,7 +304,7 @@ int mcr__shm_read_slot(const mcr__shm *m, uint32_t i, mcr_state_process *out)
         uint32_t q = atomic_load_explicit(&s->seq, memory_order_acquire);
         memset(out, 0, sizeof(*out));
         uint64_t owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
-        if (owner == 0)
+        if (owner == 0 || owner == FOLDING)
             return 0;
         out->pid = MCR__SHM_PID(owner);
         out->slot = i;

@@ -13,6 +13,12 @@
 
 #include "state_internal.h"
 
+/* A server id the writer wrote, by its hash (the counter blocks'). */
+typedef struct named {
+    uint64_t hash;
+    char *id;
+} named;
+
 struct mcr_state_writer {
     char *path;
     char *shm_path;
@@ -20,7 +26,38 @@ struct mcr_state_writer {
     unsigned mode;
     int set_gid;
     unsigned gid;
+    named *ids; /* every server id of the states written */
+    size_t nids, ids_cap;
 };
+
+/* Remember the ids of snap's servers (best effort: NULL snap, or no
+ * memory, remembers nothing more). */
+static void remember_ids(mcr_state_writer *w, const mcr_snapshot *snap)
+{
+    for (size_t i = 0; snap != NULL && i < mcr_snapshot_server_count(snap); i++) {
+        mcr_server_desc d;
+        if (mcr_snapshot_server(snap, i, &d) != MCR_OK)
+            continue;
+        uint64_t h = mcr__id_hash(d.id);
+        size_t k = 0;
+        while (k < w->nids && w->ids[k].hash != h)
+            k++;
+        if (k < w->nids)
+            continue;
+        if (w->nids == w->ids_cap) {
+            size_t cap = w->ids_cap ? w->ids_cap * 2 : 64;
+            named *g = realloc(w->ids, cap * sizeof(*g));
+            if (g == NULL)
+                return;
+            w->ids = g;
+            w->ids_cap = cap;
+        }
+        char *id = strdup(d.id);
+        if (id == NULL)
+            return;
+        w->ids[w->nids++] = (named){h, id};
+    }
+}
 
 static uint64_t realtime_ms(void)
 {
@@ -53,7 +90,7 @@ static int set_owner(const mcr_state_writer *w, int fd, unsigned mode, const cha
 static int create_shm(mcr_state_writer *w, uint32_t nslots, uint64_t gen, mcr_error *err)
 {
     char tmp[4096];
-    size_t size = MCR__SHM_HEADER_SIZE + (size_t)nslots * MCR__SHM_SLOT_SIZE;
+    size_t size = mcr__shm_size(nslots);
     snprintf(tmp, sizeof(tmp), "%s.new.%ld", w->shm_path, (long)getpid());
     int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -89,9 +126,9 @@ static int create_shm(mcr_state_writer *w, uint32_t nslots, uint64_t gen, mcr_er
         return rc;
     }
     w->shm.h = h;
-    w->shm.slots = (mcr__shm_slot *)(void *)((char *)p + MCR__SHM_HEADER_SIZE);
     w->shm.size = size;
     w->shm.fd = fd;
+    mcr__shm_locate(&w->shm);
     return MCR_OK;
 }
 
@@ -200,6 +237,9 @@ void mcr_state_writer_free(mcr_state_writer *w)
     if (w->shm.h != NULL)
         atomic_store(&w->shm.h->writer_pid, 0);
     mcr__shm_close(&w->shm); /* closing the descriptor releases the lock */
+    for (size_t i = 0; i < w->nids; i++)
+        free(w->ids[i].id);
+    free(w->ids);
     free(w->path);
     free(w->shm_path);
     free(w);
@@ -259,6 +299,9 @@ int mcr_state_write(mcr_state_writer *w, const mcr_state_content *c, uint64_t *g
     }
     /* the file is in place before anyone is told */
     atomic_store_explicit(&w->shm.h->generation, gen, memory_order_release);
+    remember_ids(w, c->snapshot);
+    remember_ids(w, c->from);
+    remember_ids(w, c->to);
     if (generation != NULL)
         *generation = gen;
     return MCR_OK;
@@ -303,4 +346,58 @@ int mcr_state_processes(mcr_state_writer *w, mcr_state_process **out, size_t *co
 void mcr_state_processes_free(mcr_state_process *p)
 {
     free(p);
+}
+
+int mcr_state_counters(mcr_state_writer *w, mcr_state_server_counters **out, size_t *count,
+                       mcr_error *err)
+{
+    if (w == NULL || out == NULL || count == NULL)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_state_counters: NULL argument");
+    mcr__server_total *t = NULL;
+    size_t n = 0;
+    *out = NULL;
+    *count = 0;
+    if (mcr__shm_sum(&w->shm, &t, &n) != MCR_OK)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory adding the counters up");
+    if (n == 0)
+        return MCR_OK;
+    mcr_state_server_counters *c = calloc(n, sizeof(*c));
+    if (c == NULL) {
+        free(t);
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory adding the counters up");
+    }
+    for (size_t j = 0; j < n; j++) {
+        const char *id = NULL;
+        for (size_t k = 0; k < w->nids && id == NULL; k++)
+            if (w->ids[k].hash == t[j].id_hash)
+                id = w->ids[k].id;
+        if (id != NULL)
+            snprintf(c[j].id, sizeof(c[j].id), "%s", id);
+        else
+            snprintf(c[j].id, sizeof(c[j].id), "#%016llx", (unsigned long long)t[j].id_hash);
+        c[j].requests = t[j].v[MCR__CTR_REQUESTS];
+        c[j].hits = t[j].v[MCR__CTR_HITS];
+        c[j].misses = t[j].v[MCR__CTR_MISSES];
+        c[j].errors = t[j].v[MCR__CTR_ERRORS];
+        c[j].timeouts = t[j].v[MCR__CTR_TIMEOUTS];
+        c[j].connect_failures = t[j].v[MCR__CTR_REFUSALS];
+        c[j].ejections = t[j].v[MCR__CTR_EJECTIONS];
+        c[j].fallback_reads = t[j].v[MCR__CTR_FALLBACK_READS];
+        c[j].fallback_hits = t[j].v[MCR__CTR_FALLBACK_HITS];
+        c[j].latency_count = t[j].v[MCR__CTR_LAT_COUNT];
+        c[j].latency_sum_s = (double)t[j].v[MCR__CTR_LAT_SUM_US] / 1e6;
+        for (int b = 0; b < MCR_HOST_STATE_BUCKETS; b++) {
+            c[j].buckets[b] = t[j].le[b];
+            c[j].bounds_s[b] = (double)mcr__latency_bounds_us[b] / 1e6;
+        }
+    }
+    free(t);
+    *out = c;
+    *count = n;
+    return MCR_OK;
+}
+
+void mcr_state_counters_free(mcr_state_server_counters *c)
+{
+    free(c);
 }
