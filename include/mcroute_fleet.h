@@ -587,9 +587,11 @@ typedef struct mcr_fleet_adoption {
  * follower's own adoption (NULL: the follower's own again). The client
  * key is written again on the follower's thread soon after the call (and
  * after every adoption of the follower, with `a` still). Thread-safe; not
- * from the follower's callback. Errors: MCR_ERR_INVALID (NULL follower,
- * reserved not zero, an unknown phase, a checksum or id that is not
- * NUL-terminated), MCR_ERR_NOMEM. */
+ * from the follower's callback. A follower made with no_register writes
+ * nothing, as ever. Errors: MCR_ERR_INVALID (NULL follower, reserved not
+ * zero, an unknown phase, an epoch of 0, a checksum that is not 32
+ * lower-case hex digits, a phase without its id (lower-case hex digits)
+ * or to_epoch: what mcr_fleet_clients() would read back as invalid). */
 MCR_EXTERN int mcr_fleet_set_adoption(mcr_fleet *f, const mcr_fleet_adoption *a, mcr_error *err);
 
 #ifdef __cplusplus

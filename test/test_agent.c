@@ -427,7 +427,7 @@ START_TEST(metrics_scrape)
         "    if v.get(('mcroute_host_server_requests_total', srv), 0) >= int(sys.argv[3]):\n"
         "        break\n"
         "    time.sleep(0.1)\n"
-        "print(int(v[('mcroute_epoch', p)]), int(v[('mcroute_processes_total', p)]),\n"
+        "print(int(v[('mcroute_epoch', p)]), int(v[('mcroute_following_processes', p)]),\n"
         "      int(v[('mcroute_processes', (('epoch', '1'), ('phase', 'none'), ('pool', 'web')))]),\n"
         "      int(v[('mcroute_processes_behind', p)]),\n"
         "      int(v[('mcroute_state_generation', p)]), len(v),\n"

@@ -62,7 +62,7 @@ touch "$tmp/keys.txt" "$tmp/keyring.snap" "$tmp/servers"
 printf 'alpha:\n  listen: 127.0.0.1:22121\n  servers:\n   - 127.0.0.1:11211:1\nbeta:\n  servers:\n   - 127.0.0.2:11211:1\n' >"$tmp/nc.yml"
 
 # ------------------------------------------------------------ commands
-expect "locate dump hash stats snapshot diff compare clients set get delete probe simulate members watch migrate help" mcroute ''
+expect "locate dump hash stats snapshot diff compare clients set get delete probe simulate members watch agent migrate help" mcroute ''
 expect "compare clients" mcroute c
 expect "publish add remove set-weight set-state show status" mcroute members ''
 expect "set-weight set-state show status" mcroute members s
@@ -140,10 +140,10 @@ expect "$tmp/nc.yml" mcroute migrate a "$tmp/n"
 # ------------------------------------------------------------ against the binary
 # Every option offered for a command is accepted by it, and every other
 # option of mcroute is refused by it as not valid there.
-all_opts=$(for c in locate dump hash stats snapshot diff clients set get delete probe watch migrate; do
+all_opts=$(for c in locate dump hash stats snapshot diff clients set get delete probe watch agent migrate; do
     _mcroute_options "$c"
 done | tr ' ' '\n' | sort -u)
-for c in locate dump hash stats snapshot diff clients set get delete probe watch migrate \
+for c in locate dump hash stats snapshot diff clients set get delete probe watch agent migrate \
     "members publish" "members add" "members remove" "members set-weight" \
     "members set-state" "members show" "members status"; do
     # shellcheck disable=SC2086 # "members SUB": two words

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,27 @@ static int64_t monotonic_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A warning on stderr, unless it says what the last one said less than
+ * WARN_EVERY_MS ago (a state that cannot be written, tried again at every
+ * tick, is said once, then every so often). */
+#define WARN_EVERY_MS 10000
+static void warn(agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(agent *a, const char *fmt, ...)
+{
+    char msg[sizeof(a->warned)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    int64_t now = monotonic_ms();
+    if (strcmp(msg, a->warned) == 0 && now - a->warned_ms < WARN_EVERY_MS)
+        return;
+    snprintf(a->warned, sizeof(a->warned), "%s", msg);
+    a->warned_ms = now;
+    fprintf(stderr, "%s: agent: %s\n", cli_progname, msg);
+    fflush(stderr);
 }
 
 static int64_t realtime_ms(void)
@@ -121,10 +143,10 @@ static void write_state(agent *a)
         uint64_t gen = 0;
         if (mcr_state_write(a->writer, &c, &gen, &err) != MCR_OK) {
             a->write_errors++;
-            fprintf(stderr, "%s: agent: cannot write the state: %s\n", cli_progname,
-                    err.message);
-            fflush(stderr);
+            a->write_failed = 1;
+            warn(a, "cannot write the state: %s", err.message);
         } else {
+            a->write_failed = 0;
             agent_written *l = &a->last;
             l->generation = gen;
             l->epoch = mcr_snapshot_epoch(c.snapshot);
@@ -209,7 +231,7 @@ static void register_slowest(agent *a)
     r.note = note;
     mcr_error err;
     if (mcr_fleet_set_adoption(a->fleet, &r, &err) != MCR_OK) {
-        fprintf(stderr, "%s: agent: %s\n", cli_progname, err.message);
+        warn(a, "%s", err.message);
         return;
     }
     r.note = NULL;
@@ -238,7 +260,9 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     write_state(a);
     read_processes(a);
     register_slowest(a);
-    unsigned ms = a->behind > 0 || !a->written ? TICK_FAST_MS : TICK_SLOW_MS;
+    /* fast while processes catch up or the first state is due; slow after
+     * a write failed (the next tick tries again) */
+    unsigned ms = (a->behind > 0 || !a->written) && !a->write_failed ? TICK_FAST_MS : TICK_SLOW_MS;
     struct timeval tv = {0, (suseconds_t)ms * 1000};
     event_add(a->tick, &tv);
 }

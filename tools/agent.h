@@ -33,6 +33,9 @@ typedef struct agent {
     agent_written last;
     int written;               /* last is set */
     uint64_t write_errors;     /* states that could not be written */
+    int write_failed;          /* the last write failed */
+    char warned[600];          /* the last warning, and when (monotonic) */
+    int64_t warned_ms;
     mcr_state_process *procs;  /* as read at the last tick */
     size_t nprocs;
     size_t behind;             /* of them, on an older generation */

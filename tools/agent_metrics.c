@@ -172,27 +172,31 @@ char *agent_metrics_text(const agent *a)
     uint64_t refused = 0;
     for (size_t i = 0; i < a->nprocs; i++) {
         const mcr_state_process *p = &a->procs[i];
+        if (p->generation == 0)
+            continue; /* claimed a moment ago: says nothing yet */
         refused += p->refused;
         bool seen = false; /* one line per (epoch, phase): the first of each */
         for (size_t j = 0; j < i && !seen; j++)
-            seen = a->procs[j].epoch == p->epoch && a->procs[j].phase == p->phase;
+            seen = a->procs[j].generation != 0 && a->procs[j].epoch == p->epoch &&
+                   a->procs[j].phase == p->phase;
         if (seen)
             continue;
         size_t n = 0;
         for (size_t j = i; j < a->nprocs; j++)
-            n += a->procs[j].epoch == p->epoch && a->procs[j].phase == p->phase;
+            n += a->procs[j].generation != 0 && a->procs[j].epoch == p->epoch &&
+                 a->procs[j].phase == p->phase;
         counted += n;
         outf(&o, "mcroute_processes{pool=\"%s\",epoch=\"%llu\",phase=\"%s\"} %zu\n", pool,
              (unsigned long long)p->epoch, mcr_migration_phase_name(p->phase), n);
     }
-    head(&o, "mcroute_processes_total", "gauge", "Processes following the state.");
-    outf(&o, "mcroute_processes_total{pool=\"%s\"} %zu\n", pool, counted);
+    head(&o, "mcroute_following_processes", "gauge", "Processes following the state.");
+    outf(&o, "mcroute_following_processes{pool=\"%s\"} %zu\n", pool, counted);
     head(&o, "mcroute_processes_behind", "gauge",
          "Processes on an older state than the one written last.");
     outf(&o, "mcroute_processes_behind{pool=\"%s\"} %zu\n", pool, a->behind);
-    head(&o, "mcroute_state_refused_total", "counter",
-         "States the live processes refused (did not verify).");
-    outf(&o, "mcroute_state_refused_total{pool=\"%s\"} %llu\n", pool, (unsigned long long)refused);
+    head(&o, "mcroute_state_refusals", "gauge",
+         "States the live processes refused (did not verify), summed over their slots.");
+    outf(&o, "mcroute_state_refusals{pool=\"%s\"} %llu\n", pool, (unsigned long long)refused);
     head(&o, "mcroute_state_write_errors_total", "counter", "States the agent could not write.");
     outf(&o, "mcroute_state_write_errors_total{pool=\"%s\"} %llu\n", pool,
          (unsigned long long)a->write_errors);
@@ -236,8 +240,9 @@ char *agent_metrics_text(const agent *a)
 static void metrics_cb(struct evhttp_request *req, void *arg)
 {
     agent *a = arg;
-    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
-        evhttp_send_error(req, 405, "only GET");
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
+        evhttp_send_error(req, 405, "only GET and HEAD");
         return;
     }
     char *text = agent_metrics_text(a);

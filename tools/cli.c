@@ -744,9 +744,8 @@ static mcr_snapshot *snapshot_from_state(const char *path)
 {
     mcr_state_info info;
     mcr_error err;
-    int rc = mcr_state_read(path, &info, &err);
-    if (rc != MCR_OK)
-        cli_die_status(rc, "--state: %s", err.message);
+    if (mcr_state_read(path, &info, &err) != MCR_OK) /* bad input, as a --snapshot */
+        cli_die("--state: %s", err.message);
     mcr_snapshot *snap = mcr_snapshot_ref(info.snapshot);
     mcr_state_info_clear(&info);
     return snap;

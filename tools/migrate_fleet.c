@@ -49,7 +49,7 @@ static void release_lock(void)
 /* A client that had not adopted a step in time. */
 typedef struct laggard {
     char id[MCR_FLEET_NAME_MAX + 1];
-    char host[128];
+    char host[800]; /* an agent names the processes behind it there */
     mcr_migration_phase phase;
     uint64_t epoch;
 } laggard;

@@ -332,6 +332,7 @@ static void migration_gone(mcr_fleet *f, uint64_t revision)
     f->mig_id[0] = '\0';
     f->mig_from_epoch = f->mig_to_epoch = 0;
     f->mig_from_sum[0] = f->mig_to_sum[0] = '\0';
+    memset(&f->mig_progress, 0, sizeof(f->mig_progress));
     mcr__follow_sync_stats(f);
 }
 
@@ -1280,6 +1281,21 @@ int mcr_fleet_set_adoption(mcr_fleet *f, const mcr_fleet_adoption *a, mcr_error 
             memchr(a->migration_id, '\0', sizeof(a->migration_id)) == NULL)
             return mcr__error(err, MCR_ERR_INVALID,
                               "mcr_fleet_adoption: checksum or migration_id not terminated");
+        /* what mcr_fleet_clients() reads back as valid, or a migration
+         * would wait for this client for ever */
+        size_t cl = strlen(a->checksum), il = strlen(a->migration_id);
+        if (a->epoch == 0 || cl != MCR_SNAPSHOT_CHECKSUM_LEN ||
+            strspn(a->checksum, "0123456789abcdef") != cl)
+            return mcr__error(err, MCR_ERR_INVALID,
+                              "mcr_fleet_adoption: an epoch above 0 and a checksum of %d "
+                              "lower-case hex digits are required",
+                              MCR_SNAPSHOT_CHECKSUM_LEN);
+        if (a->phase != MCR_MIGRATION_NONE &&
+            (il == 0 || strspn(a->migration_id, "0123456789abcdef") != il ||
+             a->migration_to_epoch == 0))
+            return mcr__error(err, MCR_ERR_INVALID,
+                              "mcr_fleet_adoption: a migration phase needs its id (lower-case "
+                              "hex digits) and to_epoch");
     }
     pthread_mutex_lock(&f->lock);
     f->adoption_set = a != NULL;

@@ -34,16 +34,16 @@ int mcr__shm_open(const char *shm_path, bool writable, mcr__shm *out, mcr_error 
         int e = errno;
         if (e == ENOENT)
             return mcr__error_sys(err, e,
-                                  "state %s: no such file (is the agent running? `mcroute agent "
-                                  "--state` creates it)",
+                                  "state %s (the agent creates it: is `mcroute agent --state` "
+                                  "running?)",
                                   shm_path);
         if (e == EACCES && writable)
             return mcr__error_sys(err, e,
-                                  "state %s: permission denied: a process that follows a state "
-                                  "writes its slot there (run it in the agent's group, see "
-                                  "`mcroute agent --group`)",
+                                  "state %s (a process that follows a state writes its slot "
+                                  "there: run it in the agent's group, see `mcroute agent "
+                                  "--group`)",
                                   shm_path);
-        return mcr__error_sys(err, e, "state %s: %s", shm_path, strerror(e));
+        return mcr__error_sys(err, e, "state %s", shm_path);
     }
     if (fstat(fd, &st) != 0 || (size_t)st.st_size < MCR__SHM_HEADER_SIZE) {
         close(fd);
@@ -55,7 +55,7 @@ int mcr__shm_open(const char *shm_path, bool writable, mcr__shm *out, mcr_error 
     if (p == MAP_FAILED) {
         int e = errno;
         close(fd);
-        return mcr__error_sys(err, e, "state %s: cannot map it: %s", shm_path, strerror(e));
+        return mcr__error_sys(err, e, "state %s: cannot map it", shm_path);
     }
     mcr__shm_header *h = p;
     size_t need = h->nslots <= MCR_HOST_STATE_SLOTS_MAX ? mcr__shm_size(h->nslots) : SIZE_MAX;

@@ -78,8 +78,8 @@ static int set_owner(const mcr_state_writer *w, int fd, unsigned mode, const cha
         e = errno;
     if (e == 0)
         return MCR_OK;
-    mcr__error_sys(err, e, "state %s: cannot set its %s: %s", what,
-                   w->set_gid ? "group or mode" : "mode", strerror(e));
+    mcr__error_sys(err, e, "state %s: cannot set its %s", what,
+                   w->set_gid ? "group or mode" : "mode");
     if (err != NULL)
         err->code = code;
     return code;
@@ -94,16 +94,15 @@ static int create_shm(mcr_state_writer *w, uint32_t nslots, uint64_t gen, mcr_er
     snprintf(tmp, sizeof(tmp), "%s.new.%ld", w->shm_path, (long)getpid());
     int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
-        return mcr__error_sys(err, errno, "state %s: cannot create it: %s", tmp, strerror(errno));
+        return mcr__error_sys(err, errno, "state %s: cannot create it", tmp);
     int rc = MCR_OK;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0 || ftruncate(fd, (off_t)size) != 0)
-        rc = mcr__error_sys(err, errno, "state %s: cannot size or lock it: %s", tmp,
-                            strerror(errno));
+        rc = mcr__error_sys(err, errno, "state %s: cannot size or lock it", tmp);
     if (rc == MCR_OK)
         rc = set_owner(w, fd, w->mode, tmp, MCR_ERR_SYSTEM, err);
     void *p = rc == MCR_OK ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
     if (rc == MCR_OK && p == MAP_FAILED)
-        rc = mcr__error_sys(err, errno, "state %s: cannot map it: %s", tmp, strerror(errno));
+        rc = mcr__error_sys(err, errno, "state %s: cannot map it", tmp);
     if (rc != MCR_OK) {
         close(fd);
         unlink(tmp);
@@ -118,8 +117,8 @@ static int create_shm(mcr_state_writer *w, uint32_t nslots, uint64_t gen, mcr_er
     atomic_store(&h->generation, gen);
     atomic_store(&h->writer_pid, (uint32_t)getpid());
     if (rename(tmp, w->shm_path) != 0) {
-        rc = mcr__error_sys(err, errno, "state %s: cannot rename %s over it: %s", w->shm_path,
-                            tmp, strerror(errno));
+        rc = mcr__error_sys(err, errno, "state %s: cannot rename %s over it", w->shm_path,
+                            tmp);
         munmap(p, size);
         close(fd);
         unlink(tmp);
@@ -148,8 +147,7 @@ static int open_shm(mcr_state_writer *w, uint32_t nslots, mcr_error *err)
                                   "state %s: another writer holds it (another agent runs for "
                                   "this state)",
                                   w->shm_path);
-            return mcr__error_sys(err, e, "state %s: cannot lock it: %s", w->shm_path,
-                                  strerror(e));
+            return mcr__error_sys(err, e, "state %s: cannot lock it", w->shm_path);
         }
         w->shm = old;
         atomic_store(&w->shm.h->writer_pid, (uint32_t)getpid());
