@@ -157,6 +157,10 @@
  * urcu_bp_after_fork_child()), and, as publishes use call_rcu, its
  * call_rcu one too (urcu_bp_call_rcu_before_fork(),
  * urcu_bp_call_rcu_after_fork_parent(), urcu_bp_call_rcu_after_fork_child()).
+ * While a router fed from a state exists in the process
+ * (mcr_router_new_from_state(), mcroute_state.h), the library does both
+ * for every fork, through pthread_atfork(3): do not call them then (the
+ * protocol's locks would be taken twice).
  *
  * Errors follow mcroute.h: MCR_OK or a negative mcr_status, details in an
  * optional mcr_error. A call that fails publishes nothing and calls no hook.

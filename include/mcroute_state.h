@@ -13,7 +13,11 @@
  * and writes what it adopted into the state; every other process opens a
  * router fed from the state (mcr_router_new_from_state()), which notices a
  * change with one load from shared memory on its next call and loads it
- * then. Each process records in the state what it adopted, so the agent
+ * then: no watch, no timer, no thread of the library's to follow (the one
+ * thread a router has is liburcu's call_rcu thread, which reclaims what a
+ * publish replaced, from the first adoption on). A process that forks
+ * (a prefork server's master) needs nothing more: the state's routers
+ * follow liburcu-bp's fork protocol for it (pthread_atfork(3)). Each process records in the state what it adopted, so the agent
  * can tell etcd the host's slowest process and a resize waits for every
  * process, not only for the agent.
  *

@@ -50,15 +50,34 @@ static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
 static mcr__router_state *all;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
+/* Prefork servers (PHP-FPM, gunicorn, unicorn) fork their workers from a
+ * master that may hold a router fed from a state: liburcu-bp's fork
+ * protocol (its readers' registry, and call_rcu's thread, which publishes
+ * start) is followed here for them, as liburcu-bp's header suggests with
+ * pthread_atfork(3). */
+static bool urcu_forking; /* this fork follows liburcu-bp's protocol here */
+
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&all_mu);
     for (mcr__router_state *s = all; s != NULL; s = s->next)
         pthread_mutex_lock(&s->mu);
+    /* only while a state's router exists (the handlers stay registered
+     * after the last is freed, and the application may then follow the
+     * protocol itself, as mcroute_router.h asks of it) */
+    urcu_forking = all != NULL;
+    if (urcu_forking) {
+        urcu_bp_call_rcu_before_fork();
+        urcu_bp_before_fork();
+    }
 }
 
 static void fork_parent(void)
 {
+    if (urcu_forking) {
+        urcu_bp_after_fork_parent();
+        urcu_bp_call_rcu_after_fork_parent();
+    }
     for (mcr__router_state *s = all; s != NULL; s = s->next)
         pthread_mutex_unlock(&s->mu);
     pthread_mutex_unlock(&all_mu);
@@ -68,6 +87,10 @@ static void fork_parent(void)
  * so claims a slot of its own (the parent's stays the parent's). */
 static void fork_child(void)
 {
+    if (urcu_forking) {
+        urcu_bp_after_fork_child();
+        urcu_bp_call_rcu_after_fork_child();
+    }
     for (mcr__router_state *s = all; s != NULL; s = s->next) {
         atomic_store_explicit(&s->router->state_seen, UINT64_MAX, memory_order_relaxed);
         pthread_mutex_unlock(&s->mu);
