@@ -799,17 +799,6 @@ static void usage(FILE *f)
             FOLLOWERS_MAX, WARMUP);
 }
 
-static unsigned arg_uint(const char *name, const char *v, unsigned lo, unsigned hi)
-{
-    char *end;
-    unsigned long x = strtoul(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || x < lo || x > hi) {
-        fprintf(stderr, "bench_fleet: %s wants a number in %u..%u, not '%s'\n", name, lo, hi, v);
-        exit(2);
-    }
-    return (unsigned)x;
-}
-
 static void parse_args(int argc, char **argv)
 {
     bool f_given = false, c_given = false, w_given = false, wc_given = false;
@@ -827,26 +816,26 @@ static void parse_args(int argc, char **argv)
             usage(stdout);
             exit(0);
         } else if (v != NULL && strcmp(a, "--followers") == 0) {
-            opt.followers = arg_uint(a, v, 0, FOLLOWERS_MAX);
+            opt.followers = bench_arg_uint("bench_fleet", a, v, 0, FOLLOWERS_MAX);
             f_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--watchers") == 0) {
-            opt.watchers = arg_uint(a, v, 0, FOLLOWERS_MAX);
+            opt.watchers = bench_arg_uint("bench_fleet", a, v, 0, FOLLOWERS_MAX);
             w_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--changes") == 0) {
-            opt.changes = arg_uint(a, v, 1, 100000);
+            opt.changes = bench_arg_uint("bench_fleet", a, v, 1, 100000);
             c_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--writer-changes") == 0) {
-            opt.writer_changes = arg_uint(a, v, 0, 100000);
+            opt.writer_changes = bench_arg_uint("bench_fleet", a, v, 0, 100000);
             wc_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--servers") == 0) {
-            opt.servers = arg_uint(a, v, 2, 10000);
+            opt.servers = bench_arg_uint("bench_fleet", a, v, 2, 10000);
             i++;
         } else if (v != NULL && strcmp(a, "--gap-ms") == 0) {
-            opt.gap_ms = arg_uint(a, v, 0, 60000);
+            opt.gap_ms = bench_arg_uint("bench_fleet", a, v, 0, 60000);
             i++;
         } else {
             fprintf(stderr, "bench_fleet: unknown argument '%s'%s\n", a,

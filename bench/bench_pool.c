@@ -888,17 +888,6 @@ static void usage(FILE *f)
             NSERVERS, NSERVERS);
 }
 
-static unsigned arg_uint(const char *name, const char *v, unsigned lo, unsigned hi)
-{
-    char *end;
-    unsigned long x = strtoul(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || x < lo || x > hi) {
-        fprintf(stderr, "bench_pool: %s wants a number in %u..%u, not '%s'\n", name, lo, hi, v);
-        exit(2);
-    }
-    return (unsigned)x;
-}
-
 static void parse_args(int argc, char **argv)
 {
     bool keys_given = false, reps_given = false, rounds_given = false;
@@ -917,28 +906,28 @@ static void parse_args(int argc, char **argv)
             usage(stdout);
             exit(0);
         } else if (v != NULL && strcmp(a, "--keys") == 0) {
-            opt.nkeys = arg_uint(a, v, 1, 10000000);
+            opt.nkeys = bench_arg_uint("bench_pool", a, v, 1, 10000000);
             keys_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--depth") == 0) {
-            opt.depth = arg_uint(a, v, 1, 1024); /* libmemcached 1.1.4 aborts at 2048 buffered sets */
+            opt.depth = bench_arg_uint("bench_pool", a, v, 1, 1024); /* libmemcached 1.1.4 aborts at 2048 buffered sets */
             i++;
         } else if (v != NULL && strcmp(a, "--reps") == 0) {
-            opt.reps = arg_uint(a, v, 1, MAX_REPS);
+            opt.reps = bench_arg_uint("bench_pool", a, v, 1, MAX_REPS);
             reps_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--mget-keys") == 0) {
-            opt.mget_keys = arg_uint(a, v, 1, 100000);
+            opt.mget_keys = bench_arg_uint("bench_pool", a, v, 1, 100000);
             i++;
         } else if (v != NULL && strcmp(a, "--mget-rounds") == 0) {
-            opt.mget_rounds = arg_uint(a, v, 1, 1000);
+            opt.mget_rounds = bench_arg_uint("bench_pool", a, v, 1, 1000);
             rounds_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--mget-depth") == 0) {
-            opt.mget_depth = arg_uint(a, v, 1, 4096);
+            opt.mget_depth = bench_arg_uint("bench_pool", a, v, 1, 4096);
             i++;
         } else if (v != NULL && strcmp(a, "--memcached-threads") == 0) {
-            opt.mc_threads = arg_uint(a, v, 1, 64);
+            opt.mc_threads = bench_arg_uint("bench_pool", a, v, 1, 64);
             i++;
         } else if (v != NULL && strcmp(a, "--phase") == 0) {
             if (strcmp(v, "set") != 0 && strcmp(v, "get") != 0 && strcmp(v, "multiget") != 0) {
@@ -951,7 +940,7 @@ static void parse_args(int argc, char **argv)
             opt.system = v;
             i++;
         } else if (v != NULL && strcmp(a, "--proxy-connections") == 0) {
-            opt.proxy_conns = arg_uint(a, v, 1, 64);
+            opt.proxy_conns = bench_arg_uint("bench_pool", a, v, 1, 64);
             i++;
         } else {
             fprintf(stderr, "bench_pool: unknown argument '%s'\n", a);

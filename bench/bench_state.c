@@ -1813,17 +1813,6 @@ static void usage(FILE *f)
             50u, 50u, 10u, PROCS_MAX, DIRECT_MAX, WARMUP);
 }
 
-static unsigned arg_uint(const char *name, const char *v, unsigned lo, unsigned hi)
-{
-    char *end;
-    unsigned long x = strtoul(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || x < lo || x > hi) {
-        fprintf(stderr, "bench_state: %s wants a number in %u..%u, not '%s'\n", name, lo, hi, v);
-        exit(2);
-    }
-    return (unsigned)x;
-}
-
 static void parse_args(int argc, char **argv)
 {
     bool p_given = false, d_given = false, c_given = false, p_pause = false;
@@ -1839,22 +1828,22 @@ static void parse_args(int argc, char **argv)
             usage(stdout);
             exit(0);
         } else if (v != NULL && strcmp(a, "--procs") == 0) {
-            opt.procs = arg_uint(a, v, 1, PROCS_MAX);
+            opt.procs = bench_arg_uint("bench_state", a, v, 1, PROCS_MAX);
             p_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--direct") == 0) {
-            opt.direct = arg_uint(a, v, 1, DIRECT_MAX);
+            opt.direct = bench_arg_uint("bench_state", a, v, 1, DIRECT_MAX);
             d_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--changes") == 0) {
-            opt.changes = arg_uint(a, v, 1, 10000);
+            opt.changes = bench_arg_uint("bench_state", a, v, 1, 10000);
             c_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--gap-ms") == 0) {
-            opt.gap_ms = arg_uint(a, v, 0, 60000);
+            opt.gap_ms = bench_arg_uint("bench_state", a, v, 0, 60000);
             i++;
         } else if (v != NULL && strcmp(a, "--pause-ms") == 0) {
-            opt.pause_ms = arg_uint(a, v, 0, 60000);
+            opt.pause_ms = bench_arg_uint("bench_state", a, v, 0, 60000);
             p_pause = true;
             i++;
         } else {

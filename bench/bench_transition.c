@@ -885,18 +885,6 @@ static void usage(FILE *f)
             NSERVERS);
 }
 
-static unsigned arg_uint(const char *name, const char *v, unsigned lo, unsigned hi)
-{
-    char *end;
-    unsigned long x = strtoul(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || x < lo || x > hi) {
-        fprintf(stderr, "bench_transition: %s wants a number in %u..%u, not '%s'\n", name, lo,
-                hi, v);
-        exit(2);
-    }
-    return (unsigned)x;
-}
-
 static void parse_args(int argc, char **argv)
 {
     bool keys_given = false, reps_given = false;
@@ -915,11 +903,11 @@ static void parse_args(int argc, char **argv)
             usage(stdout);
             exit(0);
         } else if (v != NULL && strcmp(a, "--keys") == 0) {
-            opt.nkeys = arg_uint(a, v, 1, 1000000);
+            opt.nkeys = bench_arg_uint("bench_transition", a, v, 1, 1000000);
             keys_given = true;
             i++;
         } else if (v != NULL && strcmp(a, "--depth") == 0) {
-            opt.depth = arg_uint(a, v, 1, 4096);
+            opt.depth = bench_arg_uint("bench_transition", a, v, 1, 4096);
             i++;
         } else if (v != NULL && strcmp(a, "--case") == 0) {
             int c = 0;
@@ -932,7 +920,7 @@ static void parse_args(int argc, char **argv)
             opt.only = v;
             i++;
         } else if (v != NULL && strcmp(a, "--reps") == 0) {
-            opt.reps = arg_uint(a, v, 1, MAX_REPS);
+            opt.reps = bench_arg_uint("bench_transition", a, v, 1, MAX_REPS);
             reps_given = true;
             i++;
         } else {

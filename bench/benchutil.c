@@ -64,3 +64,15 @@ void bench_bad(bench_checker *c, const char *fmt, ...)
         va_end(ap);
     }
 }
+
+unsigned bench_arg_uint(const char *prog, const char *name, const char *v, unsigned lo,
+                        unsigned hi)
+{
+    char *end;
+    unsigned long x = strtoul(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || x < lo || x > hi) {
+        fprintf(stderr, "%s: %s wants a number in %u..%u, not '%s'\n", prog, name, lo, hi, v);
+        exit(2);
+    }
+    return (unsigned)x;
+}

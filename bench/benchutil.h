@@ -34,6 +34,11 @@ uint64_t bench_next_rand(uint64_t *state);
 /* Sorts v[0..n) in place and returns its median. */
 double bench_median(double *v, unsigned n);
 
+/* The number of option `name` (digits, lo..hi), or a message naming `prog`
+ * and exit 2. */
+unsigned bench_arg_uint(const char *prog, const char *name, const char *v, unsigned lo,
+                        unsigned hi);
+
 /* Mismatches of one run (a pass, a case): the first BENCH_MAX_MESSAGES are
  * printed as "FAIL what: ...", the rest only counted in `bad`. */
 #define BENCH_MAX_MESSAGES 5
