@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -200,4 +201,26 @@ char *run_cli_pty(const char *const *argv, const char *stdin_path, int stdout_to
     buf[n] = '\0';
     *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return buf;
+}
+
+int run_cli_bg(const char *log, const char *const *argv)
+{
+    fflush(NULL);
+    pid_t parent = getpid(), pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        int in = open("/dev/null", O_RDONLY);
+        int out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (in < 0 || out < 0)
+            _exit(126);
+        dup2(in, 0);
+        dup2(out, 1);
+        dup2(out, 2);
+        execv(tu_cli_path(), (char *const *)argv);
+        _exit(127);
+    }
+    return (int)pid;
 }

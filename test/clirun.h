@@ -28,6 +28,13 @@ run run_cli_deadline(const char *in, size_t inlen, const char *const *argv, long
  * progress lines, drawn only on a terminal. */
 char *run_cli_pty(const char *const *argv, const char *stdin_path, int stdout_too, int *status);
 
+/* Start $MCR_TEST_BIN_DIR/mcroute with argv in the background: standard
+ * input /dev/null, standard output and error appended to `log` (created
+ * when missing), killed with SIGKILL when the test process dies
+ * (PR_SET_PDEATHSIG). Returns its pid (the caller stops and reaps it);
+ * the test fails when it cannot fork. */
+int run_cli_bg(const char *log, const char *const *argv);
+
 /* Free what a run collected (pointers set to NULL: a second call is a no-op). */
 void run_free(run *r);
 

@@ -91,35 +91,13 @@ static void start(mcr_fleet_options *o, const char *pool, const char *list)
     ck_assert_int_eq(pipe(g_quit), 0);
 }
 
-/* mcroute as a process: its stdout and stderr into `log`. */
-static pid_t spawn_cli(const char *log, const char *const *argv)
-{
-    pid_t parent = getpid(), pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        int in = open("/dev/null", O_RDONLY);
-        int out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-        if (in < 0 || out < 0)
-            _exit(126);
-        dup2(in, 0);
-        dup2(out, 1);
-        dup2(out, 2);
-        execv(tu_cli_path(), (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
-}
-
 /* The agent on the pool, metrics on a port of its choosing: waits for
  * its first state and its metrics URL. */
 static void agent_start(const char *pool)
 {
     const char *log = path_of("agent.log");
     tu_write_file(log, "", 0);
-    g_agent = spawn_cli(log, ARGS("agent", "--etcd", g_ep, "--pool", pool, "--state", g_state,
+    g_agent = run_cli_bg(log, ARGS("agent", "--etcd", g_ep, "--pool", pool, "--state", g_state,
                                   "--metrics", "127.0.0.1:0", "--id", AGENT_ID,
                                   "--file-mode", "0600"));
     int64_t end = mcr_test_now_ms() + SEE_MS;

@@ -130,22 +130,8 @@ static size_t misses(const mcr_fleet_options *o)
  * test's process. */
 static pid_t bg_start(const char *log, const char *const *argv)
 {
-    pid_t parent = getpid(), pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        int in = open("/dev/null", O_RDONLY);
-        int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (in < 0 || out < 0)
-            _exit(126);
-        dup2(in, 0);
-        dup2(out, 1);
-        dup2(out, 2);
-        execv(tu_cli_path(), (char *const *)argv);
-        _exit(127);
-    }
+    unlink(log); /* a new log for each run */
+    pid_t pid = run_cli_bg(log, argv);
     for (int i = 0; i < MAX_BG; i++)
         if (g_bg[i] <= 0) {
             g_bg[i] = pid;
