@@ -416,6 +416,96 @@ START_TEST(router_refuses_bad_states)
 }
 END_TEST
 
+
+/* A follower takes the point caches of the snapshot it holds (it hashes
+ * only what changed): across random changes in every kind of mode, each
+ * generation is adopted, never refused, and is the writer's snapshot. */
+START_TEST(follow_random_changes)
+{
+    static const mcr_mode modes[] = {MCR_MODE_KETAMA, MCR_MODE_STABLE_KETAMA, MCR_MODE_CONSISTENT,
+                                     MCR_MODE_JUMP, MCR_MODE_RENDEZVOUS, MCR_MODE_MAGLEV,
+                                     MCR_MODE_TWEMPROXY_MODULA, MCR_MODE_DALLI};
+    tu_rng rng;
+    tu_rng_init(&rng, 36);
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        scratch sc;
+        scratch_init(&sc);
+        mcr_error err = {0};
+        mcr_state_writer *w = writer_open(&sc, 8);
+        mcr_config *cfg = mcr_config_new();
+        ck_assert_int_eq(mcr_config_set_mode(cfg, modes[m]), MCR_OK);
+        ck_assert_int_eq(mcr_config_add_servers(cfg, "10.2.0.1,10.2.0.2:11212:3,10.2.0.3,10.2.0.4",
+                                                &err),
+                         MCR_OK);
+        mcr_snapshot *s = NULL;
+        ck_assert_msg(mcr_snapshot_new(cfg, 1, &s, &err) == MCR_OK, "%s", err.message);
+        mcr_config_free(cfg);
+        put(w, s, MCR_MIGRATION_NONE, NULL, NULL);
+        mcr_router *r = NULL;
+        ck_assert_int_eq(mcr_router_new_from_state(sc.path, 0, &r, &err), MCR_OK);
+        unsigned added = 0;
+        for (int k = 0; k < tu_cases(40); k++) {
+            mcr_changes *ch = mcr_changes_new();
+            size_t n = mcr_snapshot_server_count(s);
+            mcr_server_desc d;
+            uint32_t pick = tu_below(&rng, (uint32_t)n);
+            ck_assert_int_eq(mcr_snapshot_server(s, pick, &d), MCR_OK);
+            char id[300], host[64];
+            snprintf(id, sizeof(id), "%s", d.id);
+            switch (tu_below(&rng, 4)) {
+            case 0: { /* a server more */
+                snprintf(host, sizeof(host), "10.3.%u.%u", added / 200, added % 200 + 1);
+                added++;
+                mcr_server_desc a = {.host = host, .port = 11211, .weight = 1 + tu_below(&rng, 3),
+                                     .state = MCR_STATE_ACTIVE};
+                ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
+                break;
+            }
+            case 1: /* one fewer, not the last active */
+                if (n > 3 && modes[m] != MCR_MODE_JUMP)
+                    ck_assert_int_eq(mcr_changes_remove(ch, id, &err), MCR_OK);
+                else
+                    ck_assert_int_eq(mcr_changes_set_weight(ch, id, 2, &err), MCR_OK);
+                break;
+            case 2:
+                ck_assert_int_eq(mcr_changes_set_weight(ch, id, 1 + tu_below(&rng, 4), &err),
+                                 MCR_OK);
+                break;
+            default:
+                ck_assert_int_eq(mcr_changes_set_state(ch, id,
+                                                       d.state == MCR_STATE_ACTIVE
+                                                           ? MCR_STATE_DRAINING
+                                                           : MCR_STATE_ACTIVE,
+                                                       &err),
+                                 MCR_OK);
+                break;
+            }
+            mcr_snapshot *t = NULL;
+            int rc = mcr_snapshot_apply(s, ch, &t, &err);
+            mcr_changes_free(ch);
+            if (rc != MCR_OK) /* e.g. the last active server drained: skip */
+                continue;
+            mcr_snapshot_unref(s);
+            s = t;
+            uint64_t g = put(w, s, MCR_MIGRATION_NONE, NULL, NULL);
+            mcr_snapshot *cur = mcr_router_current(r);
+            mcr_state_status st;
+            ck_assert_int_eq(mcr_router_state_status(r, &st), MCR_OK);
+            ck_assert_msg(st.generation == g && st.refused == 0, "%s: generation %llu of %llu, %llu refused: %s",
+                          mcr_mode_name(modes[m]), (unsigned long long)st.generation,
+                          (unsigned long long)g, (unsigned long long)st.refused,
+                          st.last_refusal.message);
+            ck_assert_str_eq(mcr_snapshot_checksum(cur), mcr_snapshot_checksum(s));
+            mcr_snapshot_unref(cur);
+        }
+        mcr_router_free(r);
+        mcr_snapshot_unref(s);
+        mcr_state_writer_free(w);
+        scratch_free(&sc);
+    }
+}
+END_TEST
+
 /* The state's migration is the router's: set in copying (before the
  * switch's snapshot), with the closing flag in closing, ended after. */
 START_TEST(router_follows_migrations)
@@ -852,6 +942,7 @@ static Suite *state_suite(void)
         {"text_damage_refused", text_damage_refused},
         {"router_follows", router_follows},
         {"router_refuses_bad_states", router_refuses_bad_states},
+        {"follow_random_changes", follow_random_changes},
         {"router_follows_migrations", router_follows_migrations},
         {"fork_follows", fork_follows},
         {"slots_run_out", slots_run_out},
