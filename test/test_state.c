@@ -417,8 +417,8 @@ START_TEST(router_refuses_bad_states)
 END_TEST
 
 
-/* A follower takes the point caches of the snapshot it holds (it hashes
- * only what changed): across random changes in every kind of mode, each
+/* Across random changes in every kind of mode (servers added with ids of
+ * their own and without, removed, reweighted, drained and back), each
  * generation is adopted, never refused, and is the writer's snapshot. */
 START_TEST(follow_random_changes)
 {
@@ -453,11 +453,13 @@ START_TEST(follow_random_changes)
             char id[300], host[64];
             snprintf(id, sizeof(id), "%s", d.id);
             switch (tu_below(&rng, 4)) {
-            case 0: { /* a server more */
+            case 0: { /* a server more, every other one with an id of its own */
+                char nid[32];
                 snprintf(host, sizeof(host), "10.3.%u.%u", added / 200, added % 200 + 1);
+                snprintf(nid, sizeof(nid), "n%u", added);
+                mcr_server_desc a = {.id = added % 2 ? nid : NULL, .host = host, .port = 11211,
+                                     .weight = 1 + tu_below(&rng, 3), .state = MCR_STATE_ACTIVE};
                 added++;
-                mcr_server_desc a = {.host = host, .port = 11211, .weight = 1 + tu_below(&rng, 3),
-                                     .state = MCR_STATE_ACTIVE};
                 ck_assert_int_eq(mcr_changes_add(ch, &a, &err), MCR_OK);
                 break;
             }
