@@ -135,6 +135,14 @@ void mcr_config_free(mcr_config *cfg)
     free(cfg);
 }
 
+bool mcr__params_equal(const mcr__params *a, const mcr__params *b)
+{
+    return a->mode == b->mode && a->key_hash == b->key_hash && a->point_hash == b->point_hash &&
+           a->tag_on == b->tag_on && memcmp(a->tag, b->tag, sizeof(a->tag)) == 0 &&
+           a->prefix_on == b->prefix_on && a->prefix_len == b->prefix_len &&
+           memcmp(a->prefix, b->prefix, a->prefix_len) == 0 && a->table_size == b->table_size;
+}
+
 void mcr__config_params(const mcr_config *cfg, mcr__params *out)
 {
     memset(out, 0, sizeof(*out));

@@ -70,6 +70,8 @@ int mcr__config_copy_server(mcr_config *cfg, const mcr__server *s, mcr_error *er
 
 /* The parameters of cfg. Cannot fail. */
 void mcr__config_params(const mcr_config *cfg, mcr__params *out);
+/* Whether two placements' parameters are the same. */
+bool mcr__params_equal(const mcr__params *a, const mcr__params *b);
 
 /* ---- clients (client.c) ---- */
 

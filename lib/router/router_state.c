@@ -210,7 +210,9 @@ static int load(mcr__router_state *st)
 {
     mcr_state_info info;
     mcr_error e = {0};
-    int rc = mcr_state_read(st->path, &info, &e);
+    mcr_snapshot *basis = mcr_router_published(st->router); /* its point caches */
+    int rc = mcr__state_read_basis(st->path, basis, &info, &e);
+    mcr_snapshot_unref(basis);
     if (rc == MCR_OK && info.generation == st->generation) {
         mcr_state_info_clear(&info);
         return MCR_OK;

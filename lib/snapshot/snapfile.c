@@ -530,9 +530,61 @@ int mcr_snapshot_text(const mcr_snapshot *snap, char **out, size_t *len, mcr_err
     return rc;
 }
 
+/* The servers of `basis` that continue in e[0..n): the same id, zone and
+ * what their labels are made of (host, port, name, IPv6 spelling): from[i]
+ * is their index there, e[i] shares their point cache, so that the build
+ * hashes only what changed, and takes their line's digest, which the
+ * build keeps only when the rest of the line (weight, state, points,
+ * digest) is the same too, and computes again otherwise. Nothing when the
+ * placements differ. */
+static void continue_from(const mcr_snapshot *basis, const mcr__params *p, mcr__entry *e,
+                          size_t n, long *from)
+{
+    if (basis == NULL || !mcr__params_equal(&basis->params, p))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        /* An unnamed server's id is its address, as the build spells it. */
+        char addr[MCR__NAME_BUF];
+        const char *id = e[i].id;
+        if (id == NULL && e[i].host_len + 10 <= sizeof(addr)) {
+            snprintf(addr, sizeof(addr), e[i].ipv6 ? "[%s]:%d" : "%s:%d", e[i].host, e[i].port);
+            id = addr;
+        }
+        uint32_t j = id != NULL ? mcr_snapshot_find(basis, id) : MCR_NO_SERVER;
+        if (j == MCR_NO_SERVER)
+            continue;
+        const mcr__entry *o = &basis->servers[j];
+        if (o->port != e[i].port || o->host_len != e[i].host_len ||
+            memcmp(o->host, e[i].host, o->host_len) != 0 || o->named != e[i].named ||
+            o->ipv6 != e[i].ipv6 || (o->zone == NULL) != (e[i].zone == NULL) ||
+            (o->zone != NULL && strcmp(o->zone, e[i].zone) != 0))
+            continue;
+        from[i] = (long)j;
+        e[i].pc = mcr__pcache_ref(o->pc);
+        memcpy(e[i].ldigest, o->ldigest, sizeof(e[i].ldigest));
+    }
+}
+
+static int parse_impl(const char *text, size_t len, const char *path, const mcr_snapshot *current,
+                      const mcr_snapshot *basis, unsigned flags, mcr_snapshot **out,
+                      mcr_error *err);
+
 int mcr_snapshot_parse(const char *text, size_t len, const char *path,
                        const mcr_snapshot *current, unsigned flags, mcr_snapshot **out,
                        mcr_error *err)
+{
+    return parse_impl(text, len, path, current, NULL, flags, out, err);
+}
+
+int mcr__snapshot_parse_basis(const char *text, size_t len, const char *name,
+                              const mcr_snapshot *basis, mcr_snapshot **out, mcr_error *err)
+{
+    return parse_impl(text, len, name, NULL, basis, 0, out, err);
+}
+
+static int parse_impl(const char *text, size_t len, const char *path, const mcr_snapshot *current,
+                      const mcr_snapshot *basis, unsigned flags, mcr_snapshot **out,
+                      mcr_error *err)
 {
     char *rebuilt = NULL;
     size_t rlen = 0, nl = 0, nservers = 0;
@@ -675,11 +727,15 @@ int mcr_snapshot_parse(const char *text, size_t len, const char *path,
     if (rc != MCR_OK)
         goto out;
 
-    /* 5. Rebuild and compare. */
+    /* 5. Rebuild (from what continues of `basis`) and compare. */
     {
         mcr_error e2;
-        rc = mcr__snapshot_build(&p, e, nservers, from, NULL, epoch, true, map, nmap, &snap,
-                                 &e2);
+        continue_from(basis, &p, e, nservers, from);
+        bool reuse = false;
+        for (size_t i = 0; i < nservers && !reuse; i++)
+            reuse = from[i] >= 0;
+        rc = mcr__snapshot_build(&p, e, nservers, from, reuse ? basis : NULL, epoch, true, map,
+                                 nmap, &snap, &e2);
         e = NULL; /* taken over */
         map = NULL;
         if (rc != MCR_OK) {

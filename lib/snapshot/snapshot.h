@@ -80,6 +80,13 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
                         const mcr_snapshot *old, uint64_t epoch, bool check, uint32_t *map,
                         size_t nmap, mcr_snapshot **out, mcr_error *err);
 
+/* mcr_snapshot_parse() (no stale check, no flags) that takes the point
+ * caches of the servers of `basis` (may be NULL) that continue in the
+ * text, so that only what changed is hashed: the result is the same (the
+ * parse compares it with the text, as ever). snapfile.c. */
+int mcr__snapshot_parse_basis(const char *text, size_t len, const char *name,
+                              const mcr_snapshot *basis, mcr_snapshot **out, mcr_error *err);
+
 /* mcr_snapshot_apply() with the epoch of the result given: the snapshot
  * built from `old` and the changes `ch` has epoch `epoch` (any value; the
  * caller decides what it means). mcr_snapshot_apply() is this with

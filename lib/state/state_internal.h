@@ -23,6 +23,14 @@
 int mcr__state_text(const mcr_state_content *c, uint64_t gen, uint64_t written_ms, char **out,
                     size_t *len, mcr_error *err);
 
+/* mcr_state_parse() and mcr_state_read() that take the point caches of
+ * `basis` (a router's snapshot, may be NULL) for the servers that continue
+ * in the state's snapshots: a follower hashes only what changed. */
+int mcr__state_parse_basis(const char *text, size_t len, const char *name,
+                           const mcr_snapshot *basis, mcr_state_info *out, mcr_error *err);
+int mcr__state_read_basis(const char *path, const mcr_snapshot *basis, mcr_state_info *out,
+                          mcr_error *err);
+
 /* 1 when s is 1..max bytes of the pool-name alphabet. */
 bool mcr__state_name_ok(const char *s, size_t max);
 

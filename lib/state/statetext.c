@@ -33,11 +33,7 @@ static bool phase_routes(mcr_migration_phase p)
 
 static bool params_same(const mcr_snapshot *a, const mcr_snapshot *b)
 {
-    const mcr__params *p = &a->params, *q = &b->params;
-    return p->mode == q->mode && p->key_hash == q->key_hash && p->point_hash == q->point_hash &&
-           p->tag_on == q->tag_on && memcmp(p->tag, q->tag, sizeof(p->tag)) == 0 &&
-           p->prefix_on == q->prefix_on && p->prefix_len == q->prefix_len &&
-           memcmp(p->prefix, q->prefix, p->prefix_len) == 0 && p->table_size == q->table_size;
+    return mcr__params_equal(&a->params, &b->params);
 }
 
 /* ------------------------------------------------------------ writing */
@@ -183,6 +179,7 @@ typedef struct reader {
     const char *p, *end;
     const char *name;
     unsigned line;
+    const mcr_snapshot *basis; /* point caches to take (mcr__state_read_basis) */
 } reader;
 
 /* The next line (without its "\n") into *s, *n; false at the end or when
@@ -334,7 +331,7 @@ static int parse_snapshot(reader *r, const char *label, mcr_snapshot **out, mcr_
                           r->name, r->line, label, (unsigned long long)n,
                           (size_t)(r->end - r->p));
     snprintf(where, sizeof(where), "%s (%s)", r->name, label);
-    rc = mcr_snapshot_parse(r->p, (size_t)n, where, NULL, 0, out, err);
+    rc = mcr__snapshot_parse_basis(r->p, (size_t)n, where, r->basis, out, err);
     if (rc != MCR_OK)
         return rc;
     for (const char *p = r->p, *e = r->p + n; p < e; p++)
@@ -420,10 +417,16 @@ static int parse_body(reader *r, mcr_state_info *out, mcr_error *err)
 int mcr_state_parse(const char *text, size_t len, const char *name, mcr_state_info *out,
                     mcr_error *err)
 {
+    return mcr__state_parse_basis(text, len, name, NULL, out, err);
+}
+
+int mcr__state_parse_basis(const char *text, size_t len, const char *name,
+                           const mcr_snapshot *basis, mcr_state_info *out, mcr_error *err)
+{
     if (out == NULL || (text == NULL && len > 0))
         return mcr__error(err, MCR_ERR_INVALID, "mcr_state_parse: NULL argument");
     memset(out, 0, sizeof(*out));
-    reader r = {text, text + len, name != NULL ? name : "state", 0};
+    reader r = {text, text + len, name != NULL ? name : "state", 0, basis};
     int rc = parse_body(&r, out, err);
     if (rc != MCR_OK)
         mcr_state_info_clear(out);
@@ -441,6 +444,12 @@ void mcr_state_info_clear(mcr_state_info *info)
 }
 
 int mcr_state_read(const char *path, mcr_state_info *out, mcr_error *err)
+{
+    return mcr__state_read_basis(path, NULL, out, err);
+}
+
+int mcr__state_read_basis(const char *path, const mcr_snapshot *basis, mcr_state_info *out,
+                          mcr_error *err)
 {
     if (out != NULL)
         memset(out, 0, sizeof(*out));
@@ -486,7 +495,7 @@ int mcr_state_read(const char *path, mcr_state_info *out, mcr_error *err)
         rc = mcr__error(err, MCR_ERR_IO, "state %s: read error", path);
     fclose(f);
     if (rc == MCR_OK)
-        rc = mcr_state_parse(text, len, path, out, err);
+        rc = mcr__state_parse_basis(text, len, path, basis, out, err);
     free(text);
     return rc;
 }
