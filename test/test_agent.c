@@ -281,6 +281,17 @@ START_TEST(agent_restart)
     agent_start("web");
     wait_adopted(10, 2);
     wait_registered(&o, 2);
+
+    /* The state as an operand of diff: its snapshot (epoch 2, n3 in it). */
+    run r = run_cli(NULL, 0, ARGS("diff", g_state, "10.1.0.1:11211,10.1.0.2:11211"));
+    ck_assert_msg(r.status == 0 && strncmp(r.out, "moved\t", 6) == 0 &&
+                      strstr(r.out, "\nn3\t10.1.0.") != NULL,
+                  "diff STATE LIST: status %d, out %s, err %s", r.status, r.out, r.err);
+    run_free(&r);
+    r = run_cli(NULL, 0, ARGS("diff", "--mode", "modula", g_state, "10.1.0.1:11211"));
+    ck_assert_msg(r.status == 2 && strstr(r.err, "is a host's state") != NULL,
+                  "diff --mode with a state: status %d, err %s", r.status, r.err);
+    run_free(&r);
 }
 END_TEST
 

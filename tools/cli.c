@@ -849,6 +849,12 @@ mcr_snapshot *cli_operand_snapshot(const char *cmd, const char *arg, const cli_s
                 cli_die("%s: %s is a snapshot file, which sets its own mode and hash", cmd, arg);
             return cli_load_snapshot(arg);
         }
+        if (strncmp(head, "mcroute-state ", 14) == 0) { /* a host's state: its snapshot */
+            if (opts->mode != NULL || opts->hash != NULL)
+                cli_die("%s: %s is a host's state, whose snapshot sets its own mode and hash",
+                        cmd, arg);
+            return snapshot_from_state(arg);
+        }
     } else {
         /* Not a file: a server list, unless it was meant as a file (a
          * path, or a file that is there but cannot be read), or does not

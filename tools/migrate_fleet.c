@@ -470,7 +470,7 @@ static mcr_snapshot *target_of(const char *arg, const cli_source *src, unsigned 
         size_t n = fread(head, 1, sizeof(head) - 1, f);
         fclose(f);
         head[n] = '\0';
-        if (strncmp(head, "mcroute-snapshot", 16) == 0)
+        if (strncmp(head, "mcroute-snapshot", 16) == 0 || strncmp(head, "mcroute-state ", 14) == 0)
             *flags = MCR_CHANGES_STATES;
     }
     return cli_operand_snapshot("migrate", arg, src);

@@ -51,14 +51,14 @@ const char cli_usage_snapshot[] =
 const char cli_usage_diff[] =
     "Usage: mcroute diff OLD NEW [--keys FILE] [--mode MODE] [--hash NAME] [--json]\n"
     "       mcroute diff --etcd URLS --pool NAME NEW [OPTIONS]\n"
-    "Compare two placements. OLD and NEW are each a server list, a server file or\n"
-    "a snapshot file; --mode and --hash apply to lists and server files. With\n"
-    "--etcd, OLD is the pool's current snapshot (what publishing NEW would move;\n"
-    "--etcd-prefix and --etcd-timeout as for a SOURCE). Prints\n"
-    "moved<TAB>FRACTION (share of the hash space whose owner changed, 6 decimals),\n"
-    "then FROM<TAB>TO<TAB>FRACTION per pair of server ids, largest first; with\n"
-    "--keys (one key per line, '-' for standard input), a last line\n"
-    "keys_moved<TAB>N<TAB>TOTAL for the keys of FILE.\n"
+    "Compare two placements. OLD and NEW are each a server list, a server file, a\n"
+    "snapshot file or a host's state (mcroute agent --state: its snapshot); --mode\n"
+    "and --hash apply to lists and server files. With --etcd, OLD is the pool's\n"
+    "current snapshot (what publishing NEW would move; --etcd-prefix and\n"
+    "--etcd-timeout as for a SOURCE). Prints moved<TAB>FRACTION (share of the hash\n"
+    "space whose owner changed, 6 decimals), then FROM<TAB>TO<TAB>FRACTION per pair\n"
+    "of server ids, largest first; with --keys (one key per line, '-' for standard\n"
+    "input), a last line keys_moved<TAB>N<TAB>TOTAL for the keys of FILE.\n"
     "With --json: {\"moved\": F, \"pairs\": [{\"from\": ID, \"to\": ID, \"fraction\": F},\n"
     "...], \"keys_moved\": N, \"keys_total\": TOTAL} (the last two with --keys).\n";
 

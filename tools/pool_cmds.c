@@ -54,9 +54,9 @@ const char cli_usage_get[] =
     "A key that could not be fetched prints KEY<TAB>error<TAB>REASON on stderr,\n"
     "and the exit status is then 1; so does a bad key (empty, over 250 bytes, with\n"
     "a space or control byte), which is not sent (the other keys are).\n"
-    "--previous OLD: read through a migration from OLD (a server list, a server file\n"
-    "or a snapshot file) to SOURCE: a key SOURCE moved and its new owner misses is\n"
-    "read from its owner in OLD (nothing is written back).\n"
+    "--previous OLD: read through a migration from OLD (a server list, a server\n"
+    "file, a snapshot file or a host's state) to SOURCE: a key SOURCE moved and its\n"
+    "new owner misses is read from its owner in OLD (nothing is written back).\n"
     "SOURCE: as for locate (see mcroute --help)\n";
 
 const char cli_usage_delete[] =
