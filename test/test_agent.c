@@ -446,6 +446,36 @@ START_TEST(metrics_scrape)
 }
 END_TEST
 
+/* The agent's exit statuses at its start: etcd unreachable is a failure a
+ * restart may outlive (1), no such pool bad input (2); neither writes a
+ * state. */
+START_TEST(start_failures)
+{
+    mcr_fleet_options o;
+    start(&o, "web", "10.1.0.1:11211");
+    char path[700];
+    snprintf(path, sizeof(path), "%s.other", g_state);
+    run r = run_cli_deadline(NULL, 0,
+                             ARGS("agent", "--etcd", "http://127.0.0.1:1", "--pool", "web",
+                                  "--state", path, "--etcd-timeout", "1"),
+                             30000);
+    ck_assert_msg(r.status == 1 && strstr(r.err, "unreachable") != NULL,
+                  "etcd unreachable: status %d, err %s", r.status, r.err);
+    run_free(&r);
+    r = run_cli_deadline(NULL, 0,
+                         ARGS("agent", "--etcd", g_ep, "--pool", "nosuch", "--state", path,
+                              "--etcd-timeout", "5"),
+                         30000);
+    ck_assert_msg(r.status == 2 && strstr(r.err, "nosuch") != NULL,
+                  "no such pool: status %d, err %s", r.status, r.err);
+    run_free(&r);
+    ck_assert_int_eq(access(path, F_OK), -1);
+    char shm[720];
+    snprintf(shm, sizeof(shm), "%s.shm", path);
+    unlink(shm); /* opened (and locked) before the pool was read */
+}
+END_TEST
+
 static Suite *agent_suite(void)
 {
     Suite *s = suite_create("agent");
@@ -454,6 +484,7 @@ static Suite *agent_suite(void)
         {"agent_restart", agent_restart},
         {"migrate_waits_for_processes", migrate_waits_for_processes},
         {"metrics_scrape", metrics_scrape},
+        {"start_failures", start_failures},
     };
     tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), mcr_test_sec(180), teardown);
     return s;

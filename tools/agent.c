@@ -35,8 +35,8 @@ const char cli_usage_agent[] =
     "                       bit but the owner's)\n"
     "  --slots N            the most processes at once (default 4096), used when\n"
     "                       PATH.shm is created\n"
-    "Runs until SIGINT or SIGTERM (exit 0). Exit 2: bad options, etcd unreachable\n"
-    "at the start (--etcd-timeout, default 10 seconds), no such pool; 1: the state\n"
+    "Runs until SIGINT or SIGTERM (exit 0). Exit 2: bad options, no such pool; 1:\n"
+    "etcd unreachable at the start (--etcd-timeout, default 10 seconds), the state\n"
     "cannot be created, or another agent holds it.\n";
 
 /* How often the agent looks at the processes' slots (and at what the
@@ -376,6 +376,8 @@ static void start_follower(agent *a, const cli_source *src)
     pthread_sigmask(SIG_BLOCK, &stop, &old);
     int rc = mcr_fleet_follow(&o, &fo, a->router, &a->fleet, &err);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == MCR_ERR_TIMEOUT || rc == MCR_ERR_CONNECT) /* not bad input: try again later */
+        cli_fail("agent: %s", err.message);
     if (rc != MCR_OK)
         cli_die_status(rc, "agent: %s", err.message);
 }
