@@ -133,7 +133,9 @@ typedef struct mcr_state_writer_options {
     /* Slots, the most processes that follow the state at once (a process
      * that finds none routes all the same, but is not counted: its status
      * says so). 0: MCR_HOST_STATE_SLOTS. 1 to MCR_HOST_STATE_SLOTS_MAX. Used when
-     * PATH.shm is created; an existing one keeps its own. */
+     * PATH.shm is created; an existing one keeps its own when this is 0,
+     * and is replaced (its followers move to the new one) when it has
+     * another number. */
     unsigned slots;
     /* Permission bits of both files (PATH.shm gets them with the write bits
      * of `mode`, PATH without any write bit but the owner's), set at every
@@ -145,11 +147,25 @@ typedef struct mcr_state_writer_options {
      * it, or root); 0: they keep the writer's group. */
     int set_gid;
     unsigned gid;
-    uint64_t reserved[4]; /* zero; room for later fields (mcroute.h) */
+    /* Servers whose counters each process publishes (and the processes
+     * that left keep, added up): a pool of more servers publishes the
+     * first this many it reports, and the updates of the others are
+     * counted as dropped (mcr_state_counters_dropped()). 0:
+     * MCR_HOST_STATE_COUNTER_SERVERS; 1 to MCR_HOST_STATE_COUNTER_SERVERS_MAX.
+     * Used when PATH.shm is created, and kept or replaced as `slots` is
+     * (the counts of the processes that left go with a replaced one).
+     * PATH.shm's size grows with slots x counter_servers x 256 bytes, of
+     * which the memory in use is that of the servers reported (the rest is
+     * never touched). */
+    unsigned counter_servers;
+    unsigned pad_;        /* zero */
+    uint64_t reserved[3]; /* zero; room for later fields (mcroute.h) */
 } mcr_state_writer_options;
 
 #define MCR_HOST_STATE_SLOTS 4096u
 #define MCR_HOST_STATE_SLOTS_MAX 65536u
+#define MCR_HOST_STATE_COUNTER_SERVERS 256u
+#define MCR_HOST_STATE_COUNTER_SERVERS_MAX 16384u
 #define MCR_HOST_STATE_MODE 0660u
 
 /* mcr_state_writer_open: become the writer of the state at `path`: open
@@ -260,6 +276,11 @@ MCR_EXTERN int mcr_state_counters(mcr_state_writer *w, mcr_state_server_counters
  * a no-op. */
 MCR_EXTERN void mcr_state_counters_free(mcr_state_server_counters *c);
 
+/* mcr_state_counters_dropped: counter updates of servers beyond
+ * `counter_servers` (mcr_state_writer_options) that PATH.shm did not keep,
+ * since it was created; 0 while every pool's servers fit. Cannot fail. */
+MCR_EXTERN uint64_t mcr_state_counters_dropped(const mcr_state_writer *w);
+
 /* mcr_state_writer_generation: the generation last written (by this
  * writer or the one before it; 0: none). */
 MCR_EXTERN uint64_t mcr_state_writer_generation(const mcr_state_writer *w);
@@ -318,7 +339,9 @@ MCR_EXTERN int mcr_router_new_from_state(const char *path, unsigned flags, mcr_r
  * process into its slot of the state, where mcr_state_counters() adds
  * them up (the agent's /metrics). Each entry replaces what was published
  * for that id before (counters only grow: publish totals, not
- * increments); the slot holds 64 servers, the others are dropped.
+ * increments); the slot holds the state's counter_servers
+ * (mcr_state_writer_options, 256 by default), the others are dropped and
+ * counted (mcr_state_counters_dropped()).
  * `writer` identifies the one publisher of the process (a pool passes
  * itself: mcr_pool_new() on such a router publishes twice a second and at
  * mcr_pool_free()); another writer is MCR_ERR_BUSY until the first

@@ -926,6 +926,110 @@ typedef struct reader_arg {
     int backwards;
 } reader_arg;
 
+/* The servers in the totals, and their requests summed (ids the writer
+ * never wrote are named by their hash: these are summed). */
+static size_t total_servers(mcr_state_writer *w, uint64_t *requests)
+{
+    mcr_state_server_counters *c = NULL;
+    size_t n = 0;
+    mcr_error err = {0};
+    ck_assert_msg(mcr_state_counters(w, &c, &n, &err) == MCR_OK, "%s", err.message);
+    *requests = 0;
+    for (size_t i = 0; i < n; i++)
+        *requests += c[i].requests;
+    mcr_state_counters_free(c);
+    return n;
+}
+
+static mcr_state_writer *writer_sized(const scratch *s, unsigned slots, unsigned servers)
+{
+    mcr_state_writer_options o = {.slots = slots, .mode = 0600, .counter_servers = servers};
+    mcr_state_writer *w = NULL;
+    mcr_error err = {0};
+    ck_assert_msg(mcr_state_writer_open(s->path, &o, &w, &err) == MCR_OK, "%s", err.message);
+    return w;
+}
+
+/* A process publishes the servers its state has room for and the others'
+ * updates are counted as dropped; another room asked replaces PATH.shm
+ * (its followers move to the new one), none asked keeps it; the default
+ * room holds a pool of 200 servers. */
+START_TEST(counters_room)
+{
+    scratch sc;
+    scratch_init(&sc);
+    mcr_error err = {0};
+    mcr_state_writer *w = writer_sized(&sc, 8, 4);
+    mcr_snapshot *s1 = snap_n(3, 1), *s2 = snap_n(4, 2), *s3 = snap_n(5, 3);
+    put(w, s1, MCR_MIGRATION_NONE, NULL, NULL);
+    mcr_router *r = NULL;
+    ck_assert_int_eq(mcr_router_new_from_state(sc.path, 0, &r, &err), MCR_OK);
+    enum { MANY = 300 };
+    mcr_state_server_counters *c = calloc(MANY, sizeof(*c));
+    ck_assert_ptr_nonnull(c);
+    for (int i = 0; i < MANY; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "10.9.%d.%d:11211", i / 250, i % 250 + 1);
+        counters_of(&c[i], id, 10 + (uint64_t)i);
+    }
+    int me;
+    uint64_t sum = 0;
+    ck_assert_int_eq(mcr_router_state_publish(r, &me, c, 6), MCR_OK);
+    ck_assert_uint_eq(total_servers(w, &sum), 4);
+    ck_assert_uint_eq(sum, 10 + 11 + 12 + 13); /* the first four */
+    ck_assert_uint_eq(mcr_state_counters_dropped(w), 2);
+    ck_assert_int_eq(mcr_router_state_publish(r, &me, c, 6), MCR_OK);
+    ck_assert_uint_eq(mcr_state_counters_dropped(w), 4);
+    mcr_state_writer_free(w);
+
+    /* none asked: kept, the room and the counts with it */
+    mcr_state_writer_options none = {.mode = 0600};
+    ck_assert_int_eq(mcr_state_writer_open(sc.path, &none, &w, &err), MCR_OK);
+    ck_assert_uint_eq(mcr_state_counters_dropped(w), 4);
+    ck_assert_uint_eq(total_servers(w, &sum), 4);
+    put(w, s2, MCR_MIGRATION_NONE, NULL, NULL);
+    ck_assert_uint_eq(epoch_of(r), 2);
+    mcr_state_writer_free(w);
+
+    /* another room asked: a new PATH.shm, which the router moves to */
+    w = writer_sized(&sc, 8, MANY);
+    ck_assert_uint_eq(mcr_state_counters_dropped(w), 0);
+    put(w, s3, MCR_MIGRATION_NONE, NULL, NULL);
+    ck_assert_uint_eq(epoch_of(r), 3);
+    ck_assert_uint_eq(processes(w, (uint32_t)getpid(), NULL), 1);
+    ck_assert_int_eq(mcr_router_state_publish(r, &me, c, MANY), MCR_OK);
+    ck_assert_uint_eq(total_servers(w, &sum), MANY);
+    ck_assert_uint_eq(sum, 10 * MANY + MANY * (MANY - 1) / 2);
+    ck_assert_uint_eq(mcr_state_counters_dropped(w), 0);
+    mcr_router_free(r);
+    mcr_state_writer_free(w);
+
+    /* the default room: 256 servers (more than the 64 of before) */
+    unlink(sc.shm);
+    w = writer_open(&sc, 8);
+    put(w, s3, MCR_MIGRATION_NONE, NULL, NULL);
+    ck_assert_int_eq(mcr_router_new_from_state(sc.path, 0, &r, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_state_publish(r, &me, c, 200), MCR_OK);
+    ck_assert_uint_eq(total_servers(w, &sum), 200);
+    ck_assert_uint_eq(mcr_state_counters_dropped(w), 0);
+    mcr_router_free(r);
+    mcr_state_writer_free(w);
+
+    /* out of range */
+    mcr_state_writer_options big = {.counter_servers = MCR_HOST_STATE_COUNTER_SERVERS_MAX + 1};
+    ck_assert_int_eq(mcr_state_writer_open(sc.path, &big, &w, &err), MCR_ERR_INVALID);
+    big.counter_servers = MCR_HOST_STATE_COUNTER_SERVERS_MAX;
+    big.slots = MCR_HOST_STATE_SLOTS_MAX;
+    ck_assert_int_eq(mcr_state_writer_open(sc.path, &big, &w, &err), MCR_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "GiB"));
+    free(c);
+    mcr_snapshot_unref(s1);
+    mcr_snapshot_unref(s2);
+    mcr_snapshot_unref(s3);
+    scratch_free(&sc);
+}
+END_TEST
+
 static void *reader(void *p)
 {
     reader_arg *a = p;
@@ -1002,6 +1106,7 @@ static Suite *state_suite(void)
         {"slots_run_out", slots_run_out},
         {"writer_lock_and_restart", writer_lock_and_restart},
         {"counters_add_up", counters_add_up},
+        {"counters_room", counters_room},
         {"threads", threads_follow},
     };
     tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), 120, NULL);

@@ -16,6 +16,7 @@
 const char cli_usage_agent[] =
     "Usage: mcroute agent --etcd URLS --pool NAME --state PATH [--metrics ADDR:PORT]\n"
     "                     [--id ID] [--group GROUP] [--file-mode MODE] [--slots N]\n"
+    "                     [--counter-servers N]\n"
     "                     [--etcd-prefix PREFIX] [--etcd-timeout SECONDS]\n"
     "One per host. Follow the pool in etcd as its clients do, and write every\n"
     "snapshot adopted, with the pool's migration, into the shared state at PATH\n"
@@ -34,6 +35,10 @@ const char cli_usage_agent[] =
     "  --file-mode MODE     the files' mode, octal (default 0660; PATH gets no write\n"
     "                       bit but the owner's)\n"
     "  --slots N            the most processes at once (default 4096), used when\n"
+    "                       PATH.shm is created\n"
+    "  --counter-servers N  the servers whose counters each process publishes into\n"
+    "                       PATH.shm (default 256; more are dropped, and counted\n"
+    "                       in mcroute_host_counter_drops_total), used when\n"
     "                       PATH.shm is created\n"
     "Runs until SIGINT or SIGTERM (exit 0). Exit 2: bad options, no such pool; 1:\n"
     "etcd unreachable at the start (--etcd-timeout, default 10 seconds), the state\n"
@@ -300,19 +305,25 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ------------------------------------------------------------ options */
 
+/* A count option's value, 1 to max (bad input otherwise). */
+static unsigned count_option(const char *opt, const char *v, unsigned max)
+{
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end != '\0' || errno != 0 || n < 1 || n > max)
+        cli_die("agent: %s '%s': expected a number from 1 to %u", opt, v, max);
+    return (unsigned)n;
+}
+
 static void writer_options(const cli_source *src, mcr_state_writer_options *wo)
 {
     memset(wo, 0, sizeof(*wo));
-    if (src->slots != NULL) {
-        char *end;
-        errno = 0;
-        unsigned long n = strtoul(src->slots, &end, 10);
-        if (*src->slots < '0' || *src->slots > '9' || *end != '\0' || errno != 0 || n < 1 ||
-            n > MCR_HOST_STATE_SLOTS_MAX)
-            cli_die("agent: --slots '%s': expected a number from 1 to %u", src->slots,
-                    MCR_HOST_STATE_SLOTS_MAX);
-        wo->slots = (unsigned)n;
-    }
+    if (src->slots != NULL)
+        wo->slots = count_option("--slots", src->slots, MCR_HOST_STATE_SLOTS_MAX);
+    if (src->counter_servers != NULL)
+        wo->counter_servers = count_option("--counter-servers", src->counter_servers,
+                                           MCR_HOST_STATE_COUNTER_SERVERS_MAX);
     if (src->file_mode != NULL) {
         char *end;
         errno = 0;

@@ -137,6 +137,11 @@ static void host_servers(out *o, const agent *a)
         outf(o, " %llu\n", (unsigned long long)c[i].latency_count);
     }
     mcr_state_counters_free(c);
+    head(o, "mcroute_host_counter_drops_total", "counter",
+         "Server counter updates PATH.shm had no room for (a pool of more servers than "
+         "--counter-servers): the totals above miss them.");
+    outf(o, "mcroute_host_counter_drops_total{pool=\"%s\"} %llu\n", a->pool,
+         (unsigned long long)mcr_state_counters_dropped(a->writer));
 }
 
 /* Pool names and migration ids are of [A-Za-z0-9._:-]: no escaping. */

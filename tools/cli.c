@@ -206,7 +206,7 @@ void cli_progress_end(void)
 enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_POLICY, OPT_TTL,
        OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID,
        OPT_RATE, OPT_DRY_RUN, OPT_GRACE, OPT_WAIT, OPT_ABORT, OPT_CLIENT,
-       OPT_CLIENTS, OPT_TOP, OPT_STATE, OPT_METRICS, OPT_ID, OPT_GROUP, OPT_SLOTS,
+       OPT_CLIENTS, OPT_TOP, OPT_STATE, OPT_METRICS, OPT_ID, OPT_GROUP, OPT_SLOTS, OPT_COUNTER_SERVERS,
        OPT_FILE_MODE, OPT_PREVIOUS = 400 };
 
 static const struct option source_opts[] = {
@@ -228,6 +228,7 @@ static const struct option source_opts[] = {
     {"id", required_argument, NULL, OPT_ID},
     {"group", required_argument, NULL, OPT_GROUP},
     {"slots", required_argument, NULL, OPT_SLOTS},
+    {"counter-servers", required_argument, NULL, OPT_COUNTER_SERVERS},
     {"file-mode", required_argument, NULL, OPT_FILE_MODE},
     {"replicas", required_argument, NULL, OPT_REPLICAS},
     {"top", required_argument, NULL, OPT_TOP},
@@ -288,6 +289,7 @@ static const char *opt_name(int c)
     case OPT_ID: return "--id";
     case OPT_GROUP: return "--group";
     case OPT_SLOTS: return "--slots";
+    case OPT_COUNTER_SERVERS: return "--counter-servers";
     case OPT_FILE_MODE: return "--file-mode";
     case OPT_REPLICAS: return "--replicas";
     case OPT_TOP: return "--top";
@@ -338,7 +340,8 @@ static bool option_allowed(int c, unsigned allowed)
     case OPT_COUNT: case OPT_CLIENT_ID: return (allowed & ALLOW_WATCH) != 0;
     case OPT_PREVIOUS: return (allowed & ALLOW_PREVIOUS) != 0;
     case OPT_STATE: return (allowed & (ALLOW_SOURCE | ALLOW_WATCH | ALLOW_AGENT)) != 0;
-    case OPT_METRICS: case OPT_ID: case OPT_GROUP: case OPT_SLOTS: case OPT_FILE_MODE:
+    case OPT_METRICS: case OPT_ID: case OPT_GROUP: case OPT_SLOTS: case OPT_COUNTER_SERVERS:
+    case OPT_FILE_MODE:
         return (allowed & ALLOW_AGENT) != 0;
     default: return (allowed & ALLOW_SOURCE) != 0;
     }
@@ -363,6 +366,7 @@ static const char **once_field(cli_source *src, int c)
     case OPT_ID: return &src->id;
     case OPT_GROUP: return &src->group;
     case OPT_SLOTS: return &src->slots;
+    case OPT_COUNTER_SERVERS: return &src->counter_servers;
     case OPT_FILE_MODE: return &src->file_mode;
     case OPT_KEYS: return &src->keys;
     case OPT_HASH: return &src->hash;

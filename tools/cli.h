@@ -57,7 +57,8 @@ enum {
                              --abort (migrate --etcd) */
     ALLOW_CLIENTS = 32768, /* --clients (compare) */
     ALLOW_TOP = 65536,     /* --top N (stats) */
-    ALLOW_AGENT = 131072   /* --state --metrics --id --group --slots --file-mode (agent) */
+    ALLOW_AGENT = 131072   /* --state --metrics --id --group --slots --counter-servers
+                              --file-mode (agent) */
 };
 
 /* The options of one command line, collected before anything is built so
@@ -72,6 +73,7 @@ typedef struct cli_source {
     const char *id;            /* agent --id ID */
     const char *group;         /* agent --group GROUP */
     const char *slots;         /* agent --slots N, as given */
+    const char *counter_servers; /* agent --counter-servers N, as given */
     const char *file_mode;     /* agent --file-mode MODE, as given */
     const char *output, *keys; /* snapshot -o, diff --keys */
     long replicas;             /* locate --replicas, 0 when not given */

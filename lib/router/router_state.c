@@ -445,7 +445,7 @@ int mcr_router_state_publish(mcr_router *router, const void *writer,
         v[MCR__CTR_FALLBACK_HITS] = c->fallback_hits;
         v[MCR__CTR_LAT_COUNT] = c->latency_count;
         v[MCR__CTR_LAT_SUM_US] = (uint64_t)(c->latency_sum_s * 1e6 + 0.5);
-        mcr__shm_publish(block, c->id, v, c->buckets);
+        mcr__shm_publish(&st->shm, block, c->id, v, c->buckets);
     }
     pthread_mutex_unlock(&st->mu);
     return rc;
@@ -461,7 +461,7 @@ int mcr_router_state_unpublish(mcr_router *router, const void *writer)
     mcr__shm_counters *b = block_for(st, (uint64_t)(uintptr_t)writer, &rc);
     if (b != NULL) {
         mcr__shm_fold(&st->shm, b);
-        mcr__shm_zero_block(b);
+        mcr__shm_zero_block(&st->shm, b);
         atomic_store(&st->shm.slots[st->slot].counters_writer, 0);
     }
     pthread_mutex_unlock(&st->mu);

@@ -39,7 +39,7 @@ bool mcr__state_name_ok(const char *s, size_t max);
 /* PATH.shm, version 1: a header, then `nslots` slots of `slot_size` bytes.
  * Every field another process may read at the same time is atomic. */
 #define MCR__SHM_MAGIC "MCRSHM01"
-#define MCR__SHM_VERSION 1u
+#define MCR__SHM_VERSION 2u /* 2: the counter blocks' size in the header */
 #define MCR__SHM_HEADER_SIZE 256u
 #define MCR__SHM_SLOT_SIZE 256u
 
@@ -54,7 +54,13 @@ typedef struct mcr__shm_header {
     _Atomic uint32_t replaced;
     /* 1 + the highest slot ever claimed: readers of the slots stop there */
     _Atomic uint32_t high_water;
-    char pad1[32];
+    /* Servers a counter block holds (the departed block and each slot's) */
+    uint32_t block_servers;
+    uint32_t pad1a;
+    /* Counter updates of a server that found its block full (a pool of
+     * more servers than block_servers), and were not kept */
+    _Atomic uint64_t counters_dropped;
+    char pad1[16];
     /* Its own cache line: followers load it on every call; it changes
      * only when a state is written. */
     _Atomic uint64_t generation;
@@ -111,10 +117,9 @@ typedef struct mcr__shm_counters {
     _Atomic uint64_t le[MCR__LATENCY_BOUNDS]; /* replies within each bound */
     char pad[32];
 } mcr__shm_counters;
-/* Servers a counter block holds (a pool's servers beyond are not
- * published). */
-#define MCR__SHM_BLOCK_SERVERS 64u
-#define MCR__SHM_BLOCK_SIZE (MCR__SHM_BLOCK_SERVERS * sizeof(mcr__shm_counters))
+/* A block's entries are taken in order and freed only all at once (the
+ * block zeroed), so that a scan stops at the first free entry and touches
+ * only the pages of the servers in use. */
 
 /* A server id's key in the counter blocks: FNV-1a 64, never 0. */
 uint64_t mcr__id_hash(const char *id);
@@ -123,8 +128,9 @@ uint64_t mcr__id_hash(const char *id);
 typedef struct mcr__shm {
     mcr__shm_header *h;
     mcr__shm_slot *slots;
-    mcr__shm_counters *departed; /* MCR__SHM_BLOCK_SERVERS, shared */
-    mcr__shm_counters *blocks;   /* MCR__SHM_BLOCK_SERVERS per slot */
+    mcr__shm_counters *departed; /* bs entries, shared */
+    mcr__shm_counters *blocks;   /* bs entries per slot */
+    uint32_t bs;                 /* h->block_servers, as checked at the open */
     size_t size;
     int fd;
 } mcr__shm;
@@ -162,23 +168,25 @@ void mcr__shm_refused(mcr__shm *m, int i, int status);
 /* A consistent copy of slot i into *out: 1, or 0 for a free slot. */
 int mcr__shm_read_slot(const mcr__shm *m, uint32_t i, mcr_state_process *out);
 
-/* The size of a PATH.shm of n slots, and where its parts are. */
-size_t mcr__shm_size(uint32_t nslots);
+/* The size of a PATH.shm of n slots and counter blocks of bs servers
+ * (SIZE_MAX: above MCR__SHM_SIZE_MAX), and where its parts are. */
+#define MCR__SHM_SIZE_MAX ((size_t)1 << 34)
+size_t mcr__shm_size(uint32_t nslots, uint32_t bs);
 void mcr__shm_locate(mcr__shm *m);
 /* Slot i's counter block. */
 static inline mcr__shm_counters *mcr__shm_block(const mcr__shm *m, uint32_t i)
 {
-    return m->blocks + (size_t)i * MCR__SHM_BLOCK_SERVERS;
+    return m->blocks + (size_t)i * m->bs;
 }
 /* Add block b's counts into the departed block (its process left); and
  * clear a block. */
 void mcr__shm_fold(mcr__shm *m, const mcr__shm_counters *b);
-void mcr__shm_zero_block(mcr__shm_counters *b);
+void mcr__shm_zero_block(const mcr__shm *m, mcr__shm_counters *b);
 /* A pool's counters of server `id` into its process's block (the block's
- * one writer). A block of MCR__SHM_BLOCK_SERVERS servers drops the
- * others. */
-void mcr__shm_publish(mcr__shm_counters *block, const char *id, const uint64_t v[MCR__CTR_N],
-                      const uint64_t le[MCR__LATENCY_BOUNDS]);
+ * one writer). A full block keeps the servers it has and counts the
+ * update of another in h->counters_dropped. */
+void mcr__shm_publish(mcr__shm *m, mcr__shm_counters *block, const char *id,
+                      const uint64_t v[MCR__CTR_N], const uint64_t le[MCR__LATENCY_BOUNDS]);
 /* The totals per server of every live process's block and the departed
  * block: a new array of *count (malloc'ed). MCR_OK or MCR_ERR_NOMEM. A
  * fold in progress may count a process's block twice or not at all for

@@ -19,11 +19,12 @@ uint64_t mcr__id_hash(const char *id)
     return h != 0 ? h : 1;
 }
 
-/* The entry of id_hash in a block of `n` (taken when free), or NULL when
- * the block is full. `shared`: others may take entries at the same time. */
-static mcr__shm_counters *entry(mcr__shm_counters *b, uint64_t id_hash, bool shared)
+/* The entry of id_hash in a block of `bs` (the first free one taken), or
+ * NULL when the block is full. `shared`: others may take entries at the
+ * same time. */
+static mcr__shm_counters *entry(mcr__shm_counters *b, uint32_t bs, uint64_t id_hash, bool shared)
 {
-    for (uint32_t k = 0; k < MCR__SHM_BLOCK_SERVERS; k++) {
+    for (uint32_t k = 0; k < bs; k++) {
         uint64_t h = atomic_load_explicit(&b[k].id_hash, memory_order_acquire);
         if (h == id_hash)
             return &b[k];
@@ -42,13 +43,15 @@ static mcr__shm_counters *entry(mcr__shm_counters *b, uint64_t id_hash, bool sha
 
 void mcr__shm_fold(mcr__shm *m, const mcr__shm_counters *b)
 {
-    for (uint32_t k = 0; k < MCR__SHM_BLOCK_SERVERS; k++) {
+    for (uint32_t k = 0; k < m->bs; k++) {
         uint64_t h = atomic_load_explicit(&b[k].id_hash, memory_order_acquire);
         if (h == 0)
+            break; /* the rest is free */
+        mcr__shm_counters *d = entry(m->departed, m->bs, h, true);
+        if (d == NULL) { /* more servers than a block holds: their counts go */
+            atomic_fetch_add_explicit(&m->h->counters_dropped, 1, memory_order_relaxed);
             continue;
-        mcr__shm_counters *d = entry(m->departed, h, true);
-        if (d == NULL)
-            continue; /* more servers than a block holds: their counts go */
+        }
         for (int c = 0; c < MCR__CTR_N; c++)
             atomic_fetch_add_explicit(&d->v[c],
                                       atomic_load_explicit(&b[k].v[c], memory_order_relaxed),
@@ -60,26 +63,31 @@ void mcr__shm_fold(mcr__shm *m, const mcr__shm_counters *b)
     }
 }
 
-void mcr__shm_publish(mcr__shm_counters *block, const char *id, const uint64_t v[MCR__CTR_N],
-                      const uint64_t le[MCR__LATENCY_BOUNDS])
+void mcr__shm_publish(mcr__shm *m, mcr__shm_counters *block, const char *id,
+                      const uint64_t v[MCR__CTR_N], const uint64_t le[MCR__LATENCY_BOUNDS])
 {
-    mcr__shm_counters *e = entry(block, mcr__id_hash(id), false);
-    if (e == NULL)
+    mcr__shm_counters *e = entry(block, m->bs, mcr__id_hash(id), false);
+    if (e == NULL) {
+        atomic_fetch_add_explicit(&m->h->counters_dropped, 1, memory_order_relaxed);
         return;
+    }
     for (int c = 0; c < MCR__CTR_N; c++)
         atomic_store_explicit(&e->v[c], v[c], memory_order_relaxed);
     for (int c = 0; c < MCR__LATENCY_BOUNDS; c++)
         atomic_store_explicit(&e->le[c], le[c], memory_order_relaxed);
 }
 
-/* Add block b into the totals t (n of them, cap, grown). */
-static int add_block(const mcr__shm_counters *b, mcr__server_total **t, size_t *n, size_t *cap)
+/* Add block b (of bs entries) into the totals t (n of them, cap, grown). */
+static int add_block(const mcr__shm_counters *b, uint32_t bs, mcr__server_total **t, size_t *n,
+                     size_t *cap)
 {
-    for (uint32_t k = 0; k < MCR__SHM_BLOCK_SERVERS; k++) {
+    for (uint32_t k = 0; k < bs; k++) {
         uint64_t h = atomic_load_explicit(&b[k].id_hash, memory_order_acquire);
         if (h == 0)
-            continue;
-        size_t j = 0;
+            break; /* the rest is free */
+        /* Processes of one pool mostly list its servers in one order: try
+         * the same position first. */
+        size_t j = k < *n && (*t)[k].id_hash == h ? k : 0;
         while (j < *n && (*t)[j].id_hash != h)
             j++;
         if (j == *n) {
@@ -110,11 +118,11 @@ int mcr__shm_sum(const mcr__shm *m, mcr__server_total **out, size_t *count)
     uint32_t hw = atomic_load(&m->h->high_water);
     if (hw > m->h->nslots)
         hw = m->h->nslots;
-    int rc = add_block(m->departed, &t, &n, &cap);
+    int rc = add_block(m->departed, m->bs, &t, &n, &cap);
     for (uint32_t i = 0; i < hw && rc == MCR_OK; i++) {
         uint64_t o = atomic_load_explicit(&m->slots[i].owner, memory_order_acquire);
         if (o != 0 && MCR__SHM_PID(o) != 0) /* a process's (not one being folded) */
-            rc = add_block(mcr__shm_block(m, i), &t, &n, &cap);
+            rc = add_block(mcr__shm_block(m, i), m->bs, &t, &n, &cap);
     }
     if (rc != MCR_OK) {
         free(t);

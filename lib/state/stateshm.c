@@ -15,6 +15,7 @@
 _Static_assert(sizeof(mcr__shm_header) == MCR__SHM_HEADER_SIZE, "the header's layout");
 _Static_assert(sizeof(mcr__shm_slot) == MCR__SHM_SLOT_SIZE, "a slot's layout");
 _Static_assert(offsetof(mcr__shm_header, generation) == 64, "the generation's cache line");
+_Static_assert(offsetof(mcr__shm_header, block_servers) == 32, "the header's layout");
 
 int mcr__shm_path(const char *path, char *buf, size_t cap, mcr_error *err)
 {
@@ -58,10 +59,14 @@ int mcr__shm_open(const char *shm_path, bool writable, mcr__shm *out, mcr_error 
         return mcr__error_sys(err, e, "state %s: cannot map it", shm_path);
     }
     mcr__shm_header *h = p;
-    size_t need = h->nslots <= MCR_HOST_STATE_SLOTS_MAX ? mcr__shm_size(h->nslots) : SIZE_MAX;
+    size_t need = h->nslots <= MCR_HOST_STATE_SLOTS_MAX &&
+                          h->block_servers <= MCR_HOST_STATE_COUNTER_SERVERS_MAX
+                      ? mcr__shm_size(h->nslots, h->block_servers)
+                      : SIZE_MAX;
     if (memcmp(h->magic, MCR__SHM_MAGIC, 8) != 0 || h->version != MCR__SHM_VERSION ||
         h->header_size != MCR__SHM_HEADER_SIZE || h->slot_size != MCR__SHM_SLOT_SIZE ||
-        h->nslots == 0 || h->nslots > MCR_HOST_STATE_SLOTS_MAX || need > (size_t)st.st_size) {
+        h->nslots == 0 || h->nslots > MCR_HOST_STATE_SLOTS_MAX || h->block_servers == 0 ||
+        need == SIZE_MAX || need > (size_t)st.st_size) {
         munmap(p, (size_t)st.st_size);
         close(fd);
         return mcr__error(err, MCR_ERR_CORRUPT,
@@ -75,10 +80,12 @@ int mcr__shm_open(const char *shm_path, bool writable, mcr__shm *out, mcr_error 
     return MCR_OK;
 }
 
-size_t mcr__shm_size(uint32_t nslots)
+size_t mcr__shm_size(uint32_t nslots, uint32_t bs)
 {
-    return MCR__SHM_HEADER_SIZE + (size_t)nslots * MCR__SHM_SLOT_SIZE + MCR__SHM_BLOCK_SIZE +
-           (size_t)nslots * MCR__SHM_BLOCK_SIZE;
+    size_t block = (size_t)bs * sizeof(mcr__shm_counters);
+    size_t size = MCR__SHM_HEADER_SIZE + (size_t)nslots * MCR__SHM_SLOT_SIZE +
+                  ((size_t)nslots + 1) * block;
+    return size <= MCR__SHM_SIZE_MAX ? size : SIZE_MAX;
 }
 
 void mcr__shm_locate(mcr__shm *m)
@@ -88,7 +95,8 @@ void mcr__shm_locate(mcr__shm *m)
     m->slots = (mcr__shm_slot *)(void *)(base + MCR__SHM_HEADER_SIZE);
     m->departed = (mcr__shm_counters *)(void *)(base + MCR__SHM_HEADER_SIZE +
                                                 n * MCR__SHM_SLOT_SIZE);
-    m->blocks = m->departed + MCR__SHM_BLOCK_SERVERS;
+    m->bs = m->h->block_servers;
+    m->blocks = m->departed + m->bs;
 }
 
 void mcr__shm_close(mcr__shm *m)
@@ -195,9 +203,11 @@ static void write_end(mcr__shm_slot *s)
  * block; readers see it free, claimers pass it by. */
 #define FOLDING MCR__SHM_OWNER(0, 1)
 
-void mcr__shm_zero_block(mcr__shm_counters *b)
+void mcr__shm_zero_block(const mcr__shm *m, mcr__shm_counters *b)
 {
-    for (uint32_t k = 0; k < MCR__SHM_BLOCK_SERVERS; k++) {
+    for (uint32_t k = 0; k < m->bs; k++) {
+        if (atomic_load_explicit(&b[k].id_hash, memory_order_relaxed) == 0)
+            break; /* the rest is free: never touched */
         atomic_store_explicit(&b[k].id_hash, 0, memory_order_relaxed);
         for (int c = 0; c < MCR__CTR_N; c++)
             atomic_store_explicit(&b[k].v[c], 0, memory_order_relaxed);
@@ -215,7 +225,7 @@ static bool retire(mcr__shm *m, uint32_t i, uint64_t expect)
     if (!atomic_compare_exchange_strong(&s->owner, &expect, FOLDING))
         return false;
     mcr__shm_fold(m, mcr__shm_block(m, i));
-    mcr__shm_zero_block(mcr__shm_block(m, i));
+    mcr__shm_zero_block(m, mcr__shm_block(m, i));
     atomic_store_explicit(&s->counters_writer, 0, memory_order_relaxed);
     return true;
 }

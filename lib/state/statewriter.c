@@ -85,12 +85,14 @@ static int set_owner(const mcr_state_writer *w, int fd, unsigned mode, const cha
     return code;
 }
 
-/* A new PATH.shm of `nslots` slots made beside it, locked, and renamed
- * into place; the generation starts at `gen`. */
-static int create_shm(mcr_state_writer *w, uint32_t nslots, uint64_t gen, mcr_error *err)
+/* A new PATH.shm of `nslots` slots and counter blocks of `bs` servers
+ * made beside it, locked, and renamed into place; the generation starts at
+ * `gen`. */
+static int create_shm(mcr_state_writer *w, uint32_t nslots, uint32_t bs, uint64_t gen,
+                      mcr_error *err)
 {
     char tmp[4096];
-    size_t size = mcr__shm_size(nslots);
+    size_t size = mcr__shm_size(nslots, bs);
     snprintf(tmp, sizeof(tmp), "%s.new.%ld", w->shm_path, (long)getpid());
     int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -114,6 +116,7 @@ static int create_shm(mcr_state_writer *w, uint32_t nslots, uint64_t gen, mcr_er
     h->header_size = MCR__SHM_HEADER_SIZE;
     h->slot_size = MCR__SHM_SLOT_SIZE;
     h->nslots = nslots;
+    h->block_servers = bs;
     atomic_store(&h->generation, gen);
     atomic_store(&h->writer_pid, (uint32_t)getpid());
     if (rename(tmp, w->shm_path) != 0) {
@@ -132,12 +135,20 @@ static int create_shm(mcr_state_writer *w, uint32_t nslots, uint64_t gen, mcr_er
 }
 
 /* Keep an existing PATH.shm when it is a state's of this layout (locked
- * first: one writer at a time); else replace it, telling its followers. */
-static int open_shm(mcr_state_writer *w, uint32_t nslots, mcr_error *err)
+ * first: one writer at a time) and of the slots and counter servers asked
+ * (`asked`: when they were given, not defaults); else replace it, telling
+ * its followers. */
+static int open_shm(mcr_state_writer *w, uint32_t nslots, uint32_t bs, const bool asked[2],
+                    mcr_error *err)
 {
     mcr__shm old;
     mcr_error e2 = {0};
     int rc = mcr__shm_open(w->shm_path, true, &old, &e2);
+    if (rc == MCR_OK && ((asked[0] && old.h->nslots != nslots) || (asked[1] && old.bs != bs))) {
+        mcr__shm_close(&old); /* another size asked: replaced below */
+        rc = MCR_ERR_CORRUPT;
+        e2.code = rc;
+    }
     if (rc == MCR_OK) {
         if (flock(old.fd, LOCK_EX | LOCK_NB) != 0) {
             int e = errno;
@@ -182,11 +193,11 @@ static int open_shm(mcr_state_writer *w, uint32_t nslots, mcr_error *err)
                 munmap(h, MCR__SHM_HEADER_SIZE);
             }
         }
-        rc = create_shm(w, nslots, gen, err);
+        rc = create_shm(w, nslots, bs, gen, err);
         close(fd);
         return rc;
     }
-    return create_shm(w, nslots, gen, err);
+    return create_shm(w, nslots, bs, gen, err);
 }
 
 int mcr_state_writer_open(const char *path, const mcr_state_writer_options *o,
@@ -202,6 +213,16 @@ int mcr_state_writer_open(const char *path, const mcr_state_writer_options *o,
     if (o->slots > MCR_HOST_STATE_SLOTS_MAX)
         return mcr__error(err, MCR_ERR_INVALID, "state: slots %u above %u", o->slots,
                           MCR_HOST_STATE_SLOTS_MAX);
+    if (o->counter_servers > MCR_HOST_STATE_COUNTER_SERVERS_MAX || o->pad_ != 0)
+        return mcr__error(err, MCR_ERR_INVALID, "state: counter servers %u above %u",
+                          o->counter_servers, MCR_HOST_STATE_COUNTER_SERVERS_MAX);
+    uint32_t nslots = o->slots ? o->slots : MCR_HOST_STATE_SLOTS;
+    uint32_t bs = o->counter_servers ? o->counter_servers : MCR_HOST_STATE_COUNTER_SERVERS;
+    if (mcr__shm_size(nslots, bs) == SIZE_MAX)
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "state: %u slots of %u counter servers make a shared memory above "
+                          "%zu GiB: fewer of either",
+                          nslots, bs, MCR__SHM_SIZE_MAX >> 30);
     if (o->mode > 07777)
         return mcr__error(err, MCR_ERR_INVALID, "state: mode %o is not a file mode", o->mode);
     mcr_state_writer *w = calloc(1, sizeof(*w));
@@ -219,7 +240,8 @@ int mcr_state_writer_open(const char *path, const mcr_state_writer_options *o,
             rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory for a state writer");
     }
     if (rc == MCR_OK)
-        rc = open_shm(w, o->slots ? o->slots : MCR_HOST_STATE_SLOTS, err);
+        rc = open_shm(w, nslots, bs, (const bool[2]){o->slots != 0, o->counter_servers != 0},
+                      err);
     if (rc != MCR_OK) {
         mcr_state_writer_free(w);
         return rc;
@@ -393,6 +415,13 @@ int mcr_state_counters(mcr_state_writer *w, mcr_state_server_counters **out, siz
     *out = c;
     *count = n;
     return MCR_OK;
+}
+
+uint64_t mcr_state_counters_dropped(const mcr_state_writer *w)
+{
+    if (w == NULL || w->shm.h == NULL)
+        return 0;
+    return atomic_load_explicit(&w->shm.h->counters_dropped, memory_order_relaxed);
 }
 
 void mcr_state_counters_free(mcr_state_server_counters *c)
