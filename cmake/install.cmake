@@ -56,6 +56,7 @@ set(MCR_HEADER_PART_mcroute_twemproxy.h twemproxy)
 set(MCR_HEADER_PART_mcroute_fleet.h fleet)
 set(MCR_HEADER_PART_mcroute_migrate.h migrate)
 set(MCR_HEADER_PART_mcroute_memcached_st.h libmemcached)
+set(MCR_HEADER_PART_mcroute_memcached_attach.h libmemcached)
 file(GLOB MCR_PUBLIC_HEADERS ${PROJECT_SOURCE_DIR}/include/*.h)
 list(REMOVE_ITEM MCR_PUBLIC_HEADERS ${PROJECT_SOURCE_DIR}/include/mcroute_version.h) # in-source builds
 set(mcr_headers "")

@@ -427,7 +427,7 @@ for page in "${mine[@]}"; do
         fail "man/$name: the EXAMPLE is not a complete program (no #include line)"
         continue
     fi
-    if [ $have_lmc -eq 0 ] && grep -Eq '^#include <(libmemcached/|mcroute_memcached_st\.h)' "$tmp/ex/$name.c"; then
+    if [ $have_lmc -eq 0 ] && grep -Eq '^#include <(libmemcached/|mcroute_memcached_(st|attach)\.h)' "$tmp/ex/$name.c"; then
         echo "check_docs: man/$name: EXAMPLE not compiled: libmemcached's headers are not installed" >&2
         nskip=$((nskip + 1))
         continue

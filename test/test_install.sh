@@ -229,7 +229,7 @@ header_part() {
     mcroute_twemproxy.h) echo twemproxy ;;
     mcroute_fleet.h) echo fleet ;;
     mcroute_migrate.h) echo migrate ;;
-    mcroute_memcached_st.h) echo libmemcached ;;
+    mcroute_memcached_st.h | mcroute_memcached_attach.h) echo libmemcached ;;
     esac
 }
 built_header() {

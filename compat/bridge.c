@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* bridge.c: a libmemcached handle attached to a router: libmemcached's own functions found, the handle's distribution, hash and server list taken over, the list made current when a call starts, and what was taken given back at detach. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bridge.h"
+
+/* The code, and a message in err (may be NULL). */
+static int fail(mcr_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(mcr_error *err, int code, const char *fmt, ...)
+{
+    if (err != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->code = code;
+        err->sys_errno = 0;
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* ------------------------------------------------------------ libmemcached */
+
+static mcr__lmc g_lmc;
+static const char *g_why;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* libmemcached's object is the one that holds an entry point the bridge
+ * does not define; its functions are looked up there, so that this
+ * library's own entry points (first in the search order) are passed by. */
+static void find_lmc(void)
+{
+    Dl_info info;
+    union {
+        const char *(*fn)(void);
+        void *p;
+    } probe = {memcached_lib_version};
+    if (dladdr(probe.p, &info) == 0 || info.dli_fname == NULL ||
+        strstr(info.dli_fname, "libmemcached") == NULL) {
+        g_why = "libmemcached's library cannot be found among the loaded objects";
+        return;
+    }
+    void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD); /* kept: never closed */
+    if (h == NULL) {
+        g_why = "libmemcached's library cannot be opened again";
+        return;
+    }
+    union {
+        void *p;
+        void (*fn)(void);
+    } sym;
+#define MCR__LMC_FIND(name, ret, params)                                                         \
+    if ((sym.p = dlsym(h, #name)) == NULL) {                                                     \
+        g_why = "libmemcached has no " #name;                                                    \
+        return;                                                                                  \
+    }                                                                                            \
+    g_lmc.name = (ret(*) params)sym.fn;
+    MCR__LMC_FUNCTIONS(MCR__LMC_FIND)
+#undef MCR__LMC_FIND
+}
+
+const mcr__lmc *mcr__lmc_get(const char **why)
+{
+    pthread_once(&g_once, find_lmc);
+    if (g_why != NULL) {
+        if (why != NULL)
+            *why = g_why;
+        return NULL;
+    }
+    return &g_lmc;
+}
+
+/* ------------------------------------------------------------ the hash */
+
+/* The position of the key's owner: its ring index in the snapshot the list
+ * was made from (the list is the ring's servers in order). libmemcached
+ * takes it modulo the server count, which leaves it as it is. */
+static uint32_t bridge_hash(const char *key, size_t len, void *context)
+{
+    const mcr__bridge *b = context;
+    return b->ring != NULL ? mcr_ring_locate(b->ring, key, len) : 0;
+}
+
+mcr__bridge *mcr__bridge_of(const memcached_st *memc)
+{
+    const mcr__lmc *l = mcr__lmc_get(NULL);
+    const hashkit_st *hk = l != NULL && memc != NULL ? l->memcached_get_hashkit(memc) : NULL;
+    if (hk == NULL || hk->base_hash.function != bridge_hash)
+        return NULL;
+    mcr__bridge *b = hk->base_hash.context;
+    /* a copy of another handle's hashkit (a clone made without the bridge
+     * seeing it) is not an attachment of this one */
+    return b != NULL && b->memc == memc ? b : NULL;
+}
+
+/* ------------------------------------------------------------ the list */
+
+static bool same_servers(const mcr_ring *a, const mcr_ring *b)
+{
+    size_t n = mcr_ring_server_count(a);
+    if (n != mcr_ring_server_count(b))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (mcr_ring_server_port(a, i) != mcr_ring_server_port(b, i) ||
+            strcmp(mcr_ring_server_host(a, i), mcr_ring_server_host(b, i)) != 0)
+            return false;
+    return true;
+}
+
+/* The handle's list made that of ring r. On failure the list is empty and
+ * the bridge holds no snapshot, so that the next call starts again. */
+static memcached_return_t set_list(mcr__bridge *b, const mcr_ring *r)
+{
+    const mcr__lmc *l = &g_lmc;
+    l->memcached_servers_reset(b->memc);
+    size_t n = mcr_ring_server_count(r);
+    for (size_t i = 0; i < n; i++) {
+        memcached_return_t rc = l->memcached_server_add_with_weight(
+            b->memc, mcr_ring_server_host(r, i), (in_port_t)mcr_ring_server_port(r, i),
+            mcr_ring_server_weight(r, i));
+        if (rc != MEMCACHED_SUCCESS) {
+            fprintf(stderr, "mcroute: libmemcached refused server %s (%s): the handle has no "
+                            "servers until its next call\n",
+                    mcr_ring_server_name(r, i), memcached_strerror(b->memc, rc));
+            l->memcached_servers_reset(b->memc);
+            mcr_snapshot_unref(b->snap);
+            b->snap = NULL;
+            b->ring = NULL;
+            return rc;
+        }
+    }
+    return MEMCACHED_SUCCESS;
+}
+
+memcached_return_t mcr__bridge_sync(mcr__bridge *b)
+{
+    uint64_t g = mcr_router_generation(b->router);
+    if (b->snap != NULL && g == b->generation)
+        return MEMCACHED_SUCCESS;
+    mcr_snapshot *s = mcr_router_current(b->router); /* g's snapshot or a later one */
+    if (s == NULL) {
+        time_t now = time(NULL);
+        if (now != b->warned_at) {
+            b->warned_at = now;
+            fprintf(stderr, "mcroute: the router has no snapshot yet: no servers\n");
+        }
+        return MEMCACHED_NO_SERVERS;
+    }
+    const mcr_ring *r = mcr_snapshot_ring(s);
+    if (b->snap == NULL || !same_servers(b->ring, r)) {
+        memcached_return_t rc = set_list(b, r);
+        if (rc != MEMCACHED_SUCCESS) {
+            mcr_snapshot_unref(s);
+            return rc;
+        }
+    }
+    mcr_snapshot_unref(b->snap);
+    b->snap = s;
+    b->ring = r;
+    b->generation = g;
+    return MEMCACHED_SUCCESS;
+}
+
+memcached_return_t mcr__bridge_refuse(mcr__bridge *b, const char *what, const char *host,
+                                      unsigned port)
+{
+    if ((b->flags & MCR_MEMCACHED_ACCEPT) == 0)
+        return MEMCACHED_NOT_SUPPORTED;
+    if (host != NULL && !b->told) {
+        bool known = false;
+        size_t n = b->ring != NULL ? mcr_ring_server_count(b->ring) : 0;
+        for (size_t i = 0; i < n && !known; i++)
+            known = (unsigned)mcr_ring_server_port(b->ring, i) == port &&
+                    strcmp(mcr_ring_server_host(b->ring, i), host) == 0;
+        if (!known) {
+            b->told = true;
+            fprintf(stderr,
+                    "mcroute: %s(%s:%u) not applied: this handle's servers are mcroute's "
+                    "(%zu now)\n",
+                    what, host, port, n);
+        }
+    }
+    return MEMCACHED_SUCCESS;
+}
+
+/* ------------------------------------------------------------ attach */
+
+/* Take memc over for router; `saved`: what to give back at detach, or
+ * NULL to save the handle's own settings now. */
+static int attach(memcached_st *memc, mcr_router *router, unsigned flags,
+                  const mcr__bridge *saved, mcr_error *err)
+{
+    const mcr__lmc *l = &g_lmc;
+    mcr__bridge *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return fail(err, MCR_ERR_NOMEM, "out of memory attaching a memcached_st");
+    b->memc = memc;
+    b->router = router;
+    b->flags = flags;
+    if (saved != NULL) {
+        hashkit_clone(&b->saved_hashkit, &saved->saved_hashkit);
+        b->saved_distribution = saved->saved_distribution;
+        b->saved_sort_hosts = saved->saved_sort_hosts;
+    } else {
+        hashkit_clone(&b->saved_hashkit, l->memcached_get_hashkit(memc));
+        b->saved_distribution = l->memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_DISTRIBUTION);
+        b->saved_sort_hosts = l->memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_SORT_HOSTS);
+    }
+    /* Before the hash is the bridge's, the handle is not attached yet:
+     * what libmemcached calls of its own entry points passes through. */
+    l->memcached_servers_reset(memc);
+    l->memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SORT_HOSTS, 0);
+    l->memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                              MEMCACHED_DISTRIBUTION_MODULA);
+    /* The handle's hashkit with the bridge's function: an encoding key
+     * (memcached_set_encoding_key()) stays. */
+    hashkit_st hk;
+    if (hashkit_clone(&hk, l->memcached_get_hashkit(memc)) == NULL ||
+        hashkit_set_custom_function(&hk, bridge_hash, b) != HASHKIT_SUCCESS ||
+        l->memcached_set_hashkit(memc, &hk) != MEMCACHED_SUCCESS) {
+        hashkit_free(&hk);
+        l->memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_DISTRIBUTION, b->saved_distribution);
+        l->memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SORT_HOSTS, b->saved_sort_hosts);
+        hashkit_free(&b->saved_hashkit);
+        free(b);
+        return fail(err, MCR_ERR_NOMEM, "out of memory setting the handle's hash");
+    }
+    hashkit_free(&hk);
+    (void)mcr__bridge_sync(b); /* a router without a snapshot: calls fail until it has one */
+    return MCR_OK;
+}
+
+int mcr_memcached_attach(memcached_st *memc, mcr_router *router, unsigned flags,
+                         mcr_error *err)
+{
+    const char *why = NULL;
+    if (memc == NULL || router == NULL)
+        return fail(err, MCR_ERR_INVALID, "mcr_memcached_attach: NULL argument");
+    if ((flags & ~MCR_MEMCACHED_ACCEPT) != 0)
+        return fail(err, MCR_ERR_INVALID, "mcr_memcached_attach: unknown flags 0x%x",
+                              flags & ~MCR_MEMCACHED_ACCEPT);
+    const mcr__lmc *l = mcr__lmc_get(&why);
+    if (l == NULL)
+        return fail(err, MCR_ERR_UNSUPPORTED, "mcr_memcached_attach: %s", why);
+    /* The program's calls must reach this library's entry points. */
+    union {
+        void *p;
+        char *(*fn)(memcached_st *, const char *, size_t, size_t *, uint32_t *,
+                    memcached_return_t *);
+    } global;
+    global.p = dlsym(RTLD_DEFAULT, "memcached_get");
+    if (global.p != NULL && global.fn == l->memcached_get)
+        return fail(err, MCR_ERR_UNSUPPORTED,
+                              "mcr_memcached_attach: libmemcached comes before "
+                              "libmcroute_libmemcached in the program's search order, so the "
+                              "bridge would not see its calls: link -lmcroute_libmemcached "
+                              "before -lmemcached, or load it with LD_PRELOAD");
+    if (mcr__bridge_of(memc) != NULL)
+        return fail(err, MCR_ERR_INVALID,
+                              "mcr_memcached_attach: the handle is attached already");
+    return attach(memc, router, flags, NULL, err);
+}
+
+void mcr__bridge_clone(const mcr__bridge *src, memcached_st *dst)
+{
+    mcr_error err;
+    if (attach(dst, src->router, src->flags, src, &err) == MCR_OK)
+        return;
+    /* Not attached: the copy gets the settings the source had before its
+     * attachment, not a hash whose context is the source's bridge. */
+    const mcr__lmc *l = &g_lmc;
+    l->memcached_set_hashkit(dst, (hashkit_st *)&src->saved_hashkit);
+    l->memcached_behavior_set(dst, MEMCACHED_BEHAVIOR_SORT_HOSTS, src->saved_sort_hosts);
+    l->memcached_behavior_set(dst, MEMCACHED_BEHAVIOR_DISTRIBUTION, src->saved_distribution);
+    fprintf(stderr, "mcroute: a clone of an attached handle is not attached: %s\n",
+            err.message);
+}
+
+void mcr__bridge_drop(mcr__bridge *b)
+{
+    mcr_snapshot_unref(b->snap);
+    hashkit_free(&b->saved_hashkit);
+    free(b);
+}
+
+int mcr_memcached_detach(memcached_st *memc)
+{
+    mcr__bridge *b = mcr__bridge_of(memc);
+    if (b == NULL)
+        return MCR_ERR_INVALID;
+    const mcr__lmc *l = &g_lmc;
+    /* The hash first: from then on the handle is not attached, and what
+     * libmemcached calls of its entry points passes through. */
+    l->memcached_set_hashkit(memc, &b->saved_hashkit);
+    l->memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SORT_HOSTS, b->saved_sort_hosts);
+    l->memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_DISTRIBUTION, b->saved_distribution);
+    mcr__bridge_drop(b);
+    return MCR_OK;
+}
+
+mcr_router *mcr_memcached_router(const memcached_st *memc)
+{
+    const mcr__bridge *b = mcr__bridge_of(memc);
+    return b != NULL ? b->router : NULL;
+}

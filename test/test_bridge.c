@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_bridge.c: libmemcached handles attached to a router (mcroute_memcached_attach.h) against real memcached servers: every call goes to mcroute's owner of its key, read back from the servers directly; the list follows the router; what the bridge owns is kept; clone, detach, namespace, binary protocol, a state file, 150 servers. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mcroute_memcached_attach.h"
+#include "mcroute_state.h"
+#include "realserver.h"
+#include "testutil.h"
+
+#define NSERVERS 4
+#define NKEYS 400
+#define WAIT_MS 10000
+
+static rs_proc g_mc[NSERVERS];
+static int g_fd[NSERVERS];
+
+static void servers_start(void)
+{
+    for (int i = 0; i < NSERVERS; i++) {
+        ck_assert_msg(rs_memcached_start(&g_mc[i], "127.0.0.1", 0, NULL, WAIT_MS) == 0,
+                      "memcached %d did not start (%s)", i, rs_memcached_path());
+        g_fd[i] = rs_connect("127.0.0.1", g_mc[i].port, WAIT_MS);
+        ck_assert_int_ge(g_fd[i], 0);
+    }
+}
+
+static void teardown(void)
+{
+    rs_stop_all();
+}
+
+/* A snapshot of the first n servers (ketama unless `mode` says), epoch e. */
+static mcr_snapshot *snap_of(int n, mcr_mode mode, uint64_t e)
+{
+    mcr_config *cfg = mcr_config_new();
+    mcr_error err = {0};
+    ck_assert_int_eq(mcr_config_set_mode(cfg, mode), MCR_OK);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(mcr_config_add_server(cfg, "127.0.0.1", g_mc[i].port, 1, &err), MCR_OK);
+    mcr_snapshot *s = NULL;
+    ck_assert_msg(mcr_snapshot_new(cfg, e, &s, &err) == MCR_OK, "%s", err.message);
+    mcr_config_free(cfg);
+    return s;
+}
+
+/* Which of our servers listens on `port`. */
+static int server_of_port(int port)
+{
+    for (int i = 0; i < NSERVERS; i++)
+        if (g_mc[i].port == port)
+            return i;
+    ck_abort_msg("no server on port %d", port);
+    return -1;
+}
+
+/* The server (our index) mcroute's snapshot places `key` on. */
+static int owner(const mcr_snapshot *s, const char *key)
+{
+    mcr_server_desc d;
+    uint32_t i = mcr_snapshot_locate(s, key, strlen(key));
+    ck_assert_int_eq(mcr_snapshot_server(s, i, &d), MCR_OK);
+    return server_of_port(d.port);
+}
+
+static void key_of(char *buf, size_t cap, const char *tag, int k)
+{
+    snprintf(buf, cap, "%s:%d:%x", tag, k, (unsigned)(k * 2654435761u));
+}
+
+/* Every key of `tag`, stored as `prefix` and the key, is held by its
+ * owner in s and by no other server (read from the servers directly), with
+ * the key as its value: the owner of the key, or with `hash_prefixed` of
+ * the stored key (HASH_WITH_NAMESPACE). */
+static void placed(const mcr_snapshot *s, const char *tag, int nkeys, const char *prefix,
+                   bool hash_prefixed)
+{
+    for (int k = 0; k < nkeys; k++) {
+        char key[96], full[128], val[64];
+        key_of(key, sizeof(key), tag, k);
+        snprintf(full, sizeof(full), "%s%s", prefix, key);
+        int o = owner(s, hash_prefixed ? full : key);
+        for (int i = 0; i < NSERVERS; i++) {
+            int hit = rs_mc_get(g_fd[i], full, val, sizeof(val), WAIT_MS);
+            ck_assert_int_ge(hit, 0);
+            if (i == o)
+                ck_assert_msg(hit == 1 && strcmp(val, key) == 0,
+                              "%s is not at its owner %d (hit %d, value %s)", full, o, hit, val);
+            else
+                ck_assert_msg(hit == 0, "%s is at server %d, its owner is %d", full, i, o);
+        }
+    }
+}
+
+static void set_all(memcached_st *m, const char *tag, int nkeys)
+{
+    for (int k = 0; k < nkeys; k++) {
+        char key[96];
+        key_of(key, sizeof(key), tag, k);
+        memcached_return_t rc = memcached_set(m, key, strlen(key), key, strlen(key), 0, 0);
+        ck_assert_msg(rc == MEMCACHED_SUCCESS, "set %s: %s", key, memcached_strerror(m, rc));
+    }
+}
+
+/* memcached_server_by_key() names mcroute's owner for each key. */
+static void by_key_agrees(memcached_st *m, const mcr_snapshot *s, int nkeys)
+{
+    for (int k = 0; k < nkeys; k++) {
+        char key[96];
+        key_of(key, sizeof(key), "bk", k);
+        memcached_return_t rc = MEMCACHED_SUCCESS; /* libmemcached sets it on errors only */
+        const memcached_instance_st *in = memcached_server_by_key(m, key, strlen(key), &rc);
+        ck_assert_msg(in != NULL && rc == MEMCACHED_SUCCESS, "server_by_key %s: %s", key,
+                      memcached_strerror(m, rc));
+        mcr_server_desc d;
+        ck_assert_int_eq(mcr_snapshot_server(s, mcr_snapshot_locate(s, key, strlen(key)), &d),
+                         MCR_OK);
+        if (memcached_server_port(in) != (in_port_t)d.port || strcmp(memcached_server_name(in),
+                                                                     d.host) != 0)
+            ck_abort_msg("%s: libmemcached says %s:%u, mcroute %s:%d", key,
+                         memcached_server_name(in), (unsigned)memcached_server_port(in), d.host,
+                         d.port);
+    }
+}
+
+/* ------------------------------------------------------------ tests */
+
+/* Every kind of call reaches mcroute's owner; the server list is
+ * mcroute's, whatever the program had; what the bridge owns is refused. */
+START_TEST(calls_reach_owners)
+{
+    servers_start();
+    mcr_snapshot *s = snap_of(3, MCR_MODE_KETAMA, 1);
+    mcr_router *r = NULL;
+    mcr_error err = {0};
+    ck_assert_int_eq(mcr_router_new(s, &r, &err), MCR_OK);
+    memcached_st *m = memcached_create(NULL);
+    ck_assert_int_eq(memcached_server_add(m, "127.0.0.1", (in_port_t)g_mc[3].port),
+                     MEMCACHED_SUCCESS); /* the program's own list: replaced */
+    ck_assert_msg(mcr_memcached_attach(m, r, 0, &err) == MCR_OK, "%s", err.message);
+    ck_assert_ptr_eq(mcr_memcached_router(m), r);
+    ck_assert_int_eq(mcr_memcached_attach(m, r, 0, &err), MCR_ERR_INVALID); /* twice */
+    ck_assert_uint_eq(memcached_server_count(m), 3);
+
+    set_all(m, "set", NKEYS);
+    placed(s, "set", NKEYS, "", false);
+    by_key_agrees(m, s, 2000);
+
+    /* get, mget and fetch */
+    char key[96];
+    key_of(key, sizeof(key), "set", 7);
+    size_t vlen = 0;
+    uint32_t fl = 0;
+    memcached_return_t rc;
+    char *v = memcached_get(m, key, strlen(key), &vlen, &fl, &rc);
+    ck_assert_msg(v != NULL && vlen == strlen(key) && memcmp(v, key, vlen) == 0, "get %s", key);
+    free(v);
+    const char *keys[100];
+    size_t lens[100];
+    char kb[100][96];
+    for (int k = 0; k < 100; k++) {
+        key_of(kb[k], sizeof(kb[k]), "set", k);
+        keys[k] = kb[k];
+        lens[k] = strlen(kb[k]);
+    }
+    ck_assert_int_eq(memcached_mget(m, keys, lens, 100), MEMCACHED_SUCCESS);
+    int found = 0;
+    memcached_result_st *res;
+    while ((res = memcached_fetch_result(m, NULL, &rc)) != NULL) {
+        ck_assert_int_eq(memcached_result_length(res), memcached_result_key_length(res));
+        ck_assert(memcmp(memcached_result_value(res), memcached_result_key_value(res),
+                         memcached_result_length(res)) == 0);
+        found++;
+        memcached_result_free(res);
+    }
+    ck_assert_int_eq(found, 100);
+
+    /* _by_key: the group key's owner */
+    ck_assert_int_eq(memcached_set_by_key(m, "group-7", 7, "member", 6, "g", 1, 0, 0),
+                     MEMCACHED_SUCCESS);
+    char val[64];
+    int go = owner(s, "group-7");
+    for (int i = 0; i < NSERVERS; i++)
+        ck_assert_int_eq(rs_mc_get(g_fd[i], "member", val, sizeof(val), WAIT_MS), i == go);
+
+    /* counters, delete, touch, add, append, cas */
+    key_of(key, sizeof(key), "ctr", 1);
+    uint64_t n = 0;
+    ck_assert_int_eq(memcached_set(m, key, strlen(key), "41", 2, 0, 0), MEMCACHED_SUCCESS);
+    ck_assert_int_eq(memcached_increment(m, key, strlen(key), 1, &n), MEMCACHED_SUCCESS);
+    ck_assert_uint_eq(n, 42);
+    ck_assert_int_eq(rs_mc_get(g_fd[owner(s, key)], key, val, sizeof(val), WAIT_MS), 1);
+    ck_assert_str_eq(val, "42");
+    ck_assert_int_eq(memcached_decrement(m, key, strlen(key), 2, &n), MEMCACHED_SUCCESS);
+    ck_assert_uint_eq(n, 40);
+    ck_assert_int_eq(memcached_touch(m, key, strlen(key), 100), MEMCACHED_SUCCESS);
+    ck_assert_int_eq(memcached_append(m, key, strlen(key), "x", 1, 0, 0), MEMCACHED_SUCCESS);
+    ck_assert_int_eq(rs_mc_get(g_fd[owner(s, key)], key, val, sizeof(val), WAIT_MS), 1);
+    ck_assert_str_eq(val, "40x");
+    ck_assert_int_eq(memcached_exist(m, key, strlen(key)), MEMCACHED_SUCCESS);
+    ck_assert_int_eq(memcached_delete(m, key, strlen(key), 0), MEMCACHED_SUCCESS);
+    ck_assert_int_eq(rs_mc_get(g_fd[owner(s, key)], key, val, sizeof(val), WAIT_MS), 0);
+    ck_assert_int_eq(memcached_add(m, key, strlen(key), "a", 1, 0, 0), MEMCACHED_SUCCESS);
+    ck_assert_int_eq(memcached_add(m, key, strlen(key), "b", 1, 0, 0), MEMCACHED_NOTSTORED);
+
+    /* what the bridge owns */
+    ck_assert_int_eq(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                            MEMCACHED_DISTRIBUTION_CONSISTENT),
+                     MEMCACHED_NOT_SUPPORTED);
+    ck_assert_int_eq(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1),
+                     MEMCACHED_NOT_SUPPORTED);
+    ck_assert_int_eq(memcached_server_add(m, "127.0.0.1", 1), MEMCACHED_NOT_SUPPORTED);
+    ck_assert_int_eq(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NO_BLOCK, 0), MEMCACHED_SUCCESS);
+    ck_assert_uint_eq(memcached_server_count(m), 3);
+    by_key_agrees(m, s, 500);
+
+    memcached_free(m); /* detaches */
+    mcr_router_free(r);
+    mcr_snapshot_unref(s);
+}
+END_TEST
+
+/* The list follows the router at the next call; a clone is attached too;
+ * detach gives the handle its settings back; MCR_MEMCACHED_ACCEPT. */
+START_TEST(follows_router)
+{
+    servers_start();
+    mcr_snapshot *s3 = snap_of(3, MCR_MODE_KETAMA, 1), *s4 = snap_of(4, MCR_MODE_KETAMA, 2);
+    mcr_router *r = NULL;
+    mcr_error err = {0};
+    ck_assert_int_eq(mcr_router_new(s3, &r, &err), MCR_OK);
+    memcached_st *m = memcached_create(NULL);
+    ck_assert_int_eq(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                            MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA),
+                     MEMCACHED_SUCCESS);
+    ck_assert_int_eq(mcr_memcached_attach(m, r, MCR_MEMCACHED_ACCEPT, &err), MCR_OK);
+    set_all(m, "a", NKEYS);
+    placed(s3, "a", NKEYS, "", false);
+
+    ck_assert_int_eq(mcr_router_publish(r, s4, &err), MCR_OK);
+    set_all(m, "b", NKEYS); /* the first call takes the new list */
+    ck_assert_uint_eq(memcached_server_count(m), 4);
+    placed(s4, "b", NKEYS, "", false);
+    by_key_agrees(m, s4, 2000);
+
+    memcached_st *c = memcached_clone(NULL, m);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_eq(mcr_memcached_router(c), r);
+    by_key_agrees(c, s4, 2000);
+    set_all(c, "c", 100);
+    placed(s4, "c", 100, "", false);
+
+    /* accepted, not applied */
+    ck_assert_int_eq(memcached_server_add(m, "127.0.0.1", 1), MEMCACHED_SUCCESS);
+    ck_assert_int_eq(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                            MEMCACHED_DISTRIBUTION_MODULA),
+                     MEMCACHED_SUCCESS);
+    ck_assert_uint_eq(memcached_server_count(m), 4);
+    by_key_agrees(m, s4, 500);
+
+    ck_assert_int_eq(mcr_memcached_detach(m), MCR_OK);
+    ck_assert_ptr_null(mcr_memcached_router(m));
+    ck_assert_int_eq(mcr_memcached_detach(m), MCR_ERR_INVALID);
+    ck_assert_uint_eq(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_DISTRIBUTION),
+                      MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA);
+    ck_assert_uint_eq(memcached_server_count(m), 4); /* keeps the list */
+    ck_assert_int_eq(memcached_server_add(m, "127.0.0.1", 1), MEMCACHED_SUCCESS); /* its own */
+    memcached_free(m);
+    memcached_free(c);
+    mcr_router_free(r);
+    mcr_snapshot_unref(s3);
+    mcr_snapshot_unref(s4);
+}
+END_TEST
+
+/* The namespace prefixes the stored key; the key placed is the one
+ * libmemcached hashes: with HASH_WITH_NAMESPACE the prefixed one. And the
+ * binary protocol. */
+START_TEST(namespace_and_binary)
+{
+    servers_start();
+    mcr_snapshot *s = snap_of(4, MCR_MODE_CONSISTENT, 1);
+    mcr_router *r = NULL;
+    mcr_error err = {0};
+    ck_assert_int_eq(mcr_router_new(s, &r, &err), MCR_OK);
+    for (int binary = 0; binary < 2; binary++) {
+        memcached_st *m = memcached_create(NULL);
+        ck_assert_int_eq(mcr_memcached_attach(m, r, 0, &err), MCR_OK);
+        ck_assert_int_eq(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL,
+                                                (uint64_t)binary),
+                         MEMCACHED_SUCCESS);
+        ck_assert_int_eq(memcached_callback_set(m, MEMCACHED_CALLBACK_NAMESPACE,
+                                                binary ? "nb:" : "na:"),
+                         MEMCACHED_SUCCESS);
+        set_all(m, "ns", 200); /* the key's owner */
+        placed(s, "ns", 200, binary ? "nb:" : "na:", false);
+        ck_assert_int_eq(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_HASH_WITH_PREFIX_KEY, 1),
+                         MEMCACHED_SUCCESS);
+        set_all(m, "nsh", 200); /* the prefixed key's owner */
+        placed(s, "nsh", 200, binary ? "nb:" : "na:", true);
+        memcached_free(m);
+    }
+    mcr_router_free(r);
+    mcr_snapshot_unref(s);
+}
+END_TEST
+
+/* A router fed from a host's state: a new state is taken at the next call. */
+START_TEST(follows_state)
+{
+    servers_start();
+    char *dir = tu_tmpdir("bridge");
+    char path[600];
+    snprintf(path, sizeof(path), "%s/web.state", dir);
+    mcr_state_writer_options o = {.slots = 8, .mode = 0600};
+    mcr_state_writer *w = NULL;
+    mcr_error err = {0};
+    ck_assert_msg(mcr_state_writer_open(path, &o, &w, &err) == MCR_OK, "%s", err.message);
+    mcr_snapshot *s2 = snap_of(2, MCR_MODE_KETAMA, 1), *s4 = snap_of(4, MCR_MODE_KETAMA, 2);
+    mcr_state_content c = {.pool = "web", .snapshot = s2, .phase = MCR_MIGRATION_NONE};
+    ck_assert_int_eq(mcr_state_write(w, &c, NULL, &err), MCR_OK);
+    mcr_router *r = NULL;
+    ck_assert_msg(mcr_router_new_from_state(path, 0, &r, &err) == MCR_OK, "%s", err.message);
+    memcached_st *m = memcached_create(NULL);
+    ck_assert_int_eq(mcr_memcached_attach(m, r, 0, &err), MCR_OK);
+    set_all(m, "s2", 200);
+    placed(s2, "s2", 200, "", false);
+    c.snapshot = s4;
+    ck_assert_int_eq(mcr_state_write(w, &c, NULL, &err), MCR_OK);
+    set_all(m, "s4", 200);
+    placed(s4, "s4", 200, "", false);
+    memcached_free(m);
+    mcr_router_free(r);
+    mcr_state_writer_free(w);
+    mcr_snapshot_unref(s2);
+    mcr_snapshot_unref(s4);
+    unlink(path);
+    char shm[620];
+    snprintf(shm, sizeof(shm), "%s.shm", path);
+    unlink(shm);
+    ck_assert_int_eq(tu_tmpdir_free(dir), 0);
+}
+END_TEST
+
+/* 150 servers (no 100-server limit), every mode: libmemcached names
+ * mcroute's owner of every key. No server runs: nothing connects. */
+START_TEST(many_servers_every_mode)
+{
+    for (int mode = 0; mode < MCR_MODE_COUNT; mode++) {
+        mcr_config *cfg = mcr_config_new();
+        mcr_error err = {0};
+        ck_assert_int_eq(mcr_config_set_mode(cfg, (mcr_mode)mode), MCR_OK);
+        for (int i = 0; i < 150; i++) {
+            char host[32];
+            snprintf(host, sizeof(host), "127.0.%d.%d", 1 + i / 200, 1 + i % 200);
+            ck_assert_int_eq(mcr_config_add_server(cfg, host, 11211 + i % 3, 1, &err), MCR_OK);
+        }
+        mcr_snapshot *s = NULL;
+        ck_assert_msg(mcr_snapshot_new(cfg, 1, &s, &err) == MCR_OK, "%s: %s",
+                      mcr_mode_name((mcr_mode)mode), err.message);
+        mcr_config_free(cfg);
+        mcr_router *r = NULL;
+        ck_assert_int_eq(mcr_router_new(s, &r, &err), MCR_OK);
+        memcached_st *m = memcached_create(NULL);
+        ck_assert_int_eq(mcr_memcached_attach(m, r, 0, &err), MCR_OK);
+        ck_assert_uint_eq(memcached_server_count(m), 150);
+        by_key_agrees(m, s, 3000);
+        memcached_free(m);
+        mcr_router_free(r);
+        mcr_snapshot_unref(s);
+    }
+}
+END_TEST
+
+/* Bad arguments; a router without a snapshot: calls fail, then work. */
+START_TEST(errors)
+{
+    servers_start();
+    mcr_error err = {0};
+    mcr_router *r = NULL;
+    ck_assert_int_eq(mcr_router_new(NULL, &r, &err), MCR_OK);
+    memcached_st *m = memcached_create(NULL);
+    ck_assert_int_eq(mcr_memcached_attach(NULL, r, 0, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_memcached_attach(m, NULL, 0, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_memcached_attach(m, r, 0x80, &err), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_memcached_detach(m), MCR_ERR_INVALID);
+    ck_assert_ptr_null(mcr_memcached_router(m));
+    ck_assert_int_eq(mcr_memcached_attach(m, r, 0, &err), MCR_OK);
+    ck_assert_int_eq(memcached_set(m, "k", 1, "v", 1, 0, 0), MEMCACHED_NO_SERVERS);
+    memcached_return_t rc = MEMCACHED_SUCCESS;
+    ck_assert_ptr_null(memcached_get(m, "k", 1, NULL, NULL, &rc));
+    ck_assert_int_eq(rc, MEMCACHED_NO_SERVERS);
+    mcr_snapshot *s = snap_of(2, MCR_MODE_KETAMA, 1);
+    ck_assert_int_eq(mcr_router_publish(r, s, &err), MCR_OK);
+    ck_assert_int_eq(memcached_set(m, "k", 1, "k", 1, 0, 0), MEMCACHED_SUCCESS);
+    char val[8];
+    ck_assert_int_eq(rs_mc_get(g_fd[owner(s, "k")], "k", val, sizeof(val), WAIT_MS), 1);
+    memcached_free(m);
+    mcr_router_free(r);
+    mcr_snapshot_unref(s);
+}
+END_TEST
+
+static Suite *bridge_suite(void)
+{
+    Suite *s = suite_create("bridge");
+    const tu_case cases[] = {
+        {"calls_reach_owners", calls_reach_owners},
+        {"follows_router", follows_router},
+        {"namespace_and_binary", namespace_and_binary},
+        {"follows_state", follows_state},
+        {"many_servers_every_mode", many_servers_every_mode},
+        {"errors", errors},
+    };
+    tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), mcr_test_sec(120), teardown);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(bridge_suite());
+}
