@@ -43,6 +43,9 @@ endif()
 if(TARGET mcroute_libmemcached)
   install(TARGETS mcroute_libmemcached EXPORT mcroute-libmemcached-targets
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  # The preload module (LD_PRELOAD=libmcroute_preload.so): no export, no
+  # link name; it finds libmcroute.so.MAJOR as any program does.
+  install(TARGETS mcroute_preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 # libketama.so.2, libketama.a, <mcroute-ketama/ketama.h> and mcroute-ketama.pc
 # are installed by compat/libketama/CMakeLists.txt.

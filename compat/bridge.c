@@ -10,6 +10,9 @@
 #include <time.h>
 
 #include "bridge.h"
+#ifdef MCR_PRELOAD
+#include "preload.h"
+#endif
 
 /* The code, and a message in err (may be NULL). */
 static int fail(mcr_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -84,7 +87,15 @@ const mcr__lmc *mcr__lmc_get(const char **why)
  * takes it modulo the server count, which leaves it as it is. */
 static uint32_t bridge_hash(const char *key, size_t len, void *context)
 {
-    const mcr__bridge *b = context;
+    mcr__bridge *b = context;
+    if (b->depth == 0 && !b->bypass_told) {
+        /* libmemcached hashes a key of a call the bridge did not see begin */
+        b->bypass_told = true;
+        fprintf(stderr, "mcroute: a libmemcached call reached the bridge without passing its "
+                        "entry points (the program binds libmemcached directly: RTLD_DEEPBIND, "
+                        "-Bsymbolic, or libmemcached before the bridge in the search order): "
+                        "its server list follows the router only at the calls the bridge sees\n");
+    }
     return b->ring != NULL ? mcr_ring_locate(b->ring, key, len) : 0;
 }
 
@@ -141,6 +152,13 @@ static memcached_return_t set_list(mcr__bridge *b, const mcr_ring *r)
 
 memcached_return_t mcr__bridge_sync(mcr__bridge *b)
 {
+#ifdef MCR_PRELOAD
+    mcr_router *pr = mcr__preload_router(); /* made, or its snapshot file looked at */
+    if (b->router == NULL)
+        b->router = pr;
+#endif
+    if (b->router == NULL)
+        return MEMCACHED_NO_SERVERS; /* the preload said why */
     uint64_t g = mcr_router_generation(b->router);
     if (b->snap != NULL && g == b->generation)
         return MEMCACHED_SUCCESS;
@@ -192,8 +210,9 @@ memcached_return_t mcr__bridge_refuse(mcr__bridge *b, const char *what, const ch
 
 /* ------------------------------------------------------------ attach */
 
-/* Take memc over for router; `saved`: what to give back at detach, or
- * NULL to save the handle's own settings now. */
+/* Take memc over for router (NULL: the preload's, once it exists);
+ * `saved`: what to give back at detach, or NULL to save the handle's own
+ * settings now. */
 static int attach(memcached_st *memc, mcr_router *router, unsigned flags,
                   const mcr__bridge *saved, mcr_error *err)
 {
@@ -266,6 +285,15 @@ int mcr_memcached_attach(memcached_st *memc, mcr_router *router, unsigned flags,
         return fail(err, MCR_ERR_INVALID,
                               "mcr_memcached_attach: the handle is attached already");
     return attach(memc, router, flags, NULL, err);
+}
+
+void mcr__bridge_attach_preload(memcached_st *memc)
+{
+    mcr_error err;
+    if (mcr__lmc_get(NULL) == NULL || mcr__bridge_of(memc) != NULL)
+        return;
+    if (attach(memc, NULL, MCR_MEMCACHED_ACCEPT, NULL, &err) != MCR_OK)
+        fprintf(stderr, "mcroute: a libmemcached handle is not attached: %s\n", err.message);
 }
 
 void mcr__bridge_clone(const mcr__bridge *src, memcached_st *dst)

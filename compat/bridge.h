@@ -130,7 +130,8 @@ const mcr__lmc *mcr__lmc_get(const char **why);
 /* An attached handle. */
 typedef struct mcr__bridge {
     memcached_st *memc;
-    mcr_router *router;       /* the caller's, not owned */
+    mcr_router *router;       /* the caller's, not owned; NULL: the preload's,
+                                 not made yet */
     unsigned flags;
     uint64_t generation;      /* the router's generation the list was made for */
     mcr_snapshot *snap;       /* that snapshot (a reference): where the hash
@@ -141,6 +142,7 @@ typedef struct mcr__bridge {
                                  one may replace the list) */
     bool told;                /* MCR_MEMCACHED_ACCEPT: the line was printed */
     time_t warned_at;         /* when "no snapshot yet" was printed last */
+    bool bypass_told;         /* a call that bypassed the entry points was said */
     /* What attach replaced, given back by detach. */
     hashkit_st saved_hashkit;
     uint64_t saved_distribution, saved_sort_hosts;
@@ -164,6 +166,10 @@ memcached_return_t mcr__bridge_sync(mcr__bridge *b);
  * handle names a server mcroute's list does not have. */
 memcached_return_t mcr__bridge_refuse(mcr__bridge *b, const char *what, const char *host,
                                       unsigned port);
+
+/* Attach `memc` to the preload's router (libmcroute_preload.so), with
+ * MCR_MEMCACHED_ACCEPT; a line on standard error when it cannot be. */
+void mcr__bridge_attach_preload(memcached_st *memc);
 
 /* A new attachment of `dst` like that of `src` (memcached_clone()). */
 void mcr__bridge_clone(const mcr__bridge *src, memcached_st *dst);
