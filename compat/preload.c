@@ -19,7 +19,8 @@ typedef enum source { SRC_UNREAD, SRC_NONE, SRC_BAD, SRC_STATE, SRC_SNAPSHOT, SR
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static source g_src = SRC_UNREAD;        /* under g_mu */
-static const char *g_arg;                /* the variable's value */
+static char *g_arg;                      /* the variable's value (a copy) */
+static char *g_mode, *g_client;          /* MCROUTE_MODE, MCROUTE_CLIENT (copies) */
 static _Atomic(mcr_router *) g_router;   /* once made, for the process's life */
 static _Atomic time_t g_tried;           /* the last attempt or file check */
 static struct stat g_file;               /* MCROUTE_SNAPSHOT as last loaded */
@@ -40,32 +41,37 @@ static source read_env(void)
                 n);
         return SRC_BAD;
     }
-    if (state != NULL && *state != '\0') {
-        g_arg = state;
-        return SRC_STATE;
+    /* A copy: a process may rewrite its environment's memory (PHP-FPM's
+     * master puts the process title there) or clear it in its children. */
+    source src = state != NULL && *state != '\0' ? SRC_STATE
+                 : snap != NULL && *snap != '\0' ? SRC_SNAPSHOT
+                                                  : SRC_SERVERS;
+    const char *mode = getenv("MCROUTE_MODE"), *client = getenv("MCROUTE_CLIENT");
+    g_arg = strdup(src == SRC_STATE ? state : src == SRC_SNAPSHOT ? snap : servers);
+    g_mode = mode != NULL && *mode != '\0' ? strdup(mode) : NULL;
+    g_client = client != NULL && *client != '\0' ? strdup(client) : NULL;
+    if (g_arg == NULL || (mode != NULL && *mode != '\0' && g_mode == NULL) ||
+        (client != NULL && *client != '\0' && g_client == NULL)) {
+        fprintf(stderr, "mcroute: out of memory reading the environment\n");
+        return SRC_BAD;
     }
-    if (snap != NULL && *snap != '\0') {
-        g_arg = snap;
-        return SRC_SNAPSHOT;
-    }
-    g_arg = servers;
-    return SRC_SERVERS;
+    return src;
 }
 
 /* MCROUTE_SERVERS with MCROUTE_MODE or MCROUTE_CLIENT: a snapshot of
  * epoch 1, or NULL with the reason in err. */
 static mcr_snapshot *servers_snapshot(mcr_error *err)
 {
-    const char *mode = getenv("MCROUTE_MODE"), *client = getenv("MCROUTE_CLIENT");
+    const char *mode = g_mode, *client = g_client;
     mcr_config *cfg = mcr_config_new();
     mcr_snapshot *s = NULL;
     mcr_mode m;
     int rc = cfg != NULL ? MCR_OK : MCR_ERR_NOMEM;
-    if (rc == MCR_OK && mode != NULL && *mode != '\0' && client != NULL && *client != '\0') {
+    if (rc == MCR_OK && mode != NULL && client != NULL) {
         snprintf(err->message, sizeof(err->message),
                  "MCROUTE_MODE and MCROUTE_CLIENT both set: give one");
         rc = MCR_ERR_INVALID;
-    } else if (rc == MCR_OK && mode != NULL && *mode != '\0') {
+    } else if (rc == MCR_OK && mode != NULL) {
         if (mcr_mode_from_name(mode, &m) != MCR_OK) {
             snprintf(err->message, sizeof(err->message), "MCROUTE_MODE: unknown mode \"%.60s\"",
                      mode);
@@ -73,7 +79,7 @@ static mcr_snapshot *servers_snapshot(mcr_error *err)
         } else {
             rc = mcr_config_set_mode(cfg, m);
         }
-    } else if (rc == MCR_OK && client != NULL && *client != '\0') {
+    } else if (rc == MCR_OK && client != NULL) {
         rc = mcr_config_set_client(cfg, client, err);
     }
     if (rc == MCR_OK)

@@ -40,6 +40,7 @@ PKGS=(
   ruby ruby-dalli
   golang-go golang-github-bradfitz-gomemcache-dev
   php-cli php-memcached php-memcache
+  php8.2-fpm libfcgi-bin # test_preload: PHP-FPM workers with libmcroute_preload.so, by FastCGI
   nginx-light
   nodejs           # with npm (below): test/ref/package-lock.json's memcached, memjs
 )

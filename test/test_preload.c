@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +23,8 @@
 #define RUN_MS 60000
 #define PHP "/usr/bin/php"
 #define PYTHON "/usr/bin/python3"
+#define PHP_FPM "/usr/sbin/php-fpm8.2"
+#define CGI_FCGI "/usr/bin/cgi-fcgi"
 
 extern char **environ;
 
@@ -39,8 +43,13 @@ static void servers_start(void)
     g_dir = tu_tmpdir("preload");
 }
 
+/* PHP-FPM's process group (its workers outlive a master that is killed). */
+static pid_t g_fpm_group;
+
 static void teardown(void)
 {
+    if (g_fpm_group > 0)
+        kill(-g_fpm_group, SIGKILL);
     rs_stop_all();
 }
 
@@ -78,13 +87,19 @@ typedef struct child {
 } child;
 
 /* Start argv with the environment of this process without MCROUTE_* and
- * LD_PRELOAD, plus LD_PRELOAD (unless `no_preload`) and `vars` (NULL-
- * terminated "NAME=VALUE"). */
+ * LD_PRELOAD, plus LD_PRELOAD (unless `vars` sets it) and `vars` (NULL-
+ * terminated "NAME=VALUE"). It gets SIGKILL if this process dies. */
 static void child_start(child *c, const char *const *vars, const char *const *argv)
 {
     const char *tool = argv[0];
     ck_assert_msg(access(tool, X_OK) == 0, "%s is missing (Debian: %s)", tool,
-                  strcmp(tool, PHP) == 0 ? "php-cli php-memcached" : "python3 python3-pylibmc");
+                  strcmp(tool, PHP) == 0        ? "php-cli php-memcached"
+                  : strcmp(tool, PHP_FPM) == 0  ? "php8.2-fpm php-memcached"
+                  : strcmp(tool, CGI_FCGI) == 0 ? "libfcgi-bin"
+                                                : "python3 python3-pylibmc");
+    bool own_preload = false;
+    for (size_t i = 0; vars != NULL && vars[i] != NULL; i++)
+        own_preload |= strncmp(vars[i], "LD_PRELOAD=", 11) == 0;
     static char preload[1100];
     snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", preload_path());
     size_t n = 0;
@@ -95,18 +110,23 @@ static void child_start(child *c, const char *const *vars, const char *const *ar
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], "MCROUTE_", 8) != 0 && strncmp(environ[i], "LD_PRELOAD=", 11) != 0)
             env[k++] = environ[i];
-    env[k++] = preload;
+    if (!own_preload)
+        env[k++] = preload;
     for (size_t i = 0; vars != NULL && vars[i] != NULL; i++)
         env[k++] = vars[i];
     env[k] = NULL;
     memset(c, 0, sizeof(*c));
-    snprintf(c->err_path, sizeof(c->err_path), "%s/child.err", g_dir);
+    static unsigned nchild;
+    snprintf(c->err_path, sizeof(c->err_path), "%s/child%u.err", g_dir, nchild++);
     int pin[2], pout[2];
     ck_assert_int_eq(pipe(pin), 0);
     ck_assert_int_eq(pipe(pout), 0);
     c->pid = fork();
     ck_assert_int_ge(c->pid, 0);
     if (c->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (strcmp(tool, PHP_FPM) == 0)
+            setpgid(0, 0); /* a group of its own, with its workers */
         int e = open(c->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(pin[0], 0);
         dup2(pout[1], 1);
@@ -403,6 +423,108 @@ START_TEST(missing_state_retried)
 }
 END_TEST
 
+/* ------------------------------------------------------------ PHP-FPM */
+
+/* One FastCGI request of preload_fpm.php with `query`: the page's body. */
+static void fcgi(int port, const char *query, char *body, size_t cap)
+{
+    char conn[64], script[800], qs[300];
+    snprintf(conn, sizeof(conn), "127.0.0.1:%d", port);
+    snprintf(script, sizeof(script), "SCRIPT_FILENAME=%s", src_file("preload_fpm.php"));
+    snprintf(qs, sizeof(qs), "QUERY_STRING=%s", query);
+    child c;
+    char *e = run(&c, ARGV("LD_PRELOAD=", "REQUEST_METHOD=GET", "SCRIPT_NAME=/preload_fpm.php",
+                           "GATEWAY_INTERFACE=CGI/1.1", "SERVER_PROTOCOL=HTTP/1.1", script, qs),
+                  ARGV(CGI_FCGI, "-bind", "-connect", conn));
+    free(e);
+    const char *b = strstr(c.buf, "\r\n\r\n");
+    b = b != NULL ? b + 4 : c.buf;
+    size_t n = strlen(b) < cap - 1 ? strlen(b) : cap - 1;
+    memcpy(body, b, n);
+    body[n] = '\0';
+}
+
+/* PHP-FPM's master loads php-memcached with the preload and forks its
+ * workers; each worker's persistent handle routes to mcroute's owners,
+ * follows a new state at its next request, and the worker follows the
+ * state as a process of its own (its slot, its generation). */
+START_TEST(php_fpm_workers)
+{
+    servers_start();
+    char path[700], var[720], conf[700], log[700];
+    snprintf(path, sizeof(path), "%s/web.state", g_dir);
+    mcr_state_writer_options o = {.slots = 64, .mode = 0600};
+    mcr_state_writer *w = NULL;
+    mcr_error err = {0};
+    ck_assert_msg(mcr_state_writer_open(path, &o, &w, &err) == MCR_OK, "%s", err.message);
+    mcr_snapshot *a = snap_of(2, 1), *b = snap_of(4, 2);
+    mcr_state_content st = {.pool = "web", .snapshot = a, .phase = MCR_MIGRATION_NONE};
+    ck_assert_int_eq(mcr_state_write(w, &st, NULL, &err), MCR_OK);
+
+    int port, hold;
+    ck_assert_int_eq(rs_reserve_ports("127.0.0.1", 1, &port, &hold), 0);
+    snprintf(conf, sizeof(conf), "%s/fpm.conf", g_dir);
+    snprintf(log, sizeof(log), "%s/fpm.log", g_dir);
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "[global]\nerror_log = %s\ndaemonize = no\npid = %s/fpm.pid\n"
+            "[www]\n%slisten = 127.0.0.1:%d\npm = static\npm.max_children = 4\n"
+            "clear_env = yes\ncatch_workers_output = yes\n",
+            log, g_dir, geteuid() == 0 ? "user = root\ngroup = root\n" : "", port);
+    fclose(f);
+    snprintf(var, sizeof(var), "MCROUTE_STATE=%s", path);
+    rs_release_ports(1, &hold);
+    child fpm;
+    child_start(&fpm, ARGV(var), ARGV(PHP_FPM, "-F", "-R", "-y", conf));
+    setpgid(fpm.pid, fpm.pid); /* as the child does: whichever runs first */
+    g_fpm_group = fpm.pid;
+    ck_assert_msg(rs_wait_port("127.0.0.1", port, fpm.pid, WAIT_MS) == 0,
+                  "php-fpm did not listen; its log: %s", tu_read_file(log, NULL));
+
+    char body[512], tag[32], q[96];
+    for (int i = 0; i < 8; i++) {
+        snprintf(tag, sizeof(tag), "f1_%d", i);
+        snprintf(q, sizeof(q), "tag=%s&n=30", tag);
+        fcgi(port, q, body, sizeof(body));
+        ck_assert_msg(strstr(body, "servers 2 set") != NULL, "%s: %s", q, body);
+        placed(a, tag, 30);
+    }
+    uint64_t g2 = 0;
+    st.snapshot = b;
+    ck_assert_int_eq(mcr_state_write(w, &st, &g2, &err), MCR_OK);
+    int pids[8];
+    for (int i = 0; i < 8; i++) {
+        snprintf(tag, sizeof(tag), "f2_%d", i);
+        snprintf(q, sizeof(q), "tag=%s&n=30&servers=4", tag);
+        fcgi(port, q, body, sizeof(body));
+        ck_assert_msg(sscanf(body, "pid %d servers 4 set", &pids[i]) == 1, "%s: %s", q, body);
+        placed(b, tag, 30);
+    }
+    /* every worker that answered follows the state in a slot of its own */
+    mcr_state_process *p = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(mcr_state_processes(w, &p, &n, &err), MCR_OK);
+    for (int i = 0; i < 8; i++) {
+        bool found = false;
+        for (size_t j = 0; j < n; j++)
+            found |= (int)p[j].pid == pids[i] && p[j].generation == g2;
+        ck_assert_msg(found, "worker %d has no slot at generation %llu", pids[i],
+                      (unsigned long long)g2);
+    }
+    mcr_state_processes_free(p);
+    kill(fpm.pid, SIGTERM); /* the master stops its workers */
+    child_finish(&fpm);
+    g_fpm_group = 0;
+    char *fl = tu_read_file(log, NULL);
+    ck_assert_msg(fl == NULL || strstr(fl, "mcroute") == NULL, "php-fpm's log: %s", fl);
+    free(fl);
+    mcr_state_writer_free(w);
+    mcr_snapshot_unref(a);
+    mcr_snapshot_unref(b);
+}
+END_TEST
+
 static Suite *preload_suite(void)
 {
     Suite *s = suite_create("preload");
@@ -413,6 +535,7 @@ static Suite *preload_suite(void)
         {"php_150_servers", php_150_servers},
         {"php_state_follows", php_state_follows},
         {"missing_state_retried", missing_state_retried},
+        {"php_fpm_workers", php_fpm_workers},
     };
     tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), mcr_test_sec(180), teardown);
     return s;
