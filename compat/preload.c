@@ -18,7 +18,7 @@
 typedef enum source { SRC_UNREAD, SRC_NONE, SRC_BAD, SRC_STATE, SRC_SNAPSHOT, SRC_SERVERS } source;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static source g_src = SRC_UNREAD;        /* under g_mu */
+static _Atomic source g_src = SRC_UNREAD; /* written under g_mu, once */
 static char *g_arg;                      /* the variable's value (a copy) */
 static char *g_mode, *g_client;          /* MCROUTE_MODE, MCROUTE_CLIENT (copies) */
 static _Atomic(mcr_router *) g_router;   /* once made, for the process's life */
@@ -190,16 +190,21 @@ void mcr__preload_created(memcached_st *memc)
  * servers given (a MCROUTE_* variable), the libraries a program opens are
  * opened without it, in the global scope's order, where the bridge comes
  * first. Without the variables nothing changes. */
+static void *(*g_real_dlopen)(const char *, int);
+static pthread_once_t g_dlopen_once = PTHREAD_ONCE_INIT;
+
+static void find_dlopen(void)
+{
+    union {
+        void *p;
+        void *(*fn)(const char *, int);
+    } u = {dlsym(RTLD_NEXT, "dlopen")};
+    g_real_dlopen = u.fn;
+}
+
 MCR_EXTERN void *dlopen(const char *file, int mode)
 {
-    static void *(*real)(const char *, int);
-    if (real == NULL) {
-        union {
-            void *p;
-            void *(*fn)(const char *, int);
-        } u = {dlsym(RTLD_NEXT, "dlopen")};
-        real = u.fn;
-    }
+    pthread_once(&g_dlopen_once, find_dlopen);
     if ((mode & RTLD_DEEPBIND) != 0) {
         pthread_mutex_lock(&g_mu);
         if (g_src == SRC_UNREAD)
@@ -209,5 +214,5 @@ MCR_EXTERN void *dlopen(const char *file, int mode)
         if (on)
             mode &= ~RTLD_DEEPBIND;
     }
-    return real(file, mode);
+    return g_real_dlopen(file, mode);
 }
