@@ -404,6 +404,20 @@ START_TEST(errors)
 }
 END_TEST
 
+/* A program whose search order has libmemcached first is refused, with
+ * the reason (bridge_order.c, linked so). */
+START_TEST(wrong_order_refused)
+{
+    const char *prog = getenv("MCR_BRIDGE_ORDER");
+    ck_assert_msg(prog != NULL, "MCR_BRIDGE_ORDER is not set: run the suite with ctest");
+    char *const argv[] = {(char *)prog, NULL};
+    char *out = NULL;
+    int st = rs_run_log(argv, WAIT_MS, NULL, &out);
+    ck_assert_msg(st == 0, "bridge_order: status %d: %s", st, out != NULL ? out : "");
+    free(out);
+}
+END_TEST
+
 static Suite *bridge_suite(void)
 {
     Suite *s = suite_create("bridge");
@@ -414,6 +428,7 @@ static Suite *bridge_suite(void)
         {"follows_state", follows_state},
         {"many_servers_every_mode", many_servers_every_mode},
         {"errors", errors},
+        {"wrong_order_refused", wrong_order_refused},
     };
     tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), mcr_test_sec(120), teardown);
     return s;
