@@ -145,9 +145,10 @@ static void reload(mcr_router *r)
 mcr_router *mcr__preload_router(void)
 {
     mcr_router *r = atomic_load_explicit(&g_router, memory_order_acquire);
+    if (r != NULL && g_src != SRC_SNAPSHOT)
+        return r; /* the common case: no clock read */
     time_t now = time(NULL);
-    if (r != NULL && (g_src != SRC_SNAPSHOT ||
-                      atomic_load_explicit(&g_tried, memory_order_relaxed) == now))
+    if (r != NULL && atomic_load_explicit(&g_tried, memory_order_relaxed) == now)
         return r;
     if (r == NULL && atomic_load_explicit(&g_tried, memory_order_relaxed) == now)
         return NULL; /* tried this second */

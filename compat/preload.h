@@ -17,7 +17,7 @@ void mcr__preload_created(memcached_st *memc);
  * again at most once a second (a line on standard error each time): NULL
  * until then. With MCROUTE_SNAPSHOT it also publishes the file again when
  * it changed (looked at once a second). Thread-safe; once the router
- * exists, two atomic loads and time() unless a second has passed. */
+ * exists, two atomic loads (and time() with MCROUTE_SNAPSHOT). */
 mcr_router *mcr__preload_router(void);
 
 #endif /* MCR_PRELOAD_H */
