@@ -88,6 +88,8 @@ const mcr__lmc *mcr__lmc_get(const char **why)
 static uint32_t bridge_hash(const char *key, size_t len, void *context)
 {
     mcr__bridge *b = context;
+    if (b->route >= 0)
+        return (uint32_t)b->route; /* a call sent to one owner */
     if (b->depth == 0 && !b->bypass_told) {
         /* libmemcached hashes a key of a call the bridge did not see begin */
         b->bypass_told = true;
@@ -125,29 +127,58 @@ static bool same_servers(const mcr_ring *a, const mcr_ring *b)
     return true;
 }
 
-/* The handle's list made that of ring r. On failure the list is empty and
- * the bridge holds no snapshot, so that the next call starts again. */
-static memcached_return_t set_list(mcr__bridge *b, const mcr_ring *r)
+/* Server i of ring r's index in ring c, or -1. */
+static int64_t index_in(const mcr_ring *c, const mcr_ring *r, size_t i)
+{
+    size_t n = mcr_ring_server_count(c);
+    for (size_t j = 0; j < n; j++)
+        if (mcr_ring_server_port(c, j) == mcr_ring_server_port(r, i) &&
+            strcmp(mcr_ring_server_host(c, j), mcr_ring_server_host(r, i)) == 0)
+            return (int64_t)j;
+    return -1;
+}
+
+/* The handle's list made the servers of ring r, then those of ring o (may
+ * be NULL) that r has not, with pos (o's ring index -> list position). On
+ * failure the list is empty and the bridge holds no snapshot, so that the
+ * next call starts again. */
+static memcached_return_t set_list(mcr__bridge *b, const mcr_ring *r, const mcr_ring *o,
+                                   const uint32_t *pos)
 {
     const mcr__lmc *l = &g_lmc;
     l->memcached_servers_reset(b->memc);
-    size_t n = mcr_ring_server_count(r);
-    for (size_t i = 0; i < n; i++) {
+    size_t n = mcr_ring_server_count(r), no = o != NULL ? mcr_ring_server_count(o) : 0;
+    for (size_t i = 0; i < n + no; i++) {
+        const mcr_ring *x = i < n ? r : o;
+        size_t k = i < n ? i : i - n;
+        if (i >= n && pos[k] < n)
+            continue; /* the current snapshot has it */
         memcached_return_t rc = l->memcached_server_add_with_weight(
-            b->memc, mcr_ring_server_host(r, i), (in_port_t)mcr_ring_server_port(r, i),
-            mcr_ring_server_weight(r, i));
+            b->memc, mcr_ring_server_host(x, k), (in_port_t)mcr_ring_server_port(x, k),
+            mcr_ring_server_weight(x, k));
         if (rc != MEMCACHED_SUCCESS) {
             fprintf(stderr, "mcroute: libmemcached refused server %s (%s): the handle has no "
                             "servers until its next call\n",
-                    mcr_ring_server_name(r, i), memcached_strerror(b->memc, rc));
+                    mcr_ring_server_name(x, k), memcached_strerror(b->memc, rc));
             l->memcached_servers_reset(b->memc);
             mcr_snapshot_unref(b->snap);
             b->snap = NULL;
             b->ring = NULL;
+            b->generation = 0;
             return rc;
         }
     }
     return MEMCACHED_SUCCESS;
+}
+
+/* The other ring of a migration in phase p (NULL: none in force). */
+static const mcr_ring *other_of(const mcr_router_migration *m, mcr_migration_phase p)
+{
+    if (p == MCR_MIGRATION_COPYING)
+        return mcr_snapshot_ring(m->to);
+    if (p == MCR_MIGRATION_SWITCHED || p == MCR_MIGRATION_GRACE || p == MCR_MIGRATION_CLOSING)
+        return mcr_snapshot_ring(m->from);
+    return NULL;
 }
 
 memcached_return_t mcr__bridge_sync(mcr__bridge *b)
@@ -172,16 +203,47 @@ memcached_return_t mcr__bridge_sync(mcr__bridge *b)
         return MEMCACHED_NO_SERVERS;
     }
     const mcr_ring *r = mcr_snapshot_ring(s);
-    if (b->snap == NULL || !same_servers(b->ring, r)) {
-        memcached_return_t rc = set_list(b, r);
+    /* The migration, if one is in force for this snapshot. */
+    mcr_router_migration m;
+    memset(&m, 0, sizeof(m));
+    mcr_migration_phase p = MCR_MIGRATION_NONE;
+    if (mcr_router_get_migration(b->router, &m) == MCR_OK)
+        p = mcr_migration_phase_at(&m, mcr_snapshot_epoch(s));
+    const mcr_ring *o = other_of(&m, p);
+    uint32_t *pos = NULL;
+    if (o != NULL) {
+        size_t n = mcr_ring_server_count(r), no = mcr_ring_server_count(o), extra = 0;
+        pos = malloc((no > 0 ? no : 1) * sizeof(*pos));
+        if (pos == NULL) {
+            mcr_router_migration_clear(&m);
+            mcr_snapshot_unref(s);
+            return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+        }
+        for (size_t i = 0; i < no; i++) {
+            int64_t j = index_in(r, o, i);
+            pos[i] = j >= 0 ? (uint32_t)j : (uint32_t)(n + extra++);
+        }
+    }
+    bool same_other = (o == NULL && b->other == NULL) ||
+                      (o != NULL && b->other != NULL && same_servers(b->other, o));
+    if (b->snap == NULL || !same_servers(b->ring, r) || !same_other) {
+        memcached_return_t rc = set_list(b, r, o, pos);
         if (rc != MEMCACHED_SUCCESS) {
+            free(pos);
+            mcr_router_migration_clear(&m);
             mcr_snapshot_unref(s);
             return rc;
         }
     }
     mcr_snapshot_unref(b->snap);
+    mcr_router_migration_clear(&b->mig);
+    free(b->other_pos);
     b->snap = s;
     b->ring = r;
+    b->mig = m; /* its references keep `o` */
+    b->phase = o != NULL ? p : MCR_MIGRATION_NONE;
+    b->other = o;
+    b->other_pos = pos;
     b->generation = g;
     return MEMCACHED_SUCCESS;
 }
@@ -223,6 +285,7 @@ static int attach(memcached_st *memc, mcr_router *router, unsigned flags,
     b->memc = memc;
     b->router = router;
     b->flags = flags;
+    b->route = -1;
     if (saved != NULL) {
         hashkit_clone(&b->saved_hashkit, &saved->saved_hashkit);
         b->saved_distribution = saved->saved_distribution;
@@ -313,6 +376,9 @@ void mcr__bridge_clone(const mcr__bridge *src, memcached_st *dst)
 
 void mcr__bridge_drop(mcr__bridge *b)
 {
+    mcr__bridge_mget_end(b);
+    mcr_router_migration_clear(&b->mig);
+    free(b->other_pos);
     mcr_snapshot_unref(b->snap);
     hashkit_free(&b->saved_hashkit);
     free(b);

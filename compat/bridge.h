@@ -114,7 +114,11 @@
       (memcached_st *, const char *, uint32_t))                                                 \
     X(memcached_server_push, memcached_return_t, (memcached_st *, const memcached_server_list_st)) \
     X(memcached_servers_reset, void, (memcached_st *))                                          \
-    X(memcached_server_count, uint32_t, (const memcached_st *))
+    X(memcached_server_count, uint32_t, (const memcached_st *))                                 \
+    X(memcached_fetch_result, memcached_result_st *,                                           \
+      (memcached_st *, memcached_result_st *, memcached_return_t *))                            \
+    X(memcached_callback_get, void *,                                                           \
+      (memcached_st *, const memcached_callback_t, memcached_return_t *))
 
 /* The table: lmc.memcached_get and so on. */
 typedef struct mcr__lmc {
@@ -136,7 +140,20 @@ typedef struct mcr__bridge {
     uint64_t generation;      /* the router's generation the list was made for */
     mcr_snapshot *snap;       /* that snapshot (a reference): where the hash
                                  looks keys up; NULL before the first */
-    const mcr_ring *ring;     /* its ring */
+    const mcr_ring *ring;     /* its ring: its servers are the list's first
+                                 ones, in ring order */
+    /* The router's migration at the last sync (a resize in progress): its
+     * phase for the current snapshot, and the other snapshot's ring (`to`
+     * while copying, `from` once switched), whose servers that the current
+     * one has not follow in the list; other_pos: its ring index -> list
+     * position. phase MCR_MIGRATION_NONE and other NULL without one. */
+    mcr_router_migration mig;
+    mcr_migration_phase phase;
+    const mcr_ring *other;
+    uint32_t *other_pos;
+    int64_t route;            /* >= 0: the hash answers this list position
+                                 (a call sent to one owner); -1 */
+    struct mcr__mget *mget;   /* a multi-get's fallback reads (switched) */
     unsigned depth;           /* calls of the handle in progress (libmemcached
                                  calls its own entry points: only the outer
                                  one may replace the list) */
@@ -173,6 +190,46 @@ void mcr__bridge_attach_preload(memcached_st *memc);
 
 /* A new attachment of `dst` like that of `src` (memcached_clone()). */
 void mcr__bridge_clone(const mcr__bridge *src, memcached_st *dst);
+
+/* ---- resizes (bridge_migrate.c) ---- */
+
+/* The list position of the owner of `key` (`len` bytes, as the caller
+ * gave it: the namespace is added when the handle hashes with it) in the
+ * migration's other snapshot when it differs from the current owner's;
+ * -1 when the key does not move or there is no migration. */
+int64_t mcr__bridge_moved(const mcr__bridge *b, const char *key, size_t len);
+
+/* The storage and other write calls of a key through a migration (the
+ * pool's rules, mcroute_pool.h, Migrations). `op` names the call; the
+ * arguments are those of the _by_key form (group_key NULL: the key). */
+typedef enum mcr__wop {
+    MCR__W_SET, MCR__W_ADD, MCR__W_REPLACE, MCR__W_APPEND, MCR__W_PREPEND, MCR__W_CAS,
+    MCR__W_DELETE, MCR__W_TOUCH, MCR__W_INCR, MCR__W_DECR, MCR__W_INCR_INIT, MCR__W_DECR_INIT
+} mcr__wop;
+typedef struct mcr__wargs {
+    const char *group, *key, *value;
+    size_t group_len, key_len, value_len;
+    time_t expiration;
+    uint32_t flags;
+    uint64_t cas, offset, initial;
+    uint64_t *number; /* incr, decr: the new value */
+} mcr__wargs;
+memcached_return_t mcr__bridge_write(mcr__bridge *b, mcr__wop op, const mcr__wargs *a);
+
+/* A get through a migration: the current owner, and once switched a miss
+ * of a moved key read at its previous owner. */
+char *mcr__bridge_get(mcr__bridge *b, const char *group, size_t group_len, const char *key,
+                      size_t key_len, size_t *value_length, uint32_t *flags,
+                      memcached_return_t *error);
+
+/* A multi-get's keys, kept once switched to read those that miss at their
+ * previous owners (mcr__bridge_fetch_result()); dropped at the next one. */
+void mcr__bridge_mget_begin(mcr__bridge *b, const char *group, size_t group_len,
+                            const char *const *keys, const size_t *lens, size_t n);
+void mcr__bridge_mget_end(mcr__bridge *b);
+/* memcached_fetch_result() through the fallback reads. */
+memcached_result_st *mcr__bridge_fetch_result(mcr__bridge *b, memcached_result_st *result,
+                                              memcached_return_t *error);
 
 /* Detach without giving anything back (the handle is being freed). */
 void mcr__bridge_drop(mcr__bridge *b);

@@ -28,8 +28,10 @@ static mcr__bridge *enter(const memcached_st *memc, bool request, memcached_retu
 {
     *rc = MEMCACHED_SUCCESS;
     mcr__bridge *b = memc != NULL ? mcr__bridge_of(memc) : NULL;
-    if (b != NULL && b->depth++ == 0 && request)
+    if (b != NULL && b->depth++ == 0 && request) {
+        mcr__bridge_mget_end(b); /* a new request: a multi-get's fallback is over */
         *rc = mcr__bridge_sync(b);
+    }
     return b;
 }
 
@@ -68,22 +70,91 @@ static void leave(mcr__bridge *b)
 
 /* ------------------------------------------------------------ reads */
 
-WRAP_VALUE(char *, memcached_get,
-           (memcached_st * ptr, const char *key, size_t key_length, size_t *value_length,
-            uint32_t *flags, memcached_return_t *error),
-           (ptr, key, key_length, value_length, flags, error))
-WRAP_VALUE(char *, memcached_get_by_key,
-           (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
-            size_t key_length, size_t *value_length, uint32_t *flags, memcached_return_t *error),
-           (ptr, group_key, group_key_length, key, key_length, value_length, flags, error))
-WRAP_RC(memcached_mget,
-        (memcached_st * ptr, const char *const *keys, const size_t *key_length,
-         size_t number_of_keys),
-        (ptr, keys, key_length, number_of_keys))
-WRAP_RC(memcached_mget_by_key,
-        (memcached_st * ptr, const char *group_key, size_t group_key_length,
-         const char *const *keys, const size_t *key_length, const size_t number_of_keys),
-        (ptr, group_key, group_key_length, keys, key_length, number_of_keys))
+/* A get (by_key: memcached_get_by_key(), whose group may be NULL too, as
+ * libmemcached's memcached_get() calls it): through the migration when
+ * one is in force. */
+static char *get(memcached_st *ptr, bool by_key, const char *group, size_t group_len,
+                 const char *key, size_t key_len, size_t *value_length, uint32_t *flags,
+                 memcached_return_t *error)
+{
+    memcached_return_t rc;
+    mcr__bridge *b = enter(ptr, true, &rc);
+    char *v = NULL;
+    if (rc != MEMCACHED_SUCCESS) {
+        if (error != NULL)
+            *error = rc;
+    } else if (b != NULL && b->other != NULL && b->depth == 1) {
+        v = mcr__bridge_get(b, group, group_len, key, key_len, value_length, flags, error);
+    } else if (by_key) {
+        v = lmc()->memcached_get_by_key(ptr, group, group_len, key, key_len, value_length, flags,
+                                        error);
+    } else {
+        v = lmc()->memcached_get(ptr, key, key_len, value_length, flags, error);
+    }
+    leave(b);
+    return v;
+}
+
+MCR_EXTERN char *memcached_get(memcached_st *ptr, const char *key, size_t key_length,
+                               size_t *value_length, uint32_t *flags, memcached_return_t *error)
+{
+    return get(ptr, false, NULL, 0, key, key_length, value_length, flags, error);
+}
+
+MCR_EXTERN char *memcached_get_by_key(memcached_st *ptr, const char *group_key,
+                                      size_t group_key_length, const char *key,
+                                      size_t key_length, size_t *value_length, uint32_t *flags,
+                                      memcached_return_t *error)
+{
+    return get(ptr, true, group_key, group_key_length, key, key_length, value_length, flags,
+               error);
+}
+
+/* A multi-get: its keys kept for the fallback reads when switched. */
+static memcached_return_t mget(memcached_st *ptr, bool by_key, const char *group,
+                               size_t group_len, const char *const *keys, const size_t *lens,
+                               size_t n)
+{
+    memcached_return_t rc;
+    mcr__bridge *b = enter(ptr, true, &rc);
+    if (rc == MEMCACHED_SUCCESS)
+        rc = by_key ? lmc()->memcached_mget_by_key(ptr, group, group_len, keys, lens, n)
+                    : lmc()->memcached_mget(ptr, keys, lens, n);
+    if (b != NULL && b->other != NULL && b->depth == 1 &&
+        (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_SOME_ERRORS))
+        mcr__bridge_mget_begin(b, group, group_len, keys, lens, n);
+    leave(b);
+    return rc;
+}
+
+MCR_EXTERN memcached_return_t memcached_mget(memcached_st *ptr, const char *const *keys,
+                                             const size_t *key_length, size_t number_of_keys)
+{
+    return mget(ptr, false, NULL, 0, keys, key_length, number_of_keys);
+}
+
+MCR_EXTERN memcached_return_t memcached_mget_by_key(memcached_st *ptr, const char *group_key,
+                                                    size_t group_key_length,
+                                                    const char *const *keys,
+                                                    const size_t *key_length,
+                                                    const size_t number_of_keys)
+{
+    return mget(ptr, true, group_key, group_key_length, keys, key_length, number_of_keys);
+}
+
+/* The results of a multi-get, with those of its fallback reads. */
+MCR_EXTERN memcached_result_st *memcached_fetch_result(memcached_st *ptr,
+                                                       memcached_result_st *result,
+                                                       memcached_return_t *error)
+{
+    memcached_return_t rc;
+    mcr__bridge *b = enter(ptr, false, &rc);
+    memcached_result_st *r = b != NULL && b->mget != NULL && b->depth == 1
+                                 ? mcr__bridge_fetch_result(b, result, error)
+                                 : lmc()->memcached_fetch_result(ptr, result, error);
+    leave(b);
+    return r;
+}
 WRAP_RC(memcached_mget_execute,
         (memcached_st * ptr, const char *const *keys, const size_t *key_length,
          const size_t number_of_keys, memcached_execute_fn *callback, void *context,
@@ -104,89 +175,137 @@ WRAP_RC(memcached_exist_by_key,
 
 /* ------------------------------------------------------------ writes */
 
-#define WRAP_STORE(name)                                                                         \
-    WRAP_RC(name,                                                                                \
-            (memcached_st * ptr, const char *key, size_t key_length, const char *value,          \
-             size_t value_length, time_t expiration, uint32_t flags),                            \
-            (ptr, key, key_length, value, value_length, expiration, flags))
-#define WRAP_STORE_BY_KEY(name)                                                                  \
-    WRAP_RC(name,                                                                                \
-            (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key, \
-             size_t key_length, const char *value, size_t value_length, time_t expiration,       \
-             uint32_t flags),                                                                    \
-            (ptr, group_key, group_key_length, key, key_length, value, value_length, expiration, \
-             flags))
-WRAP_STORE(memcached_set)
-WRAP_STORE(memcached_add)
-WRAP_STORE(memcached_replace)
-WRAP_STORE(memcached_append)
-WRAP_STORE(memcached_prepend)
-WRAP_STORE_BY_KEY(memcached_set_by_key)
-WRAP_STORE_BY_KEY(memcached_add_by_key)
-WRAP_STORE_BY_KEY(memcached_replace_by_key)
-WRAP_STORE_BY_KEY(memcached_append_by_key)
-WRAP_STORE_BY_KEY(memcached_prepend_by_key)
-WRAP_RC(memcached_cas,
-        (memcached_st * ptr, const char *key, size_t key_length, const char *value,
-         size_t value_length, time_t expiration, uint32_t flags, uint64_t cas),
-        (ptr, key, key_length, value, value_length, expiration, flags, cas))
-WRAP_RC(memcached_cas_by_key,
-        (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
-         size_t key_length, const char *value, size_t value_length, time_t expiration,
-         uint32_t flags, uint64_t cas),
-        (ptr, group_key, group_key_length, key, key_length, value, value_length, expiration,
-         flags, cas))
-WRAP_RC(memcached_delete,
-        (memcached_st * ptr, const char *key, size_t key_length, time_t expiration),
-        (ptr, key, key_length, expiration))
-WRAP_RC(memcached_delete_by_key,
-        (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
-         size_t key_length, time_t expiration),
-        (ptr, group_key, group_key_length, key, key_length, expiration))
-WRAP_RC(memcached_touch,
-        (memcached_st * ptr, const char *key, size_t key_length, time_t expiration),
-        (ptr, key, key_length, expiration))
-WRAP_RC(memcached_touch_by_key,
-        (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
-         size_t key_length, time_t expiration),
-        (ptr, group_key, group_key_length, key, key_length, expiration))
+/* A write call: the outer call makes the list current; with a migration
+ * in force it goes through it (bridge_migrate.c), else straight on. */
+#define WRAP_WRITE(name, op, decl, args, ...)                                                    \
+    MCR_EXTERN memcached_return_t name decl                                                      \
+    {                                                                                            \
+        memcached_return_t rc;                                                                   \
+        mcr__bridge *b = enter(ptr, true, &rc);                                                  \
+        if (rc == MEMCACHED_SUCCESS && b != NULL && b->other != NULL && b->depth == 1) {         \
+            const mcr__wargs a = {__VA_ARGS__};                                                  \
+            rc = mcr__bridge_write(b, op, &a);                                                   \
+        } else if (rc == MEMCACHED_SUCCESS) {                                                    \
+            rc = lmc()->name args;                                                               \
+        }                                                                                        \
+        leave(b);                                                                                \
+        return rc;                                                                               \
+    }
+#define WRAP_STORE(name, op)                                                                     \
+    WRAP_WRITE(name, op,                                                                         \
+               (memcached_st * ptr, const char *key, size_t key_length, const char *value,       \
+                size_t value_length, time_t expiration, uint32_t flags),                         \
+               (ptr, key, key_length, value, value_length, expiration, flags), .key = key,       \
+               .key_len = key_length, .value = value, .value_len = value_length,                 \
+               .expiration = expiration, .flags = flags)
+#define WRAP_STORE_BY_KEY(name, op)                                                              \
+    WRAP_WRITE(name, op,                                                                         \
+               (memcached_st * ptr, const char *group_key, size_t group_key_length,              \
+                const char *key, size_t key_length, const char *value, size_t value_length,      \
+                time_t expiration, uint32_t flags),                                              \
+               (ptr, group_key, group_key_length, key, key_length, value, value_length,          \
+                expiration, flags),                                                              \
+               .group = group_key, .group_len = group_key_length, .key = key,                    \
+               .key_len = key_length, .value = value, .value_len = value_length,                 \
+               .expiration = expiration, .flags = flags)
+WRAP_STORE(memcached_set, MCR__W_SET)
+WRAP_STORE(memcached_add, MCR__W_ADD)
+WRAP_STORE(memcached_replace, MCR__W_REPLACE)
+WRAP_STORE(memcached_append, MCR__W_APPEND)
+WRAP_STORE(memcached_prepend, MCR__W_PREPEND)
+WRAP_STORE_BY_KEY(memcached_set_by_key, MCR__W_SET)
+WRAP_STORE_BY_KEY(memcached_add_by_key, MCR__W_ADD)
+WRAP_STORE_BY_KEY(memcached_replace_by_key, MCR__W_REPLACE)
+WRAP_STORE_BY_KEY(memcached_append_by_key, MCR__W_APPEND)
+WRAP_STORE_BY_KEY(memcached_prepend_by_key, MCR__W_PREPEND)
+WRAP_WRITE(memcached_cas, MCR__W_CAS,
+           (memcached_st * ptr, const char *key, size_t key_length, const char *value,
+            size_t value_length, time_t expiration, uint32_t flags, uint64_t cas),
+           (ptr, key, key_length, value, value_length, expiration, flags, cas), .key = key,
+           .key_len = key_length, .value = value, .value_len = value_length,
+           .expiration = expiration, .flags = flags, .cas = cas)
+WRAP_WRITE(memcached_cas_by_key, MCR__W_CAS,
+           (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
+            size_t key_length, const char *value, size_t value_length, time_t expiration,
+            uint32_t flags, uint64_t cas),
+           (ptr, group_key, group_key_length, key, key_length, value, value_length, expiration,
+            flags, cas),
+           .group = group_key, .group_len = group_key_length, .key = key, .key_len = key_length,
+           .value = value, .value_len = value_length, .expiration = expiration, .flags = flags,
+           .cas = cas)
+WRAP_WRITE(memcached_delete, MCR__W_DELETE,
+           (memcached_st * ptr, const char *key, size_t key_length, time_t expiration),
+           (ptr, key, key_length, expiration), .key = key, .key_len = key_length,
+           .expiration = expiration)
+WRAP_WRITE(memcached_delete_by_key, MCR__W_DELETE,
+           (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
+            size_t key_length, time_t expiration),
+           (ptr, group_key, group_key_length, key, key_length, expiration), .group = group_key,
+           .group_len = group_key_length, .key = key, .key_len = key_length,
+           .expiration = expiration)
+WRAP_WRITE(memcached_touch, MCR__W_TOUCH,
+           (memcached_st * ptr, const char *key, size_t key_length, time_t expiration),
+           (ptr, key, key_length, expiration), .key = key, .key_len = key_length,
+           .expiration = expiration)
+WRAP_WRITE(memcached_touch_by_key, MCR__W_TOUCH,
+           (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
+            size_t key_length, time_t expiration),
+           (ptr, group_key, group_key_length, key, key_length, expiration), .group = group_key,
+           .group_len = group_key_length, .key = key, .key_len = key_length,
+           .expiration = expiration)
 
 /* ------------------------------------------------------------ counters */
 
-WRAP_RC(memcached_increment,
-        (memcached_st * ptr, const char *key, size_t key_length, uint32_t offset,
-         uint64_t *value),
-        (ptr, key, key_length, offset, value))
-WRAP_RC(memcached_decrement,
-        (memcached_st * ptr, const char *key, size_t key_length, uint32_t offset,
-         uint64_t *value),
-        (ptr, key, key_length, offset, value))
-WRAP_RC(memcached_increment_by_key,
-        (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
-         size_t key_length, uint64_t offset, uint64_t *value),
-        (ptr, group_key, group_key_length, key, key_length, offset, value))
-WRAP_RC(memcached_decrement_by_key,
-        (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
-         size_t key_length, uint64_t offset, uint64_t *value),
-        (ptr, group_key, group_key_length, key, key_length, offset, value))
-WRAP_RC(memcached_increment_with_initial,
-        (memcached_st * ptr, const char *key, size_t key_length, uint64_t offset,
-         uint64_t initial, time_t expiration, uint64_t *value),
-        (ptr, key, key_length, offset, initial, expiration, value))
-WRAP_RC(memcached_decrement_with_initial,
-        (memcached_st * ptr, const char *key, size_t key_length, uint64_t offset,
-         uint64_t initial, time_t expiration, uint64_t *value),
-        (ptr, key, key_length, offset, initial, expiration, value))
-WRAP_RC(memcached_increment_with_initial_by_key,
-        (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
-         size_t key_length, uint64_t offset, uint64_t initial, time_t expiration,
-         uint64_t *value),
-        (ptr, group_key, group_key_length, key, key_length, offset, initial, expiration, value))
-WRAP_RC(memcached_decrement_with_initial_by_key,
-        (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
-         size_t key_length, uint64_t offset, uint64_t initial, time_t expiration,
-         uint64_t *value),
-        (ptr, group_key, group_key_length, key, key_length, offset, initial, expiration, value))
+WRAP_WRITE(memcached_increment, MCR__W_INCR,
+           (memcached_st * ptr, const char *key, size_t key_length, uint32_t offset,
+            uint64_t *value),
+           (ptr, key, key_length, offset, value), .key = key, .key_len = key_length,
+           .offset = offset, .number = value)
+WRAP_WRITE(memcached_decrement, MCR__W_DECR,
+           (memcached_st * ptr, const char *key, size_t key_length, uint32_t offset,
+            uint64_t *value),
+           (ptr, key, key_length, offset, value), .key = key, .key_len = key_length,
+           .offset = offset, .number = value)
+WRAP_WRITE(memcached_increment_by_key, MCR__W_INCR,
+           (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
+            size_t key_length, uint64_t offset, uint64_t *value),
+           (ptr, group_key, group_key_length, key, key_length, offset, value),
+           .group = group_key, .group_len = group_key_length, .key = key, .key_len = key_length,
+           .offset = offset, .number = value)
+WRAP_WRITE(memcached_decrement_by_key, MCR__W_DECR,
+           (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
+            size_t key_length, uint64_t offset, uint64_t *value),
+           (ptr, group_key, group_key_length, key, key_length, offset, value),
+           .group = group_key, .group_len = group_key_length, .key = key, .key_len = key_length,
+           .offset = offset, .number = value)
+WRAP_WRITE(memcached_increment_with_initial, MCR__W_INCR_INIT,
+           (memcached_st * ptr, const char *key, size_t key_length, uint64_t offset,
+            uint64_t initial, time_t expiration, uint64_t *value),
+           (ptr, key, key_length, offset, initial, expiration, value), .key = key,
+           .key_len = key_length, .offset = offset, .initial = initial,
+           .expiration = expiration, .number = value)
+WRAP_WRITE(memcached_decrement_with_initial, MCR__W_DECR_INIT,
+           (memcached_st * ptr, const char *key, size_t key_length, uint64_t offset,
+            uint64_t initial, time_t expiration, uint64_t *value),
+           (ptr, key, key_length, offset, initial, expiration, value), .key = key,
+           .key_len = key_length, .offset = offset, .initial = initial,
+           .expiration = expiration, .number = value)
+WRAP_WRITE(memcached_increment_with_initial_by_key, MCR__W_INCR_INIT,
+           (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
+            size_t key_length, uint64_t offset, uint64_t initial, time_t expiration,
+            uint64_t *value),
+           (ptr, group_key, group_key_length, key, key_length, offset, initial, expiration,
+            value),
+           .group = group_key, .group_len = group_key_length, .key = key, .key_len = key_length,
+           .offset = offset, .initial = initial, .expiration = expiration, .number = value)
+WRAP_WRITE(memcached_decrement_with_initial_by_key, MCR__W_DECR_INIT,
+           (memcached_st * ptr, const char *group_key, size_t group_key_length, const char *key,
+            size_t key_length, uint64_t offset, uint64_t initial, time_t expiration,
+            uint64_t *value),
+           (ptr, group_key, group_key_length, key, key_length, offset, initial, expiration,
+            value),
+           .group = group_key, .group_len = group_key_length, .key = key, .key_len = key_length,
+           .offset = offset, .initial = initial, .expiration = expiration, .number = value)
 
 /* ------------------------------------------------------------ placement */
 

@@ -57,6 +57,19 @@
  * router's to say (a pool that ejects servers, mcr_router_set_local_state(),
  * changes it for every handle at once).
  *
+ * Resizes. While the router holds a migration (mcr_router_set_migration(),
+ * a fleet's resize), the handle goes through it as a pool does
+ * (mcroute_pool.h, Migrations): its list has the servers of both
+ * snapshots (the current ones first, in ring order); writes of a key whose
+ * owner differs in the other snapshot reach both owners (a set both, the
+ * other writes the current owner first and the other by its answer);
+ * once switched, a get's miss of such a key, and those of a multi-get
+ * read with memcached_fetch_result(), are read at the previous owner, and
+ * a write that misses at the new owner goes to the previous one; closing,
+ * a miss is the answer and a write that misses deletes the previous
+ * owner's copy. memcached_fetch(), memcached_fetch_execute() and
+ * memcached_mget_execute() read the current owners only.
+ *
  * memcached_clone() of an attached handle is attached to the same router
  * with the same flags; memcached_free() detaches first.
  *

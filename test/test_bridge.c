@@ -404,6 +404,137 @@ START_TEST(errors)
 }
 END_TEST
 
+/* The server index (ours) at `port`'s owner of key in s. */
+static int at(const mcr_snapshot *s, const char *key)
+{
+    return owner(s, key);
+}
+
+/* Who holds `key` (a bit per server), read from the servers directly. */
+static unsigned holders(const char *key, char *val, size_t cap)
+{
+    unsigned h = 0;
+    for (int i = 0; i < NSERVERS; i++) {
+        int hit = rs_mc_get(g_fd[i], key, val, cap, WAIT_MS);
+        ck_assert_int_ge(hit, 0);
+        h |= (unsigned)hit << i;
+    }
+    return h;
+}
+
+/* Through a router's migration (3 servers to 4): while copying, writes of
+ * moved keys reach both owners and reads stay at the current one; once
+ * switched, a get and a multi-get read the misses of moved keys at their
+ * previous owner, and a write that misses at the new owner goes to the
+ * old; closing, a miss is the answer and the old copy is deleted; ended,
+ * the list is the new servers'. */
+START_TEST(through_a_migration)
+{
+    servers_start();
+    mcr_snapshot *from = snap_of(3, MCR_MODE_KETAMA, 1), *to = snap_of(4, MCR_MODE_KETAMA, 2);
+    mcr_router *r = NULL;
+    mcr_error err = {0};
+    ck_assert_int_eq(mcr_router_new(from, &r, &err), MCR_OK);
+    ck_assert_int_eq(mcr_router_set_migration(r, from, to, 0, 0, &err), MCR_OK);
+    memcached_st *m = memcached_create(NULL);
+    ck_assert_int_eq(mcr_memcached_attach(m, r, 0, &err), MCR_OK);
+    ck_assert_uint_eq(memcached_server_count(m), 4); /* both snapshots' servers */
+
+    /* copying: writes of moved keys reach both owners */
+    char key[64], val[64];
+    int moved = 0;
+    for (int k = 0; k < 300; k++) {
+        key_of(key, sizeof(key), "cp", k);
+        ck_assert_int_eq(memcached_set(m, key, strlen(key), key, strlen(key), 0, 0),
+                         MEMCACHED_SUCCESS);
+        unsigned want = 1u << at(from, key) | 1u << at(to, key);
+        moved += at(from, key) != at(to, key);
+        ck_assert_msg(holders(key, val, sizeof(val)) == want, "%s: held by 0x%x, not 0x%x", key,
+                      holders(key, val, sizeof(val)), want);
+    }
+    ck_assert_int_gt(moved, 30);
+    /* a moved key: incr on both, delete on both */
+    const char *mk = NULL;
+    for (int k = 0; k < 300 && mk == NULL; k++) {
+        key_of(key, sizeof(key), "cp", k);
+        if (at(from, key) != at(to, key))
+            mk = key;
+    }
+    ck_assert_ptr_nonnull(mk);
+    char ctr[80];
+    snprintf(ctr, sizeof(ctr), "%s:n", mk);
+    uint64_t n = 0;
+    ck_assert_int_eq(memcached_set(m, ctr, strlen(ctr), "10", 2, 0, 0), MEMCACHED_SUCCESS);
+    ck_assert_int_eq(memcached_increment(m, ctr, strlen(ctr), 5, &n), MEMCACHED_SUCCESS);
+    ck_assert_uint_eq(n, 15);
+    for (int i = 0; i < NSERVERS; i++)
+        if (i == at(from, ctr) || i == at(to, ctr)) {
+            ck_assert_int_eq(rs_mc_get(g_fd[i], ctr, val, sizeof(val), WAIT_MS), 1);
+            ck_assert_str_eq(val, "15");
+        }
+    ck_assert_int_eq(memcached_delete(m, mk, strlen(mk), 0), MEMCACHED_SUCCESS);
+    ck_assert_uint_eq(holders(mk, val, sizeof(val)), 0);
+
+    /* switched: misses of moved keys read at the previous owner */
+    ck_assert_int_eq(mcr_router_publish(r, to, &err), MCR_OK);
+    const char *keys[60];
+    size_t lens[60];
+    char kb[60][64];
+    int nk = 0;
+    for (int k = 0; nk < 60; k++) {
+        key_of(kb[nk], sizeof(kb[nk]), "old", k);
+        if (at(from, kb[nk]) == at(to, kb[nk]))
+            continue;
+        /* only at the old owner: a key the copy has not brought yet */
+        ck_assert_int_eq(rs_mc_set(g_fd[at(from, kb[nk])], kb[nk], kb[nk], WAIT_MS), 0);
+        keys[nk] = kb[nk];
+        lens[nk] = strlen(kb[nk]);
+        nk++;
+    }
+    size_t vl;
+    uint32_t fl;
+    memcached_return_t rc;
+    char *v = memcached_get(m, keys[0], lens[0], &vl, &fl, &rc);
+    ck_assert_msg(v != NULL && vl == lens[0] && memcmp(v, keys[0], vl) == 0,
+                  "get of a key at its old owner only: %s", memcached_strerror(m, rc));
+    free(v);
+    ck_assert_int_eq(memcached_mget(m, keys, lens, (size_t)nk), MEMCACHED_SUCCESS);
+    int got = 0;
+    memcached_result_st *res;
+    while ((res = memcached_fetch_result(m, NULL, &rc)) != NULL) {
+        got++;
+        memcached_result_free(res);
+    }
+    ck_assert_int_eq(got, nk);
+    /* a write that misses at the new owner goes to the old one */
+    ck_assert_int_eq(memcached_append(m, keys[1], lens[1], "+", 1, 0, 0), MEMCACHED_SUCCESS);
+    ck_assert_int_eq(rs_mc_get(g_fd[at(from, keys[1])], keys[1], val, sizeof(val), WAIT_MS), 1);
+    ck_assert(val[strlen(val) - 1] == '+');
+    ck_assert_int_eq(memcached_delete(m, keys[2], lens[2], 0), MEMCACHED_SUCCESS);
+    ck_assert_uint_eq(holders(keys[2], val, sizeof(val)), 0);
+
+    /* closing: a miss is the answer; a write that misses deletes the old copy */
+    ck_assert_int_eq(mcr_router_set_migration(r, from, to, 0, MCR_MIGRATION_FLAG_CLOSING, &err),
+                     MCR_OK);
+    v = memcached_get(m, keys[3], lens[3], &vl, &fl, &rc);
+    ck_assert_ptr_null(v);
+    ck_assert_int_eq(rc, MEMCACHED_NOTFOUND);
+    ck_assert_int_eq(memcached_touch(m, keys[3], lens[3], 100), MEMCACHED_NOTFOUND);
+    ck_assert_uint_eq(holders(keys[3], val, sizeof(val)), 0);
+
+    /* ended: the new servers only, one owner per write */
+    ck_assert_int_eq(mcr_router_clear_migration(r), MCR_OK);
+    key_of(key, sizeof(key), "end", 1);
+    ck_assert_int_eq(memcached_set(m, key, strlen(key), "e", 1, 0, 0), MEMCACHED_SUCCESS);
+    ck_assert_uint_eq(memcached_server_count(m), 4);
+    ck_assert_uint_eq(holders(key, val, sizeof(val)), 1u << at(to, key));
+    memcached_free(m);
+    mcr_router_free(r);
+    mcr_snapshot_unref(from);
+    mcr_snapshot_unref(to);
+}
+END_TEST
+
 /* A program whose search order has libmemcached first is refused, with
  * the reason (bridge_order.c, linked so). */
 START_TEST(wrong_order_refused)
@@ -429,6 +560,7 @@ static Suite *bridge_suite(void)
         {"many_servers_every_mode", many_servers_every_mode},
         {"errors", errors},
         {"wrong_order_refused", wrong_order_refused},
+        {"through_a_migration", through_a_migration},
     };
     tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), mcr_test_sec(120), teardown);
     return s;
