@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -423,6 +424,140 @@ START_TEST(missing_state_retried)
 }
 END_TEST
 
+/* ------------------------------------------------------------ a resize */
+
+/* Every process in the state's slots (at least `want` of them) has
+ * adopted generation `gen`; and the servers answered `gets` more gets
+ * since: the workers went on in that phase. */
+static void phase_reached(mcr_state_writer *w, uint64_t gen, size_t want, long long gets)
+{
+    int64_t end = mcr_test_now_ms() + (int64_t)mcr_test_sec(30) * 1000;
+    long long base = -1, now = 0;
+    for (;;) {
+        mcr_state_process *p = NULL;
+        size_t n = 0, done = 0;
+        mcr_error err = {0};
+        ck_assert_int_eq(mcr_state_processes(w, &p, &n, &err), MCR_OK);
+        for (size_t i = 0; i < n; i++)
+            done += p[i].generation >= gen;
+        mcr_state_processes_free(p);
+        now = 0;
+        for (int i = 0; i < NSERVERS; i++)
+            now += rs_mc_stat(g_fd[i], NULL, "cmd_get", WAIT_MS);
+        if (done >= want && base < 0)
+            base = now;
+        if (base >= 0 && now - base >= gets)
+            return;
+        ck_assert_msg(mcr_test_now_ms() < end, "generation %llu: %zu of %zu processes adopted",
+                      (unsigned long long)gen, done, want);
+        struct timespec ts = {0, 5 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* A resize (3 servers to 4) that the host's state walks through its
+ * phases while PHP and Python workers, with the preload, write, delete
+ * and read their keys all along, and the keys that move are copied
+ * (mcroute migrate): no read misses a key that was written, none reads an
+ * older value or a deleted one. */
+START_TEST(resize_php_python)
+{
+    servers_start();
+    enum { WORKERS = 4, KEYS = 150 };
+    char path[700], var[720], stop[700];
+    snprintf(path, sizeof(path), "%s/web.state", g_dir);
+    snprintf(stop, sizeof(stop), "%s/stop", g_dir);
+    mcr_state_writer_options o = {.slots = 32, .mode = 0600};
+    mcr_state_writer *w = NULL;
+    mcr_error err = {0};
+    ck_assert_msg(mcr_state_writer_open(path, &o, &w, &err) == MCR_OK, "%s", err.message);
+    mcr_snapshot *from = snap_of(3, 1), *to = snap_of(4, 2);
+    /* every worker's keys hold v0 at their owner */
+    for (int wk = 0; wk < WORKERS; wk++)
+        for (int k = 0; k < KEYS; k++) {
+            char key[32];
+            snprintf(key, sizeof(key), "w%d:%d", wk, k);
+            mcr_server_desc d;
+            ck_assert_int_eq(
+                mcr_snapshot_server(from, mcr_snapshot_locate(from, key, strlen(key)), &d), MCR_OK);
+            int i = 0;
+            while (g_mc[i].port != d.port)
+                i++;
+            ck_assert_int_eq(rs_mc_set(g_fd[i], key, "v0", WAIT_MS), 0);
+        }
+    mcr_state_content st = {.pool = "web", .snapshot = from, .phase = MCR_MIGRATION_NONE};
+    uint64_t g = 0;
+    ck_assert_int_eq(mcr_state_write(w, &st, &g, &err), MCR_OK);
+    snprintf(var, sizeof(var), "MCROUTE_STATE=%s", path);
+    child c[WORKERS];
+    for (int wk = 0; wk < WORKERS; wk++) {
+        char prefix[16], seed[16], n[16];
+        snprintf(prefix, sizeof(prefix), "w%d", wk);
+        snprintf(seed, sizeof(seed), "%d", 1000 + wk);
+        snprintf(n, sizeof(n), "%d", KEYS);
+        if (wk % 2 == 0)
+            child_start(&c[wk], ARGV(var), ARGV(PHP, src_file("preload_worker.php"), prefix, n,
+                                                stop, seed));
+        else
+            child_start(&c[wk], ARGV(var), ARGV(PYTHON, src_file("preload_worker.py"), prefix,
+                                                n, stop, seed));
+        child_read(&c[wk], "ready\n");
+    }
+    phase_reached(w, g, WORKERS, 2000);
+
+    /* copying, the copy, switched, closing, ended */
+    st.migration_id = "grow";
+    st.from = from;
+    st.to = to;
+    st.phase = MCR_MIGRATION_COPYING;
+    ck_assert_int_eq(mcr_state_write(w, &st, &g, &err), MCR_OK);
+    phase_reached(w, g, WORKERS, 2000);
+    char *old_list = strdup(list_of(3)), *new_list = strdup(list_of(4));
+    char *const argv[] = {(char *)tu_cli_path(), "migrate", old_list, new_list, NULL};
+    char *out = NULL;
+    ck_assert_msg(rs_run_log(argv, 60000, NULL, &out) == 0, "mcroute migrate: %s",
+                  out != NULL ? out : "");
+    free(out);
+    phase_reached(w, g, WORKERS, 2000);
+    st.snapshot = to;
+    st.phase = MCR_MIGRATION_SWITCHED;
+    ck_assert_int_eq(mcr_state_write(w, &st, &g, &err), MCR_OK);
+    phase_reached(w, g, WORKERS, 2000);
+    st.phase = MCR_MIGRATION_CLOSING;
+    ck_assert_int_eq(mcr_state_write(w, &st, &g, &err), MCR_OK);
+    phase_reached(w, g, WORKERS, 2000);
+    st.phase = MCR_MIGRATION_NONE;
+    st.migration_id = NULL;
+    st.from = st.to = NULL;
+    ck_assert_int_eq(mcr_state_write(w, &st, &g, &err), MCR_OK);
+    phase_reached(w, g, WORKERS, 2000);
+
+    FILE *f = fopen(stop, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    for (int wk = 0; wk < WORKERS; wk++) {
+        char *e = child_finish(&c[wk]);
+        long ops = 0, misses = -1, older = -1;
+        const char *line = strstr(c[wk].buf, "ops ");
+        ck_assert_msg(line != NULL && sscanf(line, "ops %ld misses %ld older %ld", &ops, &misses,
+                                             &older) == 3,
+                      "worker %d printed: %s", wk, c[wk].buf);
+        ck_assert_msg(misses == 0 && older == 0,
+                      "worker %d (%s): %ld ops, %ld misses, %ld older values: %.1500s", wk,
+                      wk % 2 == 0 ? "php" : "python", ops, misses, older, e);
+        ck_assert_msg(ops > 1000, "worker %d: only %ld ops", wk, ops);
+        printf("resize: worker %d (%s): %ld ops, 0 misses, 0 older\n", wk,
+               wk % 2 == 0 ? "php" : "python", ops);
+        free(e);
+    }
+    free(old_list);
+    free(new_list);
+    mcr_state_writer_free(w);
+    mcr_snapshot_unref(from);
+    mcr_snapshot_unref(to);
+}
+END_TEST
+
 /* ------------------------------------------------------------ PHP-FPM */
 
 /* One FastCGI request of preload_fpm.php with `query`: the page's body. */
@@ -536,6 +671,7 @@ static Suite *preload_suite(void)
         {"php_state_follows", php_state_follows},
         {"missing_state_retried", missing_state_retried},
         {"php_fpm_workers", php_fpm_workers},
+        {"resize_php_python", resize_php_python},
     };
     tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), mcr_test_sec(180), teardown);
     return s;
