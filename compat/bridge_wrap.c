@@ -21,24 +21,38 @@ static const mcr__lmc *lmc(void)
     return l;
 }
 
+/* The attached handle whose call this thread is in, and its bridge: the
+ * calls libmemcached makes of its own entry points during it find the
+ * bridge here, without asking the handle's hashkit again. */
+static __thread const memcached_st *t_memc;
+static __thread mcr__bridge *t_bridge;
+
 /* The start of a call on `memc`: its bridge (NULL: not attached) with the
  * call counted, and, for the outer call of one that starts a request, the
  * list made current (*rc: its outcome). */
 static mcr__bridge *enter(const memcached_st *memc, bool request, memcached_return_t *rc)
 {
     *rc = MEMCACHED_SUCCESS;
-    mcr__bridge *b = memc != NULL ? mcr__bridge_of(memc) : NULL;
-    if (b != NULL && b->depth++ == 0 && request) {
-        mcr__bridge_mget_end(b); /* a new request: a multi-get's fallback is over */
-        *rc = mcr__bridge_sync(b);
+    mcr__bridge *b = memc != NULL && memc == t_memc ? t_bridge
+                     : memc != NULL                 ? mcr__bridge_of(memc)
+                                                    : NULL;
+    if (b != NULL && b->depth++ == 0) {
+        t_memc = memc;
+        t_bridge = b;
+        if (request) {
+            mcr__bridge_mget_end(b); /* a new request: a multi-get's fallback is over */
+            *rc = mcr__bridge_sync(b);
+        }
     }
     return b;
 }
 
 static void leave(mcr__bridge *b)
 {
-    if (b != NULL)
-        b->depth--;
+    if (b != NULL && --b->depth == 0 && t_bridge == b) {
+        t_memc = NULL;
+        t_bridge = NULL;
+    }
 }
 
 /* A call that starts a request and returns a status. */
@@ -468,7 +482,12 @@ MCR_EXTERN memcached_st *memcached_clone(memcached_st *clone, const memcached_st
 MCR_EXTERN void memcached_free(memcached_st *ptr)
 {
     mcr__bridge *b = mcr__bridge_of(ptr);
-    if (b != NULL)
+    if (b != NULL) {
+        if (t_bridge == b) { /* freed from inside one of its calls */
+            t_memc = NULL;
+            t_bridge = NULL;
+        }
         mcr__bridge_drop(b);
+    }
     lmc()->memcached_free(ptr);
 }
