@@ -129,4 +129,4 @@ echo "check_layout: OK: $nobjs objects in $# groups, $nfolders folders in ${#LAY
     "$nedges calls between folders, all down the layers"
 echo "check_layout: the longest source files (guidance, not a limit):"
 find "$src/lib" "$src/compat" "$src/tools" -name '*.[ch]' -exec wc -l {} + | grep -v ' total$' |
-    sort -rn | head -5 | sed "s|$src/||; s/^ */  /"
+    sort -rn | sed -n "1,5{s|$src/||; s/^ */  /; p}"
