@@ -539,9 +539,14 @@ END_TEST
  * the reason (bridge_order.c, linked so). */
 START_TEST(wrong_order_refused)
 {
-    const char *prog = getenv("MCR_BRIDGE_ORDER");
-    ck_assert_msg(prog != NULL, "MCR_BRIDGE_ORDER is not set: run the suite with ctest");
-    char *const argv[] = {(char *)prog, NULL};
+    /* built beside this suite: $MCR_TEST_BIN_DIR/test/bridge_order */
+    char prog[1024];
+    snprintf(prog, sizeof(prog), "%s", tu_cli_path());
+    char *slash = strrchr(prog, '/');
+    ck_assert_ptr_nonnull(slash);
+    snprintf(slash + 1, sizeof(prog) - (size_t)(slash + 1 - prog), "test/bridge_order");
+    ck_assert_msg(access(prog, X_OK) == 0, "%s is missing: build target bridge_order", prog);
+    char *const argv[] = {prog, NULL};
     char *out = NULL;
     int st = rs_run_log(argv, WAIT_MS, NULL, &out);
     ck_assert_msg(st == 0, "bridge_order: status %d: %s", st, out != NULL ? out : "");
