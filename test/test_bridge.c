@@ -404,12 +404,6 @@ START_TEST(errors)
 }
 END_TEST
 
-/* The server index (ours) at `port`'s owner of key in s. */
-static int at(const mcr_snapshot *s, const char *key)
-{
-    return owner(s, key);
-}
-
 /* Who holds `key` (a bit per server), read from the servers directly. */
 static unsigned holders(const char *key, char *val, size_t cap)
 {
@@ -447,8 +441,8 @@ START_TEST(through_a_migration)
         key_of(key, sizeof(key), "cp", k);
         ck_assert_int_eq(memcached_set(m, key, strlen(key), key, strlen(key), 0, 0),
                          MEMCACHED_SUCCESS);
-        unsigned want = 1u << at(from, key) | 1u << at(to, key);
-        moved += at(from, key) != at(to, key);
+        unsigned want = 1u << owner(from, key) | 1u << owner(to, key);
+        moved += owner(from, key) != owner(to, key);
         ck_assert_msg(holders(key, val, sizeof(val)) == want, "%s: held by 0x%x, not 0x%x", key,
                       holders(key, val, sizeof(val)), want);
     }
@@ -457,7 +451,7 @@ START_TEST(through_a_migration)
     const char *mk = NULL;
     for (int k = 0; k < 300 && mk == NULL; k++) {
         key_of(key, sizeof(key), "cp", k);
-        if (at(from, key) != at(to, key))
+        if (owner(from, key) != owner(to, key))
             mk = key;
     }
     ck_assert_ptr_nonnull(mk);
@@ -468,7 +462,7 @@ START_TEST(through_a_migration)
     ck_assert_int_eq(memcached_increment(m, ctr, strlen(ctr), 5, &n), MEMCACHED_SUCCESS);
     ck_assert_uint_eq(n, 15);
     for (int i = 0; i < NSERVERS; i++)
-        if (i == at(from, ctr) || i == at(to, ctr)) {
+        if (i == owner(from, ctr) || i == owner(to, ctr)) {
             ck_assert_int_eq(rs_mc_get(g_fd[i], ctr, val, sizeof(val), WAIT_MS), 1);
             ck_assert_str_eq(val, "15");
         }
@@ -483,10 +477,10 @@ START_TEST(through_a_migration)
     int nk = 0;
     for (int k = 0; nk < 60; k++) {
         key_of(kb[nk], sizeof(kb[nk]), "old", k);
-        if (at(from, kb[nk]) == at(to, kb[nk]))
+        if (owner(from, kb[nk]) == owner(to, kb[nk]))
             continue;
         /* only at the old owner: a key the copy has not brought yet */
-        ck_assert_int_eq(rs_mc_set(g_fd[at(from, kb[nk])], kb[nk], kb[nk], WAIT_MS), 0);
+        ck_assert_int_eq(rs_mc_set(g_fd[owner(from, kb[nk])], kb[nk], kb[nk], WAIT_MS), 0);
         keys[nk] = kb[nk];
         lens[nk] = strlen(kb[nk]);
         nk++;
@@ -508,7 +502,7 @@ START_TEST(through_a_migration)
     ck_assert_int_eq(got, nk);
     /* a write that misses at the new owner goes to the old one */
     ck_assert_int_eq(memcached_append(m, keys[1], lens[1], "+", 1, 0, 0), MEMCACHED_SUCCESS);
-    ck_assert_int_eq(rs_mc_get(g_fd[at(from, keys[1])], keys[1], val, sizeof(val), WAIT_MS), 1);
+    ck_assert_int_eq(rs_mc_get(g_fd[owner(from, keys[1])], keys[1], val, sizeof(val), WAIT_MS), 1);
     ck_assert(val[strlen(val) - 1] == '+');
     ck_assert_int_eq(memcached_delete(m, keys[2], lens[2], 0), MEMCACHED_SUCCESS);
     ck_assert_uint_eq(holders(keys[2], val, sizeof(val)), 0);
@@ -527,7 +521,7 @@ START_TEST(through_a_migration)
     key_of(key, sizeof(key), "end", 1);
     ck_assert_int_eq(memcached_set(m, key, strlen(key), "e", 1, 0, 0), MEMCACHED_SUCCESS);
     ck_assert_uint_eq(memcached_server_count(m), 4);
-    ck_assert_uint_eq(holders(key, val, sizeof(val)), 1u << at(to, key));
+    ck_assert_uint_eq(holders(key, val, sizeof(val)), 1u << owner(to, key));
     memcached_free(m);
     mcr_router_free(r);
     mcr_snapshot_unref(from);

@@ -217,6 +217,17 @@ static mcr_snapshot *snap_of(int n, uint64_t epoch)
     return s;
 }
 
+/* The writer of a state at g_dir/NAME (mode 0600), its path in path. */
+static mcr_state_writer *writer_at(const char *name, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", g_dir, name);
+    mcr_state_writer_options o = {.slots = 32, .mode = 0600};
+    mcr_state_writer *w = NULL;
+    mcr_error err = {0};
+    ck_assert_msg(mcr_state_writer_open(path, &o, &w, &err) == MCR_OK, "%s", err.message);
+    return w;
+}
+
 /* Every key TAG:i (i < n) is held by its owner in s, with the key as its
  * value, and by no other server. */
 static void placed(const mcr_snapshot *s, const char *tag, int n)
@@ -361,11 +372,8 @@ START_TEST(php_state_follows)
 {
     servers_start();
     char path[700], var[720];
-    snprintf(path, sizeof(path), "%s/web.state", g_dir);
-    mcr_state_writer_options o = {.slots = 16, .mode = 0600};
-    mcr_state_writer *w = NULL;
+    mcr_state_writer *w = writer_at("web.state", path, sizeof(path));
     mcr_error err = {0};
-    ck_assert_msg(mcr_state_writer_open(path, &o, &w, &err) == MCR_OK, "%s", err.message);
     mcr_snapshot *a = snap_of(2, 1), *b = snap_of(4, 2);
     mcr_state_content st = {.pool = "web", .snapshot = a, .phase = MCR_MIGRATION_NONE};
     ck_assert_int_eq(mcr_state_write(w, &st, NULL, &err), MCR_OK);
@@ -404,10 +412,8 @@ START_TEST(missing_state_retried)
     child_read(&c, "ready\n");
     ck_assert_msg(strstr(c.buf, "fail none") == NULL, "a set succeeded without servers: %s",
                   c.buf);
-    mcr_state_writer_options o = {.slots = 16, .mode = 0600};
-    mcr_state_writer *w = NULL;
+    mcr_state_writer *w = writer_at("later.state", path, sizeof(path));
     mcr_error err = {0};
-    ck_assert_msg(mcr_state_writer_open(path, &o, &w, &err) == MCR_OK, "%s", err.message);
     mcr_snapshot *a = snap_of(2, 1);
     mcr_state_content st = {.pool = "web", .snapshot = a, .phase = MCR_MIGRATION_NONE};
     ck_assert_int_eq(mcr_state_write(w, &st, NULL, &err), MCR_OK);
@@ -465,12 +471,9 @@ START_TEST(resize_php_python)
     servers_start();
     enum { WORKERS = 4, KEYS = 150 };
     char path[700], var[720], stop[700];
-    snprintf(path, sizeof(path), "%s/web.state", g_dir);
     snprintf(stop, sizeof(stop), "%s/stop", g_dir);
-    mcr_state_writer_options o = {.slots = 32, .mode = 0600};
-    mcr_state_writer *w = NULL;
+    mcr_state_writer *w = writer_at("web.state", path, sizeof(path));
     mcr_error err = {0};
-    ck_assert_msg(mcr_state_writer_open(path, &o, &w, &err) == MCR_OK, "%s", err.message);
     mcr_snapshot *from = snap_of(3, 1), *to = snap_of(4, 2);
     /* every worker's keys hold v0 at their owner */
     for (int wk = 0; wk < WORKERS; wk++)
@@ -587,11 +590,8 @@ START_TEST(php_fpm_workers)
 {
     servers_start();
     char path[700], var[720], conf[700], log[700];
-    snprintf(path, sizeof(path), "%s/web.state", g_dir);
-    mcr_state_writer_options o = {.slots = 64, .mode = 0600};
-    mcr_state_writer *w = NULL;
+    mcr_state_writer *w = writer_at("web.state", path, sizeof(path));
     mcr_error err = {0};
-    ck_assert_msg(mcr_state_writer_open(path, &o, &w, &err) == MCR_OK, "%s", err.message);
     mcr_snapshot *a = snap_of(2, 1), *b = snap_of(4, 2);
     mcr_state_content st = {.pool = "web", .snapshot = a, .phase = MCR_MIGRATION_NONE};
     ck_assert_int_eq(mcr_state_write(w, &st, NULL, &err), MCR_OK);

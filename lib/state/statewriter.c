@@ -213,7 +213,9 @@ int mcr_state_writer_open(const char *path, const mcr_state_writer_options *o,
     if (o->slots > MCR_HOST_STATE_SLOTS_MAX)
         return mcr__error(err, MCR_ERR_INVALID, "state: slots %u above %u", o->slots,
                           MCR_HOST_STATE_SLOTS_MAX);
-    if (o->counter_servers > MCR_HOST_STATE_COUNTER_SERVERS_MAX || o->pad_ != 0)
+    if (o->pad_ != 0)
+        return mcr__error(err, MCR_ERR_INVALID, "mcr_state_writer_options: pad_ is not zero");
+    if (o->counter_servers > MCR_HOST_STATE_COUNTER_SERVERS_MAX)
         return mcr__error(err, MCR_ERR_INVALID, "state: counter servers %u above %u",
                           o->counter_servers, MCR_HOST_STATE_COUNTER_SERVERS_MAX);
     uint32_t nslots = o->slots ? o->slots : MCR_HOST_STATE_SLOTS;
