@@ -2,6 +2,7 @@
 /* bench_bridge.c: the CPU a libmemcached call costs with the bridge (mcr_memcached_attach(), libmcroute_preload.so) against without it, in one run: C, php-memcached and pylibmc, a get and a 100-key multi-get, on real memcached servers. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,8 @@
  *  C: two libmemcached handles on the same NSERVERS memcached servers:
  *     libmemcached's own ketama (MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, the
  *     weighted continuum most applications use) and one attached to an
- *     mcroute router of the same servers (ketama). Each stores its KEYS
+ *     mcroute router of the same servers (mode weighted: the same
+ *     placement). Each stores its KEYS
  *     keys, then per repetition: GETS memcached_get() of keys in a fixed
  *     pseudo-random order, and MGETS memcached_mget() of 100 keys with
  *     memcached_fetch_result() of all: the calling thread's CPU time
@@ -32,9 +34,21 @@
  *  php and python: the same in a php-memcached script (the application
  *     asks for consistent hashing with libketama compatibility) and a
  *     pylibmc one (ketama), each run without the preload and with
- *     LD_PRELOAD=libmcroute_preload.so and MCROUTE_SERVERS (the same
- *     servers); the script measures its own CPU (getrusage) over its
- *     loops only. Runs interleaved, medians.
+ *     LD_PRELOAD=libmcroute_preload.so, MCROUTE_SERVERS (the same
+ *     servers) and MCROUTE_CLIENT naming the placement the application
+ *     asked for (php-memcached-ketama, pylibmc-ketama: every key stays
+ *     where it was, as in a real switch); the script measures its own
+ *     CPU (getrusage) over its loops only. Runs interleaved, medians.
+ *
+ *  Instructions: the CPU time of a call is mostly the kernel's (send,
+ *     poll, recv: the same on both sides) and moves from run to run by
+ *     more than the bridge can add or save. The instructions a process
+ *     runs in user space do not: each side (C through this program's
+ *     --count mode, php, python) runs under valgrind's callgrind with
+ *     gets only, multi-gets only and neither; the differences over the
+ *     call counts are the instructions per call, start-up and stores
+ *     cancelled out. INSTR lines; skipped with a line saying so when
+ *     valgrind is not installed (--quick skips them).
  */
 
 #define NSERVERS 4
@@ -42,6 +56,9 @@
 #define MGET_KEYS 100
 #define WAIT_MS 10000
 #define PHP "/usr/bin/php"
+#define VALGRIND "/usr/bin/valgrind"
+#define COUNT_GETS 1000
+#define COUNT_MGETS 50
 #define PYTHON "/usr/bin/python3"
 
 const char *bench_program = "bench_bridge";
@@ -148,22 +165,37 @@ static void report(const char *name, double *plain, double *bridge, unsigned n, 
            name, p / 1e3, b / 1e3, *ratio, pmin / 1e3, pmax / 1e3, bmin / 1e3, bmax / 1e3, n);
 }
 
-static void run_c(double ratios[2])
+/* The two handles on g_list's servers: libmemcached's weighted ketama,
+ * and one attached to a router of the same servers and the same placement
+ * (mode weighted: each key on the same server, as a switch keeps it; *r,
+ * *s: its router and snapshot, the caller's to free). */
+static void make_handles(memcached_st **plain, memcached_st **bridged, mcr_router **r,
+                         mcr_snapshot **s)
 {
     mcr_config *cfg = mcr_config_new();
     mcr_error err = {0};
-    mcr_snapshot *s = NULL;
-    mcr_router *r = NULL;
     if (mcr_config_add_servers(cfg, g_list, &err) != MCR_OK ||
-        mcr_snapshot_new(cfg, 1, &s, &err) != MCR_OK || mcr_router_new(s, &r, &err) != MCR_OK)
+        mcr_config_set_mode(cfg, MCR_MODE_WEIGHTED) != MCR_OK ||
+        mcr_snapshot_new(cfg, 1, s, &err) != MCR_OK || mcr_router_new(*s, r, &err) != MCR_OK)
         fail(err.message);
     mcr_config_free(cfg);
-    memcached_st *plain = memcached_create(NULL), *bridged = memcached_create(NULL);
-    memcached_behavior_set(plain, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1);
-    for (int i = 0; i < NSERVERS; i++)
-        memcached_server_add(plain, "127.0.0.1", (in_port_t)g_mc[i].port);
-    if (mcr_memcached_attach(bridged, r, 0, &err) != MCR_OK)
+    *plain = memcached_create(NULL);
+    *bridged = memcached_create(NULL);
+    memcached_behavior_set(*plain, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1);
+    memcached_server_list_st list = memcached_servers_parse(g_list);
+    if (list == NULL || memcached_server_push(*plain, list) != MEMCACHED_SUCCESS)
+        fail("the server list does not parse");
+    memcached_server_list_free(list);
+    if (mcr_memcached_attach(*bridged, *r, 0, &err) != MCR_OK)
         fail(err.message);
+}
+
+static void run_c(double ratios[2])
+{
+    memcached_st *plain, *bridged;
+    mcr_router *r;
+    mcr_snapshot *s;
+    make_handles(&plain, &bridged, &r, &s);
     store(plain);
     store(bridged);
     double *gp = bench_xmalloc(opt.reps * sizeof(double)), *gb = bench_xmalloc(opt.reps * sizeof(double));
@@ -210,11 +242,11 @@ static const char php_script[] =
     "  $r['ru_utime.tv_usec'] + $r['ru_stime.tv_sec'] * 1e6 + $r['ru_stime.tv_usec']; };"
     "mt_srand(7); $t = $cpu();"
     "for ($i = 0; $i < $g; $i++) { if ($m->get($key(mt_rand(0, $n - 1))) === false) exit(1); }"
-    "$get = ($cpu() - $t) / $g; $t = $cpu();"
+    "$get = ($cpu() - $t) / max($g, 1); $t = $cpu();"
     "for ($i = 0; $i < $mg; $i++) { $ks = [];"
     "  for ($j = 0; $j < 100; $j++) $ks[] = $key(mt_rand(0, $n - 1));"
     "  if (!$m->getMulti($ks)) exit(1); }"
-    "$mget = ($cpu() - $t) / $mg;"
+    "$mget = ($cpu() - $t) / max($mg, 1);"
     "printf(\"%.3f %.3f\\n\", $get, $mget);";
 
 static const char py_script[] =
@@ -233,11 +265,19 @@ static const char py_script[] =
     "t = cpu()\n"
     "for i in range(g):\n"
     "    if m.get(key(rnd.randrange(n))) is None: raise SystemExit(1)\n"
-    "get = (cpu() - t) / g; t = cpu()\n"
+    "get = (cpu() - t) / max(g, 1); t = cpu()\n"
     "for i in range(mg):\n"
     "    if not m.get_multi([key(rnd.randrange(n)) for j in range(100)]): raise SystemExit(1)\n"
-    "mget = (cpu() - t) / mg\n"
+    "mget = (cpu() - t) / max(mg, 1)\n"
     "print('%.3f %.3f' % (get, mget))\n";
+
+/* The preload's placement for a script: the one its application asks
+ * libmemcached for, so that each key stays on its server. */
+static const char *client_of(const char *tool)
+{
+    return strcmp(tool, PHP) == 0 ? "MCROUTE_CLIENT=php-memcached-ketama"
+                                  : "MCROUTE_CLIENT=pylibmc-ketama";
+}
 
 /* One run of a script (php or python), with the preload or not: its
  * CPU us per get and per multi-get. */
@@ -251,7 +291,7 @@ static void run_script(const char *tool, bool bridged, double *get_us, double *m
     snprintf(mcs, sizeof mcs, "MCROUTE_SERVERS=%s", g_list);
     char *const env_plain[] = {keys, gets, mgets, servers, "PATH=/usr/bin:/bin", NULL};
     char *const env_bridge[] = {keys, gets, mgets, servers, "PATH=/usr/bin:/bin", mcs,
-                                g_preload, NULL};
+                                (char *)client_of(tool), g_preload, NULL};
     int pfd[2];
     if (pipe(pfd) != 0)
         fail("pipe");
@@ -315,6 +355,126 @@ static void run_scripts(const char *tool, const char *name, double ratios[2])
     free(mb);
 }
 
+/* ------------------------------------------------------------ instructions */
+
+/* --count c-plain|c-bridge GETS MGETS: the C side's loops alone, on the
+ * handle named, for a count under callgrind (the parent stored the keys;
+ * BENCH_SERVERS names the servers). */
+static int count_mode(const char *which, const char *gets, const char *mgets)
+{
+    const char *list = getenv("BENCH_SERVERS");
+    if (list == NULL || strlen(list) >= sizeof g_list)
+        fail("--count needs BENCH_SERVERS");
+    strcpy(g_list, list);
+    opt.gets = bench_arg_uint("bench_bridge", "--count GETS", gets, 0, 1000000);
+    opt.mgets = bench_arg_uint("bench_bridge", "--count MGETS", mgets, 0, 1000000);
+    memcached_st *plain, *bridged;
+    mcr_router *r;
+    mcr_snapshot *s;
+    make_handles(&plain, &bridged, &r, &s);
+    memcached_st *m = strcmp(which, "c-bridge") == 0 ? bridged : plain;
+    if (opt.gets > 0)
+        time_gets(m, 42);
+    if (opt.mgets > 0)
+        time_mgets(m, 42);
+    memcached_free(plain);
+    memcached_free(bridged);
+    mcr_router_free(r);
+    mcr_snapshot_unref(s);
+    return 0;
+}
+
+/* The instructions `side` (c, PHP or PYTHON) runs in user space with
+ * `gets` gets and `mgets` multi-gets, plain or bridged, counted by
+ * callgrind. */
+static double count_run(const char *side, bool bridged, unsigned gets, unsigned mgets)
+{
+    char keys[32], ngets[32], nmgets[32], servers[600], mcs[600], self[1024];
+    snprintf(keys, sizeof keys, "BENCH_KEYS=%u", KEYS);
+    snprintf(ngets, sizeof ngets, "%u", gets);
+    snprintf(nmgets, sizeof nmgets, "%u", mgets);
+    char bgets[48], bmgets[48];
+    snprintf(bgets, sizeof bgets, "BENCH_GETS=%u", gets);
+    snprintf(bmgets, sizeof bmgets, "BENCH_MGETS=%u", mgets);
+    snprintf(servers, sizeof servers, "BENCH_SERVERS=%s", g_list);
+    snprintf(mcs, sizeof mcs, "MCROUTE_SERVERS=%s", g_list);
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        fail("readlink /proc/self/exe");
+    self[n] = '\0';
+    char *env[] = {keys, bgets, bmgets, servers, "PATH=/usr/bin:/bin", "PYTHONHASHSEED=0",
+                   NULL, NULL, NULL, NULL};
+    if (bridged && strcmp(side, "c") != 0) {
+        env[6] = mcs;
+        env[7] = (char *)client_of(side);
+        env[8] = g_preload;
+    }
+    int epipe[2];
+    if (pipe(epipe) != 0)
+        fail("pipe");
+    pid_t pid = fork();
+    if (pid < 0)
+        fail("fork");
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(epipe[1], 2);
+        close(epipe[0]);
+        close(epipe[1]);
+        const char *vg[] = {VALGRIND, "--tool=callgrind", "--callgrind-out-file=/dev/null"};
+        if (strcmp(side, "c") == 0)
+            execle(vg[0], vg[0], vg[1], vg[2], self, "--count", bridged ? "c-bridge" : "c-plain",
+                   ngets, nmgets, (char *)NULL, env);
+        else if (strcmp(side, PHP) == 0)
+            execle(vg[0], vg[0], vg[1], vg[2], PHP, "-r", php_script, (char *)NULL, env);
+        else
+            execle(vg[0], vg[0], vg[1], vg[2], PYTHON, "-c", py_script, (char *)NULL, env);
+        _exit(127);
+    }
+    close(epipe[1]);
+    char buf[8192];
+    size_t len = 0;
+    double total = -1;
+    for (;;) { /* callgrind's last lines: "==PID== Collected : N" */
+        ssize_t r = read(epipe[0], buf + len, sizeof buf - 1 - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        buf[len] = '\0';
+        const char *c = strstr(buf, "Collected : ");
+        if (c != NULL)
+            total = strtod(c + 12, NULL);
+        if (len > sizeof buf / 2) { /* keep the tail */
+            memmove(buf, buf + len - 256, 256);
+            len = 256;
+        }
+    }
+    close(epipe[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || total < 0) {
+        fprintf(stderr, "bench_bridge: counting %s %s failed (status 0x%x)\n", side,
+                bridged ? "bridged" : "plain", status);
+        fail("an instruction count failed");
+    }
+    return total;
+}
+
+/* Instructions per get and per multi-get of one side, plain and bridged. */
+static void count_side(const char *side, const char *name)
+{
+    double per[2][2];
+    for (int b = 0; b < 2; b++) {
+        double none = count_run(side, b, 0, 0);
+        per[b][0] = (count_run(side, b, COUNT_GETS, 0) - none) / COUNT_GETS;
+        per[b][1] = (count_run(side, b, 0, COUNT_MGETS) - none) / COUNT_MGETS;
+    }
+    const char *what[2] = {"get", "mget100"};
+    for (int k = 0; k < 2; k++)
+        printf("INSTR %s_%s plain=%.0f bridge=%.0f added=%+.0f ratio=%.3f\n", name, what[k],
+               per[0][k], per[1][k], per[1][k] - per[0][k], per[1][k] / per[0][k]);
+}
+
 /* ------------------------------------------------------------ main */
 
 static void goal(const char *name, double ratio)
@@ -325,6 +485,8 @@ static void goal(const char *name, double ratio)
 
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "--count") == 0)
+        return count_mode(argv[2], argv[3], argv[4]);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             opt.quick = true;
@@ -362,6 +524,13 @@ int main(int argc, char **argv)
     run_c(c);
     run_scripts(PHP, "php", php);
     run_scripts(PYTHON, "python", py);
+    if (!opt.quick && access(VALGRIND, X_OK) != 0) {
+        printf("INFO instructions not counted: %s is not installed\n", VALGRIND);
+    } else if (!opt.quick) {
+        count_side("c", "c");
+        count_side(PHP, "php");
+        count_side(PYTHON, "python");
+    }
     goal("c_get", c[0]);
     goal("c_mget100", c[1]);
     goal("php_get", php[0]);

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,14 +70,22 @@ static void find_lmc(void)
 #undef MCR__LMC_FIND
 }
 
+/* The table once found: every call of every entry point asks for it, so
+ * the common case is one load, without pthread_once's call. */
+static _Atomic(const mcr__lmc *) g_ready;
+
 const mcr__lmc *mcr__lmc_get(const char **why)
 {
+    const mcr__lmc *l = atomic_load_explicit(&g_ready, memory_order_acquire);
+    if (l != NULL)
+        return l;
     pthread_once(&g_once, find_lmc);
     if (g_why != NULL) {
         if (why != NULL)
             *why = g_why;
         return NULL;
     }
+    atomic_store_explicit(&g_ready, &g_lmc, memory_order_release);
     return &g_lmc;
 }
 
@@ -181,18 +190,11 @@ static const mcr_ring *other_of(const mcr_router_migration *m, mcr_migration_pha
     return NULL;
 }
 
-memcached_return_t mcr__bridge_sync(mcr__bridge *b)
+/* The list made for the router's snapshot of generation `g` (or a later
+ * one), with its migration: apart from mcr__bridge_sync(), whose common
+ * case (nothing changed) then needs no large frame. */
+static __attribute__((noinline)) memcached_return_t sync_list(mcr__bridge *b, uint64_t g)
 {
-#ifdef MCR_PRELOAD
-    mcr_router *pr = mcr__preload_router(); /* made, or its snapshot file looked at */
-    if (b->router == NULL)
-        b->router = pr;
-#endif
-    if (b->router == NULL)
-        return MEMCACHED_NO_SERVERS; /* the preload said why */
-    uint64_t g = mcr_router_generation(b->router);
-    if (b->snap != NULL && g == b->generation)
-        return MEMCACHED_SUCCESS;
     mcr_snapshot *s = mcr_router_current(b->router); /* g's snapshot or a later one */
     if (s == NULL) {
         time_t now = time(NULL);
@@ -246,6 +248,21 @@ memcached_return_t mcr__bridge_sync(mcr__bridge *b)
     b->other_pos = pos;
     b->generation = g;
     return MEMCACHED_SUCCESS;
+}
+
+memcached_return_t mcr__bridge_sync(mcr__bridge *b)
+{
+#ifdef MCR_PRELOAD
+    mcr_router *pr = mcr__preload_router(); /* made, or its snapshot file looked at */
+    if (b->router == NULL)
+        b->router = pr;
+#endif
+    if (b->router == NULL)
+        return MEMCACHED_NO_SERVERS; /* the preload said why */
+    uint64_t g = mcr_router_generation(b->router);
+    if (b->snap != NULL && g == b->generation)
+        return MEMCACHED_SUCCESS;
+    return sync_list(b, g);
 }
 
 memcached_return_t mcr__bridge_refuse(mcr__bridge *b, const char *what, const char *host,

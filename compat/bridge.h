@@ -3,6 +3,7 @@
 #ifndef MCR_BRIDGE_H
 #define MCR_BRIDGE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -23,8 +24,6 @@
     X(memcached_get_by_key, char *,                                                             \
       (memcached_st *, const char *, size_t, const char *, size_t, size_t *, uint32_t *,        \
        memcached_return_t *))                                                                   \
-    X(memcached_mget, memcached_return_t,                                                       \
-      (memcached_st *, const char *const *, const size_t *, size_t))                            \
     X(memcached_mget_by_key, memcached_return_t,                                                \
       (memcached_st *, const char *, size_t, const char *const *, const size_t *, size_t))      \
     X(memcached_mget_execute, memcached_return_t,                                               \
@@ -227,6 +226,14 @@ char *mcr__bridge_get(mcr__bridge *b, const char *group, size_t group_len, const
 void mcr__bridge_mget_begin(mcr__bridge *b, const char *group, size_t group_len,
                             const char *const *keys, const size_t *lens, size_t n);
 void mcr__bridge_mget_end(mcr__bridge *b);
+
+/* The multi-gets of all handles of the process whose fallback reads are
+ * pending (between mcr__bridge_mget_begin() keeping keys and
+ * mcr__bridge_mget_end()): while none is, memcached_fetch_result() goes
+ * straight on to libmemcached, without looking for its handle's bridge
+ * (a multi-get calls it once per key). Only a thread with a multi-get of
+ * its own pending needs to see its own increment, which it made. */
+extern _Atomic unsigned mcr__mget_pending;
 /* memcached_fetch_result() through the fallback reads. */
 memcached_result_st *mcr__bridge_fetch_result(mcr__bridge *b, memcached_result_st *result,
                                               memcached_return_t *error);

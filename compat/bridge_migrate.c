@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* bridge_migrate.c: an attached handle's calls through a migration (a resize): writes of a moved key to both owners, a get's and a multi-get's misses read at the previous owner once switched; the rules of the pool (mcroute_pool.h, Migrations), with each call sent to one owner by the bridge's hash. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,11 +226,14 @@ struct mcr__mget {
     unsigned char *state;  /* 0 asked at the current owner, 1 found, 2 asked at the previous */
 };
 
+_Atomic unsigned mcr__mget_pending;
+
 void mcr__bridge_mget_end(mcr__bridge *b)
 {
     struct mcr__mget *m = b->mget;
     if (m == NULL)
         return;
+    atomic_fetch_sub_explicit(&mcr__mget_pending, 1, memory_order_relaxed);
     for (size_t i = 0; i < m->n; i++)
         free(m->keys[i]);
     free(m->keys);
@@ -273,6 +277,7 @@ void mcr__bridge_mget_begin(mcr__bridge *b, const char *group, size_t group_len,
     }
     m->n = n;
     b->mget = m;
+    atomic_fetch_add_explicit(&mcr__mget_pending, 1, memory_order_relaxed);
     if (!any)
         mcr__bridge_mget_end(b);
 }

@@ -23,9 +23,12 @@ static const mcr__lmc *lmc(void)
 
 /* The attached handle whose call this thread is in, and its bridge: the
  * calls libmemcached makes of its own entry points during it find the
- * bridge here, without asking the handle's hashkit again. */
-static __thread const memcached_st *t_memc;
-static __thread mcr__bridge *t_bridge;
+ * bridge here, without asking the handle's hashkit again. Initial-exec:
+ * read without a call to __tls_get_addr (a get passes here five times);
+ * the 16 bytes fit the static TLS glibc keeps for objects opened later. */
+#define MCR_TLS __thread __attribute__((tls_model("initial-exec")))
+static MCR_TLS const memcached_st *t_memc;
+static MCR_TLS mcr__bridge *t_bridge;
 
 /* The start of a call on `memc`: its bridge (NULL: not attached) with the
  * call counted, and, for the outer call of one that starts a request, the
@@ -40,7 +43,8 @@ static mcr__bridge *enter(const memcached_st *memc, bool request, memcached_retu
         t_memc = memc;
         t_bridge = b;
         if (request) {
-            mcr__bridge_mget_end(b); /* a new request: a multi-get's fallback is over */
+            if (b->mget != NULL)
+                mcr__bridge_mget_end(b); /* a new request: a multi-get's fallback is over */
             *rc = mcr__bridge_sync(b);
         }
     }
@@ -84,12 +88,12 @@ static void leave(mcr__bridge *b)
 
 /* ------------------------------------------------------------ reads */
 
-/* A get (by_key: memcached_get_by_key(), whose group may be NULL too, as
- * libmemcached's memcached_get() calls it): through the migration when
- * one is in force. */
-static char *get(memcached_st *ptr, bool by_key, const char *group, size_t group_len,
-                 const char *key, size_t key_len, size_t *value_length, uint32_t *flags,
-                 memcached_return_t *error)
+/* A get: through the migration when one is in force. memcached_get() is
+ * libmemcached's memcached_get_by_key() with no group (its own definition
+ * is that call); the bridge calls the latter for both, which spares a get
+ * a pass through this file's entry point for the inner call. */
+static char *get(memcached_st *ptr, const char *group, size_t group_len, const char *key,
+                 size_t key_len, size_t *value_length, uint32_t *flags, memcached_return_t *error)
 {
     memcached_return_t rc;
     mcr__bridge *b = enter(ptr, true, &rc);
@@ -99,11 +103,9 @@ static char *get(memcached_st *ptr, bool by_key, const char *group, size_t group
             *error = rc;
     } else if (b != NULL && b->other != NULL && b->depth == 1) {
         v = mcr__bridge_get(b, group, group_len, key, key_len, value_length, flags, error);
-    } else if (by_key) {
+    } else {
         v = lmc()->memcached_get_by_key(ptr, group, group_len, key, key_len, value_length, flags,
                                         error);
-    } else {
-        v = lmc()->memcached_get(ptr, key, key_len, value_length, flags, error);
     }
     leave(b);
     return v;
@@ -112,7 +114,7 @@ static char *get(memcached_st *ptr, bool by_key, const char *group, size_t group
 MCR_EXTERN char *memcached_get(memcached_st *ptr, const char *key, size_t key_length,
                                size_t *value_length, uint32_t *flags, memcached_return_t *error)
 {
-    return get(ptr, false, NULL, 0, key, key_length, value_length, flags, error);
+    return get(ptr, NULL, 0, key, key_length, value_length, flags, error);
 }
 
 MCR_EXTERN char *memcached_get_by_key(memcached_st *ptr, const char *group_key,
@@ -120,20 +122,18 @@ MCR_EXTERN char *memcached_get_by_key(memcached_st *ptr, const char *group_key,
                                       size_t key_length, size_t *value_length, uint32_t *flags,
                                       memcached_return_t *error)
 {
-    return get(ptr, true, group_key, group_key_length, key, key_length, value_length, flags,
-               error);
+    return get(ptr, group_key, group_key_length, key, key_length, value_length, flags, error);
 }
 
-/* A multi-get: its keys kept for the fallback reads when switched. */
-static memcached_return_t mget(memcached_st *ptr, bool by_key, const char *group,
-                               size_t group_len, const char *const *keys, const size_t *lens,
-                               size_t n)
+/* A multi-get: its keys kept for the fallback reads when switched.
+ * memcached_mget() is memcached_mget_by_key() with no group, as for get. */
+static memcached_return_t mget(memcached_st *ptr, const char *group, size_t group_len,
+                               const char *const *keys, const size_t *lens, size_t n)
 {
     memcached_return_t rc;
     mcr__bridge *b = enter(ptr, true, &rc);
     if (rc == MEMCACHED_SUCCESS)
-        rc = by_key ? lmc()->memcached_mget_by_key(ptr, group, group_len, keys, lens, n)
-                    : lmc()->memcached_mget(ptr, keys, lens, n);
+        rc = lmc()->memcached_mget_by_key(ptr, group, group_len, keys, lens, n);
     if (b != NULL && b->other != NULL && b->depth == 1 &&
         (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_SOME_ERRORS))
         mcr__bridge_mget_begin(b, group, group_len, keys, lens, n);
@@ -144,7 +144,7 @@ static memcached_return_t mget(memcached_st *ptr, bool by_key, const char *group
 MCR_EXTERN memcached_return_t memcached_mget(memcached_st *ptr, const char *const *keys,
                                              const size_t *key_length, size_t number_of_keys)
 {
-    return mget(ptr, false, NULL, 0, keys, key_length, number_of_keys);
+    return mget(ptr, NULL, 0, keys, key_length, number_of_keys);
 }
 
 MCR_EXTERN memcached_return_t memcached_mget_by_key(memcached_st *ptr, const char *group_key,
@@ -153,7 +153,7 @@ MCR_EXTERN memcached_return_t memcached_mget_by_key(memcached_st *ptr, const cha
                                                     const size_t *key_length,
                                                     const size_t number_of_keys)
 {
-    return mget(ptr, true, group_key, group_key_length, keys, key_length, number_of_keys);
+    return mget(ptr, group_key, group_key_length, keys, key_length, number_of_keys);
 }
 
 /* The results of a multi-get, with those of its fallback reads. */
@@ -161,6 +161,8 @@ MCR_EXTERN memcached_result_st *memcached_fetch_result(memcached_st *ptr,
                                                        memcached_result_st *result,
                                                        memcached_return_t *error)
 {
+    if (atomic_load_explicit(&mcr__mget_pending, memory_order_relaxed) == 0)
+        return lmc()->memcached_fetch_result(ptr, result, error); /* no fallback anywhere */
     memcached_return_t rc;
     mcr__bridge *b = enter(ptr, false, &rc);
     memcached_result_st *r = b != NULL && b->mget != NULL && b->depth == 1
@@ -433,7 +435,7 @@ MCR_EXTERN void memcached_servers_reset(memcached_st *ptr)
 #ifdef MCR_PRELOAD
 /* In a memcached_clone(): its memcached_create() of the copy is not
  * attached there, the clone is once it has its source's settings. */
-static __thread int t_cloning;
+static MCR_TLS int t_cloning;
 #endif
 
 MCR_EXTERN memcached_st *memcached_create(memcached_st *ptr)

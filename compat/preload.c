@@ -142,11 +142,11 @@ static void reload(mcr_router *r)
     mcr_snapshot_unref(cur);
 }
 
-mcr_router *mcr__preload_router(void)
+/* The router made, or a snapshot file looked at, at most once a second;
+ * apart from the common case of mcr__preload_router() (a small frame for
+ * the call every request makes). */
+static __attribute__((noinline)) mcr_router *preload_router_slow(mcr_router *r)
 {
-    mcr_router *r = atomic_load_explicit(&g_router, memory_order_acquire);
-    if (r != NULL && g_src != SRC_SNAPSHOT)
-        return r; /* the common case: no clock read */
     time_t now = time(NULL);
     if (r != NULL && atomic_load_explicit(&g_tried, memory_order_relaxed) == now)
         return r;
@@ -169,6 +169,14 @@ mcr_router *mcr__preload_router(void)
     }
     pthread_mutex_unlock(&g_mu);
     return r;
+}
+
+mcr_router *mcr__preload_router(void)
+{
+    mcr_router *r = atomic_load_explicit(&g_router, memory_order_acquire);
+    if (r != NULL && g_src != SRC_SNAPSHOT)
+        return r; /* the common case: no clock read */
+    return preload_router_slow(r);
 }
 
 void mcr__preload_created(memcached_st *memc)

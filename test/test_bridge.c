@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_bridge.c: libmemcached handles attached to a router (mcroute_memcached_attach.h) against real memcached servers: every call goes to mcroute's owner of its key, read back from the servers directly; the list follows the router; what the bridge owns is kept; clone, detach, namespace, binary protocol, a state file, 150 servers. */
 #include <check.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,6 +551,128 @@ START_TEST(wrong_order_refused)
 }
 END_TEST
 
+/* ------------------------------------------------------------ threads */
+
+#define TH_WORKERS 2
+#define TH_PUBLISHES 41
+#define TH_KEYS 64
+
+struct th_shared {
+    mcr_router *router;
+    mcr_snapshot *s3, *s4; /* the two memberships published in turn */
+    _Atomic unsigned long ops[TH_WORKERS];
+    atomic_bool published_all;
+};
+
+struct th_worker {
+    struct th_shared *sh;
+    int id;
+    char fail[512]; /* the first fault seen, or "" */
+    atomic_bool done; /* the thread ended (after a fault, or its last pass) */
+};
+
+/* A thread of its own handle, attached to the shared router while another
+ * thread publishes: each set succeeds and each key's server, as
+ * libmemcached names it, is its owner in one of the two memberships (a
+ * list torn by a change would name another); it stops after the last
+ * publish, with one more pass through every key. */
+static void *th_work(void *arg)
+{
+    struct th_worker *w = arg;
+    memcached_st *m = memcached_create(NULL);
+    mcr_error err = {0};
+    if (m == NULL || mcr_memcached_attach(m, w->sh->router, 0, &err) != MCR_OK) {
+        snprintf(w->fail, sizeof w->fail, "attach: %s", err.message);
+        atomic_store(&w->done, true);
+        return NULL;
+    }
+    char tag[16];
+    snprintf(tag, sizeof tag, "th%d", w->id);
+    bool last = false;
+    for (unsigned long n = 0; w->fail[0] == '\0'; n++) {
+        int k = (int)(n % TH_KEYS);
+        if (k == 0 && last)
+            break;
+        if (k == 0 && atomic_load(&w->sh->published_all)) {
+            last = true; /* one whole pass after the last publish, of keys */
+            snprintf(tag, sizeof tag, "last%d", w->id); /* never written before */
+        }
+        char key[96];
+        key_of(key, sizeof key, tag, k);
+        memcached_return_t rc = memcached_set(m, key, strlen(key), key, strlen(key), 0, 0);
+        if (rc != MEMCACHED_SUCCESS) {
+            snprintf(w->fail, sizeof w->fail, "set %s: %s", key, memcached_strerror(m, rc));
+            break;
+        }
+        rc = MEMCACHED_SUCCESS;
+        const memcached_instance_st *in = memcached_server_by_key(m, key, strlen(key), &rc);
+        int port = in != NULL ? (int)memcached_server_port(in) : -1;
+        int o3 = g_mc[owner(w->sh->s3, key)].port, o4 = g_mc[owner(w->sh->s4, key)].port;
+        if (in == NULL || rc != MEMCACHED_SUCCESS || (port != o3 && port != o4)) {
+            snprintf(w->fail, sizeof w->fail, "%s: libmemcached names port %d, its owners are %d "
+                     "(3 servers) and %d (4 servers)", key, port, o3, o4);
+            break;
+        }
+        atomic_fetch_add(&w->sh->ops[w->id], 1);
+    }
+    memcached_free(m);
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+/* Two threads with a handle each on one router while a third publishes
+ * 41 membership changes (the last to a list other than the first): every
+ * call keeps to a whole list, and after the last change every key of both
+ * threads is at its owner. Each change waits until both workers made
+ * calls since the last (events, not time). */
+START_TEST(threads_share_a_router)
+{
+    servers_start();
+    struct th_shared sh;
+    memset(&sh, 0, sizeof sh);
+    sh.s3 = snap_of(3, MCR_MODE_KETAMA, 1);
+    sh.s4 = snap_of(4, MCR_MODE_KETAMA, 2);
+    mcr_error err = {0};
+    ck_assert_int_eq(mcr_router_new(sh.s3, &sh.router, &err), MCR_OK);
+    struct th_worker w[TH_WORKERS];
+    pthread_t t[TH_WORKERS];
+    for (int i = 0; i < TH_WORKERS; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].sh = &sh;
+        w[i].id = i;
+        ck_assert_int_eq(pthread_create(&t[i], NULL, th_work, &w[i]), 0);
+    }
+    unsigned long seen[TH_WORKERS] = {0};
+    int final = 3;
+    for (int p = 0; p < TH_PUBLISHES; p++) {
+        for (int i = 0; i < TH_WORKERS; i++) { /* both made calls since the last change */
+            int64_t deadline = mcr_test_now_ms() + mcr_test_ms(WAIT_MS);
+            while (atomic_load(&sh.ops[i]) < seen[i] + 5 && !atomic_load(&w[i].done)) {
+                ck_assert_msg(mcr_test_now_ms() < deadline, "worker %d makes no progress", i);
+                sched_yield();
+            }
+            seen[i] = atomic_load(&sh.ops[i]);
+        }
+        /* the same two memberships in turn, each with a later epoch */
+        final = p % 2 == 0 ? 4 : 3;
+        mcr_snapshot *n = snap_of(final, MCR_MODE_KETAMA, (uint64_t)p + 3);
+        ck_assert_msg(mcr_router_publish(sh.router, n, &err) == MCR_OK, "%s", err.message);
+        mcr_snapshot_unref(n);
+    }
+    atomic_store(&sh.published_all, true);
+    for (int i = 0; i < TH_WORKERS; i++) {
+        ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+        ck_assert_msg(w[i].fail[0] == '\0', "worker %d: %s", i, w[i].fail);
+    }
+    mcr_snapshot *last = final == 4 ? sh.s4 : sh.s3;
+    placed(last, "last0", TH_KEYS, "", false);
+    placed(last, "last1", TH_KEYS, "", false);
+    mcr_router_free(sh.router);
+    mcr_snapshot_unref(sh.s3);
+    mcr_snapshot_unref(sh.s4);
+}
+END_TEST
+
 static Suite *bridge_suite(void)
 {
     Suite *s = suite_create("bridge");
@@ -560,6 +685,7 @@ static Suite *bridge_suite(void)
         {"errors", errors},
         {"wrong_order_refused", wrong_order_refused},
         {"through_a_migration", through_a_migration},
+        {"threads_share_a_router", threads_share_a_router},
     };
     tu_add_cases(s, cases, sizeof(cases) / sizeof(cases[0]), mcr_test_sec(120), teardown);
     return s;
