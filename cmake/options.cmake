@@ -43,6 +43,7 @@ option(MCR_WITH_TWEMPROXY "Build libmcroute_twemproxy, nutcracker YAML (needs li
 option(MCR_WITH_FLEET "Build libmcroute_fleet, pools kept in etcd (needs libevent_core, libevent_extra, jansson)" ON)
 option(MCR_WITH_MIGRATE "Build libmcroute_migrate, the key copier of resizes (needs MCR_WITH_POOL)" ${MCR_WITH_POOL})
 option(MCR_WITH_LIBMEMCACHED "Build libmcroute_libmemcached, rings from memcached_st handles (needs libmemcached)" ON)
+option(MCR_WITH_PYTHON "Build the Python package's C extension into the build tree for its tests (needs python3-dev, MCR_WITH_POOL, MCR_WITH_FLEET)" ON)
 
 if(MCR_WITH_MIGRATE AND NOT MCR_WITH_POOL)
   message(FATAL_ERROR "MCR_WITH_MIGRATE=ON needs MCR_WITH_POOL=ON: libmcroute_migrate copies keys "

@@ -42,6 +42,9 @@ PKGS=(
   php-cli php-memcached php-memcache
   php8.2-fpm libfcgi-bin # test_preload: PHP-FPM workers with libmcroute_preload.so, by FastCGI
   nginx-light
+  # python/: the mcroute package (its C extension, pip install from the
+  # tree), its pytest suites and the Django cache backend's
+  python3-dev python3-setuptools python3-pip python3-venv python3-pytest python3-django
   nodejs           # with npm (below): test/ref/package-lock.json's memcached, memjs
 )
 
