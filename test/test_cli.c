@@ -467,6 +467,29 @@ START_TEST(snapshot_diff_replicas)
     run_free(&a);
     run_free(&b);
 
+    /* --epoch N: the file carries it, and places the same; refused for a
+     * source with its own epoch, and outside 1..2^63-1 */
+    char snap7[256];
+    snprintf(snap7, sizeof(snap7), "%s/seven.snap", dir);
+    r = run_cli(NULL, 0, ARGS("snapshot", "-s", list, "-o", snap7, "--epoch", "7"));
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    size_t len = 0;
+    char *text = tu_read_file(snap7, &len);
+    ck_assert_msg(strstr(text, "\nepoch 7\n") != NULL, "%s", text);
+    free(text);
+    a = run_cli(NULL, 0, ARGS("locate", "--snapshot", snap7, "k1", "k2", "k3", "user:9"));
+    b = run_cli(NULL, 0, ARGS("locate", "-s", list, "k1", "k2", "k3", "user:9"));
+    ck_assert_str_eq(a.out, b.out);
+    run_free(&a);
+    run_free(&b);
+    expect_usage_error(ARGS("snapshot", "--snapshot", snap7, "-o", snap, "--epoch", "8"),
+                       "keep their own epoch");
+    expect_usage_error(ARGS("snapshot", "-s", list, "-o", snap, "--epoch", "0"), "--epoch");
+    expect_usage_error(ARGS("snapshot", "-s", list, "-o", snap, "--epoch",
+                            "9223372036854775808"), "--epoch");
+    expect_usage_error(ARGS("snapshot", "-s", list, "-o", snap, "--epoch", "7x"), "--epoch");
+
     /* a corrupted snapshot file is refused */
     FILE *f = fopen(snap, "r+");
     ck_assert_ptr_nonnull(f);

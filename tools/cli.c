@@ -207,7 +207,7 @@ enum { OPT_HASH = 256, OPT_SNAPSHOT, OPT_REPLICAS, OPT_KEYS, OPT_TIMEOUT, OPT_PO
        OPT_JSON, OPT_ETCD, OPT_ETCD_PREFIX, OPT_ETCD_TIMEOUT, OPT_COUNT, OPT_CLIENT_ID,
        OPT_RATE, OPT_DRY_RUN, OPT_GRACE, OPT_WAIT, OPT_ABORT, OPT_CLIENT,
        OPT_CLIENTS, OPT_TOP, OPT_STATE, OPT_METRICS, OPT_ID, OPT_GROUP, OPT_SLOTS, OPT_COUNTER_SERVERS,
-       OPT_FILE_MODE, OPT_PREVIOUS = 400 };
+       OPT_FILE_MODE, OPT_EPOCH, OPT_PREVIOUS = 400 };
 
 static const struct option source_opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -234,6 +234,7 @@ static const struct option source_opts[] = {
     {"top", required_argument, NULL, OPT_TOP},
     {"keys", required_argument, NULL, OPT_KEYS},
     {"output", required_argument, NULL, 'o'},
+    {"epoch", required_argument, NULL, OPT_EPOCH},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"failure-policy", required_argument, NULL, OPT_POLICY},
     {"ttl", required_argument, NULL, OPT_TTL},
@@ -283,6 +284,7 @@ static const char *opt_name(int c)
     case 'p': return "--pool";
     case 'k': return "--ketama-file";
     case 'o': return "--output";
+    case OPT_EPOCH: return "--epoch";
     case OPT_SNAPSHOT: return "--snapshot";
     case OPT_STATE: return "--state";
     case OPT_METRICS: return "--metrics";
@@ -327,7 +329,7 @@ static bool option_allowed(int c, unsigned allowed)
     case 's': case 'f': case OPT_SNAPSHOT: return (allowed & (ALLOW_SOURCE | ALLOW_LIST)) != 0;
     case OPT_REPLICAS: return (allowed & ALLOW_REPLICAS) != 0;
     case OPT_TOP: return (allowed & ALLOW_TOP) != 0;
-    case 'o': return (allowed & ALLOW_OUTPUT) != 0;
+    case 'o': case OPT_EPOCH: return (allowed & ALLOW_OUTPUT) != 0;
     case OPT_KEYS: return (allowed & ALLOW_KEYS) != 0;
     case OPT_TIMEOUT: return (allowed & (ALLOW_POOL | ALLOW_WATCH | ALLOW_MIGRATE)) != 0;
     case OPT_RATE: case OPT_DRY_RUN: case OPT_GRACE: case OPT_WAIT: case OPT_ABORT:
@@ -360,6 +362,7 @@ static const char **once_field(cli_source *src, int c)
     case 'p': return &src->pool;
     case 'k': return &src->ketama_file;
     case 'o': return &src->output;
+    case OPT_EPOCH: return &src->epoch;
     case OPT_SNAPSHOT: return &src->snapshot;
     case OPT_STATE: return &src->state;
     case OPT_METRICS: return &src->metrics;
@@ -816,7 +819,7 @@ mcr_snapshot *cli_build_snapshot(const cli_source *src)
     }
     mcr_config *cfg = build_config(src, &names);
     size_t n = mcr_config_server_count(cfg);
-    int rc = mcr_snapshot_new(cfg, 1, &snap, &err);
+    int rc = mcr_snapshot_new(cfg, src->build_epoch != 0 ? src->build_epoch : 1, &snap, &err);
     mcr_config_free(cfg);
     free_names(names, n);
     if (rc != MCR_OK)

@@ -41,7 +41,7 @@ void *cli_xcalloc(size_t n, size_t size);
 enum {
     ALLOW_SOURCE = 1,   /* -s -f -l -b -m -t -p -k --snapshot */
     ALLOW_REPLICAS = 2, /* --replicas */
-    ALLOW_OUTPUT = 4,   /* -o */
+    ALLOW_OUTPUT = 4,   /* -o --epoch */
     ALLOW_KEYS = 8,     /* --keys */
     MIXED_ARGS = 16,    /* options may follow the arguments (diff OLD NEW --keys F) */
     ALLOW_POOL = 32,    /* --timeout, --failure-policy */
@@ -76,6 +76,9 @@ typedef struct cli_source {
     const char *counter_servers; /* agent --counter-servers N, as given */
     const char *file_mode;     /* agent --file-mode MODE, as given */
     const char *output, *keys; /* snapshot -o, diff --keys */
+    const char *epoch;         /* snapshot --epoch N, as given */
+    uint64_t build_epoch;      /* the epoch cli_build_snapshot() gives a list or
+                                  file source; 0: 1 */
     long replicas;             /* locate --replicas, 0 when not given */
     long top;                  /* stats --top N, 0 when not given */
     const char *timeout;       /* pool commands: --timeout, as given */

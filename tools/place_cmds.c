@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* place_cmds.c: the commands that place keys: locate, dump, hash, snapshot and diff. */
+#include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,9 +45,11 @@ const char cli_usage_hash[] =
     "      murmur3 crc16 crc32a cmemcache hashcode hashcode_abs\n";
 
 const char cli_usage_snapshot[] =
-    "Usage: mcroute snapshot SOURCE -o FILE\n"
+    "Usage: mcroute snapshot SOURCE -o FILE [--epoch N]\n"
     "Save the placement of SOURCE as a snapshot file (epoch 1 unless SOURCE is a\n"
     "snapshot): canonical text with its epoch and checksum, written atomically.\n"
+    "  --epoch N  the epoch (1 to 2^63-1) of a server list or file's snapshot:\n"
+    "             processes following the file take only a later epoch\n"
     "SOURCE: as for locate (see mcroute --help)\n";
 
 const char cli_usage_diff[] =
@@ -188,6 +192,20 @@ int cli_cmd_snapshot(int argc, char **argv)
         cli_die("snapshot: unexpected argument '%s'", argv[first]);
     if (src.output == NULL)
         cli_die("snapshot: -o FILE is required");
+    if (src.epoch != NULL) {
+        /* configuration management writes each new membership with the next
+         * epoch: followers of the file take only a later one */
+        char *end;
+        errno = 0;
+        unsigned long long e = strtoull(src.epoch, &end, 10);
+        if (errno != 0 || end == src.epoch || *end != '\0' || src.epoch[0] == '-' || e == 0 ||
+            e > (unsigned long long)INT64_MAX)
+            cli_die("snapshot: --epoch '%s' is not a number from 1 to 2^63-1", src.epoch);
+        if (src.snapshot != NULL || src.state != NULL || src.etcd != NULL)
+            cli_die("snapshot: --epoch applies to a server list or file: a snapshot, a state "
+                    "and a pool in etcd keep their own epoch");
+        src.build_epoch = e;
+    }
     mcr_snapshot *snap = cli_build_snapshot(&src);
     int rc = mcr_snapshot_save(snap, src.output, &err);
     mcr_snapshot_unref(snap);
