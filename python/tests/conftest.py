@@ -160,3 +160,65 @@ def locate(args, keys):
         k, _, server = line.partition("\t")
         out[k] = server
     return out
+
+
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+
+
+class Etcd:
+    """One real etcd member on 127.0.0.1 (ports it picked, a data directory
+    under `tmp`); stop() by PID."""
+
+    def __init__(self, tmp):
+        if not os.access(ETCD, os.X_OK):
+            pytest.fail("etcd is not installed (Debian package etcd-server)")
+        for _ in range(10):
+            cport, pport = free_port(), free_port()
+            self.url = "http://127.0.0.1:%d" % cport
+            peer = "http://127.0.0.1:%d" % pport
+            data = os.path.join(str(tmp), "etcd-%d" % cport)
+            self.log = open(data + ".log", "w")
+            self.proc = subprocess.Popen(
+                [ETCD, "--name=n1", "--data-dir=" + data, "--listen-client-urls=" + self.url,
+                 "--advertise-client-urls=" + self.url, "--listen-peer-urls=" + peer,
+                 "--initial-advertise-peer-urls=" + peer, "--initial-cluster=n1=" + peer,
+                 "--initial-cluster-state=new", "--logger=zap", "--log-outputs=stderr"],
+                stdout=self.log, stderr=self.log)
+            if self._wait_healthy():
+                return
+            self.stop()
+        pytest.fail("etcd did not start on free ports in 10 tries")
+
+    def _wait_healthy(self):
+        import urllib.request
+        deadline = time.monotonic() + limit(20)
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
+                    if b'"true"' in r.read():
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.05)
+        return False
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    e = Etcd(tmp_path)
+    yield e
+    e.stop()
+
+
+def cli(*args, timeout=60):
+    """Run the built mcroute with args; the CompletedProcess (text)."""
+    return subprocess.run([mcroute_bin()] + list(args), capture_output=True, text=True,
+                          timeout=limit(timeout))
