@@ -1,22 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""mcroute.django: a Django cache backend (MCRouteCache) that places every key with mcroute.
-
-    CACHES = {"default": {
-        "BACKEND": "mcroute.django.MCRouteCache",
-        "LOCATION": "10.0.0.1:11211;10.0.0.2:11211",     # or a list
-        "OPTIONS": {"client": "php-memcached-ketama"},   # mcroute.Client's options
-    }}
-
-LOCATION (split on ';' or ',', or a list) is mcroute.Client's servers=;
-leave it empty when OPTIONS names another source (server_file, snapshot,
-state, etcd with pool). The other OPTIONS go to mcroute.Client as they
-are; values are pickled by mcroute.PickleSerde unless OPTIONS gives a
-serde. The backend behaves as Django 3.2's memcached backends do
-(django/core/cache/backends/memcached.py): a key memcached cannot take
-raises InvalidCacheKey, timeouts follow memcached's rules, close() keeps
-the connections. Each thread gets its own mcroute.Client, since a client
-serves one thread at a time.
-"""
+"""mcroute.django: MCRouteCache, a Django cache backend whose keys mcroute places."""
 
 import re
 import threading
@@ -84,7 +67,24 @@ def client_options(servers, options):
 
 class MCRouteCache(BaseCache):
     """A Django cache on memcached servers, each key on the server mcroute
-    places its full key (after KEY_PREFIX, VERSION and KEY_FUNCTION) on."""
+    places its full key (after KEY_PREFIX, VERSION and KEY_FUNCTION) on.
+
+        CACHES = {"default": {
+            "BACKEND": "mcroute.django.MCRouteCache",
+            "LOCATION": "10.0.0.1:11211;10.0.0.2:11211",     # or a list
+            "OPTIONS": {"client": "php-memcached-ketama"},   # mcroute.Client's
+        }}
+
+    LOCATION (split on ';' or ',', or a list) is mcroute.Client's servers=;
+    leave it empty when OPTIONS names another source (server_file,
+    snapshot, state, etcd with pool). The other OPTIONS go to
+    mcroute.Client as they are; values are pickled by mcroute.PickleSerde
+    unless OPTIONS gives a serde. It behaves as Django 3.2's memcached
+    backends do (django/core/cache/backends/memcached.py): a key memcached
+    cannot take raises InvalidCacheKey before anything is sent, timeouts
+    follow memcached's rules, close() keeps the connections. Each thread
+    gets its own mcroute.Client: a client serves one thread at a time.
+    """
 
     def __init__(self, server, params):
         super().__init__(params)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""test_py_django.py: mcroute.django.MCRouteCache, the Django cache backend, with Debian's Django against real memcached servers."""
+"""test_py_django.py: MCRouteCache (mcroute.django) with Debian's Django on real memcached."""
 
 import contextlib
 import subprocess
@@ -351,8 +351,9 @@ def invalid_key_calls(key):
     return [("add", (key, 1)), ("get", (key,)), ("set", (key, 1)), ("incr", (key,)),
             ("decr", (key,)), ("touch", (key,)), ("delete", (key,)), ("has_key", (key,)),
             ("get_or_set", (key, 1)), ("incr_version", (key,)),
-            ("get_many", ([key, "b"],)), ("set_many", ({key: 1, "b": 2},)),
-            ("delete_many", ([key, "b"],))]
+            # the bad key last: every key is checked before any is sent
+            ("get_many", (["b", key],)), ("set_many", ({"b": 2, key: 1},)),
+            ("delete_many", (["b", key],))]
 
 
 @pytest.mark.parametrize("key, why", [
@@ -360,7 +361,7 @@ def invalid_key_calls(key):
     ("tab\tkey", "contains characters"),
     ("del\x7fkey", "contains characters"),
     ("a" * 248, "longer than 250"),  # 251 with ":1:"
-])
+], ids=["space", "tab", "del", "too-long"])
 def test_invalid_keys_raise_and_send_nothing(three, key, why):
     """Django 3.2's memcached backends raise InvalidCacheKey (with the text
     of memcache_key_warnings) where other backends warn with
