@@ -37,7 +37,7 @@ def flags(option, prefix):
 libdir = pkg_config("--variable=libdir", "mcroute")
 ext = Extension(
     "mcroute._mcroute",
-    sources=["mcroute/_mcroute.c"],
+    sources=["mcroute/%s.c" % f for f in ("module", "client", "values", "calls", "many", "info")],
     include_dirs=flags("--cflags-only-I", "-I"),
     library_dirs=flags("--libs-only-L", "-L"),
     libraries=flags("--libs-only-l", "-l"),

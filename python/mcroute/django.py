@@ -125,8 +125,8 @@ class MCRouteCache(BaseCache):
         return key
 
     def get_backend_timeout(self, timeout=DEFAULT_TIMEOUT):
-        """The expiration time memcached takes: 0 never expires, EXPIRED at
-        once, above 30 days a Unix time."""
+        """The expiration time to send: 0 (never) for None, EXPIRED for 0
+        or less, a Unix time above 30 days, as memcached reads them."""
         if timeout == DEFAULT_TIMEOUT:
             timeout = self.default_timeout
         if timeout is None:

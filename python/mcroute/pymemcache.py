@@ -23,8 +23,12 @@ HashClient makes one instance (it calls hasher() with no argument), and
 each instance places keys with its own mcroute.Client, which opens no
 connection. get_node(key) is the owner `mcroute locate` names with the same
 source, written as HashClient's node key "host:port" (an IPv6 host without
-brackets, as pymemcache writes it); a snapshot file is re-read when it
-changes (at most once a second), a state at every key.
+brackets, as pymemcache writes it), so give both the same servers: one
+HashClient spells otherwise (a host name for an address) is a node it does
+not have. A snapshot file is re-read when it changes (at most once a
+second), a state at every key. Before a state or an etcd pool has a
+snapshot, locate raises mcroute.Error, and so does the HashClient call,
+whatever ignore_exc says (it is no server's failure).
 
 A key whose owner HashClient cannot reach fails; it never goes to another
 server. get_node returns None when mcroute's owner is not a node of the
@@ -52,12 +56,15 @@ This module's HashClient(servers=... | server_file= | snapshot= | state= |
 etcd=, pool=, mode=, client=, hash=, **pymemcache_kwargs) takes every
 keyword of pymemcache's HashClient but hasher. It starts with a client for
 each server of mcroute's current snapshot whose id is its address (every
-server of a list or a server file; a named server's id is not an address),
-adds one for any server mcroute places a key on that it has none for,
-and, when the snapshot's epoch changes, drops those whose server left it
-(a named server's client is dropped too, and made again for its next
-key). The servers pymemcache marks dead stay dead until its dead_timeout,
-as in pymemcache; their keys raise OwnerUnavailable meanwhile.
+server of a list or a server file; a named server's id is not an address,
+and one written like "host:port" gets a client at that address, used by
+no key), adds one for any server mcroute places a key on that it has none
+for, and, when the snapshot's epoch changes, drops those whose server left
+it (a named server's client is dropped too, and made again for its next
+key). It looks at the epoch at each key; flush_all, quit and close reach
+the clients it has then. The servers pymemcache marks dead stay dead until
+its dead_timeout, as in pymemcache; their keys raise OwnerUnavailable
+meanwhile.
 mc.hasher.client is the mcroute.Client placing keys (locate, servers,
 epoch).
 

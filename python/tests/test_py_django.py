@@ -2,6 +2,7 @@
 """test_py_django.py: MCRouteCache (mcroute.django) with Debian's Django on real memcached."""
 
 import contextlib
+import os
 import subprocess
 import threading
 import warnings
@@ -15,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test.utils import override_settings
 
 import mcroute
-from conftest import limit, locate, mcroute_bin, wait_until
+from conftest import cli, limit, locate, mcroute_bin, wait_until
 from mcroute.django import MCRouteCache
 
 # Django needs settings before its cache handler builds anything; each test
@@ -247,9 +248,10 @@ def test_set_many_returns_the_keys_not_stored(three):
     assert lost, "no key of 40 placed on the stopped server"
     failed = cache.set_many({k: k for k in keys})
     assert sorted(failed) == lost  # the keys as given, not the full keys
-    kept = [k for k in keys if k not in lost]
-    assert all(mcs[0].raw_get(cache.make_key(k)) or mcs[1].raw_get(cache.make_key(k))
-               for k in kept)
+    by_addr = {m.addr: m for m in mcs}
+    for k in keys:
+        if k not in lost:  # stored on its owner all the same
+            assert by_addr[owners[cache.make_key(k)]].raw_get(cache.make_key(k)) == k.encode()
 
 
 # ------------------------------------------------------------ timeouts
@@ -445,6 +447,31 @@ def test_servers_from_a_snapshot_or_a_server_file(servers, tmp_path, source):
         values = ["v%d" % i for i in range(100)]
         assert cache.set_many(dict(zip(keys, values))) == []
         check_placement(cache, mcs, keys, values, locate_args)
+
+
+def test_servers_from_etcd_and_a_host_state(servers, etcd, tmp_path):
+    """OPTIONS etcd= with pool=, and state= as `mcroute agent` writes it
+    from the same pool: each key where `mcroute locate` puts it."""
+    mcs = servers(3)
+    r = cli("members", "publish", "--etcd", etcd.url, "--pool", "web", "-s", addrs(mcs))
+    assert r.returncode == 0, r.stderr
+    state = str(tmp_path / "web.state")
+    agent = subprocess.Popen([mcroute_bin(), "agent", "--etcd", etcd.url, "--pool", "web",
+                              "--state", state], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: os.path.exists(state), 20, "the agent writes its state")
+        keys = ["key-%d" % i for i in range(100)]
+        for source, args in (({"etcd": etcd.url, "pool": "web"}, ["--etcd", etcd.url,
+                                                                   "--pool", "web"]),
+                             ({"state": state}, ["--state", state])):
+            with django_cache("", OPTIONS=source) as cache:
+                values = ["%s-%d" % (list(source)[0], i) for i in range(100)]
+                assert cache.set_many(dict(zip(keys, values))) == []
+                check_placement(cache, mcs, keys, values, args)
+    finally:
+        agent.terminate()
+        agent.wait(limit(30))
 
 
 # ------------------------------------------------------------ clear, close, threads

@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* many.c: the calls on many keys or servers (get_many, gets_many, set_many, delete_many, flush_all): the requests submitted at once, then the loop run until all are answered. */
+#include "pyclient.h" /* first: Python.h before the system headers */
+
+#include <string.h>
+
+/* One key's outcome in a multi-get. */
+typedef struct mget_slot {
+    int status;         /* MCR_OK: hit or miss as `hit` says */
+    bool hit;
+    char *value;        /* malloc'd */
+    size_t value_len;
+    uint32_t flags;
+    uint64_t cas;
+} mget_slot;
+
+typedef struct mget_call {
+    mget_slot *slot;
+    int status;
+    char message[256];
+} mget_call;
+
+static void mget_key_cb(const mcr_result *res, void *arg)
+{
+    mget_call *m = arg;
+    mget_slot *s = &m->slot[res->index];
+    s->status = res->status;
+    if (res->status != MCR_OK) {
+        if (m->status == MCR_OK) {
+            m->status = res->status;
+            snprintf(m->message, sizeof m->message, "%s", res->message ? res->message : "");
+        }
+        return;
+    }
+    if (res->reply != MCR_REPLY_HIT)
+        return;
+    s->value = malloc(res->value_len + 1);
+    if (s->value == NULL) {
+        s->status = MCR_ERR_NOMEM;
+        return;
+    }
+    memcpy(s->value, res->value, res->value_len);
+    s->value_len = res->value_len;
+    s->flags = res->flags;
+    s->cas = res->cas;
+    s->hit = true;
+}
+
+static void mget_done_cb(const mcr_result *res, void *arg)
+{
+    (void)res;
+    (void)arg;
+}
+
+/* get_many / gets_many: {key: value} of the keys found (as given: str or
+ * bytes). A key the rules refuse raises mcpy_IllegalKeyError before anything is
+ * sent; a server's error raises for the first key it failed (the others'
+ * values are dropped: pymemcache's rule is to raise too). */
+static PyObject *many(Client *c, PyObject *keys, mcr_op op)
+{
+    if (mcpy_ready(c) != 0)
+        return NULL;
+    mcpy_keyset k;
+    if (mcpy_keyset_of(keys, &k) != 0)
+        return NULL;
+    PyObject *out = PyDict_New();
+    if (out == NULL || k.n == 0) {
+        mcpy_keyset_clear(&k);
+        return out;
+    }
+    mget_call m = {.status = MCR_OK};
+    m.slot = calloc((size_t)k.n, sizeof *m.slot);
+    if (m.slot == NULL) {
+        mcpy_keyset_clear(&k);
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    mcr_error err = {0};
+    int rc;
+    c->busy = true;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mcr_pool_get_multi(c->pool, op, (const void *const *)k.p, k.len, (size_t)k.n,
+                            mget_key_cb, mget_done_cb, &m, &err);
+    if (rc == MCR_OK)
+        rc = mcr_pool_wait(c->pool);
+    Py_END_ALLOW_THREADS
+    c->busy = false;
+    if (rc != MCR_OK) {
+        mcpy_raise_status(rc, err.message);
+    } else if (m.status != MCR_OK) {
+        mcpy_raise_status(m.status, m.message);
+    } else {
+        for (Py_ssize_t i = 0; i < k.n; i++) {
+            mget_slot *s = &m.slot[i];
+            if (!s->hit)
+                continue;
+            PyObject *key = PySequence_Fast_GET_ITEM(k.seq, i);
+            PyObject *v = mcpy_value_object(c, key, s->value, s->value_len, s->flags);
+            if (v != NULL && op == MCR_OP_GETS)
+                v = Py_BuildValue("(NK)", v, (unsigned long long)s->cas);
+            if (v == NULL || PyDict_SetItem(out, key, v) != 0) {
+                Py_XDECREF(v);
+                rc = -1;
+                break;
+            }
+            Py_DECREF(v);
+        }
+    }
+    for (Py_ssize_t i = 0; i < k.n; i++)
+        free(m.slot[i].value);
+    free(m.slot);
+    mcpy_keyset_clear(&k);
+    if (rc != MCR_OK || m.status != MCR_OK) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+PyObject *Client_get_many(Client *c, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"keys", NULL};
+    PyObject *keys;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get_many", names, &keys))
+        return NULL;
+    return many(c, keys, MCR_OP_GET);
+}
+
+PyObject *Client_gets_many(Client *c, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"keys", NULL};
+    PyObject *keys;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:gets_many", names, &keys))
+        return NULL;
+    return many(c, keys, MCR_OP_GETS);
+}
+
+static void multi_cb(const mcr_result *res, void *arg)
+{
+    mcpy_slot *s = arg;
+    s->status = res->status;
+    s->reply = res->reply;
+    if (res->status != MCR_OK)
+        snprintf(s->message, sizeof s->message, "%s", res->message ? res->message : "");
+}
+
+/* Submit the n requests at once and wait for all: the slots filled. On a
+ * submission error, the requests submitted before it are waited for and
+ * -1 returned with the exception of the refused one. */
+int mcpy_run_all(Client *c, const mcr_request *req, mcpy_slot *slot, Py_ssize_t n)
+{
+    int rc = MCR_OK;
+    Py_ssize_t bad = -1;
+    mcr_error err = {0};
+    c->busy = true;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && rc == MCR_OK; i++) {
+        rc = mcr_pool_submit(c->pool, &req[i], multi_cb, &slot[i], &err);
+        if (rc != MCR_OK)
+            bad = i;
+    }
+    mcr_pool_wait(c->pool);
+    Py_END_ALLOW_THREADS
+    c->busy = false;
+    if (bad >= 0) {
+        mcpy_raise_status(rc, err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* set_many({key: value}, expire=0): the keys that were not stored (a
+ * server's error for them included), as pymemcache returns them. A bad key
+ * or value raises before anything is sent. */
+PyObject *Client_set_many(Client *c, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"values", "expire", "noreply", "flags", NULL};
+    PyObject *values, *expire = NULL, *noreply = NULL, *flags = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO:set_many", names, &values, &expire,
+                                     &noreply, &flags))
+        return NULL;
+    int64_t exptime;
+    if (mcpy_ready(c) != 0 || mcpy_expire_of(expire, &exptime) != 0)
+        return NULL;
+    PyObject *items = PyMapping_Items(values);
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    mcr_request *req = PyMem_Calloc((size_t)n + 1, sizeof *req);
+    mcpy_slot *slot = PyMem_Calloc((size_t)n + 1, sizeof *slot);
+    PyObject **owner = PyMem_Calloc((size_t)n + 1, sizeof *owner);
+    PyObject *out = NULL;
+    if (req == NULL || slot == NULL || owner == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint32_t fl = 0;
+    bool fixed_flags = flags != NULL && flags != Py_None;
+    if (fixed_flags) {
+        unsigned long f = PyLong_AsUnsignedLong(flags);
+        if (PyErr_Occurred() || f > UINT32_MAX) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "flags: an int from 0 to 2**32 - 1");
+            goto done;
+        }
+        fl = (uint32_t)f;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PyList_GET_ITEM(items, i), *key = PyTuple_GET_ITEM(it, 0), *ref;
+        const char *kp, *vp;
+        Py_ssize_t kl, vl;
+        if (mcpy_key_bytes(key, &kp, &kl, &ref) != 0 || mcpy_check_key(c, key, kp, (size_t)kl) != 0 ||
+            mcpy_value_bytes(c, key, PyTuple_GET_ITEM(it, 1), &vp, &vl, &req[i].flags,
+                        &owner[i]) != 0)
+            goto done;
+        size_t vmax = c->opts.max_value_size != 0 ? c->opts.max_value_size : 1048576;
+        if ((size_t)vl > vmax) {
+            PyErr_Format(mcpy_TooBigError, "the value of %.100R is %zd bytes, over max_value_size "
+                                      "(%zu): nothing was sent", key, vl, vmax);
+            goto done;
+        }
+        req[i].op = MCR_OP_SET;
+        req[i].key = kp;
+        req[i].key_len = (size_t)kl;
+        req[i].value = vp;
+        req[i].value_len = (size_t)vl;
+        req[i].exptime = exptime;
+        if (fixed_flags)
+            req[i].flags = fl;
+    }
+    if (mcpy_run_all(c, req, slot, n) != 0)
+        goto done;
+    out = PyList_New(0);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++)
+        if ((slot[i].status != MCR_OK || slot[i].reply != MCR_REPLY_STORED) &&
+            PyList_Append(out, PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0)) != 0)
+            Py_CLEAR(out);
+done:
+    for (Py_ssize_t i = 0; owner != NULL && i < n; i++)
+        Py_XDECREF(owner[i]);
+    PyMem_Free(owner);
+    PyMem_Free(req);
+    PyMem_Free(slot);
+    Py_DECREF(items);
+    return out;
+}
+
+/* delete_many(keys): True; a server's error raises (the first met). */
+PyObject *Client_delete_many(Client *c, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"keys", "noreply", NULL};
+    PyObject *keys, *noreply = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:delete_many", names, &keys, &noreply))
+        return NULL;
+    if (mcpy_ready(c) != 0)
+        return NULL;
+    mcpy_keyset k;
+    if (mcpy_keyset_of(keys, &k) != 0)
+        return NULL;
+    mcr_request *req = PyMem_Calloc((size_t)k.n + 1, sizeof *req);
+    mcpy_slot *slot = PyMem_Calloc((size_t)k.n + 1, sizeof *slot);
+    PyObject *out = NULL;
+    if (req == NULL || slot == NULL) {
+        PyErr_NoMemory();
+    } else {
+        for (Py_ssize_t i = 0; i < k.n; i++)
+            if (mcpy_check_key(c, PySequence_Fast_GET_ITEM(k.seq, i), k.p[i], k.len[i]) != 0)
+                goto out;
+        for (Py_ssize_t i = 0; i < k.n; i++) {
+            req[i].op = MCR_OP_DELETE;
+            req[i].key = k.p[i];
+            req[i].key_len = k.len[i];
+        }
+        if (mcpy_run_all(c, req, slot, k.n) == 0) {
+            out = Py_NewRef(Py_True);
+            for (Py_ssize_t i = 0; i < k.n; i++)
+                if (slot[i].status != MCR_OK) {
+                    Py_CLEAR(out);
+                    mcpy_raise_status(slot[i].status, slot[i].message);
+                    break;
+                }
+        }
+    }
+out:
+    PyMem_Free(req);
+    PyMem_Free(slot);
+    mcpy_keyset_clear(&k);
+    return out;
+}
+
+/* flush_all(delay=0): every server of the current snapshot flushed (after
+ * `delay` seconds); True, or the first server's error raised (the others
+ * are still asked). */
+PyObject *Client_flush_all(Client *c, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"delay", "noreply", NULL};
+    PyObject *delay = NULL, *noreply = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:flush_all", names, &delay, &noreply))
+        return NULL;
+    int64_t d;
+    if (mcpy_expire_of(delay, &d) != 0)
+        return NULL;
+    PyObject *ids = Client_servers(c, NULL);
+    if (ids == NULL)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ids);
+    mcr_request *req = PyMem_Calloc((size_t)n + 1, sizeof *req);
+    mcpy_slot *slot = PyMem_Calloc((size_t)n + 1, sizeof *slot);
+    PyObject *out = NULL;
+    if (req == NULL || slot == NULL) {
+        PyErr_NoMemory();
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            req[i].op = MCR_OP_FLUSH_ALL;
+            req[i].exptime = d;
+            req[i].server = PyUnicode_AsUTF8(PyList_GET_ITEM(ids, i));
+        }
+        if (mcpy_run_all(c, req, slot, n) == 0) {
+            out = Py_NewRef(Py_True);
+            for (Py_ssize_t i = 0; i < n; i++)
+                if (slot[i].status != MCR_OK) {
+                    Py_CLEAR(out);
+                    mcpy_raise_status(slot[i].status, slot[i].message);
+                    break;
+                }
+        }
+    }
+    PyMem_Free(req);
+    PyMem_Free(slot);
+    Py_DECREF(ids);
+    return out;
+}
