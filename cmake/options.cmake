@@ -43,7 +43,14 @@ option(MCR_WITH_TWEMPROXY "Build libmcroute_twemproxy, nutcracker YAML (needs li
 option(MCR_WITH_FLEET "Build libmcroute_fleet, pools kept in etcd (needs libevent_core, libevent_extra, jansson)" ON)
 option(MCR_WITH_MIGRATE "Build libmcroute_migrate, the key copier of resizes (needs MCR_WITH_POOL)" ${MCR_WITH_POOL})
 option(MCR_WITH_LIBMEMCACHED "Build libmcroute_libmemcached, rings from memcached_st handles (needs libmemcached)" ON)
-option(MCR_WITH_PYTHON "Build the Python package's C extension into the build tree for its tests (needs python3-dev, MCR_WITH_POOL, MCR_WITH_FLEET)" ON)
+# The Python package needs the pool and the fleet: on by default when both are.
+if(MCR_WITH_POOL AND MCR_WITH_FLEET)
+  set(mcr_python_default ON)
+else()
+  set(mcr_python_default OFF)
+endif()
+option(MCR_WITH_PYTHON "Build the Python package's C extension into the build tree for its tests (needs python3-dev, MCR_WITH_POOL, MCR_WITH_FLEET)" ${mcr_python_default})
+unset(mcr_python_default)
 
 if(MCR_WITH_MIGRATE AND NOT MCR_WITH_POOL)
   message(FATAL_ERROR "MCR_WITH_MIGRATE=ON needs MCR_WITH_POOL=ON: libmcroute_migrate copies keys "
