@@ -450,6 +450,18 @@ MCR_EXTERN size_t mcr_pool_pending(const mcr_pool *pool);
  * Not thread-safe (the loop's thread). */
 MCR_EXTERN int mcr_pool_wait(mcr_pool *pool);
 
+/* mcr_pool_set_own_loop: `own` 1 declares that nothing but mcr_pool_wait()
+ * and mcr_pool_exec() runs the loop of the pool's event_base (the base of
+ * a synchronous client, made for the pool alone): they then skip their
+ * check that they are not called from inside a callback of that loop, a
+ * non-blocking pass of the loop (an epoll_wait(2)) at every call. Called
+ * from one of this pool's own callbacks they still fail with
+ * MCR_ERR_INVALID; from a callback of a loop the program runs on the base
+ * itself they would re-enter libevent: never set it then. 0 (the default):
+ * checked. MCR_OK, or MCR_ERR_INVALID (NULL pool). Not thread-safe (the
+ * loop's thread). */
+MCR_EXTERN int mcr_pool_set_own_loop(mcr_pool *pool, int own);
+
 /* ==================================================================== */
 /*  Requests                                                             */
 /* ==================================================================== */

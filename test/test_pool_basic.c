@@ -960,6 +960,23 @@ static int c_chain_done(env *e, void *arg)
     return c->depth >= c->max;
 }
 
+/* A callback that calls mcr_pool_exec() on its own pool: refused. */
+typedef struct inner_exec {
+    mcr_pool *pool;
+    int calls, rc;
+} inner_exec;
+
+static void inner_exec_cb(const mcr_result *res, void *arg)
+{
+    (void)res;
+    inner_exec *x = arg;
+    mcr_request q = rq(MCR_OP_GET, "own:inner");
+    mcr_owned_result out;
+    x->calls++;
+    x->rc = mcr_pool_exec(x->pool, &q, &out);
+    mcr_owned_result_clear(&out);
+}
+
 /* A callback that submits again on its pool: from mcr_pool_free() that is
  * refused (MCR_ERR_INVALID). */
 typedef struct resubmit {
@@ -1065,6 +1082,33 @@ START_TEST(test_callback_contract)
     ck_assert_int_eq(mcr_pool_exec(NULL, &q, &out), MCR_ERR_INVALID);
     ck_assert_int_eq(out.status, MCR_ERR_INVALID);
     mcr_owned_result_clear(&out);
+
+    /* mcr_pool_set_own_loop(): the same calls without the re-entry probe;
+     * from one of the pool's own callbacks exec is still refused */
+    ck_assert_int_eq(mcr_pool_set_own_loop(NULL, 1), MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_set_own_loop(e.pool, 1), MCR_OK);
+    q = rq(MCR_OP_GET, "exec:k");
+    ck_assert_int_eq(mcr_pool_exec(e.pool, &q, &out), MCR_OK);
+    ck_assert_int_eq(out.reply, MCR_REPLY_HIT);
+    ck_assert_str_eq(out.value, "val|exec:k|1");
+    mcr_owned_result_clear(&out);
+    for (int i = 0; i < 20; i++) {
+        snprintf(kb, sizeof(kb), "own:%d", i);
+        q = rq(MCR_OP_GET, kb);
+        ck_assert_int_eq(submit(&e, &recs[i], &q), MCR_OK);
+    }
+    ck_assert_int_eq(mcr_pool_wait(e.pool), MCR_OK);
+    ck_assert_uint_eq(mcr_pool_pending(e.pool), 0);
+    for (int i = 0; i < 20; i++)
+        EXPECT_REPLY(&recs[i], MCR_OK, MCR_REPLY_MISS);
+    tally_ok(&e);
+    inner_exec ie = {e.pool, 0, 0};
+    q = rq(MCR_OP_GET, "own:outer");
+    ck_assert_int_eq(mcr_pool_submit(e.pool, &q, inner_exec_cb, &ie, NULL), MCR_OK);
+    ck_assert_int_eq(mcr_pool_wait(e.pool), MCR_OK);
+    ck_assert_int_eq(ie.calls, 1);
+    ck_assert_int_eq(ie.rc, MCR_ERR_INVALID);
+    ck_assert_int_eq(mcr_pool_set_own_loop(e.pool, 0), MCR_OK);
 
     /* cancelled by mcr_pool_free(): in flight on a stopped server, in
      * flight on a live one just answered, and queued */

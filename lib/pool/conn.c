@@ -253,6 +253,14 @@ void mcr__conn_flush_cb(evutil_socket_t fd, short what, void *arg)
     p->flushing = 0;
 }
 
+void mcr__pool_flush_now(mcr_pool *p)
+{
+    if (p->flush_head == NULL && p->route_head == NULL)
+        return;
+    event_del(p->flush_ev); /* out of the active queue: it runs here instead */
+    mcr__conn_flush_cb(-1, EV_TIMEOUT, p);
+}
+
 /* Have c's queued bytes written at the end of this loop pass, together
  * with whatever else is queued for it by then. */
 static void flush_later(mcr__pool_conn *c)

@@ -488,13 +488,22 @@ size_t mcr_pool_pending(const mcr_pool *p)
  * libevent 2.1.12 dereferences NULL there when no loop runs.) */
 int mcr__pool_inside_loop(mcr_pool *p)
 {
-    return p->in_callback || event_base_loop(p->base, EVLOOP_NONBLOCK) < 0;
+    return p->in_callback || (!p->own_loop && event_base_loop(p->base, EVLOOP_NONBLOCK) < 0);
+}
+
+int mcr_pool_set_own_loop(mcr_pool *p, int own)
+{
+    if (p == NULL)
+        return MCR_ERR_INVALID;
+    p->own_loop = own != 0;
+    return MCR_OK;
 }
 
 int mcr_pool_wait(mcr_pool *p)
 {
     if (p == NULL || mcr__pool_inside_loop(p))
         return MCR_ERR_INVALID;
+    mcr__pool_flush_now(p);
     while (p->pending > 0)
         event_base_loop(p->base, EVLOOP_ONCE);
     return MCR_OK;

@@ -236,6 +236,7 @@ struct mcr_pool {
     int ops_pending;
     size_t pending;
     int in_callback;
+    int own_loop;       /* mcr_pool_set_own_loop(): no re-entry probe */
     int freeing;
     mcr__pool_req **hot;
     size_t hot_mask, hot_count;
@@ -451,6 +452,11 @@ mcr__pool_conn *mcr__conn_open(mcr__pool_server *s, int slot);
 int mcr__conn_send(mcr__pool_conn *c, mcr__pool_req *r);
 /* The pool's flush event: write what this loop pass queued. */
 void mcr__conn_flush_cb(evutil_socket_t fd, short what, void *arg);
+/* Outside the loop (mcr_pool_exec, mcr_pool_wait): what the flush event
+ * would write at the loop's next pass written now, the event taken off the
+ * active queue: the loop's first pass then blocks for replies instead of
+ * polling once for the flush (an epoll_wait(2) less a call). */
+void mcr__pool_flush_now(mcr_pool *p);
 
 /* ---- server.c */
 

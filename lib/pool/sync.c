@@ -100,6 +100,7 @@ int mcr_pool_exec(mcr_pool *p, const mcr_request *q, mcr_owned_result *out)
         snprintf(out->message, sizeof(out->message), "%s", e.message);
         return rc;
     }
+    mcr__pool_flush_now(p);
     while (!st.done)
         event_base_loop(p->base, EVLOOP_ONCE);
     return out->status;

@@ -3,6 +3,8 @@
 #include "pyclient.h" /* first: Python.h before the system headers */
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include <event2/event.h>
@@ -104,6 +106,9 @@ static int build(Client *c, mcr_error *err)
     }
     if (rc == MCR_OK)
         rc = mcr_pool_new(c->base, c->router, &c->opts, &c->pool, err);
+    if (rc == MCR_OK) /* the base is the pool's alone: no re-entry probe per call */
+        rc = mcr_pool_set_own_loop(c->pool, 1);
+    c->forks = atomic_load_explicit(&mcpy_forks, memory_order_relaxed);
     return rc;
 }
 
@@ -154,6 +159,18 @@ static int follow_snapshot(Client *c)
  * again for this process (what the parent made is left alone: freeing it
  * here would touch the parent's connections and event loop); a snapshot
  * file followed. -1 with an exception set. */
+_Atomic unsigned long mcpy_forks;
+
+static void after_fork_child(void)
+{
+    atomic_fetch_add_explicit(&mcpy_forks, 1, memory_order_relaxed);
+}
+
+int mcpy_fork_init(void)
+{
+    return pthread_atfork(NULL, NULL, after_fork_child) == 0 ? 0 : -1;
+}
+
 int mcpy_ready(Client *c)
 {
     if (c->busy) {
@@ -161,11 +178,14 @@ int mcpy_ready(Client *c)
                                "its own client, or hold a lock around its calls");
         return -1;
     }
-    if (c->pool == NULL && c->pid == getpid()) {
+    if (c->closed) {
         PyErr_SetString(mcpy_Error, "mcroute.Client is closed");
         return -1;
     }
-    if (c->pid != getpid()) {
+    /* a fork since the client was made (counted by the child's atfork
+     * handler: no getpid() per call), and this process is the child */
+    if (c->forks != atomic_load_explicit(&mcpy_forks, memory_order_relaxed) &&
+        c->pid != getpid()) {
         c->pool = NULL; /* the parent's, abandoned */
         c->base = NULL;
         c->router = NULL;
@@ -451,6 +471,6 @@ PyObject *Client_close(Client *c, PyObject *unused)
     if (c->pid == getpid())
         mcpy_teardown(c);
     c->pool = NULL;
-    c->pid = getpid();
+    c->closed = true;
     Py_RETURN_NONE;
 }

@@ -124,6 +124,10 @@ PyMODINIT_FUNC PyInit__mcroute(void); /* the one symbol the module exports */
 
 PyMODINIT_FUNC PyInit__mcroute(void)
 {
+    if (mcpy_fork_init() != 0) {
+        PyErr_SetString(PyExc_OSError, "mcroute: pthread_atfork failed");
+        return NULL;
+    }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL || PyType_Ready(&ClientType) < 0)
         return NULL;

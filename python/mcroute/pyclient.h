@@ -6,6 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -39,8 +40,11 @@ typedef struct Client {
     mcr_pool_options opts;
     char *key_prefix;          /* opts.key_prefix points here */
     PyObject *serde;           /* NULL, or an object with serialize() and deserialize() */
-    /* what serves the calls, made in the process `pid` */
+    /* what serves the calls, made in the process `pid`, when mcpy_forks
+     * was `forks` */
     pid_t pid;
+    unsigned long forks;
+    bool closed;               /* close() was called */
     struct event_base *base;
     mcr_router *router;
     mcr_fleet *fleet;
@@ -57,6 +61,12 @@ extern PyObject *mcpy_Error, *mcpy_ConfigError, *mcpy_IllegalKeyError, *mcpy_Too
 PyObject *mcpy_raise_status(int status, const char *message);
 
 /* ---- client.c ---- */
+/* Forks of the process so far, as the children see them (an atfork
+ * handler counts them in the child): a client made before the last one
+ * looks at getpid() once to learn whether it is in a child. */
+extern _Atomic unsigned long mcpy_forks;
+/* The atfork handler registered (module init); -1 when it cannot be. */
+int mcpy_fork_init(void);
 void mcpy_teardown(Client *c);
 int mcpy_ready(Client *c);
 void Client_dealloc(Client *c);
