@@ -51,6 +51,15 @@ else()
 endif()
 option(MCR_WITH_PYTHON "Build the Python package's C extension into the build tree for its tests (needs python3-dev, MCR_WITH_POOL, MCR_WITH_FLEET)" ${mcr_python_default})
 unset(mcr_python_default)
+# The nginx module: on by default where nginx-dev is installed, and not in
+# the sanitizer and fuzz builds (nginx loads it without their runtimes).
+if(EXISTS /usr/share/nginx/src/configure AND NOT MCR_ASAN AND NOT MCR_TSAN AND NOT MCR_FUZZ)
+  set(mcr_nginx_default ON)
+else()
+  set(mcr_nginx_default OFF)
+endif()
+option(MCR_WITH_NGINX "Build ngx_http_mcroute_module.so into the build tree (needs nginx-dev)" ${mcr_nginx_default})
+unset(mcr_nginx_default)
 
 if(MCR_WITH_MIGRATE AND NOT MCR_WITH_POOL)
   message(FATAL_ERROR "MCR_WITH_MIGRATE=ON needs MCR_WITH_POOL=ON: libmcroute_migrate copies keys "

@@ -45,6 +45,8 @@ PKGS=(
   # python/: the mcroute package (its C extension, pip install from the
   # tree), its pytest suites and the Django cache backend's
   python3-dev python3-setuptools python3-pip python3-venv python3-pytest python3-django
+  nginx-dev        # nginx/: the module, built against Debian's nginx's configure tree
+  wrk              # bench_nginx: requests/s and latency of nginx with the module
   nodejs           # with npm (below): test/ref/package-lock.json's memcached, memjs
 )
 
