@@ -807,6 +807,57 @@ static void case_big(const char *tag, const placement *pl, const server *sv, con
     mcr_ring_free(ring);
 }
 
+/* ------------------------------------------------------------ proxies */
+
+/* The placement of a proxy (--client NAME), mcroute alone (the proxies are
+ * not a library to time against): REF_SERVERS servers of weight 1, the key
+ * set checked first to land alike through mcr_ring_locate() and
+ * mcr_ring_locate_many(), then timed as the 10,000-server cases are. */
+static void case_proxy(const char *client, const server *sv, const keyset *ks)
+{
+    char name[96];
+    mcr_config *cfg = mcr_config_new();
+    mcr_error err = {0};
+    int rc = cfg ? mcr_config_set_client(cfg, client, &err) : MCR_ERR_NOMEM;
+
+    snprintf(name, sizeof name, "lookup_client_%s_%d", client, REF_SERVERS);
+    if (!selected(name)) {
+        mcr_config_free(cfg);
+        return;
+    }
+    for (size_t i = 0; i < REF_SERVERS && rc == MCR_OK; i++)
+        rc = mcr_config_add_server(cfg, sv[i].host, sv[i].port, 1, &err);
+    mcr_ring *ring = rc == MCR_OK ? mcr_ring_of(name, cfg) : NULL;
+    if (rc != MCR_OK)
+        fail(name, "config: %s", err.code ? err.message : mcr_strerror(rc));
+    mcr_config_free(cfg);
+    if (ring == NULL)
+        return;
+    uint64_t sum = loop_mcr(ring, ks);
+    if (loop_mcr_many(ring, ks) != sum) {
+        fail(name, "%s", "mcr_ring_locate_many() disagrees with mcr_ring_locate()");
+        mcr_ring_free(ring);
+        return;
+    }
+    side s = {.rep = rep_mcr, .ks = ks, .ring = ring};
+    double *t = bench_xmalloc(opt.big_lookup_reps * sizeof(*t));
+    bool ok = true;
+    for (unsigned i = 0; i < opt.big_lookup_reps && ok; i++) {
+        uint64_t c = s.rep(&s, &t[i]);
+        g_sink += c;
+        if (c != sum) {
+            fail(name, "%s", "checksum differs between repetitions");
+            ok = false;
+        }
+    }
+    if (ok)
+        printf("INFO %s mcroute_ns=%.2f servers=%d\n", name, bench_median(t, opt.big_lookup_reps),
+               REF_SERVERS);
+    fflush(stdout);
+    free(t);
+    mcr_ring_free(ring);
+}
+
 /* ------------------------------------------------------------ main */
 
 /* Debian's libhashkit is built without hsieh: it returns 1 for every key. */
@@ -822,7 +873,8 @@ static void usage(FILE *f)
             "usage: bench_placement [--quick] [--filter SUBSTR] [--verbose]\n"
             "  Times mcroute against libmemcached's memcached_generate_hash() on the same\n"
             "  100 servers and keys (each key checked to land on the same server first),\n"
-            "  then mcroute alone at 10,000 servers.\n"
+            "  then mcroute alone at 10,000 servers, and the proxies' placements\n"
+            "  (lookup_client_NAME_100: --client NAME, mcroute alone).\n"
             "  --quick          few repetitions and 16K keys: a smoke run of a few seconds\n"
             "  --filter SUBSTR  only the cases whose name contains SUBSTR ('^' and '$'\n"
             "                   anchor it: --filter 'lookup_weighted_md5$')\n"
@@ -923,6 +975,11 @@ int main(int argc, char **argv)
     /* 10,000 servers: libmemcached aborts there, mcroute alone. */
     case_big("weighted", &weighted, sv, &ks, GOAL_BIG_WEIGHTED);
     case_big("consistent", &consistent, sv, &ks, -1); /* the ratio as a RESULT only */
+
+    /* The proxies' placements (--client), mcroute alone. */
+    static const char *const proxies[] = {"memcached-proxy-jump", "mcrouter-ch3"};
+    for (size_t i = 0; i < sizeof(proxies) / sizeof(proxies[0]); i++)
+        case_proxy(proxies[i], sv, &ks);
 
     for (int g = 0; g < GOAL_COUNT; g++) {
         const goal *gl = &goals[g];

@@ -358,6 +358,23 @@ typedef enum mcr_mode {
      * and a key looked up not on the continuum but in 1024 buckets, each
      * the owner of an evenly spaced position of it. */
     MCR_MODE_PHP_MEMCACHE = 21,
+
+    /* The modes below reproduce proxies (mcr_client(3)): keys go where the
+     * proxy sends them with the same list of servers. They take servers in
+     * list order and have no weights (a weight other than 1 is refused
+     * with MCR_ERR_RANGE when a ring or snapshot is built). The key itself
+     * places it: the key hash is not used (mcr_ring_hash() still gives it)
+     * and mcr_ring_find() answers MCR_NO_SERVER. A snapshot places keys
+     * as the proxy would with its active servers, in order. */
+
+    /* "memcached-proxy-jump": the memcached proxy's default pool
+     * (mcp.pool()): jump consistent hash (Lamping and Veach) of the key's
+     * XXH3-64 (seed 0) into the servers. */
+    MCR_MODE_MEMCACHED_PROXY_JUMP = 22,
+    /* "mcrouter-ch3": mcrouter's HashRoute with hash_func Ch3: furc_hash
+     * of the routing key (a leading "/region/cluster/" dropped, the key
+     * cut before its first "|#|") into the servers. */
+    MCR_MODE_MCROUTER_CH3 = 23,
     MCR_MODE_COUNT
 } mcr_mode;
 
@@ -410,6 +427,9 @@ MCR_EXTERN const char *mcr_mode_name(mcr_mode m);
  *                               hash of a new config.
  *   slots                       md5, which the mode does not use (keys are
  *                               placed by their CRC-16/XMODEM).
+ *   memcached-proxy-jump,
+ *   mcrouter-ch3                md5, which they do not use (the key itself
+ *                               places it, hashed as the proxy hashes it).
  *
  * MCR_HASH_NONE (not a hash: mcr_config_set_hash refuses it) for an
  * unknown mode. Cannot fail otherwise. Thread-safe. */

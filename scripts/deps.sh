@@ -18,6 +18,7 @@ PKGS=(
   libevent-dev     # the connection pool (libevent_core), http_cache (libevent_extra)
   libyaml-dev      # nutcracker YAML files
   liburcu-dev      # the router's lock-free readers (liburcu-bp)
+  libxxhash-dev    # libmcroute: XXH3/XXH64 of the memcached proxy's and Envoy's placements
   libmemcached-dev # libmcroute_libmemcached, test_compat_libmemcached and test_compat_lmc_*, benchmarks
   libhashkit-dev   # test_hash: libhashkit's digests
   check            # every Check suite

@@ -112,7 +112,11 @@ START_TEST(mode_defaults_match_library)
             char list[1024];
             size_t lo = 0, n = 1 + tu_below(&rng, 12);
             for (size_t i = 0; i < n; i++) {
-                unsigned w = m == MCR_MODE_PYMEMCACHE ? 1 : 1 + tu_below(&rng, 5);
+                /* the modes without weights: 1 */
+                unsigned w = m == MCR_MODE_PYMEMCACHE || m == MCR_MODE_MEMCACHED_PROXY_JUMP ||
+                                     m == MCR_MODE_MCROUTER_CH3
+                                 ? 1
+                                 : 1 + tu_below(&rng, 5);
                 unsigned port = 1000 + tu_below(&rng, 60000);
                 /* spymemcached's labels resolve names (its default format)
                  * and look IP addresses up in reverse (LIBMEMCACHED): each

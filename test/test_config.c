@@ -480,6 +480,8 @@ START_TEST(mode_default_hashes)
         [MCR_MODE_HASHRING] = MCR_HASH_MD5,
         [MCR_MODE_NGINX_CONSISTENT] = MCR_HASH_CRC32A,
         [MCR_MODE_PHP_MEMCACHE] = MCR_HASH_CRC32A,
+        [MCR_MODE_MEMCACHED_PROXY_JUMP] = MCR_HASH_MD5, /* unused */
+        [MCR_MODE_MCROUTER_CH3] = MCR_HASH_MD5,         /* unused */
     };
     for (int m = 0; m < MCR_MODE_COUNT; m++) {
         ck_assert_int_eq(mcr_mode_default_hash((mcr_mode)m), want[m]);

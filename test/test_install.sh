@@ -61,7 +61,7 @@
 #      shows; no such block is a failure;
 #   7. placement only: the sources configured with every MCR_WITH_* OFF and
 #      -DMCR_BUILD_TESTS=OFF -DMCR_BUILD_BENCH=OFF, pkg-config seeing no
-#      module but liburcu-bp (no libevent, jansson, libyaml, libmemcached,
+#      module but liburcu-bp and libxxhash (no libevent, jansson, libyaml, libmemcached,
 #      Check, libcrypto), built, installed: libmcroute, libketama, their
 #      headers, .pc files and CMake package, nothing of the other libraries;
 #      consumer.c built against it with pkg-config (shared, --static) and
@@ -214,7 +214,7 @@ needs_only() {
         [ $ok = 1 ] || fail "$lib needs $n (only $* expected beside libc)"
     done
 }
-needs_only libmcroute.so liburcu-bp.so liburcu-common.so
+needs_only libmcroute.so liburcu-bp.so liburcu-common.so libxxhash.so
 # (A library not built is not there: needs_only returns at once.)
 needs_only libmcroute_pool.so "libmcroute.so.$sover" libevent_core
 needs_only libmcroute_twemproxy.so "libmcroute.so.$sover" libyaml
@@ -415,10 +415,10 @@ uses_installed() {
 
 mkdir "$tmp/pc"
 # pkg-config that sees only the install's .pc files: none of the
-# dependencies' (yaml-0.1, liburcu-bp, libevent_core), as on a machine where
+# dependencies' (yaml-0.1, liburcu-bp, libxxhash, libevent_core), as on a machine where
 # only mcroute is installed.
 only_mcroute() { PKG_CONFIG_LIBDIR=$p/$libdir/pkgconfig PKG_CONFIG_PATH= "$@"; }
-for dep in yaml-0.1 liburcu-bp libevent_core; do
+for dep in yaml-0.1 liburcu-bp libxxhash libevent_core; do
     only_mcroute "$pkgconf" --exists "$dep" &&
         fail "pkg-config with PKG_CONFIG_LIBDIR=$p/$libdir/pkgconfig still finds $dep: the checks below prove nothing"
 done
@@ -826,8 +826,8 @@ case $rst in
 esac
 
 # (7) Placement only: the sources configured with every MCR_WITH_* OFF and
-# neither tests nor benchmarks, pkg-config seeing liburcu-bp alone (the one
-# dependency of libmcroute: no libevent, jansson, libyaml, libmemcached,
+# neither tests nor benchmarks, pkg-config seeing liburcu-bp and libxxhash
+# alone (the dependencies of libmcroute: no libevent, jansson, libyaml, libmemcached,
 # Check or libcrypto to find), built, installed, moved, and used.
 m=$tmp/min
 mkdir "$m" "$m/pc"
@@ -841,6 +841,13 @@ placement_only() {
         return
     fi
     ln -s "$urcu" "$m/pc/"
+    local xxh
+    xxh=$("$pkgconf" --variable=pcfiledir libxxhash 2>/dev/null)/libxxhash.pc
+    if [ ! -f "$xxh" ]; then
+        fail "placement-only build: libxxhash.pc not found by $pkgconf"
+        return
+    fi
+    ln -s "$xxh" "$m/pc/"
     only_urcu "$pkgconf" --exists libevent_core yaml-0.1 jansson libmemcached check libcrypto 2>/dev/null &&
         fail "placement-only build: pkg-config with PKG_CONFIG_LIBDIR=$m/pc still finds other modules"
     local args=(-S "$src" -B "$m/build" -G "$generator" -DCMAKE_C_COMPILER="$cc"
@@ -856,8 +863,8 @@ placement_only() {
         sed 's/^/    /' "$m/cmake.log" >&2
         return
     fi
-    n=$(grep '^-- Checking for module' "$m/cmake.log" | grep -v "'liburcu-bp'\$" | tr '\n' ' ' || true)
-    [ -z "$n" ] || fail "placement-only configure looks for modules beside liburcu-bp: $n"
+    n=$(grep '^-- Checking for module' "$m/cmake.log" | grep -v "'liburcu-bp'\$" | grep -v "'libxxhash'\$" | tr '\n' ' ' || true)
+    [ -z "$n" ] || fail "placement-only configure looks for modules beside liburcu-bp and libxxhash: $n"
     grep -A1 '^mcroute: not built:' "$m/cmake.log" >/dev/null ||
         fail "placement-only configure does not say what it does not build"
     if ! "$cmake" --build "$m/build" --parallel 2 >"$m/build.log" 2>&1; then
@@ -896,7 +903,7 @@ placement_only() {
     absent "libmcroute_libmemcached" "$libdir/libmcroute_libmemcached.so" \
         "$libdir/pkgconfig/mcroute-libmemcached.pc" "$libdir/cmake/mcroute/mcroute-libmemcached-targets.cmake"
     absent "libmcroute_pool" "$mandir/man3/mcr_pool_new.3"
-    needs_only libmcroute.so liburcu-bp.so liburcu-common.so
+    needs_only libmcroute.so liburcu-bp.so liburcu-common.so libxxhash.so
 
     # consumer.c with pkg-config, shared and --static, seeing only the
     # install's .pc files.

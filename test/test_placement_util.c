@@ -32,12 +32,19 @@ const mode_case cases[] = {
     {MCR_MODE_HASHRING, 1, 0, 2.5, 0.04, 0, 0},
     {MCR_MODE_NGINX_CONSISTENT, 1, 1, 1.6, 0.03, 0, 0},
     {MCR_MODE_PHP_MEMCACHE, 1, 1, 1.6, 0.04, 0, 0},
+    /* the proxies renumber their list: removing a server other than the
+     * last moves the keys of those after it */
+    {MCR_MODE_MEMCACHED_PROXY_JUMP, 0, 0, 25.0, 0.01, 1, 1},
+    {MCR_MODE_MCROUTER_CH3, 0, 0, 25.0, 0.01, 1, 1},
 };
 _Static_assert(sizeof(cases) / sizeof(cases[0]) == MCR_MODE_COUNT, "every mode has a case");
 
 uint32_t w_of(mcr_mode mode, uint32_t w)
 {
-    return mode == MCR_MODE_PYMEMCACHE ? 1 : w;
+    return mode == MCR_MODE_PYMEMCACHE || mode == MCR_MODE_MEMCACHED_PROXY_JUMP ||
+                   mode == MCR_MODE_MCROUTER_CH3
+               ? 1
+               : w;
 }
 
 /* ------------------------------------------------------------ pools */

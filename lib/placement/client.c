@@ -53,6 +53,10 @@ static const client_def clients[] = {
      "php-memcached 3.2 OPT_LIBKETAMA_COMPATIBLE (libmemcached's weighted ketama)"},
     {"php-memcache", MCR_MODE_PHP_MEMCACHE, MCR_HASH_CRC32A, false,
      "php-memcache 4.0 (consistent strategy, crc32, 1024 buckets)"},
+    {"mcrouter-ch3", MCR_MODE_MCROUTER_CH3, MCR_HASH_MD5, true,
+     "mcrouter HashRoute, hash_func Ch3 (furc_hash of the routing key)"},
+    {"memcached-proxy-jump", MCR_MODE_MEMCACHED_PROXY_JUMP, MCR_HASH_MD5, true,
+     "memcached proxy mcp.pool() default (jump hash of the key's XXH3-64)"},
 };
 #define NCLIENTS (sizeof(clients) / sizeof(clients[0]))
 #define PYLIBMC_KETAMA 3

@@ -31,6 +31,8 @@ static const char *const mode_names[MCR_MODE_COUNT] = {
     [MCR_MODE_HASHRING] = "hashring",
     [MCR_MODE_NGINX_CONSISTENT] = "nginx-consistent",
     [MCR_MODE_PHP_MEMCACHE] = "php-memcache",
+    [MCR_MODE_MEMCACHED_PROXY_JUMP] = "memcached-proxy-jump",
+    [MCR_MODE_MCROUTER_CH3] = "mcrouter-ch3",
 };
 
 /* The key hash of each mode when none is chosen: the default of the client
@@ -58,6 +60,8 @@ static const mcr_hash mode_hashes[MCR_MODE_COUNT] = {
     [MCR_MODE_HASHRING] = MCR_HASH_MD5,
     [MCR_MODE_NGINX_CONSISTENT] = MCR_HASH_CRC32A, /* ngx_crc32_long */
     [MCR_MODE_PHP_MEMCACHE] = MCR_HASH_CRC32A,   /* memcache.hash_function crc32 */
+    [MCR_MODE_MEMCACHED_PROXY_JUMP] = MCR_HASH_MD5, /* unused: XXH3-64 of the key */
+    [MCR_MODE_MCROUTER_CH3] = MCR_HASH_MD5,      /* unused: furc of the routing key */
 };
 
 mcr_hash mcr_mode_default_hash(mcr_mode m)

@@ -170,6 +170,17 @@ uint16_t mcr__crc16(const void *data, size_t len);
 /* Jump consistent hash of key into [0, nbuckets) (nbuckets >= 1). */
 uint32_t mcr__jump(uint64_t key, uint32_t nbuckets);
 int mcr__is_prime(uint32_t n);
+
+/* ---- mcrouter (mcrouter.c) ---- */
+
+/* furc_hash takes at most this many servers (2^23). */
+#define MCR__FURC_MAX (1u << 23)
+/* mcrouter's furc_hash of len bytes into [0, m) (m <= MCR__FURC_MAX; 0 for
+ * m <= 1). Cannot fail. */
+uint32_t mcr__furc(const void *key, size_t len, uint32_t m);
+/* The routing key of a key (into it): a leading "/region/cluster/"
+ * dropped, the rest cut before its first "|#|". Cannot fail. */
+void mcr__mcrouter_routing_key(const void *key, size_t len, const void **rk, size_t *rklen);
 /* The smallest prime >= max(65537, 200 x servers), capped at
  * MCR_MAGLEV_SIZE_MAX. */
 uint32_t mcr__maglev_auto_size(size_t servers);

@@ -62,6 +62,8 @@ const mcr__family *mcr__mode_family(mcr_mode m)
     case MCR_MODE_TWEMPROXY_MODULA:
     case MCR_MODE_BUCKETS: return &mcr__family_wmodula;
     case MCR_MODE_JUMP: return &mcr__family_jump;
+    case MCR_MODE_MEMCACHED_PROXY_JUMP:
+    case MCR_MODE_MCROUTER_CH3: return &mcr__family_keyjump;
     case MCR_MODE_MAGLEV: return &mcr__family_maglev;
     case MCR_MODE_SLOTS: return &mcr__family_slots;
     case MCR_MODE_RENDEZVOUS: return &mcr__family_rendezvous;

@@ -3,7 +3,8 @@
  * modes. ring.c holds what every ring shares (servers, key hashing, the
  * dispatch, walks, inspection); each family's file holds how its modes
  * build, find and walk: ring_points.c (the continuum modes), ring_modula.c,
- * ring_jump.c, ring_table.c (maglev, slots), ring_scores.c (rendezvous,
+ * ring_jump.c (jump, and the proxies' memcached-proxy-jump and
+ * mcrouter-ch3), ring_table.c (maglev, slots), ring_scores.c (rendezvous,
  * pymemcache). Private to lib/placement/. */
 #ifndef MCR_RING_INTERNAL_H
 #define MCR_RING_INTERNAL_H
@@ -120,6 +121,7 @@ extern const mcr__family mcr__family_points;
 extern const mcr__family mcr__family_modula;
 extern const mcr__family mcr__family_wmodula;
 extern const mcr__family mcr__family_jump;
+extern const mcr__family mcr__family_keyjump;
 extern const mcr__family mcr__family_maglev;
 extern const mcr__family mcr__family_slots;
 extern const mcr__family mcr__family_rendezvous;

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ring_jump.c: "jump": jump consistent hashing over a map of buckets, each
- * a server or a hole; a key that lands in a hole jumps again. */
+ * a server or a hole; a key that lands in a hole jumps again. And the
+ * proxies whose key jumps straight into their list of servers:
+ * "memcached-proxy-jump" (jump hash of XXH3-64) and "mcrouter-ch3" (furc). */
 #include <stdlib.h>
+#include <xxhash.h>
 
 #include "ring_internal.h"
 
@@ -111,6 +114,74 @@ static mcr__shape jump_shape(const mcr_ring *r)
     return MCR__SHAPE_JUMP;
 }
 
+/* ---- memcached-proxy-jump, mcrouter-ch3 ---- */
+
+/*
+ * The bucket of these modes is the server's index in the list of active
+ * servers: no map, no holes, no weights, as in the proxies. The ring's
+ * table is that identity, so that a diff reads them as jump buckets: furc,
+ * like jump, moves a key to a new last bucket with probability 1/n and
+ * never elsewhere, which is the model the diff counts with.
+ */
+static int keyjump_adopt(mcr_ring *r, const mcr__params *p, const mcr__server *servers,
+                         mcr__point *points, size_t npoints, uint32_t *map, size_t nmap,
+                         mcr_error *err)
+{
+    (void)p, (void)servers, (void)points, (void)npoints, (void)map, (void)nmap;
+    for (uint32_t i = 0; i < r->nservers; i++)
+        if (r->servers[i].weight != 1)
+            return mcr__error(err, MCR_ERR_RANGE, "%s has no weights: server %s has weight %u",
+                              mcr_mode_name(r->mode), r->servers[i].name,
+                              (unsigned)r->servers[i].weight);
+    if (r->mode == MCR_MODE_MCROUTER_CH3 && r->nservers > MCR__FURC_MAX)
+        return mcr__error(err, MCR_ERR_RANGE, "mcrouter-ch3: %u servers, furc_hash takes at most %u",
+                          (unsigned)r->nservers, (unsigned)MCR__FURC_MAX);
+    r->table = malloc(r->nservers * sizeof(*r->table));
+    if (r->table == NULL)
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %u servers",
+                          (unsigned)r->nservers);
+    for (uint32_t i = 0; i < r->nservers; i++)
+        r->table[i] = i;
+    r->ntable = r->nservers;
+    return MCR_OK;
+}
+
+static int keyjump_build(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
+{
+    return keyjump_adopt(r, NULL, cfg->servers, NULL, 0, NULL, 0, err);
+}
+
+/* A hash places no key: the key does (keyjump_locate). */
+static uint32_t keyjump_find(const mcr_ring *r, uint32_t hash)
+{
+    (void)r, (void)hash;
+    return MCR_NO_SERVER;
+}
+
+static uint32_t keyjump_locate(const mcr_ring *r, const void *key, size_t len)
+{
+    if (r->mode == MCR_MODE_MEMCACHED_PROXY_JUMP) /* proxy_jump_hash.c, seed 0 */
+        return mcr__jump(XXH3_64bits_withSeed(key, len, 0), r->nservers);
+    const void *rk;
+    size_t rklen;
+    mcr__mcrouter_routing_key(key, len, &rk, &rklen);
+    return mcr__furc(rk, rklen, r->nservers);
+}
+
+/* Neither proxy has replicas: the primary, then the sweep. */
+static void keyjump_walk_init(mcr__walk *w, const void *key, size_t len)
+{
+    (void)key, (void)len;
+    w->own = 1;
+    w->sweep = true;
+}
+
+static uint32_t keyjump_walk_step(mcr__walk *w, size_t s)
+{
+    (void)s;
+    return w->primary; /* never called: the sequence is the primary alone */
+}
+
 const mcr__family mcr__family_jump = {
     .name = "jump",
     .build = mcr__ring_build_map,
@@ -121,4 +192,15 @@ const mcr__family mcr__family_jump = {
     .walk_step = jump_walk_step,
     .shape = jump_shape,
     .default_map = jump_default_map,
+};
+
+const mcr__family mcr__family_keyjump = {
+    .name = "keyjump",
+    .build = keyjump_build,
+    .adopt = keyjump_adopt,
+    .find = keyjump_find,
+    .locate = keyjump_locate,
+    .walk_init = keyjump_walk_init,
+    .walk_step = keyjump_walk_step,
+    .shape = jump_shape,
 };

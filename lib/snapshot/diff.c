@@ -805,6 +805,10 @@ static int comparable(const side *a, const side *b, double *space)
     /* two races compare only with the same scores */
     if (a->kind == SIDE_RENDEZVOUS && b->kind == SIDE_RENDEZVOUS)
         return mcr_ring_mode(a->ring) == mcr_ring_mode(b->ring);
+    /* jump buckets too: "jump", "memcached-proxy-jump" and "mcrouter-ch3"
+     * send a key to unrelated buckets */
+    if (a->kind == SIDE_JUMP && b->kind == SIDE_JUMP)
+        return mcr_ring_mode(a->ring) == mcr_ring_mode(b->ring);
     return (hash_a && hash_b) || a->kind == b->kind;
 }
 
