@@ -8,17 +8,29 @@
 typedef struct mget_slot {
     int status;         /* MCR_OK: hit or miss as `hit` says */
     bool hit;
-    char *value;        /* malloc'd */
+    size_t off;         /* the value: at mget_call.buf + off */
     size_t value_len;
     uint32_t flags;
     uint64_t cas;
 } mget_slot;
 
+/* A multi-get's results until the GIL is taken back: the values of all
+ * keys one after the other in one buffer (a malloc per call, not per key). */
 typedef struct mget_call {
     mget_slot *slot;
+    char *buf;
+    size_t len, cap;
     int status;
     char message[256];
 } mget_call;
+
+static void mget_fail(mget_call *m, int status, const char *message)
+{
+    if (m->status == MCR_OK) {
+        m->status = status;
+        snprintf(m->message, sizeof m->message, "%s", message != NULL ? message : "");
+    }
+}
 
 static void mget_key_cb(const mcr_result *res, void *arg)
 {
@@ -26,20 +38,27 @@ static void mget_key_cb(const mcr_result *res, void *arg)
     mget_slot *s = &m->slot[res->index];
     s->status = res->status;
     if (res->status != MCR_OK) {
-        if (m->status == MCR_OK) {
-            m->status = res->status;
-            snprintf(m->message, sizeof m->message, "%s", res->message ? res->message : "");
-        }
+        mget_fail(m, res->status, res->message);
         return;
     }
     if (res->reply != MCR_REPLY_HIT)
         return;
-    s->value = malloc(res->value_len + 1);
-    if (s->value == NULL) {
-        s->status = MCR_ERR_NOMEM;
-        return;
+    if (m->buf == NULL || m->cap - m->len < res->value_len) {
+        size_t cap = m->cap ? m->cap : 4096;
+        while (cap - m->len < res->value_len)
+            cap *= 2;
+        char *b = realloc(m->buf, cap);
+        if (b == NULL) {
+            s->status = MCR_ERR_NOMEM;
+            mget_fail(m, MCR_ERR_NOMEM, "out of memory keeping the values");
+            return;
+        }
+        m->buf = b;
+        m->cap = cap;
     }
-    memcpy(s->value, res->value, res->value_len);
+    memcpy(m->buf + m->len, res->value, res->value_len);
+    s->off = m->len;
+    m->len += res->value_len;
     s->value_len = res->value_len;
     s->flags = res->flags;
     s->cas = res->cas;
@@ -95,7 +114,7 @@ static PyObject *many(Client *c, PyObject *keys, mcr_op op)
             if (!s->hit)
                 continue;
             PyObject *key = PySequence_Fast_GET_ITEM(k.seq, i);
-            PyObject *v = mcpy_value_object(c, key, s->value, s->value_len, s->flags);
+            PyObject *v = mcpy_value_object(c, key, m.buf + s->off, s->value_len, s->flags);
             if (v != NULL && op == MCR_OP_GETS)
                 v = Py_BuildValue("(NK)", v, (unsigned long long)s->cas);
             if (v == NULL || PyDict_SetItem(out, key, v) != 0) {
@@ -106,8 +125,7 @@ static PyObject *many(Client *c, PyObject *keys, mcr_op op)
             Py_DECREF(v);
         }
     }
-    for (Py_ssize_t i = 0; i < k.n; i++)
-        free(m.slot[i].value);
+    free(m.buf);
     free(m.slot);
     mcpy_keyset_clear(&k);
     if (rc != MCR_OK || m.status != MCR_OK) {
