@@ -7,6 +7,7 @@
 #include <netdb.h>
 
 #include "mcroute.h"
+#include "mcroute_args.h"
 #include "mcroute_router.h"
 #include "mcroute_snapshot.h"
 #include "mcroute_state.h"
@@ -157,55 +158,35 @@ static char *mcroute_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     mcroute_conf_t *c = conf;
     ngx_str_t *value = cf->args->elts, key = ngx_string("$memcached_key");
-    ngx_uint_t nsrc = 0;
     (void)cmd;
     if (c->arg.data != NULL)
         return "is duplicate";
-    for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
-        ngx_str_t *v = &value[i];
-#define OPT(name) (v->len > sizeof(name) - 1 && ngx_strncmp(v->data, name, sizeof(name) - 1) == 0)
-#define REST(name) ((ngx_str_t){v->len - (sizeof(name) - 1), v->data + sizeof(name) - 1})
-        if (OPT("snapshot=")) {
-            c->src = SRC_SNAPSHOT, c->arg = REST("snapshot="), nsrc++;
-        } else if (OPT("state=")) {
-            c->src = SRC_STATE, c->arg = REST("state="), nsrc++;
-        } else if (OPT("servers=")) {
-            c->src = SRC_SERVERS, c->arg = REST("servers="), nsrc++;
-        } else if (OPT("mode=")) {
-            c->mode = REST("mode=");
-        } else if (OPT("client=")) {
-            c->client = REST("client=");
-        } else if (OPT("key=")) {
-            key = REST("key=");
-        } else {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "mcroute: unknown parameter \"%V\" (snapshot=PATH, state=PATH, "
-                               "servers=LIST, mode=MODE, client=NAME, key=$VARIABLE)",
-                               v);
-            return NGX_CONF_ERROR;
-        }
-#undef OPT
-#undef REST
+    /* the parameters checked by mcroute_args.c, which the fuzz target
+     * test/fuzz/fuzz_ngx_args.c runs too */
+    ngx_uint_t n = cf->args->nelts - 1;
+    mcr_ngx_str *params = ngx_palloc(cf->pool, (n ? n : 1) * sizeof(mcr_ngx_str));
+    if (params == NULL)
+        return NGX_CONF_ERROR;
+    for (ngx_uint_t i = 0; i < n; i++) {
+        params[i].p = (const char *)value[i + 1].data;
+        params[i].len = value[i + 1].len;
     }
-    if (nsrc != 1) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           nsrc == 0 ? "mcroute: no servers: give snapshot=PATH, state=PATH or "
-                                       "servers=LIST"
-                                     : "mcroute: give only one of snapshot=, state= and "
-                                       "servers=");
+    mcr_ngx_args a;
+    char why[512];
+    if (mcr_ngx_parse_args(params, n, &a, why, sizeof(why)) != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "mcroute: %s", why);
         return NGX_CONF_ERROR;
     }
-    if ((c->mode.len || c->client.len) && c->src != SRC_SERVERS) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "mcroute: mode= and client= apply to servers= only: a snapshot "
-                           "and a state carry their placement");
-        return NGX_CONF_ERROR;
-    }
-    if (c->mode.len && c->client.len) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "mcroute: client= sets the mode: give mode= or client=, not both");
-        return NGX_CONF_ERROR;
-    }
+    c->src = a.src == MCR_NGX_SNAPSHOT ? SRC_SNAPSHOT
+             : a.src == MCR_NGX_STATE  ? SRC_STATE
+                                       : SRC_SERVERS;
+#define NGX_STR(x) ((ngx_str_t){(x).len, (u_char *)(x).p})
+    c->arg = NGX_STR(a.arg);
+    c->mode = NGX_STR(a.mode);
+    c->client = NGX_STR(a.client);
+    if (a.key.p != NULL)
+        key = NGX_STR(a.key);
+#undef NGX_STR
     ngx_http_compile_complex_value_t ccv;
     ngx_memzero(&ccv, sizeof(ccv));
     c->key = ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
