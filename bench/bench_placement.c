@@ -976,8 +976,10 @@ int main(int argc, char **argv)
     case_big("weighted", &weighted, sv, &ks, GOAL_BIG_WEIGHTED);
     case_big("consistent", &consistent, sv, &ks, -1); /* the ratio as a RESULT only */
 
-    /* The proxies' placements (--client), mcroute alone. */
-    static const char *const proxies[] = {"memcached-proxy-jump", "mcrouter-ch3"};
+    /* The proxies' placements (--client), mcroute alone; Envoy's maglev table
+     * and ring are built once, with the ring, as a snapshot builds them. */
+    static const char *const proxies[] = {"memcached-proxy-jump", "mcrouter-ch3", "envoy-maglev",
+                                          "envoy-ring-hash"};
     for (size_t i = 0; i < sizeof(proxies) / sizeof(proxies[0]); i++)
         case_proxy(proxies[i], sv, &ks);
 

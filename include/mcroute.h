@@ -375,6 +375,27 @@ typedef enum mcr_mode {
      * of the routing key (a leading "/region/cluster/" dropped, the key
      * cut before its first "|#|") into the servers. */
     MCR_MODE_MCROUTER_CH3 = 23,
+
+    /* Envoy's hash load balancers with their defaults, as a memcached
+     * cluster behind Envoy places keys: these two take weights (as Envoy's
+     * load_balancing_weight) and name each server by its address as Envoy
+     * prints it, "10.0.0.1:11211" or "[::1]:11211" (give addresses: Envoy
+     * hashes the address it resolved, not a host name). The key is hashed
+     * with XXH64 (seed 0); as in the proxies above, the key hash is not
+     * used and mcr_ring_find() answers MCR_NO_SERVER. A snapshot places
+     * keys as Envoy would with its active servers. */
+
+    /* "envoy-maglev": Envoy's MAGLEV: a table of 65537 entries filled from
+     * the servers sorted by address, offset XXH64(address, 0) % 65537 and
+     * skip XXH64(address, 1) % 65536 + 1, each server taking entries in
+     * proportion to its weight; a key goes to entry XXH64(key) % 65537. */
+    MCR_MODE_ENVOY_MAGLEV = 24,
+    /* "envoy-ring-hash": Envoy's RING_HASH: 64-bit points XXH64("address_i")
+     * on a ring of at least 1024 points (at most 8388608), each server's
+     * count in proportion to its weight; a key goes to the first point at
+     * or above XXH64(key), wrapping. mcr_ring_point_count() is 0: the
+     * points are 64-bit. */
+    MCR_MODE_ENVOY_RING_HASH = 25,
     MCR_MODE_COUNT
 } mcr_mode;
 
@@ -428,7 +449,8 @@ MCR_EXTERN const char *mcr_mode_name(mcr_mode m);
  *   slots                       md5, which the mode does not use (keys are
  *                               placed by their CRC-16/XMODEM).
  *   memcached-proxy-jump,
- *   mcrouter-ch3                md5, which they do not use (the key itself
+ *   mcrouter-ch3, envoy-maglev,
+ *   envoy-ring-hash             md5, which they do not use (the key itself
  *                               places it, hashed as the proxy hashes it).
  *
  * MCR_HASH_NONE (not a hash: mcr_config_set_hash refuses it) for an

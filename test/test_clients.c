@@ -570,7 +570,8 @@ int main(int argc, char **argv)
     /* every client of the library has its reference here, but the proxies,
      * which are not installed: test_proxies checks them against the
      * projects' own test vectors */
-    static const char *const proxies[] = {"mcrouter-ch3", "memcached-proxy-jump"};
+    static const char *const proxies[] = {"mcrouter-ch3", "memcached-proxy-jump", "envoy-maglev",
+                                          "envoy-ring-hash"};
     for (size_t i = 0; mcr_client_name(i) != NULL; i++) {
         int found = 0;
         for (size_t j = 0; j < sizeof(proxies) / sizeof(proxies[0]); j++)

@@ -36,6 +36,10 @@ const mode_case cases[] = {
      * last moves the keys of those after it */
     {MCR_MODE_MEMCACHED_PROXY_JUMP, 0, 0, 25.0, 0.01, 1, 1},
     {MCR_MODE_MCROUTER_CH3, 0, 0, 25.0, 0.01, 1, 1},
+    /* Envoy renormalises: a new server changes every server's share of
+     * the table or the ring (the ring's points per server with it) */
+    {MCR_MODE_ENVOY_MAGLEV, 1, 0, 1.5, 0.01, 0, 0},
+    {MCR_MODE_ENVOY_RING_HASH, 1, 0, 2.5, 0.04, 0, 0},
 };
 _Static_assert(sizeof(cases) / sizeof(cases[0]) == MCR_MODE_COUNT, "every mode has a case");
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_proxies.c: Check suite of the proxies' placements (--client mcrouter-ch3, memcached-proxy-jump): the projects' own test vectors, and the properties each algorithm promises on random configurations. */
+/* test_proxies.c: Check suite of the proxies' placements (--client mcrouter-ch3, memcached-proxy-jump, envoy-maglev, envoy-ring-hash): the projects' own test vectors, and the properties each algorithm promises on random configurations. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,100 @@ START_TEST(mcrouter_routing_keys)
                       "routing key of \"%s\": \"%.*s\", not \"%s\"", v[i].key, (int)n,
                       (const char *)rk, v[i].rk);
     }
+}
+END_TEST
+
+/* Envoy's test hosts: "127.0.0.1:90" ... in list order. */
+static void envoy_hosts(int first, size_t n, char names[][32], const char **name, size_t *len)
+{
+    for (size_t i = 0; i < n; i++) {
+        snprintf(names[i], 32, "127.0.0.1:%d", first + (int)i);
+        name[i] = names[i];
+        len[i] = strlen(names[i]);
+    }
+}
+
+/* github.com/envoyproxy/envoy,
+ * test/extensions/load_balancing_policies/maglev/maglev_lb_test.cc:
+ * MaglevLoadBalancerTest.Basic (6 hosts 127.0.0.1:90..95, table 7: entry
+ * i -> host expected_assignments[i]) and .Weighted (127.0.0.1:90 weight 1,
+ * :91 weight 2, table 17, 6 and 11 entries). The tests give the request
+ * hash directly: entry = hash % size. */
+START_TEST(envoy_maglev_vectors)
+{
+    char names[6][32];
+    const char *name[6];
+    size_t len[6];
+    uint32_t table[17];
+    static const uint32_t ones[6] = {1, 1, 1, 1, 1, 1};
+    static const uint32_t basic[7] = {2, 4, 0, 1, 5, 0, 3};
+    envoy_hosts(90, 6, names, name, len);
+    ck_assert_int_eq(mcr__envoy_maglev_fill(name, len, ones, 6, 7, table), MCR_OK);
+    for (int i = 0; i < 7; i++)
+        ck_assert_uint_eq(table[i], basic[i]);
+
+    static const uint32_t w[2] = {1, 2};
+    static const uint32_t weighted[17] = {1, 0, 0, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1};
+    ck_assert_int_eq(mcr__envoy_maglev_fill(name, len, w, 2, 17, table), MCR_OK);
+    unsigned count[2] = {0};
+    for (int i = 0; i < 17; i++) {
+        ck_assert_uint_eq(table[i], weighted[i]);
+        count[table[i]]++;
+    }
+    ck_assert_uint_eq(count[0], 6); /* min_entries_per_host */
+    ck_assert_uint_eq(count[1], 11); /* max_entries_per_host */
+
+    /* the list order does not matter: Envoy sorts the hosts by address
+     * (MaglevLoadBalancerTest.BasicStability) */
+    const char *rname[6];
+    size_t rlen[6];
+    for (int i = 0; i < 6; i++) {
+        rname[i] = name[5 - i];
+        rlen[i] = len[5 - i];
+    }
+    ck_assert_int_eq(mcr__envoy_maglev_fill(rname, rlen, ones, 6, 7, table), MCR_OK);
+    for (int i = 0; i < 7; i++)
+        ck_assert_uint_eq(table[i], 5 - basic[i]);
+}
+END_TEST
+
+/* github.com/envoyproxy/envoy,
+ * test/extensions/load_balancing_policies/ring_hash/ring_hash_lb_test.cc:
+ * RingHashLoadBalancerTest.Basic (6 hosts 127.0.0.1:90..95,
+ * minimum_ring_size 12: the ring of 12 points it lists, and its lookups
+ * of hashes 0, 2^64 - 1, 3551244743356806947 and the next). */
+START_TEST(envoy_ring_hash_vectors)
+{
+    char names[6][32];
+    const char *name[6];
+    size_t len[6];
+    static const uint32_t ones[6] = {1, 1, 1, 1, 1, 1};
+    static const struct {
+        int port;
+        uint64_t value;
+    } ring[12] = {
+        {94, 833437586790550860u},   {92, 928266305478181108u},   {90, 1033482794131418490u},
+        {95, 3551244743356806947u},  {93, 3851675632748031481u},  {91, 5583722120771150861u},
+        {91, 6311230543546372928u},  {93, 7700377290971790572u},  {95, 13144177310400110813u},
+        {92, 13444792449719432967u}, {94, 15516499411664133160u}, {90, 16117243373044804889u},
+    };
+    uint64_t *value;
+    uint32_t *server;
+    size_t n;
+    envoy_hosts(90, 6, names, name, len);
+    ck_assert_int_eq(mcr__envoy_ring_points(name, len, ones, 6, 12, &value, &server, &n), MCR_OK);
+    ck_assert_uint_eq(n, 12); /* ring_hash_lb.size */
+    for (size_t i = 0; i < 12; i++) {
+        ck_assert_uint_eq(value[i], ring[i].value);
+        ck_assert_uint_eq(server[i], (uint32_t)(ring[i].port - 90));
+    }
+    ck_assert_uint_eq(server[mcr__envoy_ring_find(value, n, 0)], 4);
+    ck_assert_uint_eq(server[mcr__envoy_ring_find(value, n, UINT64_MAX)], 4);
+    ck_assert_uint_eq(server[mcr__envoy_ring_find(value, n, 3551244743356806947u)], 5);
+    ck_assert_uint_eq(server[mcr__envoy_ring_find(value, n, 3551244743356806948u)], 3);
+    ck_assert_uint_eq(server[mcr__envoy_ring_find(value, n, 16117243373044804880u)], 0);
+    free(value);
+    free(server);
 }
 END_TEST
 
@@ -375,6 +470,362 @@ START_TEST(ch3_ring_vectors)
 }
 END_TEST
 
+/* ------------------------------------------------------------ Envoy */
+
+/*
+ * Envoy's tests fix tables and rings of a few hosts (the vectors above);
+ * beyond them, what its algorithms promise, on random configurations of 1
+ * to 1,000 servers with weights, through the config, the ring, the batch
+ * lookup and the snapshot.
+ */
+
+static const proxy envoys[] = {
+    {"envoy-maglev", MCR_MODE_ENVOY_MAGLEV},
+    {"envoy-ring-hash", MCR_MODE_ENVOY_RING_HASH},
+};
+#define NENVOYS (sizeof(envoys) / sizeof(envoys[0]))
+
+/* A config of client c with n servers 10.x.y.z:port from `first`, weights
+ * 1..wmax (all 1 when wmax is 1). */
+static mcr_config *envoy_config(const char *client, size_t first, size_t n, tu_rng *rng,
+                                uint32_t wmax)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_ptr_nonnull(cfg);
+    ck_assert_int_eq(mcr_config_set_client(cfg, client, &err), MCR_OK);
+    for (size_t i = first; i < first + n; i++) {
+        char host[32];
+        snprintf(host, sizeof(host), "10.%zu.%zu.%zu", (i >> 16) & 255, (i >> 8) & 255, i & 255);
+        uint32_t w = wmax > 1 ? 1 + tu_below(rng, wmax) : 1;
+        ck_assert_int_eq(mcr_config_add_server(cfg, host, 11211 + (int)(i % 3), w, &err), MCR_OK);
+    }
+    return cfg;
+}
+
+/* The host keys and weights of a ring's servers, as Envoy sees them. */
+typedef struct envoy_hosts_of {
+    const char **name;
+    size_t *len;
+    uint32_t *weight;
+    size_t n;
+} envoy_hosts_of;
+
+static envoy_hosts_of hosts_of(const mcr_ring *r)
+{
+    envoy_hosts_of h;
+    h.n = mcr_ring_server_count(r);
+    h.name = malloc(h.n * sizeof(*h.name));
+    h.len = malloc(h.n * sizeof(*h.len));
+    h.weight = malloc(h.n * sizeof(*h.weight));
+    ck_assert(h.name != NULL && h.len != NULL && h.weight != NULL);
+    for (size_t i = 0; i < h.n; i++) {
+        h.name[i] = mcr_ring_server_name(r, i);
+        h.len[i] = strlen(h.name[i]);
+        h.weight[i] = mcr_ring_server_weight(r, i);
+    }
+    return h;
+}
+
+static void hosts_free(envoy_hosts_of *h)
+{
+    free(h->name);
+    free(h->len);
+    free(h->weight);
+}
+
+/* Maglev: the table is full, and each host's entries are its weight's
+ * share within the fill's rounding: a host of normalised weight w takes
+ * an entry in 1 + floor(R w / max_w) of the R rounds, so its count is
+ * (65537 - about n) w + 1, give or take one. Ring hash: the ring has the
+ * size Envoy computes (scale = min(ceil(min_w 1024) / min_w, 8388608),
+ * each host the points its running sum gives it), the points ascend and
+ * each is XXH64 of "address_i". Both: the ring, the batch lookup and the
+ * direct lookup agree. */
+START_TEST(envoy_random_structure)
+{
+    const proxy *p = &envoys[_i % NENVOYS];
+    tu_rng rng;
+    tu_rng_init(&rng, 4300 + (uint64_t)_i);
+    int rounds = tu_cases(12);
+
+    for (int round = 0; round < rounds; round++) {
+        size_t n = round < 3 ? (size_t)round + 1 : 1 + tu_below(&rng, 1000);
+        uint32_t wmax = round % 3 == 0 ? 1 : round % 3 == 1 ? 5 : 1000;
+        mcr_config *cfg = envoy_config(p->client, 0, n, &rng, wmax);
+        mcr_ring *r = ring_of(cfg);
+        envoy_hosts_of h = hosts_of(r);
+        uint64_t sum = 0;
+        for (size_t i = 0; i < n; i++)
+            sum += h.weight[i];
+        unsigned char key[KEY_MAX + 1];
+
+        if (p->mode == MCR_MODE_ENVOY_MAGLEV) {
+            uint32_t *table = malloc(MCR__ENVOY_MAGLEV_SIZE * sizeof(*table));
+            unsigned *count = calloc(n, sizeof(*count));
+            ck_assert(table != NULL && count != NULL);
+            for (uint32_t e = 0; e < MCR__ENVOY_MAGLEV_SIZE; e++)
+                table[e] = UINT32_MAX;
+            ck_assert_int_eq(mcr__envoy_maglev_fill(h.name, h.len, h.weight, n,
+                                                    MCR__ENVOY_MAGLEV_SIZE, table),
+                             MCR_OK);
+            for (uint32_t e = 0; e < MCR__ENVOY_MAGLEV_SIZE; e++) {
+                ck_assert_uint_lt(table[e], n); /* full */
+                count[table[e]]++;
+            }
+            for (size_t i = 0; i < n; i++) {
+                double w = (double)h.weight[i] / (double)sum;
+                double want = (MCR__ENVOY_MAGLEV_SIZE - (double)n) * w + 1;
+                ck_assert_msg(count[i] >= 1 && fabs(count[i] - want) <= 2.0 + (double)n * w,
+                              "%zu servers: server %zu (weight %u of %llu) has %u entries, "
+                              "about %.1f expected",
+                              n, i, h.weight[i], (unsigned long long)sum, count[i], want);
+            }
+            for (int k = 0; k < 500; k++) {
+                size_t len = random_key(&rng, key);
+                uint32_t want = n == 1 ? 0 : table[XXH64(key, len, 0) % MCR__ENVOY_MAGLEV_SIZE];
+                ck_assert_uint_eq(mcr_ring_locate(r, key, len), want);
+            }
+            free(table);
+            free(count);
+        } else {
+            double min_w = 1.0;
+            for (size_t i = 0; i < n; i++)
+                min_w = fmin(min_w, (double)h.weight[i] / (double)sum);
+            double scale = fmin(ceil(min_w * 1024) / min_w, 8388608.0);
+            uint64_t *value;
+            uint32_t *server;
+            size_t np;
+            ck_assert_int_eq(mcr__envoy_ring_points(h.name, h.len, h.weight, n, 1024, &value,
+                                                    &server, &np),
+                             MCR_OK);
+            /* ring_hash_lb.size: ceil(scale), the running sums' rounding aside */
+            ck_assert_msg(fabs((double)np - ceil(scale)) <= 1.0, "%zu servers: %zu points, scale %f",
+                          n, np, scale);
+            ck_assert_uint_ge(np, 1024 < scale ? 1024 : (size_t)floor(scale));
+            unsigned *count = calloc(n, sizeof(*count));
+            ck_assert_ptr_nonnull(count);
+            for (size_t j = 0; j < np; j++) {
+                ck_assert(j == 0 || value[j - 1] <= value[j]);
+                count[server[j]]++;
+            }
+            double cur = 0, target = 0;
+            for (size_t i = 0; i < n; i++) {
+                target += scale * ((double)h.weight[i] / (double)sum);
+                unsigned c = 0;
+                for (; cur < target; cur++)
+                    c++;
+                ck_assert_uint_eq(count[i], c);
+                ck_assert_uint_ge(c, 1); /* min_hashes_per_host */
+            }
+            /* a point of each server, by its label */
+            for (size_t i = 0; i < n; i += 1 + n / 16) {
+                char label[64];
+                int ll = snprintf(label, sizeof(label), "%s_%u", h.name[i], count[i] - 1);
+                uint64_t v = XXH64(label, (size_t)ll, 0);
+                size_t at = mcr__envoy_ring_find(value, np, v);
+                ck_assert_uint_eq(value[at], v);
+                ck_assert_uint_eq(server[at], i);
+            }
+            for (int k = 0; k < 500; k++) {
+                size_t len = random_key(&rng, key);
+                uint64_t hk = XXH64(key, len, 0);
+                /* the first point >= h, or point 0 past the last */
+                size_t j = mcr__envoy_ring_find(value, np, hk);
+                if (j == 0)
+                    ck_assert(hk <= value[0] || hk > value[np - 1]);
+                else
+                    ck_assert(value[j - 1] < hk && hk <= value[j]);
+                uint32_t want = n == 1 ? 0 : server[j];
+                ck_assert_uint_eq(mcr_ring_locate(r, key, len), want);
+            }
+            free(count);
+            free(value);
+            free(server);
+        }
+
+        /* the batch lookup answers as the single one */
+        unsigned char keys[64][KEY_MAX + 1];
+        const void *kp[64];
+        size_t kl[64];
+        uint32_t out[64];
+        for (int k = 0; k < 64; k++) {
+            kl[k] = random_key(&rng, keys[k]);
+            kp[k] = keys[k];
+        }
+        mcr_ring_locate_many(r, kp, kl, 64, out);
+        for (int k = 0; k < 64; k++)
+            ck_assert_uint_eq(out[k], mcr_ring_locate(r, kp[k], kl[k]));
+        hosts_free(&h);
+        mcr_ring_free(r);
+        mcr_config_free(cfg);
+    }
+}
+END_TEST
+
+/* Growth by one server (equal weights) moves few keys: maglev about the
+ * new server's share and the table's disruption (below 2 N / M); the ring
+ * its share and the keys of the points each server loses when the ring's
+ * points per server shrink (ceil(1024 / n) before, ceil(1024 / (n + 1))
+ * after). */
+START_TEST(envoy_random_growth)
+{
+    const proxy *p = &envoys[_i % NENVOYS];
+    tu_rng rng;
+    tu_rng_init(&rng, 4400 + (uint64_t)_i);
+    int rounds = tu_cases(16);
+    unsigned char key[KEY_MAX + 1];
+
+    for (int round = 0; round < rounds; round++) {
+        size_t n = round < 3 ? (size_t)round + 1 : 1 + tu_below(&rng, 999);
+        mcr_config *a = envoy_config(p->client, 0, n, &rng, 1);
+        mcr_config *b = envoy_config(p->client, 0, n + 1, &rng, 1);
+        mcr_ring *ra = ring_of(a), *rb = ring_of(b);
+        unsigned moved = 0, total = 4096;
+        for (unsigned k = 0; k < total; k++) {
+            size_t len = tu_key(&rng, (char *)key, KEY_MAX);
+            moved += mcr_ring_locate(ra, key, len) != mcr_ring_locate(rb, key, len);
+        }
+        double lost = 0;
+        if (p->mode == MCR_MODE_ENVOY_RING_HASH) {
+            double ca = ceil(1024.0 / (double)n), cb = ceil(1024.0 / (double)(n + 1));
+            lost = 1.0 - cb / ca;
+        } else {
+            /* Maglev's disruption beside the share: entries that change
+             * hands between old servers as the permutations refill, which
+             * grows with N / M (measured here: about 1.1 N / M) */
+            lost = 2.0 * (double)n / MCR__ENVOY_MAGLEV_SIZE;
+        }
+        double want = 1.0 / (double)(n + 1) + lost;
+        double share = (double)moved / total;
+        ck_assert_msg(share <= want + 4.0 * sqrt(want / total) + 0.005,
+                      "%s: %zu -> %zu servers moved %f of the keys, at most %f expected",
+                      p->client, n, n + 1, share, want);
+        mcr_ring_free(ra);
+        mcr_ring_free(rb);
+        mcr_config_free(a);
+        mcr_config_free(b);
+    }
+}
+END_TEST
+
+/* Snapshots: text round trips place identically and keep the mode; a
+ * server DOWN places as Envoy with the active servers (their weights
+ * renormalised); diffs count what moved: envoy-maglev's the table entries
+ * that changed, envoy-ring-hash's the 64-bit arcs. */
+START_TEST(envoy_random_snapshots)
+{
+    const proxy *p = &envoys[_i % NENVOYS];
+    tu_rng rng;
+    tu_rng_init(&rng, 4500 + (uint64_t)_i);
+    mcr_error err;
+    int rounds = tu_cases(6);
+
+    for (int round = 0; round < rounds; round++) {
+        size_t n = 2 + tu_below(&rng, round < 3 ? 20 : 999);
+        mcr_config *cfg = envoy_config(p->client, 0, n, &rng, round % 2 ? 100 : 1);
+        mcr_snapshot *s1, *s2, *s3;
+        ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s1, &err), MCR_OK);
+        char *text;
+        size_t tlen;
+        ck_assert_int_eq(mcr_snapshot_text(s1, &text, &tlen, &err), MCR_OK);
+        ck_assert_int_eq(mcr_snapshot_parse(text, tlen, NULL, NULL, 0, &s2, &err), MCR_OK);
+        ck_assert_int_eq(mcr_ring_mode(mcr_snapshot_ring(s2)), p->mode);
+        ck_assert_ptr_nonnull(strstr(text, mcr_mode_name(p->mode)));
+        free(text);
+
+        size_t down = tu_below(&rng, (uint32_t)n);
+        mcr_server_desc d;
+        ck_assert_int_eq(mcr_snapshot_server(s1, down, &d), MCR_OK);
+        mcr_changes *ch = mcr_changes_new();
+        ck_assert_int_eq(mcr_changes_set_state(ch, d.id, MCR_STATE_DOWN, &err), MCR_OK);
+        ck_assert_int_eq(mcr_snapshot_apply(s1, ch, &s3, &err), MCR_OK);
+        mcr_changes_free(ch);
+        /* Envoy given the list without the server */
+        mcr_config *less = mcr_config_new();
+        ck_assert_int_eq(mcr_config_set_client(less, p->client, &err), MCR_OK);
+        for (size_t i = 0; i < n; i++) {
+            mcr_server_desc x;
+            ck_assert_int_eq(mcr_snapshot_server(s1, i, &x), MCR_OK);
+            if (i != down)
+                ck_assert_int_eq(mcr_config_add_server(less, x.host, x.port, x.weight, &err),
+                                 MCR_OK);
+        }
+        mcr_ring *rless = ring_of(less);
+        mcr_diff *diff = NULL;
+        ck_assert_int_eq(mcr_diff_new(s1, s3, &diff, &err), MCR_OK);
+
+        mcr_ring *ring = ring_of(cfg);
+        unsigned char key[KEY_MAX + 1];
+        unsigned moved = 0, total = 2000;
+        for (unsigned k = 0; k < total; k++) {
+            size_t len = random_key(&rng, key);
+            uint32_t x = mcr_ring_locate(ring, key, len);
+            ck_assert_uint_eq(mcr_snapshot_locate(s1, key, len), x);
+            ck_assert_uint_eq(mcr_snapshot_locate(s2, key, len), x);
+            uint32_t y = mcr_ring_locate(rless, key, len);
+            uint32_t z = mcr_snapshot_locate(s3, key, len);
+            ck_assert_uint_eq(z, y < down ? y : y + 1);
+            moved += z != x;
+            ck_assert_int_eq(mcr_diff_key_moved(diff, key, len), z != x);
+        }
+        double share = (double)moved / total;
+        ck_assert_msg(fabs(share - mcr_diff_moved(diff)) < 0.05,
+                      "%s, %zu servers, %zu down: %f of keys moved, the diff says %f",
+                      p->client, n, down, share, mcr_diff_moved(diff));
+        mcr_diff_free(diff);
+        mcr_ring_free(ring);
+        mcr_ring_free(rless);
+        mcr_config_free(less);
+        mcr_snapshot_unref(s1);
+        mcr_snapshot_unref(s2);
+        mcr_snapshot_unref(s3);
+        mcr_config_free(cfg);
+    }
+}
+END_TEST
+
+/* A 32-bit hash places no key; the other maglev's snapshots and a
+ * continuum's do not diff against envoy-maglev's, nor a 32-bit continuum
+ * against envoy-ring-hash's. */
+START_TEST(envoy_refusals)
+{
+    mcr_error err;
+    tu_rng rng;
+    tu_rng_init(&rng, 4600);
+    for (size_t e = 0; e < NENVOYS; e++) {
+        mcr_config *cfg = envoy_config(envoys[e].client, 0, 3, &rng, 3);
+        mcr_ring *r = ring_of(cfg);
+        ck_assert_uint_eq(mcr_ring_find(r, 12345), MCR_NO_SERVER);
+        ck_assert_uint_eq(mcr_ring_point_count(r), 0);
+        mcr_ring_free(r);
+        mcr_config_free(cfg);
+    }
+    static const struct {
+        const char *client;
+        mcr_mode other;
+    } pairs[] = {{"envoy-maglev", MCR_MODE_MAGLEV},
+                 {"envoy-maglev", MCR_MODE_KETAMA},
+                 {"envoy-maglev", MCR_MODE_ENVOY_RING_HASH},
+                 {"envoy-ring-hash", MCR_MODE_KETAMA}};
+    for (size_t o = 0; o < sizeof(pairs) / sizeof(pairs[0]); o++) {
+        mcr_config *a = envoy_config(pairs[o].client, 0, 5, &rng, 1);
+        mcr_config *b = envoy_config(pairs[o].client, 0, 5, &rng, 1);
+        ck_assert_int_eq(mcr_config_set_mode(b, pairs[o].other), MCR_OK);
+        mcr_snapshot *sa, *sb;
+        mcr_diff *d;
+        ck_assert_int_eq(mcr_snapshot_new(a, 1, &sa, &err), MCR_OK);
+        ck_assert_int_eq(mcr_snapshot_new(b, 1, &sb, &err), MCR_OK);
+        ck_assert_int_eq(mcr_diff_new(sa, sb, &d, &err), MCR_ERR_UNSUPPORTED);
+        ck_assert_int_eq(mcr_diff_new(sb, sa, &d, &err), MCR_ERR_UNSUPPORTED);
+        mcr_snapshot_unref(sa);
+        mcr_snapshot_unref(sb);
+        mcr_config_free(a);
+        mcr_config_free(b);
+    }
+}
+END_TEST
+
 static Suite *proxies_suite(void)
 {
     Suite *s = suite_create("proxies");
@@ -383,6 +834,8 @@ static Suite *proxies_suite(void)
     tcase_add_test(tv, furc_mcrouter_vectors);
     tcase_add_test(tv, mcrouter_routing_keys);
     tcase_add_test(tv, ch3_ring_vectors);
+    tcase_add_test(tv, envoy_maglev_vectors);
+    tcase_add_test(tv, envoy_ring_hash_vectors);
     suite_add_tcase(s, tv);
 
     TCase *tp = tcase_create("properties");
@@ -391,6 +844,10 @@ static Suite *proxies_suite(void)
     tcase_add_loop_test(tp, random_balance, 0, (int)NPROXIES);
     tcase_add_loop_test(tp, random_snapshots, 0, (int)NPROXIES);
     tcase_add_loop_test(tp, refusals, 0, (int)NPROXIES);
+    tcase_add_loop_test(tp, envoy_random_structure, 0, (int)NENVOYS);
+    tcase_add_loop_test(tp, envoy_random_growth, 0, (int)NENVOYS);
+    tcase_add_loop_test(tp, envoy_random_snapshots, 0, (int)NENVOYS);
+    tcase_add_test(tp, envoy_refusals);
     suite_add_tcase(s, tp);
     return s;
 }

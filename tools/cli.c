@@ -617,7 +617,8 @@ static mcr_config *config_from_list(const char *list, const char *file, const cl
         cli_die("unknown mode '%s' (known: ketama stable-ketama consistent weighted spy "
             "spy-weighted modula twemproxy-ketama twemproxy-modula jump rendezvous maglev "
             "slots bounded pymemcache buckets spymemcached spymemcached-libmemcached dalli "
-            "hashring nginx-consistent php-memcache memcached-proxy-jump mcrouter-ch3)",
+            "hashring nginx-consistent php-memcache memcached-proxy-jump mcrouter-ch3 envoy-maglev "
+            "envoy-ring-hash)",
             src->mode);
     mcr_config *cfg = mcr_config_new();
     if (cfg == NULL)

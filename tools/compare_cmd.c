@@ -22,7 +22,8 @@ const char cli_usage_compare[] =
     "         pymemcache python-memcached pylibmc pylibmc-ketama spymemcached\n"
     "         spymemcached-libmemcached spymemcached-arraymod dalli gomemcache\n"
     "         node-memcached memjs nginx nginx-consistent php-memcached\n"
-    "         php-memcached-ketama php-memcache mcrouter-ch3 memcached-proxy-jump\n";
+    "         php-memcached-ketama php-memcache mcrouter-ch3 memcached-proxy-jump\n"
+    "         envoy-maglev envoy-ring-hash\n";
 
 const char cli_usage_clients[] =
     "Usage: mcroute clients [--json]\n"

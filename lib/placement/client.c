@@ -57,6 +57,10 @@ static const client_def clients[] = {
      "mcrouter HashRoute, hash_func Ch3 (furc_hash of the routing key)"},
     {"memcached-proxy-jump", MCR_MODE_MEMCACHED_PROXY_JUMP, MCR_HASH_MD5, true,
      "memcached proxy mcp.pool() default (jump hash of the key's XXH3-64)"},
+    {"envoy-maglev", MCR_MODE_ENVOY_MAGLEV, MCR_HASH_MD5, false,
+     "Envoy MAGLEV defaults (table 65537, XXH64 of the address and of the key)"},
+    {"envoy-ring-hash", MCR_MODE_ENVOY_RING_HASH, MCR_HASH_MD5, false,
+     "Envoy RING_HASH defaults (XXH64 points \"address_i\", ring of 1024 to 8M)"},
 };
 #define NCLIENTS (sizeof(clients) / sizeof(clients[0]))
 #define PYLIBMC_KETAMA 3

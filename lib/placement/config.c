@@ -33,6 +33,8 @@ static const char *const mode_names[MCR_MODE_COUNT] = {
     [MCR_MODE_PHP_MEMCACHE] = "php-memcache",
     [MCR_MODE_MEMCACHED_PROXY_JUMP] = "memcached-proxy-jump",
     [MCR_MODE_MCROUTER_CH3] = "mcrouter-ch3",
+    [MCR_MODE_ENVOY_MAGLEV] = "envoy-maglev",
+    [MCR_MODE_ENVOY_RING_HASH] = "envoy-ring-hash",
 };
 
 /* The key hash of each mode when none is chosen: the default of the client
@@ -62,6 +64,8 @@ static const mcr_hash mode_hashes[MCR_MODE_COUNT] = {
     [MCR_MODE_PHP_MEMCACHE] = MCR_HASH_CRC32A,   /* memcache.hash_function crc32 */
     [MCR_MODE_MEMCACHED_PROXY_JUMP] = MCR_HASH_MD5, /* unused: XXH3-64 of the key */
     [MCR_MODE_MCROUTER_CH3] = MCR_HASH_MD5,      /* unused: furc of the routing key */
+    [MCR_MODE_ENVOY_MAGLEV] = MCR_HASH_MD5,      /* unused: XXH64 of the key */
+    [MCR_MODE_ENVOY_RING_HASH] = MCR_HASH_MD5,   /* unused: XXH64 of the key */
 };
 
 mcr_hash mcr_mode_default_hash(mcr_mode m)

@@ -123,7 +123,9 @@ typedef enum mcr__shape {
                              server b owns mcr__ring_residues(r, b) in turn */
     MCR__SHAPE_SLOTS,     /* "slots": CRC-16 of the key % the table */
     MCR__SHAPE_JUMP,      /* "jump": buckets of jump hashing, some holes */
-    MCR__SHAPE_SCORES     /* the best score of every server's */
+    MCR__SHAPE_SCORES,    /* the best score of every server's */
+    MCR__SHAPE_WIDE       /* "envoy-ring-hash": arcs of a 64-bit continuum
+                             (mcr__ring_wide) */
 } mcr__shape;
 
 /* 1 when mode m places keys on a continuum of points (the continuum modes
@@ -181,6 +183,30 @@ uint32_t mcr__furc(const void *key, size_t len, uint32_t m);
 /* The routing key of a key (into it): a leading "/region/cluster/"
  * dropped, the rest cut before its first "|#|". Cannot fail. */
 void mcr__mcrouter_routing_key(const void *key, size_t len, const void **rk, size_t *rklen);
+
+/* ---- Envoy (ring_table.c, ring_wide.c) ---- */
+
+/* Envoy's MaglevTable::DefaultTableSize, and RingHash's default
+ * minimum_ring_size and maximum_ring_size. */
+#define MCR__ENVOY_MAGLEV_SIZE 65537u
+#define MCR__ENVOY_RING_MIN 1024u
+#define MCR__ENVOY_RING_MAX 8388608u
+/* Envoy's MAGLEV table of `size` entries (a prime) for n hosts named
+ * name[i] (len[i] bytes, Envoy's host keys) with weights weight[i] >= 1:
+ * table[e] = the host's index i. MCR_OK or MCR_ERR_NOMEM. */
+int mcr__envoy_maglev_fill(const char *const *name, const size_t *len, const uint32_t *weight,
+                           size_t n, uint32_t size, uint32_t *table);
+/* Envoy's RING_HASH ring for n hosts (as above) with minimum ring size
+ * `min_size` and the default maximum: *value (ascending) and *server
+ * (malloc'ed, *npoints of them). MCR_OK or MCR_ERR_NOMEM. */
+int mcr__envoy_ring_points(const char *const *name, const size_t *len, const uint32_t *weight,
+                           size_t n, uint64_t min_size, uint64_t **value, uint32_t **server,
+                           size_t *npoints);
+/* The 64-bit points of an "envoy-ring-hash" ring, ascending, with their
+ * servers in *server and their count in *n; NULL and 0 for other modes. */
+const uint64_t *mcr__ring_wide(const mcr_ring *r, const uint32_t **server, size_t *n);
+/* The first of n ascending 64-bit points >= h, wrapping to 0. n >= 1. */
+size_t mcr__envoy_ring_find(const uint64_t *value, size_t n, uint64_t h);
 /* The smallest prime >= max(65537, 200 x servers), capped at
  * MCR_MAGLEV_SIZE_MAX. */
 uint32_t mcr__maglev_auto_size(size_t servers);

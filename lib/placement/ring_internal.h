@@ -4,7 +4,8 @@
  * dispatch, walks, inspection); each family's file holds how its modes
  * build, find and walk: ring_points.c (the continuum modes), ring_modula.c,
  * ring_jump.c (jump, and the proxies' memcached-proxy-jump and
- * mcrouter-ch3), ring_table.c (maglev, slots), ring_scores.c (rendezvous,
+ * mcrouter-ch3), ring_table.c (maglev, slots, envoy-maglev), ring_wide.c
+ * (envoy-ring-hash's 64-bit continuum), ring_scores.c (rendezvous,
  * pymemcache). Private to lib/placement/. */
 #ifndef MCR_RING_INTERNAL_H
 #define MCR_RING_INTERNAL_H
@@ -81,6 +82,11 @@ struct mcr_ring {
     uint64_t *seeds;      /* "rendezvous": per server, mcr__id_seed(id) */
     mcr__rule rule;
     uint32_t *bucket_point; /* MCR__RULE_BUCKETS: bucket -> point index */
+    uint64_t *wide;       /* "envoy-ring-hash": the 64-bit points, ascending,
+                             apart from `points` so that the 32-bit
+                             continua keep their layout and their speed */
+    uint32_t *wide_server;/* the server of each of them */
+    size_t nwide;
 };
 
 /* What a family of modes does; one const table per family. ring.c calls
@@ -123,9 +129,15 @@ extern const mcr__family mcr__family_wmodula;
 extern const mcr__family mcr__family_jump;
 extern const mcr__family mcr__family_keyjump;
 extern const mcr__family mcr__family_maglev;
+extern const mcr__family mcr__family_envoy_maglev;
+extern const mcr__family mcr__family_envoy_ring;
 extern const mcr__family mcr__family_slots;
 extern const mcr__family mcr__family_rendezvous;
 extern const mcr__family mcr__family_pymemcache;
+
+/* MCR_OK, or MCR_ERR_RANGE when r's weights sum above Envoy's limit
+ * (UINT32_MAX) (ring_table.c). */
+int mcr__envoy_check_weights(const mcr_ring *r, mcr_error *err);
 
 /* The family of a mode (a valid one). */
 const mcr__family *mcr__mode_family(mcr_mode m);

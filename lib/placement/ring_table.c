@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ring_table.c: the modes that look a key up in a table, entry hash % size:
- * "maglev" (a table computed from the servers' permutations) and "slots"
- * (Redis Cluster's CRC-16 slots, a map kept by the snapshot). */
+ * "maglev" (a table computed from the servers' permutations), "slots"
+ * (Redis Cluster's CRC-16 slots, a map kept by the snapshot) and
+ * "envoy-maglev" (Envoy's Maglev table, entry XXH64(key) % 65537). */
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "ring_internal.h"
 
@@ -85,6 +87,161 @@ static mcr__shape maglev_shape(const mcr_ring *r)
 {
     (void)r;
     return MCR__SHAPE_RESIDUES; /* the runs of equal entries */
+}
+
+/* ---- envoy-maglev ---- */
+
+/*
+ * Written from Envoy's published source, not copied:
+ * source/extensions/load_balancing_policies/maglev/maglev_lb.cc
+ * (MaglevTable::constructMaglevTableInternal, OriginalMaglevTable::
+ * constructImplementationInternals) with the weights normalised as
+ * .../common/thread_aware_lb_impl.cc (normalizeHostWeights) does: the same
+ * double arithmetic in the same order, so that a weighted table is the
+ * same entry for entry. test/test_proxies.c has the fixed vectors of
+ * Envoy's maglev_lb_test.cc.
+ */
+
+typedef struct envoy_entry {
+    const char *name; /* the host key: the address as Envoy prints it */
+    size_t len;
+    uint32_t host;    /* the index given */
+    uint64_t offset, skip, next;
+    double weight, target;
+} envoy_entry;
+
+/* std::sort of (key, ...) tuples: the keys' bytes, unsigned, then length.
+ * Keys are distinct (a config refuses a server twice). */
+static int envoy_entry_cmp(const void *a, const void *b)
+{
+    const envoy_entry *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->name, y->name, n);
+    if (c != 0)
+        return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+int mcr__envoy_maglev_fill(const char *const *name, const size_t *len, const uint32_t *weight,
+                           size_t n, uint32_t size, uint32_t *table)
+{
+    envoy_entry *e = malloc((n ? n : 1) * sizeof(*e));
+    unsigned char *taken = calloc(size, 1);
+    if (e == NULL || taken == NULL) {
+        free(e);
+        free(taken);
+        return MCR_ERR_NOMEM;
+    }
+    /* normalizeHostWeights: weight * 1.0 / sum, and the largest */
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += weight[i];
+    double max_w = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double w = (double)weight[i] * 1.0 / (double)sum;
+        if (w > max_w)
+            max_w = w;
+        e[i] = (envoy_entry){name[i], len[i], (uint32_t)i, 0, 0, 0, w, 0.0};
+    }
+    qsort(e, n, sizeof(*e), envoy_entry_cmp);
+    for (size_t i = 0; i < n; i++) {
+        e[i].offset = XXH64(e[i].name, e[i].len, 0) % size;
+        e[i].skip = XXH64(e[i].name, e[i].len, 1) % (size - 1) + 1;
+    }
+    /* The paper's listing 1, each host taking a turn every max_w / w
+     * rounds: a host at the largest weight takes one every round. */
+    uint64_t filled = 0;
+    for (uint32_t iteration = 1; filled < size; iteration++) {
+        for (size_t i = 0; i < n && filled < size; i++) {
+            envoy_entry *x = &e[i];
+            if ((double)iteration * x->weight < x->target)
+                continue;
+            x->target += max_w;
+            uint64_t c = (x->offset + x->skip * x->next) % size;
+            while (taken[c]) {
+                x->next++;
+                c = (x->offset + x->skip * x->next) % size;
+            }
+            taken[c] = 1;
+            table[c] = x->host;
+            x->next++;
+            filled++;
+        }
+    }
+    free(e);
+    free(taken);
+    return MCR_OK;
+}
+
+/* Envoy's weights: 1 or more each (load_balancing_weight), their sum a
+ * uint32_t (validateEndpoints). */
+int mcr__envoy_check_weights(const mcr_ring *r, mcr_error *err)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < r->nservers; i++)
+        sum += r->servers[i].weight;
+    if (sum > UINT32_MAX)
+        return mcr__error(err, MCR_ERR_RANGE, "%s: the weights sum to %llu, Envoy's limit is %u",
+                          mcr_mode_name(r->mode), (unsigned long long)sum, (unsigned)UINT32_MAX);
+    return MCR_OK;
+}
+
+static int envoy_maglev_adopt(mcr_ring *r, const mcr__params *p, const mcr__server *servers,
+                              mcr__point *points, size_t npoints, uint32_t *map, size_t nmap,
+                              mcr_error *err)
+{
+    (void)p, (void)servers, (void)points, (void)npoints, (void)map, (void)nmap;
+    int rc = mcr__envoy_check_weights(r, err);
+    if (rc != MCR_OK)
+        return rc;
+    size_t n = r->nservers;
+    const char **name = malloc(n * sizeof(*name));
+    size_t *len = malloc(n * sizeof(*len));
+    uint32_t *w = malloc(n * sizeof(*w));
+    r->table = malloc(MCR__ENVOY_MAGLEV_SIZE * sizeof(*r->table));
+    rc = MCR_ERR_NOMEM;
+    if (name != NULL && len != NULL && w != NULL && r->table != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            name[i] = r->servers[i].name;
+            len[i] = strlen(name[i]);
+            w[i] = r->servers[i].weight;
+        }
+        rc = mcr__envoy_maglev_fill(name, len, w, n, MCR__ENVOY_MAGLEV_SIZE, r->table);
+    }
+    free(name);
+    free(len);
+    free(w);
+    if (rc != MCR_OK)
+        return mcr__error(err, rc, "out of memory for a maglev table of %u entries",
+                          (unsigned)MCR__ENVOY_MAGLEV_SIZE);
+    r->ntable = MCR__ENVOY_MAGLEV_SIZE;
+    return MCR_OK;
+}
+
+static int envoy_maglev_build(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
+{
+    return envoy_maglev_adopt(r, NULL, cfg->servers, NULL, 0, NULL, 0, err);
+}
+
+/* A 32-bit hash places no key: the key's XXH64 does. */
+static uint32_t envoy_maglev_find(const mcr_ring *r, uint32_t hash)
+{
+    (void)r, (void)hash;
+    return MCR_NO_SERVER;
+}
+
+static uint32_t envoy_maglev_locate(const mcr_ring *r, const void *key, size_t len)
+{
+    return r->table[XXH64(key, len, 0) % MCR__ENVOY_MAGLEV_SIZE];
+}
+
+/* As "maglev": the next entries of the table from the key's, then the
+ * sweep. */
+static void envoy_maglev_walk_init(mcr__walk *w, const void *key, size_t len)
+{
+    w->pos = XXH64(key, len, 0) % MCR__ENVOY_MAGLEV_SIZE;
+    w->own = w->r->ntable;
+    w->sweep = true;
 }
 
 /* ---- slots ---- */
@@ -181,4 +338,19 @@ const mcr__family mcr__family_slots = {
     .walk_step = slots_walk_step,
     .shape = slots_shape,
     .default_map = slots_default_map,
+};
+
+/* The table's entries are residues of the key's XXH64 rather than of the
+ * 32-bit key hash, but a diff between two of them counts the same entries:
+ * the share of the table that changed (lib/snapshot/diff.c compares them
+ * with nothing else). */
+const mcr__family mcr__family_envoy_maglev = {
+    .name = "envoy-maglev",
+    .build = envoy_maglev_build,
+    .adopt = envoy_maglev_adopt,
+    .find = envoy_maglev_find,
+    .locate = envoy_maglev_locate,
+    .walk_init = envoy_maglev_walk_init,
+    .walk_step = maglev_walk_step,
+    .shape = maglev_shape,
 };

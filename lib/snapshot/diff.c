@@ -20,6 +20,8 @@
 #define NONE MCR_NO_SERVER
 /* "slots": the CRC-16 values a key can have. */
 #define CRC_SPACE 65536.0
+/* envoy-ring-hash: the key's XXH64, 2^64 values. */
+#define WIDE_SPACE 18446744073709551616.0
 /* The model diffs ("jump", "rendezvous") list every (from, to) pair with a
  * share; beyond this many the diff is refused rather than take seconds. */
 #define MODEL_PAIRS_MAX ((uint64_t)1 << 24)
@@ -30,7 +32,8 @@ typedef enum side_kind {
     SIDE_RESIDUES,  /* the 32-bit key hash, by its residue: modula, maglev */
     SIDE_JUMP,      /* jump: buckets, counted by the algorithm's model */
     SIDE_RENDEZVOUS,/* rendezvous: scores, counted by the model */
-    SIDE_SLOTS      /* slots: the key's CRC-16 */
+    SIDE_SLOTS,     /* slots: the key's CRC-16 */
+    SIDE_WIDE       /* envoy-ring-hash: the key's XXH64, by a 64-bit continuum */
 } side_kind;
 
 /* One snapshot as the diff reads it: who owns each hash value. Ring servers
@@ -315,6 +318,9 @@ static int side_init(side *s, const mcr_snapshot *snap, const mcr_snapshot *new_
         while (s->ntable > 1 && s->table[s->ntable - 1] == MCR__HOLE)
             s->ntable--;
         return MCR_OK;
+    case MCR__SHAPE_WIDE: /* envoy-ring-hash: its points are read as they are */
+        s->kind = SIDE_WIDE;
+        return MCR_OK;
     case MCR__SHAPE_SCORES: /* rendezvous, pymemcache: a race of scores */
         s->kind = SIDE_RENDEZVOUS;
         return MCR_OK;
@@ -421,6 +427,42 @@ static int diff_modula(const side *a, const side *b, pair_map *pm, mcr_error *er
         if (rb == b->block_end[bb] && ++bb == b->nblocks)
             bb = 0, rb = 0;
         h = next;
+    }
+    return MCR_OK;
+}
+
+/* Two 64-bit continua (envoy-ring-hash): the owner of h is the first point
+ * >= h, wrapping. Walk the union of both rings' points: each segment
+ * (lo, x] between consecutive ones has one owner on each side, the next
+ * point of each; the segment that wraps past the last point and up to the
+ * first belongs to point 0 of each. Counts are exact up to the double's
+ * rounding of each segment. */
+static int diff_wide(const side *a, const side *b, pair_map *pm, mcr_error *err)
+{
+    const uint32_t *sa, *sb;
+    size_t na, nb, i = 0, j = 0;
+    const uint64_t *va = mcr__ring_wide(a->ring, &sa, &na);
+    const uint64_t *vb = mcr__ring_wide(b->ring, &sb, &nb);
+    if (na == 0 || nb == 0)
+        return mcr__error(err, MCR_ERR_INVALID, "internal error: a 64-bit ring without points");
+    uint64_t first = va[0] < vb[0] ? va[0] : vb[0];
+    uint64_t last = va[na - 1] > vb[nb - 1] ? va[na - 1] : vb[nb - 1];
+    uint64_t lo = first;
+    double wrap = first == last ? WIDE_SPACE : (double)(uint64_t)(first - last);
+    if (a->owner[sa[0]] != b->owner[sb[0]] && pair_add(pm, sa[0], sb[0], wrap) != MCR_OK)
+        return MCR_ERR_NOMEM;
+    for (;;) {
+        while (i < na && va[i] <= lo)
+            i++;
+        while (j < nb && vb[j] <= lo)
+            j++;
+        if (i == na && j == nb)
+            break;
+        uint64_t x = j == nb || (i < na && va[i] <= vb[j]) ? va[i] : vb[j];
+        uint32_t oa = sa[i < na ? i : 0], ob = sb[j < nb ? j : 0];
+        if (a->owner[oa] != b->owner[ob] && pair_add(pm, oa, ob, (double)(x - lo)) != MCR_OK)
+            return MCR_ERR_NOMEM;
+        lo = x;
     }
     return MCR_OK;
 }
@@ -809,11 +851,23 @@ static int comparable(const side *a, const side *b, double *space)
      * send a key to unrelated buckets */
     if (a->kind == SIDE_JUMP && b->kind == SIDE_JUMP)
         return mcr_ring_mode(a->ring) == mcr_ring_mode(b->ring);
+    /* 64-bit continua compare with each other only, over 2^64 values
+     * (no arcs: those are 32-bit) */
+    if (a->kind == SIDE_WIDE || b->kind == SIDE_WIDE) {
+        *space = WIDE_SPACE;
+        return a->kind == b->kind;
+    }
+    /* envoy-maglev's entries are residues of the key's XXH64: they compare
+     * with each other's only */
+    if ((mcr_ring_mode(a->ring) == MCR_MODE_ENVOY_MAGLEV) !=
+            (mcr_ring_mode(b->ring) == MCR_MODE_ENVOY_MAGLEV))
+        return 0;
     return (hash_a && hash_b) || a->kind == b->kind;
 }
 
 static const char *const side_names[] = {"a continuum", "a residue table", "jump buckets",
-                                          "rendezvous scores", "slots"};
+                                          "rendezvous scores", "slots",
+                                          "a 64-bit continuum"};
 
 /* old snapshot index -> new snapshot index of the same id. */
 static int index_map(mcr_diff *d, const mcr_snapshot *old, const mcr_snapshot *new_snap,
@@ -882,6 +936,8 @@ int mcr_diff_new(const mcr_snapshot *old, const mcr_snapshot *new_snap, mcr_diff
             rc = diff_slots(&a, &b, &pm);
         else if (a.kind == SIDE_JUMP)
             rc = diff_jump(&a, &b, &pm, err);
+        else if (a.kind == SIDE_WIDE)
+            rc = diff_wide(&a, &b, &pm, err);
         else
             rc = diff_rendezvous(old, new_snap, &a, &b, &pm, err);
         if (rc == MCR_ERR_NOMEM)
