@@ -979,7 +979,7 @@ int main(int argc, char **argv)
     /* The proxies' placements (--client), mcroute alone; Envoy's maglev table
      * and ring are built once, with the ring, as a snapshot builds them. */
     static const char *const proxies[] = {"memcached-proxy-jump", "mcrouter-ch3", "envoy-maglev",
-                                          "envoy-ring-hash"};
+                                          "envoy-ring-hash", "memcached-proxy-ring-ketama"};
     for (size_t i = 0; i < sizeof(proxies) / sizeof(proxies[0]); i++)
         case_proxy(proxies[i], sv, &ks);
 

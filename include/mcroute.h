@@ -396,6 +396,20 @@ typedef enum mcr_mode {
      * or above XXH64(key), wrapping. mcr_ring_point_count() is 0: the
      * points are 64-bit. */
     MCR_MODE_ENVOY_RING_HASH = 25,
+
+    /* "memcached-proxy-ring-ketama": the memcached proxy's
+     * mcp.dist_ring_hash with omode "ketama" (proxy_ring_hash.c): a
+     * continuum of 160 points per server, MD5 of "host:port-k" for k = 0..39
+     * (the host as written, an IPv6 address without brackets), four
+     * little-endian words per digest; a key goes to the first point at or
+     * above its hash, wrapping. The key hash is md5 (the low 32 bits of
+     * MD5(key), little-endian: mcp.dist_ring_hash.hash, which memcached
+     * documents for libketama compatibility). It is libketama's continuum
+     * ("ketama") but that every server has 40 labels (libketama's float
+     * arithmetic gives 39 with 61, 122, 237, ... servers) and no weights (a
+     * weight other than 1 is refused with MCR_ERR_RANGE when a ring or
+     * snapshot is built). */
+    MCR_MODE_MEMCACHED_PROXY_RING_KETAMA = 26,
     MCR_MODE_COUNT
 } mcr_mode;
 
@@ -436,6 +450,8 @@ MCR_EXTERN const char *mcr_mode_name(mcr_mode m);
  * so do `mcroute -m MODE` without --hash and `mcroute simulate`:
  *
  *   ketama                      md5: libketama hashes keys with MD5 only.
+ *   memcached-proxy-ring-ketama md5: mcp.dist_ring_hash.hash, the key hash
+ *                               memcached documents with omode "ketama".
  *   consistent, spy, modula     default (one-at-a-time): libmemcached's
  *                               MEMCACHED_HASH_DEFAULT, which setting its
  *                               DISTRIBUTION or KETAMA behaviour leaves as is.

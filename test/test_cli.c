@@ -114,7 +114,8 @@ START_TEST(mode_defaults_match_library)
             for (size_t i = 0; i < n; i++) {
                 /* the modes without weights: 1 */
                 unsigned w = m == MCR_MODE_PYMEMCACHE || m == MCR_MODE_MEMCACHED_PROXY_JUMP ||
-                                     m == MCR_MODE_MCROUTER_CH3
+                                     m == MCR_MODE_MCROUTER_CH3 ||
+                                     m == MCR_MODE_MEMCACHED_PROXY_RING_KETAMA
                                  ? 1
                                  : 1 + tu_below(&rng, 5);
                 unsigned port = 1000 + tu_below(&rng, 60000);

@@ -40,13 +40,16 @@ const mode_case cases[] = {
      * the table or the ring (the ring's points per server with it) */
     {MCR_MODE_ENVOY_MAGLEV, 1, 0, 1.5, 0.01, 0, 0},
     {MCR_MODE_ENVOY_RING_HASH, 1, 0, 2.5, 0.04, 0, 0},
+    /* 40 labels per server whatever the count: a server's points alone
+     * come and go */
+    {MCR_MODE_MEMCACHED_PROXY_RING_KETAMA, 0, 1, 1.6, 0.04, 0, 1},
 };
 _Static_assert(sizeof(cases) / sizeof(cases[0]) == MCR_MODE_COUNT, "every mode has a case");
 
 uint32_t w_of(mcr_mode mode, uint32_t w)
 {
     return mode == MCR_MODE_PYMEMCACHE || mode == MCR_MODE_MEMCACHED_PROXY_JUMP ||
-                   mode == MCR_MODE_MCROUTER_CH3
+                   mode == MCR_MODE_MCROUTER_CH3 || mode == MCR_MODE_MEMCACHED_PROXY_RING_KETAMA
                ? 1
                : w;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_proxies.c: Check suite of the proxies' placements (--client mcrouter-ch3, memcached-proxy-jump, envoy-maglev, envoy-ring-hash): the projects' own test vectors, and the properties each algorithm promises on random configurations. */
 #include <math.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -826,6 +827,349 @@ START_TEST(envoy_refusals)
 }
 END_TEST
 
+/* ------------------------------------------------------------ memcached's ring hash */
+
+/*
+ * memcached-proxy-ring-ketama, computed here from memcached's
+ * proxy_ring_hash.c (github.com/memcached/memcached; the same in the stored
+ * commits 2a903f04 and 84fae8a9) with nothing of libmcroute: OpenSSL's MD5,
+ * glibc's qsort with the proxy's comparator (ketama_compare: by point
+ * alone; glibc sorts with a merge sort when it can allocate, so equal
+ * points keep the list's order) and the proxy's lookup (ketama_get_server:
+ * libketama's bisection). memcached's own tests (t/proxy*.t, t/proxy*.lua)
+ * place no key through mcp.dist_ring_hash: there are no vectors of theirs
+ * to copy, so the reference is this computation, and libketama's continuum
+ * where the two agree (ring_ketama_is_libketama_but).
+ */
+typedef struct cpoint {
+    unsigned int point;
+    unsigned int id; /* 1-based, as the pool's backends */
+} cpoint;
+
+static int ketama_compare(const void *p1, const void *p2)
+{
+    const cpoint *a = p1, *b = p2;
+    return (a->point < b->point) ? -1 : ((a->point > b->point) ? 1 : 0);
+}
+
+static void md5_of(const void *s, size_t len, unsigned char d[16])
+{
+    unsigned int dl = 0;
+    ck_assert_int_eq(EVP_Digest(s, len, d, &dl, EVP_md5(), NULL), 1);
+}
+
+/* _add_server_ketama: obuckets (160) / 4 labels "addr:port-k", four
+ * little-endian words of each digest; then the qsort. */
+static cpoint *proxy_continuum(char hosts[][32], const int *ports, size_t n, size_t *count)
+{
+    cpoint *c = malloc(n * 160 * sizeof(*c));
+    ck_assert_ptr_nonnull(c);
+    unsigned cont = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (int k = 0; k < 160 / 4; k++) {
+            char label[64];
+            unsigned char d[16];
+            int len = snprintf(label, sizeof(label), "%s:%d-%d", hosts[i], ports[i], k);
+            md5_of(label, (size_t)len, d);
+            for (int h = 0; h < 4; h++) {
+                c[cont].point = (unsigned)d[3 + h * 4] << 24 | (unsigned)d[2 + h * 4] << 16 |
+                                (unsigned)d[1 + h * 4] << 8 | d[h * 4];
+                c[cont].id = (unsigned)i + 1;
+                cont++;
+            }
+        }
+    }
+    qsort(c, cont, sizeof(cpoint), ketama_compare);
+    *count = cont;
+    return c;
+}
+
+/* ketama_key_hasher: the low 32 bits of MD5(key), little-endian. */
+static unsigned proxy_key_hash(const void *key, size_t len)
+{
+    unsigned char d[16];
+    md5_of(key, len, d);
+    return (unsigned)d[3] << 24 | (unsigned)d[2] << 16 | (unsigned)d[1] << 8 | d[0];
+}
+
+/* ketama_get_server, zero-based. */
+static unsigned proxy_get_server(const cpoint *c, unsigned total, unsigned h)
+{
+    int highp = (int)total, lowp = 0, midp;
+    unsigned midval, midval1;
+    for (;;) {
+        midp = (lowp + highp) / 2;
+        if (midp == (int)total)
+            return c[0].id - 1;
+        midval = c[midp].point;
+        midval1 = midp == 0 ? 0 : c[midp - 1].point;
+        if (h <= midval && h > midval1)
+            return c[midp].id - 1;
+        if (midval < h)
+            lowp = midp + 1;
+        else
+            highp = midp - 1;
+        if (lowp > highp)
+            return c[0].id - 1;
+    }
+}
+
+/* n servers: IPv4 addresses, host names, IPv6 addresses (no brackets in
+ * the label: the proxy's backend host), random ports. */
+static mcr_config *ring_ketama_config(tu_rng *rng, size_t n, char hosts[][32], int *ports)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_ptr_nonnull(cfg);
+    ck_assert_int_eq(mcr_config_set_client(cfg, "memcached-proxy-ring-ketama", &err), MCR_OK);
+    for (size_t i = 0; i < n; i++) {
+        switch (tu_below(rng, 3)) {
+        case 0:
+            snprintf(hosts[i], 32, "10.%zu.%zu.%zu", (i >> 16) & 255, (i >> 8) & 255, i & 255);
+            break;
+        case 1: snprintf(hosts[i], 32, "cache-%zu.example", i); break;
+        default: snprintf(hosts[i], 32, "2001:db8::%zx", i + 1); break;
+        }
+        ports[i] = 1 + (int)tu_below(rng, 65535);
+        ck_assert_msg(mcr_config_add_server(cfg, hosts[i], ports[i], 1, &err) == MCR_OK, "%s",
+                      err.message);
+    }
+    return cfg;
+}
+
+/* The whole continuum, point by point, and random keys (1..250 bytes, any
+ * bytes) through the ring, the batch lookup, a snapshot and its text read
+ * back, against the proxy computed above; and the continuum's edges. */
+START_TEST(ring_ketama_random)
+{
+    tu_rng rng;
+    tu_rng_init(&rng, 4400 + (uint64_t)_i);
+    mcr_error err;
+    int rounds = tu_cases(10);
+    static char hosts[1001][32];
+    static int ports[1001];
+
+    for (int round = 0; round < rounds; round++) {
+        size_t n = round < 3 ? (size_t)round + 1 : round == 3 ? 1000 : 1 + tu_below(&rng, 1000);
+        mcr_config *cfg = ring_ketama_config(&rng, n, hosts, ports);
+        mcr_ring *r = ring_of(cfg);
+        ck_assert_int_eq(mcr_ring_mode(r), MCR_MODE_MEMCACHED_PROXY_RING_KETAMA);
+        size_t total;
+        cpoint *c = proxy_continuum(hosts, ports, n, &total);
+        ck_assert_uint_eq(mcr_ring_point_count(r), total);
+        for (size_t i = 0; i < total; i++) {
+            uint32_t v, s;
+            ck_assert_int_eq(mcr_ring_point(r, i, &v, &s), MCR_OK);
+            ck_assert_uint_eq(v, c[i].point);
+            ck_assert_uint_eq(s, c[i].id - 1);
+        }
+        mcr_snapshot *s1, *s2;
+        ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s1, &err), MCR_OK);
+        char *text;
+        size_t tlen;
+        ck_assert_int_eq(mcr_snapshot_text(s1, &text, &tlen, &err), MCR_OK);
+        ck_assert_int_eq(mcr_snapshot_parse(text, tlen, NULL, NULL, 0, &s2, &err), MCR_OK);
+        ck_assert_ptr_nonnull(strstr(text, "memcached-proxy-ring-ketama"));
+        free(text);
+        unsigned char keys[64][KEY_MAX + 1];
+        const void *kp[64];
+        size_t kl[64];
+        uint32_t out[64];
+        for (int batch = 0; batch < 8; batch++) {
+            for (int k = 0; k < 64; k++) {
+                kl[k] = random_key(&rng, keys[k]);
+                kp[k] = keys[k];
+            }
+            mcr_ring_locate_many(r, kp, kl, 64, out);
+            for (int k = 0; k < 64; k++) {
+                uint32_t want =
+                    n == 1 ? 0 : proxy_get_server(c, (unsigned)total, proxy_key_hash(kp[k], kl[k]));
+                ck_assert_uint_eq(mcr_ring_locate(r, kp[k], kl[k]), want);
+                ck_assert_uint_eq(out[k], want);
+                ck_assert_uint_eq(mcr_snapshot_locate(s1, kp[k], kl[k]), want);
+                ck_assert_uint_eq(mcr_snapshot_locate(s2, kp[k], kl[k]), want);
+            }
+        }
+        /* the edges: 0, each side of points, past the last (wrapping) */
+        for (int e = 0; e < 64 && n > 1; e++) {
+            size_t i = tu_below(&rng, (uint32_t)total);
+            uint32_t hs[] = {0, 1, UINT32_MAX, c[i].point, c[i].point - 1, c[i].point + 1};
+            for (size_t j = 0; j < sizeof(hs) / sizeof(hs[0]); j++)
+                ck_assert_uint_eq(mcr_ring_find(r, hs[j]),
+                                  proxy_get_server(c, (unsigned)total, hs[j]));
+        }
+        free(c);
+        mcr_snapshot_unref(s1);
+        mcr_snapshot_unref(s2);
+        mcr_ring_free(r);
+        mcr_config_free(cfg);
+    }
+}
+END_TEST
+
+/* Equal points keep the list's order (glibc's merge sort): two servers of
+ * the same host and port text cannot be configured, so ties are made on
+ * the points themselves, through mcr__sort_points against qsort. */
+START_TEST(ring_ketama_ties)
+{
+    tu_rng rng;
+    tu_rng_init(&rng, 4500);
+    enum { N = 4000 };
+    cpoint *c = malloc(N * sizeof(*c));
+    mcr__point *p = malloc(N * sizeof(*p));
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_nonnull(p);
+    for (unsigned i = 0; i < N; i++) {
+        c[i].point = tu_below(&rng, 64); /* many ties */
+        c[i].id = i / 40 + 1;
+        p[i].value = c[i].point;
+        p[i].server = c[i].id - 1;
+    }
+    qsort(c, N, sizeof(cpoint), ketama_compare);
+    ck_assert_int_eq(mcr__sort_points(p, N), MCR_OK);
+    for (unsigned i = 0; i < N; i++) {
+        ck_assert_uint_eq(p[i].value, c[i].point);
+        ck_assert_uint_eq(p[i].server, c[i].id - 1);
+    }
+    free(c);
+    free(p);
+}
+END_TEST
+
+/* Is it libketama's continuum ("ketama") with every weight 1? The same
+ * labels and points, but libketama gives each server
+ * floorf(1/n * 40.0 * n) labels in float arithmetic, which is 39, not 40,
+ * for 61, 122, 237, 244, 474, 488, 933, ... servers: not an alias. */
+START_TEST(ring_ketama_is_libketama_but)
+{
+    static const struct {
+        size_t n;
+        size_t ketama_points; /* libketama's continuum, weights 1 */
+    } cases[] = {{1, 160}, {3, 3 * 160}, {60, 60 * 160}, {61, 61 * 156}, {62, 62 * 160},
+                 {122, 122 * 156}, {237, 237 * 156}};
+    for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
+        size_t n = cases[t].n;
+        mcr_config *a = proxy_config("memcached-proxy-ring-ketama", 0, n);
+        mcr_config *b = proxy_config("memcached-proxy-ring-ketama", 0, n);
+        ck_assert_int_eq(mcr_config_set_mode(b, MCR_MODE_KETAMA), MCR_OK);
+        mcr_ring *ra = ring_of(a), *rb = ring_of(b);
+        /* both hash keys as mcp.dist_ring_hash.hash */
+        ck_assert_uint_eq(mcr_ring_hash(ra, "user:1", 6), proxy_key_hash("user:1", 6));
+        ck_assert_uint_eq(mcr_ring_hash(rb, "user:1", 6), proxy_key_hash("user:1", 6));
+        ck_assert_uint_eq(mcr_ring_point_count(ra), n * 160);
+        ck_assert_uint_eq(mcr_ring_point_count(rb), cases[t].ketama_points);
+        int same = mcr_ring_point_count(ra) == mcr_ring_point_count(rb);
+        for (size_t i = 0; same && i < n * 160; i++) {
+            uint32_t va, sa, vb, sb;
+            mcr_ring_point(ra, i, &va, &sa);
+            mcr_ring_point(rb, i, &vb, &sb);
+            ck_assert(va == vb && sa == sb);
+        }
+        mcr_ring_free(ra);
+        mcr_ring_free(rb);
+        mcr_config_free(a);
+        mcr_config_free(b);
+    }
+}
+END_TEST
+
+/* Growth: a server added at the end takes keys only from the others,
+ * about 1/(n+1) of them; a server set DOWN places as the proxy without it,
+ * and the continuum diff counts the keys that move. */
+START_TEST(ring_ketama_growth_and_down)
+{
+    tu_rng rng;
+    tu_rng_init(&rng, 4600 + (uint64_t)_i);
+    mcr_error err;
+    int rounds = tu_cases(8);
+    static char hosts[1001][32];
+    static int ports[1001];
+
+    for (int round = 0; round < rounds; round++) {
+        size_t n = 2 + tu_below(&rng, round < 3 ? 10 : 998);
+        tu_rng copy = rng;
+        mcr_config *a = ring_ketama_config(&rng, n, hosts, ports);
+        rng = copy;
+        mcr_config *b = ring_ketama_config(&rng, n + 1, hosts, ports);
+        mcr_ring *ra = ring_of(a), *rb = ring_of(b);
+        mcr_snapshot *s1, *s3;
+        ck_assert_int_eq(mcr_snapshot_new(a, 1, &s1, &err), MCR_OK);
+        size_t down = tu_below(&rng, (uint32_t)n);
+        mcr_server_desc d;
+        ck_assert_int_eq(mcr_snapshot_server(s1, down, &d), MCR_OK);
+        mcr_changes *ch = mcr_changes_new();
+        ck_assert_int_eq(mcr_changes_set_state(ch, d.id, MCR_STATE_DOWN, &err), MCR_OK);
+        ck_assert_int_eq(mcr_snapshot_apply(s1, ch, &s3, &err), MCR_OK);
+        mcr_changes_free(ch);
+        mcr_diff *diff;
+        ck_assert_int_eq(mcr_diff_new(s1, s3, &diff, &err), MCR_OK);
+        /* the proxy with the list without server `down` */
+        char (*less)[32] = malloc(n * 32);
+        int *lports = malloc(n * sizeof(int));
+        ck_assert_ptr_nonnull(less);
+        ck_assert_ptr_nonnull(lports);
+        for (size_t i = 0, j = 0; i < n; i++)
+            if (i != down) {
+                memcpy(less[j], hosts[i], 32);
+                lports[j++] = ports[i];
+            }
+        size_t total;
+        cpoint *c = proxy_continuum(less, lports, n - 1, &total);
+
+        unsigned moved = 0, gone = 0, keys = 2000;
+        unsigned char key[KEY_MAX + 1];
+        for (unsigned k = 0; k < keys; k++) {
+            size_t len = random_key(&rng, key);
+            uint32_t x = mcr_ring_locate(ra, key, len), y = mcr_ring_locate(rb, key, len);
+            if (x != y) {
+                ck_assert_msg(y == n, "a key moved from %u to %u, not to the new %zu", x, y, n);
+                moved++;
+            }
+            uint32_t z = mcr_snapshot_locate(s3, key, len);
+            uint32_t w = n - 1 == 1 ? 0 : proxy_get_server(c, (unsigned)total, proxy_key_hash(key, len));
+            ck_assert_uint_eq(z, w < down ? w : w + 1);
+            ck_assert_int_eq(mcr_diff_key_moved(diff, key, len), z != x);
+            ck_assert(z == x || x == down); /* only the down server's keys move */
+            gone += z != x;
+        }
+        double want = (double)keys / (double)(n + 1);
+        ck_assert_msg((double)moved < want + 8.0 * sqrt(want) + 24, "%u of %u keys moved", moved,
+                      keys);
+        ck_assert_msg(fabs((double)gone / keys - mcr_diff_moved(diff)) < 0.08,
+                      "%u of %u keys moved, the diff says %f", gone, keys, mcr_diff_moved(diff));
+        free(c);
+        free(less);
+        free(lports);
+        mcr_diff_free(diff);
+        mcr_snapshot_unref(s1);
+        mcr_snapshot_unref(s3);
+        mcr_ring_free(ra);
+        mcr_ring_free(rb);
+        mcr_config_free(a);
+        mcr_config_free(b);
+    }
+}
+END_TEST
+
+/* No weights: the client refuses any weight but 1, the mode any above 1,
+ * in rings and snapshots. */
+START_TEST(ring_ketama_refusals)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    mcr_ring *r = NULL;
+    mcr_snapshot *s = NULL;
+    ck_assert_int_eq(mcr_config_set_client(cfg, "memcached-proxy-ring-ketama", &err), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_servers(cfg, "10.0.0.1,10.0.0.2:11211:2", &err), MCR_OK);
+    ck_assert_int_eq(mcr_ring_new(cfg, &r, &err), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, &err), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_config_set_mode(cfg, MCR_MODE_MEMCACHED_PROXY_RING_KETAMA), MCR_OK);
+    ck_assert_int_eq(mcr_ring_new(cfg, &r, &err), MCR_ERR_RANGE);
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s, &err), MCR_ERR_RANGE);
+    mcr_config_free(cfg);
+}
+END_TEST
+
 static Suite *proxies_suite(void)
 {
     Suite *s = suite_create("proxies");
@@ -848,6 +1192,11 @@ static Suite *proxies_suite(void)
     tcase_add_loop_test(tp, envoy_random_growth, 0, (int)NENVOYS);
     tcase_add_loop_test(tp, envoy_random_snapshots, 0, (int)NENVOYS);
     tcase_add_test(tp, envoy_refusals);
+    tcase_add_loop_test(tp, ring_ketama_random, 0, 2);
+    tcase_add_test(tp, ring_ketama_ties);
+    tcase_add_test(tp, ring_ketama_is_libketama_but);
+    tcase_add_loop_test(tp, ring_ketama_growth_and_down, 0, 2);
+    tcase_add_test(tp, ring_ketama_refusals);
     suite_add_tcase(s, tp);
     return s;
 }

@@ -618,7 +618,7 @@ static mcr_config *config_from_list(const char *list, const char *file, const cl
             "spy-weighted modula twemproxy-ketama twemproxy-modula jump rendezvous maglev "
             "slots bounded pymemcache buckets spymemcached spymemcached-libmemcached dalli "
             "hashring nginx-consistent php-memcache memcached-proxy-jump mcrouter-ch3 envoy-maglev "
-            "envoy-ring-hash)",
+            "envoy-ring-hash memcached-proxy-ring-ketama)",
             src->mode);
     mcr_config *cfg = mcr_config_new();
     if (cfg == NULL)

@@ -23,7 +23,7 @@ const char cli_usage_compare[] =
     "         spymemcached-libmemcached spymemcached-arraymod dalli gomemcache\n"
     "         node-memcached memjs nginx nginx-consistent php-memcached\n"
     "         php-memcached-ketama php-memcache mcrouter-ch3 memcached-proxy-jump\n"
-    "         envoy-maglev envoy-ring-hash\n";
+    "         envoy-maglev envoy-ring-hash memcached-proxy-ring-ketama\n";
 
 const char cli_usage_clients[] =
     "Usage: mcroute clients [--json]\n"

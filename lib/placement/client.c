@@ -61,6 +61,8 @@ static const client_def clients[] = {
      "Envoy MAGLEV defaults (table 65537, XXH64 of the address and of the key)"},
     {"envoy-ring-hash", MCR_MODE_ENVOY_RING_HASH, MCR_HASH_MD5, false,
      "Envoy RING_HASH defaults (XXH64 points \"address_i\", ring of 1024 to 8M)"},
+    {"memcached-proxy-ring-ketama", MCR_MODE_MEMCACHED_PROXY_RING_KETAMA, MCR_HASH_MD5, true,
+     "memcached proxy mcp.dist_ring_hash, omode \"ketama\", hash mcp.dist_ring_hash.hash"},
 };
 #define NCLIENTS (sizeof(clients) / sizeof(clients[0]))
 #define PYLIBMC_KETAMA 3

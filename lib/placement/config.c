@@ -35,6 +35,7 @@ static const char *const mode_names[MCR_MODE_COUNT] = {
     [MCR_MODE_MCROUTER_CH3] = "mcrouter-ch3",
     [MCR_MODE_ENVOY_MAGLEV] = "envoy-maglev",
     [MCR_MODE_ENVOY_RING_HASH] = "envoy-ring-hash",
+    [MCR_MODE_MEMCACHED_PROXY_RING_KETAMA] = "memcached-proxy-ring-ketama",
 };
 
 /* The key hash of each mode when none is chosen: the default of the client
@@ -66,6 +67,7 @@ static const mcr_hash mode_hashes[MCR_MODE_COUNT] = {
     [MCR_MODE_MCROUTER_CH3] = MCR_HASH_MD5,      /* unused: furc of the routing key */
     [MCR_MODE_ENVOY_MAGLEV] = MCR_HASH_MD5,      /* unused: XXH64 of the key */
     [MCR_MODE_ENVOY_RING_HASH] = MCR_HASH_MD5,   /* unused: XXH64 of the key */
+    [MCR_MODE_MEMCACHED_PROXY_RING_KETAMA] = MCR_HASH_MD5, /* mcp.dist_ring_hash.hash */
 };
 
 mcr_hash mcr_mode_default_hash(mcr_mode m)

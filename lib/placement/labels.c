@@ -18,6 +18,9 @@
 #define STABLE_LABELS_PER_WEIGHT 40
 /* libketama: labels per server at average weight (160 points / 4 per digest). */
 #define LIBKETAMA_LABELS_PER_SERVER 40.0
+/* memcached's proxy_ring_hash.c, omode "ketama": obuckets (DEFAULT_BUCKET_SIZE
+ * 160) / 4 labels per server, k = 0..39, whatever the number of servers. */
+#define PROXY_RING_KETAMA_LABELS 40
 
 uint32_t mcr__labels_for(mcr_mode mode, uint32_t weight, uint64_t total_weight, uint32_t n,
                          uint32_t *per_label)
@@ -30,6 +33,10 @@ uint32_t mcr__labels_for(mcr_mode mode, uint32_t weight, uint64_t total_weight, 
          * a double, converted to float by floorf's parameter. */
         *per_label = POINTS_PER_DIGEST;
         return (uint32_t)floorf((float)(pct * LIBKETAMA_LABELS_PER_SERVER * (float)n));
+    case MCR_MODE_MEMCACHED_PROXY_RING_KETAMA:
+        /* no weights: the ring refuses any but 1 (ring_points.c) */
+        *per_label = POINTS_PER_DIGEST;
+        return weight == 0 ? 0 : PROXY_RING_KETAMA_LABELS;
     case MCR_MODE_WEIGHTED:
     case MCR_MODE_SPY_WEIGHTED: {
         /* libmemcached: floorf((float)(pct * 160 / 4 * live + 1e-10F)) * 4
@@ -103,6 +110,10 @@ size_t mcr__label_prefix(mcr_mode mode, const mcr__server *s, char *buf)
     case MCR_MODE_SPYMEMCACHED:
     case MCR_MODE_SPYMEMCACHED_LIBMEMCACHED:
         return mcr__java_label_prefix(s, mode == MCR_MODE_SPYMEMCACHED_LIBMEMCACHED, buf);
+    case MCR_MODE_MEMCACHED_PROXY_RING_KETAMA:
+        /* "%s:%s-%d" of the backend's host and port as configured: the
+         * host is the proxy's string, an IPv6 address without brackets */
+        return (size_t)sprintf(buf, "%s:%d-", s->host, s->port);
     case MCR_MODE_DALLI: /* "host:port:i" */
         if (s->ipv6)
             return (size_t)sprintf(buf, "[%s]:%d:", s->host, s->port);

@@ -63,6 +63,20 @@ static int finish_points(mcr_ring *r, bool sorted, mcr_error *err)
     return build_buckets(r, err);
 }
 
+/* memcached's proxy has no weights: MCR_ERR_RANGE naming a server whose
+ * weight is not 1. */
+static int check_weightless(const mcr_ring *r, mcr_error *err)
+{
+    if (r->mode != MCR_MODE_MEMCACHED_PROXY_RING_KETAMA)
+        return MCR_OK;
+    for (uint32_t i = 0; i < r->nservers; i++)
+        if (r->servers[i].weight != 1)
+            return mcr__error(err, MCR_ERR_RANGE, "%s has no weights: server %s has weight %u",
+                              mcr_mode_name(r->mode), r->servers[i].name,
+                              (unsigned)r->servers[i].weight);
+    return MCR_OK;
+}
+
 static int points_build(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
 {
     mcr__params par;
@@ -71,7 +85,10 @@ static int points_build(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
     size_t total = 0;
     uint32_t per_label, n = (uint32_t)cfg->count;
     char label[MCR__NAME_BUF];
+    int rc = check_weightless(r, err);
 
+    if (rc != MCR_OK)
+        return rc;
     for (size_t i = 0; i < cfg->count; i++)
         total_weight += cfg->servers[i].weight;
     for (size_t i = 0; i < cfg->count; i++)
@@ -118,6 +135,9 @@ static int points_adopt(mcr_ring *r, const mcr__params *p, const mcr__server *se
     (void)p, (void)servers, (void)map, (void)nmap;
     r->points = points;
     r->npoints = npoints;
+    int rc = check_weightless(r, err);
+    if (rc != MCR_OK)
+        return rc;
     if (npoints > UINT32_MAX)
         return mcr__error(err, MCR_ERR_RANGE, "continuum of %zu points is too large", npoints);
     return finish_points(r, true, err);
