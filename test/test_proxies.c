@@ -927,7 +927,7 @@ static mcr_config *ring_ketama_config(tu_rng *rng, size_t n, char hosts[][32], i
         case 0:
             snprintf(hosts[i], 32, "10.%zu.%zu.%zu", (i >> 16) & 255, (i >> 8) & 255, i & 255);
             break;
-        case 1: snprintf(hosts[i], 32, "cache-%zu.example", i); break;
+        case 1: snprintf(hosts[i], 32, "cache-%u.example", (unsigned)i); break;
         default: snprintf(hosts[i], 32, "2001:db8::%zx", i + 1); break;
         }
         ports[i] = 1 + (int)tu_below(rng, 65535);
