@@ -135,9 +135,19 @@ extern const mcr__family mcr__family_slots;
 extern const mcr__family mcr__family_rendezvous;
 extern const mcr__family mcr__family_pymemcache;
 
-/* MCR_OK, or MCR_ERR_RANGE when r's weights sum above Envoy's limit
- * (UINT32_MAX) (ring_table.c). */
-int mcr__envoy_check_weights(const mcr_ring *r, mcr_error *err);
+/* The hosts of an Envoy placement as Envoy hashes them: each server's
+ * address text, its length and its weight, in server order. */
+typedef struct mcr__envoy_hosts {
+    const char **name; /* the servers' own strings, not copies */
+    size_t *len;
+    uint32_t *weight;
+} mcr__envoy_hosts;
+
+/* r's hosts into *h (free with mcr__envoy_hosts_clear()): MCR_OK,
+ * MCR_ERR_RANGE when the weights sum above Envoy's limit (UINT32_MAX), or
+ * MCR_ERR_NOMEM, each named in err (ring_table.c). */
+int mcr__envoy_hosts_of(const mcr_ring *r, mcr__envoy_hosts *h, mcr_error *err);
+void mcr__envoy_hosts_clear(mcr__envoy_hosts *h);
 
 /* The family of a mode (a valid one). */
 const mcr__family *mcr__mode_family(mcr_mode m);

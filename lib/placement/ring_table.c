@@ -175,15 +175,37 @@ int mcr__envoy_maglev_fill(const char *const *name, const size_t *len, const uin
 
 /* Envoy's weights: 1 or more each (load_balancing_weight), their sum a
  * uint32_t (validateEndpoints). */
-int mcr__envoy_check_weights(const mcr_ring *r, mcr_error *err)
+int mcr__envoy_hosts_of(const mcr_ring *r, mcr__envoy_hosts *h, mcr_error *err)
 {
+    size_t n = r->nservers;
     uint64_t sum = 0;
-    for (uint32_t i = 0; i < r->nservers; i++)
+    memset(h, 0, sizeof(*h));
+    for (size_t i = 0; i < n; i++)
         sum += r->servers[i].weight;
     if (sum > UINT32_MAX)
         return mcr__error(err, MCR_ERR_RANGE, "%s: the weights sum to %llu, Envoy's limit is %u",
                           mcr_mode_name(r->mode), (unsigned long long)sum, (unsigned)UINT32_MAX);
+    h->name = malloc((n ? n : 1) * sizeof(*h->name));
+    h->len = malloc((n ? n : 1) * sizeof(*h->len));
+    h->weight = malloc((n ? n : 1) * sizeof(*h->weight));
+    if (h->name == NULL || h->len == NULL || h->weight == NULL) {
+        mcr__envoy_hosts_clear(h);
+        return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %zu hosts", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        h->name[i] = r->servers[i].name;
+        h->len[i] = strlen(h->name[i]);
+        h->weight[i] = r->servers[i].weight;
+    }
     return MCR_OK;
+}
+
+void mcr__envoy_hosts_clear(mcr__envoy_hosts *h)
+{
+    free(h->name);
+    free(h->len);
+    free(h->weight);
+    memset(h, 0, sizeof(*h));
 }
 
 static int envoy_maglev_adopt(mcr_ring *r, const mcr__params *p, const mcr__server *servers,
@@ -191,26 +213,15 @@ static int envoy_maglev_adopt(mcr_ring *r, const mcr__params *p, const mcr__serv
                               mcr_error *err)
 {
     (void)p, (void)servers, (void)points, (void)npoints, (void)map, (void)nmap;
-    int rc = mcr__envoy_check_weights(r, err);
+    mcr__envoy_hosts h;
+    int rc = mcr__envoy_hosts_of(r, &h, err);
     if (rc != MCR_OK)
         return rc;
-    size_t n = r->nservers;
-    const char **name = malloc(n * sizeof(*name));
-    size_t *len = malloc(n * sizeof(*len));
-    uint32_t *w = malloc(n * sizeof(*w));
     r->table = malloc(MCR__ENVOY_MAGLEV_SIZE * sizeof(*r->table));
-    rc = MCR_ERR_NOMEM;
-    if (name != NULL && len != NULL && w != NULL && r->table != NULL) {
-        for (size_t i = 0; i < n; i++) {
-            name[i] = r->servers[i].name;
-            len[i] = strlen(name[i]);
-            w[i] = r->servers[i].weight;
-        }
-        rc = mcr__envoy_maglev_fill(name, len, w, n, MCR__ENVOY_MAGLEV_SIZE, r->table);
-    }
-    free(name);
-    free(len);
-    free(w);
+    rc = r->table != NULL ? mcr__envoy_maglev_fill(h.name, h.len, h.weight, r->nservers,
+                                                  MCR__ENVOY_MAGLEV_SIZE, r->table)
+                          : MCR_ERR_NOMEM;
+    mcr__envoy_hosts_clear(&h);
     if (rc != MCR_OK)
         return mcr__error(err, rc, "out of memory for a maglev table of %u entries",
                           (unsigned)MCR__ENVOY_MAGLEV_SIZE);

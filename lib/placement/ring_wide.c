@@ -145,28 +145,16 @@ static int wide_adopt(mcr_ring *r, const mcr__params *p, const mcr__server *serv
                       mcr_error *err)
 {
     (void)p, (void)servers, (void)points, (void)npoints, (void)map, (void)nmap;
-    int rc = mcr__envoy_check_weights(r, err);
+    mcr__envoy_hosts h;
+    int rc = mcr__envoy_hosts_of(r, &h, err);
     if (rc != MCR_OK)
         return rc;
-    size_t n = r->nservers;
-    const char **name = malloc(n * sizeof(*name));
-    size_t *len = malloc(n * sizeof(*len));
-    uint32_t *w = malloc(n * sizeof(*w));
-    rc = MCR_ERR_NOMEM;
-    if (name != NULL && len != NULL && w != NULL) {
-        for (size_t i = 0; i < n; i++) {
-            name[i] = r->servers[i].name;
-            len[i] = strlen(name[i]);
-            w[i] = r->servers[i].weight;
-        }
-        rc = mcr__envoy_ring_points(name, len, w, n, MCR__ENVOY_RING_MIN, &r->wide,
-                                    &r->wide_server, &r->nwide);
-    }
-    free(name);
-    free(len);
-    free(w);
+    rc = mcr__envoy_ring_points(h.name, h.len, h.weight, r->nservers, MCR__ENVOY_RING_MIN,
+                                &r->wide, &r->wide_server, &r->nwide);
+    mcr__envoy_hosts_clear(&h);
     if (rc != MCR_OK)
-        return mcr__error(err, rc, "out of memory for a ring of %u servers", (unsigned)n);
+        return mcr__error(err, rc, "out of memory for a ring of %u servers",
+                          (unsigned)r->nservers);
     return MCR_OK;
 }
 
