@@ -73,7 +73,8 @@ static int parse_address(const char *a, size_t len, const char *what, const char
                           "%s: address \"%s\" has more than one ':' (write host:port, and IPv6 "
                           "addresses as [addr]:port)",
                           what, mcr__quote(q, sizeof(q), a, len));
-    return mcr__parse_server_item(a, len, host, host_len, port, &unused_weight, what, err);
+    return mcr__parse_server_item(a, len, MCR_MODE_KETAMA, host, host_len, port, &unused_weight,
+                                  what, err);
 }
 
 /* The line (1-based) where the server equal to (host, port) was added to

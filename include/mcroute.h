@@ -410,12 +410,31 @@ typedef enum mcr_mode {
      * weight other than 1 is refused with MCR_ERR_RANGE when a ring or
      * snapshot is built). */
     MCR_MODE_MEMCACHED_PROXY_RING_KETAMA = 26,
+
+    /* "mcrouter-wch3": mcrouter's HashRoute with hash_func WeightedCh3
+     * (WeightedCh3HashFunc): up to 32 tries, each furc_hash of the routing
+     * key (as "mcrouter-ch3") into the servers, accepted when the low 32
+     * bits of SpookyHash V2 (seed 0xface2014) of the same bytes are below
+     * weight x 4294967295; a refused try appends the next salt ("0" ..
+     * "9", "01", "11", ...: a counter's decimal digits, lowest first) to
+     * the routing key; after 32 refusals, the last try's server. A server's
+     * weight in this mode is its WeightedCh3 weight in millionths:
+     * 0..MCR_WCH3_WEIGHT_ONE (1.0), 0 included; server lists and files
+     * read by a config in this mode write it as mcrouter does, a decimal in
+     * [0, 1] ("0.5"), and a server without one gets 0.5, the weight
+     * mcrouter gives a server its weights list misses. */
+    MCR_MODE_MCROUTER_WCH3 = 27,
     MCR_MODE_COUNT
 } mcr_mode;
 
 /* Largest weight of a server in "stable-ketama", "bounded" and "jump" (see
  * above). */
 #define MCR_STABLE_WEIGHT_MAX 1000u
+
+/* "mcrouter-wch3": the weight that is 1.0 (weights are millionths), and
+ * the weight of a server listed without one (0.5). */
+#define MCR_WCH3_WEIGHT_ONE 1000000u
+#define MCR_WCH3_WEIGHT_DEFAULT 500000u
 
 /* "maglev": the largest table size (a prime just below 2^26). */
 #define MCR_MAGLEV_SIZE_MAX 67108859u
@@ -465,7 +484,8 @@ MCR_EXTERN const char *mcr_mode_name(mcr_mode m);
  *   slots                       md5, which the mode does not use (keys are
  *                               placed by their CRC-16/XMODEM).
  *   memcached-proxy-jump,
- *   mcrouter-ch3, envoy-maglev,
+ *   mcrouter-ch3, mcrouter-wch3,
+ *   envoy-maglev,
  *   envoy-ring-hash             md5, which they do not use (the key itself
  *                               places it, hashed as the proxy hashes it).
  *
@@ -498,7 +518,10 @@ MCR_EXTERN void mcr_config_free(mcr_config *cfg);
 /* mcr_config_set_mode: choose the placement mode. Until mcr_config_set_hash()
  * is called on `cfg`, this also sets the key hash to the mode's,
  * mcr_mode_default_hash(mode) (and the point hash, unless it was set).
- * MCR_OK, or MCR_ERR_INVALID for NULL or an unknown mode. */
+ * MCR_OK, or MCR_ERR_INVALID for NULL or an unknown mode, and for a change
+ * into or out of "mcrouter-wch3" once servers are listed (its weights are
+ * millionths: the servers' weights would change meaning; set the mode
+ * first). */
 MCR_EXTERN int mcr_config_set_mode(mcr_config *cfg, mcr_mode mode);
 
 /* mcr_config_set_hash: the key hash (what a key is hashed with before the
@@ -520,7 +543,9 @@ MCR_EXTERN int mcr_config_set_hash(mcr_config *cfg, mcr_hash hash);
  * client). A snapshot records the mode and hashes, not the client: changes
  * applied to it are not checked against the client's rules.
  * MCR_OK; MCR_ERR_UNKNOWN for a name that is no client; MCR_ERR_INVALID for
- * NULL. `err` may be NULL. Not thread-safe on one config. */
+ * NULL, and for a change into or out of "mcrouter-wch3" once servers are
+ * listed (see mcr_config_set_mode). `err` may be NULL. Not thread-safe on
+ * one config. */
 MCR_EXTERN int mcr_config_set_client(mcr_config *cfg, const char *name, mcr_error *err);
 
 /* mcr_config_client: the name of the client set on cfg (a static string),

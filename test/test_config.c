@@ -485,6 +485,7 @@ START_TEST(mode_default_hashes)
         [MCR_MODE_ENVOY_MAGLEV] = MCR_HASH_MD5,         /* unused */
         [MCR_MODE_ENVOY_RING_HASH] = MCR_HASH_MD5,      /* unused */
         [MCR_MODE_MEMCACHED_PROXY_RING_KETAMA] = MCR_HASH_MD5,
+        [MCR_MODE_MCROUTER_WCH3] = MCR_HASH_MD5,        /* unused */
     };
     for (int m = 0; m < MCR_MODE_COUNT; m++) {
         ck_assert_int_eq(mcr_mode_default_hash((mcr_mode)m), want[m]);

@@ -43,6 +43,10 @@ const mode_case cases[] = {
     /* 40 labels per server whatever the count: a server's points alone
      * come and go */
     {MCR_MODE_MEMCACHED_PROXY_RING_KETAMA, 0, 1, 1.6, 0.04, 0, 1},
+    /* WeightedCh3 renumbers as Ch3 does; its weights (a unit of the
+     * tests' is 0.1: api_weight) set shares by acceptance, and the diff
+     * is the model's */
+    {MCR_MODE_MCROUTER_WCH3, 1, 0, 25.0, 0.02, 1, 0},
 };
 _Static_assert(sizeof(cases) / sizeof(cases[0]) == MCR_MODE_COUNT, "every mode has a case");
 
@@ -52,6 +56,11 @@ uint32_t w_of(mcr_mode mode, uint32_t w)
                    mode == MCR_MODE_MCROUTER_CH3 || mode == MCR_MODE_MEMCACHED_PROXY_RING_KETAMA
                ? 1
                : w;
+}
+
+uint32_t api_weight(mcr_mode mode, uint32_t units)
+{
+    return mode == MCR_MODE_MCROUTER_WCH3 ? units * (MCR_WCH3_WEIGHT_ONE / 10) : units;
 }
 
 /* ------------------------------------------------------------ pools */
@@ -110,7 +119,7 @@ mcr_config *config_of(const pool *p)
             host = named;
         }
         mcr_server_desc d = {.id = s->id[0] ? s->id : NULL, .host = host, .port = s->port,
-                             .weight = s->weight,
+                             .weight = api_weight(p->mode, s->weight),
                              .zone = s->zone[0] ? s->zone : NULL, .state = MCR_STATE_ACTIVE};
         int rc = mcr_config_add_server_desc(cfg, &d, &err);
         EXPECT_MSG(rc == MCR_OK, "add %s: %s", s->host, err.message);
@@ -164,7 +173,7 @@ mcr_snapshot *with_change(const mcr_snapshot *s, const spec *add, const char *re
     ck_assert_ptr_nonnull(ch);
     if (add != NULL) {
         mcr_server_desc d = {.id = add->id, .host = add->host, .port = add->port,
-                             .weight = add->weight,
+                             .weight = api_weight(mcr_ring_mode(mcr_snapshot_ring(s)), add->weight),
                              .zone = add->zone[0] ? add->zone : NULL, .state = MCR_STATE_ACTIVE};
         EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_OK);
     }

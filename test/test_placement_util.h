@@ -36,6 +36,11 @@ typedef struct mode_case {
 extern const mode_case cases[];
 #define NCASES ((size_t)MCR_MODE_COUNT)
 
+/* The weight the API takes for `units` of the tests' weight: the same,
+ * but in "mcrouter-wch3", whose weights are millionths of 1.0, where a
+ * unit is 0.1 (pools of these tests weigh at most 10 units). */
+uint32_t api_weight(mcr_mode mode, uint32_t units);
+
 /* A weight w for a server of `mode`: 1 in the modes without weights. */
 uint32_t w_of(mcr_mode mode, uint32_t w);
 

@@ -63,6 +63,8 @@ static const client_def clients[] = {
      "Envoy RING_HASH defaults (XXH64 points \"address_i\", ring of 1024 to 8M)"},
     {"memcached-proxy-ring-ketama", MCR_MODE_MEMCACHED_PROXY_RING_KETAMA, MCR_HASH_MD5, true,
      "memcached proxy mcp.dist_ring_hash, omode \"ketama\", hash mcp.dist_ring_hash.hash"},
+    {"mcrouter-wch3", MCR_MODE_MCROUTER_WCH3, MCR_HASH_MD5, false,
+     "mcrouter HashRoute, hash_func WeightedCh3 (weights in [0,1], missing ones 0.5)"},
 };
 #define NCLIENTS (sizeof(clients) / sizeof(clients[0]))
 #define PYLIBMC_KETAMA 3
@@ -84,6 +86,9 @@ int mcr_config_set_client(mcr_config *cfg, const char *name, mcr_error *err)
     for (size_t i = 0; i < NCLIENTS; i++) {
         if (!mcr__ascii_caseeq(name, clients[i].name))
             continue;
+        int rc = mcr__config_check_mode_change(cfg, clients[i].mode, err);
+        if (rc != MCR_OK)
+            return rc;
         cfg->mode = clients[i].mode;
         cfg->key_hash = clients[i].hash;
         cfg->point_hash = clients[i].hash;

@@ -36,6 +36,7 @@ static const char *const mode_names[MCR_MODE_COUNT] = {
     [MCR_MODE_ENVOY_MAGLEV] = "envoy-maglev",
     [MCR_MODE_ENVOY_RING_HASH] = "envoy-ring-hash",
     [MCR_MODE_MEMCACHED_PROXY_RING_KETAMA] = "memcached-proxy-ring-ketama",
+    [MCR_MODE_MCROUTER_WCH3] = "mcrouter-wch3",
 };
 
 /* The key hash of each mode when none is chosen: the default of the client
@@ -68,6 +69,7 @@ static const mcr_hash mode_hashes[MCR_MODE_COUNT] = {
     [MCR_MODE_ENVOY_MAGLEV] = MCR_HASH_MD5,      /* unused: XXH64 of the key */
     [MCR_MODE_ENVOY_RING_HASH] = MCR_HASH_MD5,   /* unused: XXH64 of the key */
     [MCR_MODE_MEMCACHED_PROXY_RING_KETAMA] = MCR_HASH_MD5, /* mcp.dist_ring_hash.hash */
+    [MCR_MODE_MCROUTER_WCH3] = MCR_HASH_MD5,     /* unused: furc of the routing key */
 };
 
 mcr_hash mcr_mode_default_hash(mcr_mode m)
@@ -228,9 +230,28 @@ int mcr__check_name(const char *what, const char *s, mcr_error *err)
     return MCR_OK;
 }
 
+/* Whether the servers' weights would change meaning from mode `from` to
+ * `to`: "mcrouter-wch3" counts them in millionths. */
+static bool weights_change_meaning(const mcr_config *cfg, mcr_mode from, mcr_mode to)
+{
+    return cfg->count > 0 && (from == MCR_MODE_MCROUTER_WCH3) != (to == MCR_MODE_MCROUTER_WCH3);
+}
+
+int mcr__config_check_mode_change(const mcr_config *cfg, mcr_mode to, mcr_error *err)
+{
+    if (weights_change_meaning(cfg, cfg->mode, to))
+        return mcr__error(err, MCR_ERR_INVALID,
+                          "%zu servers are listed, whose weights %s would read as %s: "
+                          "choose the mode before the servers",
+                          cfg->count, mcr_mode_name(cfg->mode), mcr_mode_name(to));
+    return MCR_OK;
+}
+
 int mcr_config_set_mode(mcr_config *cfg, mcr_mode mode)
 {
     if (cfg == NULL || (int)mode < 0 || mode >= MCR_MODE_COUNT)
+        return MCR_ERR_INVALID;
+    if (weights_change_meaning(cfg, cfg->mode, mode))
         return MCR_ERR_INVALID;
     cfg->mode = mode;
     cfg->client = 0;
@@ -480,10 +501,11 @@ static int add_server_n(mcr_config *cfg, const char *host, size_t len, int port,
     if (port < 1 || port > 65535)
         return mcr__error(err, MCR_ERR_RANGE, "port %d of \"%s\" is outside 1..65535", port,
                           mcr__quote(q, sizeof(q), host, len));
-    if (weight < 1 || weight > MCR_WEIGHT_MAX)
-        return mcr__error(err, MCR_ERR_RANGE, "weight %u of \"%s\" is outside 1..%u",
+    if (weight < mcr__weight_min(cfg->mode) || weight > MCR_WEIGHT_MAX)
+        return mcr__error(err, MCR_ERR_RANGE, "weight %u of \"%s\" is outside %u..%u%s",
                           (unsigned)weight, mcr__quote(q, sizeof(q), host, len),
-                          (unsigned)MCR_WEIGHT_MAX);
+                          (unsigned)mcr__weight_min(cfg->mode), (unsigned)MCR_WEIGHT_MAX,
+                          weight == 0 ? " (only mcrouter-wch3 takes weight 0)" : "");
     if (find_server(cfg, host, len, port) >= 0)
         return mcr__error(err, MCR_ERR_DUPLICATE, "duplicate server %s%s%s:%d",
                           memchr(host, ':', len) ? "[" : "", mcr__quote(q, sizeof(q), host, len),
@@ -560,8 +582,59 @@ static int parse_uint(const char *s, size_t len, unsigned long max, unsigned lon
     return MCR_OK;
 }
 
-int mcr__parse_server_item(const char *item, size_t len, const char **host, size_t *host_len,
-                           int *port, uint32_t *weight, const char *what, mcr_error *err)
+/* A weight as a server list writes it in mode `mode`: a whole number
+ * 1..MCR_WEIGHT_MAX, or in "mcrouter-wch3" a decimal in [0, 1] with at
+ * most six digits after the point, in millionths. `where` starts the
+ * messages. */
+static int parse_weight(mcr_mode mode, const char *w, size_t wlen, uint32_t *out,
+                        const char *where, mcr_error *err)
+{
+    char f[32];
+    unsigned long v;
+    int rc;
+
+    mcr__quote(f, sizeof(f), w, wlen);
+    if (mode == MCR_MODE_MCROUTER_WCH3) {
+        const char *dot = memchr(w, '.', wlen);
+        size_t il = dot ? (size_t)(dot - w) : wlen, fl = dot ? wlen - il - 1 : 0;
+        unsigned long frac = 0;
+        rc = il == 0 || (dot != NULL && fl == 0) ? MCR_ERR_SYNTAX : parse_uint(w, il, 1, &v);
+        if (rc == MCR_OK && fl > 6)
+            return mcr__error(err, MCR_ERR_RANGE,
+                              "%s: weight %s has more than 6 digits after the point "
+                              "(mcrouter-wch3 weights are millionths)",
+                              where, f);
+        if (rc == MCR_OK && fl > 0)
+            rc = parse_uint(dot + 1, fl, 999999, &frac);
+        if (rc == MCR_ERR_SYNTAX)
+            return mcr__error(err, rc,
+                              "%s: weight \"%s\" is not a decimal number "
+                              "(mcrouter-wch3 weights are 0 to 1, such as 0.5)",
+                              where, f);
+        for (size_t i = fl; i < 6; i++)
+            frac *= 10;
+        if (rc == MCR_ERR_RANGE || v * MCR_WCH3_WEIGHT_ONE + frac > MCR_WCH3_WEIGHT_ONE)
+            return mcr__error(err, MCR_ERR_RANGE, "%s: weight %s is outside 0..1 (mcrouter-wch3)",
+                              where, f);
+        *out = (uint32_t)(v * MCR_WCH3_WEIGHT_ONE + frac);
+        return MCR_OK;
+    }
+    rc = parse_uint(w, wlen, MCR_WEIGHT_MAX, &v);
+    if (rc == MCR_ERR_SYNTAX)
+        return mcr__error(err, rc, "%s: weight \"%s\" is not a number%s", where, f,
+                          memchr(w, '.', wlen) ? " (decimal weights are mcrouter-wch3's: "
+                                                 "choose the mode before the servers)"
+                                               : "");
+    if (rc == MCR_ERR_RANGE || v == 0)
+        return mcr__error(err, MCR_ERR_RANGE, "%s: weight %s is outside 1..%u", where, f,
+                          (unsigned)MCR_WEIGHT_MAX);
+    *out = (uint32_t)v;
+    return MCR_OK;
+}
+
+int mcr__parse_server_item(const char *item, size_t len, mcr_mode mode, const char **host,
+                           size_t *host_len, int *port, uint32_t *weight, const char *what,
+                           mcr_error *err)
 {
     char q[64];
     const char *h = item, *rest;
@@ -603,7 +676,7 @@ int mcr__parse_server_item(const char *item, size_t len, const char **host, size
         return mcr__error(err, rc, "%s: \"%s\": %s", what, q, e.message);
     }
     *port = MCR_DEFAULT_PORT;
-    *weight = 1;
+    *weight = mode == MCR_MODE_MCROUTER_WCH3 ? MCR_WCH3_WEIGHT_DEFAULT : 1;
     if (restlen > 0) { /* ":port" or ":port:weight" */
         const char *p = rest + 1;
         size_t plen = restlen - 1;
@@ -619,17 +692,11 @@ int mcr__parse_server_item(const char *item, size_t len, const char **host, size
                               what, q, mcr__quote(f, sizeof(f), p, portlen));
         *port = (int)v;
         if (c != NULL) {
-            const char *w = c + 1;
-            size_t wlen = plen - portlen - 1;
-            rc = parse_uint(w, wlen, MCR_WEIGHT_MAX, &v);
-            if (rc == MCR_ERR_SYNTAX)
-                return mcr__error(err, rc, "%s: \"%s\": weight \"%s\" is not a number", what,
-                                  q, mcr__quote(f, sizeof(f), w, wlen));
-            if (rc == MCR_ERR_RANGE || v == 0)
-                return mcr__error(err, MCR_ERR_RANGE, "%s: \"%s\": weight %s is outside 1..%u",
-                                  what, q, mcr__quote(f, sizeof(f), w, wlen),
-                                  (unsigned)MCR_WEIGHT_MAX);
-            *weight = (uint32_t)v;
+            char where[160];
+            snprintf(where, sizeof(where), "%s: \"%s\"", what, q);
+            rc = parse_weight(mode, c + 1, plen - portlen - 1, weight, where, err);
+            if (rc != MCR_OK)
+                return rc;
         }
     }
     *host = h;
@@ -660,7 +727,7 @@ static int add_item(mcr_config *cfg, const char *item, size_t len, const char *w
     uint32_t weight;
     mcr_error e;
 
-    rc = mcr__parse_server_item(item, len, &host, &hl, &port, &weight, what, err);
+    rc = mcr__parse_server_item(item, len, cfg->mode, &host, &hl, &port, &weight, what, err);
     if (rc != MCR_OK)
         return rc;
     rc = add_server_n(cfg, host, hl, port, weight, NULL, NULL, false, &e);
@@ -746,7 +813,7 @@ static int add_file_line(mcr_config *cfg, const char *s, size_t len, const char 
     while (p < end && !is_blank(*p))
         p++;
     il = (size_t)(p - s);
-    rc = mcr__parse_server_item(s, il, &host, &hl, &port, &weight, what, err);
+    rc = mcr__parse_server_item(s, il, cfg->mode, &host, &hl, &port, &weight, what, err);
     if (rc != MCR_OK)
         return rc;
     weight_set = item_has_weight(s, il);
@@ -767,17 +834,11 @@ static int add_file_line(mcr_config *cfg, const char *s, size_t len, const char 
         size_t kl = (size_t)(eq - tok), vl = tl - kl - 1;
         const char *v = eq + 1;
         if (kl == 6 && memcmp(tok, "weight", 6) == 0) {
-            unsigned long w;
             if (weight_set)
                 return mcr__error(err, MCR_ERR_SYNTAX, "%s: weight given twice", what);
-            rc = parse_uint(v, vl, MCR_WEIGHT_MAX, &w);
-            if (rc == MCR_ERR_SYNTAX)
-                return mcr__error(err, rc, "%s: weight \"%s\" is not a number", what,
-                                  mcr__quote(q, sizeof(q), v, vl));
-            if (rc == MCR_ERR_RANGE || w == 0)
-                return mcr__error(err, MCR_ERR_RANGE, "%s: weight %s is outside 1..%u", what,
-                                  mcr__quote(q, sizeof(q), v, vl), (unsigned)MCR_WEIGHT_MAX);
-            weight = (uint32_t)w;
+            rc = parse_weight(cfg->mode, v, vl, &weight, what, err);
+            if (rc != MCR_OK)
+                return rc;
             weight_set = true;
         } else if ((kl == 4 && memcmp(tok, "zone", 4) == 0) ||
                    (kl == 2 && memcmp(tok, "id", 2) == 0)) {

@@ -105,9 +105,11 @@ int mcr__check_name(const char *what, const char *s, mcr_error *err);
 
 /* Parse one `host[:port[:weight]]` / `[v6]:port:weight` item of `len` bytes
  * (already trimmed). On success fills host (pointer into item, not
- * NUL-terminated), host_len, port, weight. `what` names the item's origin in
- * messages ("server list", "file x line 3"). */
-int mcr__parse_server_item(const char *item, size_t len, const char **host,
+ * NUL-terminated), host_len, port, weight, the weight read as mode `mode`
+ * writes it (parse_weight in config.c: millionths written as a decimal in
+ * "mcrouter-wch3"). `what` names the item's origin in messages ("server
+ * list", "file x line 3"). */
+int mcr__parse_server_item(const char *item, size_t len, mcr_mode mode, const char **host,
                            size_t *host_len, int *port, uint32_t *weight,
                            const char *what, mcr_error *err);
 
@@ -144,10 +146,23 @@ static inline bool mcr__mode_has_map(mcr_mode m)
  * weight (points or buckets) stop at MCR_STABLE_WEIGHT_MAX. */
 static inline uint32_t mcr__weight_max(mcr_mode m)
 {
+    if (m == MCR_MODE_MCROUTER_WCH3)
+        return MCR_WCH3_WEIGHT_ONE; /* 1.0 */
     return m == MCR_MODE_STABLE_KETAMA || m == MCR_MODE_BOUNDED || m == MCR_MODE_JUMP
                ? MCR_STABLE_WEIGHT_MAX
                : MCR_WEIGHT_MAX;
 }
+
+/* The smallest weight a mode accepts: 0 in "mcrouter-wch3" (a weight
+ * of 0.0, which mcrouter takes), 1 elsewhere. */
+static inline uint32_t mcr__weight_min(mcr_mode m)
+{
+    return m == MCR_MODE_MCROUTER_WCH3 ? 0 : 1;
+}
+
+/* MCR_OK when cfg may change to mode `to`, else MCR_ERR_INVALID saying why
+ * (the servers' weights would change meaning: see mcr_config_set_mode). */
+int mcr__config_check_mode_change(const mcr_config *cfg, mcr_mode to, mcr_error *err);
 
 /* ---- native table modes (placement.c) ---- */
 
@@ -183,6 +198,24 @@ uint32_t mcr__furc(const void *key, size_t len, uint32_t m);
 /* The routing key of a key (into it): a leading "/region/cluster/"
  * dropped, the rest cut before its first "|#|". Cannot fail. */
 void mcr__mcrouter_routing_key(const void *key, size_t len, const void **rk, size_t *rklen);
+
+/* SpookyHash V2 (spooky.c): Hash128 of len bytes with the seeds in *h1,
+ * *h2, the result written back; and Hash32, the low 32 bits of Hash128
+ * with both seeds `seed`. The _parts form hashes head then tail as one
+ * message (tail at most MCR__SPOOKY_TAIL_MAX bytes), without a copy of the
+ * head. Cannot fail. */
+#define MCR__SPOOKY_TAIL_MAX 32
+void mcr__spooky128(const void *data, size_t len, uint64_t *h1, uint64_t *h2);
+void mcr__spooky128_parts(const void *head, size_t hlen, const void *tail, size_t tlen,
+                          uint64_t *h1, uint64_t *h2);
+uint32_t mcr__spooky32(const void *data, size_t len, uint32_t seed);
+
+/* "mcrouter-wch3" (mcrouter.c): the index of a key among n servers (1 <= n
+ * <= MCR__FURC_MAX) whose acceptance thresholds are accept[i] (weight x
+ * 4294967295, truncated), as WeightedCh3HashFunc tries it. Cannot fail. */
+uint32_t mcr__wch3(const void *key, size_t len, const uint32_t *accept, uint32_t n);
+/* The threshold of a weight in millionths (0..MCR_WCH3_WEIGHT_ONE). */
+uint32_t mcr__wch3_accept(uint32_t millionths);
 
 /* ---- Envoy (ring_table.c, ring_wide.c) ---- */
 

@@ -63,7 +63,8 @@ const mcr__family *mcr__mode_family(mcr_mode m)
     case MCR_MODE_BUCKETS: return &mcr__family_wmodula;
     case MCR_MODE_JUMP: return &mcr__family_jump;
     case MCR_MODE_MEMCACHED_PROXY_JUMP:
-    case MCR_MODE_MCROUTER_CH3: return &mcr__family_keyjump;
+    case MCR_MODE_MCROUTER_CH3:
+    case MCR_MODE_MCROUTER_WCH3: return &mcr__family_keyjump;
     case MCR_MODE_ENVOY_MAGLEV: return &mcr__family_envoy_maglev;
     case MCR_MODE_ENVOY_RING_HASH: return &mcr__family_envoy_ring;
     case MCR_MODE_MAGLEV: return &mcr__family_maglev;
@@ -238,6 +239,7 @@ void mcr_ring_free(mcr_ring *r)
     free(r->live);
     free(r->seeds);
     free(r->bucket_point);
+    free(r->accept);
     free(r->wide);
     free(r->wide_server);
     free(r);

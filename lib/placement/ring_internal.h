@@ -87,6 +87,8 @@ struct mcr_ring {
                              continua keep their layout and their speed */
     uint32_t *wide_server;/* the server of each of them */
     size_t nwide;
+    uint32_t *accept;     /* "mcrouter-wch3": per server, the SpookyHash
+                             values below which a try is accepted */
 };
 
 /* What a family of modes does; one const table per family. ring.c calls

@@ -114,7 +114,7 @@ static mcr__shape jump_shape(const mcr_ring *r)
     return MCR__SHAPE_JUMP;
 }
 
-/* ---- memcached-proxy-jump, mcrouter-ch3 ---- */
+/* ---- memcached-proxy-jump, mcrouter-ch3, mcrouter-wch3 ---- */
 
 /*
  * The bucket of these modes is the server's index in the list of active
@@ -127,15 +127,30 @@ static int keyjump_adopt(mcr_ring *r, const mcr__params *p, const mcr__server *s
                          mcr__point *points, size_t npoints, uint32_t *map, size_t nmap,
                          mcr_error *err)
 {
+    bool wch3 = r->mode == MCR_MODE_MCROUTER_WCH3;
     (void)p, (void)servers, (void)points, (void)npoints, (void)map, (void)nmap;
-    for (uint32_t i = 0; i < r->nservers; i++)
+    for (uint32_t i = 0; i < r->nservers && !wch3; i++)
         if (r->servers[i].weight != 1)
             return mcr__error(err, MCR_ERR_RANGE, "%s has no weights: server %s has weight %u",
                               mcr_mode_name(r->mode), r->servers[i].name,
                               (unsigned)r->servers[i].weight);
-    if (r->mode == MCR_MODE_MCROUTER_CH3 && r->nservers > MCR__FURC_MAX)
-        return mcr__error(err, MCR_ERR_RANGE, "mcrouter-ch3: %u servers, furc_hash takes at most %u",
-                          (unsigned)r->nservers, (unsigned)MCR__FURC_MAX);
+    if (r->mode != MCR_MODE_MEMCACHED_PROXY_JUMP && r->nservers > MCR__FURC_MAX)
+        return mcr__error(err, MCR_ERR_RANGE, "%s: %u servers, furc_hash takes at most %u",
+                          mcr_mode_name(r->mode), (unsigned)r->nservers,
+                          (unsigned)MCR__FURC_MAX);
+    if (wch3) { /* WeightedCh3's thresholds, from weights in millionths */
+        r->accept = malloc(r->nservers * sizeof(*r->accept));
+        if (r->accept == NULL)
+            return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %u servers",
+                              (unsigned)r->nservers);
+        for (uint32_t i = 0; i < r->nservers; i++) {
+            if (r->servers[i].weight > MCR_WCH3_WEIGHT_ONE)
+                return mcr__error(err, MCR_ERR_RANGE,
+                                  "mcrouter-wch3: server %s has weight %u millionths, above 1.0",
+                                  r->servers[i].name, (unsigned)r->servers[i].weight);
+            r->accept[i] = mcr__wch3_accept(r->servers[i].weight);
+        }
+    }
     r->table = malloc(r->nservers * sizeof(*r->table));
     if (r->table == NULL)
         return mcr__error(err, MCR_ERR_NOMEM, "out of memory for %u servers",
@@ -165,6 +180,8 @@ static uint32_t keyjump_locate(const mcr_ring *r, const void *key, size_t len)
     const void *rk;
     size_t rklen;
     mcr__mcrouter_routing_key(key, len, &rk, &rklen);
+    if (r->accept != NULL) /* mcrouter-wch3 */
+        return mcr__wch3(rk, rklen, r->accept, r->nservers);
     return mcr__furc(rk, rklen, r->nservers);
 }
 
