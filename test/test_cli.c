@@ -119,6 +119,8 @@ START_TEST(mode_defaults_match_library)
                                  ? 1
                                  : 1 + tu_below(&rng, 5);
                 unsigned port = 1000 + tu_below(&rng, 60000);
+                char ws[16]; /* mcrouter-wch3 writes weights as decimals in [0, 1] */
+                snprintf(ws, sizeof(ws), m == MCR_MODE_MCROUTER_WCH3 ? "0.%u" : "%u", w);
                 /* spymemcached's labels resolve names (its default format)
                  * and look IP addresses up in reverse (LIBMEMCACHED): each
                  * is given only what it leaves alone, so that no lookup
@@ -130,17 +132,17 @@ START_TEST(mode_defaults_match_library)
                     kind = 1;
                 switch (kind) {
                 case 0:
-                    lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%s10.%u.%u.%zu:%u:%u",
+                    lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%s10.%u.%u.%zu:%u:%s",
                                            i ? "," : "", tu_below(&rng, 256),
-                                           tu_below(&rng, 256), i, port, w);
+                                           tu_below(&rng, 256), i, port, ws);
                     break;
                 case 1:
-                    lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%scache-%zu-%u:%u:%u",
-                                           i ? "," : "", i, tu_below(&rng, 1000), port, w);
+                    lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%scache-%zu-%u:%u:%s",
+                                           i ? "," : "", i, tu_below(&rng, 1000), port, ws);
                     break;
                 default:
-                    lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%s[fd00::%zx]:%u:%u",
-                                           i ? "," : "", i + 1, port, w);
+                    lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%s[fd00::%zx]:%u:%s",
+                                           i ? "," : "", i + 1, port, ws);
                     break;
                 }
             }

@@ -1038,13 +1038,37 @@ START_TEST(edges_arguments)
         EXPECT_STR(mcr_mode_name(m), ==, names[i]);
     }
     EXPECT_INT(mcr_mode_from_name("MAGLEV", &m), ==, MCR_OK);
-    /* Weight 0 is refused everywhere. */
+    /* Weight 0 is refused but in mcrouter-wch3: by a config of another
+     * mode, and by changes when they apply to a snapshot of one (they
+     * record it, not knowing the mode). */
     EXPECT_INT(mcr_config_add_server(cfg, "a", 11211, 0, &err), ==, MCR_ERR_RANGE);
-    mcr_changes *ch = mcr_changes_new();
-    mcr_server_desc d = {.host = "a", .port = 11211, .weight = 0, .state = MCR_STATE_ACTIVE};
-    EXPECT_INT(mcr_changes_add(ch, &d, &err), ==, MCR_ERR_RANGE);
-    EXPECT_INT(mcr_changes_set_weight(ch, "a", 0, &err), ==, MCR_ERR_RANGE);
-    mcr_changes_free(ch);
+    EXPECT_INT(mcr_config_add_server(cfg, "b", 11211, 1, &err), ==, MCR_OK);
+    mcr_snapshot *ks = NULL, *out = NULL;
+    EXPECT_INT(mcr_snapshot_new(cfg, 1, &ks, &err), ==, MCR_OK);
+    for (int k = 0; k < 2; k++) {
+        mcr_changes *ch = mcr_changes_new();
+        mcr_server_desc d = {.host = "a", .port = 11211, .weight = 0, .state = MCR_STATE_ACTIVE};
+        EXPECT_INT(k == 0 ? mcr_changes_add(ch, &d, &err)
+                          : mcr_changes_set_weight(ch, "b:11211", 0, &err),
+                   ==, MCR_OK);
+        EXPECT_INT(mcr_snapshot_apply(ks, ch, &out, &err), ==, MCR_ERR_RANGE);
+        EXPECT_MSG(strstr(err.message, "outside 1..") != NULL, "%s", err.message);
+        mcr_changes_free(ch);
+    }
+    mcr_snapshot_unref(ks);
+    mcr_config *w3 = mcr_config_new();
+    EXPECT_INT(mcr_config_set_mode(w3, MCR_MODE_MCROUTER_WCH3), ==, MCR_OK);
+    EXPECT_INT(mcr_config_add_server(w3, "a", 11211, 0, &err), ==, MCR_OK);
+    EXPECT_INT(mcr_config_add_server(w3, "b", 11211, MCR_WCH3_WEIGHT_ONE + 1, &err), ==,
+               MCR_ERR_RANGE); /* above 1.0 */
+    /* the mode cannot change under listed weights */
+    EXPECT_INT(mcr_config_set_mode(w3, MCR_MODE_KETAMA), ==, MCR_ERR_INVALID);
+    EXPECT_INT(mcr_config_set_client(w3, "pylibmc", &err), ==, MCR_ERR_INVALID);
+    EXPECT_INT(mcr_config_set_mode(cfg, MCR_MODE_MCROUTER_WCH3), ==, MCR_ERR_INVALID);
+    EXPECT_INT(mcr_config_set_client(w3, "mcrouter-wch3", &err), ==, MCR_OK);
+    mcr_config_free(w3);
+    mcr_changes *ch;
+    mcr_server_desc d;
     /* Table sizes and slot counts. */
     EXPECT_INT(mcr_config_set_table_size(NULL, 65537), ==, MCR_ERR_INVALID);
     EXPECT_INT(mcr_config_set_table_size(cfg, 65536), ==, MCR_ERR_RANGE);

@@ -469,17 +469,18 @@ START_TEST(follow_random_changes)
         mcr_snapshot *s = NULL;
         mcr_config *one = mcr_config_new();
         ck_assert_int_eq(mcr_config_set_mode(one, (mcr_mode)m), MCR_OK);
-        ck_assert_int_eq(mcr_config_add_servers(one, "10.2.0.2:11212:3", &err), MCR_OK);
+        const char *w3 = m == MCR_MODE_MCROUTER_WCH3 ? "0.3" : "3"; /* wch3: decimals */
+        char one_list[64];
+        snprintf(one_list, sizeof(one_list), "10.2.0.2:11212:%s", w3);
+        ck_assert_int_eq(mcr_config_add_servers(one, one_list, &err), MCR_OK);
         bool weights = mcr_snapshot_new(one, 1, &s, NULL) == MCR_OK;
         mcr_snapshot_unref(s);
         mcr_config_free(one);
         s = NULL;
-        ck_assert_int_eq(mcr_config_add_servers(cfg, weights ? "10.2.0.1,10.2.0.2:11212:3,10.2.0.3,"
-                                                               "10.2.0.4"
-                                                             : "10.2.0.1,10.2.0.2:11212,10.2.0.3,"
-                                                               "10.2.0.4",
-                                                &err),
-                         MCR_OK);
+        char list[96];
+        snprintf(list, sizeof(list), "10.2.0.1,10.2.0.2:11212%s%s,10.2.0.3,10.2.0.4",
+                 weights ? ":" : "", weights ? w3 : "");
+        ck_assert_int_eq(mcr_config_add_servers(cfg, list, &err), MCR_OK);
         ck_assert_msg(mcr_snapshot_new(cfg, 1, &s, &err) == MCR_OK, "%s", err.message);
         mcr_config_free(cfg);
         put(w, s, MCR_MIGRATION_NONE, NULL, NULL);

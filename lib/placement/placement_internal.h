@@ -395,6 +395,10 @@ int mcr__default_map(const mcr__params *p, const uint32_t *weight, size_t n, uin
  * effective owners) into *n; NULL (and 0) in the other modes. */
 const uint32_t *mcr__ring_table(const mcr_ring *r, size_t *n);
 
+/* "mcrouter-wch3": per ring server, the SpookyHash values below which a
+ * try is accepted (mcr__wch3); NULL in the other modes. */
+const uint32_t *mcr__ring_accept(const mcr_ring *r);
+
 /* The key hash of a ring (mcr_ring_hash) made 64 bits for "jump" and
  * "rendezvous": mcr__mix64(hash). */
 static inline uint64_t mcr__key64(uint32_t hash)

@@ -411,6 +411,11 @@ const uint32_t *mcr__ring_table(const mcr_ring *r, size_t *n)
     return r->table;
 }
 
+const uint32_t *mcr__ring_accept(const mcr_ring *r)
+{
+    return r->accept;
+}
+
 size_t mcr_ring_server_count(const mcr_ring *r)
 {
     return r == NULL ? 0 : r->nservers;

@@ -98,8 +98,8 @@ int mcr_changes_add(mcr_changes *ch, const mcr_server_desc *d, mcr_error *err)
     if (d->port < 1 || d->port > 65535)
         return mcr__error(err, MCR_ERR_RANGE, "port %d of \"%s\" is outside 1..65535", d->port,
                           mcr__quote(q, sizeof(q), d->host, hl));
-    if (d->weight < 1 || d->weight > MCR_WEIGHT_MAX)
-        return mcr__error(err, MCR_ERR_RANGE, "weight %u of \"%s\" is outside 1..%u",
+    if (d->weight > MCR_WEIGHT_MAX) /* 0: the mode says, when the change applies */
+        return mcr__error(err, MCR_ERR_RANGE, "weight %u of \"%s\" is outside 0..%u",
                           (unsigned)d->weight, mcr__quote(q, sizeof(q), d->host, hl),
                           (unsigned)MCR_WEIGHT_MAX);
     const char *id;
@@ -152,8 +152,8 @@ int mcr_changes_remove(mcr_changes *ch, const char *id, mcr_error *err)
 
 int mcr_changes_set_weight(mcr_changes *ch, const char *id, uint32_t weight, mcr_error *err)
 {
-    if (ch != NULL && id != NULL && (weight < 1 || weight > MCR_WEIGHT_MAX))
-        return mcr__error(err, MCR_ERR_RANGE, "weight %u is outside 1..%u", (unsigned)weight,
+    if (ch != NULL && id != NULL && weight > MCR_WEIGHT_MAX) /* 0: as the mode says */
+        return mcr__error(err, MCR_ERR_RANGE, "weight %u is outside 0..%u", (unsigned)weight,
                           (unsigned)MCR_WEIGHT_MAX);
     return record_id_change(ch, CH_WEIGHT, id, weight, MCR_STATE_ACTIVE, err);
 }
@@ -304,10 +304,13 @@ static int work_apply(work *w, const mcr_snapshot *old, const change *c, size_t 
                               "change %zu: add \"%s\": address %s%s%s:%d already present", k, qid,
                               memchr(c->host, ':', c->host_len) ? "[" : "", c->host,
                               memchr(c->host, ':', c->host_len) ? "]" : "", c->port);
-        if (c->weight > mcr__weight_max(old->params.mode))
+        if (c->weight > mcr__weight_max(old->params.mode) ||
+            c->weight < mcr__weight_min(old->params.mode))
             return mcr__error(err, MCR_ERR_RANGE,
-                              "change %zu: add \"%s\": weight %u is above %u, the limit of %s",
+                              "change %zu: add \"%s\": weight %u is outside %u..%u, the "
+                              "weights of %s",
                               k, qid, (unsigned)c->weight,
+                              (unsigned)mcr__weight_min(old->params.mode),
                               (unsigned)mcr__weight_max(old->params.mode),
                               mcr_mode_name(old->params.mode));
         mcr__entry *x = &w->e[w->n];
@@ -350,10 +353,13 @@ static int work_apply(work *w, const mcr_snapshot *old, const change *c, size_t 
         w->gone[i] = true;
         break;
     case CH_WEIGHT:
-        if (c->weight > mcr__weight_max(old->params.mode))
+        if (c->weight > mcr__weight_max(old->params.mode) ||
+            c->weight < mcr__weight_min(old->params.mode))
             return mcr__error(err, MCR_ERR_RANGE,
-                              "change %zu: set weight of \"%s\": %u is above %u, the limit of %s",
+                              "change %zu: set weight of \"%s\": %u is outside %u..%u, the "
+                              "weights of %s",
                               k, qid, (unsigned)c->weight,
+                              (unsigned)mcr__weight_min(old->params.mode),
                               (unsigned)mcr__weight_max(old->params.mode),
                               mcr_mode_name(old->params.mode));
         w->e[i].weight = c->weight;

@@ -683,6 +683,140 @@ out:
     return rc;
 }
 
+/* WeightedCh3HashFunc's tries (mcrouter.c). */
+#define WCH3_TRIES 32
+
+/* One furc of both sides, the jump model of diff_jump without holes:
+ * try_pairs(na, nb) pairs, pair k being ring index *x on side a and *y on
+ * side b, with the probability try_pair returns. */
+static uint64_t try_pairs(uint32_t na, uint32_t nb)
+{
+    uint64_t ns = na < nb ? na : nb, nl = na < nb ? nb : na;
+    return ns + ns * (nl - ns);
+}
+
+static double try_pair(uint32_t na, uint32_t nb, uint64_t k, uint32_t *x, uint32_t *y)
+{
+    uint32_t ns = na < nb ? na : nb, nl = na < nb ? nb : na;
+    if (k < ns) { /* the buckets both sides have */
+        *x = *y = (uint32_t)k;
+        return 1.0 / nl;
+    }
+    k -= ns; /* a bucket only the larger side has, from any of the others */
+    uint32_t i = (uint32_t)(k / (nl - ns)), j = ns + (uint32_t)(k % (nl - ns));
+    *x = na <= nb ? i : j;
+    *y = na <= nb ? j : i;
+    return 1.0 / ((double)ns * nl);
+}
+
+/* What a side ends on when it goes on alone after a try the other side
+ * accepted: G(x) = sum over t = 1..T-1 of D^(t-1) F_(T-t)(x), F_k the
+ * distribution of k tries of its own (accepted at x, or all refused and
+ * the last at x). Into g[0..n). */
+static void wch3_alone(const double *acc, uint32_t n, double dd, double *g)
+{
+    double rho = 0;
+    for (uint32_t x = 0; x < n; x++)
+        rho += acc[x] / n;
+    /* F_k(x) = acc/n sum_{s<k} (1-rho)^s + (1-rho)^(k-1) (1-acc)/n */
+    double c1 = 0, c2 = 0, dpow = 1;
+    for (int t = 1; t < WCH3_TRIES; t++) {
+        int k = WCH3_TRIES - t;
+        double geo = 0, q = 1;
+        for (int s = 0; s < k; s++, q *= 1.0 - rho)
+            geo += q;
+        c1 += dpow * geo;
+        c2 += dpow * pow(1.0 - rho, k - 1);
+        dpow *= dd;
+    }
+    for (uint32_t x = 0; x < n; x++)
+        g[x] = (c1 * acc[x] + c2 * (1.0 - acc[x])) / n;
+}
+
+/* Two "mcrouter-wch3" snapshots, by the model. A try is a furc on both
+ * sides (the jump model above: pairs (x, y) with probability J(x, y)) and
+ * one SpookyHash value u, uniform, the same on both sides (the same salted
+ * key): side a accepts when u < A_x, side b when u < B_y (the thresholds
+ * over 2^32). Tries are independent. While both refuse, both go on with
+ * the same salts; once one side accepts, the other goes on alone; after 32
+ * tries a side that accepted none ends on its last try's server. So
+ *
+ *   P(x, y) = S AA(x, y) + AR(x) G_b(y) + RA(y) G_a(x)
+ *             + D^31 (AR + RA + RR)(x, y),
+ *
+ * AA = J min(A, B), AR = J max(0, A - B) (as a marginal AR(x): a accepts,
+ * b refuses), RA likewise, RR = J (1 - max(A, B)), D = sum of RR (both
+ * refuse), S = sum of D^(t-1) over the 32 tries, G as wch3_alone says. */
+static int diff_wch3(const side *a, const side *b, pair_map *pm, mcr_error *err)
+{
+    uint32_t na = a->nring, nb = b->nring;
+    const uint32_t *ta = mcr__ring_accept(a->ring), *tb = mcr__ring_accept(b->ring);
+    double *al = malloc((size_t)na * sizeof(*al)), *be = malloc((size_t)nb * sizeof(*be));
+    double *arx = calloc(na, sizeof(*arx)), *ray = calloc(nb, sizeof(*ray));
+    double *ga = calloc(na, sizeof(*ga)), *gb = calloc(nb, sizeof(*gb));
+    double dd = 0;
+    int rc = MCR_OK;
+
+    if (ta == NULL || tb == NULL) {
+        rc = mcr__error(err, MCR_ERR_INVALID, "internal error: a WeightedCh3 ring without weights");
+        goto out;
+    }
+    if (al == NULL || be == NULL || arx == NULL || ray == NULL || ga == NULL || gb == NULL)
+        goto nomem;
+    if ((uint64_t)na * nb * 2 > MODEL_PAIRS_MAX) {
+        rc = mcr__error(err, MCR_ERR_UNSUPPORTED,
+                        "WeightedCh3 diff: too many pairs of servers to weigh (more than %llu)",
+                        (unsigned long long)MODEL_PAIRS_MAX);
+        goto out;
+    }
+    for (uint32_t x = 0; x < na; x++)
+        al[x] = ta[x] / HASH_SPACE;
+    for (uint32_t y = 0; y < nb; y++)
+        be[y] = tb[y] / HASH_SPACE;
+    uint64_t npairs = try_pairs(na, nb);
+    for (uint64_t k = 0; k < npairs; k++) {
+        uint32_t x, y;
+        double p = try_pair(na, nb, k, &x, &y);
+        double hi = al[x] > be[y] ? al[x] : be[y];
+        dd += p * (1.0 - hi);
+        arx[x] += p * (al[x] > be[y] ? al[x] - be[y] : 0);
+        ray[y] += p * (be[y] > al[x] ? be[y] - al[x] : 0);
+    }
+    double sum = 0, last = pow(dd, WCH3_TRIES - 1), dpow = 1;
+    for (int t = 0; t < WCH3_TRIES; t++, dpow *= dd)
+        sum += dpow;
+    wch3_alone(al, na, dd, ga);
+    wch3_alone(be, nb, dd, gb);
+    for (uint64_t k = 0; k < npairs; k++) {
+        uint32_t x, y;
+        double p = try_pair(na, nb, k, &x, &y);
+        double lo = al[x] < be[y] ? al[x] : be[y];
+        /* both accept on the same try; or the last try decides either side
+         * or neither (AR + RA + RR = 1 - min) */
+        double w = p * (sum * lo + last * (1.0 - lo));
+        if (a->owner[x] != b->owner[y] && w > 0 && pair_add(pm, x, y, w) != MCR_OK)
+            goto nomem;
+    }
+    for (uint32_t x = 0; x < na; x++) {
+        for (uint32_t y = 0; y < nb; y++) {
+            double w = arx[x] * gb[y] + ray[y] * ga[x];
+            if (a->owner[x] != b->owner[y] && w > 0 && pair_add(pm, x, y, w) != MCR_OK)
+                goto nomem;
+        }
+    }
+    goto out;
+nomem:
+    rc = mcr__error(err, MCR_ERR_NOMEM, "out of memory counting a WeightedCh3 diff");
+out:
+    free(al);
+    free(be);
+    free(arx);
+    free(ray);
+    free(ga);
+    free(gb);
+    return rc;
+}
+
 /* One server of a rendezvous diff: its weights in both snapshots (0 where
  * it is absent or not active), its ring index on each side, and its ratio
  * old / new weight (0: added; INFINITY: removed). */
@@ -847,8 +981,8 @@ static int comparable(const side *a, const side *b, double *space)
     /* two races compare only with the same scores */
     if (a->kind == SIDE_RENDEZVOUS && b->kind == SIDE_RENDEZVOUS)
         return mcr_ring_mode(a->ring) == mcr_ring_mode(b->ring);
-    /* jump buckets too: "jump", "memcached-proxy-jump" and "mcrouter-ch3"
-     * send a key to unrelated buckets */
+    /* jump buckets too: "jump", "memcached-proxy-jump", "mcrouter-ch3"
+     * and "mcrouter-wch3" send a key to unrelated buckets */
     if (a->kind == SIDE_JUMP && b->kind == SIDE_JUMP)
         return mcr_ring_mode(a->ring) == mcr_ring_mode(b->ring);
     /* 64-bit continua compare with each other only, over 2^64 values
@@ -934,6 +1068,8 @@ int mcr_diff_new(const mcr_snapshot *old, const mcr_snapshot *new_snap, mcr_diff
             rc = diff_mixed(&a, &b, 0, &pm, err);
         else if (a.kind == SIDE_SLOTS)
             rc = diff_slots(&a, &b, &pm);
+        else if (a.kind == SIDE_JUMP && mcr__ring_accept(a.ring) != NULL)
+            rc = diff_wch3(&a, &b, &pm, err);
         else if (a.kind == SIDE_JUMP)
             rc = diff_jump(&a, &b, &pm, err);
         else if (a.kind == SIDE_WIDE)

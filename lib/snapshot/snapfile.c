@@ -408,9 +408,7 @@ static int parse_server(loader *L, const line *l, int format, mcr__entry *e, con
     e->port = (int)x;
     if ((rc = number(L, l, f[3], fn[3], MCR_WEIGHT_MAX, "weight", &x)) != MCR_OK)
         return rc;
-    if (x == 0)
-        return bad(L, l, MCR_ERR_RANGE, "weight 0", NULL);
-    e->weight = (uint32_t)x;
+    e->weight = (uint32_t)x; /* 0: only where the mode takes it (below) */
     if (is(f[5], fn[5], "active"))
         e->state = MCR_STATE_ACTIVE;
     else if (is(f[5], fn[5], "draining"))
@@ -698,6 +696,8 @@ static int parse_impl(const char *text, size_t len, const char *path, const mcr_
         if (rc == MCR_OK && e[i].weight > mcr__weight_max(p.mode))
             rc = bad(&L, &ls[first + i], MCR_ERR_RANGE, "weight above the limit of the mode",
                      mcr_mode_name(p.mode));
+        if (rc == MCR_OK && e[i].weight < mcr__weight_min(p.mode))
+            rc = bad(&L, &ls[first + i], MCR_ERR_RANGE, "weight 0", NULL);
         nmap += e[i].weight; /* jump: a bucket a unit of weight */
     }
     if (rc == MCR_OK && mcr__mode_has_map(p.mode)) {

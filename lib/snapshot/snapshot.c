@@ -583,11 +583,12 @@ int mcr__snapshot_build(const mcr__params *p, mcr__entry *e, size_t n, const lon
     /* Ring indexes, label counts, caches. */
     for (size_t i = 0; i < n; i++) {
         mcr__entry *x = &e[i];
-        if (x->weight > wmax) {
+        if (x->weight > wmax || x->weight < mcr__weight_min(p->mode)) {
             rc = mcr__error(err, MCR_ERR_RANGE,
-                            "weight %u of server \"%s\" is above %u, the limit of %s",
+                            "weight %u of server \"%s\" is outside %u..%u, the weights of %s",
                             (unsigned)x->weight, mcr__quote(q, sizeof(q), x->id, strlen(x->id)),
-                            (unsigned)wmax, mcr_mode_name(p->mode));
+                            (unsigned)mcr__weight_min(p->mode), (unsigned)wmax,
+                            mcr_mode_name(p->mode));
             goto fail;
         }
         x->ring = NO_RING;
