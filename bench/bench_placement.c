@@ -810,7 +810,8 @@ static void case_big(const char *tag, const placement *pl, const server *sv, con
 /* ------------------------------------------------------------ proxies */
 
 /* The placement of a proxy (--client NAME), mcroute alone (the proxies are
- * not a library to time against): REF_SERVERS servers of weight 1, the key
+ * not a library to time against): REF_SERVERS servers of weight 1 (of
+ * 1.0 or 0.5 in mcrouter-wch3), the key
  * set checked first to land alike through mcr_ring_locate() and
  * mcr_ring_locate_many(), then timed as the 10,000-server cases are. */
 static void case_proxy(const char *client, const server *sv, const keyset *ks)
@@ -825,8 +826,13 @@ static void case_proxy(const char *client, const server *sv, const keyset *ks)
         mcr_config_free(cfg);
         return;
     }
+    /* mcrouter-wch3's weights are millionths: 1.0, every tenth server 0.5
+     * (a drained tenth: some keys take a second try) */
+    bool wch3 = strcmp(client, "mcrouter-wch3") == 0;
     for (size_t i = 0; i < REF_SERVERS && rc == MCR_OK; i++)
-        rc = mcr_config_add_server(cfg, sv[i].host, sv[i].port, 1, &err);
+        rc = mcr_config_add_server(cfg, sv[i].host, sv[i].port,
+                                   !wch3 ? 1 : i % 10 ? MCR_WCH3_WEIGHT_ONE : MCR_WCH3_WEIGHT_ONE / 2,
+                                   &err);
     mcr_ring *ring = rc == MCR_OK ? mcr_ring_of(name, cfg) : NULL;
     if (rc != MCR_OK)
         fail(name, "config: %s", err.code ? err.message : mcr_strerror(rc));
@@ -978,8 +984,9 @@ int main(int argc, char **argv)
 
     /* The proxies' placements (--client), mcroute alone; Envoy's maglev table
      * and ring are built once, with the ring, as a snapshot builds them. */
-    static const char *const proxies[] = {"memcached-proxy-jump", "mcrouter-ch3", "envoy-maglev",
-                                          "envoy-ring-hash", "memcached-proxy-ring-ketama"};
+    static const char *const proxies[] = {"memcached-proxy-jump", "mcrouter-ch3", "mcrouter-wch3",
+                                          "envoy-maglev", "envoy-ring-hash",
+                                          "memcached-proxy-ring-ketama"};
     for (size_t i = 0; i < sizeof(proxies) / sizeof(proxies[0]); i++)
         case_proxy(proxies[i], sv, &ks);
 

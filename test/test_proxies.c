@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_proxies.c: Check suite of the proxies' placements (--client mcrouter-ch3, memcached-proxy-jump, envoy-maglev, envoy-ring-hash): the projects' own test vectors, and the properties each algorithm promises on random configurations. */
+/* test_proxies.c: Check suite of the proxies' placements (--client mcrouter-ch3, mcrouter-wch3, memcached-proxy-jump, envoy-maglev, envoy-ring-hash, memcached-proxy-ring-ketama): the projects' own test vectors, and the properties each algorithm promises on random configurations. */
 #include <math.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -539,6 +539,324 @@ static uint32_t direct(mcr_mode mode, const unsigned char *key, size_t len, uint
 }
 
 /* ------------------------------------------------------------ properties */
+
+/* ---- mcrouter-wch3 ---- */
+
+/* WeightedCh3 as mcrouter's WeightedCh3HashFunc.cpp writes it, apart from
+ * the library's: the salted key built in a buffer of its own, the
+ * threshold from the weight's double (strtod of the decimal the list
+ * wrote, as folly reads JSON numbers). */
+static uint32_t wch3_reference(const unsigned char *key, size_t len, const double *w, uint32_t n)
+{
+    const void *rk;
+    size_t rl;
+    mcr__mcrouter_routing_key(key, len, &rk, &rl);
+    char *buf = malloc(rl + 24);
+    ck_assert_ptr_nonnull(buf);
+    memcpy(buf, rk, rl);
+    size_t kl = rl, salt = 0;
+    uint32_t index = 0;
+    for (int i = 0; i < 32; i++) {
+        index = mcr__furc(buf, kl, n);
+        uint64_t p = mcr__spooky32(buf, kl, 0xface2014u);
+        uint64_t thr = (uint64_t)(w[index] * 4294967295.0);
+        if (p < thr)
+            break;
+        size_t v = salt++;
+        kl = rl;
+        do {
+            buf[kl++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v > 0);
+    }
+    free(buf);
+    return index;
+}
+
+/* A random WeightedCh3 weight as a list writes it into text (empty: none,
+ * 0.5), its double into *w. */
+static void wch3_weight_text(tu_rng *rng, char *text, size_t cap, double *w)
+{
+    switch (tu_below(rng, 8)) {
+    case 0:
+        text[0] = '\0';
+        *w = 0.5;
+        return;
+    case 1:
+        snprintf(text, cap, "%s", tu_below(rng, 2) ? "1" : "1.0");
+        break;
+    case 2:
+        snprintf(text, cap, "0");
+        break;
+    default: {
+        unsigned digits = 1 + tu_below(rng, 6), max = 1;
+        for (unsigned i = 0; i < digits; i++)
+            max *= 10;
+        snprintf(text, cap, "0.%0*u", (int)digits, tu_below(rng, max));
+    }
+    }
+    *w = strtod(text, NULL);
+}
+
+/* A list of n servers 10.x.y.z with random WeightedCh3 weights. */
+static char *wch3_list(tu_rng *rng, size_t n, double *w)
+{
+    size_t cap = n * 40 + 1, at = 0;
+    char *list = malloc(cap);
+    ck_assert_ptr_nonnull(list);
+    for (size_t i = 0; i < n; i++) {
+        char wt[16];
+        wch3_weight_text(rng, wt, sizeof(wt), &w[i]);
+        at += (size_t)snprintf(list + at, cap - at, "%s10.%zu.%zu.%zu:11211%s%s", i ? "," : "",
+                               (i >> 16) & 255, (i >> 8) & 255, i & 255, wt[0] ? ":" : "", wt);
+    }
+    return list;
+}
+
+static mcr_config *wch3_config(const char *list)
+{
+    mcr_error err;
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_ptr_nonnull(cfg);
+    ck_assert_int_eq(mcr_config_set_client(cfg, "mcrouter-wch3", &err), MCR_OK);
+    int rc = mcr_config_add_servers(cfg, list, &err);
+    ck_assert_msg(rc == MCR_OK, "%s", err.message);
+    return cfg;
+}
+
+/* Random pools (1 to 1,000 servers, weights 0 to 1 and missing ones) and
+ * random keys: the ring, the batch lookup and the snapshot all place
+ * every key as the reference does. */
+START_TEST(wch3_random_reference)
+{
+    tu_rng rng;
+    tu_rng_init(&rng, 7100);
+    int rounds = tu_cases(16);
+    for (int round = 0; round < rounds; round++) {
+        size_t n = round < 3 ? (size_t)round + 1 : 1 + tu_below(&rng, 1000);
+        double *w = malloc(n * sizeof(*w));
+        ck_assert_ptr_nonnull(w);
+        char *list = wch3_list(&rng, n, w);
+        mcr_config *cfg = wch3_config(list);
+        mcr_ring *ring = ring_of(cfg);
+        mcr_snapshot *snap = NULL;
+        mcr_error err;
+        ck_assert_msg(mcr_snapshot_new(cfg, 1, &snap, &err) == MCR_OK, "%s", err.message);
+        unsigned char keys[32][KEY_MAX + 1];
+        const void *kp[32];
+        size_t kl[32];
+        uint32_t out[32];
+        for (int batch = 0; batch < 8; batch++) {
+            for (int k = 0; k < 32; k++) {
+                kl[k] = random_key(&rng, keys[k]);
+                kp[k] = keys[k];
+            }
+            mcr_ring_locate_many(ring, kp, kl, 32, out);
+            for (int k = 0; k < 32; k++) {
+                uint32_t want = wch3_reference(keys[k], kl[k], w, (uint32_t)n);
+                ck_assert_msg(mcr_ring_locate(ring, keys[k], kl[k]) == want,
+                              "%zu servers: key %d of batch %d: %u, the reference %u", n, k,
+                              batch, (unsigned)mcr_ring_locate(ring, keys[k], kl[k]),
+                              (unsigned)want);
+                ck_assert_uint_eq(out[k], want);
+                ck_assert_uint_eq(mcr_snapshot_locate(snap, keys[k], kl[k]), want);
+            }
+        }
+        mcr_snapshot_unref(snap);
+        mcr_ring_free(ring);
+        mcr_config_free(cfg);
+        free(list);
+        free(w);
+    }
+}
+END_TEST
+
+/* WeightedCh3 is consistent in each weight: lowering one server's weight
+ * moves keys only away from it, raising it only to it; and a pool whose
+ * weights are all 1.0 is Ch3. */
+START_TEST(wch3_weight_consistency)
+{
+    tu_rng rng;
+    tu_rng_init(&rng, 7200);
+    int rounds = tu_cases(12);
+    mcr_error err;
+    for (int round = 0; round < rounds; round++) {
+        size_t n = 2 + tu_below(&rng, 40);
+        double *w = malloc(n * sizeof(*w));
+        ck_assert_ptr_nonnull(w);
+        char *list = wch3_list(&rng, n, w);
+        mcr_config *cfg = wch3_config(list);
+        mcr_snapshot *a = NULL, *b = NULL;
+        ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &a, &err), MCR_OK);
+        uint32_t k = tu_below(&rng, (uint32_t)n);
+        mcr_server_desc d;
+        ck_assert_int_eq(mcr_snapshot_server(a, k, &d), MCR_OK);
+        uint32_t nw = tu_below(&rng, MCR_WCH3_WEIGHT_ONE + 1);
+        mcr_changes *ch = mcr_changes_new();
+        ck_assert_int_eq(mcr_changes_set_weight(ch, d.id, nw, &err), MCR_OK);
+        ck_assert_msg(mcr_snapshot_apply(a, ch, &b, &err) == MCR_OK, "%s", err.message);
+        bool lower = nw < d.weight;
+        for (unsigned i = 0; i < 3000; i++) {
+            char key[32];
+            int kl = snprintf(key, sizeof(key), "k%u", i);
+            uint32_t x = mcr_snapshot_locate(a, key, (size_t)kl),
+                     y = mcr_snapshot_locate(b, key, (size_t)kl);
+            if (x != y)
+                ck_assert_msg(lower ? x == k : y == k,
+                              "weight of %u from %u to %u: %s moved %u -> %u", (unsigned)k,
+                              (unsigned)d.weight, (unsigned)nw, key, (unsigned)x, (unsigned)y);
+        }
+        mcr_changes_free(ch);
+        mcr_snapshot_unref(a);
+        mcr_snapshot_unref(b);
+        mcr_config_free(cfg);
+        free(list);
+        free(w);
+    }
+    /* all 1.0: Ch3 */
+    mcr_config *one = wch3_config("a:1:1,b:1:1.0,c:1:1.000000,d:1:1,e:1:1");
+    mcr_ring *r = ring_of(one);
+    for (unsigned i = 0; i < 2000; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "/x/y/%u", i);
+        const void *rk;
+        size_t rl;
+        mcr__mcrouter_routing_key(key, (size_t)kl, &rk, &rl);
+        ck_assert_uint_eq(mcr_ring_locate(r, key, (size_t)kl), mcr__furc(rk, rl, 5));
+    }
+    mcr_ring_free(r);
+    mcr_config_free(one);
+}
+END_TEST
+
+/* The diff of two WeightedCh3 snapshots is the model's: each pair's share
+ * within a few standard deviations of the keys counted, after a weight
+ * change, a server added (with a weight) or one removed (those after it
+ * renumbered). */
+START_TEST(wch3_diff_model)
+{
+    tu_rng rng;
+    tu_rng_init(&rng, 7300 + (uint64_t)_i);
+    enum { KEYS = 20000 };
+    mcr_error err;
+    int rounds = tu_cases(6);
+    for (int round = 0; round < rounds; round++) {
+        size_t n = 2 + tu_below(&rng, 12);
+        double *w = malloc((n + 1) * sizeof(*w));
+        ck_assert_ptr_nonnull(w);
+        char *list = wch3_list(&rng, n, w);
+        mcr_config *cfg = wch3_config(list);
+        mcr_snapshot *a = NULL, *b = NULL;
+        ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &a, &err), MCR_OK);
+        mcr_changes *ch = mcr_changes_new();
+        mcr_server_desc d;
+        uint32_t k = tu_below(&rng, (uint32_t)n);
+        ck_assert_int_eq(mcr_snapshot_server(a, k, &d), MCR_OK);
+        switch (_i) {
+        case 0:
+            ck_assert_int_eq(mcr_changes_set_weight(ch, d.id, tu_below(&rng, 1000001), &err),
+                             MCR_OK);
+            break;
+        case 1: {
+            mcr_server_desc x = {.host = "10.9.9.9", .port = 11211,
+                                 .weight = tu_below(&rng, 1000001), .state = MCR_STATE_ACTIVE};
+            ck_assert_int_eq(mcr_changes_add(ch, &x, &err), MCR_OK);
+            break;
+        }
+        default:
+            ck_assert_int_eq(mcr_changes_remove(ch, d.id, &err), MCR_OK);
+        }
+        ck_assert_msg(mcr_snapshot_apply(a, ch, &b, &err) == MCR_OK, "%s", err.message);
+        mcr_diff *diff = NULL;
+        ck_assert_msg(mcr_diff_new(a, b, &diff, &err) == MCR_OK, "%s", err.message);
+        /* the keys counted per pair of snapshot indexes */
+        size_t na = mcr_snapshot_server_count(a), nb = mcr_snapshot_server_count(b);
+        unsigned *count = calloc(na * nb, sizeof(*count));
+        ck_assert_ptr_nonnull(count);
+        unsigned moved = 0;
+        for (unsigned i = 0; i < KEYS; i++) {
+            char key[32];
+            int kl = snprintf(key, sizeof(key), "m%u-%d", i, round);
+            uint32_t x = mcr_snapshot_locate(a, key, (size_t)kl),
+                     y = mcr_snapshot_locate(b, key, (size_t)kl);
+            mcr_server_desc dx, dy;
+            mcr_snapshot_server(a, x, &dx);
+            mcr_snapshot_server(b, y, &dy);
+            if (strcmp(dx.id, dy.id) != 0) {
+                count[x * nb + y]++;
+                moved++;
+            }
+        }
+        double tol_all = 4 * sqrt(0.25 / KEYS) + 0.005;
+        ck_assert_msg(fabs(mcr_diff_moved(diff) - (double)moved / KEYS) <= tol_all,
+                      "case %d, %zu servers: moved %g, the model %g", _i, n,
+                      (double)moved / KEYS, mcr_diff_moved(diff));
+        for (size_t p = 0; p < mcr_diff_pair_count(diff); p++) {
+            mcr_diff_pair pr;
+            ck_assert_int_eq(mcr_diff_pair_get(diff, p, &pr), MCR_OK);
+            uint32_t x = mcr_snapshot_find(a, pr.from), y = mcr_snapshot_find(b, pr.to);
+            double got = (double)count[x * nb + y] / KEYS;
+            double tol = 5 * sqrt(pr.fraction * (1 - pr.fraction) / KEYS) + 0.003;
+            ck_assert_msg(fabs(got - pr.fraction) <= tol,
+                          "case %d, %zu servers: %s -> %s counted %g, the model %g", _i, n,
+                          pr.from, pr.to, got, pr.fraction);
+        }
+        free(count);
+        mcr_diff_free(diff);
+        mcr_changes_free(ch);
+        mcr_snapshot_unref(a);
+        mcr_snapshot_unref(b);
+        mcr_config_free(cfg);
+        free(list);
+        free(w);
+    }
+}
+END_TEST
+
+/* What mcrouter-wch3 refuses, and says. */
+START_TEST(wch3_refusals)
+{
+    static const struct {
+        const char *list, *says;
+    } bad[] = {
+        {"a:1:1.5", "outside 0..1"},
+        {"a:1:2", "outside 0..1"},
+        {"a:1:0.1234567", "more than 6 digits"},
+        {"a:1:.5", "not a decimal"},
+        {"a:1:0.", "not a decimal"},
+        {"a:1:-0.5", "not a decimal"},
+        {"a:1:0;5", "not a decimal"},
+        {"a:1:1e-3", "not a decimal"},
+    };
+    mcr_error err;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        mcr_config *cfg = mcr_config_new();
+        ck_assert_int_eq(mcr_config_set_client(cfg, "mcrouter-wch3", &err), MCR_OK);
+        ck_assert_msg(mcr_config_add_servers(cfg, bad[i].list, &err) != MCR_OK, "%s taken",
+                      bad[i].list);
+        ck_assert_msg(strstr(err.message, bad[i].says) != NULL, "%s: \"%s\"", bad[i].list,
+                      err.message);
+        ck_assert_uint_eq(mcr_config_server_count(cfg), 0);
+        mcr_config_free(cfg);
+    }
+    /* a decimal weight in another mode says whose it is */
+    mcr_config *cfg = mcr_config_new();
+    ck_assert_int_ne(mcr_config_add_servers(cfg, "a:1:0.5", &err), MCR_OK);
+    ck_assert_msg(strstr(err.message, "mcrouter-wch3") != NULL, "%s", err.message);
+    /* a file line's weight= too, and a missing weight is 0.5 */
+    ck_assert_int_eq(mcr_config_set_client(cfg, "mcrouter-wch3", &err), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server_line(cfg, "a:1 weight=0.25", &err), MCR_OK);
+    ck_assert_int_eq(mcr_config_add_server_line(cfg, "b:1", &err), MCR_OK);
+    ck_assert_int_ne(mcr_config_add_server_line(cfg, "c:1 weight=3", &err), MCR_OK);
+    mcr_ring *r = ring_of(cfg);
+    ck_assert_uint_eq(mcr_ring_server_weight(r, 0), 250000);
+    ck_assert_uint_eq(mcr_ring_server_weight(r, 1), MCR_WCH3_WEIGHT_DEFAULT);
+    mcr_ring_free(r);
+    mcr_config_free(cfg);
+}
+END_TEST
+
+
 
 /* Through the config, the ring and the batch lookup: the proxy's function;
  * growing the list by one server moves keys only to the new server, about
@@ -1449,6 +1767,10 @@ static Suite *proxies_suite(void)
     tcase_add_loop_test(tp, envoy_random_growth, 0, (int)NENVOYS);
     tcase_add_loop_test(tp, envoy_random_snapshots, 0, (int)NENVOYS);
     tcase_add_test(tp, envoy_refusals);
+    tcase_add_test(tp, wch3_random_reference);
+    tcase_add_test(tp, wch3_weight_consistency);
+    tcase_add_loop_test(tp, wch3_diff_model, 0, 3);
+    tcase_add_test(tp, wch3_refusals);
     tcase_add_loop_test(tp, ring_ketama_random, 0, 2);
     tcase_add_test(tp, ring_ketama_ties);
     tcase_add_test(tp, ring_ketama_is_libketama_but);
