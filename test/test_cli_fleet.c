@@ -385,6 +385,40 @@ START_TEST(changes_one_epoch_each)
 }
 END_TEST
 
+/* A pool of mcrouter-wch3: weights written as mcrouter's decimals when
+ * published, added, set and shown, and show's output published back is
+ * the same snapshot. */
+START_TEST(wch3_pool_decimal_weights)
+{
+    const char *ep = etcd_start();
+#define POOL "--etcd", ep, "--pool", "mcr"
+    expect_epoch(1, ARGS("members", "publish", POOL, "--client", "mcrouter-wch3", "-s",
+                         "10.0.0.1:11211:1,10.0.0.2:11211:0.25,10.0.0.3:11211"));
+    expect_epoch(2, ARGS("members", "add", POOL, "10.0.0.4:11211 weight=0.125 id=c4"));
+    expect_epoch(3, ARGS("members", "add", POOL, "10.0.0.5:11211"));
+    expect_epoch(4, ARGS("members", "set-weight", POOL, "10.0.0.1:11211", "0"));
+    fails_with("expected a decimal from 0 to 1",
+               ARGS("members", "set-weight", POOL, "10.0.0.1:11211", "2"));
+    fails_with("outside 0..1", ARGS("members", "add", POOL, "10.0.0.6:11211 weight=3"));
+    run r = ok_run(NULL, ARGS("members", "show", POOL));
+    unsigned long epoch;
+    char sum[40];
+    parse_head(r.out, &epoch, sum);
+    ck_assert_uint_eq(epoch, 4);
+    ck_assert_msg(strstr(r.out, "--mode mcrouter-wch3") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "10.0.0.1:11211 weight=0.0\n") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "10.0.0.2:11211 weight=0.25\n") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "10.0.0.3:11211 weight=0.5\n") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "10.0.0.4:11211 weight=0.125 id=c4\n") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "10.0.0.5:11211 weight=0.5\n") != NULL, "%s", r.out);
+    const char *shown = file_with("wch3-shown", r.out);
+    run_free(&r);
+    /* the same placement: publishing it again is no new epoch */
+    expect_epoch(4, ARGS("members", "publish", POOL, "--client", "mcrouter-wch3", "-f", shown));
+#undef POOL
+}
+END_TEST
+
 /* publish --snapshot: the states come along, in one epoch; a new pool from
  * a snapshot file only when it can be its first epoch. */
 START_TEST(publish_snapshot_states)
@@ -770,6 +804,7 @@ static Suite *cli_fleet_suite(void)
     const tu_case cases[] = {
         {"publish_show", publish_show_round_trip},
         {"changes", changes_one_epoch_each},
+        {"wch3_pool", wch3_pool_decimal_weights},
         {"publish_snapshot", publish_snapshot_states},
         {"etcd_source", etcd_source_equals_file},
         {"watch_status", watch_and_status},

@@ -28,7 +28,7 @@ const char cli_usage_members[] =
     "  add SERVER          add a server, written as a line of a server file:\n"
     "                      'HOST[:PORT] [weight=W] [zone=Z] [id=NAME]' (one argument)\n"
     "  remove ID           remove the server whose id is ID\n"
-    "  set-weight ID W     set its weight, 1 to 1000000\n"
+    "  set-weight ID W     set its weight, 1 to 1000000 (mcrouter-wch3: 0 to 1)\n"
     "  set-state ID STATE  set its state: active, draining or down\n"
     "  show                print '# epoch N checksum C', then the pool as a server\n"
     "                      file that -f reads back (states as '# state=...'\n"
@@ -390,6 +390,18 @@ static int change_args(const char *cmd, int argc, char **argv, cli_source *src, 
     return first;
 }
 
+/* The pool's mode: how its weights are written (mcrouter-wch3's are
+ * decimals in [0, 1], in millionths). */
+static mcr_mode pool_mode(const char *cmd, const cli_source *src)
+{
+    mcr_fleet_options o;
+    cli_fleet_options(cmd, src, &o);
+    mcr_snapshot *snap = read_pool(cmd, &o);
+    mcr_mode m = mcr_ring_mode(mcr_snapshot_ring(snap));
+    mcr_snapshot_unref(snap);
+    return m;
+}
+
 static int members_add(const char *cmd, int argc, char **argv)
 {
     cli_source src;
@@ -404,6 +416,9 @@ static int members_add(const char *cmd, int argc, char **argv)
     int rc = cfg == NULL || ch == NULL ? MCR_ERR_NOMEM : MCR_OK;
     if (rc != MCR_OK)
         snprintf(err.message, sizeof(err.message), "out of memory");
+    /* the line's weight as the pool writes weights (and its default) */
+    if (rc == MCR_OK && pool_mode(cmd, &src) == MCR_MODE_MCROUTER_WCH3)
+        rc = mcr_config_set_mode(cfg, MCR_MODE_MCROUTER_WCH3);
     /* Exactly a line of a server file; its one server, described as a
      * snapshot describes it, is what the change adds. */
     if (rc == MCR_OK && (rc = mcr_config_add_server_line(cfg, argv[first], &err)) == MCR_OK &&
@@ -444,9 +459,29 @@ static int members_set_weight(const char *cmd, int argc, char **argv)
     char *end;
     errno = 0;
     unsigned long v = strtoul(w, &end, 10);
-    if (*w < '0' || *w > '9' || *end != '\0' || errno != 0 || v < 1 || v > MCR_WEIGHT_MAX)
+    bool whole = *w >= '0' && *w <= '9' && *end == '\0' && errno == 0;
+    if (pool_mode(cmd, &src) == MCR_MODE_MCROUTER_WCH3) {
+        /* a decimal in [0, 1], read as a server line's weight= is */
+        char line[96];
+        mcr_config *one = mcr_config_new();
+        mcr_ring *r = NULL;
+        snprintf(line, sizeof(line), "weight.invalid weight=%.40s", w);
+        if (one == NULL || mcr_config_set_mode(one, MCR_MODE_MCROUTER_WCH3) != MCR_OK)
+            cli_fail("out of memory");
+        int rc = strlen(w) > 40 ? MCR_ERR_RANGE : mcr_config_add_server_line(one, line, &err);
+        if (rc == MCR_OK)
+            rc = mcr_ring_new(one, &r, &err);
+        mcr_config_free(one);
+        if (rc != MCR_OK)
+            cli_die("%s: weight '%s': expected a decimal from 0 to 1 (the pool is "
+                    "mcrouter-wch3's), at most 6 digits after the point",
+                    cmd, w);
+        v = mcr_ring_server_weight(r, 0);
+        mcr_ring_free(r);
+    } else if (!whole || v < 1 || v > MCR_WEIGHT_MAX) {
         cli_die("%s: weight '%s': expected a number from 1 to %u", cmd, w,
                 (unsigned)MCR_WEIGHT_MAX);
+    }
     mcr_changes *ch = new_changes();
     free(src.behaviors);
     if (mcr_changes_set_weight(ch, argv[first], (uint32_t)v, &err) != MCR_OK) {
@@ -534,7 +569,15 @@ static int members_show(const char *cmd, int argc, char **argv)
         mcr_server_desc d;
         mcr_snapshot_server(snap, i, &d);
         printf(strchr(d.host, ':') ? "[%s]:%d" : "%s:%d", d.host, d.port);
-        printf(" weight=%u", (unsigned)d.weight);
+        if (mcr_ring_mode(ring) == MCR_MODE_MCROUTER_WCH3) { /* millionths, as a decimal */
+            char frac[8];
+            int fl = snprintf(frac, sizeof(frac), "%06u", (unsigned)(d.weight % MCR_WCH3_WEIGHT_ONE));
+            while (fl > 1 && frac[fl - 1] == '0')
+                frac[--fl] = '\0';
+            printf(" weight=%u.%s", (unsigned)(d.weight / MCR_WCH3_WEIGHT_ONE), frac);
+        } else {
+            printf(" weight=%u", (unsigned)d.weight);
+        }
         if (d.zone != NULL && *d.zone != '\0')
             printf(" zone=%s", d.zone);
         if (!d.id_is_default)
