@@ -1767,16 +1767,21 @@ static Suite *proxies_suite(void)
     tcase_add_loop_test(tp, envoy_random_growth, 0, (int)NENVOYS);
     tcase_add_loop_test(tp, envoy_random_snapshots, 0, (int)NENVOYS);
     tcase_add_test(tp, envoy_refusals);
-    tcase_add_test(tp, wch3_random_reference);
-    tcase_add_test(tp, wch3_weight_consistency);
-    tcase_add_loop_test(tp, wch3_diff_model, 0, 3);
-    tcase_add_test(tp, wch3_refusals);
+
     tcase_add_loop_test(tp, ring_ketama_random, 0, 2);
     tcase_add_test(tp, ring_ketama_ties);
     tcase_add_test(tp, ring_ketama_is_libketama_but);
     tcase_add_loop_test(tp, ring_ketama_growth_and_down, 0, 2);
     tcase_add_test(tp, ring_ketama_refusals);
     suite_add_tcase(s, tp);
+
+    TCase *tw = tcase_create("wch3"); /* mcrouter-wch3's properties */
+    tcase_set_timeout(tw, 600);
+    tcase_add_test(tw, wch3_random_reference);
+    tcase_add_test(tw, wch3_weight_consistency);
+    tcase_add_loop_test(tw, wch3_diff_model, 0, 3);
+    tcase_add_test(tw, wch3_refusals);
+    suite_add_tcase(s, tw);
     return s;
 }
 
