@@ -500,7 +500,8 @@ MCR_EXTERN mcr_hash mcr_mode_default_hash(mcr_mode m);
 typedef struct mcr_config mcr_config;
 
 /* Limits. A hostname is at most 255 bytes (DNS); ports are 1..65535;
- * weights are 1..MCR_WEIGHT_MAX. */
+ * weights are 1..MCR_WEIGHT_MAX (in "mcrouter-wch3", millionths:
+ * 0..MCR_WCH3_WEIGHT_ONE). */
 #define MCR_HOSTNAME_MAX 255
 #define MCR_DEFAULT_PORT 11211
 #define MCR_WEIGHT_MAX 1000000u
@@ -599,7 +600,9 @@ MCR_EXTERN int mcr_config_set_slot_count(mcr_config *cfg, uint32_t count);
 /* mcr_config_add_server: append a server. `host` is a hostname, an IPv4
  * address or a bare IPv6 address (no brackets), 1..255 bytes, none of them a
  * space, control byte, DEL, ',', '[', ']', '#' or '/'; `port` 1..65535;
- * `weight` 1..MCR_WEIGHT_MAX. The host
+ * `weight` 1..MCR_WEIGHT_MAX (in a config of mode "mcrouter-wch3", the
+ * weight in millionths, 0..MCR_WCH3_WEIGHT_ONE: 0 is taken and a weight
+ * above 1.0 is refused when a ring or snapshot is built). The host
  * is copied. Errors (the config is unchanged): MCR_ERR_INVALID (NULL),
  * MCR_ERR_SYNTAX (empty host, forbidden byte), MCR_ERR_TOO_LONG,
  * MCR_ERR_RANGE (port, weight), MCR_ERR_DUPLICATE (same host and port
@@ -687,7 +690,12 @@ MCR_EXTERN int mcr_config_set_hash_tag(mcr_config *cfg, const char *tag);
 
 /* mcr_config_add_servers: append every server of a comma-separated list of
  * `host[:port[:weight]]` items, `[v6addr]` or `[v6addr]:port[:weight]` for
- * IPv6; default port 11211 and weight 1. Spaces around items are ignored.
+ * IPv6; default port 11211 and weight 1. In a config of mode
+ * "mcrouter-wch3" a weight is written as mcrouter writes it, a decimal in
+ * [0, 1] with at most 6 digits after the point ("0.5"), kept in millionths,
+ * and a server without one weighs 0.5 (MCR_WCH3_WEIGHT_DEFAULT); elsewhere
+ * a decimal weight is refused (MCR_ERR_SYNTAX, saying whose it is). Spaces
+ * around items are ignored.
  * All or nothing: on any error no server of the list is added, and the
  * message names the item. Errors: MCR_ERR_EMPTY (an empty list),
  * MCR_ERR_SYNTAX (an empty item, a malformed item or number, an IPv6 address

@@ -284,7 +284,9 @@ MCR_EXTERN size_t mcr_changes_count(const mcr_changes *ch);
 MCR_EXTERN void mcr_changes_reset(mcr_changes *ch);
 
 /* mcr_changes_add: record "add the server `server` describes" (copied):
- * host, port and weight as mcr_config_add_server(), id and zone as
+ * host, port and weight as mcr_config_add_server() (but weight 0, which
+ * is recorded and refused when applied to a snapshot whose mode is not
+ * "mcrouter-wch3", with MCR_ERR_RANGE), id and zone as
  * mcr_server_desc says, any state (a server may join DOWN or DRAINING).
  * When applied it is appended to the server list. MCR_OK, or (nothing
  * recorded) MCR_ERR_INVALID (NULL `ch` / `server` / host, unknown state,
@@ -299,9 +301,10 @@ MCR_EXTERN int mcr_changes_add(mcr_changes *ch, const mcr_server_desc *server, m
 MCR_EXTERN int mcr_changes_remove(mcr_changes *ch, const char *id, mcr_error *err);
 
 /* mcr_changes_set_weight: record "server `id` now weighs `weight`"
- * (1..MCR_WEIGHT_MAX; at most MCR_STABLE_WEIGHT_MAX in "stable-ketama",
- * "bounded" and "jump", checked by apply). Errors as mcr_changes_remove(),
- * and MCR_ERR_RANGE. */
+ * (0..MCR_WEIGHT_MAX; the mode's range checked by apply: 1..MCR_WEIGHT_MAX,
+ * at most MCR_STABLE_WEIGHT_MAX in "stable-ketama", "bounded" and "jump",
+ * millionths 0..MCR_WCH3_WEIGHT_ONE in "mcrouter-wch3"). Errors as
+ * mcr_changes_remove(), and MCR_ERR_RANGE. */
 MCR_EXTERN int mcr_changes_set_weight(mcr_changes *ch, const char *id, uint32_t weight,
                                       mcr_error *err);
 
@@ -486,8 +489,12 @@ MCR_EXTERN int mcr_snapshot_apply(const mcr_snapshot *old, const mcr_changes *ch
  * each of the B buckets takes 1/B of the keys, and going from B1 to B2
  * buckets a key stays in its bucket unless it jumps past B1, as the
  * algorithm guarantees; a bucket whose server is not active sends its keys
- * on as the lookup does. Rendezvous: the exponential race that the
- * logarithmic method realizes (each server's time an independent
+ * on as the lookup does ("memcached-proxy-jump" and "mcrouter-ch3" too,
+ * their servers the buckets). "mcrouter-wch3": tries of that model on both
+ * sides, each accepted or not by one uniform value under each side's
+ * weight, the sides going on together while both refuse, then alone, the
+ * 32nd try's server when all are refused. Rendezvous: the exponential race
+ * that the logarithmic method realizes (each server's time an independent
  * exponential of rate its weight), integrated exactly over the old and new
  * weights. No arcs. Comparable only with a snapshot of the same mode, and
  * refused (MCR_ERR_UNSUPPORTED) when more than 2^24 (from, to) pairs

@@ -618,7 +618,7 @@ static mcr_config *config_from_list(const char *list, const char *file, const cl
             "spy-weighted modula twemproxy-ketama twemproxy-modula jump rendezvous maglev "
             "slots bounded pymemcache buckets spymemcached spymemcached-libmemcached dalli "
             "hashring nginx-consistent php-memcache memcached-proxy-jump mcrouter-ch3 envoy-maglev "
-            "envoy-ring-hash memcached-proxy-ring-ketama)",
+            "envoy-ring-hash memcached-proxy-ring-ketama mcrouter-wch3)",
             src->mode);
     mcr_config *cfg = mcr_config_new();
     if (cfg == NULL)
@@ -875,6 +875,12 @@ mcr_snapshot *cli_operand_snapshot(const char *cmd, const char *arg, const cli_s
         mcr_config *list = mcr_config_new();
         if (list == NULL)
             cli_fail("out of memory");
+        /* read as the options' mode reads weights (mcrouter-wch3: decimals) */
+        mcr_mode pm;
+        if (opts->mode != NULL && mcr_mode_from_name(opts->mode, &pm) == MCR_OK)
+            mcr_config_set_mode(list, pm);
+        if (opts->client != NULL)
+            mcr_config_set_client(list, opts->client, NULL);
         int rc = mcr_config_add_servers(list, arg, &err);
         mcr_config_free(list);
         if (rc == MCR_ERR_NOMEM)

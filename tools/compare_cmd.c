@@ -23,7 +23,8 @@ const char cli_usage_compare[] =
     "         spymemcached-libmemcached spymemcached-arraymod dalli gomemcache\n"
     "         node-memcached memjs nginx nginx-consistent php-memcached\n"
     "         php-memcached-ketama php-memcache mcrouter-ch3 memcached-proxy-jump\n"
-    "         envoy-maglev envoy-ring-hash memcached-proxy-ring-ketama\n";
+    "         envoy-maglev envoy-ring-hash memcached-proxy-ring-ketama\n"
+    "         mcrouter-wch3\n";
 
 const char cli_usage_clients[] =
     "Usage: mcroute clients [--json]\n"

@@ -288,9 +288,31 @@ mcr_snapshot *sim_base_snapshot(const sim_opts *o)
 
 /* The change list of the options, for a snapshot whose servers are `sl`
  * (the same ids in every mode). */
-mcr_changes *sim_make_changes(const sim_opts *o, const server_list *sl)
+uint32_t sim_weight_max(const sim_opts *o, const server_list *sl)
+{
+    uint32_t wmax = 1;
+    for (size_t i = 0; i < sl->n; i++)
+        wmax = sl->d[i].weight > wmax ? sl->d[i].weight : wmax;
+    for (size_t i = 0; i < o->nchanges; i++)
+        if (o->changes[i].op == CH_ADD || o->changes[i].op == CH_REWEIGHT)
+            wmax = o->changes[i].weight > wmax ? o->changes[i].weight : wmax;
+    return wmax;
+}
+
+/* The weight of mode m for a weight w of the options, the largest being
+ * wmax: the same, but in mcrouter-wch3, whose weights are shares of 1.0
+ * (millionths): the largest weight is 1.0, the others in proportion. */
+static uint32_t mode_weight(mcr_mode m, uint32_t w, uint32_t wmax)
+{
+    if (m != MCR_MODE_MCROUTER_WCH3)
+        return w;
+    return (uint32_t)((uint64_t)w * MCR_WCH3_WEIGHT_ONE / wmax);
+}
+
+mcr_changes *sim_make_changes(const sim_opts *o, const server_list *sl, mcr_mode m)
 {
     mcr_error err;
+    uint32_t wmax = sim_weight_max(o, sl);
     mcr_changes *ch = mcr_changes_new();
     if (ch == NULL)
         cli_fail("simulate: out of memory");
@@ -300,12 +322,15 @@ mcr_changes *sim_make_changes(const sim_opts *o, const server_list *sl)
         switch (c->op) {
         case CH_ADD: {
             mcr_server_desc d = {.id = c->id, .host = c->host, .port = c->port,
-                                 .weight = c->weight, .zone = c->zone, .state = MCR_STATE_ACTIVE};
+                                 .weight = mode_weight(m, c->weight, wmax), .zone = c->zone,
+                                 .state = MCR_STATE_ACTIVE};
             rc = mcr_changes_add(ch, &d, &err);
             break;
         }
         case CH_REMOVE: rc = mcr_changes_remove(ch, c->id, &err); break;
-        case CH_REWEIGHT: rc = mcr_changes_set_weight(ch, c->id, c->weight, &err); break;
+        case CH_REWEIGHT:
+            rc = mcr_changes_set_weight(ch, c->id, mode_weight(m, c->weight, wmax), &err);
+            break;
         case CH_FAIL: rc = mcr_changes_set_state(ch, c->id, MCR_STATE_DOWN, &err); break;
         case CH_FAIL_ZONE: {
             /* the servers of the zone among the listed ones and those added before */
@@ -474,7 +499,8 @@ static double bounded_stream(const sim_opts *o, const workload *w, const mcr_sna
     return (double)off / (double)o->requests;
 }
 
-mcr_config *sim_mode_config(mcr_mode m, const server_list *sl, uint32_t mult, bool active_only)
+mcr_config *sim_mode_config(mcr_mode m, const server_list *sl, uint32_t mult, bool active_only,
+                            uint32_t wmax)
 {
     mcr_error err;
     mcr_config *cfg = mcr_config_new();
@@ -489,7 +515,7 @@ mcr_config *sim_mode_config(mcr_mode m, const server_list *sl, uint32_t mult, bo
         d.state = MCR_STATE_ACTIVE;
         if ((uint64_t)d.weight * mult > MCR_WEIGHT_MAX)
             cli_die("simulate: weight %u x %u is over %u", d.weight, mult, MCR_WEIGHT_MAX);
-        d.weight *= mult;
+        d.weight = mode_weight(m, d.weight * mult, wmax * mult);
         if (mcr_config_add_server_desc(cfg, &d, &err) != MCR_OK)
             cli_die("simulate: %s: %s", mcr_mode_name(m), err.message);
     }
@@ -506,7 +532,7 @@ void sim_run_mode(const sim_opts *o, const workload *w, const server_list *befor
     r->hash = mcr_mode_default_hash(r->mode);
 
     /* Build: memory of the first snapshot while it lives; median time. */
-    mcr_config *cfg = sim_mode_config(r->mode, before_sl, 1, false);
+    mcr_config *cfg = sim_mode_config(r->mode, before_sl, 1, false, sim_weight_max(o, before_sl));
     mcr_snapshot *before = NULL;
     double t[SIM_BUILDS];
     for (int b = 0; b < SIM_BUILDS; b++) {
@@ -528,7 +554,7 @@ void sim_run_mode(const sim_opts *o, const workload *w, const server_list *befor
     r->build_us = median(t, SIM_BUILDS);
 
     /* The change (slots: and the plan that balances the map again). */
-    mcr_changes *ch = sim_make_changes(o, before_sl);
+    mcr_changes *ch = sim_make_changes(o, before_sl, r->mode);
     if (r->mode == MCR_MODE_SLOTS) {
         if (mcr_slots_plan(before, ch, &r->slots_moved, &err) != MCR_OK)
             cli_die("simulate: slots: the plan: %s", err.message);
@@ -724,7 +750,7 @@ void sim_run_sweep(const sim_opts *o, const workload *w, const server_list *afte
             break;
         }
         sweep_point *p = &sw->p[sw->n++];
-        mcr_config *cfg = sim_mode_config(MCR_MODE_STABLE_KETAMA, after_sl, mult, true);
+        mcr_config *cfg = sim_mode_config(MCR_MODE_STABLE_KETAMA, after_sl, mult, true, 1);
         mcr_snapshot *snap = NULL;
         size_t h0 = heap_in_use();
         double t0 = now_ns();

@@ -386,7 +386,7 @@ int cli_simulate(int argc, char **argv)
     parse_options(argc, argv, &o);
     /* Servers and the change first: bad input is reported before any work. */
     sim_server_list_from(&before, sim_base_snapshot(&o));
-    mcr_changes *ch = sim_make_changes(&o, &before);
+    mcr_changes *ch = sim_make_changes(&o, &before, MCR_MODE_KETAMA); /* the base's */
     mcr_snapshot *after_snap = NULL;
     if (mcr_snapshot_apply(before.snap, ch, &after_snap, &err) != MCR_OK) {
         if (err.code == MCR_ERR_EMPTY)
@@ -405,7 +405,8 @@ int cli_simulate(int argc, char **argv)
     /* One snapshot built and dropped first: the library's and the
      * allocator's one-time allocations (7 KiB or so) are then not counted in
      * the memory of whichever mode comes first. */
-    mcr_config *warm_cfg = sim_mode_config(o.modes[0], &before, 1, false);
+    mcr_config *warm_cfg = sim_mode_config(o.modes[0], &before, 1, false,
+                                           sim_weight_max(&o, &before));
     mcr_snapshot *warm = NULL;
     if (mcr_snapshot_new(warm_cfg, 1, &warm, &err) != MCR_OK)
         cli_die("simulate: %s: %s (leave the mode out with --modes)", mcr_mode_name(o.modes[0]),

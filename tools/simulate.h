@@ -165,13 +165,21 @@ void sim_server_list_from(server_list *sl, mcr_snapshot *snap);
 void sim_server_list_free(server_list *sl);
 
 /* The snapshot of the servers of the options, and the change to apply to
- * it; both exit EXIT_USAGE on bad input. */
+ * it in mode m (its weights as m takes them: see sim_mode_config); both
+ * exit EXIT_USAGE on bad input. */
 mcr_snapshot *sim_base_snapshot(const sim_opts *o);
-mcr_changes *sim_make_changes(const sim_opts *o, const server_list *sl);
+mcr_changes *sim_make_changes(const sim_opts *o, const server_list *sl, mcr_mode m);
+
+/* The largest weight of the servers of sl and of the options' changes. */
+uint32_t sim_weight_max(const sim_opts *o, const server_list *sl);
 
 /* The config of mode m on the servers of sl, every weight times mult
- * (active_only: the servers that are DOWN or draining left out). */
-mcr_config *sim_mode_config(mcr_mode m, const server_list *sl, uint32_t mult, bool active_only);
+ * (active_only: the servers that are DOWN or draining left out). In
+ * mcrouter-wch3, whose weights are shares of 1.0, a weight of wmax (that
+ * of sim_weight_max, the changes' included) is 1.0 and the others in
+ * proportion; other modes ignore wmax. */
+mcr_config *sim_mode_config(mcr_mode m, const server_list *sl, uint32_t mult, bool active_only,
+                            uint32_t wmax);
 
 /* One mode's run into *r (r->mode set); own_before and own_after hold an
  * owner for every key of w. */
