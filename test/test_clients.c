@@ -571,7 +571,8 @@ int main(int argc, char **argv)
      * which are not installed: test_proxies checks them against the
      * projects' own test vectors */
     static const char *const proxies[] = {"mcrouter-ch3", "memcached-proxy-jump", "envoy-maglev",
-                                          "envoy-ring-hash", "memcached-proxy-ring-ketama"};
+                                          "envoy-ring-hash", "memcached-proxy-ring-ketama",
+                                          "mcrouter-wch3"};
     for (size_t i = 0; mcr_client_name(i) != NULL; i++) {
         int found = 0;
         for (size_t j = 0; j < sizeof(proxies) / sizeof(proxies[0]); j++)
