@@ -809,6 +809,16 @@ MCR_EXTERN size_t mcr_ring_point_count(const mcr_ring *ring);
 MCR_EXTERN int mcr_ring_point(const mcr_ring *ring, size_t i, uint32_t *value,
                               uint32_t *server);
 
+/* mcr_ring_wide_point_count, mcr_ring_wide_point: the 64-bit continuum of
+ * "envoy-ring-hash" (whose mcr_ring_point_count() is 0): the number of its
+ * points (0 in the other modes and for NULL), and point `i` (ascending by
+ * value, ties by server order; a key goes to the first point at or above
+ * XXH64(key), wrapping) into *value and *server (either may be NULL).
+ * MCR_OK, or MCR_ERR_INVALID when `i` is out of range. Thread-safe. */
+MCR_EXTERN size_t mcr_ring_wide_point_count(const mcr_ring *ring);
+MCR_EXTERN int mcr_ring_wide_point(const mcr_ring *ring, size_t i, uint64_t *value,
+                                   uint32_t *server);
+
 /* mcr_ring_server_name: "host:port" of server `i` as configured, with
  * brackets for IPv6 ("[::1]:11211"); a string owned by the ring, or NULL if
  * `i` is out of range. */

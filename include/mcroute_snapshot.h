@@ -240,14 +240,14 @@ MCR_EXTERN uint32_t mcr_snapshot_locate_bounded(const mcr_snapshot *snap, const 
                                                 uint64_t total, double epsilon);
 
 /* mcr_snapshot_table_size: the number of entries of the snapshot's table:
- * "maglev": the table size M; "slots": the slot count; "jump": the bucket
- * count (the total weight of the listed servers). 0 in the other modes and
- * for NULL. O(1). */
+ * "maglev": the table size M; "envoy-maglev": Envoy's 65537; "slots": the
+ * slot count; "jump": the bucket count (the total weight of the listed
+ * servers). 0 in the other modes and for NULL. O(1). */
 MCR_EXTERN size_t mcr_snapshot_table_size(const mcr_snapshot *snap);
 
 /* mcr_snapshot_table_entry: the snapshot index of the server that entry
- * `i` (0 .. mcr_snapshot_table_size() - 1) names: "maglev": the server of
- * table entry i (always ACTIVE); "slots": the owner of slot i in the slot
+ * `i` (0 .. mcr_snapshot_table_size() - 1) names: "maglev", "envoy-maglev":
+ * the server of table entry i (always ACTIVE); "slots": the owner of slot i in the slot
  * map, in any state (a slot of a DOWN server keeps its owner; lookups use
  * the fallback meanwhile, see mcr_mode(3)); "jump": the server of
  * bucket i, in any state. MCR_NO_SERVER for NULL, an `i` out of range, or the

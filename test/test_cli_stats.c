@@ -351,6 +351,56 @@ START_TEST(stats_table_modes)
 }
 END_TEST
 
+/* The modes whose key itself places it (the proxies' and the Python
+ * clients'): each server's RING_SHARE (the placement's share of the key's
+ * hash, or the model's) sums to 1 and is the share of 40,000 keys within
+ * sampling error; none owns the whole ring. */
+START_TEST(stats_key_placed_modes)
+{
+    static const struct {
+        const char *client, *list;
+    } cases[] = {
+        {"pymemcache", "10.0.0.1:11211,10.0.0.2:11211,10.0.0.3:11211,10.0.0.4:11211"},
+        {"python-memcached", "10.0.0.1:11211:2,10.0.0.2:11211,10.0.0.3:11211:3,10.0.0.4"},
+        {"nginx", "10.0.0.1:11211:2,10.0.0.2:11211,10.0.0.3:11211:3,10.0.0.4"},
+        {"mcrouter-ch3", "10.0.0.1:11211,10.0.0.2:11211,10.0.0.3:11211,10.0.0.4:11211"},
+        {"memcached-proxy-jump", "10.0.0.1:11211,10.0.0.2:11211,10.0.0.3:11211,10.0.0.4"},
+        {"envoy-maglev", "10.0.0.1:11211:2,10.0.0.2:11211,10.0.0.3:11211:3,10.0.0.4:11211"},
+        {"envoy-ring-hash", "10.0.0.1:11211:2,10.0.0.2:11211,10.0.0.3:11211:3,10.0.0.4"},
+        {"mcrouter-wch3", "10.0.0.1:11211:1,10.0.0.2:11211:0.5,10.0.0.3:11211:0.2,10.0.0.4"},
+    };
+    enum { N = 40000 };
+    char *in = malloc(N * 16);
+    ck_assert_ptr_nonnull(in);
+    size_t inlen = 0;
+    for (int i = 0; i < N; i++)
+        inlen += (size_t)sprintf(in + inlen, "k%d\n", i);
+    char *keys = temp_file(in, inlen);
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        run st = run_cli(NULL, 0,
+                         ARGS("stats", "--client", cases[c].client, "-s", cases[c].list, "--keys",
+                              keys));
+        ck_assert_msg(st.status == 0, "%s: %s", cases[c].client, st.err);
+        table tb;
+        table_parse(&tb, st.out);
+        double sum = 0;
+        for (int i = 0; i < 4; i++) {
+            int r = table_row(&tb, "[servers]", i);
+            double ring = strtod(tb.f[r][3], NULL), key = strtod(tb.f[r][6], NULL);
+            ck_assert_msg(fabs(ring - key) <= 0.015 && ring < 0.99,
+                          "%s: server %d: ring share %g, keys %g", cases[c].client, i, ring, key);
+            sum += ring;
+        }
+        ck_assert_msg(fabs(sum - 1.0) <= 1e-9, "%s: shares add up to %.12f", cases[c].client,
+                      sum);
+        table_free(&tb);
+        run_free(&st);
+    }
+    tu_temp_file_free(keys);
+    free(in);
+}
+END_TEST
+
 /* ------------------------------------------------------------ stats: keys */
 
 /* Key counts against `mcroute locate` over the same keys. */
@@ -931,6 +981,7 @@ static Suite *cli_stats_suite(void)
     tcase_add_test(tc, stats_ring_shares_match_dump);
     tcase_add_test(tc, stats_modula_shares);
     tcase_add_test(tc, stats_table_modes);
+    tcase_add_test(tc, stats_key_placed_modes);
     tcase_add_test(tc, stats_keys_match_locate);
     tcase_add_test(tc, stats_edge_cases);
     tcase_add_test(tc, stats_top_keys);

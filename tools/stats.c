@@ -25,6 +25,10 @@ const char cli_usage_stats[] =
     "RING_SHARE is the fraction of the 2^32 hash values that the server owns (a\n"
     "point owns the values above the previous point up to its own, the first point\n"
     "also those above the last; modula: the values whose remainder picks it).\n"
+    "The modes that place the key itself give the share of its hash it owns\n"
+    "(envoy-ring-hash: of 2^64, envoy-maglev: of the table's entries), or their\n"
+    "model's: 1/N for memcached-proxy-jump, mcrouter-ch3 and pymemcache, and for\n"
+    "mcrouter-wch3 furc's 1/N through its weighted tries.\n"
     "EXPECTED is its weight / the total weight, or 1/N in the modes that ignore\n"
     "weights (consistent, spy, modula). KEYS is the number of keys it owns and\n"
     "KEY_SHARE that number / the number of keys.\n"
@@ -90,7 +94,7 @@ static void ring_counts(const mcr_ring *r, uint64_t *count, size_t *points)
             count[i] = q + (i < rem);
         return;
     }
-    if (m == MCR_MODE_TWEMPROXY_MODULA) {
+    if (m == MCR_MODE_TWEMPROXY_MODULA || m == MCR_MODE_BUCKETS) {
         /* server i is entries [start, start + weight) of hash % total */
         uint64_t total = 0;
         for (size_t i = 0; i < n; i++)
@@ -126,18 +130,83 @@ static void ring_counts(const mcr_ring *r, uint64_t *count, size_t *points)
 }
 
 
+/* WeightedCh3HashFunc's tries (mcrouter-wch3). */
+#define WCH3_TRIES 32
+
+/* The modes whose key itself places it, not a 32-bit key hash: each
+ * server's share of the keys, the placement's own where it has one (the
+ * 2^64 key hashes of envoy-ring-hash's points; envoy-maglev's table, in
+ * table_shares), else its model's: an equal share in the modes that jump
+ * or race over equal servers (memcached-proxy-jump, mcrouter-ch3,
+ * pymemcache); in mcrouter-wch3, furc's equal share times the tries: a
+ * try picks server i with probability 1/N and accepts it with its weight
+ * w_i, so with a = the mean weight, i ends a key with probability
+ * w_i/N (1 + (1-a) + ... + (1-a)^31) + (1-w_i)/N (1-a)^31 (all 32 tries
+ * refused: the last try's server). points[]: envoy-ring-hash's points
+ * per server. Returns 0 for the other modes. */
+static int key_placed_shares(const mcr_ring *r, double *share, size_t *points, size_t n)
+{
+    mcr_mode m = mcr_ring_mode(r);
+    switch (m) {
+    case MCR_MODE_MEMCACHED_PROXY_JUMP:
+    case MCR_MODE_MCROUTER_CH3:
+    case MCR_MODE_PYMEMCACHE:
+        for (size_t i = 0; i < n; i++)
+            share[i] = 1.0 / (double)n;
+        return 1;
+    case MCR_MODE_MCROUTER_WCH3: {
+        double a = 0, geo = 0;
+        for (size_t i = 0; i < n; i++)
+            a += mcr_ring_server_weight(r, i) / (double)MCR_WCH3_WEIGHT_ONE / (double)n;
+        for (int t = 0; t < WCH3_TRIES; t++)
+            geo += pow(1.0 - a, t);
+        double q = pow(1.0 - a, WCH3_TRIES - 1); /* 32 refusals: the last try's */
+        for (size_t i = 0; i < n; i++) {
+            double w = mcr_ring_server_weight(r, i) / (double)MCR_WCH3_WEIGHT_ONE;
+            share[i] = (w * geo + (1.0 - w) * q) / (double)n;
+        }
+        return 1;
+    }
+    case MCR_MODE_ENVOY_RING_HASH: {
+        size_t np = mcr_ring_wide_point_count(r);
+        uint64_t v, prev = 0, last = 0;
+        uint32_t s, first = 0;
+        for (size_t i = 0; i < n; i++)
+            share[i] = 0;
+        for (size_t i = 0; i < np; i++) {
+            mcr_ring_wide_point(r, i, &v, &s);
+            /* the values above the previous point up to this one; the
+             * first point also 0 and those above the last */
+            share[s] += i == 0 ? (double)v + 1.0 : (double)(v - prev);
+            points[s]++;
+            if (i == 0)
+                first = s;
+            prev = last = v;
+        }
+        if (np > 0)
+            share[first] += (double)(UINT64_MAX - last);
+        for (size_t i = 0; i < n; i++)
+            share[i] /= 18446744073709551616.0;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
 /* The native table modes have no points: a server's share of the hash space
- * is its share of the table (maglev entries, slots, jump buckets), which
- * the "points" column counts; rendezvous has neither, and its share is its
- * model's, the server's share of the weights. Returns 0 for the other
- * modes (ring_counts() applies), 1 when share[] and points[] were set. */
+ * is its share of the table (maglev and envoy-maglev entries, slots, jump
+ * buckets), which the "points" column counts; rendezvous has neither, and
+ * its share is its model's, the server's share of the weights; the modes
+ * whose key places it, key_placed_shares(). Returns 0 for the other modes
+ * (ring_counts() applies), 1 when share[] and points[] were set. */
 static int table_shares(const cli_source *src, const cli_placement *pl, double *share,
                         size_t *points, size_t n)
 {
     mcr_mode m = mcr_ring_mode(pl->ring);
     if (m != MCR_MODE_JUMP && m != MCR_MODE_RENDEZVOUS && m != MCR_MODE_MAGLEV &&
-        m != MCR_MODE_SLOTS)
-        return 0;
+        m != MCR_MODE_SLOTS && m != MCR_MODE_ENVOY_MAGLEV)
+        return key_placed_shares(pl->ring, share, points, n);
     if (m == MCR_MODE_RENDEZVOUS) {
         double total = 0;
         for (size_t i = 0; i < n; i++)

@@ -411,6 +411,22 @@ const uint32_t *mcr__ring_table(const mcr_ring *r, size_t *n)
     return r->table;
 }
 
+size_t mcr_ring_wide_point_count(const mcr_ring *r)
+{
+    return r == NULL ? 0 : r->nwide;
+}
+
+int mcr_ring_wide_point(const mcr_ring *r, size_t i, uint64_t *value, uint32_t *server)
+{
+    if (r == NULL || i >= r->nwide)
+        return MCR_ERR_INVALID;
+    if (value != NULL)
+        *value = r->wide[i];
+    if (server != NULL)
+        *server = r->wide_server[i];
+    return MCR_OK;
+}
+
 const uint32_t *mcr__ring_accept(const mcr_ring *r)
 {
     return r->accept;

@@ -842,7 +842,7 @@ size_t mcr_snapshot_table_size(const mcr_snapshot *s)
         return 0;
     if (s->map != NULL)
         return s->nmap;
-    if (s->params.mode == MCR_MODE_MAGLEV)
+    if (s->params.mode == MCR_MODE_MAGLEV || s->params.mode == MCR_MODE_ENVOY_MAGLEV)
         (void)mcr__ring_table(s->ring, &n);
     return n;
 }
@@ -854,7 +854,7 @@ uint32_t mcr_snapshot_table_entry(const mcr_snapshot *s, size_t i)
         return UINT32_MAX;
     if (s->map != NULL)
         return i < s->nmap ? s->map[i] : UINT32_MAX;
-    if (s->params.mode != MCR_MODE_MAGLEV)
+    if (s->params.mode != MCR_MODE_MAGLEV && s->params.mode != MCR_MODE_ENVOY_MAGLEV)
         return UINT32_MAX;
     const uint32_t *t = mcr__ring_table(s->ring, &n);
     return i < n ? s->ring_map[t[i]] : UINT32_MAX;
