@@ -305,15 +305,19 @@ def test_default_timeout_from_settings(servers):
 
 
 def test_a_short_timeout_expires(three):
+    # 2 s, not 1: memcached's clock ticks once a second, so an item given n
+    # seconds may expire after n - 1 and a bit; with 1 s a tick between the
+    # set and the get would make the item gone before the check that it is
+    # there
     cache, _ = three
-    cache.set("brief", "v", 1)
-    cache.set_many({"brief-many": "v"}, 1)
+    cache.set("brief", "v", 2)
+    cache.set_many({"brief-many": "v"}, 2)
     cache.set("touched", "v", None)
-    assert cache.touch("touched", 1) is True
+    assert cache.touch("touched", 2) is True
     assert cache.get_many(["brief", "brief-many", "touched"]) == {
         "brief": "v", "brief-many": "v", "touched": "v"}
-    wait_until(lambda: cache.get_many(["brief", "brief-many", "touched"]) == {}, 5,
-               "keys set for 1 s expire")
+    wait_until(lambda: cache.get_many(["brief", "brief-many", "touched"]) == {}, 6,
+               "keys set for 2 s expire")
 
 
 # ------------------------------------------------------------ keys
