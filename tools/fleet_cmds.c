@@ -411,13 +411,15 @@ static int members_add(const char *cmd, int argc, char **argv)
     int first = change_args(cmd, argc, argv, &src, 1,
                             "SERVER, a server-file line: 'HOST[:PORT] [weight=W] [zone=Z] "
                             "[id=NAME]' as one argument");
+    /* the line's weight as the pool writes weights (and its default); read
+     * first: a pool that cannot be read ends the command here */
+    bool wch3 = pool_mode(cmd, &src) == MCR_MODE_MCROUTER_WCH3;
     mcr_config *cfg = mcr_config_new();
     mcr_changes *ch = mcr_changes_new();
     int rc = cfg == NULL || ch == NULL ? MCR_ERR_NOMEM : MCR_OK;
     if (rc != MCR_OK)
         snprintf(err.message, sizeof(err.message), "out of memory");
-    /* the line's weight as the pool writes weights (and its default) */
-    if (rc == MCR_OK && pool_mode(cmd, &src) == MCR_MODE_MCROUTER_WCH3)
+    if (rc == MCR_OK && wch3)
         rc = mcr_config_set_mode(cfg, MCR_MODE_MCROUTER_WCH3);
     /* Exactly a line of a server file; its one server, described as a
      * snapshot describes it, is what the change adds. */
