@@ -224,6 +224,75 @@ START_TEST(grow_json_and_table)
 }
 END_TEST
 
+/* `mcroute CMD --client mcrouter-wch3 ...` with the keys k0..kN-1 on
+ * standard input (and their values vI with `values`): `b` given, CMD A B
+ * --keys -; else CMD -s A (set: --ttl 5000). The caller frees the run. */
+static run wch3_run(const char *cmd, const char *a, const char *b, int values)
+{
+    size_t len;
+    char *in = keys_text(NKEYS, values, &len);
+    run r = b != NULL ? run_cli_deadline(in, len,
+                                         ARGS(cmd, "--client", "mcrouter-wch3", a, b, "--keys",
+                                              "-"),
+                                         RUN_MS)
+            : values  ? run_cli_deadline(in, len,
+                                         ARGS(cmd, "--client", "mcrouter-wch3", "-s", a, "--ttl",
+                                              "5000"),
+                                         RUN_MS)
+                      : run_cli_deadline(in, len, ARGS(cmd, "--client", "mcrouter-wch3", "-s", a),
+                                         RUN_MS);
+    free(in);
+    ck_assert_msg(r.status == 0, "%s: %s", cmd, r.err);
+    return r;
+}
+
+static long lines_of(const run *r)
+{
+    long lines = 0;
+    for (size_t i = 0; i < r->outlen; i++)
+        lines += r->out[i] == '\n';
+    return lines;
+}
+
+/* mcrouter-wch3, its weights mcrouter's decimals: one weight lowered and a
+ * server added; the keys that move (as diff counts them) are copied, and
+ * every key is then found through the new placement. */
+START_TEST(wch3_reweight_and_grow)
+{
+    cluster c;
+    cluster_start(&c, 5, -1);
+    char old[512], grown[512];
+    snprintf(old, sizeof(old), "127.0.0.1:%d:1,127.0.0.1:%d:0.8,127.0.0.1:%d,127.0.0.1:%d:0.25",
+             c.mc[0].port, c.mc[1].port, c.mc[2].port, c.mc[3].port);
+    snprintf(grown, sizeof(grown),
+             "127.0.0.1:%d:1,127.0.0.1:%d:0.3,127.0.0.1:%d,127.0.0.1:%d:0.25,127.0.0.1:%d:1",
+             c.mc[0].port, c.mc[1].port, c.mc[2].port, c.mc[3].port, c.mc[4].port);
+    run r = wch3_run("set", old, NULL, 1);
+    run_free(&r);
+    r = wch3_run("diff", old, grown, 0);
+    const char *p = strstr(r.out, "keys_moved\t");
+    ck_assert_msg(p != NULL, "%s", r.out);
+    long moved = strtol(p + 11, NULL, 10);
+    run_free(&r);
+    ck_assert_int_gt(moved, NKEYS / 10);
+    r = wch3_run("get", grown, NULL, 0);
+    ck_assert_int_eq(lines_of(&r), NKEYS - moved);
+    run_free(&r);
+
+    r = run_cli_deadline(NULL, 0,
+                         ARGS("migrate", "--client", "mcrouter-wch3", old, grown, "--json"),
+                         RUN_MS);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_int_eq(json_number(r.out, "moved"), moved);
+    ck_assert_int_eq(json_number(r.out, "copied"), moved);
+    ck_assert_int_eq(json_number(r.out, "failed"), 0);
+    run_free(&r);
+    r = wch3_run("get", grown, NULL, 0);
+    ck_assert_int_eq(lines_of(&r), NKEYS);
+    run_free(&r);
+}
+END_TEST
+
 /* 5 -> 4 given as snapshot files: the removed server's keys copied. */
 START_TEST(removal_snapshot_files)
 {
@@ -468,6 +537,7 @@ static Suite *suite(void)
     Suite *s = suite_create("cli_migrate");
     const tu_case cases[] = {
         {"grow_json_and_table", grow_json_and_table},
+        {"wch3_reweight_and_grow", wch3_reweight_and_grow},
         {"removal_snapshot_files", removal_snapshot_files},
         {"metadump_disabled", metadump_disabled},
         {"destination_down_then_resumed", destination_down_then_resumed},
