@@ -484,6 +484,19 @@ const char *cli_server_label(const cli_placement *pl, uint32_t s)
     return pl->names ? pl->names[s] : mcr_ring_server_name(pl->ring, s);
 }
 
+const char *cli_weight_text(mcr_mode m, uint32_t w, char *buf)
+{
+    if (m != MCR_MODE_MCROUTER_WCH3) {
+        snprintf(buf, CLI_WEIGHT_BUF, "%u", (unsigned)w);
+        return buf;
+    }
+    int n = snprintf(buf, CLI_WEIGHT_BUF, "%u.%06u", (unsigned)(w / MCR_WCH3_WEIGHT_ONE),
+                     (unsigned)(w % MCR_WCH3_WEIGHT_ONE));
+    while (n > 0 && buf[n - 1] == '0' && buf[n - 2] != '.') /* "0.5", "1.0" */
+        buf[--n] = '\0';
+    return buf;
+}
+
 static void free_names(char **names, size_t n)
 {
     if (names != NULL)

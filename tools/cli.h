@@ -176,6 +176,12 @@ void cli_placement_free(cli_placement *pl);
 /* The name of ring server s, as locate prints it. */
 const char *cli_server_label(const cli_placement *pl, uint32_t s);
 
+/* A weight as a server list of mode m writes it, into buf (at least
+ * CLI_WEIGHT_BUF bytes): the number, or in mcrouter-wch3 (millionths) the
+ * decimal, "0.5", "1.0", "0.125". Returns buf. */
+#define CLI_WEIGHT_BUF 24
+const char *cli_weight_text(mcr_mode m, uint32_t w, char *buf);
+
 /* Keys, one a line: the line without its newline, every other byte kept. */
 typedef void (*cli_key_fn)(const char *key, size_t len, void *ctx);
 

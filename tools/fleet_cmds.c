@@ -571,15 +571,8 @@ static int members_show(const char *cmd, int argc, char **argv)
         mcr_server_desc d;
         mcr_snapshot_server(snap, i, &d);
         printf(strchr(d.host, ':') ? "[%s]:%d" : "%s:%d", d.host, d.port);
-        if (mcr_ring_mode(ring) == MCR_MODE_MCROUTER_WCH3) { /* millionths, as a decimal */
-            char frac[8];
-            int fl = snprintf(frac, sizeof(frac), "%06u", (unsigned)(d.weight % MCR_WCH3_WEIGHT_ONE));
-            while (fl > 1 && frac[fl - 1] == '0')
-                frac[--fl] = '\0';
-            printf(" weight=%u.%s", (unsigned)(d.weight / MCR_WCH3_WEIGHT_ONE), frac);
-        } else {
-            printf(" weight=%u", (unsigned)d.weight);
-        }
+        char wt[CLI_WEIGHT_BUF];
+        printf(" weight=%s", cli_weight_text(mcr_ring_mode(ring), d.weight, wt));
         if (d.zone != NULL && *d.zone != '\0')
             printf(" zone=%s", d.zone);
         if (!d.id_is_default)

@@ -20,7 +20,7 @@ const char cli_usage_stats[] =
     "'-' for standard input), over its servers. Sections begin with a line\n"
     "[NAME], the only lines without a TAB. [servers]: one line per server, in\n"
     "server order:\n"
-    "  SERVER<TAB>WEIGHT<TAB>POINTS<TAB>RING_SHARE<TAB>EXPECTED\n"
+    "  SERVER<TAB>WEIGHT<TAB>POINTS<TAB>RING_SHARE<TAB>EXPECTED\n"    "(WEIGHT as the list writes it: a decimal in mcrouter-wch3)\n"
     "and with --keys <TAB>KEYS<TAB>KEY_SHARE at the end.\n"
     "RING_SHARE is the fraction of the 2^32 hash values that the server owns (a\n"
     "point owns the values above the previous point up to its own, the first point\n"
@@ -371,9 +371,10 @@ static void print_text(const stats *st, const balance *rb, const balance *kb, in
     int have = st->total_keys > 0;
     puts("[servers]");
     for (size_t i = 0; i < st->n; i++) {
-        printf("%s\t%u\t%zu\t%.12f\t%.12f", cli_server_label(st->pl, (uint32_t)i),
-               (unsigned)mcr_ring_server_weight(r, i), st->points[i], st->ring_share[i],
-               st->expected[i]);
+        char wt[CLI_WEIGHT_BUF];
+        printf("%s\t%s\t%zu\t%.12f\t%.12f", cli_server_label(st->pl, (uint32_t)i),
+               cli_weight_text(mcr_ring_mode(r), (uint32_t)mcr_ring_server_weight(r, i), wt),
+               st->points[i], st->ring_share[i], st->expected[i]);
         if (with_keys) {
             printf("\t%zu\t", st->keys[i]);
             put_fraction(st->key_share[i], have, 0);
@@ -414,9 +415,10 @@ static void print_json(const stats *st, const balance *rb, const balance *kb, in
         const char *label = cli_server_label(st->pl, (uint32_t)i);
         fputs(i ? ",\n  {\"server\": " : "\n  {\"server\": ", stdout);
         cli_json_string(stdout, label, strlen(label));
-        printf(", \"weight\": %u, \"points\": %zu, \"ring_share\": %.12f, \"expected_share\": %.12f",
-               (unsigned)mcr_ring_server_weight(r, i), st->points[i], st->ring_share[i],
-               st->expected[i]);
+        char wt[CLI_WEIGHT_BUF];
+        printf(", \"weight\": %s, \"points\": %zu, \"ring_share\": %.12f, \"expected_share\": %.12f",
+               cli_weight_text(mcr_ring_mode(r), (uint32_t)mcr_ring_server_weight(r, i), wt),
+               st->points[i], st->ring_share[i], st->expected[i]);
         if (with_keys) {
             printf(", \"keys\": %zu, \"key_share\": ", st->keys[i]);
             put_fraction(st->key_share[i], have, 1);
