@@ -936,6 +936,88 @@ START_TEST(random_balance)
 }
 END_TEST
 
+/* The snapshots random_snapshots and envoy_random_snapshots check, of a
+ * config of n servers in mode `mode`: s[0] made from it, s[1] read back
+ * from s[0]'s text, s[2] = s[0] with a random server DOWN, whose index is
+ * returned. */
+static size_t snapshot_trio(const mcr_config *cfg, mcr_mode mode, size_t n, tu_rng *rng,
+                            mcr_snapshot *s[3])
+{
+    mcr_error err;
+    char *text;
+    size_t tlen;
+    ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s[0], &err), MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_text(s[0], &text, &tlen, &err), MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_parse(text, tlen, NULL, NULL, 0, &s[1], &err), MCR_OK);
+    ck_assert_int_eq(mcr_ring_mode(mcr_snapshot_ring(s[1])), mode);
+    ck_assert_ptr_nonnull(strstr(text, mcr_mode_name(mode)));
+    free(text);
+    size_t down = tu_below(rng, (uint32_t)n);
+    mcr_server_desc d;
+    ck_assert_int_eq(mcr_snapshot_server(s[0], down, &d), MCR_OK);
+    mcr_changes *ch = mcr_changes_new();
+    ck_assert_int_eq(mcr_changes_set_state(ch, d.id, MCR_STATE_DOWN, &err), MCR_OK);
+    ck_assert_int_eq(mcr_snapshot_apply(s[0], ch, &s[2], &err), MCR_OK);
+    mcr_changes_free(ch);
+    return down;
+}
+
+/* The server the proxy picks for a key with the list without the server
+ * set DOWN (an index in that shorter list). */
+typedef uint32_t (*without_fn)(const void *ctx, const unsigned char *key, size_t len);
+
+/* 2,000 random keys through the trio: s[0] and s[1] place each as cfg's
+ * ring; s[2] as `without` does among the others; the diff of s[0] and s[2]
+ * names the keys that move, and its share of them is within `tol` of
+ * theirs. Frees the trio. */
+static void check_trio(const char *client, const mcr_config *cfg, mcr_snapshot *s[3],
+                       size_t n, size_t down, without_fn without, const void *ctx, tu_rng *rng,
+                       double tol)
+{
+    mcr_error err;
+    mcr_diff *diff = NULL;
+    ck_assert_int_eq(mcr_diff_new(s[0], s[2], &diff, &err), MCR_OK);
+    mcr_ring *ring = ring_of(cfg);
+    unsigned char key[KEY_MAX + 1];
+    unsigned moved = 0, total = 2000;
+    for (unsigned k = 0; k < total; k++) {
+        size_t len = random_key(rng, key);
+        uint32_t x = mcr_ring_locate(ring, key, len);
+        ck_assert_uint_eq(mcr_snapshot_locate(s[0], key, len), x);
+        ck_assert_uint_eq(mcr_snapshot_locate(s[1], key, len), x);
+        uint32_t y = without(ctx, key, len);
+        uint32_t z = mcr_snapshot_locate(s[2], key, len);
+        ck_assert_uint_eq(z, y < down ? y : y + 1); /* ring index -> listed index */
+        moved += z != x;
+        ck_assert_int_eq(mcr_diff_key_moved(diff, key, len), z != x);
+    }
+    double share = (double)moved / total;
+    ck_assert_msg(fabs(share - mcr_diff_moved(diff)) < tol,
+                  "%s, %zu servers, %zu down: %f of keys moved, the diff says %f", client, n,
+                  down, share, mcr_diff_moved(diff));
+    mcr_diff_free(diff);
+    mcr_ring_free(ring);
+    for (int i = 0; i < 3; i++)
+        mcr_snapshot_unref(s[i]);
+}
+
+/* A proxy computing directly, for its list less one server. */
+typedef struct direct_less {
+    mcr_mode mode;
+    uint32_t n;
+} direct_less;
+
+static uint32_t direct_without(const void *ctx, const unsigned char *key, size_t len)
+{
+    const direct_less *d = ctx;
+    return direct(d->mode, key, len, d->n);
+}
+
+static uint32_t ring_without(const void *ctx, const unsigned char *key, size_t len)
+{
+    return mcr_ring_locate(ctx, key, len);
+}
+
 /* A snapshot places as the ring; saved and parsed back it places the same
  * and keeps its mode; a server set DOWN places as the proxy with the list
  * of active servers; a diff of the two counts what moved. */
@@ -944,57 +1026,17 @@ START_TEST(random_snapshots)
     const proxy *p = &proxies[_i % NPROXIES];
     tu_rng rng;
     tu_rng_init(&rng, 4200 + (uint64_t)_i);
-    mcr_error err;
     int rounds = tu_cases(8);
 
     for (int round = 0; round < rounds; round++) {
         size_t n = 2 + tu_below(&rng, round < 4 ? 20 : 999);
         mcr_config *cfg = proxy_config(p->client, 0, n);
-        mcr_snapshot *s1, *s2, *s3;
-        ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s1, &err), MCR_OK);
-        char *text;
-        size_t tlen;
-        ck_assert_int_eq(mcr_snapshot_text(s1, &text, &tlen, &err), MCR_OK);
-        ck_assert_int_eq(mcr_snapshot_parse(text, tlen, NULL, NULL, 0, &s2, &err), MCR_OK);
-        ck_assert_int_eq(mcr_ring_mode(mcr_snapshot_ring(s2)), p->mode);
-        ck_assert_ptr_nonnull(strstr(text, mcr_mode_name(p->mode)));
-        free(text);
-
+        mcr_snapshot *s[3];
         /* server `down` DOWN: the proxy given the list without it */
-        size_t down = tu_below(&rng, (uint32_t)n);
-        mcr_server_desc d;
-        ck_assert_int_eq(mcr_snapshot_server(s1, down, &d), MCR_OK);
-        mcr_changes *ch = mcr_changes_new();
-        ck_assert_int_eq(mcr_changes_set_state(ch, d.id, MCR_STATE_DOWN, &err), MCR_OK);
-        ck_assert_int_eq(mcr_snapshot_apply(s1, ch, &s3, &err), MCR_OK);
-        mcr_changes_free(ch);
-        mcr_diff *diff;
-        ck_assert_int_eq(mcr_diff_new(s1, s3, &diff, &err), MCR_OK);
-
-        mcr_ring *ring = ring_of(cfg);
-        unsigned char key[KEY_MAX + 1];
-        unsigned moved = 0, total = 2000;
-        for (unsigned k = 0; k < total; k++) {
-            size_t len = random_key(&rng, key);
-            uint32_t x = mcr_ring_locate(ring, key, len);
-            ck_assert_uint_eq(mcr_snapshot_locate(s1, key, len), x);
-            ck_assert_uint_eq(mcr_snapshot_locate(s2, key, len), x);
-            uint32_t y = direct(p->mode, key, len, (uint32_t)n - 1);
-            uint32_t z = mcr_snapshot_locate(s3, key, len);
-            ck_assert_uint_eq(z, y < down ? y : y + 1); /* ring index -> listed index */
-            moved += z != x;
-            ck_assert_int_eq(mcr_diff_key_moved(diff, key, len), z != x);
-        }
+        size_t down = snapshot_trio(cfg, p->mode, n, &rng, s);
+        direct_less dl = {p->mode, (uint32_t)n - 1};
         /* the diff's model share against the keys' (2,000 keys) */
-        double share = (double)moved / total;
-        ck_assert_msg(__builtin_fabs(share - mcr_diff_moved(diff)) < 0.08,
-                      "%s, %zu servers, %zu down: %f of keys moved, the diff says %f", p->client,
-                      n, down, share, mcr_diff_moved(diff));
-        mcr_diff_free(diff);
-        mcr_ring_free(ring);
-        mcr_snapshot_unref(s1);
-        mcr_snapshot_unref(s2);
-        mcr_snapshot_unref(s3);
+        check_trio(p->client, cfg, s, n, down, direct_without, &dl, &rng, 0.08);
         mcr_config_free(cfg);
     }
 }
@@ -1297,62 +1339,22 @@ START_TEST(envoy_random_snapshots)
     for (int round = 0; round < rounds; round++) {
         size_t n = 2 + tu_below(&rng, round < 3 ? 20 : 999);
         mcr_config *cfg = envoy_config(p->client, 0, n, &rng, round % 2 ? 100 : 1);
-        mcr_snapshot *s1, *s2, *s3;
-        ck_assert_int_eq(mcr_snapshot_new(cfg, 1, &s1, &err), MCR_OK);
-        char *text;
-        size_t tlen;
-        ck_assert_int_eq(mcr_snapshot_text(s1, &text, &tlen, &err), MCR_OK);
-        ck_assert_int_eq(mcr_snapshot_parse(text, tlen, NULL, NULL, 0, &s2, &err), MCR_OK);
-        ck_assert_int_eq(mcr_ring_mode(mcr_snapshot_ring(s2)), p->mode);
-        ck_assert_ptr_nonnull(strstr(text, mcr_mode_name(p->mode)));
-        free(text);
-
-        size_t down = tu_below(&rng, (uint32_t)n);
-        mcr_server_desc d;
-        ck_assert_int_eq(mcr_snapshot_server(s1, down, &d), MCR_OK);
-        mcr_changes *ch = mcr_changes_new();
-        ck_assert_int_eq(mcr_changes_set_state(ch, d.id, MCR_STATE_DOWN, &err), MCR_OK);
-        ck_assert_int_eq(mcr_snapshot_apply(s1, ch, &s3, &err), MCR_OK);
-        mcr_changes_free(ch);
+        mcr_snapshot *s[3];
+        size_t down = snapshot_trio(cfg, p->mode, n, &rng, s);
         /* Envoy given the list without the server */
         mcr_config *less = mcr_config_new();
         ck_assert_int_eq(mcr_config_set_client(less, p->client, &err), MCR_OK);
         for (size_t i = 0; i < n; i++) {
             mcr_server_desc x;
-            ck_assert_int_eq(mcr_snapshot_server(s1, i, &x), MCR_OK);
+            ck_assert_int_eq(mcr_snapshot_server(s[0], i, &x), MCR_OK);
             if (i != down)
                 ck_assert_int_eq(mcr_config_add_server(less, x.host, x.port, x.weight, &err),
                                  MCR_OK);
         }
         mcr_ring *rless = ring_of(less);
-        mcr_diff *diff = NULL;
-        ck_assert_int_eq(mcr_diff_new(s1, s3, &diff, &err), MCR_OK);
-
-        mcr_ring *ring = ring_of(cfg);
-        unsigned char key[KEY_MAX + 1];
-        unsigned moved = 0, total = 2000;
-        for (unsigned k = 0; k < total; k++) {
-            size_t len = random_key(&rng, key);
-            uint32_t x = mcr_ring_locate(ring, key, len);
-            ck_assert_uint_eq(mcr_snapshot_locate(s1, key, len), x);
-            ck_assert_uint_eq(mcr_snapshot_locate(s2, key, len), x);
-            uint32_t y = mcr_ring_locate(rless, key, len);
-            uint32_t z = mcr_snapshot_locate(s3, key, len);
-            ck_assert_uint_eq(z, y < down ? y : y + 1);
-            moved += z != x;
-            ck_assert_int_eq(mcr_diff_key_moved(diff, key, len), z != x);
-        }
-        double share = (double)moved / total;
-        ck_assert_msg(fabs(share - mcr_diff_moved(diff)) < 0.05,
-                      "%s, %zu servers, %zu down: %f of keys moved, the diff says %f",
-                      p->client, n, down, share, mcr_diff_moved(diff));
-        mcr_diff_free(diff);
-        mcr_ring_free(ring);
+        check_trio(p->client, cfg, s, n, down, ring_without, rless, &rng, 0.05);
         mcr_ring_free(rless);
         mcr_config_free(less);
-        mcr_snapshot_unref(s1);
-        mcr_snapshot_unref(s2);
-        mcr_snapshot_unref(s3);
         mcr_config_free(cfg);
     }
 }
