@@ -690,6 +690,32 @@ static void report_memory(const char *name, const mcr_config *cfg, size_t nserve
     mcr_ring_free(ring);
 }
 
+/* mcroute alone: big_lookup_reps repetitions of side s, every one's
+ * checksum `sum`; an INFO line of the median ns a lookup (with --verbose,
+ * the fastest and slowest). */
+static void time_lookups(const char *name, side *s, uint64_t sum, int servers)
+{
+    double *t = bench_xmalloc(opt.big_lookup_reps * sizeof(*t));
+    bool ok = true;
+    for (unsigned i = 0; i < opt.big_lookup_reps && ok; i++) {
+        uint64_t c = s->rep(s, &t[i]);
+        g_sink += c;
+        if (c != sum) {
+            fail(name, "%s", "checksum differs between repetitions");
+            ok = false;
+        }
+    }
+    if (ok) {
+        printf("INFO %s mcroute_ns=%.2f servers=%d\n", name,
+               bench_median(t, opt.big_lookup_reps), servers);
+        if (opt.verbose)
+            printf("INFO %s reps=%u mcroute_min=%.2f mcroute_max=%.2f\n", name,
+                   opt.big_lookup_reps, t[0], t[opt.big_lookup_reps - 1]);
+    }
+    fflush(stdout);
+    free(t);
+}
+
 /* One lookup at 10,000 servers (`big`, whose keys sum to big_sum) against
  * one at 100 of the same placement, repetitions interleaved: the ratio of
  * the medians, big over small. */
@@ -781,25 +807,7 @@ static void case_big(const char *tag, const placement *pl, const server *sv, con
             if (!(many ? sel_many : sel_lookup))
                 continue;
             side s = {.rep = many ? rep_mcr_many : rep_mcr, .ks = ks, .ring = ring};
-            double *t = bench_xmalloc(opt.big_lookup_reps * sizeof(*t));
-            bool ok = true;
-            for (unsigned i = 0; i < opt.big_lookup_reps && ok; i++) {
-                uint64_t c = s.rep(&s, &t[i]);
-                g_sink += c;
-                if (c != sum) {
-                    fail(name, "%s", "checksum differs between repetitions");
-                    ok = false;
-                }
-            }
-            if (ok) {
-                printf("INFO %s mcroute_ns=%.2f servers=%d\n", name, bench_median(t, opt.big_lookup_reps),
-                       BIG_SERVERS);
-                if (opt.verbose)
-                    printf("INFO %s reps=%u mcroute_min=%.2f mcroute_max=%.2f\n", name,
-                           opt.big_lookup_reps, t[0], t[opt.big_lookup_reps - 1]);
-            }
-            fflush(stdout);
-            free(t);
+            time_lookups(name, &s, sum, BIG_SERVERS);
         }
         if (sel_vs)
             case_big_vs_small(vs_name, pl, sv, ks, ring, sum, goal_id);
@@ -846,21 +854,7 @@ static void case_proxy(const char *client, const server *sv, const keyset *ks)
         return;
     }
     side s = {.rep = rep_mcr, .ks = ks, .ring = ring};
-    double *t = bench_xmalloc(opt.big_lookup_reps * sizeof(*t));
-    bool ok = true;
-    for (unsigned i = 0; i < opt.big_lookup_reps && ok; i++) {
-        uint64_t c = s.rep(&s, &t[i]);
-        g_sink += c;
-        if (c != sum) {
-            fail(name, "%s", "checksum differs between repetitions");
-            ok = false;
-        }
-    }
-    if (ok)
-        printf("INFO %s mcroute_ns=%.2f servers=%d\n", name, bench_median(t, opt.big_lookup_reps),
-               REF_SERVERS);
-    fflush(stdout);
-    free(t);
+    time_lookups(name, &s, sum, REF_SERVERS);
     mcr_ring_free(ring);
 }
 

@@ -431,10 +431,12 @@ typedef enum mcr_mode {
  * above). */
 #define MCR_STABLE_WEIGHT_MAX 1000u
 
-/* "mcrouter-wch3": the weight that is 1.0 (weights are millionths), and
- * the weight of a server listed without one (0.5). */
+/* "mcrouter-wch3": the weight that is 1.0 (weights are millionths), the
+ * weight of a server listed without one (0.5), and the tries of a key
+ * (mcrouter's kNumTries). */
 #define MCR_WCH3_WEIGHT_ONE 1000000u
 #define MCR_WCH3_WEIGHT_DEFAULT 500000u
+#define MCR_WCH3_TRIES 32
 
 /* "maglev": the largest table size (a prime just below 2^26). */
 #define MCR_MAGLEV_SIZE_MAX 67108859u

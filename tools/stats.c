@@ -130,8 +130,6 @@ static void ring_counts(const mcr_ring *r, uint64_t *count, size_t *points)
 }
 
 
-/* WeightedCh3HashFunc's tries (mcrouter-wch3). */
-#define WCH3_TRIES 32
 
 /* The modes whose key itself places it, not a 32-bit key hash: each
  * server's share of the keys, the placement's own where it has one (the
@@ -158,9 +156,9 @@ static int key_placed_shares(const mcr_ring *r, double *share, size_t *points, s
         double a = 0, geo = 0;
         for (size_t i = 0; i < n; i++)
             a += mcr_ring_server_weight(r, i) / (double)MCR_WCH3_WEIGHT_ONE / (double)n;
-        for (int t = 0; t < WCH3_TRIES; t++)
+        for (int t = 0; t < MCR_WCH3_TRIES; t++)
             geo += pow(1.0 - a, t);
-        double q = pow(1.0 - a, WCH3_TRIES - 1); /* 32 refusals: the last try's */
+        double q = pow(1.0 - a, MCR_WCH3_TRIES - 1); /* 32 refusals: the last try's */
         for (size_t i = 0; i < n; i++) {
             double w = mcr_ring_server_weight(r, i) / (double)MCR_WCH3_WEIGHT_ONE;
             share[i] = (w * geo + (1.0 - w) * q) / (double)n;

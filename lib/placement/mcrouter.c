@@ -149,8 +149,7 @@ uint32_t mcr__furc(const void *key, size_t len, uint32_t m)
 
 /* ---- WeightedCh3 ---- */
 
-/* WeightedCh3HashFunc's tries and the seed of its acceptance hash. */
-#define WCH3_TRIES 32
+/* The seed of WeightedCh3HashFunc's acceptance hash. */
 #define WCH3_SEED 0xface2014u
 
 uint32_t mcr__wch3_accept(uint32_t millionths)
@@ -168,7 +167,7 @@ uint32_t mcr__wch3(const void *key, size_t len, const uint32_t *accept, uint32_t
     size_t slen = 0;
     uint32_t index = 0;
 
-    for (uint32_t t = 0; t < WCH3_TRIES; t++) {
+    for (uint32_t t = 0; t < MCR_WCH3_TRIES; t++) {
         index = furc_parts(key, len, salt, slen, n);
         uint64_t h1 = WCH3_SEED, h2 = WCH3_SEED;
         mcr__spooky128_parts(key, len, salt, slen, &h1, &h2);

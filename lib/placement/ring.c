@@ -411,6 +411,12 @@ const uint32_t *mcr__ring_table(const mcr_ring *r, size_t *n)
     return r->table;
 }
 
+uint32_t mcr__find_no_server(const mcr_ring *r, uint32_t hash)
+{
+    (void)r, (void)hash;
+    return MCR_NO_SERVER;
+}
+
 size_t mcr_ring_wide_point_count(const mcr_ring *r)
 {
     return r == NULL ? 0 : r->nwide;

@@ -91,6 +91,10 @@ struct mcr_ring {
                              values below which a try is accepted */
 };
 
+/* The find of the families whose key itself places it, not a 32-bit hash
+ * (the proxies' modes: .locate): MCR_NO_SERVER, whatever the hash. */
+uint32_t mcr__find_no_server(const mcr_ring *r, uint32_t hash);
+
 /* What a family of modes does; one const table per family. ring.c calls
  * these after the parts every ring has (servers, key rules) are set. */
 struct mcr__family {

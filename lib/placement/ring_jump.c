@@ -166,13 +166,6 @@ static int keyjump_build(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
     return keyjump_adopt(r, NULL, cfg->servers, NULL, 0, NULL, 0, err);
 }
 
-/* A hash places no key: the key does (keyjump_locate). */
-static uint32_t keyjump_find(const mcr_ring *r, uint32_t hash)
-{
-    (void)r, (void)hash;
-    return MCR_NO_SERVER;
-}
-
 static uint32_t keyjump_locate(const mcr_ring *r, const void *key, size_t len)
 {
     if (r->mode == MCR_MODE_MEMCACHED_PROXY_JUMP) /* proxy_jump_hash.c, seed 0 */
@@ -215,7 +208,7 @@ const mcr__family mcr__family_keyjump = {
     .name = "keyjump",
     .build = keyjump_build,
     .adopt = keyjump_adopt,
-    .find = keyjump_find,
+    .find = mcr__find_no_server, /* the key places it (.locate) */
     .locate = keyjump_locate,
     .walk_init = keyjump_walk_init,
     .walk_step = keyjump_walk_step,

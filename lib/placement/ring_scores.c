@@ -76,13 +76,6 @@ static int pymemcache_adopt(mcr_ring *r, const mcr__params *p, const mcr__server
     return pymemcache_check(r, err);
 }
 
-/* A hash places no key: the key does (pymemcache_locate). */
-static uint32_t pymemcache_find(const mcr_ring *r, uint32_t hash)
-{
-    (void)r, (void)hash;
-    return MCR_NO_SERVER;
-}
-
 /* pymemcache's RendezvousHash.get_node: the highest score, of equal scores
  * the larger node name. */
 static uint32_t pymemcache_locate(const mcr_ring *r, const void *key, size_t len)
@@ -204,7 +197,7 @@ const mcr__family mcr__family_pymemcache = {
     .name = "pymemcache",
     .build = pymemcache_build,
     .adopt = pymemcache_adopt,
-    .find = pymemcache_find,
+    .find = mcr__find_no_server, /* the key places it (.locate) */
     .locate = pymemcache_locate,
     .walk_init = scores_walk_init,
     .walk_step = scores_walk_step,

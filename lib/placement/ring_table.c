@@ -234,13 +234,6 @@ static int envoy_maglev_build(mcr_ring *r, const mcr_config *cfg, mcr_error *err
     return envoy_maglev_adopt(r, NULL, cfg->servers, NULL, 0, NULL, 0, err);
 }
 
-/* A 32-bit hash places no key: the key's XXH64 does. */
-static uint32_t envoy_maglev_find(const mcr_ring *r, uint32_t hash)
-{
-    (void)r, (void)hash;
-    return MCR_NO_SERVER;
-}
-
 static uint32_t envoy_maglev_locate(const mcr_ring *r, const void *key, size_t len)
 {
     return r->table[XXH64(key, len, 0) % MCR__ENVOY_MAGLEV_SIZE];
@@ -359,7 +352,7 @@ const mcr__family mcr__family_envoy_maglev = {
     .name = "envoy-maglev",
     .build = envoy_maglev_build,
     .adopt = envoy_maglev_adopt,
-    .find = envoy_maglev_find,
+    .find = mcr__find_no_server, /* the key places it (.locate) */
     .locate = envoy_maglev_locate,
     .walk_init = envoy_maglev_walk_init,
     .walk_step = maglev_walk_step,

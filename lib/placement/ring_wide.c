@@ -163,13 +163,6 @@ static int wide_build(mcr_ring *r, const mcr_config *cfg, mcr_error *err)
     return wide_adopt(r, NULL, cfg->servers, NULL, 0, NULL, 0, err);
 }
 
-/* A 32-bit hash places no key: the key's XXH64 does. */
-static uint32_t wide_find(const mcr_ring *r, uint32_t hash)
-{
-    (void)r, (void)hash;
-    return MCR_NO_SERVER;
-}
-
 static uint32_t wide_locate(const mcr_ring *r, const void *key, size_t len)
 {
     return r->wide_server[mcr__envoy_ring_find(r->wide, r->nwide, XXH64(key, len, 0))];
@@ -208,7 +201,7 @@ const mcr__family mcr__family_envoy_ring = {
     .name = "envoy-ring-hash",
     .build = wide_build,
     .adopt = wide_adopt,
-    .find = wide_find,
+    .find = mcr__find_no_server, /* the key places it (.locate) */
     .locate = wide_locate,
     .walk_init = wide_walk_init,
     .walk_step = wide_walk_step,

@@ -99,6 +99,13 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
+/* The (from, to) pair of a slot's key. */
+static inline void pair_split(uint64_t key, uint32_t *x, uint32_t *y)
+{
+    *x = (uint32_t)((key - 1) >> 32);
+    *y = (uint32_t)((key - 1) & UINT32_MAX);
+}
+
 static int pair_add(pair_map *m, uint32_t from, uint32_t to, double count)
 {
     if (2 * (m->used + 1) > m->cap) {
@@ -581,28 +588,25 @@ static int diff_slots(const side *a, const side *b, pair_map *pm)
  *
  * (The lookup's last resort after 64 holes in a row is left out: it
  * weighs less than 2^-64 once holes are under half the buckets.) */
-static int diff_jump(const side *a, const side *b, pair_map *pm, mcr_error *err)
+/* One try of the jump model: into *joint, the probability of each pair
+ * (x, y) of ring servers of sides a and b, H (nring) standing for a hole.
+ * MCR_OK, MCR_ERR_NOMEM, or MCR_ERR_UNSUPPORTED (too many pairs, in *err). */
+static int jump_try_joint(const side *a, const side *b, pair_map *joint, mcr_error *err)
 {
     const side *sm = a->ntable <= b->ntable ? a : b, *lg = sm == a ? b : a;
     double bs = (double)sm->ntable, bl = (double)lg->ntable;
-    uint32_t ha = a->nring, hb = b->nring; /* H on each side */
-    double *pa = calloc((size_t)ha + 1, sizeof(*pa)), *pb = calloc((size_t)hb + 1, sizeof(*pb));
+    uint32_t ha = a->nring, hb = b->nring;
     double *cs = calloc((size_t)sm->nring + 1, sizeof(*cs));
     double *cl = calloc((size_t)lg->nring + 1, sizeof(*cl));
-    pair_map joint = {NULL, 0, 0};
     int rc = MCR_OK;
 
-    if (pa == NULL || pb == NULL || cs == NULL || cl == NULL)
+    if (cs == NULL || cl == NULL)
         goto nomem;
-    for (size_t j = 0; j < a->ntable; j++)
-        pa[a->table[j] == MCR__HOLE ? ha : a->table[j]] += 1.0 / (double)a->ntable;
-    for (size_t j = 0; j < b->ntable; j++)
-        pb[b->table[j] == MCR__HOLE ? hb : b->table[j]] += 1.0 / (double)b->ntable;
-    /* One try: the shared buckets, then the product part. */
+    /* the shared buckets, then the product part */
     for (size_t j = 0; j < sm->ntable; j++) {
         uint32_t x = a->table[j] == MCR__HOLE ? ha : a->table[j];
         uint32_t y = b->table[j] == MCR__HOLE ? hb : b->table[j];
-        if (pair_add(&joint, x, y, 1.0 / bl) != MCR_OK)
+        if (pair_add(joint, x, y, 1.0 / bl) != MCR_OK)
             goto nomem;
         cs[sm->table[j] == MCR__HOLE ? sm->nring : sm->table[j]] += 1.0;
     }
@@ -613,8 +617,12 @@ static int diff_jump(const side *a, const side *b, pair_map *pm, mcr_error *err)
         ns += cs[x] > 0;
     for (uint32_t y = 0; y <= lg->nring; y++)
         nl += cl[y] > 0;
-    if (ns * nl > MODEL_PAIRS_MAX)
-        goto too_many;
+    if (ns * nl > MODEL_PAIRS_MAX) {
+        rc = mcr__error(err, MCR_ERR_UNSUPPORTED,
+                        "jump diff: too many pairs of servers to weigh (more than %llu)",
+                        (unsigned long long)MODEL_PAIRS_MAX);
+        goto out;
+    }
     for (uint32_t x = 0; x <= sm->nring && nl > 0; x++) {
         if (cs[x] == 0)
             continue;
@@ -622,10 +630,37 @@ static int diff_jump(const side *a, const side *b, pair_map *pm, mcr_error *err)
             if (cl[y] == 0)
                 continue;
             double w = cs[x] * cl[y] / (bs * bl);
-            if ((sm == a ? pair_add(&joint, x, y, w) : pair_add(&joint, y, x, w)) != MCR_OK)
+            if ((sm == a ? pair_add(joint, x, y, w) : pair_add(joint, y, x, w)) != MCR_OK)
                 goto nomem;
         }
     }
+    goto out;
+nomem:
+    rc = MCR_ERR_NOMEM;
+out:
+    free(cs);
+    free(cl);
+    return rc;
+}
+
+static int diff_jump(const side *a, const side *b, pair_map *pm, mcr_error *err)
+{
+    uint32_t ha = a->nring, hb = b->nring; /* H on each side */
+    double *pa = calloc((size_t)ha + 1, sizeof(*pa)), *pb = calloc((size_t)hb + 1, sizeof(*pb));
+    pair_map joint = {NULL, 0, 0};
+    int rc = MCR_OK;
+
+    if (pa == NULL || pb == NULL)
+        goto nomem;
+    for (size_t j = 0; j < a->ntable; j++)
+        pa[a->table[j] == MCR__HOLE ? ha : a->table[j]] += 1.0 / (double)a->ntable;
+    for (size_t j = 0; j < b->ntable; j++)
+        pb[b->table[j] == MCR__HOLE ? hb : b->table[j]] += 1.0 / (double)b->ntable;
+    rc = jump_try_joint(a, b, &joint, err);
+    if (rc == MCR_ERR_NOMEM)
+        goto nomem;
+    if (rc != MCR_OK)
+        goto out;
     /* The final owners: each (a, H) try pairs with every server of side
      * 2, each (H, b) with every server of side 1. */
     double phh = 0;
@@ -638,7 +673,8 @@ static int diff_jump(const side *a, const side *b, pair_map *pm, mcr_error *err)
         uint64_t k = joint.slots[i].key;
         if (k == 0)
             continue;
-        uint32_t x = (uint32_t)((k - 1) >> 32), y = (uint32_t)((k - 1) & UINT32_MAX);
+        uint32_t x, y;
+        pair_split(k, &x, &y);
         if (x == ha && y == hb)
             phh = joint.slots[i].count;
         work += x == ha ? (y == hb ? 0 : s1) : y == hb ? s2 : 1;
@@ -650,7 +686,8 @@ static int diff_jump(const side *a, const side *b, pair_map *pm, mcr_error *err)
         const pair_slot *sl = &joint.slots[i];
         if (sl->key == 0 || sl->count <= 0)
             continue;
-        uint32_t x = (uint32_t)((sl->key - 1) >> 32), y = (uint32_t)((sl->key - 1) & UINT32_MAX);
+        uint32_t x, y;
+        pair_split(sl->key, &x, &y);
         if (x < ha && y < hb) {
             if (a->owner[x] != b->owner[y] && pair_add(pm, x, y, sl->count / stay) != MCR_OK)
                 goto nomem;
@@ -677,37 +714,10 @@ nomem:
 out:
     free(pa);
     free(pb);
-    free(cs);
-    free(cl);
     free(joint.slots);
     return rc;
 }
 
-/* WeightedCh3HashFunc's tries (mcrouter.c). */
-#define WCH3_TRIES 32
-
-/* One furc of both sides, the jump model of diff_jump without holes:
- * try_pairs(na, nb) pairs, pair k being ring index *x on side a and *y on
- * side b, with the probability try_pair returns. */
-static uint64_t try_pairs(uint32_t na, uint32_t nb)
-{
-    uint64_t ns = na < nb ? na : nb, nl = na < nb ? nb : na;
-    return ns + ns * (nl - ns);
-}
-
-static double try_pair(uint32_t na, uint32_t nb, uint64_t k, uint32_t *x, uint32_t *y)
-{
-    uint32_t ns = na < nb ? na : nb, nl = na < nb ? nb : na;
-    if (k < ns) { /* the buckets both sides have */
-        *x = *y = (uint32_t)k;
-        return 1.0 / nl;
-    }
-    k -= ns; /* a bucket only the larger side has, from any of the others */
-    uint32_t i = (uint32_t)(k / (nl - ns)), j = ns + (uint32_t)(k % (nl - ns));
-    *x = na <= nb ? i : j;
-    *y = na <= nb ? j : i;
-    return 1.0 / ((double)ns * nl);
-}
 
 /* What a side ends on when it goes on alone after a try the other side
  * accepted: G(x) = sum over t = 1..T-1 of D^(t-1) F_(T-t)(x), F_k the
@@ -720,8 +730,8 @@ static void wch3_alone(const double *acc, uint32_t n, double dd, double *g)
         rho += acc[x] / n;
     /* F_k(x) = acc/n sum_{s<k} (1-rho)^s + (1-rho)^(k-1) (1-acc)/n */
     double c1 = 0, c2 = 0, dpow = 1;
-    for (int t = 1; t < WCH3_TRIES; t++) {
-        int k = WCH3_TRIES - t;
+    for (int t = 1; t < MCR_WCH3_TRIES; t++) {
+        int k = MCR_WCH3_TRIES - t;
         double geo = 0, q = 1;
         for (int s = 0; s < k; s++, q *= 1.0 - rho)
             geo += q;
@@ -734,7 +744,8 @@ static void wch3_alone(const double *acc, uint32_t n, double dd, double *g)
 }
 
 /* Two "mcrouter-wch3" snapshots, by the model. A try is a furc on both
- * sides (the jump model above: pairs (x, y) with probability J(x, y)) and
+ * sides (jump_try_joint: pairs (x, y) with probability J(x, y), the
+ * servers the buckets, no hole) and
  * one SpookyHash value u, uniform, the same on both sides (the same salted
  * key): side a accepts when u < A_x, side b when u < B_y (the thresholds
  * over 2^32). Tries are independent. While both refuse, both go on with
@@ -754,10 +765,11 @@ static int diff_wch3(const side *a, const side *b, pair_map *pm, mcr_error *err)
     double *al = malloc((size_t)na * sizeof(*al)), *be = malloc((size_t)nb * sizeof(*be));
     double *arx = calloc(na, sizeof(*arx)), *ray = calloc(nb, sizeof(*ray));
     double *ga = calloc(na, sizeof(*ga)), *gb = calloc(nb, sizeof(*gb));
+    pair_map joint = {NULL, 0, 0};
     double dd = 0;
     int rc = MCR_OK;
 
-    if (ta == NULL || tb == NULL) {
+    if (ta == NULL || tb == NULL || a->ntable != na || b->ntable != nb) {
         rc = mcr__error(err, MCR_ERR_INVALID, "internal error: a WeightedCh3 ring without weights");
         goto out;
     }
@@ -773,23 +785,35 @@ static int diff_wch3(const side *a, const side *b, pair_map *pm, mcr_error *err)
         al[x] = ta[x] / HASH_SPACE;
     for (uint32_t y = 0; y < nb; y++)
         be[y] = tb[y] / HASH_SPACE;
-    uint64_t npairs = try_pairs(na, nb);
-    for (uint64_t k = 0; k < npairs; k++) {
+    rc = jump_try_joint(a, b, &joint, err); /* the tables: every server a bucket */
+    if (rc == MCR_ERR_NOMEM)
+        goto nomem;
+    if (rc != MCR_OK)
+        goto out;
+    for (size_t i = 0; i < joint.cap; i++) {
+        uint64_t k = joint.slots[i].key;
+        if (k == 0)
+            continue;
         uint32_t x, y;
-        double p = try_pair(na, nb, k, &x, &y);
+        pair_split(k, &x, &y);
+        double p = joint.slots[i].count;
         double hi = al[x] > be[y] ? al[x] : be[y];
         dd += p * (1.0 - hi);
         arx[x] += p * (al[x] > be[y] ? al[x] - be[y] : 0);
         ray[y] += p * (be[y] > al[x] ? be[y] - al[x] : 0);
     }
-    double sum = 0, last = pow(dd, WCH3_TRIES - 1), dpow = 1;
-    for (int t = 0; t < WCH3_TRIES; t++, dpow *= dd)
+    double sum = 0, last = pow(dd, MCR_WCH3_TRIES - 1), dpow = 1;
+    for (int t = 0; t < MCR_WCH3_TRIES; t++, dpow *= dd)
         sum += dpow;
     wch3_alone(al, na, dd, ga);
     wch3_alone(be, nb, dd, gb);
-    for (uint64_t k = 0; k < npairs; k++) {
+    for (size_t i = 0; i < joint.cap; i++) {
+        uint64_t k = joint.slots[i].key;
+        if (k == 0)
+            continue;
         uint32_t x, y;
-        double p = try_pair(na, nb, k, &x, &y);
+        pair_split(k, &x, &y);
+        double p = joint.slots[i].count;
         double lo = al[x] < be[y] ? al[x] : be[y];
         /* both accept on the same try; or the last try decides either side
          * or neither (AR + RA + RR = 1 - min) */
@@ -814,6 +838,7 @@ out:
     free(ray);
     free(ga);
     free(gb);
+    free(joint.slots);
     return rc;
 }
 
