@@ -450,6 +450,17 @@ MCR_EXTERN size_t mcr_pool_pending(const mcr_pool *pool);
  * Not thread-safe (the loop's thread). */
 MCR_EXTERN int mcr_pool_wait(mcr_pool *pool);
 
+/* mcr_pool_run_once: one step of mcr_pool_wait(): what is submitted is
+ * sent, then, if a request is pending, one pass of the event loop runs
+ * (EVLOOP_ONCE: it blocks until an event is ready and runs the callbacks
+ * of those ready), so that the caller can work on the results that came
+ * (a binding turning them into its own objects, say) while the other
+ * requests are on their way. Returns at once when nothing is pending.
+ * Loop on it while mcr_pool_pending() is not 0 to wait for all. MCR_OK,
+ * or MCR_ERR_INVALID as mcr_pool_wait(). Not thread-safe (the loop's
+ * thread). */
+MCR_EXTERN int mcr_pool_run_once(mcr_pool *pool);
+
 /* mcr_pool_set_own_loop: `own` 1 declares that nothing but mcr_pool_wait()
  * and mcr_pool_exec() runs the loop of the pool's event_base (the base of
  * a synchronous client, made for the pool alone): they then skip their

@@ -929,6 +929,7 @@ typedef struct chain {
     int depth, max;
     rec recs[64];
     int wait_rc;        /* mcr_pool_wait() called from a callback */
+    int once_rc;        /* mcr_pool_run_once() called from a callback */
     int exec_rc;
 } chain;
 
@@ -939,6 +940,7 @@ static void chain_cb(const mcr_result *res, void *arg)
     rec_record(res, r);
     if (c->depth == 0) {
         c->wait_rc = mcr_pool_wait(c->e->pool);
+        c->once_rc = mcr_pool_run_once(c->e->pool);
     }
     if (++c->depth < c->max) {
         mcr_request q = rq(MCR_OP_GET, "chain:key");
@@ -1033,6 +1035,7 @@ START_TEST(test_callback_contract)
     ck_assert_msg(run_until(&e, c_chain_done, c, 5000), "chain stopped at %d", c->depth);
     ck_assert(run_until(&e, c_idle, NULL, 5000));
     ck_assert_int_eq(c->wait_rc, MCR_ERR_INVALID);
+    ck_assert_int_eq(c->once_rc, MCR_ERR_INVALID);
     for (int i = 0; i < c->max; i++) {
         EXPECT_REPLY(&c->recs[i], MCR_OK, MCR_REPLY_MISS);
         rec_clear(&c->recs[i]);
@@ -1051,6 +1054,28 @@ START_TEST(test_callback_contract)
     for (int i = 0; i < 20; i++)
         EXPECT_REPLY(&recs[i], MCR_OK, MCR_REPLY_MISS);
     tally_ok(&e);
+
+    /* mcr_pool_run_once(): a pass at a time, each blocking until an event
+     * (replies, mostly: a pass may also run one of the pool's timers, so
+     * the count of passes is bounded loosely); with nothing pending it
+     * returns at once */
+    for (int i = 0; i < 20; i++) {
+        snprintf(kb, sizeof(kb), "once:%d", i);
+        q = rq(MCR_OP_GET, kb);
+        ck_assert_int_eq(submit(&e, &recs[20 + i], &q), MCR_OK);
+    }
+    int passes = 0;
+    while (mcr_pool_pending(e.pool) > 0) {
+        ck_assert_int_eq(mcr_pool_run_once(e.pool), MCR_OK);
+        ck_assert_int_le(++passes, 200);
+    }
+    ck_assert_int_ge(passes, 1);
+    for (int i = 0; i < 20; i++)
+        EXPECT_REPLY(&recs[20 + i], MCR_OK, MCR_REPLY_MISS);
+    tally_ok(&e);
+    ck_assert_int_eq(mcr_pool_run_once(e.pool), MCR_OK);
+    ck_assert_uint_eq(mcr_pool_pending(e.pool), 0);
+    ck_assert_int_eq(mcr_pool_run_once(NULL), MCR_ERR_INVALID);
 
     /* exec: synchronous, an owned copy */
     mcr_owned_result out;

@@ -508,3 +508,13 @@ int mcr_pool_wait(mcr_pool *p)
         event_base_loop(p->base, EVLOOP_ONCE);
     return MCR_OK;
 }
+
+int mcr_pool_run_once(mcr_pool *p)
+{
+    if (p == NULL || mcr__pool_inside_loop(p))
+        return MCR_ERR_INVALID;
+    mcr__pool_flush_now(p);
+    if (p->pending > 0)
+        event_base_loop(p->base, EVLOOP_ONCE);
+    return MCR_OK;
+}

@@ -14,12 +14,17 @@ typedef struct mget_slot {
     uint64_t cas;
 } mget_slot;
 
-/* A multi-get's results until the GIL is taken back: the values of all
- * keys one after the other in one buffer (a malloc per call, not per key). */
+/* A multi-get's results between two passes of the loop: the keys answered
+ * in the order they came (ready[]), their values one after the other in
+ * one buffer (a malloc per call, not per key), emptied when the keys
+ * answered so far become Python objects. */
 typedef struct mget_call {
     mget_slot *slot;
+    size_t *ready;      /* the keys' indexes, as they were answered */
+    size_t nready;
     char *buf;
     size_t len, cap;
+    bool done;          /* the multi-get's done callback ran */
     int status;
     char message[256];
 } mget_call;
@@ -63,18 +68,45 @@ static void mget_key_cb(const mcr_result *res, void *arg)
     s->flags = res->flags;
     s->cas = res->cas;
     s->hit = true;
+    m->ready[m->nready++] = res->index;
 }
 
 static void mget_done_cb(const mcr_result *res, void *arg)
 {
     (void)res;
-    (void)arg;
+    ((mget_call *)arg)->done = true;
+}
+
+/* The hits answered since the last pass into `out` (the GIL held), and
+ * the buffer emptied for the next pass's values. */
+static int mget_convert(Client *c, mget_call *m, const mcpy_keyset *k, mcr_op op,
+                        PyObject *out)
+{
+    for (size_t j = 0; j < m->nready; j++) {
+        size_t i = m->ready[j];
+        mget_slot *s = &m->slot[i];
+        PyObject *key = PySequence_Fast_GET_ITEM(k->seq, (Py_ssize_t)i);
+        PyObject *v = mcpy_value_object(c, key, m->buf + s->off, s->value_len, s->flags);
+        if (v != NULL && op == MCR_OP_GETS)
+            v = Py_BuildValue("(NK)", v, (unsigned long long)s->cas);
+        if (v == NULL || PyDict_SetItem(out, key, v) != 0) {
+            Py_XDECREF(v);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    m->nready = 0;
+    m->len = 0;
+    return 0;
 }
 
 /* get_many / gets_many: {key: value} of the keys found (as given: str or
  * bytes). A key the rules refuse raises mcpy_IllegalKeyError before anything is
  * sent; a server's error raises for the first key it failed (the others'
- * values are dropped: pymemcache's rule is to raise too). */
+ * values are dropped: pymemcache's rule is to raise too). The values of
+ * one server's reply become Python objects while the other servers' are
+ * still on their way: the loop runs a pass at a time (the GIL released
+ * during each), the objects are made between the passes. */
 static PyObject *many(Client *c, PyObject *keys, mcr_op op)
 {
     if (mcpy_ready(c) != 0)
@@ -89,44 +121,51 @@ static PyObject *many(Client *c, PyObject *keys, mcr_op op)
     }
     mget_call m = {.status = MCR_OK};
     m.slot = calloc((size_t)k.n, sizeof *m.slot);
-    if (m.slot == NULL) {
+    m.ready = malloc((size_t)k.n * sizeof *m.ready);
+    if (m.slot == NULL || m.ready == NULL) {
+        free(m.slot);
+        free(m.ready);
         mcpy_keyset_clear(&k);
         Py_DECREF(out);
         return PyErr_NoMemory();
     }
     mcr_error err = {0};
-    int rc;
+    int rc, converted = 0;
     c->busy = true;
     Py_BEGIN_ALLOW_THREADS
     rc = mcr_pool_get_multi(c->pool, op, (const void *const *)k.p, k.len, (size_t)k.n,
                             mget_key_cb, mget_done_cb, &m, &err);
     if (rc == MCR_OK)
-        rc = mcr_pool_wait(c->pool);
+        rc = mcr_pool_run_once(c->pool);
     Py_END_ALLOW_THREADS
+    while (rc == MCR_OK && !m.done) {
+        /* a failed conversion stops the objects, not the loop: the
+         * requests still refer to m until the done callback */
+        if (converted == 0 && m.status == MCR_OK && mget_convert(c, &m, &k, op, out) != 0)
+            converted = -1;
+        m.nready = 0;
+        m.len = 0;
+        Py_BEGIN_ALLOW_THREADS
+        rc = mcr_pool_run_once(c->pool);
+        Py_END_ALLOW_THREADS
+    }
     c->busy = false;
     if (rc != MCR_OK) {
         mcpy_raise_status(rc, err.message);
+    } else if (converted != 0) {
+        if (m.status != MCR_OK) { /* the server's error, rather than the object's */
+            PyErr_Clear();
+            mcpy_raise_status(m.status, m.message);
+        }
+        rc = -1;
     } else if (m.status != MCR_OK) {
         mcpy_raise_status(m.status, m.message);
-    } else {
-        for (Py_ssize_t i = 0; i < k.n; i++) {
-            mget_slot *s = &m.slot[i];
-            if (!s->hit)
-                continue;
-            PyObject *key = PySequence_Fast_GET_ITEM(k.seq, i);
-            PyObject *v = mcpy_value_object(c, key, m.buf + s->off, s->value_len, s->flags);
-            if (v != NULL && op == MCR_OP_GETS)
-                v = Py_BuildValue("(NK)", v, (unsigned long long)s->cas);
-            if (v == NULL || PyDict_SetItem(out, key, v) != 0) {
-                Py_XDECREF(v);
-                rc = -1;
-                break;
-            }
-            Py_DECREF(v);
-        }
+    } else if (mget_convert(c, &m, &k, op, out) != 0) {
+        rc = -1;
     }
     free(m.buf);
     free(m.slot);
+    free(m.ready);
     mcpy_keyset_clear(&k);
     if (rc != MCR_OK || m.status != MCR_OK) {
         Py_DECREF(out);
