@@ -10,9 +10,15 @@
 #  default_noreply=False): its sets wait for STORED as the others' do; its
 #  default sends them noreply, which is not the same operation), mcroute
 #  (Client(servers=...), the default text protocol), mcroute_meta (the same
-#  with protocol="meta", an extra line without goals) and loop_floor: the
+#  with protocol="meta", an extra line without goals), loop_floor: the
 #  same loops calling a dict's C methods instead of a client (no I/O: what
-#  the interpreter's loop, one call and the check cost alone).
+#  the interpreter's loop, one call and the check cost alone), and
+#  raw_floor: the same rounds made by bench_pool's raw epoll client in C
+#  (pool_floor.c, no library, no interpreter; bench_pyfloor.so, loaded with
+#  ctypes, a whole loop per call) on keys of its own of the same sizes: what
+#  no client can go under on these servers at this moment. Each GOAL line
+#  gives the raw floor's own ratio beside mcroute's: a goal the floor misses
+#  too is out of any client's reach on this host.
 #
 #  Cases, on 10,000 keys of 10 bytes with 100-byte values (each client
 #  stores them all before the timing: the placements differ): `get` and
@@ -69,7 +75,7 @@ MEMCACHED = "/usr/bin/memcached"
 MANY = 100
 VALUE_BYTES = 100
 SEED = 7
-CLIENTS = ["pylibmc", "pymemcache", "mcroute", "mcroute_meta", "loop_floor"]
+CLIENTS = ["pylibmc", "pymemcache", "mcroute", "mcroute_meta", "loop_floor", "raw_floor"]
 CASES = ["set", "get", "set_many100", "get_many100"]
 
 
@@ -92,6 +98,9 @@ def parse_args(argv):
     p.add_argument("--bench-pool", default=None,
                    help="bench_pool, for the C pool's own figures (default: the build "
                         "tree's, beside the package; none: not run)")
+    p.add_argument("--floor", default=None,
+                   help="bench_pyfloor.so, the raw C client timed as raw_floor (default: the "
+                        "build tree's, beside the package; its absence is a failure)")
     p.add_argument("--build-type", default=None, help="the build's CMAKE_BUILD_TYPE")
     p.add_argument("--verbose", action="store_true", help="a line per repetition and case")
     a = p.parse_args(argv)
@@ -185,7 +194,67 @@ def floor_ops():
     return Ops(store.get, store.setdefault, get_many, set_many)
 
 
-def make_clients(ports):
+class RawFloor:
+    """bench_pyfloor.so through ctypes: each call runs a whole loop in C
+    (pool_floor.c checks every reply); its keys are its own, flr0000000 ..,
+    enough for every case (get and set of keys 0..n-1; multi-gets of 100
+    consecutive keys; set_many as sets 100 in flight)."""
+
+    def __init__(self, path, ports, data):
+        if not os.path.exists(path):
+            raise BenchFail("%s is not built: cmake --build BUILD --target bench_pyfloor, or "
+                            "give --floor" % path)
+        lib = ctypes.CDLL(path)
+        c = ctypes
+        lib.pyfloor_new.restype = c.c_void_p
+        lib.pyfloor_new.argtypes = [c.POINTER(c.c_int), c.c_size_t, c.c_size_t, c.c_size_t,
+                                    c.c_char_p, c.c_size_t]
+        for f in (lib.pyfloor_set, lib.pyfloor_get, lib.pyfloor_get_many):
+            f.restype = c.c_uint
+            f.argtypes = [c.c_void_p, c.c_size_t, c.c_uint]
+        lib.pyfloor_error.restype = c.c_char_p
+        lib.pyfloor_error.argtypes = [c.c_void_p]
+        lib.pyfloor_free.argtypes = [c.c_void_p]
+        self.lib = lib
+        self.nkeys = max(len(data.pairs), len(data.batches) * MANY)
+        err = c.create_string_buffer(512)
+        self.h = lib.pyfloor_new((c.c_int * len(ports))(*ports), len(ports), self.nkeys,
+                                 VALUE_BYTES, err, len(err))
+        if not self.h:
+            raise BenchFail("raw_floor: %s" % err.value.decode(errors="replace"))
+
+    def check(self, problems):
+        if problems:
+            raise BenchFail("raw_floor: %d problems, the first: %s" % (
+                problems, self.lib.pyfloor_error(self.h).decode(errors="replace")))
+
+    def store(self):
+        self.check(self.lib.pyfloor_set(self.h, self.nkeys, MANY))
+        self.check(self.lib.pyfloor_get(self.h, self.nkeys, MANY))
+
+    def get(self, n):
+        self.check(self.lib.pyfloor_get(self.h, n, 1))
+        return n
+
+    def set(self, n):
+        self.check(self.lib.pyfloor_set(self.h, n, 1))
+        return n
+
+    def get_many(self, calls):
+        self.check(self.lib.pyfloor_get_many(self.h, calls, MANY))
+        return calls * MANY
+
+    def set_many(self, calls):
+        self.check(self.lib.pyfloor_set(self.h, calls * MANY, MANY))
+        return calls * MANY
+
+    def close(self):
+        if self.h:
+            self.lib.pyfloor_free(self.h)
+            self.h = None
+
+
+def make_clients(ports, floor):
     pylibmc, _, HashClient, mcroute = import_clients()
     servers = ["127.0.0.1:%d" % p for p in ports]
     lmc = pylibmc.Client(servers, binary=False, behaviors={"ketama": True, "tcp_nodelay": True})
@@ -198,6 +267,7 @@ def make_clients(ports):
         "mcroute": Ops(mcr.get, mcr.set, mcr.get_many, mcr.set_many, mcr.close),
         "mcroute_meta": Ops(meta.get, meta.set, meta.get_many, meta.set_many, meta.close),
         "loop_floor": floor_ops(),
+        "raw_floor": floor,
     }
 
 
@@ -218,6 +288,9 @@ class Data:
 
 def store_all(name, ops, data):
     """Every key stored through `ops`, read back: untimed."""
+    if name == "raw_floor":
+        ops.store()
+        return
     for i in range(0, len(data.keys), MANY):
         chunk = {k: data.value[k] for k in data.keys[i:i + MANY]}
         if ops.set_many(chunk):
@@ -265,6 +338,10 @@ def loop_set_many(name, ops, data):
 
 LOOPS = {"get": loop_get, "set": loop_set, "get_many100": loop_get_many,
          "set_many100": loop_set_many}
+FLOOR_LOOPS = {"get": lambda name, fl, data: fl.get(len(data.pairs)),
+               "set": lambda name, fl, data: fl.set(len(data.pairs)),
+               "get_many100": lambda name, fl, data: fl.get_many(len(data.batches)),
+               "set_many100": lambda name, fl, data: fl.set_many(len(data.expect))}
 
 
 def timed(loop, name, ops, data):
@@ -288,7 +365,8 @@ def run_reps(opt, clients, data):
         order = CLIENTS[rep % len(CLIENTS):] + CLIENTS[:rep % len(CLIENTS)]
         for name in order:
             for case in CASES:
-                s = timed(LOOPS[case], name, clients[name], data)
+                loop = (FLOOR_LOOPS if name == "raw_floor" else LOOPS)[case]
+                s = timed(loop, name, clients[name], data)
                 samples[case][name].append(s)
                 if opt.verbose:
                     print("REP %d %s %s keys_per_s=%.0f cpu_ns=%.0f user_ns=%.0f sys_ns=%.0f"
@@ -335,6 +413,11 @@ def ratio_lines(samples):
             print("INFO ratio %s mcroute_vs_%s keys_per_s=%.2fx cpu=%.2fx "
                   "(of_medians keys_per_s=%.2fx cpu=%.2fx; of_best keys_per_s=%.2fx cpu=%.2fx)"
                   % (case, ref, k, c, k_of, c_of, bk, bc))
+        for a, b in (("raw_floor", "pylibmc"), ("raw_floor", "pymemcache"),
+                     ("mcroute", "raw_floor")):
+            k, _ = paired(samples, case, a, b, 0)
+            c, _ = paired(samples, case, a, b, 1)
+            print("INFO ratio %s %s_vs_%s keys_per_s=%.2fx cpu=%.2fx" % (case, a, b, k, c))
 
 
 GOALS = [  # name, case, reference, field (0 keys/s, 1 CPU), at least (True) or most, target
@@ -348,11 +431,18 @@ GOALS = [  # name, case, reference, field (0 keys/s, 1 CPU), at least (True) or 
 
 
 def goal_lines(samples):
+    """mcroute's ratio against the target, and the raw floor's: a goal the
+    floor misses too is beyond any client on this host at this moment."""
+    def meets(r, at_least, target):
+        return r >= target if at_least else r <= target
     for name, case, ref, field, at_least, target in GOALS:
         r, _ = paired(samples, case, "mcroute", ref, field)
-        ok = r >= target if at_least else r <= target
-        print("GOAL python_%s target=%s%.2fx measured=%.2fx %s"
-              % (name, ">=" if at_least else "<=", target, r, "PASS" if ok else "MISS"))
+        f, _ = paired(samples, case, "raw_floor", ref, field)
+        print("GOAL python_%s target=%s%.2fx measured=%.2fx raw_floor=%.2fx %s%s"
+              % (name, ">=" if at_least else "<=", target, r, f,
+                 "PASS" if meets(r, at_least, target) else "MISS",
+                 "" if meets(f, at_least, target) else
+                 " (the raw C floor misses it too: no client can meet it here)"))
 
 
 # ------------------------------------------------------------ the C pool's own figures
@@ -424,8 +514,12 @@ def where_lines(samples, pool):
         ss, fl = samples[case]["mcroute"], samples[case]["loop_floor"]
         cpu, user, sys_ = (med([s[i] for s in ss]) for i in (1, 2, 3))
         loop = med([s[1] for s in fl])
+        rf = samples[case]["raw_floor"]
+        rcpu, ruser, rsys = (med([s[i] for s in rf]) for i in (1, 2, 3))
         line = ("INFO where %s mcroute_cpu_ns=%.0f user_ns=%.0f kernel_share=%.2f "
-                "loop_floor_ns=%.0f" % (case, cpu, user, share(user, sys_), loop))
+                "loop_floor_ns=%.0f raw_floor_ns=%.0f raw_floor_user_ns=%.0f "
+                "raw_floor_kernel_share=%.2f" % (case, cpu, user, share(user, sys_), loop,
+                                                  rcpu, ruser, share(ruser, rsys)))
         if pool is not None:
             (pc, pu, ps), (fc, fu, fs) = pool[case]["mcroute"], pool[case]["floor"]
             line += (" pool_c_ns=%.0f pool_user_ns=%.0f pool_kernel_share=%.2f "
@@ -434,7 +528,8 @@ def where_lines(samples, pool):
                                             cpu - loop - pc, user - loop - pu))
         print(line)
     print("INFO where: kernel_share is system / (user + system), getrusage's tick-sampled "
-          "split; loop_floor_ns the same loop on a dict (the interpreter, a call, the check)" +
+          "split; loop_floor_ns the same loop on a dict (the interpreter, a call, the check); "
+          "raw_floor_* the raw C client's, in the same repetitions" +
           ("" if pool is None else
            "; pool_* and raw_epoll_* bench_pool's client CPU per request (key) on the same "
            "rounds (one get or set in flight, a 100-key multi-get at a time, sets 100 in "
@@ -515,11 +610,17 @@ def default_pool(opt, pkg):
     return str(pkg.parent.parent / "bench" / "bench_pool")
 
 
+def default_floor(opt, pkg):
+    if opt.floor is not None:
+        return opt.floor
+    return str(pkg.parent.parent / "bench" / "bench_pyfloor.so")
+
+
 def bench(opt, procs):
     ports = [start_memcached(procs) for _ in range(NSERVERS)]
     pkg = info_lines(opt, ports)
     data = Data(opt)
-    clients = make_clients(ports)
+    clients = make_clients(ports, RawFloor(default_floor(opt, pkg), ports, data))
     for name in CLIENTS:
         store_all(name, clients[name], data)
     samples = run_reps(opt, clients, data)
