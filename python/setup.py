@@ -54,5 +54,5 @@ setup(
     license="BSD-3-Clause",
     packages=["mcroute"],
     ext_modules=[ext],
-    python_requires=">=3.9",
+    python_requires=">=3.10",
 )

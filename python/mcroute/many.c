@@ -106,7 +106,8 @@ static int mget_convert(Client *c, mget_call *m, const mcpy_keyset *k, mcr_op op
  * values are dropped: pymemcache's rule is to raise too). The values of
  * one server's reply become Python objects while the other servers' are
  * still on their way: the loop runs a pass at a time (the GIL released
- * during each), the objects are made between the passes. */
+ * during each), the objects are made between the passes (at the end with
+ * a serializer). */
 static PyObject *many(Client *c, PyObject *keys, mcr_op op)
 {
     if (mcpy_ready(c) != 0)
@@ -138,13 +139,21 @@ static PyObject *many(Client *c, PyObject *keys, mcr_op op)
     if (rc == MCR_OK)
         rc = mcr_pool_run_once(c->pool);
     Py_END_ALLOW_THREADS
+    /* Between the passes only without a serializer: its deserialize() is
+     * the caller's Python code, which could call this client while the
+     * call is in progress; with one, all values are made at the end. */
+    bool early = c->serde == NULL;
     while (rc == MCR_OK && !m.done) {
         /* a failed conversion stops the objects, not the loop: the
          * requests still refer to m until the done callback */
-        if (converted == 0 && m.status == MCR_OK && mget_convert(c, &m, &k, op, out) != 0)
-            converted = -1;
-        m.nready = 0;
-        m.len = 0;
+        if (early && converted == 0 && m.status == MCR_OK) {
+            if (mget_convert(c, &m, &k, op, out) != 0)
+                converted = -1;
+        }
+        if (early) {
+            m.nready = 0;
+            m.len = 0;
+        }
         Py_BEGIN_ALLOW_THREADS
         rc = mcr_pool_run_once(c->pool);
         Py_END_ALLOW_THREADS

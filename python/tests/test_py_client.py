@@ -190,6 +190,44 @@ def test_key_prefix(servers):
     assert c.get_many(["k"]) == {"k": b"v"}
 
 
+def test_get_many_across_servers(servers):
+    """get_many turns each server's values into objects while the others'
+    replies come (without a serializer): every key with its own value, over
+    4 servers, with misses, duplicates and str and bytes keys; with a
+    serializer, the values are made at the end, so its deserialize() may
+    call the same client."""
+    mcs = servers(4)
+    addrs = [m.addr for m in mcs]
+    c = mcroute.Client(servers=addrs)
+    keys = random_keys(300, 23)
+    want = {k: ("value of %s|" % k).encode() * (1 + i % 40) for i, k in enumerate(keys)}
+    assert c.set_many(want) == []
+    assert len(set(c.locate_many(keys))) == 4
+    asked = keys + ["missing:%d" % i for i in range(50)] + keys[:20]
+    assert c.get_many(asked) == want
+    as_bytes = [k.encode() for k in keys[:30]]
+    assert c.get_many(as_bytes) == {k.encode(): want[k] for k in keys[:30]}
+    got = c.gets_many(keys)
+    assert {k: v for k, (v, _) in got.items()} == want
+    assert all(isinstance(cas, int) for _, cas in got.values())
+
+    class Lookup(mcroute.PickleSerde):
+        def __init__(self):
+            super().__init__()
+            self.client = None
+
+        def deserialize(self, key, value, flags):
+            self.client.get("side:" + key)  # the same client, inside get_many
+            return super().deserialize(key, value, flags)
+
+    serde = Lookup()
+    s = mcroute.Client(servers=addrs, serde=serde)
+    serde.client = s
+    objs = {k: {"n": i, "k": k} for i, k in enumerate(keys[:100])}
+    assert s.set_many(objs) == []
+    assert s.get_many(keys[:100] + ["missing"]) == objs
+
+
 def test_dead_server_fails_its_keys_only(servers):
     mcs = servers(3)
     c = mcroute.Client(servers=[m.addr for m in mcs], timeout=1, connect_timeout=1)
