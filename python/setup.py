@@ -44,6 +44,11 @@ ext = Extension(
     # an installed prefix outside the linker's search path: found at run time
     runtime_library_dirs=[] if libdir in SYSTEM_LIBDIRS else [libdir],
     extra_compile_args=["-std=c11", "-fvisibility=hidden"],
+    # the stable ABI, the limited API of 3.11 (the buffer protocol joined it
+    # then): one _mcroute.abi3.so, in a cp311-abi3 wheel, for every CPython
+    # from 3.11 on
+    define_macros=[("Py_LIMITED_API", "0x030B0000")],
+    py_limited_api=True,
 )
 
 setup(
@@ -54,5 +59,6 @@ setup(
     license="BSD-3-Clause",
     packages=["mcroute"],
     ext_modules=[ext],
-    python_requires=">=3.10",
+    python_requires=">=3.11",
+    options={"bdist_wheel": {"py_limited_api": "cp311"}},
 )

@@ -214,7 +214,12 @@ void Client_dealloc(Client *c)
     free(c->hash);
     free(c->key_prefix);
     Py_XDECREF(c->serde);
-    Py_TYPE(c)->tp_free((PyObject *)c);
+    /* a heap type (the limited API has no static one): its instances hold
+     * a reference to it, a subclass's too, given back here */
+    PyTypeObject *tp = Py_TYPE((PyObject *)c);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(c);
+    Py_DECREF(tp);
 }
 
 /* seconds (int or float, or None) -> ms in *out; 0 stays the default. */
@@ -239,17 +244,17 @@ static int seconds_ms(PyObject *v, const char *name, unsigned *out)
 static char *servers_text(PyObject *v)
 {
     if (PyUnicode_Check(v)) {
-        const char *s = PyUnicode_AsUTF8(v);
+        const char *s = PyUnicode_AsUTF8AndSize(v, NULL);
         return s != NULL ? dup_or_null(s) : NULL;
     }
-    PyObject *seq = PySequence_Fast(v, "servers: a list of \"host:port\" strings, or one "
-                                       "comma-separated string");
+    PyObject *seq = mcpy_tuple_of(v, "servers: a list of \"host:port\" strings, or one "
+                                     "comma-separated string");
     if (seq == NULL)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_Size(seq);
     size_t cap = 1, len = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *it = PyTuple_GetItem(seq, i);
         if (!PyUnicode_Check(it)) {
             PyErr_Format(mcpy_ConfigError, "servers[%zd]: %R is not a string", i, it);
             Py_DECREF(seq);
@@ -270,7 +275,7 @@ static char *servers_text(PyObject *v)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t l;
-        const char *s = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(seq, i), &l);
+        const char *s = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(seq, i), &l);
         if (memchr(s, ',', (size_t)l) != NULL) {
             PyErr_Format(mcpy_ConfigError, "servers[%zd]: \"%s\" holds a comma: give one server "
                                       "per item", i, s);
@@ -296,7 +301,7 @@ static const char *opt_str(PyObject *v, const char *name)
         PyErr_Format(mcpy_ConfigError, "%s: %R is not a string", name, v);
         return NULL;
     }
-    return PyUnicode_AsUTF8(v);
+    return PyUnicode_AsUTF8AndSize(v, NULL);
 }
 
 int Client_init(Client *c, PyObject *args, PyObject *kw)
@@ -365,7 +370,8 @@ int Client_init(Client *c, PyObject *args, PyObject *kw)
             const char *s = opt_str(v, "etcd");
             c->arg = s != NULL ? dup_or_null(s) : NULL;
         } else if (PyUnicode_FSConverter(v, &path)) {
-            c->arg = dup_or_null(PyBytes_AS_STRING(path));
+            const char *s = PyBytes_AsString(path);
+            c->arg = s != NULL ? dup_or_null(s) : NULL;
             Py_DECREF(path);
         }
     }

@@ -41,10 +41,9 @@ PyObject *Client_locate_many(Client *c, PyObject *keys)
         int rc = mcr_router_locate(c->router, k.p[i], k.len[i], &r);
         PyObject *s = rc == MCR_OK ? route_text(&r)
                                    : mcpy_raise_status(rc, "the router holds no servers yet");
-        if (s == NULL)
+        /* PyList_SetItem takes s, even when it fails */
+        if (s == NULL || PyList_SetItem(out, i, s) != 0)
             Py_CLEAR(out);
-        else
-            PyList_SET_ITEM(out, i, s);
     }
     mcpy_keyset_clear(&k);
     return out;
@@ -69,8 +68,8 @@ PyObject *Client_servers(Client *c, PyObject *unused)
             if (!PyErr_Occurred())
                 PyErr_SetString(mcpy_Error, "a server of the snapshot cannot be read");
             Py_CLEAR(out);
-        } else {
-            PyList_SET_ITEM(out, (Py_ssize_t)i, id);
+        } else if (PyList_SetItem(out, (Py_ssize_t)i, id) != 0) { /* id taken */
+            Py_CLEAR(out);
         }
     }
     mcr_snapshot_unref(s);
@@ -89,9 +88,14 @@ PyObject *Client_stats(Client *c, PyObject *args)
     if (ids == NULL)
         return NULL;
     PyObject *out = PyDict_New();
-    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(ids); i++) {
-        PyObject *id = PyList_GET_ITEM(ids, i);
-        mcr_request req = {.op = MCR_OP_STATS, .server = PyUnicode_AsUTF8(id)};
+    Py_ssize_t n = PyList_Size(ids);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *id = PyList_GetItem(ids, i); /* borrowed, from our own list */
+        mcr_request req = {.op = MCR_OP_STATS, .server = PyUnicode_AsUTF8AndSize(id, NULL)};
+        if (req.server == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
         if (group != NULL) {
             req.key = group;
             req.key_len = strlen(group);

@@ -85,7 +85,7 @@ static int mget_convert(Client *c, mget_call *m, const mcpy_keyset *k, mcr_op op
     for (size_t j = 0; j < m->nready; j++) {
         size_t i = m->ready[j];
         mget_slot *s = &m->slot[i];
-        PyObject *key = PySequence_Fast_GET_ITEM(k->seq, (Py_ssize_t)i);
+        PyObject *key = PyTuple_GetItem(k->seq, (Py_ssize_t)i); /* borrowed */
         PyObject *v = mcpy_value_object(c, key, m->buf + s->off, s->value_len, s->flags);
         if (v != NULL && op == MCR_OP_GETS)
             v = Py_BuildValue("(NK)", v, (unsigned long long)s->cas);
@@ -235,6 +235,23 @@ int mcpy_run_all(Client *c, const mcr_request *req, mcpy_slot *slot, Py_ssize_t 
     return 0;
 }
 
+/* The i-th (key, value) of a mapping's items (borrowed from `items`):
+ * a dict's are pairs, another mapping's items() may give anything. */
+static int item_pair(PyObject *items, Py_ssize_t i, PyObject **key, PyObject **value)
+{
+    PyObject *it = PyList_GetItem(items, i);
+    if (it == NULL)
+        return -1;
+    if (!PyTuple_Check(it) || PyTuple_Size(it) != 2) {
+        PyErr_Format(PyExc_TypeError, "values: item %zd of items() is %.100R, not a "
+                                      "(key, value) pair", i, it);
+        return -1;
+    }
+    *key = PyTuple_GetItem(it, 0);
+    *value = PyTuple_GetItem(it, 1);
+    return 0;
+}
+
 /* set_many({key: value}, expire=0): the keys that were not stored (a
  * server's error for them included), as pymemcache returns them. A bad key
  * or value raises before anything is sent. */
@@ -251,7 +268,7 @@ PyObject *Client_set_many(Client *c, PyObject *args, PyObject *kw)
     PyObject *items = PyMapping_Items(values);
     if (items == NULL)
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(items);
+    Py_ssize_t n = PyList_Size(items); /* a list: PyMapping_Items makes one */
     mcr_request *req = PyMem_Calloc((size_t)n + 1, sizeof *req);
     mcpy_slot *slot = PyMem_Calloc((size_t)n + 1, sizeof *slot);
     PyObject **owner = PyMem_Calloc((size_t)n + 1, sizeof *owner);
@@ -272,12 +289,12 @@ PyObject *Client_set_many(Client *c, PyObject *args, PyObject *kw)
         fl = (uint32_t)f;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *it = PyList_GET_ITEM(items, i), *key = PyTuple_GET_ITEM(it, 0), *ref;
+        PyObject *key, *value, *ref;
         const char *kp, *vp;
         Py_ssize_t kl, vl;
-        if (mcpy_key_bytes(key, &kp, &kl, &ref) != 0 || mcpy_check_key(c, key, kp, (size_t)kl) != 0 ||
-            mcpy_value_bytes(c, key, PyTuple_GET_ITEM(it, 1), &vp, &vl, &req[i].flags,
-                        &owner[i]) != 0)
+        if (item_pair(items, i, &key, &value) != 0 || mcpy_key_bytes(key, &kp, &kl, &ref) != 0 ||
+            mcpy_check_key(c, key, kp, (size_t)kl) != 0 ||
+            mcpy_value_bytes(c, key, value, &vp, &vl, &req[i].flags, &owner[i]) != 0)
             goto done;
         size_t vmax = c->opts.max_value_size != 0 ? c->opts.max_value_size : 1048576;
         if ((size_t)vl > vmax) {
@@ -297,10 +314,12 @@ PyObject *Client_set_many(Client *c, PyObject *args, PyObject *kw)
     if (mcpy_run_all(c, req, slot, n) != 0)
         goto done;
     out = PyList_New(0);
-    for (Py_ssize_t i = 0; out != NULL && i < n; i++)
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *key, *value;
         if ((slot[i].status != MCR_OK || slot[i].reply != MCR_REPLY_STORED) &&
-            PyList_Append(out, PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0)) != 0)
+            (item_pair(items, i, &key, &value) != 0 || PyList_Append(out, key) != 0))
             Py_CLEAR(out);
+    }
 done:
     for (Py_ssize_t i = 0; owner != NULL && i < n; i++)
         Py_XDECREF(owner[i]);
@@ -330,7 +349,7 @@ PyObject *Client_delete_many(Client *c, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
     } else {
         for (Py_ssize_t i = 0; i < k.n; i++)
-            if (mcpy_check_key(c, PySequence_Fast_GET_ITEM(k.seq, i), k.p[i], k.len[i]) != 0)
+            if (mcpy_check_key(c, PyTuple_GetItem(k.seq, i), k.p[i], k.len[i]) != 0)
                 goto out;
         for (Py_ssize_t i = 0; i < k.n; i++) {
             req[i].op = MCR_OP_DELETE;
@@ -369,19 +388,22 @@ PyObject *Client_flush_all(Client *c, PyObject *args, PyObject *kw)
     PyObject *ids = Client_servers(c, NULL);
     if (ids == NULL)
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(ids);
+    Py_ssize_t n = PyList_Size(ids);
     mcr_request *req = PyMem_Calloc((size_t)n + 1, sizeof *req);
     mcpy_slot *slot = PyMem_Calloc((size_t)n + 1, sizeof *slot);
     PyObject *out = NULL;
     if (req == NULL || slot == NULL) {
         PyErr_NoMemory();
     } else {
-        for (Py_ssize_t i = 0; i < n; i++) {
+        bool ok = true;
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
             req[i].op = MCR_OP_FLUSH_ALL;
             req[i].exptime = d;
-            req[i].server = PyUnicode_AsUTF8(PyList_GET_ITEM(ids, i));
+            /* borrowed from our own list, which lives until the end */
+            req[i].server = PyUnicode_AsUTF8AndSize(PyList_GetItem(ids, i), NULL);
+            ok = req[i].server != NULL;
         }
-        if (mcpy_run_all(c, req, slot, n) == 0) {
+        if (ok && mcpy_run_all(c, req, slot, n) == 0) {
             out = Py_NewRef(Py_True);
             for (Py_ssize_t i = 0; i < n; i++)
                 if (slot[i].status != MCR_OK) {

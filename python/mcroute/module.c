@@ -91,15 +91,23 @@ static PyMethodDef Client_methods[] = {
     {"close", (PyCFunction)Client_close, METH_NOARGS, "close(): close the connections."},
     {NULL, NULL, 0, NULL}};
 
-static PyTypeObject ClientType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mcroute._mcroute.Client",
-    .tp_doc = "A memcached client routed by mcroute (see help(mcroute)).",
-    .tp_basicsize = sizeof(Client),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Client_init,
-    .tp_dealloc = (destructor)Client_dealloc,
-    .tp_methods = Client_methods,
+/* The Client type, made at module init from its spec: the limited API has
+ * no static type objects (their layout is not part of the stable ABI). */
+static PyType_Slot Client_slots[] = {
+    {Py_tp_doc, (void *)"A memcached client routed by mcroute (see help(mcroute))."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)Client_init},
+    {Py_tp_dealloc, (void *)Client_dealloc},
+    {Py_tp_methods, Client_methods},
+    {0, NULL}};
+
+static PyType_Spec Client_spec = {
+    .name = "mcroute._mcroute.Client",
+    .basicsize = sizeof(Client),
+    /* immutable, as the static type was (PyType_Ready marks static types
+     * so): no code replaces Client's methods under the process's others */
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = Client_slots,
 };
 
 /* ------------------------------------------------------------ module */
@@ -129,10 +137,16 @@ PyMODINIT_FUNC PyInit__mcroute(void)
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);
-    if (m == NULL || PyType_Ready(&ClientType) < 0)
+    if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "Client", (PyObject *)&ClientType) != 0)
+    /* the module keeps the type (nothing else refers to it but its
+     * instances, each holding a reference) */
+    PyObject *t = PyType_FromModuleAndSpec(m, &Client_spec, NULL);
+    if (t == NULL || PyModule_AddObjectRef(m, "Client", t) != 0) {
+        Py_XDECREF(t);
         return NULL;
+    }
+    Py_DECREF(t);
     PyObject *b;
     if ((mcpy_Error = new_exc(m, "Error", NULL, "Every error of mcroute.")) == NULL)
         return NULL;

@@ -3,12 +3,20 @@
 #ifndef MCPY_CLIENT_H
 #define MCPY_CLIENT_H
 
+/* The stable ABI: one _mcroute.abi3.so serves every CPython from 3.11 on
+ * (3.11 is the floor: the buffer protocol, PyObject_CheckBuffer, joined
+ * the limited API then). The builds define it too; this covers any other. */
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030B0000
+#endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>  /* the limited API's Python.h (3.11 on) no longer brings them */
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,13 +82,14 @@ int Client_init(Client *c, PyObject *args, PyObject *kw);
 PyObject *Client_close(Client *c, PyObject *unused);
 
 /* ---- values.c ---- */
-/* The keys of a call on many: their bytes, kept alive by the sequence. */
+/* The keys of a call on many: their bytes, kept alive by the tuple. */
 typedef struct mcpy_keyset {
-    PyObject *seq;      /* PySequence_Fast of the keys */
+    PyObject *seq;      /* mcpy_tuple_of the keys */
     Py_ssize_t n;
     const char **p;
     size_t *len;
 } mcpy_keyset;
+PyObject *mcpy_tuple_of(PyObject *v, const char *message);
 int mcpy_key_bytes(PyObject *key, const char **p, Py_ssize_t *len, PyObject **ref);
 int mcpy_value_bytes(Client *c, PyObject *key, PyObject *value, const char **p,
                        Py_ssize_t *len, uint32_t *flags, PyObject **owner);

@@ -4,6 +4,47 @@
 
 #include <string.h>
 
+/* The items of `v` in a tuple, as PySequence_Fast (not in the limited API)
+ * gives them in a list, with the same TypeError `message` for what is not
+ * iterable. A tuple is v itself, a list is copied: the caller's list can
+ * then change (in a serde's code, called in the middle of a call) without
+ * freeing a key the call still refers to. */
+PyObject *mcpy_tuple_of(PyObject *v, const char *message)
+{
+    if (PyTuple_CheckExact(v) || PyList_CheckExact(v))
+        return PySequence_Tuple(v);
+    PyObject *it = PyObject_GetIter(v);
+    if (it == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError))
+            PyErr_SetString(PyExc_TypeError, message);
+        return NULL;
+    }
+    PyObject *t = PySequence_Tuple(it);
+    Py_DECREF(it);
+    return t;
+}
+
+/* The bytes of a bytes object, as *p and *len. */
+static int bytes_of(PyObject *b, const char **p, Py_ssize_t *len)
+{
+    char *s;
+    if (PyBytes_AsStringAndSize(b, &s, len) != 0)
+        return -1;
+    *p = s;
+    return 0;
+}
+
+/* `exc` raised with `format`, whose one %U is the type's name of `o` (the
+ * limited API has no tp_name to read). */
+static void raise_type(PyObject *exc, const char *format, PyObject *o)
+{
+    PyObject *name = PyType_GetName(Py_TYPE(o));
+    if (name == NULL)
+        return;
+    PyErr_Format(exc, format, name);
+    Py_DECREF(name);
+}
+
 /* A key: str (UTF-8) or bytes. *ref holds what keeps the bytes alive. */
 int mcpy_key_bytes(PyObject *key, const char **p, Py_ssize_t *len, PyObject **ref)
 {
@@ -12,12 +53,9 @@ int mcpy_key_bytes(PyObject *key, const char **p, Py_ssize_t *len, PyObject **re
         *p = PyUnicode_AsUTF8AndSize(key, len);
         return *p != NULL ? 0 : -1;
     }
-    if (PyBytes_Check(key)) {
-        *p = PyBytes_AS_STRING(key);
-        *len = PyBytes_GET_SIZE(key);
-        return 0;
-    }
-    PyErr_Format(mcpy_IllegalKeyError, "a key is str or bytes, not %.80s", Py_TYPE(key)->tp_name);
+    if (PyBytes_Check(key))
+        return bytes_of(key, p, len);
+    raise_type(mcpy_IllegalKeyError, "a key is str or bytes, not %.80U", key);
     return -1;
 }
 
@@ -34,13 +72,14 @@ int mcpy_value_bytes(Client *c, PyObject *key, PyObject *value, const char **p,
         PyObject *r = PyObject_CallMethod(c->serde, "serialize", "OO", key, value);
         if (r == NULL)
             return -1;
-        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
-            PyErr_Format(PyExc_TypeError, "serde.serialize() returned %.80s, not a tuple "
-                                          "(bytes, flags)", Py_TYPE(r)->tp_name);
+        if (!PyTuple_Check(r) || PyTuple_Size(r) != 2) {
+            raise_type(PyExc_TypeError, "serde.serialize() returned %.80U, not a tuple "
+                                        "(bytes, flags)", r);
             Py_DECREF(r);
             return -1;
         }
-        unsigned long f = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(r, 1));
+        /* a pair: the items are there (borrowed from r) */
+        unsigned long f = PyLong_AsUnsignedLong(PyTuple_GetItem(r, 1));
         if (PyErr_Occurred() || f > UINT32_MAX) {
             PyErr_Clear();
             PyErr_SetString(PyExc_ValueError, "serde.serialize(): flags are an int from 0 "
@@ -49,15 +88,17 @@ int mcpy_value_bytes(Client *c, PyObject *key, PyObject *value, const char **p,
             return -1;
         }
         *flags = (uint32_t)f;
-        v = PyTuple_GET_ITEM(r, 0);
+        v = PyTuple_GetItem(r, 0);
         Py_INCREF(v);
         Py_DECREF(r);
     } else {
         Py_INCREF(v);
     }
     if (PyBytes_Check(v)) {
-        *p = PyBytes_AS_STRING(v);
-        *len = PyBytes_GET_SIZE(v);
+        if (bytes_of(v, p, len) != 0) {
+            Py_DECREF(v);
+            return -1;
+        }
         *owner = v;
         return 0;
     }
@@ -84,14 +125,16 @@ int mcpy_value_bytes(Client *c, PyObject *key, PyObject *value, const char **p,
         Py_DECREF(v);
         if (b == NULL)
             return -1;
-        *p = PyBytes_AS_STRING(b);
-        *len = PyBytes_GET_SIZE(b);
+        if (bytes_of(b, p, len) != 0) {
+            Py_DECREF(b);
+            return -1;
+        }
         *owner = b;
         return 0;
     }
-    PyErr_Format(PyExc_TypeError,
-                 "a value is bytes, str or int without a serde (mcroute.PickleSerde stores "
-                 "any object), not %.80s", Py_TYPE(v)->tp_name);
+    raise_type(PyExc_TypeError,
+               "a value is bytes, str or int without a serde (mcroute.PickleSerde stores "
+               "any object), not %.80U", v);
     Py_DECREF(v);
     return -1;
 }
@@ -136,10 +179,10 @@ void mcpy_keyset_clear(mcpy_keyset *k)
 int mcpy_keyset_of(PyObject *keys, mcpy_keyset *k)
 {
     memset(k, 0, sizeof *k);
-    k->seq = PySequence_Fast(keys, "keys: a list, tuple or other iterable of keys");
+    k->seq = mcpy_tuple_of(keys, "keys: a list, tuple or other iterable of keys");
     if (k->seq == NULL)
         return -1;
-    k->n = PySequence_Fast_GET_SIZE(k->seq);
+    k->n = PyTuple_Size(k->seq);
     k->p = PyMem_Calloc((size_t)k->n + 1, sizeof *k->p);
     k->len = PyMem_Calloc((size_t)k->n + 1, sizeof *k->len);
     if (k->p == NULL || k->len == NULL) {
@@ -150,7 +193,7 @@ int mcpy_keyset_of(PyObject *keys, mcpy_keyset *k)
     for (Py_ssize_t i = 0; i < k->n; i++) {
         PyObject *ref;
         Py_ssize_t l;
-        if (mcpy_key_bytes(PySequence_Fast_GET_ITEM(k->seq, i), &k->p[i], &l, &ref) != 0) {
+        if (mcpy_key_bytes(PyTuple_GetItem(k->seq, i), &k->p[i], &l, &ref) != 0) {
             mcpy_keyset_clear(k);
             return -1;
         }

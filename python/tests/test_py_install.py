@@ -2,7 +2,8 @@
 """test_py_install.py: the package as its README installs it: `cmake --install` of the
 build into a temporary prefix, a virtualenv, `pip install --no-build-isolation` of a copy
 of python/ with PKG_CONFIG_PATH naming that prefix (no package index), then the
-installed module placing keys as the installed `mcroute locate` does."""
+installed module (the stable ABI's _mcroute.abi3.so) placing keys as the installed
+`mcroute locate` does."""
 
 import os
 import shutil
@@ -51,6 +52,8 @@ def test_pip_install_into_a_virtualenv(tmp_path):
     out = run([py, "-c", PROGRAM, servers] + keys, env=env, cwd=str(tmp_path))
     lines = out.splitlines()
     assert lines[-1].startswith("module " + str(venv)), lines[-1]
+    # the stable ABI's module (Py_LIMITED_API): one file for every CPython >= 3.11
+    assert lines[-1].endswith("/_mcroute.abi3.so"), lines[-1]
     want = run([str(prefix / "bin" / "mcroute"), "locate", "-s", servers, "--client",
                 "php-memcached-ketama"] + keys, env=env)
     assert "\n".join(lines[:-1]) + "\n" == want
