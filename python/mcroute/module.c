@@ -144,14 +144,14 @@ PyMODINIT_FUNC PyInit__mcroute(void)
     PyObject *t = PyType_FromModuleAndSpec(m, &Client_spec, NULL);
     if (t == NULL || PyModule_AddObjectRef(m, "Client", t) != 0) {
         Py_XDECREF(t);
-        return NULL;
+        goto fail;
     }
     Py_DECREF(t);
     PyObject *b;
     if ((mcpy_Error = new_exc(m, "Error", NULL, "Every error of mcroute.")) == NULL)
-        return NULL;
+        goto fail;
     if ((b = PyTuple_Pack(2, mcpy_Error, PyExc_ValueError)) == NULL)
-        return NULL;
+        goto fail;
     mcpy_ConfigError = new_exc(m, "ConfigError", b, "Servers, a placement or an option refused.");
     mcpy_IllegalKeyError = new_exc(m, "IllegalKeyError", b,
                               "A key empty, too long, or with a space or control byte.");
@@ -161,24 +161,27 @@ PyMODINIT_FUNC PyInit__mcroute(void)
                           "A server failed a request (its error, a lost connection).");
     if (mcpy_ConfigError == NULL || mcpy_IllegalKeyError == NULL || mcpy_TooBigError == NULL ||
         mcpy_ServerError == NULL)
-        return NULL;
+        goto fail;
     if ((b = PyTuple_Pack(2, mcpy_ServerError, PyExc_ConnectionError)) == NULL)
-        return NULL;
+        goto fail;
     mcpy_ConnectionError = new_exc(m, "ConnectionError", b,
                                "A server refused, reset or closed the connection.");
     mcpy_ServerDown = new_exc(m, "ServerDown", b,
                          "A server is down for this client (its failure policy).");
     Py_DECREF(b);
     if ((b = PyTuple_Pack(2, mcpy_ServerError, PyExc_TimeoutError)) == NULL)
-        return NULL;
+        goto fail;
     mcpy_TimeoutError = new_exc(m, "TimeoutError", b, "No connection or no reply in time.");
     Py_DECREF(b);
     mcpy_ProtocolError = new_exc(m, "ProtocolError", mcpy_ServerError,
                             "A reply that does not fit its request.");
     if (mcpy_ConnectionError == NULL || mcpy_ServerDown == NULL || mcpy_TimeoutError == NULL ||
         mcpy_ProtocolError == NULL)
-        return NULL;
+        goto fail;
     if (PyModule_AddIntConstant(m, "KEY_MAX", MCR_KEY_MAX) != 0)
-        return NULL;
+        goto fail;
     return m;
+fail: /* the import fails: the module and what it holds go */
+    Py_DECREF(m);
+    return NULL;
 }

@@ -117,6 +117,10 @@ int mcpy_value_bytes(Client *c, PyObject *key, PyObject *value, const char **p,
         if (s == NULL)
             return -1;
         *p = PyUnicode_AsUTF8AndSize(s, len);
+        if (*p == NULL) {
+            Py_DECREF(s);
+            return -1;
+        }
         *owner = s;
         return 0;
     }

@@ -122,6 +122,13 @@ def test_serde_and_values(servers):
     assert plain.get("s") == "text ä".encode()  # stored as UTF-8, flag 16
     with pytest.raises(TypeError, match="serde"):
         plain.set("x", {"no": "serde"})
+
+    class Odd(int):  # an int whose text is no UTF-8: an error, nothing sent
+        def __str__(self):
+            return "\udcff"
+    with pytest.raises(UnicodeEncodeError):
+        plain.set("odd", Odd(5))
+    assert plain.get("odd") is None
     with pytest.raises(mcroute.ConfigError, match="serde"):
         mcroute.Client(servers=mcs[0].addr, serde=object())
 
