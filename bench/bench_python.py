@@ -623,7 +623,9 @@ def info_lines(opt, ports):
     print("INFO clients pylibmc=\"Client(servers, binary=False, behaviors={ketama, "
           "tcp_nodelay})\" pymemcache=\"HashClient(servers, default_noreply=False)\" "
           "mcroute=\"Client(servers=...)\" mcroute_meta=\"protocol=meta\" "
-          "loop_floor=\"the same loops on a dict: no I/O\"", flush=True)
+          "loop_floor=\"the same loops on a dict: no I/O\" "
+          "raw_floor=\"bench_pyfloor.so: pool_floor.c's raw epoll client in C, no library\"",
+          flush=True)
     return pkg
 
 

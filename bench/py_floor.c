@@ -167,27 +167,27 @@ static pool_floor_job job_of(pyfloor *p)
     return job;
 }
 
-/* Sets of keys 0..n-1 (n at most nkeys), `depth` in flight. The number of
- * problems so far (0: every set stored). */
-unsigned pyfloor_set(pyfloor *p, size_t n, unsigned depth)
+/* Requests for keys 0..n-1 (n at most nkeys), `depth` in flight: sets
+ * with `set`, else gets (of keys stored before). The number of problems
+ * so far (0: every set stored, every get the key's value). */
+static unsigned pipeline(pyfloor *p, bool set, size_t n, unsigned depth)
 {
     pool_floor_job job = job_of(p);
     if (n > p->nkeys || depth == 0)
-        problem(p, "floor: set of more keys than it has, or depth 0");
+        problem(p, "floor: requests for more keys than it has, or depth 0");
     else
-        pool_floor_pipeline(p->f, &job, true, n, depth);
+        pool_floor_pipeline(p->f, &job, set, n, depth);
     return p->problems;
 }
 
-/* Gets of keys 0..n-1 (stored before), `depth` in flight. */
+unsigned pyfloor_set(pyfloor *p, size_t n, unsigned depth)
+{
+    return pipeline(p, true, n, depth);
+}
+
 unsigned pyfloor_get(pyfloor *p, size_t n, unsigned depth)
 {
-    pool_floor_job job = job_of(p);
-    if (n > p->nkeys || depth == 0)
-        problem(p, "floor: get of more keys than it has, or depth 0");
-    else
-        pool_floor_pipeline(p->f, &job, false, n, depth);
-    return p->problems;
+    return pipeline(p, false, n, depth);
 }
 
 /* `calls` multi-gets of `keys` consecutive keys, one at a time. */
